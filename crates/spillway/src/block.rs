@@ -1,0 +1,134 @@
+//! Why an entry was refused.
+
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which check refused an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BlockKind {
+    /// The resource registry is full and its overflow policy is
+    /// [`OverflowPolicy::Reject`](crate::OverflowPolicy::Reject).
+    ResourceCap,
+}
+
+impl BlockKind {
+    /// A short lowercase name, for logs and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockKind::ResourceCap => "resource_cap",
+        }
+    }
+}
+
+impl fmt::Display for BlockKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An entry was refused: not now, with the reason.
+///
+/// Carries which check fired, the rule that did (when a rule did), the observed value against the
+/// threshold, and a hint of when to retry. Building one does not allocate: names are shared
+/// `Arc<str>`s held by the registry and the rules (the one exception is the cold refusal of a
+/// name the full registry never stored).
+///
+/// # Examples
+///
+/// ```
+/// use spillway::{BlockKind, OverflowPolicy, Spillway};
+///
+/// let spillway = Spillway::builder()
+///     .max_resources(1)
+///     .overflow_policy(OverflowPolicy::Reject)
+///     .build();
+/// let _first = spillway.entry("first").enter().unwrap();
+/// let err = spillway.entry("second").enter().unwrap_err();
+/// assert_eq!(err.kind(), BlockKind::ResourceCap);
+/// assert_eq!(err.resource(), "second");
+/// assert_eq!((err.observed(), err.threshold()), (1.0, 1.0));
+/// println!("{err}");
+/// ```
+#[derive(Debug, Clone)]
+pub struct BlockError {
+    kind: BlockKind,
+    resource: Arc<str>,
+    rule_id: Option<Arc<str>>,
+    observed: f64,
+    threshold: f64,
+    retry_after: Option<Duration>,
+}
+
+impl BlockError {
+    pub(crate) fn new(kind: BlockKind, resource: Arc<str>, observed: f64, threshold: f64) -> Self {
+        Self {
+            kind,
+            resource,
+            rule_id: None,
+            observed,
+            threshold,
+            retry_after: None,
+        }
+    }
+
+    #[allow(dead_code)] // set by rule checks
+    pub(crate) fn with_rule(mut self, rule_id: Arc<str>) -> Self {
+        self.rule_id = Some(rule_id);
+        self
+    }
+
+    #[allow(dead_code)] // set by rule checks
+    pub(crate) fn with_retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+
+    /// Which check refused the entry.
+    pub fn kind(&self) -> BlockKind {
+        self.kind
+    }
+
+    /// The resource the entry was for.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// The id of the rule that refused it, when a rule did.
+    pub fn rule_id(&self) -> Option<&str> {
+        self.rule_id.as_deref()
+    }
+
+    /// The value the check observed (for example the current QPS, or the resources registered).
+    pub fn observed(&self) -> f64 {
+        self.observed
+    }
+
+    /// The threshold the observed value was held against.
+    pub fn threshold(&self) -> f64 {
+        self.threshold
+    }
+
+    /// How long until a retry may pass, when the check can tell.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for BlockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} blocked by {}", self.resource, self.kind)?;
+        if let Some(rule) = &self.rule_id {
+            write!(f, " rule {rule}")?;
+        }
+        write!(f, ": observed {} against threshold {}", self.observed, self.threshold)?;
+        if let Some(after) = self.retry_after {
+            write!(f, ", retry after {after:?}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Error for BlockError {}

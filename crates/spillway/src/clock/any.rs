@@ -1,0 +1,41 @@
+use super::{Clock, ManualClock, StdClock, SystemClock};
+use std::sync::Arc;
+
+/// The clock an instance holds: the built-in ones are matched (and inlined) on the hot path, any
+/// other implementation goes through a vtable.
+#[derive(Debug, Clone)]
+pub(crate) enum AnyClock {
+    System(SystemClock),
+    Std(StdClock),
+    Manual(ManualClock),
+    Custom(Arc<dyn Clock>),
+}
+
+impl AnyClock {
+    pub(crate) fn from_clock<C: Clock>(clock: C) -> Self {
+        // Recognise the built-in clocks so that the hot path does not pay for dynamic dispatch.
+        let any: &dyn std::any::Any = &clock;
+        if let Some(c) = any.downcast_ref::<SystemClock>() {
+            return Self::System(c.clone());
+        }
+        if let Some(c) = any.downcast_ref::<ManualClock>() {
+            return Self::Manual(c.clone());
+        }
+        if let Some(c) = any.downcast_ref::<StdClock>() {
+            return Self::Std(*c);
+        }
+        Self::Custom(Arc::new(clock))
+    }
+}
+
+impl Clock for AnyClock {
+    #[inline]
+    fn now_nanos(&self) -> u64 {
+        match self {
+            Self::System(c) => c.now_nanos(),
+            Self::Std(c) => c.now_nanos(),
+            Self::Manual(c) => c.now_nanos(),
+            Self::Custom(c) => c.now_nanos(),
+        }
+    }
+}

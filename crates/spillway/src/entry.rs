@@ -1,0 +1,14 @@
+//! The entry path: ask to run, get an [`Entry`] (or a [`BlockError`](crate::BlockError)), and
+//! the entry records the outcome when it ends.
+
+mod builder;
+mod guard;
+mod owned;
+mod traffic;
+
+pub use builder::EntryBuilder;
+pub use guard::Entry;
+pub use owned::OwnedEntry;
+pub use traffic::TrafficType;
+
+pub(crate) use guard::EntryState;

@@ -1,0 +1,74 @@
+use super::EntryState;
+use crate::resource::Resource;
+use std::fmt;
+
+/// An admitted call that owns its resource handle: `'static`, for spawned tasks and response
+/// futures. Otherwise the same as [`Entry`](crate::Entry), at the cost of one reference count.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::{ManualClock, Spillway};
+///
+/// let clock = ManualClock::new();
+/// let spillway = Spillway::new_with_clock(clock.clone());
+/// let entry = spillway.entry("jobs").enter_owned()?;
+/// std::thread::spawn(move || {
+///     // work...
+///     drop(entry);
+/// })
+/// .join()
+/// .unwrap();
+/// assert_eq!(spillway.resource("jobs")?.stats().concurrency, 0);
+/// # Ok::<(), spillway::BlockError>(())
+/// ```
+#[must_use = "an entry records its completion when dropped; dropping it at once records an RT of ~0"]
+pub struct OwnedEntry {
+    pub(crate) resource: Resource,
+    pub(crate) state: EntryState,
+}
+
+impl OwnedEntry {
+    /// Marks the call as failed: its completion also counts as an error.
+    pub fn mark_error(&mut self) {
+        self.state.error = true;
+    }
+
+    /// Sets whether the call failed.
+    pub fn set_error(&mut self, error: bool) {
+        self.state.error = error;
+    }
+
+    /// Whether the call is marked as failed.
+    pub fn is_error(&self) -> bool {
+        self.state.error
+    }
+
+    /// The resource.
+    pub fn resource(&self) -> &Resource {
+        &self.resource
+    }
+
+    /// When the entry was admitted, on the spillway's clock (nanoseconds).
+    pub fn started_at_nanos(&self) -> u64 {
+        self.state.started_nanos
+    }
+
+    /// Ends the entry now (the same as dropping it).
+    pub fn exit(self) {}
+}
+
+impl Drop for OwnedEntry {
+    fn drop(&mut self) {
+        self.state.complete(&self.resource.inner);
+    }
+}
+
+impl fmt::Debug for OwnedEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedEntry")
+            .field("resource", &self.resource.name())
+            .field("state", &self.state)
+            .finish()
+    }
+}

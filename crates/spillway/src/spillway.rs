@@ -1,0 +1,242 @@
+//! The instance: clock, resources, (later) rules.
+
+use crate::block::BlockError;
+use crate::clock::{AnyClock, Clock, SystemClock};
+use crate::core::Core;
+use crate::entry::EntryBuilder;
+use crate::registry::{OverflowPolicy, Registry, DEFAULT_MAX_RESOURCES};
+use crate::resource::Resource;
+use crate::snapshot::{ResourceSnapshot, Snapshot};
+use crate::stats::{NodeConfig, NodeStats, ResourceNode};
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+/// Default cap on origins tracked per resource.
+pub const DEFAULT_MAX_ORIGINS: usize = 1_024;
+
+/// One spillway: a clock, a registry of resources with their statistics, and (as later modules
+/// land) the rules checked on every entry.
+///
+/// There is no hidden global: create as many as you like (tests usually make one per test with a
+/// [`ManualClock`](crate::ManualClock)). [`Spillway::global`] is a process-wide default for
+/// convenience. Clones are cheap and share everything.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::{ManualClock, Spillway};
+///
+/// let clock = ManualClock::starting_at_millis(1_700_000_000_000);
+/// let spillway = Spillway::new_with_clock(clock.clone());
+/// let mut entry = spillway.entry("db.query").enter()?;
+/// clock.advance_millis(12);
+/// entry.mark_error();
+/// drop(entry);
+///
+/// let stats = spillway.resource("db.query")?.stats();
+/// assert_eq!((stats.total_pass, stats.total_success, stats.total_error), (1, 1, 1));
+/// assert_eq!(stats.avg_rt_micros, 12_000.0);
+/// # Ok::<(), spillway::BlockError>(())
+/// ```
+#[derive(Clone)]
+pub struct Spillway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    core: Arc<Core>,
+    registry: Registry,
+}
+
+impl Spillway {
+    /// A spillway on the [`SystemClock`] with default settings.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    /// A spillway on `clock` with default settings.
+    pub fn new_with_clock<C: Clock>(clock: C) -> Self {
+        Self::builder().clock(clock).build()
+    }
+
+    /// Settings beyond the clock.
+    pub fn builder() -> SpillwayBuilder {
+        SpillwayBuilder::default()
+    }
+
+    /// The process-wide default instance (system clock, default settings), created on first use.
+    pub fn global() -> &'static Spillway {
+        static GLOBAL: OnceLock<Spillway> = OnceLock::new();
+        GLOBAL.get_or_init(Spillway::new)
+    }
+
+    /// Starts building an entry into the resource `name` (registered on first use).
+    pub fn entry<'a>(&'a self, name: &'a str) -> EntryBuilder<'a> {
+        EntryBuilder::for_name(self, name)
+    }
+
+    /// The resource `name`, registered if new: a handle whose entries skip the name lookup.
+    ///
+    /// # Errors
+    ///
+    /// A [`BlockKind::ResourceCap`](crate::BlockKind::ResourceCap) error when the registry is full
+    /// and its policy is [`OverflowPolicy::Reject`]. Under the default policy a full registry
+    /// returns the shared overflow resource instead.
+    pub fn resource(&self, name: &str) -> Result<Resource, BlockError> {
+        self.resolve(name).cloned()
+    }
+
+    #[inline]
+    pub(crate) fn resolve(&self, name: &str) -> Result<&Resource, BlockError> {
+        self.inner.registry.resolve(name)
+    }
+
+    /// The clock this instance reads.
+    pub fn clock(&self) -> &dyn Clock {
+        &self.inner.core.clock
+    }
+
+    /// The global inbound node: statistics of every inbound entry (Sentinel's `ENTRY_NODE`).
+    pub fn inbound_node(&self) -> &ResourceNode {
+        &self.inner.core.inbound
+    }
+
+    /// Resources registered (not counting the overflow resource).
+    pub fn resource_count(&self) -> usize {
+        self.inner.registry.len()
+    }
+
+    /// Entries for new names that met a full registry (each handled by the overflow policy).
+    pub fn resource_overflows(&self) -> u64 {
+        self.inner.registry.overflows()
+    }
+
+    /// A read-only copy of every resource's statistics, taken now.
+    pub fn snapshot(&self) -> Snapshot {
+        let now = self.inner.core.clock.now_nanos();
+        let registry = &self.inner.registry;
+        let overflow = registry.overflow();
+        let resources = registry
+            .iter()
+            .chain((registry.overflows() > 0).then_some(overflow))
+            .map(|resource| ResourceSnapshot::read(resource, now))
+            .collect();
+        Snapshot {
+            at_nanos: now,
+            inbound: self.inner.core.inbound.stats(now),
+            resources,
+            resource_overflows: registry.overflows(),
+        }
+    }
+
+    /// Statistics of the global inbound node, read now.
+    pub fn inbound_stats(&self) -> NodeStats {
+        self.inner.core.inbound.stats(self.inner.core.clock.now_nanos())
+    }
+}
+
+impl Default for Spillway {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Spillway {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Spillway")
+            .field("clock", &self.inner.core.clock)
+            .field("registry", &self.inner.registry)
+            .finish()
+    }
+}
+
+/// Builds a [`Spillway`].
+///
+/// # Examples
+///
+/// ```
+/// use spillway::{ManualClock, OverflowPolicy, Spillway};
+/// use spillway::stats::{NodeConfig, WindowConfig};
+/// use std::time::Duration;
+///
+/// let spillway = Spillway::builder()
+///     .clock(ManualClock::new())
+///     .max_resources(100)
+///     .overflow_policy(OverflowPolicy::Reject)
+///     .max_origins_per_resource(16)
+///     .node_config(NodeConfig::default().with_second_window(
+///         WindowConfig::new(10, Duration::from_secs(1)).unwrap(),
+///     ))
+///     .build();
+/// assert_eq!(spillway.resource_count(), 0);
+/// ```
+#[derive(Debug)]
+pub struct SpillwayBuilder {
+    clock: Option<AnyClock>,
+    max_resources: usize,
+    overflow_policy: OverflowPolicy,
+    max_origins: usize,
+    node_config: NodeConfig,
+}
+
+impl Default for SpillwayBuilder {
+    fn default() -> Self {
+        Self {
+            clock: None,
+            max_resources: DEFAULT_MAX_RESOURCES,
+            overflow_policy: OverflowPolicy::default(),
+            max_origins: DEFAULT_MAX_ORIGINS,
+            node_config: NodeConfig::default(),
+        }
+    }
+}
+
+impl SpillwayBuilder {
+    /// The clock (default: a new [`SystemClock`]).
+    pub fn clock<C: Clock>(mut self, clock: C) -> Self {
+        self.clock = Some(AnyClock::from_clock(clock));
+        self
+    }
+
+    /// Most resources to register (default 6000, Sentinel's cap).
+    pub fn max_resources(mut self, max: usize) -> Self {
+        self.max_resources = max;
+        self
+    }
+
+    /// What to do with entries for new names past the cap (default: count them under the
+    /// shared overflow resource).
+    pub fn overflow_policy(mut self, policy: OverflowPolicy) -> Self {
+        self.overflow_policy = policy;
+        self
+    }
+
+    /// Most origins tracked per resource (default 1024); later ones share an overflow node.
+    pub fn max_origins_per_resource(mut self, max: usize) -> Self {
+        self.max_origins = max;
+        self
+    }
+
+    /// The windows every node keeps (default: Sentinel's 2 x 500 ms and 60 x 1 s).
+    pub fn node_config(mut self, config: NodeConfig) -> Self {
+        self.node_config = config;
+        self
+    }
+
+    /// Builds the spillway.
+    pub fn build(self) -> Spillway {
+        let clock = self
+            .clock
+            .unwrap_or_else(|| AnyClock::from_clock(SystemClock::new()));
+        let core = Arc::new(Core {
+            clock,
+            node_config: self.node_config,
+            inbound: ResourceNode::new(self.node_config),
+            max_origins: self.max_origins,
+        });
+        let registry = Registry::new(core.clone(), self.max_resources, self.overflow_policy);
+        Spillway {
+            inner: Arc::new(Inner { core, registry }),
+        }
+    }
+}

@@ -1,0 +1,315 @@
+use super::striped::StripedCounter;
+use super::window::SlidingWindow;
+use super::window_config::WindowConfig;
+use super::Event;
+use std::fmt;
+
+/// The windows a [`ResourceNode`] keeps.
+///
+/// The default is Sentinel's: a second window of 2 x 500 ms and a minute window of 60 x 1 s.
+/// A finer second window (say 10 x 100 ms) slides more smoothly (a QPS limit over a 2-bucket
+/// window can admit up to 1.5x its count in some one-second spans) at the price of reading more
+/// buckets per check.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::stats::{NodeConfig, WindowConfig};
+/// use std::time::Duration;
+///
+/// let config = NodeConfig::default()
+///     .with_second_window(WindowConfig::new(10, Duration::from_secs(1)).unwrap());
+/// assert_eq!(config.second_window().buckets(), 10);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeConfig {
+    second: WindowConfig,
+    minute: WindowConfig,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            second: WindowConfig::sentinel_second(),
+            minute: WindowConfig::sentinel_minute(),
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Sets the second window (the one QPS, RT and concurrency-rate reads use).
+    pub fn with_second_window(mut self, window: WindowConfig) -> Self {
+        self.second = window;
+        self
+    }
+
+    /// Sets the minute window (totals and the previous-second reads). Its buckets should be one
+    /// second long for "previous second" to mean what it says.
+    pub fn with_minute_window(mut self, window: WindowConfig) -> Self {
+        self.minute = window;
+        self
+    }
+
+    /// The second window's shape.
+    pub fn second_window(&self) -> &WindowConfig {
+        &self.second
+    }
+
+    /// The minute window's shape.
+    pub fn minute_window(&self) -> &WindowConfig {
+        &self.minute
+    }
+}
+
+/// Sentinel's `StatisticNode`: live statistics of one resource (or of one origin of a resource).
+///
+/// Every entry adds to the second window (rates, RT) and to the minute window (totals, the
+/// previous second), and moves the concurrency gauge. Reads are Sentinel's, with Sentinel's
+/// arithmetic: rates are window sums divided by the window's interval in seconds.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::stats::{NodeConfig, ResourceNode};
+///
+/// let node = ResourceNode::new(NodeConfig::default());
+/// let t = 1_700_000_000_000_000_000; // nanoseconds
+/// node.add_pass(t, 2);
+/// node.add_completion(t + 1_500_000, 1_500, 1, false); // one completion after 1.5 ms
+/// assert_eq!(node.pass_qps(t + 1_500_000), 2.0);
+/// assert_eq!(node.avg_rt_micros(t + 1_500_000), 1_500.0);
+/// ```
+pub struct ResourceNode {
+    second: SlidingWindow,
+    minute: SlidingWindow,
+    concurrency: StripedCounter,
+}
+
+/// Every read of a [`ResourceNode`] at one time.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub struct NodeStats {
+    /// Admitted per second over the second window.
+    pub pass_qps: f64,
+    /// Refused per second over the second window.
+    pub block_qps: f64,
+    /// Completed per second over the second window.
+    pub success_qps: f64,
+    /// Errors per second over the second window.
+    pub error_qps: f64,
+    /// Admitted on a future window's quota, per second.
+    pub occupied_pass_qps: f64,
+    /// Average RT of completions in the second window, microseconds (0 when none completed).
+    pub avg_rt_micros: f64,
+    /// Smallest RT in the second window, microseconds.
+    pub min_rt_micros: u64,
+    /// Sentinel's `maxSuccessQps`: the busiest bucket's completions scaled to a second.
+    pub max_success_qps: f64,
+    /// Entries in flight.
+    pub concurrency: i64,
+    /// Admitted in the previous minute-window bucket (the previous second).
+    pub previous_pass_qps: u64,
+    /// Refused in the previous second.
+    pub previous_block_qps: u64,
+    /// Admitted over the minute window.
+    pub total_pass: u64,
+    /// Refused over the minute window.
+    pub total_block: u64,
+    /// Completed over the minute window.
+    pub total_success: u64,
+    /// Errors over the minute window.
+    pub total_error: u64,
+}
+
+impl NodeStats {
+    /// Admitted plus refused over the minute window (Sentinel's `totalRequest`).
+    pub fn total_request(&self) -> u64 {
+        self.total_pass + self.total_block
+    }
+
+    /// Admitted plus refused per second (Sentinel's `totalQps`).
+    pub fn total_qps(&self) -> f64 {
+        self.pass_qps + self.block_qps
+    }
+}
+
+impl ResourceNode {
+    /// An empty node with the given windows.
+    pub fn new(config: NodeConfig) -> Self {
+        Self {
+            second: SlidingWindow::new(config.second),
+            minute: SlidingWindow::new(config.minute),
+            concurrency: StripedCounter::new(),
+        }
+    }
+
+    /// The second window.
+    pub fn second_window(&self) -> &SlidingWindow {
+        &self.second
+    }
+
+    /// The minute window.
+    pub fn minute_window(&self) -> &SlidingWindow {
+        &self.minute
+    }
+
+    // === recording ===
+
+    /// Records `count` admissions.
+    #[inline]
+    pub fn add_pass(&self, now_nanos: u64, count: u64) {
+        self.second.add(now_nanos, Event::Pass, count);
+        self.minute.add(now_nanos, Event::Pass, count);
+    }
+
+    /// Records `count` refusals.
+    #[inline]
+    pub fn add_block(&self, now_nanos: u64, count: u64) {
+        self.second.add(now_nanos, Event::Block, count);
+        self.minute.add(now_nanos, Event::Block, count);
+    }
+
+    /// Records `count` admissions on a future window's quota (Sentinel's occupied pass: counted
+    /// in the second window only).
+    pub fn add_occupied_pass(&self, now_nanos: u64, count: u64) {
+        self.second.add(now_nanos, Event::OccupiedPass, count);
+    }
+
+    /// Records `count` completions after `rt_micros`; `error` counts them as errors too.
+    #[inline]
+    pub fn add_completion(&self, now_nanos: u64, rt_micros: u64, count: u64, error: bool) {
+        let errors = if error { count } else { 0 };
+        self.second.add_completion(now_nanos, rt_micros, count, errors);
+        self.minute.add_completion(now_nanos, rt_micros, count, errors);
+    }
+
+    /// Counts `count` errors without a completion (Sentinel's `Tracer.trace`).
+    pub fn add_error(&self, now_nanos: u64, count: u64) {
+        self.second.add(now_nanos, Event::Error, count);
+        self.minute.add(now_nanos, Event::Error, count);
+    }
+
+    /// One more entry in flight.
+    #[inline]
+    pub fn increase_concurrency(&self) {
+        self.concurrency.increment();
+    }
+
+    /// One fewer entry in flight.
+    #[inline]
+    pub fn decrease_concurrency(&self) {
+        self.concurrency.sub(1);
+    }
+
+    // === reading (Sentinel's StatisticNode) ===
+
+    /// Admitted per second.
+    pub fn pass_qps(&self, now_nanos: u64) -> f64 {
+        self.second.rate(now_nanos, Event::Pass)
+    }
+
+    /// Refused per second.
+    pub fn block_qps(&self, now_nanos: u64) -> f64 {
+        self.second.rate(now_nanos, Event::Block)
+    }
+
+    /// Admitted plus refused per second.
+    pub fn total_qps(&self, now_nanos: u64) -> f64 {
+        self.pass_qps(now_nanos) + self.block_qps(now_nanos)
+    }
+
+    /// Completed per second.
+    pub fn success_qps(&self, now_nanos: u64) -> f64 {
+        self.second.rate(now_nanos, Event::Success)
+    }
+
+    /// Errors per second.
+    pub fn error_qps(&self, now_nanos: u64) -> f64 {
+        self.second.rate(now_nanos, Event::Error)
+    }
+
+    /// Occupied (borrowed) passes per second.
+    pub fn occupied_pass_qps(&self, now_nanos: u64) -> f64 {
+        self.second.rate(now_nanos, Event::OccupiedPass)
+    }
+
+    /// Sentinel's `maxSuccessQps`: `max(busiest bucket's completions, 1) * buckets / interval`.
+    pub fn max_success_qps(&self, now_nanos: u64) -> f64 {
+        let buckets = self.second.config().buckets() as f64;
+        self.second.max_bucket(now_nanos, Event::Success) as f64 * buckets
+            / self.second.interval_secs()
+    }
+
+    /// Average RT of completions in the second window, microseconds; 0 when none completed.
+    pub fn avg_rt_micros(&self, now_nanos: u64) -> f64 {
+        let snapshot = self.second.snapshot(now_nanos);
+        if snapshot.success == 0 {
+            0.0
+        } else {
+            snapshot.rt_micros as f64 / snapshot.success as f64
+        }
+    }
+
+    /// Smallest RT in the second window, microseconds (the max RT when nothing completed).
+    pub fn min_rt_micros(&self, now_nanos: u64) -> u64 {
+        self.second.min_rt_micros(now_nanos)
+    }
+
+    /// Entries in flight.
+    pub fn concurrency(&self) -> i64 {
+        self.concurrency.sum_signed()
+    }
+
+    /// Admitted in the previous second (the minute window's previous bucket).
+    pub fn previous_pass_qps(&self, now_nanos: u64) -> u64 {
+        self.minute.previous(now_nanos, Event::Pass)
+    }
+
+    /// Refused in the previous second.
+    pub fn previous_block_qps(&self, now_nanos: u64) -> u64 {
+        self.minute.previous(now_nanos, Event::Block)
+    }
+
+    /// Admitted over the minute window.
+    pub fn total_pass(&self, now_nanos: u64) -> u64 {
+        self.minute.sum(now_nanos, Event::Pass)
+    }
+
+    /// Every read at once.
+    pub fn stats(&self, now_nanos: u64) -> NodeStats {
+        let second = self.second.snapshot(now_nanos);
+        let minute = self.minute.snapshot(now_nanos);
+        let secs = self.second.interval_secs();
+        NodeStats {
+            pass_qps: second.pass as f64 / secs,
+            block_qps: second.block as f64 / secs,
+            success_qps: second.success as f64 / secs,
+            error_qps: second.error as f64 / secs,
+            occupied_pass_qps: second.occupied_pass as f64 / secs,
+            avg_rt_micros: if second.success == 0 {
+                0.0
+            } else {
+                second.rt_micros as f64 / second.success as f64
+            },
+            min_rt_micros: second.min_rt_micros,
+            max_success_qps: self.max_success_qps(now_nanos),
+            concurrency: self.concurrency(),
+            previous_pass_qps: self.previous_pass_qps(now_nanos),
+            previous_block_qps: self.previous_block_qps(now_nanos),
+            total_pass: minute.pass,
+            total_block: minute.block,
+            total_success: minute.success,
+            total_error: minute.error,
+        }
+    }
+}
+
+impl fmt::Debug for ResourceNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResourceNode")
+            .field("second", &self.second)
+            .field("minute", &self.minute)
+            .field("concurrency", &self.concurrency())
+            .finish()
+    }
+}
