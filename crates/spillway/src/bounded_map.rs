@@ -110,7 +110,7 @@ impl<V> fmt::Debug for BoundedMap<V> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(spillway_loom)))]
 mod tests {
     use super::*;
 

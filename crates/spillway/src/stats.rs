@@ -15,7 +15,7 @@ mod tagged;
 mod window;
 mod window_config;
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, spillway_loom))]
 mod tests;
 
 pub use event::Event;

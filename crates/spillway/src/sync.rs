@@ -1,17 +1,17 @@
 //! The one place that picks between std and loom primitives.
 //!
-//! Lock-free code in this crate imports its atomics from here, so that `RUSTFLAGS="--cfg loom"`
+//! Lock-free code in this crate imports its atomics from here, so that `RUSTFLAGS="--cfg spillway_loom"` (a crate-specific cfg, so that dependencies with loom support of their own, like boxcar, are not switched too)
 //! swaps every one of them for loom's model-checked version.
 
-#[cfg(not(loom))]
+#[cfg(not(spillway_loom))]
 pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 
-#[cfg(loom)]
+#[cfg(spillway_loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// A small number that is stable for the calling thread and differs between threads created one
 /// after another; stripes are chosen with it.
-#[cfg(not(loom))]
+#[cfg(not(spillway_loom))]
 pub(crate) fn thread_index() -> usize {
     use std::sync::atomic::AtomicUsize as StdAtomicUsize;
     static NEXT: StdAtomicUsize = StdAtomicUsize::new(0);
@@ -22,7 +22,7 @@ pub(crate) fn thread_index() -> usize {
     INDEX.with(|index| *index)
 }
 
-#[cfg(loom)]
+#[cfg(spillway_loom)]
 pub(crate) fn thread_index() -> usize {
     loom::lazy_static! {
         static ref NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -34,7 +34,7 @@ pub(crate) fn thread_index() -> usize {
 }
 
 /// Waits a moment for another thread to finish a short critical step.
-#[cfg(not(loom))]
+#[cfg(not(spillway_loom))]
 pub(crate) fn spin_wait(spins: &mut u32) {
     if *spins < 64 {
         std::hint::spin_loop();
@@ -44,7 +44,7 @@ pub(crate) fn spin_wait(spins: &mut u32) {
     *spins = spins.saturating_add(1);
 }
 
-#[cfg(loom)]
+#[cfg(spillway_loom)]
 pub(crate) fn spin_wait(_spins: &mut u32) {
     loom::thread::yield_now();
 }

@@ -134,7 +134,7 @@ impl fmt::Debug for StripedCounter {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(spillway_loom)))]
 mod tests {
     use super::*;
 

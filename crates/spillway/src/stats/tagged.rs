@@ -97,7 +97,7 @@ pub(crate) fn min(cell: &AtomicU64, window: u64, value: u64) -> bool {
     update(cell, window, VALUE_MAX, |v| v.min(value))
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(spillway_loom)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -379,5 +379,5 @@ impl fmt::Debug for SlidingWindow {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(spillway_loom)))]
 mod tests;

@@ -1,0 +1,4 @@
+//! Model-checked tests of the lock-free statistics (run with `RUSTFLAGS="--cfg spillway_loom"`).
+
+mod loom_striped;
+mod loom_window;
