@@ -123,7 +123,11 @@ impl fmt::Display for BlockError {
         if let Some(rule) = &self.rule_id {
             write!(f, " rule {rule}")?;
         }
-        write!(f, ": observed {} against threshold {}", self.observed, self.threshold)?;
+        write!(
+            f,
+            ": observed {} against threshold {}",
+            self.observed, self.threshold
+        )?;
         if let Some(after) = self.retry_after {
             write!(f, ", retry after {after:?}")?;
         }

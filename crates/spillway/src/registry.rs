@@ -71,7 +71,12 @@ impl Registry {
                     OverflowPolicy::Overflow => Ok(&self.overflow),
                     OverflowPolicy::Reject => {
                         let cap = self.resources.capacity() as f64;
-                        Err(BlockError::new(BlockKind::ResourceCap, Arc::from(name), cap, cap))
+                        Err(BlockError::new(
+                            BlockKind::ResourceCap,
+                            Arc::from(name),
+                            cap,
+                            cap,
+                        ))
                     }
                 }
             }

@@ -90,7 +90,10 @@ impl Resource {
         if origin == OVERFLOW_ORIGIN {
             return Some(self.inner.origin_overflow.stats(now));
         }
-        self.inner.origins.get(origin).map(|(_, node)| node.stats(now))
+        self.inner
+            .origins
+            .get(origin)
+            .map(|(_, node)| node.stats(now))
     }
 
     /// Entries whose origin was not tracked on its own because the origin cap was reached.

@@ -131,7 +131,10 @@ impl Spillway {
 
     /// Statistics of the global inbound node, read now.
     pub fn inbound_stats(&self) -> NodeStats {
-        self.inner.core.inbound.stats(self.inner.core.clock.now_nanos())
+        self.inner
+            .core
+            .inbound
+            .stats(self.inner.core.clock.now_nanos())
     }
 }
 

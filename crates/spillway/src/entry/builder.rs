@@ -96,7 +96,13 @@ impl<'a> EntryBuilder<'a> {
             Some(origin) => inner.origin_slot(origin),
             None => OriginSlot::None,
         };
-        EntryState::admit(inner, origin, now, self.count, self.traffic == TrafficType::Inbound)
+        EntryState::admit(
+            inner,
+            origin,
+            now,
+            self.count,
+            self.traffic == TrafficType::Inbound,
+        )
     }
 
     /// Attempts the entry.

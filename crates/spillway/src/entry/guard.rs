@@ -17,7 +17,13 @@ impl EntryState {
     /// Counts an admission: concurrency + 1 and `count` passes, on the resource, its origin and
     /// (inbound) the global inbound node, in Sentinel's order.
     #[inline]
-    pub(crate) fn admit(resource: &ResourceInner, origin: OriginSlot, now: u64, count: u32, inbound: bool) -> Self {
+    pub(crate) fn admit(
+        resource: &ResourceInner,
+        origin: OriginSlot,
+        now: u64,
+        count: u32,
+        inbound: bool,
+    ) -> Self {
         let count64 = u64::from(count);
         let node = &resource.node;
         node.increase_concurrency();

@@ -179,8 +179,10 @@ impl ResourceNode {
     #[inline]
     pub fn add_completion(&self, now_nanos: u64, rt_micros: u64, count: u64, error: bool) {
         let errors = if error { count } else { 0 };
-        self.second.add_completion(now_nanos, rt_micros, count, errors);
-        self.minute.add_completion(now_nanos, rt_micros, count, errors);
+        self.second
+            .add_completion(now_nanos, rt_micros, count, errors);
+        self.minute
+            .add_completion(now_nanos, rt_micros, count, errors);
     }
 
     /// Counts `count` errors without a completion (Sentinel's `Tracer.trace`).

@@ -101,9 +101,9 @@ impl StripedCounter {
 
     /// The sum of all stripes (wrapping).
     pub fn sum(&self) -> u64 {
-        self.cells
-            .iter()
-            .fold(0u64, |sum, cell| sum.wrapping_add(cell.load(Ordering::Relaxed)))
+        self.cells.iter().fold(0u64, |sum, cell| {
+            sum.wrapping_add(cell.load(Ordering::Relaxed))
+        })
     }
 
     /// The sum of all stripes read as a signed gauge.

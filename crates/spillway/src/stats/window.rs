@@ -345,7 +345,9 @@ impl SlidingWindow {
         let mut sums = [0u64; SLOTS];
         let mut min = self.max_rt_micros;
         for id in self.live_ids(now_nanos) {
-            let Some(stripes) = self.bucket(id) else { continue };
+            let Some(stripes) = self.bucket(id) else {
+                continue;
+            };
             for cells in stripes {
                 for (slot, word) in cells.words.iter().enumerate() {
                     if let Some(v) = tagged::value_for(word.load(Ordering::Relaxed), id) {

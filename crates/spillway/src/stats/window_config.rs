@@ -49,7 +49,11 @@ impl WindowConfig {
         }
         let nanos = interval.as_nanos();
         let bucket = nanos / buckets as u128;
-        if nanos % buckets as u128 != 0 || bucket == 0 || bucket % 1_000 != 0 || nanos > u64::MAX as u128 {
+        if nanos % buckets as u128 != 0
+            || bucket == 0
+            || bucket % 1_000 != 0
+            || nanos > u64::MAX as u128
+        {
             return Err(WindowConfigError::Interval { buckets, interval });
         }
         Ok(Self {

@@ -61,7 +61,10 @@ fn completion_racing_a_roll_stays_in_its_bucket() {
         w.add_completion(next, 40, 2, 1);
         stalled.join().unwrap();
         let s = w.snapshot(next);
-        assert_eq!((s.success, s.rt_micros, s.error, s.min_rt_micros), (2, 40, 1, 40));
+        assert_eq!(
+            (s.success, s.rt_micros, s.error, s.min_rt_micros),
+            (2, 40, 1, 40)
+        );
     });
 }
 

@@ -70,7 +70,10 @@ fn completions_sum_rt_once_and_track_min() {
     w.add_completion(at(0), 3_000, 2, 0);
     w.add_completion(at(600), 1_000, 1, 1);
     let s = w.snapshot(at(600));
-    assert_eq!((s.success, s.rt_micros, s.error, s.min_rt_micros), (3, 4_000, 1, 1_000));
+    assert_eq!(
+        (s.success, s.rt_micros, s.error, s.min_rt_micros),
+        (3, 4_000, 1, 1_000)
+    );
     assert_eq!(w.min_rt_micros(at(600)), 1_000);
     // The 1 ms completion's bucket leaves the window at T0+1500: min RT is back to the max RT.
     assert_eq!(w.min_rt_micros(at(1_500)), 5_000_000);
@@ -78,9 +81,8 @@ fn completions_sum_rt_once_and_track_min() {
 
 #[test]
 fn recorded_rt_is_capped_at_max_rt() {
-    let w = SlidingWindow::new(
-        WindowConfig::sentinel_second().with_max_rt(Duration::from_millis(100)),
-    );
+    let w =
+        SlidingWindow::new(WindowConfig::sentinel_second().with_max_rt(Duration::from_millis(100)));
     w.add_completion(at(0), 250_000, 1, 0);
     let s = w.snapshot(at(0));
     assert_eq!((s.rt_micros, s.min_rt_micros), (100_000, 100_000));

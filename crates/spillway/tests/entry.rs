@@ -1,0 +1,228 @@
+//! The entry path as event traces on a manual clock.
+
+mod support;
+
+use spillway::{
+    BlockKind, OverflowPolicy, Spillway, TrafficType, OVERFLOW_ORIGIN, OVERFLOW_RESOURCE,
+};
+use support::{manual, T0_MS};
+
+#[test]
+fn entry_counts_pass_concurrency_and_completion() {
+    let (spillway, clock) = manual();
+    let orders = spillway.resource("orders").unwrap();
+    let first = orders.entry().enter().unwrap();
+    let second = orders.entry().count(3).enter().unwrap();
+    let stats = orders.stats();
+    assert_eq!(stats.pass_qps, 4.0);
+    assert_eq!(
+        stats.concurrency, 2,
+        "concurrency counts entries, not permits"
+    );
+    assert_eq!(stats.total_success, 0);
+
+    clock.advance_millis(10);
+    drop(first);
+    clock.advance_millis(20);
+    drop(second);
+
+    let stats = orders.stats();
+    assert_eq!(stats.concurrency, 0);
+    assert_eq!(stats.total_success, 4);
+    // Sentinel's avg RT: RT summed once per completion call, divided by completed permits.
+    assert_eq!(stats.avg_rt_micros, (10_000.0 + 30_000.0) / 4.0);
+    assert_eq!(stats.min_rt_micros, 10_000);
+    assert_eq!(stats.success_qps, 4.0);
+}
+
+#[test]
+fn rt_has_microsecond_resolution() {
+    let (spillway, clock) = manual();
+    let resource = spillway.resource("fast").unwrap();
+    for _ in 0..4 {
+        let entry = resource.entry().enter().unwrap();
+        clock.advance(std::time::Duration::from_micros(200));
+        entry.exit();
+    }
+    let stats = resource.stats();
+    assert_eq!(stats.avg_rt_micros, 200.0);
+    assert_eq!(stats.min_rt_micros, 200);
+}
+
+#[test]
+fn errors_are_counted_with_the_completion() {
+    let (spillway, clock) = manual();
+    let mut entry = spillway.entry("db").enter().unwrap();
+    assert!(!entry.is_error());
+    entry.mark_error();
+    clock.advance_millis(1);
+    drop(entry);
+    let mut ok = spillway.entry("db").enter().unwrap();
+    ok.set_error(false);
+    drop(ok);
+    let stats = spillway.resource("db").unwrap().stats();
+    assert_eq!((stats.total_success, stats.total_error), (2, 1));
+    assert_eq!(stats.error_qps, 1.0);
+}
+
+#[test]
+fn statistics_slide_with_the_clock() {
+    let (spillway, clock) = manual();
+    let resource = spillway.resource("r").unwrap();
+    for _ in 0..5 {
+        drop(resource.entry().enter().unwrap());
+    }
+    clock.advance_millis(1_000);
+    for _ in 0..2 {
+        drop(resource.entry().enter().unwrap());
+    }
+    let stats = resource.stats();
+    assert_eq!(stats.pass_qps, 2.0);
+    assert_eq!(stats.previous_pass_qps, 5);
+    assert_eq!(stats.total_pass, 7);
+    clock.advance_millis(60_000);
+    let stats = resource.stats();
+    assert_eq!(
+        (stats.pass_qps, stats.total_pass, stats.previous_pass_qps),
+        (0.0, 0, 0)
+    );
+}
+
+#[test]
+fn max_success_qps_scales_the_busiest_bucket() {
+    let (spillway, clock) = manual();
+    let resource = spillway.resource("r").unwrap();
+    for _ in 0..3 {
+        drop(resource.entry().enter().unwrap());
+    }
+    clock.advance_millis(500);
+    for _ in 0..5 {
+        drop(resource.entry().enter().unwrap());
+    }
+    // Sentinel: maxSuccess (5) * sampleCount (2) / intervalInSec (1).
+    assert_eq!(resource.stats().max_success_qps, 10.0);
+    assert_eq!(resource.node().max_success_qps(clock_now(&spillway)), 10.0);
+}
+
+fn clock_now(spillway: &Spillway) -> u64 {
+    spillway.clock().now_nanos()
+}
+
+#[test]
+fn origins_get_their_own_nodes_up_to_the_cap() {
+    let (_, clock) = manual();
+    let spillway = Spillway::builder()
+        .clock(clock)
+        .max_origins_per_resource(2)
+        .build();
+    let resource = spillway.resource("r").unwrap();
+    for origin in ["a", "b", "a", "c", "d"] {
+        drop(resource.entry().origin(origin).enter().unwrap());
+    }
+    assert_eq!(resource.origin_stats("a").unwrap().total_pass, 2);
+    assert_eq!(resource.origin_stats("b").unwrap().total_pass, 1);
+    assert!(resource.origin_stats("c").is_none());
+    assert_eq!(
+        resource.origin_stats(OVERFLOW_ORIGIN).unwrap().total_pass,
+        2
+    );
+    assert_eq!(resource.origin_overflows(), 2);
+    assert_eq!(resource.stats().total_pass, 5);
+}
+
+#[test]
+fn inbound_entries_feed_the_global_inbound_node() {
+    let (spillway, _) = manual();
+    drop(
+        spillway
+            .entry("in")
+            .traffic(TrafficType::Inbound)
+            .enter()
+            .unwrap(),
+    );
+    drop(spillway.entry("in2").inbound().count(2).enter().unwrap());
+    drop(spillway.entry("out").enter().unwrap());
+    let inbound = spillway.inbound_stats();
+    assert_eq!(inbound.total_pass, 3);
+    assert_eq!(inbound.total_success, 3);
+    assert_eq!(inbound.concurrency, 0);
+}
+
+#[test]
+fn full_registry_overflows_into_a_counted_resource() {
+    let (_, clock) = manual();
+    let spillway = Spillway::builder().clock(clock).max_resources(2).build();
+    drop(spillway.entry("a").enter().unwrap());
+    drop(spillway.entry("b").enter().unwrap());
+    let c = spillway.entry("c").enter().unwrap();
+    assert_eq!(c.resource_name(), OVERFLOW_RESOURCE);
+    drop(c);
+    drop(spillway.entry("a").enter().unwrap());
+    assert_eq!(spillway.resource_count(), 2);
+    assert_eq!(spillway.resource_overflows(), 1);
+    let snapshot = spillway.snapshot();
+    let names: Vec<&str> = snapshot.resources.iter().map(|r| &*r.name).collect();
+    assert_eq!(names, ["a", "b", OVERFLOW_RESOURCE]);
+    assert_eq!(snapshot.resources[2].stats.total_pass, 1);
+    assert_eq!(snapshot.resource_overflows, 1);
+}
+
+#[test]
+fn full_registry_can_reject_instead() {
+    let (_, clock) = manual();
+    let spillway = Spillway::builder()
+        .clock(clock)
+        .max_resources(1)
+        .overflow_policy(OverflowPolicy::Reject)
+        .build();
+    drop(spillway.entry("a").enter().unwrap());
+    let err = spillway.entry("b").enter().unwrap_err();
+    assert_eq!(err.kind(), BlockKind::ResourceCap);
+    assert_eq!(err.resource(), "b");
+    assert_eq!(err.rule_id(), None);
+    assert_eq!(err.retry_after(), None);
+    assert_eq!(
+        err.to_string(),
+        "b blocked by resource_cap: observed 1 against threshold 1"
+    );
+    assert!(spillway.resource("b").is_err());
+    assert_eq!(spillway.resource_overflows(), 2);
+    // Existing resources are unaffected.
+    assert!(spillway.entry("a").enter().is_ok());
+}
+
+#[test]
+fn owned_entries_complete_on_another_thread() {
+    let (spillway, clock) = manual();
+    let entry = spillway.entry("jobs").origin("cron").enter_owned().unwrap();
+    assert_eq!(entry.resource().name(), "jobs");
+    clock.advance_millis(7);
+    std::thread::spawn(move || drop(entry)).join().unwrap();
+    let resource = spillway.resource("jobs").unwrap();
+    let stats = resource.stats();
+    assert_eq!((stats.concurrency, stats.total_success), (0, 1));
+    assert_eq!(stats.avg_rt_micros, 7_000.0);
+    assert_eq!(resource.origin_stats("cron").unwrap().total_success, 1);
+}
+
+#[test]
+fn snapshot_reads_every_resource_and_origin() {
+    let (spillway, clock) = manual();
+    drop(spillway.entry("a").origin("x").enter().unwrap());
+    let _held = spillway.entry("b").enter().unwrap();
+    let snapshot = spillway.snapshot();
+    assert_eq!(snapshot.at_nanos, T0_MS * 1_000_000);
+    assert_eq!(snapshot.resources.len(), 2);
+    assert_eq!(&*snapshot.resources[0].origins[0].0, "x");
+    assert_eq!(snapshot.resources[0].origins[0].1.total_pass, 1);
+    assert_eq!(snapshot.resources[1].stats.concurrency, 1);
+    clock.advance_millis(1);
+}
+
+#[test]
+fn global_instance_is_shared() {
+    let a = Spillway::global();
+    let b = Spillway::global();
+    drop(a.entry("global-test").enter().unwrap());
+    assert!(b.resource("global-test").unwrap().stats().total_pass >= 1);
+}
