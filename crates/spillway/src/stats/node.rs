@@ -1,5 +1,5 @@
 use super::striped::StripedCounter;
-use super::window::SlidingWindow;
+use super::window::{SlidingWindow, WindowSnapshot};
 use super::window_config::WindowConfig;
 use super::Event;
 use std::fmt;
@@ -275,6 +275,12 @@ impl ResourceNode {
     /// Admitted over the minute window.
     pub fn total_pass(&self, now_nanos: u64) -> u64 {
         self.minute.sum(now_nanos, Event::Pass)
+    }
+
+    /// Every count of the previous second (the minute window's previous bucket): a complete
+    /// second, as Sentinel's metric log records it.
+    pub fn previous_second(&self, now_nanos: u64) -> WindowSnapshot {
+        self.minute.previous_snapshot(now_nanos)
     }
 
     /// Every read at once.

@@ -342,9 +342,20 @@ impl SlidingWindow {
 
     /// All counts of the window at `now_nanos`, in one pass over the buckets.
     pub fn snapshot(&self, now_nanos: u64) -> WindowSnapshot {
+        self.snapshot_of(self.live_ids(now_nanos))
+    }
+
+    /// All counts of the bucket before the current one (a complete bucket: with one-second
+    /// buckets, the previous second, as Sentinel's per-second metric log reads it).
+    pub fn previous_snapshot(&self, now_nanos: u64) -> WindowSnapshot {
+        let previous = self.id_at(now_nanos).checked_sub(1).filter(|_| self.buckets > 1);
+        self.snapshot_of(previous.into_iter())
+    }
+
+    fn snapshot_of(&self, ids: impl Iterator<Item = u64>) -> WindowSnapshot {
         let mut sums = [0u64; SLOTS];
         let mut min = self.max_rt_micros;
-        for id in self.live_ids(now_nanos) {
+        for id in ids {
             let Some(stripes) = self.bucket(id) else {
                 continue;
             };

@@ -1,0 +1,130 @@
+//! spillway and its peers, same machine, same run, 1 and 2 threads.
+//!
+//! Group `admit/{N}t`: the cost of letting one call through when no limit is reached, with the
+//! release where the peer has one. Each peer is configured so that it never refuses (a huge rate
+//! or permit count), so what is measured is the bookkeeping of an admitted call:
+//!
+//! - `shared_atomic`: one `fetch_add` on one shared `AtomicU64`, the floor everything is held to;
+//! - `spillway_entry_exit`: `resource.entry().enter()` and drop (pass, RT, completion and
+//!   concurrency statistics, system clock);
+//! - `sentinel_core_entry_exit`: sentinel-core (the Rust port of Sentinel) `EntryBuilder::build`
+//!   and `exit`, no rules loaded;
+//! - `governor_check`: governor's direct (GCRA) limiter `check`;
+//! - `leaky_bucket_try_acquire`: leaky-bucket's `try_acquire(1)`;
+//! - `ratelimit_try_wait`: ratelimit's `try_wait`;
+//! - `tokio_semaphore_try_acquire`: tokio `Semaphore::try_acquire` and drop of the permit.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use governor::{Quota, RateLimiter};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+fn run_parallel<F: Fn() + Sync>(threads: usize, iters: u64, op: F) -> Duration {
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        op();
+                    }
+                    start.elapsed()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).max().unwrap()
+    })
+}
+
+fn admit(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _guard = runtime.enter();
+    sentinel_core::init_default().expect("sentinel-core init");
+
+    for threads in [1, 2] {
+        let mut group = c.benchmark_group(format!("admit/{threads}t"));
+
+        let shared = AtomicU64::new(0);
+        group.bench_function("shared_atomic", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    shared.fetch_add(1, Ordering::Relaxed);
+                })
+            })
+        });
+
+        let spillway = spillway::Spillway::new();
+        let resource = spillway.resource("bench").unwrap();
+        group.bench_function("spillway_entry_exit", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || drop(black_box(resource.entry().enter())))
+            })
+        });
+
+        group.bench_function("sentinel_core_entry_exit", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    let entry = sentinel_core::api::EntryBuilder::new("bench".to_string())
+                        .build()
+                        .expect("no rules: always passes");
+                    entry.exit();
+                })
+            })
+        });
+
+        let governor = RateLimiter::direct(Quota::per_second(NonZeroU32::MAX));
+        group.bench_function("governor_check", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    black_box(governor.check().is_ok());
+                })
+            })
+        });
+
+        let leaky = leaky_bucket::RateLimiter::builder()
+            .max(usize::MAX / 2)
+            .initial(usize::MAX / 2)
+            .refill(usize::MAX / 4)
+            .interval(Duration::from_millis(1))
+            .build();
+        group.bench_function("leaky_bucket_try_acquire", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    black_box(leaky.try_acquire(1));
+                })
+            })
+        });
+
+        let ratelimit = ratelimit::Ratelimiter::builder(1_000_000, Duration::from_micros(1))
+            .max_tokens(u64::MAX / 2)
+            .initial_available(u64::MAX / 2)
+            .build()
+            .unwrap();
+        group.bench_function("ratelimit_try_wait", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    black_box(ratelimit.try_wait().is_ok());
+                })
+            })
+        });
+
+        let semaphore = tokio::sync::Semaphore::new(tokio::sync::Semaphore::MAX_PERMITS);
+        group.bench_function("tokio_semaphore_try_acquire", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || drop(black_box(semaphore.try_acquire())))
+            })
+        });
+
+        group.finish();
+    }
+}
+
+criterion_group!(benches, admit);
+criterion_main!(benches);

@@ -1,0 +1,82 @@
+//! The quick start: one resource, a few thousand entries on the real clock, and a live table.
+//!
+//! ```text
+//! cargo run --release --example quickstart
+//! ```
+//!
+//! Four worker threads call a simulated service (about 1 ms of work, one call in 20 failing) for
+//! five seconds. No rule is loaded yet, so nothing is blocked; every second the example prints
+//! what spillway measured: passes, blocks, completions, errors, average RT and concurrency.
+
+use spillway::{Clock, Spillway, TrafficType};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+const WORKERS: usize = 4;
+const SECONDS: u64 = 5;
+
+fn main() {
+    let spillway = Spillway::new();
+    let resource = spillway
+        .resource("GET /orders")
+        .expect("the default registry has room");
+    let running = AtomicBool::new(true);
+    let calls = AtomicU64::new(0);
+
+    println!("resource: {}  ({WORKERS} workers, {SECONDS} s, no rules loaded)", resource.name());
+    println!(
+        "{:>4} {:>8} {:>8} {:>10} {:>8} {:>12} {:>12}",
+        "sec", "pass/s", "block/s", "success/s", "error/s", "avg RT (µs)", "concurrency"
+    );
+    std::thread::scope(|s| {
+        for worker in 0..WORKERS {
+            let (resource, running, calls) = (&resource, &running, &calls);
+            s.spawn(move || {
+                let mut n = worker as u64;
+                while running.load(Ordering::Relaxed) {
+                    match resource.entry().traffic(TrafficType::Inbound).enter() {
+                        Ok(mut entry) => {
+                            // The "service": about a millisecond of work, some calls fail.
+                            std::thread::sleep(Duration::from_micros(800 + (n % 5) * 100));
+                            if n % 20 == 0 {
+                                entry.mark_error();
+                            }
+                        }
+                        Err(blocked) => eprintln!("blocked: {blocked}"),
+                    }
+                    n += WORKERS as u64;
+                    calls.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        for second in 1..=SECONDS {
+            std::thread::sleep(Duration::from_secs(1));
+            // The previous full second, as the minute window counted it.
+            let now = spillway.clock().now_nanos();
+            let second_stats = resource.node().previous_second(now);
+            let avg_rt = if second_stats.success == 0 {
+                0
+            } else {
+                second_stats.rt_micros / second_stats.success
+            };
+            println!(
+                "{second:>4} {:>8} {:>8} {:>10} {:>8} {:>12} {:>12}",
+                second_stats.pass,
+                second_stats.block,
+                second_stats.success,
+                second_stats.error,
+                avg_rt,
+                resource.node().concurrency()
+            );
+        }
+        running.store(false, Ordering::Relaxed);
+    });
+    let stats = resource.stats();
+    println!(
+        "total: {} calls, {} passed and {} completed in the last minute, {} errors",
+        calls.load(Ordering::Relaxed),
+        stats.total_pass,
+        stats.total_success,
+        stats.total_error
+    );
+}
