@@ -3,6 +3,8 @@
 //! Run with `cargo bench -p spillway --bench core`; `bench/run` turns the results into
 //! `docs/benchmarks.md`. Groups: `clock`, `counter/{1,2}t`, `window`, `entry/{1,2}t`.
 
+#![allow(missing_docs)] // criterion's macros generate undocumented functions
+
 mod support;
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -16,7 +18,9 @@ fn clock(c: &mut Criterion) {
     let system = SystemClock::new();
     group.bench_function("system", |b| b.iter(|| black_box(system.now_nanos())));
     let std_clock = StdClock::new();
-    group.bench_function("std_instant", |b| b.iter(|| black_box(std_clock.now_nanos())));
+    group.bench_function("std_instant", |b| {
+        b.iter(|| black_box(std_clock.now_nanos()))
+    });
     let manual = ManualClock::new();
     group.bench_function("manual", |b| b.iter(|| black_box(manual.now_nanos())));
     group.finish();
@@ -63,7 +67,10 @@ fn window(c: &mut Criterion) {
     let now = clock.now_nanos();
     for (name, config) in [
         ("2x500ms", WindowConfig::sentinel_second()),
-        ("10x100ms", WindowConfig::new(10, std::time::Duration::from_secs(1)).unwrap()),
+        (
+            "10x100ms",
+            WindowConfig::new(10, std::time::Duration::from_secs(1)).unwrap(),
+        ),
         ("60x1s", WindowConfig::sentinel_minute()),
     ] {
         let w = SlidingWindow::new(config);
@@ -95,7 +102,9 @@ fn entry(c: &mut Criterion) {
         });
         group.bench_function("by_name_system_clock", |b| {
             b.iter_custom(|iters| {
-                run_parallel(threads, iters, || drop(black_box(system.entry("bench").enter())))
+                run_parallel(threads, iters, || {
+                    drop(black_box(system.entry("bench").enter()))
+                })
             })
         });
         let manual = Spillway::new_with_clock(ManualClock::starting_at_millis(1_700_000_000_000));

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 /// slowest thread's time: criterion divides it by `iters`, giving the per-call cost while
 /// `threads` threads call concurrently.
 #[allow(clippy::disallowed_methods)] // benches time with the OS clock, which is what they measure
-pub fn run_parallel<F>(threads: usize, iters: u64, op: F) -> Duration
+pub(crate) fn run_parallel<F>(threads: usize, iters: u64, op: F) -> Duration
 where
     F: Fn() + Sync,
 {

@@ -8,7 +8,7 @@
 //! five seconds. No rule is loaded yet, so nothing is blocked; every second the example prints
 //! what spillway measured: passes, blocks, completions, errors, average RT and concurrency.
 
-use spillway::{Clock, Spillway, TrafficType};
+use spillway::{Spillway, TrafficType};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -23,7 +23,10 @@ fn main() {
     let running = AtomicBool::new(true);
     let calls = AtomicU64::new(0);
 
-    println!("resource: {}  ({WORKERS} workers, {SECONDS} s, no rules loaded)", resource.name());
+    println!(
+        "resource: {}  ({WORKERS} workers, {SECONDS} s, no rules loaded)",
+        resource.name()
+    );
     println!(
         "{:>4} {:>8} {:>8} {:>10} {:>8} {:>12} {:>12}",
         "sec", "pass/s", "block/s", "success/s", "error/s", "avg RT (µs)", "concurrency"
@@ -54,11 +57,10 @@ fn main() {
             // The previous full second, as the minute window counted it.
             let now = spillway.clock().now_nanos();
             let second_stats = resource.node().previous_second(now);
-            let avg_rt = if second_stats.success == 0 {
-                0
-            } else {
-                second_stats.rt_micros / second_stats.success
-            };
+            let avg_rt = second_stats
+                .rt_micros
+                .checked_div(second_stats.success)
+                .unwrap_or(0);
             println!(
                 "{second:>4} {:>8} {:>8} {:>10} {:>8} {:>12} {:>12}",
                 second_stats.pass,

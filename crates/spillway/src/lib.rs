@@ -59,6 +59,11 @@ mod spillway;
 pub mod stats;
 mod sync;
 
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
+
 pub use block::{BlockError, BlockKind};
 pub use clock::{Clock, ManualClock, StdClock, SystemClock};
 pub use entry::{Entry, EntryBuilder, OwnedEntry, TrafficType};

@@ -348,7 +348,10 @@ impl SlidingWindow {
     /// All counts of the bucket before the current one (a complete bucket: with one-second
     /// buckets, the previous second, as Sentinel's per-second metric log reads it).
     pub fn previous_snapshot(&self, now_nanos: u64) -> WindowSnapshot {
-        let previous = self.id_at(now_nanos).checked_sub(1).filter(|_| self.buckets > 1);
+        let previous = self
+            .id_at(now_nanos)
+            .checked_sub(1)
+            .filter(|_| self.buckets > 1);
         self.snapshot_of(previous.into_iter())
     }
 
