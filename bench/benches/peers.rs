@@ -14,7 +14,8 @@
 //! - `ratelimit_try_wait`: ratelimit's `try_wait`;
 //! - `tokio_semaphore_try_acquire`: tokio `Semaphore::try_acquire` and drop of the permit.
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::hint::black_box;
 use governor::{Quota, RateLimiter};
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};

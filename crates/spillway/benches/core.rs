@@ -7,9 +7,10 @@
 
 mod support;
 
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use spillway::stats::{Event, SlidingWindow, StripedCounter, WindowConfig};
 use spillway::{Clock, ManualClock, Spillway, StdClock, SystemClock};
+use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use support::run_parallel;
 

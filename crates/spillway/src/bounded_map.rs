@@ -2,6 +2,9 @@
 
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
+
+/// Names are hashed with foldhash (fast, and seeded per process against collision flooding).
+type Index = HashMap<Arc<str>, usize, foldhash::fast::RandomState>;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +14,7 @@ use std::sync::{Arc, Mutex};
 /// reference into an append-only [`boxcar::Vec`], valid for as long as the map. Inserts are rare
 /// (once per name) and serialise on a mutex, copying the index.
 pub(crate) struct BoundedMap<V> {
-    index: ArcSwap<HashMap<Arc<str>, usize>>,
+    index: ArcSwap<Index>,
     values: boxcar::Vec<(Arc<str>, V)>,
     insert: Mutex<()>,
     capacity: usize,
@@ -24,7 +27,7 @@ pub(crate) struct Full;
 impl<V> BoundedMap<V> {
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
-            index: ArcSwap::from_pointee(HashMap::new()),
+            index: ArcSwap::from_pointee(Index::default()),
             values: boxcar::Vec::new(),
             insert: Mutex::new(()),
             capacity,
@@ -71,7 +74,7 @@ impl<V> BoundedMap<V> {
         let key: Arc<str> = Arc::from(name);
         let value = make(&key);
         let position = self.values.push((key.clone(), value));
-        let mut next = HashMap::clone(&index);
+        let mut next = Index::clone(&index);
         next.insert(key, position);
         self.index.store(Arc::new(next));
         Ok(position)

@@ -8,8 +8,11 @@
 //! - [`ResourceNode`] is Sentinel's `StatisticNode`: a second window, a minute window and a
 //!   concurrency gauge, with the reads flow and system rules need.
 
+mod accumulator;
 mod event;
+mod gauge;
 mod node;
+mod ring;
 mod striped;
 mod tagged;
 mod window;

@@ -4,33 +4,71 @@
 //! swaps every one of them for loom's model-checked version.
 
 #[cfg(not(spillway_loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 #[cfg(spillway_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 
-/// A small number that is stable for the calling thread and differs between threads created one
-/// after another; stripes are chosen with it.
+/// Slot of a thread that has none (its slot was already released during thread exit).
+pub(crate) const NO_SLOT: usize = usize::MAX;
+
+/// The calling thread's slot: a small number that no other live thread holds.
+///
+/// Slots are handed out on a thread's first call, lowest free number first, and given back when
+/// the thread exits, so the threads that use spillway hold the lowest numbers. Because a slot is
+/// exclusive, per-slot data has a single writer and can be updated with plain loads and stores.
+/// A slot changes hands through the pool's mutex, which orders the old owner's last writes before
+/// the new owner's first reads.
 #[cfg(not(spillway_loom))]
-pub(crate) fn thread_index() -> usize {
-    use std::sync::atomic::AtomicUsize as StdAtomicUsize;
-    static NEXT: StdAtomicUsize = StdAtomicUsize::new(0);
-    thread_local! {
-        // Relaxed: the value only has to be unique-ish, it orders nothing.
-        static INDEX: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+#[inline]
+pub(crate) fn thread_slot() -> usize {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    use std::sync::Mutex;
+
+    struct Pool {
+        next: usize,
+        free: BinaryHeap<Reverse<usize>>,
     }
-    INDEX.with(|index| *index)
+    static POOL: Mutex<Pool> = Mutex::new(Pool {
+        next: 0,
+        free: BinaryHeap::new(),
+    });
+
+    struct Slot(usize);
+    impl Slot {
+        fn acquire() -> Self {
+            let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+            match pool.free.pop() {
+                Some(Reverse(slot)) => Slot(slot),
+                None => {
+                    pool.next += 1;
+                    Slot(pool.next - 1)
+                }
+            }
+        }
+    }
+    impl Drop for Slot {
+        fn drop(&mut self) {
+            let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+            pool.free.push(Reverse(self.0));
+        }
+    }
+    thread_local! {
+        static SLOT: Slot = Slot::acquire();
+    }
+    SLOT.try_with(|slot| slot.0).unwrap_or(NO_SLOT)
 }
 
 #[cfg(spillway_loom)]
-pub(crate) fn thread_index() -> usize {
+pub(crate) fn thread_slot() -> usize {
     loom::lazy_static! {
         static ref NEXT: AtomicUsize = AtomicUsize::new(0);
     }
     loom::thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
-    INDEX.with(|index| *index)
+    SLOT.with(|slot| *slot)
 }
 
 /// Waits a moment for another thread to finish a short critical step.

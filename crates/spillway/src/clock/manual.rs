@@ -93,6 +93,7 @@ impl ManualClock {
 }
 
 impl Clock for ManualClock {
+    #[inline]
     fn now_nanos(&self) -> u64 {
         self.nanos.load(Ordering::SeqCst)
     }

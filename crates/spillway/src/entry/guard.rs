@@ -1,5 +1,6 @@
 use crate::clock::Clock;
 use crate::resource::{OriginSlot, ResourceInner};
+use crate::sync::thread_slot;
 use std::fmt;
 
 /// What an entry must remember to record its completion.
@@ -24,18 +25,14 @@ impl EntryState {
         count: u32,
         inbound: bool,
     ) -> Self {
+        let slot = thread_slot();
         let count64 = u64::from(count);
-        let node = &resource.node;
-        node.increase_concurrency();
-        node.add_pass(now, count64);
+        resource.node.record_admission(slot, now, count64);
         if let Some(node) = resource.origin_node(origin) {
-            node.increase_concurrency();
-            node.add_pass(now, count64);
+            node.record_admission(slot, now, count64);
         }
         if inbound {
-            let node = &resource.core.inbound;
-            node.increase_concurrency();
-            node.add_pass(now, count64);
+            resource.core.inbound.record_admission(slot, now, count64);
         }
         Self {
             origin,
@@ -55,18 +52,20 @@ impl EntryState {
             return;
         }
         let now = resource.core.clock.now_nanos();
+        let slot = thread_slot();
         let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
         let count = u64::from(self.count);
-        let record = |node: &crate::stats::ResourceNode| {
-            node.add_completion(now, rt_micros, count, self.error);
-            node.decrease_concurrency();
-        };
-        record(&resource.node);
+        resource
+            .node
+            .record_exit(slot, now, rt_micros, count, self.error);
         if let Some(node) = resource.origin_node(self.origin) {
-            record(node);
+            node.record_exit(slot, now, rt_micros, count, self.error);
         }
         if self.inbound {
-            record(&resource.core.inbound);
+            resource
+                .core
+                .inbound
+                .record_exit(slot, now, rt_micros, count, self.error);
         }
     }
 }

@@ -1,7 +1,9 @@
-use super::striped::StripedCounter;
+use super::gauge::SlotGauge;
+use super::striped::default_stripes;
 use super::window::{SlidingWindow, WindowSnapshot};
 use super::window_config::WindowConfig;
 use super::Event;
+use crate::sync::thread_slot;
 use std::fmt;
 
 /// The windows a [`ResourceNode`] keeps.
@@ -82,7 +84,7 @@ impl NodeConfig {
 pub struct ResourceNode {
     second: SlidingWindow,
     minute: SlidingWindow,
-    concurrency: StripedCounter,
+    concurrency: SlotGauge,
 }
 
 /// Every read of a [`ResourceNode`] at one time.
@@ -139,7 +141,7 @@ impl ResourceNode {
         Self {
             second: SlidingWindow::new(config.second),
             minute: SlidingWindow::new(config.minute),
-            concurrency: StripedCounter::new(),
+            concurrency: SlotGauge::new(default_stripes()),
         }
     }
 
@@ -158,15 +160,17 @@ impl ResourceNode {
     /// Records `count` admissions.
     #[inline]
     pub fn add_pass(&self, now_nanos: u64, count: u64) {
-        self.second.add(now_nanos, Event::Pass, count);
-        self.minute.add(now_nanos, Event::Pass, count);
+        let slot = thread_slot();
+        self.second.add_from(slot, now_nanos, Event::Pass, count);
+        self.minute.add_from(slot, now_nanos, Event::Pass, count);
     }
 
     /// Records `count` refusals.
     #[inline]
     pub fn add_block(&self, now_nanos: u64, count: u64) {
-        self.second.add(now_nanos, Event::Block, count);
-        self.minute.add(now_nanos, Event::Block, count);
+        let slot = thread_slot();
+        self.second.add_from(slot, now_nanos, Event::Block, count);
+        self.minute.add_from(slot, now_nanos, Event::Block, count);
     }
 
     /// Records `count` admissions on a future window's quota (Sentinel's occupied pass: counted
@@ -178,29 +182,64 @@ impl ResourceNode {
     /// Records `count` completions after `rt_micros`; `error` counts them as errors too.
     #[inline]
     pub fn add_completion(&self, now_nanos: u64, rt_micros: u64, count: u64, error: bool) {
-        let errors = if error { count } else { 0 };
-        self.second
-            .add_completion(now_nanos, rt_micros, count, errors);
-        self.minute
-            .add_completion(now_nanos, rt_micros, count, errors);
+        self.record_completion(thread_slot(), now_nanos, rt_micros, count, error);
     }
 
     /// Counts `count` errors without a completion (Sentinel's `Tracer.trace`).
     pub fn add_error(&self, now_nanos: u64, count: u64) {
-        self.second.add(now_nanos, Event::Error, count);
-        self.minute.add(now_nanos, Event::Error, count);
+        let slot = thread_slot();
+        self.second.add_from(slot, now_nanos, Event::Error, count);
+        self.minute.add_from(slot, now_nanos, Event::Error, count);
     }
 
     /// One more entry in flight.
     #[inline]
     pub fn increase_concurrency(&self) {
-        self.concurrency.increment();
+        self.concurrency.add(thread_slot(), 1);
     }
 
     /// One fewer entry in flight.
     #[inline]
     pub fn decrease_concurrency(&self) {
-        self.concurrency.sub(1);
+        self.concurrency.add(thread_slot(), u64::MAX);
+    }
+
+    /// An admission from thread slot `slot`: one more in flight, `count` passes (Sentinel's order).
+    #[inline]
+    pub(crate) fn record_admission(&self, slot: usize, now_nanos: u64, count: u64) {
+        self.concurrency.add(slot, 1);
+        self.second.add_from(slot, now_nanos, Event::Pass, count);
+        self.minute.add_from(slot, now_nanos, Event::Pass, count);
+    }
+
+    /// A completion from thread slot `slot`: RT, completions and errors, one fewer in flight.
+    #[inline]
+    pub(crate) fn record_exit(
+        &self,
+        slot: usize,
+        now_nanos: u64,
+        rt_micros: u64,
+        count: u64,
+        error: bool,
+    ) {
+        self.record_completion(slot, now_nanos, rt_micros, count, error);
+        self.concurrency.add(slot, u64::MAX);
+    }
+
+    #[inline]
+    fn record_completion(
+        &self,
+        slot: usize,
+        now_nanos: u64,
+        rt_micros: u64,
+        count: u64,
+        error: bool,
+    ) {
+        let errors = if error { count } else { 0 };
+        self.second
+            .add_completion_from(slot, now_nanos, rt_micros, count, errors);
+        self.minute
+            .add_completion_from(slot, now_nanos, rt_micros, count, errors);
     }
 
     // === reading (Sentinel's StatisticNode) ===
@@ -259,7 +298,7 @@ impl ResourceNode {
 
     /// Entries in flight.
     pub fn concurrency(&self) -> i64 {
-        self.concurrency.sum_signed()
+        self.concurrency.value()
     }
 
     /// Admitted in the previous second (the minute window's previous bucket).

@@ -1,4 +1,4 @@
-use crate::sync::{thread_index, AtomicU64, Ordering};
+use crate::sync::{thread_slot, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::OnceLock;
@@ -78,7 +78,7 @@ impl StripedCounter {
 
     #[inline]
     fn cell(&self) -> &AtomicU64 {
-        &self.cells[thread_index() & self.mask]
+        &self.cells[thread_slot() & self.mask]
     }
 
     /// Adds `n` (wrapping).

@@ -1,26 +1,14 @@
+use super::accumulator::{held_bucket, is_busy, Accumulators};
 use super::event::{Event, MIN_RT_SLOT, SLOTS};
-use super::tagged::{self, HALF_TAG_SPACE, VALUE_MAX};
+use super::ring::Ring;
+use super::tagged::VALUE_MAX;
 use super::window_config::WindowConfig;
-use crate::sync::{spin_wait, thread_index, AtomicU64, Ordering};
+use crate::sync::{fence, spin_wait, thread_slot, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 
-/// Set in a bucket's start word while the bucket is being reset after a very long idle time.
-const ROLLING: u64 = 1 << 63;
-
-/// One bucket's counters for one stripe: seven words in one cache line.
-#[repr(align(64))]
-struct Cells {
-    words: [AtomicU64; SLOTS],
-}
-
-impl Cells {
-    fn new() -> Self {
-        Self {
-            words: std::array::from_fn(|_| AtomicU64::new(0)),
-        }
-    }
-}
+/// Most accumulator lines a window keeps (and a reader checks).
+pub(crate) const MAX_STRIPES: usize = 64;
 
 /// Sentinel's `LeapArray`: a ring of buckets over an interval, rolled over lock-free.
 ///
@@ -31,17 +19,26 @@ impl Cells {
 /// rolls the current bucket before reading, a read here gives exactly what Sentinel's
 /// `ArrayMetric` gives for the same timed adds (with Sentinel's 2 x 500 ms shape, and any other).
 ///
-/// Each bucket holds pass, block, success, error, RT sum (µs), occupied pass and min RT (µs), and
-/// is striped: a thread writes its own copy of the bucket (one cache line), reads sum the copies.
+/// Each bucket holds pass, block, success, error, RT sum (µs), occupied pass and min RT (µs).
+///
+/// # How writes stay cheap
+///
+/// The first [`stripes`](WindowConfig::stripes) threads to use spillway (more exactly: threads
+/// whose exclusive thread slot is below that count) each own an *accumulator*: a cache line
+/// holding their share of the current bucket. Only its owner writes it, with a plain load and
+/// store, no locked instruction and no cache line shared with another writer. When the owner's
+/// clock moves to a new bucket, it hands the finished bucket over to the shared ring (a few
+/// compare-and-swaps, once per bucket). Other threads, and adds whose clock read went backwards,
+/// write the shared ring directly with compare-and-swap.
 ///
 /// # Roll-over without lost or misfiled counts
 ///
 /// Sentinel resets a recycled bucket under a lock, and an add that slips between its reset of the
-/// start time and its zeroing of the counters is lost. Here every counter word carries the id of
-/// the window it counts (see the `tagged` module): an add resets a word from an older window in
-/// the same compare-and-swap that adds, so there is no separate zeroing for an add to race with.
-/// An add whose window was already recycled (its thread read the clock, then stalled for a whole
-/// interval) is refused rather than filed under the newer window, and counted by
+/// start time and its zeroing of the counters is lost. Here every ring word carries the id of the
+/// window it counts (see the `tagged` module): an add resets a word from an older window in the
+/// same compare-and-swap that adds, so there is no separate zeroing for an add to race with. An
+/// add whose bucket was already recycled (its thread read the clock, then stalled for a whole
+/// interval) is refused rather than filed under a newer window, and counted by
 /// [`late_events`](Self::late_events).
 ///
 /// # Examples
@@ -59,23 +56,25 @@ impl Cells {
 ///
 /// # Memory ordering
 ///
-/// Counter words are updated and read with `Relaxed` operations: each word is self-contained
-/// (tag and value in one atomic) and every update is a read-modify-write on the latest value. A
-/// bucket's start word is the only synchronising atomic: it is stored with `Release` after a full
-/// reset and loaded with `Acquire`, so whoever sees the reset finished also sees the reset words.
+/// Counter words are written and read `Relaxed`: a ring word is self-contained (tag and value in
+/// one atomic, updated by compare-and-swap on its latest value) and an accumulator word has a
+/// single writer. Two places synchronise. A ring slot's start word is stored `Release` after a full
+/// reset and loaded `Acquire`, so whoever sees the reset finished sees the reset words. An
+/// accumulator's state word is a seqlock: its owner marks it busy, issues a `Release` fence, hands
+/// the bucket to the ring and zeroes the line, then stores the new bucket with `Release`; a reader
+/// loads every state with `Acquire`, reads, issues an `Acquire` fence and re-reads the states,
+/// retrying if any changed. A reader therefore never counts a bucket twice (in a line and in the
+/// ring it was handed to) nor misses it.
 pub struct SlidingWindow {
     config: WindowConfig,
     bucket_nanos: u64,
     buckets: u64,
     interval_secs: f64,
-    stripe_mask: usize,
     max_rt_micros: u64,
     /// The newest bucket id seen: a hint that saves a division on most calls.
     cursor: CachePadded<AtomicU64>,
-    /// Per ring slot: `id + 1` of the bucket it holds (0 when never used), `ROLLING` while reset.
-    starts: Box<[AtomicU64]>,
-    /// `stripes * buckets` cells; stripe `s` owns `cells[s * buckets..(s + 1) * buckets]`.
-    cells: Box<[Cells]>,
+    ring: Ring,
+    accumulators: Accumulators,
     late: AtomicU64,
 }
 
@@ -99,22 +98,59 @@ pub struct WindowSnapshot {
     pub min_rt_micros: u64,
 }
 
+/// A consistent view of the accumulator states, for one read.
+struct View<'a> {
+    window: &'a SlidingWindow,
+    states: [u64; MAX_STRIPES],
+}
+
+impl View<'_> {
+    /// Sum of word `slot` over buckets `oldest..=newest`.
+    #[inline]
+    fn sum(&self, (oldest, newest): (u64, u64), slot: usize) -> u64 {
+        let w = self.window;
+        let mut sum =
+            (oldest..=newest).fold(0u64, |sum, id| sum.saturating_add(w.ring.value(id, slot)));
+        for (line, &state) in w.accumulators.lines().zip(&self.states) {
+            if held_bucket(state).is_some_and(|id| (oldest..=newest).contains(&id)) {
+                sum = sum.saturating_add(line.value(slot));
+            }
+        }
+        sum
+    }
+
+    /// Word `slot` of bucket `id`: the ring's share plus every line holding that bucket.
+    #[inline]
+    fn value(&self, id: u64, slot: usize) -> u64 {
+        let w = self.window;
+        let mut value = w.ring.value(id, slot);
+        for (line, &state) in w.accumulators.lines().zip(&self.states) {
+            if held_bucket(state) == Some(id) {
+                let v = line.value(slot);
+                value = if slot == MIN_RT_SLOT {
+                    value.min(v)
+                } else {
+                    value.saturating_add(v)
+                };
+            }
+        }
+        value
+    }
+}
+
 impl SlidingWindow {
     /// An empty window of the given shape.
     pub fn new(config: WindowConfig) -> Self {
         let buckets = config.buckets();
-        let stripes = config.stripes();
-        let bucket_nanos = config.bucket_length().as_nanos() as u64;
         Self {
             config,
-            bucket_nanos,
+            bucket_nanos: config.bucket_length().as_nanos() as u64,
             buckets: buckets as u64,
             interval_secs: config.interval().as_secs_f64(),
-            stripe_mask: stripes - 1,
             max_rt_micros: (config.max_rt().as_micros() as u64).clamp(1, VALUE_MAX),
             cursor: CachePadded::new(AtomicU64::new(0)),
-            starts: (0..buckets).map(|_| AtomicU64::new(0)).collect(),
-            cells: (0..buckets * stripes).map(|_| Cells::new()).collect(),
+            ring: Ring::new(buckets),
+            accumulators: Accumulators::new(config.stripes().min(MAX_STRIPES)),
             late: AtomicU64::new(0),
         }
     }
@@ -144,11 +180,21 @@ impl SlidingWindow {
     /// Adds `n` to `event` in the bucket holding `now_nanos`.
     #[inline]
     pub fn add(&self, now_nanos: u64, event: Event, n: u64) {
+        self.add_from(thread_slot(), now_nanos, event, n);
+    }
+
+    /// [`add`](Self::add) from a thread whose slot the caller already read.
+    #[inline]
+    pub(crate) fn add_from(&self, slot: usize, now_nanos: u64, event: Event, n: u64) {
         let id = self.advance(now_nanos);
-        if let Some(cells) = self.claim(id) {
-            if !tagged::add(&cells.words[event.slot()], id, n) {
-                self.late.fetch_add(1, Ordering::Relaxed);
+        if let Some(line) = self.accumulators.owned(slot) {
+            if line.enter(id, &self.ring) {
+                line.bump(event.slot(), n);
+                return;
             }
+        }
+        if !self.ring.add(id, event.slot(), n) {
+            self.count_late();
         }
     }
 
@@ -157,19 +203,45 @@ impl SlidingWindow {
     /// `errors` of them are also counted as errors.
     #[inline]
     pub fn add_completion(&self, now_nanos: u64, rt_micros: u64, count: u64, errors: u64) {
+        self.add_completion_from(thread_slot(), now_nanos, rt_micros, count, errors);
+    }
+
+    /// [`add_completion`](Self::add_completion) from a thread whose slot the caller already read.
+    #[inline]
+    pub(crate) fn add_completion_from(
+        &self,
+        slot: usize,
+        now_nanos: u64,
+        rt_micros: u64,
+        count: u64,
+        errors: u64,
+    ) {
         let id = self.advance(now_nanos);
-        let Some(cells) = self.claim(id) else { return };
         let rt = rt_micros.min(self.max_rt_micros);
-        let words = &cells.words;
-        let mut filed = tagged::add(&words[Event::Success.slot()], id, count);
-        filed &= tagged::add(&words[Event::Rt.slot()], id, rt);
-        filed &= tagged::min(&words[MIN_RT_SLOT], id, rt);
-        if errors > 0 {
-            filed &= tagged::add(&words[Event::Error.slot()], id, errors);
+        if let Some(line) = self.accumulators.owned(slot) {
+            if line.enter(id, &self.ring) {
+                line.bump(Event::Success.slot(), count);
+                line.bump(Event::Rt.slot(), rt);
+                line.lower_min(rt);
+                if errors > 0 {
+                    line.bump(Event::Error.slot(), errors);
+                }
+                return;
+            }
         }
-        if !filed {
-            self.late.fetch_add(1, Ordering::Relaxed);
+        let mut values = [0u64; SLOTS];
+        values[Event::Success.slot()] = count;
+        values[Event::Rt.slot()] = rt;
+        values[Event::Error.slot()] = errors;
+        values[MIN_RT_SLOT] = rt;
+        if !self.ring.merge(id, &values) {
+            self.count_late();
         }
+    }
+
+    #[cold]
+    fn count_late(&self) {
+        self.late.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The bucket id of `now`, moving the cursor hint forward if `now` is past it.
@@ -198,106 +270,63 @@ impl SlidingWindow {
         }
     }
 
-    #[inline]
+    #[cfg(test)]
     fn slot(&self, id: u64) -> usize {
-        (id % self.buckets) as usize
-    }
-
-    /// Makes ring slot `id % buckets` hold bucket `id` and returns this thread's cells in it, or
-    /// `None` (counting a late event) if the slot already holds a later bucket.
-    #[inline]
-    fn claim(&self, id: u64) -> Option<&Cells> {
-        let slot = self.slot(id);
-        let start = &self.starts[slot];
-        let want = id + 1;
-        let mut seen = start.load(Ordering::Acquire);
-        let mut spins = 0;
-        while seen != want {
-            if seen & ROLLING != 0 {
-                if seen & !ROLLING > want {
-                    return self.refuse_late();
-                }
-                // Another thread is resetting this slot after a long idle time: a few stores.
-                spin_wait(&mut spins);
-                seen = start.load(Ordering::Acquire);
-                continue;
-            }
-            if seen > want {
-                return self.refuse_late();
-            }
-            // The slot holds an older bucket (or none). Words tagged with an older window reset
-            // themselves on their next update, so moving the start is all a roll needs, unless the
-            // slot sat idle so long that the 24-bit tags may have wrapped: then reset every word
-            // while adders wait on the ROLLING flag.
-            let full_reset = seen == 0 || want - seen >= HALF_TAG_SPACE;
-            let claim = if full_reset { want | ROLLING } else { want };
-            match start.compare_exchange(seen, claim, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) if full_reset => {
-                    self.reset_slot(slot, id);
-                    start.store(want, Ordering::Release);
-                    break;
-                }
-                Ok(_) => break,
-                Err(actual) => seen = actual,
-            }
-        }
-        let stripe = thread_index() & self.stripe_mask;
-        Some(&self.cells[stripe * self.buckets as usize + slot])
-    }
-
-    #[cold]
-    fn refuse_late(&self) -> Option<&Cells> {
-        self.late.fetch_add(1, Ordering::Relaxed);
-        None
-    }
-
-    #[cold]
-    fn reset_slot(&self, slot: usize, id: u64) {
-        for cells in self.stripes_of(slot) {
-            for (i, word) in cells.words.iter().enumerate() {
-                let fresh = if i == MIN_RT_SLOT { VALUE_MAX } else { 0 };
-                // Relaxed: published by the Release store of the slot's start.
-                word.store(tagged::pack(id, fresh), Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn stripes_of(&self, slot: usize) -> impl Iterator<Item = &Cells> {
-        let buckets = self.buckets as usize;
-        self.cells[slot..].iter().step_by(buckets)
+        self.ring.slot(id)
     }
 
     // === reading ===
 
-    /// The cells of bucket `id`, if its slot holds it.
+    /// Runs `read` on a view of the accumulators that no owner changed during the read.
     #[inline]
-    fn bucket(&self, id: u64) -> Option<impl Iterator<Item = &Cells>> {
-        let slot = self.slot(id);
-        (self.starts[slot].load(Ordering::Acquire) == id + 1).then(|| self.stripes_of(slot))
-    }
-
-    #[inline]
-    fn bucket_sum(&self, id: u64, slot: usize) -> u64 {
-        self.bucket(id).map_or(0, |stripes| {
-            stripes
-                .filter_map(|c| tagged::value_for(c.words[slot].load(Ordering::Relaxed), id))
-                .sum()
-        })
+    fn consistent<T>(&self, read: impl Fn(&View<'_>) -> T) -> T {
+        let mut spins = 0;
+        loop {
+            let mut view = View {
+                window: self,
+                states: [0; MAX_STRIPES],
+            };
+            let mut busy = false;
+            for (state, line) in view.states.iter_mut().zip(self.accumulators.lines()) {
+                *state = line.state();
+                busy |= is_busy(*state);
+            }
+            if !busy {
+                let result = read(&view);
+                fence(Ordering::Acquire);
+                let unchanged = self
+                    .accumulators
+                    .lines()
+                    .zip(&view.states)
+                    .all(|(line, &state)| line.state() == state);
+                if unchanged {
+                    return result;
+                }
+            }
+            // An owner is handing a bucket over to the ring: a few stores.
+            spin_wait(&mut spins);
+        }
     }
 
     /// Ids of the buckets a read at `now` covers, newest first.
     #[inline]
-    fn live_ids(&self, now: u64) -> impl Iterator<Item = u64> {
-        let current = self.id_at(now);
-        (0..self.buckets.min(current + 1)).map(move |back| current - back)
+    fn live_ids(&self, now: u64) -> impl Iterator<Item = u64> + Clone {
+        let (oldest, newest) = self.live_range(now);
+        (oldest..=newest).rev()
+    }
+
+    /// The oldest and newest bucket ids a read at `now` covers.
+    #[inline]
+    fn live_range(&self, now: u64) -> (u64, u64) {
+        let newest = self.id_at(now);
+        (newest.saturating_sub(self.buckets - 1), newest)
     }
 
     /// Sum of `event` over the window at `now_nanos`.
     #[inline]
     pub fn sum(&self, now_nanos: u64, event: Event) -> u64 {
-        self.live_ids(now_nanos)
-            .map(|id| self.bucket_sum(id, event.slot()))
-            .sum()
+        let range = self.live_range(now_nanos);
+        self.consistent(|view| view.sum(range, event.slot()))
     }
 
     /// `event` per second over the window: `sum / interval_secs`, as Sentinel's node reads.
@@ -308,79 +337,73 @@ impl SlidingWindow {
     /// `event` in the bucket before the current one (0 if that bucket is not held), as
     /// Sentinel's `previousWindowPass` / `previousWindowBlock`.
     pub fn previous(&self, now_nanos: u64, event: Event) -> u64 {
-        match self.id_at(now_nanos).checked_sub(1) {
-            Some(id) if self.buckets > 1 => self.bucket_sum(id, event.slot()),
-            _ => 0,
+        match self.previous_id(now_nanos) {
+            Some(id) => self.consistent(|view| view.value(id, event.slot())),
+            None => 0,
         }
+    }
+
+    fn previous_id(&self, now_nanos: u64) -> Option<u64> {
+        self.id_at(now_nanos)
+            .checked_sub(1)
+            .filter(|_| self.buckets > 1)
     }
 
     /// Largest per-bucket sum of `event` in the window, at least 1: Sentinel's `maxSuccess`.
     pub fn max_bucket(&self, now_nanos: u64, event: Event) -> u64 {
-        self.live_ids(now_nanos)
-            .map(|id| self.bucket_sum(id, event.slot()))
-            .max()
-            .unwrap_or(0)
-            .max(1)
+        let ids = self.live_ids(now_nanos);
+        self.consistent(|view| {
+            ids.clone()
+                .map(|id| view.value(id, event.slot()))
+                .max()
+                .unwrap_or(0)
+        })
+        .max(1)
     }
 
     /// Smallest RT in the window in microseconds: the max RT when nothing completed, and at least
     /// 1 µs (Sentinel floors at 1 ms, its unit; ours is the microsecond).
     pub fn min_rt_micros(&self, now_nanos: u64) -> u64 {
-        let mut min = self.max_rt_micros;
-        for id in self.live_ids(now_nanos) {
-            if let Some(stripes) = self.bucket(id) {
-                for cells in stripes {
-                    let word = cells.words[MIN_RT_SLOT].load(Ordering::Relaxed);
-                    if let Some(rt) = tagged::value_for(word, id) {
-                        min = min.min(rt);
-                    }
-                }
-            }
-        }
-        min.max(1)
+        let ids = self.live_ids(now_nanos);
+        self.consistent(|view| {
+            ids.clone()
+                .map(|id| view.value(id, MIN_RT_SLOT))
+                .fold(self.max_rt_micros, u64::min)
+        })
+        .max(1)
     }
 
     /// All counts of the window at `now_nanos`, in one pass over the buckets.
     pub fn snapshot(&self, now_nanos: u64) -> WindowSnapshot {
-        self.snapshot_of(self.live_ids(now_nanos))
+        let range = self.live_range(now_nanos);
+        self.consistent(|view| self.snapshot_of(view, Some(range)))
     }
 
     /// All counts of the bucket before the current one (a complete bucket: with one-second
     /// buckets, the previous second, as Sentinel's per-second metric log reads it).
     pub fn previous_snapshot(&self, now_nanos: u64) -> WindowSnapshot {
-        let previous = self
-            .id_at(now_nanos)
-            .checked_sub(1)
-            .filter(|_| self.buckets > 1);
-        self.snapshot_of(previous.into_iter())
+        let previous = self.previous_id(now_nanos).map(|id| (id, id));
+        self.consistent(|view| self.snapshot_of(view, previous))
     }
 
-    fn snapshot_of(&self, ids: impl Iterator<Item = u64>) -> WindowSnapshot {
-        let mut sums = [0u64; SLOTS];
-        let mut min = self.max_rt_micros;
-        for id in ids {
-            let Some(stripes) = self.bucket(id) else {
-                continue;
+    fn snapshot_of(&self, view: &View<'_>, range: Option<(u64, u64)>) -> WindowSnapshot {
+        let Some(range) = range else {
+            return WindowSnapshot {
+                min_rt_micros: self.max_rt_micros,
+                ..WindowSnapshot::default()
             };
-            for cells in stripes {
-                for (slot, word) in cells.words.iter().enumerate() {
-                    if let Some(v) = tagged::value_for(word.load(Ordering::Relaxed), id) {
-                        if slot == MIN_RT_SLOT {
-                            min = min.min(v);
-                        } else {
-                            sums[slot] += v;
-                        }
-                    }
-                }
-            }
-        }
+        };
+        let (oldest, newest) = range;
+        let min = (oldest..=newest)
+            .map(|id| view.value(id, MIN_RT_SLOT))
+            .fold(self.max_rt_micros, u64::min);
         WindowSnapshot {
-            pass: sums[Event::Pass.slot()],
-            block: sums[Event::Block.slot()],
-            success: sums[Event::Success.slot()],
-            error: sums[Event::Error.slot()],
-            rt_micros: sums[Event::Rt.slot()],
-            occupied_pass: sums[Event::OccupiedPass.slot()],
+            pass: view.sum(range, Event::Pass.slot()),
+            block: view.sum(range, Event::Block.slot()),
+            success: view.sum(range, Event::Success.slot()),
+            error: view.sum(range, Event::Error.slot()),
+            rt_micros: view.sum(range, Event::Rt.slot()),
+            occupied_pass: view.sum(range, Event::OccupiedPass.slot()),
             min_rt_micros: min.max(1),
         }
     }
@@ -390,6 +413,7 @@ impl fmt::Debug for SlidingWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlidingWindow")
             .field("config", &self.config)
+            .field("accumulators", &self.accumulators.len())
             .field("late_events", &self.late_events())
             .finish_non_exhaustive()
     }

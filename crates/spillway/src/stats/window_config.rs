@@ -3,7 +3,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// The shape of a [`SlidingWindow`](super::SlidingWindow): how many buckets over what interval,
-/// how many stripes per bucket, and where min RT starts.
+/// how many per-thread accumulators, and where min RT starts.
 ///
 /// # Examples
 ///
@@ -74,10 +74,14 @@ impl WindowConfig {
         Self::new(60, Duration::from_secs(60)).expect("valid shape")
     }
 
-    /// Sets the stripes per bucket (rounded up to a power of two, at least 1). One stripe means
-    /// every thread writes the same cache line: cheapest to read, most contended to write.
+    /// Sets how many threads get an accumulator of their own (at most 64): a cache line holding
+    /// their share of the current bucket, written without locked instructions. Threads beyond
+    /// that many (by exclusive thread slot, lowest first) write the shared ring with
+    /// compare-and-swap. 0 sends every write to the shared ring: cheapest to read (a read scans
+    /// one line per bucket, no accumulators), most contended to write. The default is twice the
+    /// CPUs, rounded up to a power of two, at most 16.
     pub fn with_stripes(mut self, stripes: usize) -> Self {
-        self.stripes = stripes.clamp(1, 64).next_power_of_two();
+        self.stripes = stripes.min(super::window::MAX_STRIPES);
         self
     }
 
@@ -103,7 +107,7 @@ impl WindowConfig {
         self.interval / self.buckets as u32
     }
 
-    /// Stripes per bucket.
+    /// Threads with an accumulator of their own.
     pub fn stripes(&self) -> usize {
         self.stripes
     }

@@ -118,11 +118,23 @@ fn max_bucket_is_at_least_one() {
 
 #[test]
 fn an_add_for_a_recycled_bucket_is_refused_as_late() {
-    let w = sentinel_second();
+    // No accumulators: every add goes straight to the shared ring.
+    let w = SlidingWindow::new(WindowConfig::sentinel_second().with_stripes(0));
     w.add(at(1_000), Event::Pass, 1); // slot 0 now holds the T0+1000 bucket
     w.add(at(0), Event::Pass, 1); // a stalled thread's add for T0: its slot was recycled
     assert_eq!(w.late_events(), 1);
     assert_eq!(w.sum(at(1_000), Event::Pass), 1);
+}
+
+#[test]
+fn an_add_older_than_its_threads_accumulator_goes_to_its_own_bucket() {
+    let w = sentinel_second();
+    w.add(at(1_000), Event::Pass, 1); // this thread's accumulator holds the T0+1000 bucket
+    w.add(at(0), Event::Pass, 1); // clock read behind: filed in the ring under T0, out of window
+    assert_eq!(w.late_events(), 0);
+    assert_eq!(w.sum(at(1_000), Event::Pass), 1);
+    w.add(at(1_500), Event::Pass, 1); // hands T0+1000 over to the ring, recycling T0's slot
+    assert_eq!(w.sum(at(1_500), Event::Pass), 2);
 }
 
 #[test]
@@ -165,8 +177,9 @@ fn time_near_zero_reads_only_existing_buckets() {
 }
 
 #[test]
-fn striped_adds_are_summed() {
-    let w = SlidingWindow::new(WindowConfig::sentinel_second().with_stripes(4));
+fn adds_from_many_threads_are_summed() {
+    // Two accumulators: some threads own one, the others write the shared ring.
+    let w = SlidingWindow::new(WindowConfig::sentinel_second().with_stripes(2));
     std::thread::scope(|s| {
         for _ in 0..4 {
             s.spawn(|| {
@@ -187,8 +200,11 @@ proptest! {
         buckets in 1usize..12,
         bucket_ms in 1u64..400,
         steps in proptest::collection::vec((0u64..900, 1u64..5), 1..60),
+        stripes in prop_oneof![Just(0usize), Just(4)],
     ) {
-        let config = WindowConfig::new(buckets, Duration::from_millis(bucket_ms * buckets as u64)).unwrap();
+        let config = WindowConfig::new(buckets, Duration::from_millis(bucket_ms * buckets as u64))
+            .unwrap()
+            .with_stripes(stripes);
         let w = SlidingWindow::new(config);
         let len = ms(bucket_ms);
         let mut now = at(0);

@@ -1,0 +1,143 @@
+//! Per-thread accumulators: the current bucket of one thread, written without read-modify-write.
+
+use super::event::{MIN_RT_SLOT, SLOTS};
+use super::ring::Ring;
+use crate::sync::{fence, AtomicU64, Ordering};
+use crossbeam_utils::CachePadded;
+
+/// Set in a line's state while its owner hands a finished bucket over to the ring.
+const BUSY: u64 = 1;
+
+/// One thread's current bucket: a state word and seven counters, one cache line of its own.
+///
+/// Only the thread holding the matching slot ([`thread_slot`](crate::sync::thread_slot)) writes a
+/// line, so its counters are updated with a plain load and store (no locked instruction). The
+/// state is `(id + 1) << 1` for bucket `id` (0: never used), with [`BUSY`] set while the owner
+/// moves the line to a new bucket.
+pub(super) struct Line {
+    state: AtomicU64,
+    words: [AtomicU64; SLOTS],
+}
+
+impl Line {
+    fn new() -> Self {
+        Self {
+            state: AtomicU64::new(0),
+            words: std::array::from_fn(|i| AtomicU64::new(fresh(i))),
+        }
+    }
+
+    /// Readies the line for bucket `id` (owner only). `false` if the line already holds a later
+    /// bucket (this thread's clock read went backwards, as TSC skew between cores can make it).
+    #[inline]
+    pub(super) fn enter(&self, id: u64, ring: &Ring) -> bool {
+        // Relaxed: only this thread writes the state.
+        let held = self.state.load(Ordering::Relaxed) >> 1;
+        if held == id + 1 {
+            return true;
+        }
+        if held > id + 1 {
+            return false;
+        }
+        self.move_to(held, id, ring);
+        true
+    }
+
+    /// Hands the bucket held (`held - 1`, if any) to the ring and starts bucket `id`.
+    #[cold]
+    fn move_to(&self, held: u64, id: u64, ring: &Ring) {
+        // Seqlock writer: mark busy, fence, write, publish. A reader that sees any write made
+        // after the fence (the ring merge, the zeroed words) sees the state change on its re-check.
+        self.state.store((held << 1) | BUSY, Ordering::Relaxed);
+        fence(Ordering::Release);
+        if held != 0 {
+            let values: [u64; SLOTS] =
+                std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
+            // A bucket already recycled in the ring is outside every window: nothing to keep.
+            ring.merge(held - 1, &values);
+        }
+        for (i, word) in self.words.iter().enumerate() {
+            word.store(fresh(i), Ordering::Relaxed);
+        }
+        self.state.store((id + 1) << 1, Ordering::Release);
+    }
+
+    /// Adds `n` to word `slot` (owner only, after [`enter`](Self::enter)).
+    #[inline]
+    pub(super) fn bump(&self, slot: usize, n: u64) {
+        let word = &self.words[slot];
+        word.store(
+            word.load(Ordering::Relaxed).saturating_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Lowers the min RT word to `rt` (owner only, after [`enter`](Self::enter)).
+    #[inline]
+    pub(super) fn lower_min(&self, rt: u64) {
+        let word = &self.words[MIN_RT_SLOT];
+        if rt < word.load(Ordering::Relaxed) {
+            word.store(rt, Ordering::Relaxed);
+        }
+    }
+
+    /// The state, for a reader's consistency check.
+    #[inline]
+    pub(super) fn state(&self) -> u64 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// Word `slot` as a reader sees it.
+    #[inline]
+    pub(super) fn value(&self, slot: usize) -> u64 {
+        self.words[slot].load(Ordering::Relaxed)
+    }
+}
+
+/// The bucket a state word says the line holds, unless it is unused or busy.
+#[inline]
+pub(super) fn held_bucket(state: u64) -> Option<u64> {
+    (state & BUSY == 0 && state != 0).then(|| (state >> 1) - 1)
+}
+
+/// Whether a state word says the line is being moved.
+#[inline]
+pub(super) fn is_busy(state: u64) -> bool {
+    state & BUSY != 0
+}
+
+#[inline]
+fn fresh(slot: usize) -> u64 {
+    if slot == MIN_RT_SLOT {
+        u64::MAX
+    } else {
+        0
+    }
+}
+
+/// The accumulator lines of one window, one per thread slot below their count.
+pub(super) struct Accumulators {
+    lines: Box<[CachePadded<Line>]>,
+}
+
+impl Accumulators {
+    pub(super) fn new(count: usize) -> Self {
+        Self {
+            lines: (0..count).map(|_| CachePadded::new(Line::new())).collect(),
+        }
+    }
+
+    /// The line owned by thread slot `slot`, if the window has one for it.
+    #[inline]
+    pub(super) fn owned(&self, slot: usize) -> Option<&Line> {
+        self.lines.get(slot).map(|line| &**line)
+    }
+
+    pub(super) fn lines(&self) -> impl Iterator<Item = &Line> {
+        self.lines.iter().map(|line| &**line)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.lines.len()
+    }
+}
