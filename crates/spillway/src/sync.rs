@@ -10,6 +10,7 @@ pub(crate) use std::sync::atomic::{fence, AtomicU64, Ordering};
 pub(crate) use loom::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
 
 /// Slot of a thread that has none (its slot was already released during thread exit).
+#[cfg(not(spillway_loom))]
 pub(crate) const NO_SLOT: usize = usize::MAX;
 
 /// The calling thread's slot: a small number that no other live thread holds.
