@@ -14,6 +14,7 @@ GROUPS = {
     "counter/1t": ("shared_atomic_add", "Counter add (and read), 1 thread."),
     "counter/2t": ("shared_atomic_add", "Counter add (and read), 2 threads at once: per-call cost."),
     "window": ("add/2x500ms", "Sliding window: add one pass, sum the window, or both (1 thread)."),
+    "window/2t": ("add/accumulators", "Sliding window (2 x 500 ms), 2 threads at once: add, and add plus a read of the pass sum (a rule's hot check), with per-thread accumulators or with every thread on the shared ring."),
     "entry/1t": ("handle_system_clock", "spillway entry + exit, no rules, 1 thread."),
     "entry/2t": ("handle_system_clock", "spillway entry + exit, no rules, 2 threads at once."),
     "admit/1t": ("shared_atomic", "Admit one call (and release it) with no limit reached, 1 thread: spillway and its peers."),

@@ -89,6 +89,28 @@ fn window(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    // The hot check of a rule: add a pass and read the window's pass sum, 2 threads at once, with
+    // per-thread accumulators (the default) and with none (every thread on the shared ring).
+    let mut group = c.benchmark_group("window/2t");
+    for (name, stripes) in [
+        ("accumulators", spillway::stats::default_stripes()),
+        ("shared_ring", 0),
+    ] {
+        let w = SlidingWindow::new(WindowConfig::sentinel_second().with_stripes(stripes));
+        group.bench_function(BenchmarkId::new("add", name), |b| {
+            b.iter_custom(|iters| run_parallel(2, iters, || w.add(black_box(now), Event::Pass, 1)))
+        });
+        group.bench_function(BenchmarkId::new("add_sum", name), |b| {
+            b.iter_custom(|iters| {
+                run_parallel(2, iters, || {
+                    w.add(black_box(now), Event::Pass, 1);
+                    black_box(w.sum(now, Event::Pass));
+                })
+            })
+        });
+    }
+    group.finish();
 }
 
 fn entry(c: &mut Criterion) {

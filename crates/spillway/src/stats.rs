@@ -27,4 +27,4 @@ pub use striped::StripedCounter;
 pub use window::{SlidingWindow, WindowSnapshot};
 pub use window_config::{WindowConfig, WindowConfigError, DEFAULT_MAX_RT, MAX_BUCKETS};
 
-pub(crate) use striped::default_stripes;
+pub use striped::default_stripes;

@@ -81,10 +81,16 @@ impl Line {
         }
     }
 
-    /// The state, for a reader's consistency check.
+    /// The state, for a reader's consistency check (`Acquire`: pairs with the owner's publish).
     #[inline]
     pub(super) fn state(&self) -> u64 {
         self.state.load(Ordering::Acquire)
+    }
+
+    /// The state, for a reader after its `Acquire` loads (or fence) already ordered the read.
+    #[inline]
+    pub(super) fn state_relaxed(&self) -> u64 {
+        self.state.load(Ordering::Relaxed)
     }
 
     /// Word `slot` as a reader sees it.

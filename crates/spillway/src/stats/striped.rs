@@ -4,9 +4,16 @@ use std::fmt;
 use std::sync::OnceLock;
 
 /// The stripe count used when none is given: twice the available parallelism, rounded up to a
-/// power of two, at most 16. Twice, so that threads numbered one after another rarely share a
-/// stripe; at most 16, because every stripe of a window costs memory per resource.
-pub(crate) fn default_stripes() -> usize {
+/// power of two, at most 16. Twice, so that a few more threads than cores still get a stripe
+/// (or a window accumulator) of their own; at most 16, because each costs memory per window.
+///
+/// # Examples
+///
+/// ```
+/// let stripes = spillway::stats::default_stripes();
+/// assert!(stripes.is_power_of_two() && stripes <= 16);
+/// ```
+pub fn default_stripes() -> usize {
     static STRIPES: OnceLock<usize> = OnceLock::new();
     *STRIPES.get_or_init(|| {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -1,4 +1,4 @@
-use super::accumulator::{held_bucket, is_busy, Accumulators};
+use super::accumulator::{held_bucket, is_busy, Accumulators, Line};
 use super::event::{Event, MIN_RT_SLOT, SLOTS};
 use super::ring::Ring;
 use super::tagged::VALUE_MAX;
@@ -63,7 +63,7 @@ pub(crate) const MAX_STRIPES: usize = 64;
 /// accumulator's state word is a seqlock: its owner marks it busy, issues a `Release` fence, hands
 /// the bucket to the ring and zeroes the line, then stores the new bucket with `Release`; a reader
 /// loads every state with `Acquire`, reads, issues an `Acquire` fence and re-reads the states,
-/// retrying if any changed. A reader therefore never counts a bucket twice (in a line and in the
+/// retrying if any changed (states only grow, so comparing their sums is enough). A reader therefore never counts a bucket twice (in a line and in the
 /// ring it was handed to) nor misses it.
 pub struct SlidingWindow {
     config: WindowConfig,
@@ -98,21 +98,29 @@ pub struct WindowSnapshot {
     pub min_rt_micros: u64,
 }
 
-/// A consistent view of the accumulator states, for one read.
+/// A read of the window during which no accumulator changed bucket.
 struct View<'a> {
     window: &'a SlidingWindow,
-    states: [u64; MAX_STRIPES],
 }
 
 impl View<'_> {
+    /// The lines and the bucket each holds (busy or unused lines hold none).
+    #[inline]
+    fn held(&self) -> impl Iterator<Item = (&Line, u64)> {
+        self.window
+            .accumulators
+            .lines()
+            .filter_map(|line| held_bucket(line.state_relaxed()).map(|id| (line, id)))
+    }
+
     /// Sum of word `slot` over buckets `oldest..=newest`.
     #[inline]
     fn sum(&self, (oldest, newest): (u64, u64), slot: usize) -> u64 {
-        let w = self.window;
+        let ring = &self.window.ring;
         let mut sum =
-            (oldest..=newest).fold(0u64, |sum, id| sum.saturating_add(w.ring.value(id, slot)));
-        for (line, &state) in w.accumulators.lines().zip(&self.states) {
-            if held_bucket(state).is_some_and(|id| (oldest..=newest).contains(&id)) {
+            (oldest..=newest).fold(0u64, |sum, id| sum.saturating_add(ring.value(id, slot)));
+        for (line, id) in self.held() {
+            if (oldest..=newest).contains(&id) {
                 sum = sum.saturating_add(line.value(slot));
             }
         }
@@ -122,17 +130,14 @@ impl View<'_> {
     /// Word `slot` of bucket `id`: the ring's share plus every line holding that bucket.
     #[inline]
     fn value(&self, id: u64, slot: usize) -> u64 {
-        let w = self.window;
-        let mut value = w.ring.value(id, slot);
-        for (line, &state) in w.accumulators.lines().zip(&self.states) {
-            if held_bucket(state) == Some(id) {
-                let v = line.value(slot);
-                value = if slot == MIN_RT_SLOT {
-                    value.min(v)
-                } else {
-                    value.saturating_add(v)
-                };
-            }
+        let mut value = self.window.ring.value(id, slot);
+        for (line, _) in self.held().filter(|&(_, held)| held == id) {
+            let v = line.value(slot);
+            value = if slot == MIN_RT_SLOT {
+                value.min(v)
+            } else {
+                value.saturating_add(v)
+            };
         }
         value
     }
@@ -277,29 +282,30 @@ impl SlidingWindow {
 
     // === reading ===
 
-    /// Runs `read` on a view of the accumulators that no owner changed during the read.
+    /// Runs `read` at a time when no accumulator changed bucket from before it to after it.
+    ///
+    /// A line's state only ever grows (busy is `held << 1 | 1`, the next bucket is a larger
+    /// `(id + 1) << 1`), so the sum of all states is unchanged across the read exactly when no
+    /// state changed: no array of states is needed.
     #[inline]
     fn consistent<T>(&self, read: impl Fn(&View<'_>) -> T) -> T {
         let mut spins = 0;
         loop {
-            let mut view = View {
-                window: self,
-                states: [0; MAX_STRIPES],
-            };
-            let mut busy = false;
-            for (state, line) in view.states.iter_mut().zip(self.accumulators.lines()) {
-                *state = line.state();
-                busy |= is_busy(*state);
-            }
+            let (before, busy) =
+                self.accumulators
+                    .lines()
+                    .fold((0u64, false), |(sum, busy), line| {
+                        let state = line.state();
+                        (sum.wrapping_add(state), busy | is_busy(state))
+                    });
             if !busy {
-                let result = read(&view);
+                let result = read(&View { window: self });
                 fence(Ordering::Acquire);
-                let unchanged = self
+                let after = self
                     .accumulators
                     .lines()
-                    .zip(&view.states)
-                    .all(|(line, &state)| line.state() == state);
-                if unchanged {
+                    .fold(0u64, |sum, line| sum.wrapping_add(line.state_relaxed()));
+                if after == before {
                     return result;
                 }
             }
