@@ -226,3 +226,24 @@ fn global_instance_is_shared() {
     drop(a.entry("global-test").enter().unwrap());
     assert!(b.resource("global-test").unwrap().stats().total_pass >= 1);
 }
+
+#[test]
+fn previous_second_is_a_complete_second() {
+    let (spillway, clock) = manual();
+    let resource = spillway.resource("r").unwrap();
+    for ms in [0, 300, 999] {
+        clock.set_nanos((T0_MS + ms) * 1_000_000);
+        let mut entry = resource.entry().count(2).enter().unwrap();
+        clock.advance_millis(1);
+        if ms == 300 {
+            entry.mark_error();
+        }
+    }
+    clock.set_nanos((T0_MS + 1_500) * 1_000_000);
+    let second = resource
+        .node()
+        .previous_second(spillway.clock().now_nanos());
+    // The entry admitted at 999 ms completes at 1000 ms: its completion counts in the next second.
+    assert_eq!((second.pass, second.success, second.error), (6, 4, 2));
+    assert_eq!((second.rt_micros, second.min_rt_micros), (2_000, 1_000));
+}

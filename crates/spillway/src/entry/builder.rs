@@ -57,7 +57,8 @@ impl<'a> EntryBuilder<'a> {
     }
 
     /// How many permits the call takes (default 1; Sentinel's `batchCount`). It counts as that
-    /// many passes and completions, and as one entry in flight.
+    /// many passes and completions, and as one entry in flight. 0 counts no permits (the entry is
+    /// still in flight until it ends).
     pub fn count(mut self, count: u32) -> Self {
         self.count = count;
         self

@@ -26,10 +26,11 @@ pub fn default_stripes() -> usize {
 ///
 /// Adds from different threads land on different cache lines, so they do not contend; a read
 /// sums every stripe. That trade is right for counters written on every call and read rarely
-/// (totals, metrics). It is wrong for a value *checked* on every call: reading `n` stripes that
-/// other cores keep writing costs `n` cache misses per check (measured on our 2-core VM: 14 ns at
-/// one thread, 51 ns at two, worse than one shared atomic). spillway's hot checks therefore never
-/// sum a `StripedCounter`.
+/// (totals, metrics). It is wrong for a value *checked* on every call: reading stripes that other
+/// cores keep writing costs a cache miss per stripe. In our `counter/2t` bench (`bench/run`, see
+/// `docs/benchmarks.md`), add-then-sum costs about 4x a shared atomic's add, while a plain add
+/// costs about a quarter of it. Window reads in spillway therefore go through per-thread
+/// accumulators with a consistency check rather than through this type.
 ///
 /// The counter is a wrapping `u64`: [`sub`](Self::sub) makes it usable as a gauge, and a sum read
 /// while the true value is non-negative is exact.

@@ -146,3 +146,49 @@ impl fmt::Display for WindowConfigError {
 }
 
 impl Error for WindowConfigError {}
+
+#[cfg(all(test, not(spillway_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_shapes_that_do_not_split_evenly() {
+        assert_eq!(
+            WindowConfig::new(0, Duration::from_secs(1)),
+            Err(WindowConfigError::Buckets(0))
+        );
+        assert_eq!(
+            WindowConfig::new(MAX_BUCKETS + 1, Duration::from_secs(3_601)),
+            Err(WindowConfigError::Buckets(MAX_BUCKETS + 1))
+        );
+        assert!(WindowConfig::new(3, Duration::from_millis(1_000)).is_err());
+        assert!(WindowConfig::new(2, Duration::from_nanos(1_000)).is_err());
+        assert!(WindowConfig::new(2, Duration::ZERO).is_err());
+        let err = WindowConfig::new(3, Duration::from_millis(1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "window interval 1ms does not split into 3 buckets of a whole number of microseconds"
+        );
+    }
+
+    #[test]
+    fn accepts_sentinel_shapes_and_microsecond_buckets() {
+        assert_eq!(WindowConfig::sentinel_second().buckets(), 2);
+        assert_eq!(
+            WindowConfig::sentinel_minute().bucket_length(),
+            Duration::from_secs(1)
+        );
+        let fine = WindowConfig::new(4, Duration::from_micros(8)).unwrap();
+        assert_eq!(fine.bucket_length(), Duration::from_micros(2));
+    }
+
+    #[test]
+    fn settings_are_clamped() {
+        let config = WindowConfig::sentinel_second()
+            .with_stripes(1_000)
+            .with_max_rt(Duration::ZERO);
+        assert_eq!(config.stripes(), 64);
+        assert_eq!(config.max_rt(), Duration::from_micros(1));
+        assert_eq!(config.with_stripes(0).stripes(), 0);
+    }
+}
