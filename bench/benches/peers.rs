@@ -15,31 +15,16 @@
 //! - `tokio_semaphore_try_acquire`: tokio `Semaphore::try_acquire` and drop of the permit.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use std::hint::black_box;
 use governor::{Quota, RateLimiter};
+use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn run_parallel<F: Fn() + Sync>(threads: usize, iters: u64, op: F) -> Duration {
-    let barrier = Barrier::new(threads);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    barrier.wait();
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        op();
-                    }
-                    start.elapsed()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).max().unwrap()
-    })
-}
+// The same harness as spillway's own benches: N threads started together, slowest thread's time.
+#[path = "../../crates/spillway/benches/support.rs"]
+mod support;
+use support::run_parallel;
 
 fn admit(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()

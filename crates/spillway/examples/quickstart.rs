@@ -57,12 +57,9 @@ fn main() {
             // The previous full second, as the minute window counted it.
             let now = spillway.clock().now_nanos();
             let second_stats = resource.node().previous_second(now);
-            let avg_rt = second_stats
-                .rt_micros
-                .checked_div(second_stats.success)
-                .unwrap_or(0);
+            let avg_rt = second_stats.avg_rt_micros();
             println!(
-                "{second:>4} {:>8} {:>8} {:>10} {:>8} {:>12} {:>12}",
+                "{second:>4} {:>8} {:>8} {:>10} {:>8} {:>12.0} {:>12}",
                 second_stats.pass,
                 second_stats.block,
                 second_stats.success,

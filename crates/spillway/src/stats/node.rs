@@ -283,12 +283,7 @@ impl ResourceNode {
 
     /// Average RT of completions in the second window, microseconds; 0 when none completed.
     pub fn avg_rt_micros(&self, now_nanos: u64) -> f64 {
-        let snapshot = self.second.snapshot(now_nanos);
-        if snapshot.success == 0 {
-            0.0
-        } else {
-            snapshot.rt_micros as f64 / snapshot.success as f64
-        }
+        self.second.snapshot(now_nanos).avg_rt_micros()
     }
 
     /// Smallest RT in the second window, microseconds (the max RT when nothing completed).
@@ -333,11 +328,7 @@ impl ResourceNode {
             success_qps: second.success as f64 / secs,
             error_qps: second.error as f64 / secs,
             occupied_pass_qps: second.occupied_pass as f64 / secs,
-            avg_rt_micros: if second.success == 0 {
-                0.0
-            } else {
-                second.rt_micros as f64 / second.success as f64
-            },
+            avg_rt_micros: second.avg_rt_micros(),
             min_rt_micros: second.min_rt_micros,
             max_success_qps: self.max_success_qps(now_nanos),
             concurrency: self.concurrency(),

@@ -98,6 +98,17 @@ pub struct WindowSnapshot {
     pub min_rt_micros: u64,
 }
 
+impl WindowSnapshot {
+    /// RT sum over completions, microseconds; 0 when none completed (Sentinel's `avgRt`).
+    pub fn avg_rt_micros(&self) -> f64 {
+        if self.success == 0 {
+            0.0
+        } else {
+            self.rt_micros as f64 / self.success as f64
+        }
+    }
+}
+
 /// A read of the window during which no accumulator changed bucket.
 struct View<'a> {
     window: &'a SlidingWindow,
