@@ -62,6 +62,7 @@ mod bounded_map;
 mod clock;
 mod core;
 mod entry;
+pub mod flow;
 mod registry;
 mod resource;
 mod snapshot;

@@ -1,0 +1,243 @@
+//! The flow rule: what to limit, by how much, and how.
+
+#[cfg(feature = "serde")]
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// What a flow rule counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(Serialize, Deserialize),
+    serde(rename_all = "snake_case")
+)]
+pub enum Grade {
+    /// Admitted calls per second.
+    #[default]
+    Qps,
+    /// Calls in flight.
+    Concurrency,
+}
+
+/// Sentinel's default cold factor.
+pub const DEFAULT_COLD_FACTOR: u32 = 3;
+
+/// Sentinel's default occupy timeout for prioritized entries.
+pub const DEFAULT_OCCUPY_TIMEOUT: Duration = Duration::from_millis(500);
+
+#[cfg(feature = "serde")]
+fn default_cold_factor() -> u32 {
+    DEFAULT_COLD_FACTOR
+}
+
+#[cfg(feature = "serde")]
+fn default_occupy_timeout() -> Duration {
+    DEFAULT_OCCUPY_TIMEOUT
+}
+
+/// What a QPS rule does with calls over its count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(Serialize, Deserialize),
+    serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)
+)]
+pub enum Behavior {
+    /// Refuse them at once (Sentinel's `CONTROL_BEHAVIOR_DEFAULT`).
+    #[default]
+    Reject,
+    /// Start at `count / cold_factor` and climb to `count` over `period` (Sentinel's warm-up).
+    WarmUp {
+        /// Time to climb from cold to `count`.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+        period: Duration,
+        /// How much slower cold is than warm (an integer, at least 2; default 3).
+        #[cfg_attr(feature = "serde", serde(default = "default_cold_factor"))]
+        cold_factor: u32,
+    },
+    /// Pace calls evenly, queueing each for at most `max_queueing_time` (the leaky bucket).
+    Throttle {
+        /// Longest a call may wait for its slot.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+        max_queueing_time: Duration,
+    },
+    /// Warm up, and pace calls at the current rate.
+    WarmUpThrottle {
+        /// Time to climb from cold to `count`.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+        period: Duration,
+        /// How much slower cold is than warm (at least 2; default 3).
+        #[cfg_attr(feature = "serde", serde(default = "default_cold_factor"))]
+        cold_factor: u32,
+        /// Longest a call may wait for its slot.
+        #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
+        max_queueing_time: Duration,
+    },
+}
+
+/// Which callers a rule applies to (Sentinel's `limitApp`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(Serialize, Deserialize),
+    serde(from = "String", into = "String")
+)]
+pub enum LimitApp {
+    /// Every caller, counted together (`"default"`).
+    #[default]
+    Default,
+    /// Callers whose origin has no rule of its own on this resource, each counted apart
+    /// (`"other"`).
+    Other,
+    /// Callers from this origin.
+    Origin(String),
+}
+
+impl From<String> for LimitApp {
+    fn from(value: String) -> Self {
+        match value.as_str() {
+            "default" => LimitApp::Default,
+            "other" => LimitApp::Other,
+            _ => LimitApp::Origin(value),
+        }
+    }
+}
+
+impl From<LimitApp> for String {
+    fn from(value: LimitApp) -> Self {
+        value.to_string()
+    }
+}
+
+impl fmt::Display for LimitApp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LimitApp::Default => f.write_str("default"),
+            LimitApp::Other => f.write_str("other"),
+            LimitApp::Origin(origin) => f.write_str(origin),
+        }
+    }
+}
+
+/// Whose statistics a rule reads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(Serialize, Deserialize),
+    serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)
+)]
+pub enum Strategy {
+    /// The resource's own.
+    #[default]
+    Direct,
+    /// Another resource's: limit this one when that one is busy.
+    Relate {
+        /// The resource whose statistics are read.
+        ref_resource: String,
+    },
+    /// Only calls that entered through the named entrance are checked, against that entrance's
+    /// statistics for this resource.
+    Chain {
+        /// The entrance (Sentinel's context name).
+        entrance: String,
+    },
+}
+
+/// A flow rule: Sentinel's `FlowRule`.
+///
+/// Build one with [`FlowRule::qps`] or [`FlowRule::concurrency`] and the `with_*` methods, or
+/// read it from configuration (feature `serde`).
+///
+/// # Examples
+///
+/// ```
+/// use spillway::flow::{Behavior, FlowRule, LimitApp};
+/// use std::time::Duration;
+///
+/// let rule = FlowRule::qps("orders-qps", "GET /orders", 100.0)
+///     .with_behavior(Behavior::WarmUp { period: Duration::from_secs(10), cold_factor: 3 })
+///     .with_limit_app(LimitApp::Origin("mobile".into()));
+/// assert_eq!(rule.count, 100.0);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(Serialize, Deserialize),
+    serde(deny_unknown_fields)
+)]
+#[non_exhaustive]
+pub struct FlowRule {
+    /// Unique id, named in errors and blocks.
+    pub id: String,
+    /// The resource it limits.
+    pub resource: String,
+    /// QPS or concurrency.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub grade: Grade,
+    /// The limit: finite, at least 0; fractions allowed.
+    pub count: f64,
+    /// What to do over the limit (QPS rules; concurrency rules only reject).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub behavior: Behavior,
+    /// Which callers it applies to.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub limit_app: LimitApp,
+    /// Whose statistics it reads.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub strategy: Strategy,
+    /// Longest a prioritized entry may wait for the next window's quota (default 500 ms).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default = "default_occupy_timeout", with = "humantime_serde")
+    )]
+    pub occupy_timeout: Duration,
+}
+
+impl FlowRule {
+    /// A QPS rule with default settings (reject, every caller, direct).
+    pub fn qps(id: impl Into<String>, resource: impl Into<String>, count: f64) -> Self {
+        Self {
+            id: id.into(),
+            resource: resource.into(),
+            grade: Grade::Qps,
+            count,
+            behavior: Behavior::Reject,
+            limit_app: LimitApp::Default,
+            strategy: Strategy::Direct,
+            occupy_timeout: DEFAULT_OCCUPY_TIMEOUT,
+        }
+    }
+
+    /// A concurrency rule with default settings.
+    pub fn concurrency(id: impl Into<String>, resource: impl Into<String>, count: f64) -> Self {
+        Self {
+            grade: Grade::Concurrency,
+            ..Self::qps(id, resource, count)
+        }
+    }
+
+    /// Sets the behavior over the limit.
+    pub fn with_behavior(mut self, behavior: Behavior) -> Self {
+        self.behavior = behavior;
+        self
+    }
+
+    /// Sets which callers the rule applies to.
+    pub fn with_limit_app(mut self, limit_app: LimitApp) -> Self {
+        self.limit_app = limit_app;
+        self
+    }
+
+    /// Sets whose statistics the rule reads.
+    pub fn with_strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// Sets the occupy timeout of prioritized entries.
+    pub fn with_occupy_timeout(mut self, timeout: Duration) -> Self {
+        self.occupy_timeout = timeout;
+        self
+    }
+}

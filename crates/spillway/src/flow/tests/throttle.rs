@@ -1,0 +1,137 @@
+use super::at_ms;
+use crate::flow::{Decision, Throttle};
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+fn wait_ns(nanos: u64) -> Decision {
+    Decision::Wait(Duration::from_nanos(nanos))
+}
+
+#[test]
+fn three_per_second_queues_simultaneous_callers() {
+    let throttle = Throttle::new(3.0, Duration::from_secs(2));
+    let t = at_ms(0);
+    let decisions: Vec<_> = (0..8).map(|_| throttle.check(t, 1)).collect();
+    assert_eq!(
+        decisions,
+        [
+            Decision::Pass,
+            wait_ns(333_333_333),
+            wait_ns(666_666_666),
+            wait_ns(999_999_999),
+            wait_ns(1_333_333_332),
+            wait_ns(1_666_666_665),
+            wait_ns(1_999_999_998),
+            Decision::Block,
+        ]
+    );
+}
+
+#[test]
+fn no_credit_builds_up_while_idle() {
+    let throttle = Throttle::new(3.0, Duration::ZERO);
+    assert_eq!(throttle.check(at_ms(0), 1), Decision::Pass);
+    assert_eq!(throttle.check(at_ms(10_000), 1), Decision::Pass);
+    // The schedule restarted at T0+10 s: the next slot is 333.33 ms later, not now.
+    assert_eq!(throttle.check(at_ms(10_000), 1), Decision::Block);
+    assert_eq!(throttle.check(at_ms(10_333), 1), Decision::Block);
+    assert_eq!(throttle.check(at_ms(10_334), 1), Decision::Pass);
+}
+
+#[test]
+fn four_hundred_per_second_with_millisecond_arrivals_and_no_queue() {
+    // A 2.5 ms cost with calls every 1 ms and no queueing: a call passes when 2.5 ms have gone
+    // since the last pass, so every third call (Sentinel's behavior: no credit while waiting).
+    let throttle = Throttle::new(400.0, Duration::ZERO);
+    let passed: Vec<u64> = (0..12)
+        .filter(|&ms| throttle.check(at_ms(ms), 1) == Decision::Pass)
+        .collect();
+    assert_eq!(passed, [0, 3, 6, 9]);
+}
+
+#[test]
+fn four_hundred_per_second_queues_to_exact_slots() {
+    let throttle = Throttle::new(400.0, Duration::from_millis(10));
+    let t = at_ms(0);
+    assert_eq!(throttle.check(t, 1), Decision::Pass);
+    assert_eq!(throttle.check(t, 1), wait_ns(2_500_000));
+    assert_eq!(throttle.check(t, 2), wait_ns(7_500_000)); // a batch of two costs 5 ms
+    assert_eq!(throttle.check(t, 1), wait_ns(10_000_000)); // exactly the max: accepted
+    assert_eq!(throttle.check(t, 1), Decision::Block);
+}
+
+#[test]
+fn two_thousand_per_second_is_above_millisecond_resolution() {
+    let throttle = Throttle::new(2_000.0, Duration::from_millis(1));
+    let t = at_ms(0);
+    assert_eq!(throttle.check(t, 1), Decision::Pass);
+    assert_eq!(throttle.check(t, 1), wait_ns(500_000));
+    assert_eq!(throttle.check(t, 1), wait_ns(1_000_000));
+    assert_eq!(throttle.check(t, 1), Decision::Block);
+    // 2000 calls over one second, one every 0.5 ms, all pass.
+    let throttle = Throttle::new(2_000.0, Duration::ZERO);
+    let passed = (0..2_000)
+        .filter(|i| throttle.check(at_ms(0) + i * 500_000, 1) == Decision::Pass)
+        .count();
+    assert_eq!(passed, 2_000);
+}
+
+#[test]
+fn fractional_rate_below_one_half() {
+    // 0.4/s: one call every 2.5 s (Sentinel 1.8.9 would divide by Math.round(0.4) = 0 here).
+    let throttle = Throttle::new(0.4, Duration::from_secs(3));
+    assert_eq!(throttle.cost_nanos(1), 2_500_000_000);
+    assert_eq!(throttle.check(at_ms(0), 1), Decision::Pass);
+    assert_eq!(throttle.check(at_ms(0), 1), wait_ns(2_500_000_000));
+    assert_eq!(throttle.check(at_ms(0), 1), Decision::Block);
+    assert_eq!(throttle.check(at_ms(5_000), 1), Decision::Pass);
+}
+
+#[test]
+fn zero_count_blocks_and_zero_acquire_passes() {
+    let throttle = Throttle::new(0.0, Duration::from_secs(1));
+    assert_eq!(throttle.check(at_ms(0), 1), Decision::Block);
+    assert_eq!(throttle.check(at_ms(0), 0), Decision::Pass);
+    let tiny = Throttle::new(1e-300, Duration::from_secs(1));
+    assert_eq!(tiny.check(at_ms(0), 1), Decision::Pass); // the first call always passes
+    assert_eq!(tiny.check(at_ms(0), 1), Decision::Block); // no overflow into a pass
+}
+
+#[test]
+fn a_cancelled_last_slot_is_given_back() {
+    let throttle = Throttle::new(10.0, Duration::from_secs(1));
+    let t = at_ms(0);
+    assert_eq!(throttle.check(t, 1), Decision::Pass);
+    assert_eq!(throttle.check(t, 1), wait_ns(100_000_000));
+    assert_eq!(throttle.check(t, 1), wait_ns(200_000_000));
+    assert!(!throttle.cancel(t + 100_000_000, 1)); // not the last: someone queues behind it
+    assert!(throttle.cancel(t + 200_000_000, 1));
+    assert_eq!(throttle.check(t, 1), wait_ns(200_000_000)); // the slot is taken again
+}
+
+#[test]
+fn concurrent_callers_never_share_a_slot_or_exceed_the_queue() {
+    // Eight threads at one instant against 10/s with a 1 s queue: exactly 11 admitted (one now,
+    // ten queued 100 ms apart), each at a distinct slot.
+    let throttle = Throttle::new(10.0, Duration::from_secs(1));
+    let t = at_ms(0);
+    let admitted = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..100 {
+                    match throttle.check(t, 1) {
+                        Decision::Pass => admitted.lock().unwrap().push(0),
+                        Decision::Wait(wait) => admitted.lock().unwrap().push(wait.as_nanos()),
+                        Decision::Block => {}
+                    }
+                }
+            });
+        }
+    });
+    let admitted = admitted.into_inner().unwrap();
+    assert_eq!(admitted.len(), 11);
+    let slots: HashSet<u128> = admitted.iter().copied().collect();
+    assert_eq!(slots, (0..=10).map(|i| i * 100_000_000).collect());
+}

@@ -1,0 +1,85 @@
+use crate::flow::{validate_flow_rules, Behavior, FlowRule, LimitApp, Strategy};
+use std::time::Duration;
+
+fn error_of(rule: FlowRule) -> (String, &'static str) {
+    let err = validate_flow_rules(&[FlowRule::qps("fine", "r", 1.0), rule]).unwrap_err();
+    assert_eq!(err.index(), 1);
+    (err.id().to_string(), err.field())
+}
+
+#[test]
+fn each_bad_field_is_named() {
+    let warm = |period, cold_factor| Behavior::WarmUp {
+        period,
+        cold_factor,
+    };
+    let cases = [
+        (FlowRule::qps("", "r", 1.0), "id"),
+        (FlowRule::qps("fine", "r", 1.0), "id"),
+        (FlowRule::qps("x", "", 1.0), "resource"),
+        (FlowRule::qps("x", "r", -1.0), "count"),
+        (FlowRule::qps("x", "r", f64::INFINITY), "count"),
+        (
+            FlowRule::concurrency("x", "r", 1.0).with_behavior(Behavior::Throttle {
+                max_queueing_time: Duration::ZERO,
+            }),
+            "behavior",
+        ),
+        (
+            FlowRule::qps("x", "r", 1.0).with_behavior(warm(Duration::ZERO, 3)),
+            "behavior.period",
+        ),
+        (
+            FlowRule::qps("x", "r", 1.0).with_behavior(warm(Duration::from_secs(1), 1)),
+            "behavior.cold_factor",
+        ),
+        (
+            FlowRule::qps("x", "r", 1.0).with_limit_app(LimitApp::Origin(String::new())),
+            "limit_app",
+        ),
+        (
+            FlowRule::qps("x", "r", 1.0).with_strategy(Strategy::Relate {
+                ref_resource: String::new(),
+            }),
+            "strategy.ref_resource",
+        ),
+        (
+            FlowRule::qps("x", "r", 1.0).with_strategy(Strategy::Chain {
+                entrance: String::new(),
+            }),
+            "strategy.entrance",
+        ),
+        (
+            FlowRule::qps("x", "r", 1.0).with_occupy_timeout(Duration::from_millis(1_001)),
+            "occupy_timeout",
+        ),
+    ];
+    for (rule, field) in cases {
+        let id = rule.id.clone();
+        assert_eq!(error_of(rule), (id, field));
+    }
+}
+
+#[test]
+fn duplicate_ids_name_the_first() {
+    let err = validate_flow_rules(&[FlowRule::qps("a", "r", 1.0), FlowRule::qps("a", "s", 1.0)])
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "flow rule #1 (id `a`): `id` is also the id of flow rule #0"
+    );
+}
+
+#[test]
+fn a_good_set_passes() {
+    let rules = [
+        FlowRule::qps("a", "r", 0.0),
+        FlowRule::qps("b", "r", 0.4).with_behavior(Behavior::WarmUpThrottle {
+            period: Duration::from_secs(5),
+            cold_factor: 2,
+            max_queueing_time: Duration::from_millis(500),
+        }),
+        FlowRule::concurrency("c", "r", 10.0).with_limit_app(LimitApp::Other),
+    ];
+    assert_eq!(validate_flow_rules(&rules), Ok(()));
+}

@@ -1,0 +1,152 @@
+//! Checking a set of flow rules before any of it is used.
+
+use super::{Behavior, FlowRule, Grade, LimitApp, Strategy};
+use std::collections::HashMap;
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+/// Longest occupy timeout: prioritized entries borrow from within one second window.
+pub const MAX_OCCUPY_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A flow rule that cannot be used: which rule (position and id), which field, and why.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::flow::{validate_flow_rules, FlowRule};
+///
+/// let rules = [FlowRule::qps("ok", "a", 10.0), FlowRule::qps("bad", "b", f64::NAN)];
+/// let err = validate_flow_rules(&rules).unwrap_err();
+/// assert_eq!((err.index(), err.id(), err.field()), (1, "bad", "count"));
+/// assert_eq!(err.to_string(), "flow rule #1 (id `bad`): `count` must be finite and at least 0, got NaN");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowRuleError {
+    index: usize,
+    id: String,
+    field: &'static str,
+    problem: String,
+}
+
+impl FlowRuleError {
+    fn new(index: usize, rule: &FlowRule, field: &'static str, problem: impl Into<String>) -> Self {
+        Self {
+            index,
+            id: rule.id.clone(),
+            field,
+            problem: problem.into(),
+        }
+    }
+
+    /// Position of the rule in the set (from 0).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The rule's id (may be empty, when that is the problem).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The field at fault.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// What is wrong with it.
+    pub fn problem(&self) -> &str {
+        &self.problem
+    }
+}
+
+impl fmt::Display for FlowRuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "flow rule #{} (id `{}`): `{}` {}",
+            self.index, self.id, self.field, self.problem
+        )
+    }
+}
+
+impl Error for FlowRuleError {}
+
+/// Checks every rule of a set, returning the first problem found.
+///
+/// # Errors
+///
+/// A [`FlowRuleError`] naming the rule and the field.
+pub fn validate_flow_rules(rules: &[FlowRule]) -> Result<(), FlowRuleError> {
+    let mut ids: HashMap<&str, usize> = HashMap::with_capacity(rules.len());
+    for (index, rule) in rules.iter().enumerate() {
+        let fail = |field, problem: String| Err(FlowRuleError::new(index, rule, field, problem));
+        if rule.id.is_empty() {
+            return fail("id", "must not be empty".into());
+        }
+        if let Some(first) = ids.insert(&rule.id, index) {
+            return fail("id", format!("is also the id of flow rule #{first}"));
+        }
+        if rule.resource.is_empty() {
+            return fail("resource", "must not be empty".into());
+        }
+        if !rule.count.is_finite() || rule.count < 0.0 {
+            return fail(
+                "count",
+                format!("must be finite and at least 0, got {}", rule.count),
+            );
+        }
+        match rule.behavior {
+            Behavior::Reject => {}
+            _ if rule.grade == Grade::Concurrency => {
+                return fail(
+                    "behavior",
+                    "must be reject for a concurrency rule (warm-up and throttling pace QPS)"
+                        .into(),
+                );
+            }
+            Behavior::WarmUp {
+                period,
+                cold_factor,
+            }
+            | Behavior::WarmUpThrottle {
+                period,
+                cold_factor,
+                ..
+            } => {
+                if period.is_zero() {
+                    return fail("behavior.period", "must be longer than zero".into());
+                }
+                if cold_factor < 2 {
+                    return fail(
+                        "behavior.cold_factor",
+                        format!("must be at least 2, got {cold_factor}"),
+                    );
+                }
+            }
+            Behavior::Throttle { .. } => {}
+        }
+        if rule.limit_app == LimitApp::Origin(String::new()) {
+            return fail("limit_app", "must not be empty".into());
+        }
+        match &rule.strategy {
+            Strategy::Relate { ref_resource } if ref_resource.is_empty() => {
+                return fail("strategy.ref_resource", "must not be empty".into());
+            }
+            Strategy::Chain { entrance } if entrance.is_empty() => {
+                return fail("strategy.entrance", "must not be empty".into());
+            }
+            _ => {}
+        }
+        if rule.occupy_timeout > MAX_OCCUPY_TIMEOUT {
+            return fail(
+                "occupy_timeout",
+                format!(
+                    "must be at most {MAX_OCCUPY_TIMEOUT:?} (one second window), got {:?}",
+                    rule.occupy_timeout
+                ),
+            );
+        }
+    }
+    Ok(())
+}

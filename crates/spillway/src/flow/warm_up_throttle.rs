@@ -1,0 +1,110 @@
+//! Sentinel's `WarmUpRateLimiterController`: warm-up, paced like a leaky bucket.
+
+use super::warm_up::WarmUpTokens;
+use super::{Decision, FlowStats};
+use crate::sync::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// No call has passed yet.
+const NEVER: u64 = u64::MAX;
+const NANOS_PER_MILLI: u64 = 1_000_000;
+
+/// Warm-up and pacing together: Sentinel's `WarmUpRateLimiterController`. The warm-up bucket
+/// (see [`WarmUp`](super::WarmUp)) sets the current rate, and calls are spaced
+/// `round(1000 * acquire / rate)` milliseconds apart (Sentinel's millisecond cost), queueing at
+/// most `max_queueing_time`.
+///
+/// As in [`Throttle`](super::Throttle), the schedule is kept in nanoseconds and updated with
+/// compare-and-swap (no double-booked slot, no rollback gap); with millisecond-aligned times the
+/// decisions are Sentinel's. `count <= 0` refuses everything (Sentinel's cost would be
+/// `Long.MAX_VALUE` and overflow).
+///
+/// # Examples
+///
+/// ```
+/// use spillway::flow::{Decision, FlowStats, WarmUpThrottle};
+/// use std::time::Duration;
+///
+/// struct Idle;
+/// impl FlowStats for Idle {
+///     fn pass_qps(&self, _: u64) -> f64 { 0.0 }
+///     fn previous_pass_qps(&self, _: u64) -> f64 { 0.0 }
+///     fn concurrency(&self) -> i64 { 0 }
+/// }
+///
+/// // 10/s when warm; cold, the rate is nextUp(10 / 3): calls 300 ms apart.
+/// let limiter = WarmUpThrottle::new(10.0, Duration::from_secs(10), 3, Duration::from_secs(1));
+/// let t0 = 1_700_000_000_000_000_000;
+/// assert_eq!(limiter.check(&Idle, t0, 1), Decision::Pass);
+/// assert_eq!(limiter.check(&Idle, t0, 1), Decision::Wait(Duration::from_millis(300)));
+/// ```
+#[derive(Debug)]
+pub struct WarmUpThrottle {
+    tokens: WarmUpTokens,
+    max_queueing_nanos: u64,
+    latest: AtomicU64,
+}
+
+impl WarmUpThrottle {
+    /// `count` per second once warm, `count / cold_factor` cold, `period` to warm up, each call
+    /// waiting at most `max_queueing_time`.
+    pub fn new(
+        count: f64,
+        period: Duration,
+        cold_factor: u32,
+        max_queueing_time: Duration,
+    ) -> Self {
+        Self {
+            tokens: WarmUpTokens::new(count, period, cold_factor),
+            max_queueing_nanos: u64::try_from(max_queueing_time.as_nanos()).unwrap_or(u64::MAX),
+            latest: AtomicU64::new(NEVER),
+        }
+    }
+
+    /// Pass, wait or block `acquire` permits at `now_nanos`. A `Wait` has reserved its slot.
+    pub fn check(&self, stats: &impl FlowStats, now_nanos: u64, acquire: u32) -> Decision {
+        if self.tokens.count().is_nan() || self.tokens.count() <= 0.0 {
+            return Decision::Block;
+        }
+        let previous_qps = stats.previous_pass_qps(now_nanos) as i64;
+        self.tokens.sync(now_nanos, previous_qps);
+        let rate = self
+            .tokens
+            .allowed_qps(self.tokens.stored())
+            .unwrap_or(self.tokens.count());
+        // Java: Math.round(1.0 * acquireCount / rate * 1000), in milliseconds.
+        let cost_ms = (f64::from(acquire) / rate * 1_000.0).round() as u64;
+        let cost = cost_ms.saturating_mul(NANOS_PER_MILLI);
+        let mut latest = self.latest.load(Ordering::Acquire);
+        loop {
+            let expected = if latest == NEVER {
+                0
+            } else {
+                latest.saturating_add(cost)
+            };
+            let (next, decision) = if expected <= now_nanos {
+                (now_nanos, Decision::Pass)
+            } else {
+                let wait = expected - now_nanos;
+                if wait > self.max_queueing_nanos {
+                    return Decision::Block;
+                }
+                (expected, Decision::Wait(Duration::from_nanos(wait)))
+            };
+            match self.latest.compare_exchange_weak(
+                latest,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return decision,
+                Err(actual) => latest = actual,
+            }
+        }
+    }
+
+    /// Tokens in the warm-up bucket.
+    pub fn stored_tokens(&self) -> i64 {
+        self.tokens.stored()
+    }
+}
