@@ -1,8 +1,8 @@
 //! Why an entry was refused.
 
+use std::borrow::Cow;
 use std::error::Error;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Which check refused an entry.
@@ -12,6 +12,8 @@ pub enum BlockKind {
     /// The resource registry is full and its overflow policy is
     /// [`OverflowPolicy::Reject`](crate::OverflowPolicy::Reject).
     ResourceCap,
+    /// A flow rule ([`FlowRule`](crate::flow::FlowRule)).
+    Flow,
 }
 
 impl BlockKind {
@@ -19,6 +21,7 @@ impl BlockKind {
     pub fn as_str(self) -> &'static str {
         match self {
             BlockKind::ResourceCap => "resource_cap",
+            BlockKind::Flow => "flow",
         }
     }
 }
@@ -32,9 +35,9 @@ impl fmt::Display for BlockKind {
 /// An entry was refused: not now, with the reason.
 ///
 /// Carries which check fired, the rule that did (when a rule did), the observed value against the
-/// threshold, and a hint of when to retry. Building one does not allocate: names are shared
-/// `Arc<str>`s held by the registry and the rules (the one exception is the cold refusal of a
-/// name the full registry never stored).
+/// threshold, and a hint of when to retry. Building one neither allocates nor touches a shared
+/// reference count: resource names and rule ids are kept for the life of the process (the one
+/// exception is the cold refusal of a name the full registry never stored, which is copied).
 ///
 /// # Examples
 ///
@@ -55,15 +58,20 @@ impl fmt::Display for BlockKind {
 #[derive(Debug, Clone)]
 pub struct BlockError {
     kind: BlockKind,
-    resource: Arc<str>,
-    rule_id: Option<Arc<str>>,
+    resource: Cow<'static, str>,
+    rule_id: Option<&'static str>,
     observed: f64,
     threshold: f64,
     retry_after: Option<Duration>,
 }
 
 impl BlockError {
-    pub(crate) fn new(kind: BlockKind, resource: Arc<str>, observed: f64, threshold: f64) -> Self {
+    pub(crate) fn new(
+        kind: BlockKind,
+        resource: Cow<'static, str>,
+        observed: f64,
+        threshold: f64,
+    ) -> Self {
         Self {
             kind,
             resource,
@@ -74,13 +82,11 @@ impl BlockError {
         }
     }
 
-    #[allow(dead_code)] // set by rule checks
-    pub(crate) fn with_rule(mut self, rule_id: Arc<str>) -> Self {
+    pub(crate) fn with_rule(mut self, rule_id: &'static str) -> Self {
         self.rule_id = Some(rule_id);
         self
     }
 
-    #[allow(dead_code)] // set by rule checks
     pub(crate) fn with_retry_after(mut self, after: Duration) -> Self {
         self.retry_after = Some(after);
         self
@@ -98,7 +104,7 @@ impl BlockError {
 
     /// The id of the rule that refused it, when a rule did.
     pub fn rule_id(&self) -> Option<&str> {
-        self.rule_id.as_deref()
+        self.rule_id
     }
 
     /// The value the check observed (for example the current QPS, or the resources registered).

@@ -20,6 +20,7 @@ pub(crate) use any::AnyClock;
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A monotonic source of time with nanosecond resolution.
 ///
@@ -53,10 +54,20 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn now_millis(&self) -> u64 {
         self.now_nanos() / 1_000_000
     }
+
+    /// Waits `duration` on this clock: the blocking entry path calls it for queueing behaviors.
+    /// The default sleeps the calling thread; [`ManualClock`] advances itself instead.
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for Arc<C> {
     fn now_nanos(&self) -> u64 {
         (**self).now_nanos()
+    }
+
+    fn sleep(&self, duration: Duration) {
+        (**self).sleep(duration);
     }
 }

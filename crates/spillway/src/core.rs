@@ -1,7 +1,10 @@
 //! What every resource of one [`Spillway`](crate::Spillway) shares.
 
 use crate::clock::AnyClock;
+use crate::flow::FlowRuleSet;
 use crate::stats::{NodeConfig, ResourceNode};
+use arc_swap::ArcSwap;
+use std::sync::Mutex;
 
 /// Shared by a `Spillway` and each of its resources: the clock, the node shapes, the global
 /// inbound node (Sentinel's `ENTRY_NODE`, for system rules) and the per-resource origin cap.
@@ -11,4 +14,9 @@ pub(crate) struct Core {
     pub(crate) node_config: NodeConfig,
     pub(crate) inbound: ResourceNode,
     pub(crate) max_origins: usize,
+    /// The flow rules as loaded.
+    pub(crate) flow: ArcSwap<FlowRuleSet>,
+    /// Held while rules are loaded and while a resource is registered, so that a new resource
+    /// never misses a rule load.
+    pub(crate) rules_lock: Mutex<()>,
 }

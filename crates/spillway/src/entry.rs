@@ -2,13 +2,15 @@
 //! the entry records the outcome when it ends.
 
 mod builder;
+mod check;
 mod guard;
 mod owned;
 mod traffic;
 
-pub use builder::EntryBuilder;
+pub use builder::{Admission, EntryBuilder, Pending};
 pub use guard::Entry;
 pub use owned::OwnedEntry;
 pub use traffic::TrafficType;
 
+pub(crate) use check::MAX_QUEUED;
 pub(crate) use guard::EntryState;

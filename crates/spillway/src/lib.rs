@@ -63,6 +63,7 @@ mod clock;
 mod core;
 mod entry;
 pub mod flow;
+mod intern;
 mod registry;
 mod resource;
 mod snapshot;
@@ -77,7 +78,7 @@ struct ReadmeDoctests;
 
 pub use block::{BlockError, BlockKind};
 pub use clock::{Clock, ManualClock, StdClock, SystemClock};
-pub use entry::{Entry, EntryBuilder, OwnedEntry, TrafficType};
+pub use entry::{Admission, Entry, EntryBuilder, OwnedEntry, Pending, TrafficType};
 pub use registry::{OverflowPolicy, DEFAULT_MAX_RESOURCES, OVERFLOW_RESOURCE};
 pub use resource::{Resource, OVERFLOW_ORIGIN};
 pub use snapshot::{ResourceSnapshot, Snapshot};

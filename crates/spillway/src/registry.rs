@@ -5,6 +5,7 @@ use crate::bounded_map::BoundedMap;
 use crate::core::Core;
 use crate::resource::{Resolved, Resource};
 use crate::stats::StripedCounter;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -59,6 +60,18 @@ impl Registry {
 
     #[cold]
     fn resolve_slow(&self, name: &str) -> Resolved<'_> {
+        // A new resource reads the rules in force: hold the rules lock so that a load cannot
+        // slip between that read and the resource becoming visible to the load.
+        let _lock = self
+            .core
+            .rules_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.resolve_locked(name)
+    }
+
+    /// [`resolve`](Self::resolve) for a caller that holds the core's rules lock.
+    pub(crate) fn resolve_locked(&self, name: &str) -> Resolved<'_> {
         let core = &self.core;
         match self
             .resources
@@ -71,12 +84,8 @@ impl Registry {
                     OverflowPolicy::Overflow => Ok(&self.overflow),
                     OverflowPolicy::Reject => {
                         let cap = self.resources.capacity() as f64;
-                        Err(BlockError::new(
-                            BlockKind::ResourceCap,
-                            Arc::from(name),
-                            cap,
-                            cap,
-                        ))
+                        let name = Cow::Owned(name.to_owned());
+                        Err(BlockError::new(BlockKind::ResourceCap, name, cap, cap))
                     }
                 }
             }

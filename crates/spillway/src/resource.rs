@@ -1,16 +1,20 @@
 //! A named resource and its statistics.
 
+mod children;
+
+pub use children::OVERFLOW_ORIGIN;
+pub(crate) use children::{ChildNodes, ChildSlot};
+
 use crate::block::BlockError;
-use crate::bounded_map::BoundedMap;
 use crate::clock::Clock;
 use crate::core::Core;
 use crate::entry::EntryBuilder;
-use crate::stats::{NodeStats, ResourceNode, StripedCounter};
+use crate::flow::ResourceRules;
+use crate::stats::{NodeStats, ResourceNode};
+use arc_swap::ArcSwapOption;
 use std::fmt;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-
-/// Name of the node that collects the statistics of origins past a resource's origin cap.
-pub const OVERFLOW_ORIGIN: &str = "__overflow__";
 
 /// A resource: something spillway counts and protects (an endpoint, a method, a downstream).
 ///
@@ -41,23 +45,31 @@ pub struct Resource {
 
 pub(crate) struct ResourceInner {
     pub(crate) name: Arc<str>,
+    /// The same name, kept for the process (see `intern`), for blocks.
+    pub(crate) static_name: &'static str,
     pub(crate) node: ResourceNode,
-    pub(crate) origins: BoundedMap<ResourceNode>,
-    pub(crate) origin_overflow: ResourceNode,
-    pub(crate) origin_overflows: StripedCounter,
+    pub(crate) origins: ChildNodes,
+    pub(crate) entrances: ChildNodes,
+    /// This resource's flow rules, swapped whole when rules are loaded.
+    pub(crate) flow: ArcSwapOption<ResourceRules>,
+    /// Whether `flow` holds rules: lets the rule-free path skip the ArcSwap load.
+    pub(crate) has_flow: AtomicBool,
     pub(crate) core: Arc<Core>,
 }
 
 impl Resource {
     pub(crate) fn new(name: Arc<str>, core: Arc<Core>) -> Self {
         let config = core.node_config;
+        let flow = core.flow.load().by_resource.get(&*name).cloned();
         Self {
             inner: Arc::new(ResourceInner {
+                static_name: crate::intern::intern(&name),
                 name,
                 node: ResourceNode::new(config),
-                origins: BoundedMap::new(core.max_origins),
-                origin_overflow: ResourceNode::new(config),
-                origin_overflows: StripedCounter::new(),
+                origins: ChildNodes::new(core.max_origins, config),
+                entrances: ChildNodes::new(core.max_origins, config),
+                has_flow: AtomicBool::new(flow.is_some()),
+                flow: ArcSwapOption::new(flow),
                 core,
             }),
         }
@@ -86,59 +98,37 @@ impl Resource {
     /// Statistics of one origin, if entries came from it (origins past the cap are gathered
     /// under [`OVERFLOW_ORIGIN`]).
     pub fn origin_stats(&self, origin: &str) -> Option<NodeStats> {
-        let now = self.inner.core.clock.now_nanos();
-        if origin == OVERFLOW_ORIGIN {
-            return Some(self.inner.origin_overflow.stats(now));
-        }
         self.inner
             .origins
-            .get(origin)
-            .map(|(_, node)| node.stats(now))
+            .stats(origin, self.inner.core.clock.now_nanos())
+    }
+
+    /// Statistics of the entries that came through one entrance (see
+    /// [`EntryBuilder::entrance`]).
+    pub fn entrance_stats(&self, entrance: &str) -> Option<NodeStats> {
+        self.inner
+            .entrances
+            .stats(entrance, self.inner.core.clock.now_nanos())
     }
 
     /// Entries whose origin was not tracked on its own because the origin cap was reached.
     pub fn origin_overflows(&self) -> u64 {
-        self.inner.origin_overflows.sum()
+        self.inner.origins.overflows()
     }
-}
-
-/// Where an entry's origin statistics go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OriginSlot {
-    /// No origin given.
-    None,
-    /// A tracked origin, by position in the resource's origin map.
-    At(usize),
-    /// Past the origin cap.
-    Overflow,
 }
 
 impl ResourceInner {
-    /// The slot of `origin`, created on first use; past the cap, the overflow node (counted).
-    #[inline]
-    pub(crate) fn origin_slot(&self, origin: &str) -> OriginSlot {
-        if let Some(position) = self.origins.position(origin) {
-            return OriginSlot::At(position);
-        }
-        let config = self.core.node_config;
-        match self
-            .origins
-            .position_or_insert_with(origin, |_| ResourceNode::new(config))
-        {
-            Ok(position) => OriginSlot::At(position),
-            Err(_) => {
-                self.origin_overflows.increment();
-                OriginSlot::Overflow
-            }
-        }
-    }
-
-    #[inline]
-    pub(crate) fn origin_node(&self, slot: OriginSlot) -> Option<&ResourceNode> {
-        match slot {
-            OriginSlot::None => None,
-            OriginSlot::At(position) => Some(&self.origins.at(position).1),
-            OriginSlot::Overflow => Some(&self.origin_overflow),
+    /// Installs this resource's rules (under the core's rules lock).
+    pub(crate) fn set_flow(&self, rules: Option<Arc<ResourceRules>>) {
+        use std::sync::atomic::Ordering;
+        // Flag first when adding, after when removing: a reader that sees the flag unset skips
+        // rules that are being removed anyway.
+        if rules.is_some() {
+            self.flow.store(rules);
+            self.has_flow.store(true, Ordering::Release);
+        } else {
+            self.has_flow.store(false, Ordering::Release);
+            self.flow.store(None);
         }
     }
 }
@@ -147,7 +137,7 @@ impl fmt::Debug for Resource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Resource")
             .field("name", &self.inner.name)
-            .field("origins", &self.inner.origins.len())
+            .field("origins", &self.inner.origins)
             .finish_non_exhaustive()
     }
 }

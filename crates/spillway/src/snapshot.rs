@@ -1,6 +1,6 @@
 //! Read-only copies of statistics, for metrics and dashboards.
 
-use crate::resource::{Resource, OVERFLOW_ORIGIN};
+use crate::resource::Resource;
 use crate::stats::NodeStats;
 use std::sync::Arc;
 
@@ -35,20 +35,11 @@ pub struct ResourceSnapshot {
 impl ResourceSnapshot {
     pub(crate) fn read(resource: &Resource, now: u64) -> Self {
         let inner = &resource.inner;
-        let overflows = inner.origin_overflows.sum();
-        let mut origins: Vec<_> = inner
-            .origins
-            .iter()
-            .map(|(name, node)| (name.clone(), node.stats(now)))
-            .collect();
-        if overflows > 0 {
-            origins.push((Arc::from(OVERFLOW_ORIGIN), inner.origin_overflow.stats(now)));
-        }
         Self {
             name: inner.name.clone(),
             stats: inner.node.stats(now),
-            origins,
-            origin_overflows: overflows,
+            origins: inner.origins.snapshot(now),
+            origin_overflows: inner.origins.overflows(),
         }
     }
 }

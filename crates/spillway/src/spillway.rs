@@ -4,12 +4,14 @@ use crate::block::BlockError;
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::core::Core;
 use crate::entry::EntryBuilder;
+use crate::flow::{FlowRule, FlowRuleError, FlowRuleSet};
 use crate::registry::{OverflowPolicy, Registry, DEFAULT_MAX_RESOURCES};
 use crate::resource::Resource;
 use crate::snapshot::{ResourceSnapshot, Snapshot};
 use crate::stats::{NodeConfig, NodeStats, ResourceNode};
+use arc_swap::ArcSwap;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Default cap on origins tracked per resource.
 pub const DEFAULT_MAX_ORIGINS: usize = 1_024;
@@ -129,6 +131,65 @@ impl Spillway {
         }
     }
 
+    /// Validates `rules` and, if every one is good, replaces the flow rules with them at once.
+    ///
+    /// A rule that is unchanged (same id, same fields) keeps its controller state: warm-up
+    /// tokens, its place in a throttle schedule. A `relate` rule registers the resource it reads
+    /// if that resource is new.
+    ///
+    /// # Errors
+    ///
+    /// A [`FlowRuleError`] naming the first bad rule (position and id) and field; the rules in
+    /// force do not change.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::FlowRule;
+    /// use spillway::{BlockKind, ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::starting_at_millis(1_700_000_000_000));
+    /// spillway.load_flow_rules(vec![FlowRule::qps("orders-qps", "orders", 2.0)])?;
+    /// let _a = spillway.entry("orders").enter().unwrap();
+    /// let _b = spillway.entry("orders").enter().unwrap();
+    /// let blocked = spillway.entry("orders").enter().unwrap_err();
+    /// assert_eq!((blocked.kind(), blocked.rule_id()), (BlockKind::Flow, Some("orders-qps")));
+    ///
+    /// // A bad set changes nothing.
+    /// assert!(spillway.load_flow_rules(vec![FlowRule::qps("x", "orders", -1.0)]).is_err());
+    /// assert_eq!(spillway.flow_rules()[0].id, "orders-qps");
+    /// # Ok::<(), spillway::flow::FlowRuleError>(())
+    /// ```
+    pub fn load_flow_rules(&self, rules: Vec<FlowRule>) -> Result<(), FlowRuleError> {
+        let core = &self.inner.core;
+        let registry = &self.inner.registry;
+        let _lock = core.rules_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = core.flow.load_full();
+        // `relate` targets are registered (outside the rules lock's reach: registering takes it).
+        let set = FlowRuleSet::build(rules, &previous, |name| {
+            // A full registry gives no node to read (the rule then passes, as Sentinel's does
+            // for a resource it has never seen), never the shared overflow resource.
+            registry
+                .resolve_locked(name)
+                .ok()
+                .filter(|resource| resource.name() == name)
+                .map(|resource| Arc::downgrade(&resource.inner))
+        })?;
+        core.flow.store(Arc::new(set));
+        let set = core.flow.load();
+        for resource in registry.iter().chain(std::iter::once(registry.overflow())) {
+            resource
+                .inner
+                .set_flow(set.by_resource.get(resource.name()).cloned());
+        }
+        Ok(())
+    }
+
+    /// The flow rules in force, exactly as loaded.
+    pub fn flow_rules(&self) -> Vec<FlowRule> {
+        self.inner.core.flow.load().loaded.clone()
+    }
+
     /// Statistics of the global inbound node, read now.
     pub fn inbound_stats(&self) -> NodeStats {
         self.inner
@@ -236,6 +297,8 @@ impl SpillwayBuilder {
             node_config: self.node_config,
             inbound: ResourceNode::new(self.node_config),
             max_origins: self.max_origins,
+            flow: ArcSwap::from_pointee(FlowRuleSet::default()),
+            rules_lock: Mutex::new(()),
         });
         let registry = Registry::new(core.clone(), self.max_resources, self.overflow_policy);
         Spillway {

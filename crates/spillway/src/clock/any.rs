@@ -38,4 +38,13 @@ impl Clock for AnyClock {
             Self::Custom(c) => c.now_nanos(),
         }
     }
+
+    fn sleep(&self, duration: std::time::Duration) {
+        match self {
+            Self::System(c) => c.sleep(duration),
+            Self::Std(c) => c.sleep(duration),
+            Self::Manual(c) => c.sleep(duration),
+            Self::Custom(c) => c.sleep(duration),
+        }
+    }
 }

@@ -1,11 +1,16 @@
+use super::check::{check_flow, give_back, Caller, Held, Verdict};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
 use crate::block::BlockError;
 use crate::clock::Clock;
-use crate::resource::{OriginSlot, Resource};
+use crate::flow::ResourceRules;
+use crate::resource::{ChildSlot, Resource, ResourceInner};
 use crate::spillway::Spillway;
+use crate::sync::Ordering;
 use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Describes an entry before it is attempted: count, origin, traffic type.
+/// Describes an entry before it is attempted: count, origin, entrance, traffic type.
 ///
 /// Made by [`Spillway::entry`] (by name) or [`Resource::entry`] (pre-resolved, no lookup).
 ///
@@ -30,12 +35,91 @@ pub struct EntryBuilder<'a> {
     target: Target<'a>,
     count: u32,
     origin: Option<&'a str>,
+    entrance: Option<&'a str>,
     traffic: TrafficType,
 }
 
 enum Target<'a> {
     Name(&'a Spillway, &'a str),
     Handle(&'a Resource),
+}
+
+/// An entry the flow rules let through, now or after a wait.
+#[derive(Debug)]
+pub enum Admission<'a> {
+    /// Admitted now.
+    Ready(Entry<'a>),
+    /// Admitted after [`Pending::wait`]: a queue slot is reserved; wait, then
+    /// [`Pending::enter`]. Dropping the `Pending` gives the slot back.
+    Queued(Pending<'a>),
+}
+
+/// An entry queued by a pacing rule: its slot is reserved for [`wait`](Self::wait) from now.
+///
+/// Core never sleeps: the caller waits (a thread sleep, an async timer, or
+/// [`Clock::sleep`](crate::Clock::sleep)) and then calls [`enter`](Self::enter). Dropping it instead
+/// gives its reservations back (its queue slot, if it is still the last one, and any place it
+/// holds under a concurrency rule).
+#[must_use = "dropping a pending entry gives its slot back"]
+pub struct Pending<'a> {
+    resource: &'a ResourceInner,
+    rules: Arc<ResourceRules>,
+    caller_origin: ChildSlot,
+    caller_entrance: ChildSlot,
+    held: Held,
+    wait: Duration,
+    count: u32,
+    inbound: bool,
+    done: bool,
+}
+
+impl<'a> Pending<'a> {
+    /// How long to wait, from the check, before entering.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Enters after the wait: counts the pass at the clock's current time.
+    pub fn enter(mut self) -> Entry<'a> {
+        self.done = true;
+        let now = self.resource.core.clock.now_nanos();
+        let state = EntryState::admit(
+            self.resource,
+            self.caller_origin,
+            self.caller_entrance,
+            now,
+            self.count,
+            self.inbound,
+            &self.held,
+        );
+        Entry {
+            resource: self.resource,
+            state,
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let caller = Caller {
+                origin: None,
+                origin_slot: self.caller_origin,
+                entrance: None,
+                entrance_slot: self.caller_entrance,
+            };
+            give_back(self.resource, &self.rules, &caller, &self.held);
+        }
+    }
+}
+
+impl fmt::Debug for Pending<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pending")
+            .field("resource", &self.resource.name)
+            .field("wait", &self.wait)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> EntryBuilder<'a> {
@@ -52,6 +136,7 @@ impl<'a> EntryBuilder<'a> {
             target,
             count: 1,
             origin: None,
+            entrance: None,
             traffic: TrafficType::default(),
         }
     }
@@ -64,9 +149,18 @@ impl<'a> EntryBuilder<'a> {
         self
     }
 
-    /// The caller's origin (an application or client name), tracked in its own statistics.
+    /// The caller's origin (an application or client name), tracked in its own statistics and
+    /// matched against rules' `limit_app`.
     pub fn origin(mut self, origin: &'a str) -> Self {
         self.origin = Some(origin);
+        self
+    }
+
+    /// The entrance the call came through (Sentinel's context name, for example the inbound
+    /// endpoint that leads to this resource), tracked in its own statistics and matched against
+    /// `chain` rules.
+    pub fn entrance(mut self, entrance: &'a str) -> Self {
+        self.entrance = Some(entrance);
         self
     }
 
@@ -89,46 +183,117 @@ impl<'a> EntryBuilder<'a> {
         }
     }
 
+    /// Checks the rules and counts the outcome: an admission, a queued admission, or a block.
     #[inline]
-    fn admit(&self, resource: &Resource) -> EntryState {
+    fn decide(&self, resource: &'a Resource) -> Result<Admission<'a>, BlockError> {
         let inner = &*resource.inner;
         let now = inner.core.clock.now_nanos();
-        let origin = match self.origin {
-            Some(origin) => inner.origin_slot(origin),
-            None => OriginSlot::None,
+        let caller = Caller {
+            origin: self.origin,
+            origin_slot: self
+                .origin
+                .map_or(ChildSlot::None, |o| inner.origins.slot(o)),
+            entrance: self.entrance,
+            entrance_slot: self
+                .entrance
+                .map_or(ChildSlot::None, |e| inner.entrances.slot(e)),
         };
-        EntryState::admit(
-            inner,
-            origin,
-            now,
-            self.count,
-            self.traffic == TrafficType::Inbound,
-        )
+        let inbound = self.traffic == TrafficType::Inbound;
+        let admit = |now, held: &Held| {
+            Admission::Ready(Entry {
+                resource: inner,
+                state: EntryState::admit(
+                    inner,
+                    caller.origin_slot,
+                    caller.entrance_slot,
+                    now,
+                    self.count,
+                    inbound,
+                    held,
+                ),
+            })
+        };
+        // Relaxed: a stale flag only delays seeing a rule load by a moment, as a stale rule set
+        // would; the rules themselves are read through the ArcSwap.
+        if !inner.has_flow.load(Ordering::Relaxed) {
+            return Ok(admit(now, &Held::default()));
+        }
+        let rules = inner.flow.load();
+        let Some(rules) = rules.as_ref() else {
+            return Ok(admit(now, &Held::default()));
+        };
+        match check_flow(inner, rules, &caller, now, self.count) {
+            Verdict::Pass(held) => Ok(admit(now, &held)),
+            Verdict::Wait(wait, held) => Ok(Admission::Queued(Pending {
+                resource: inner,
+                rules: Arc::clone(rules),
+                caller_origin: caller.origin_slot,
+                caller_entrance: caller.entrance_slot,
+                held,
+                wait,
+                count: self.count,
+                inbound,
+                done: false,
+            })),
+            Verdict::Block(error) => {
+                EntryState::refuse(
+                    inner,
+                    caller.origin_slot,
+                    caller.entrance_slot,
+                    now,
+                    self.count,
+                    inbound,
+                );
+                Err(error)
+            }
+        }
     }
 
-    /// Attempts the entry.
+    /// Attempts the entry without waiting: admitted now, queued (with the wait), or refused.
+    ///
+    /// # Errors
+    ///
+    /// A [`BlockError`] saying which check refused it and why.
+    #[inline]
+    pub fn try_enter(self) -> Result<Admission<'a>, BlockError> {
+        let resource = self.resolve()?;
+        self.decide(resource)
+    }
+
+    /// Attempts the entry, waiting on the clock if a pacing rule queues it
+    /// ([`Clock::sleep`](crate::Clock::sleep): the thread sleeps, a `ManualClock` advances).
     ///
     /// # Errors
     ///
     /// A [`BlockError`] saying which check refused it and why.
     #[inline]
     pub fn enter(self) -> Result<Entry<'a>, BlockError> {
-        let resource = self.resolve()?;
-        let state = self.admit(resource);
-        Ok(Entry {
-            resource: &resource.inner,
-            state,
-        })
+        match self.try_enter()? {
+            Admission::Ready(entry) => Ok(entry),
+            Admission::Queued(pending) => {
+                pending.resource.core.clock.sleep(pending.wait());
+                Ok(pending.enter())
+            }
+        }
     }
 
-    /// Attempts the entry, returning an owned (`'static`) entry.
+    /// [`enter`](Self::enter), returning an owned (`'static`) entry.
     ///
     /// # Errors
     ///
     /// A [`BlockError`] saying which check refused it and why.
     pub fn enter_owned(self) -> Result<OwnedEntry, BlockError> {
         let resource = self.resolve()?;
-        let state = self.admit(resource);
+        let mut entry = match self.decide(resource)? {
+            Admission::Ready(entry) => entry,
+            Admission::Queued(pending) => {
+                pending.resource.core.clock.sleep(pending.wait());
+                pending.enter()
+            }
+        };
+        let state = entry.state.clone();
+        entry.state.done = true; // the owned entry completes it
+        drop(entry);
         Ok(OwnedEntry {
             resource: resource.clone(),
             state,
@@ -146,6 +311,7 @@ impl fmt::Debug for EntryBuilder<'_> {
             .field("resource", &name)
             .field("count", &self.count)
             .field("origin", &self.origin)
+            .field("entrance", &self.entrance)
             .field("traffic", &self.traffic)
             .finish()
     }

@@ -1,51 +1,95 @@
+use super::check::{release_limited, Held};
 use crate::clock::Clock;
-use crate::resource::{OriginSlot, ResourceInner};
+use crate::resource::{ChildSlot, ResourceInner};
+use crate::stats::ResourceNode;
 use crate::sync::thread_slot;
 use std::fmt;
 
 /// What an entry must remember to record its completion.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct EntryState {
-    pub(crate) origin: OriginSlot,
+    pub(crate) origin: ChildSlot,
+    pub(crate) entrance: ChildSlot,
     pub(crate) started_nanos: u64,
     pub(crate) count: u32,
     pub(crate) inbound: bool,
     pub(crate) error: bool,
     pub(crate) done: bool,
+    /// `LIMITED_*` bits: exact in-flight counters this entry holds a place on.
+    pub(crate) limited: u8,
 }
 
 impl EntryState {
-    /// Counts an admission: concurrency + 1 and `count` passes, on the resource, its origin and
-    /// (inbound) the global inbound node, in Sentinel's order.
+    /// The nodes an entry counts in: the resource's, its origin's, its entrance's, and (inbound)
+    /// the global inbound node.
+    #[inline]
+    fn for_each_node(
+        resource: &ResourceInner,
+        origin: ChildSlot,
+        entrance: ChildSlot,
+        inbound: bool,
+        mut f: impl FnMut(&ResourceNode),
+    ) {
+        f(&resource.node);
+        if let Some(node) = resource.origins.node(origin) {
+            f(node);
+        }
+        if let Some(node) = resource.entrances.node(entrance) {
+            f(node);
+        }
+        if inbound {
+            f(&resource.core.inbound);
+        }
+    }
+
+    /// Counts an admission: concurrency + 1 and `count` passes, on every node of the entry, in
+    /// Sentinel's order.
     #[inline]
     pub(crate) fn admit(
         resource: &ResourceInner,
-        origin: OriginSlot,
+        origin: ChildSlot,
+        entrance: ChildSlot,
         now: u64,
         count: u32,
         inbound: bool,
+        held: &Held,
     ) -> Self {
         let slot = thread_slot();
         let count64 = u64::from(count);
-        resource.node.record_admission(slot, now, count64);
-        if let Some(node) = resource.origin_node(origin) {
+        Self::for_each_node(resource, origin, entrance, inbound, |node| {
             node.record_admission(slot, now, count64);
-        }
-        if inbound {
-            resource.core.inbound.record_admission(slot, now, count64);
-        }
+        });
         Self {
             origin,
+            entrance,
             started_nanos: now,
             count,
             inbound,
             error: false,
             done: false,
+            limited: held.limited,
         }
     }
 
+    /// Counts a refusal of `count` permits on every node of the entry.
+    #[inline]
+    pub(crate) fn refuse(
+        resource: &ResourceInner,
+        origin: ChildSlot,
+        entrance: ChildSlot,
+        now: u64,
+        count: u32,
+        inbound: bool,
+    ) {
+        let count = u64::from(count);
+        Self::for_each_node(resource, origin, entrance, inbound, |node| {
+            node.add_block(now, count);
+        });
+    }
+
     /// Records the completion once: RT in microseconds (saturating at zero should the clock read
-    /// behind the start), completion and error counts, concurrency - 1.
+    /// behind the start), completion and error counts, concurrency - 1, and the places held on
+    /// exact in-flight counters.
     #[inline]
     pub(crate) fn complete(&mut self, resource: &ResourceInner) {
         if std::mem::replace(&mut self.done, true) {
@@ -55,18 +99,11 @@ impl EntryState {
         let slot = thread_slot();
         let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
         let count = u64::from(self.count);
-        resource
-            .node
-            .record_exit(slot, now, rt_micros, count, self.error);
-        if let Some(node) = resource.origin_node(self.origin) {
-            node.record_exit(slot, now, rt_micros, count, self.error);
-        }
-        if self.inbound {
-            resource
-                .core
-                .inbound
-                .record_exit(slot, now, rt_micros, count, self.error);
-        }
+        let error = self.error;
+        Self::for_each_node(resource, self.origin, self.entrance, self.inbound, |node| {
+            node.record_exit(slot, now, rt_micros, count, error);
+        });
+        release_limited(resource, self.origin, self.entrance, self.limited);
     }
 }
 

@@ -43,21 +43,7 @@ impl ConcurrencyLimit {
     /// Takes a place for one entry that asks for `acquire` permits, if
     /// `in_flight + acquire <= count`.
     pub fn try_acquire(&self, acquire: u32) -> bool {
-        let mut current = self.in_flight.load(Ordering::Acquire);
-        loop {
-            if (current as f64 + f64::from(acquire)) > self.count {
-                return false;
-            }
-            match self.in_flight.compare_exchange_weak(
-                current,
-                current + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return true,
-                Err(actual) => current = actual,
-            }
-        }
+        try_acquire_on(&self.in_flight, self.count, acquire).is_ok()
     }
 
     /// Gives a place back.
@@ -73,5 +59,25 @@ impl ConcurrencyLimit {
     /// The count.
     pub fn count(&self) -> f64 {
         self.count
+    }
+}
+
+/// Takes one place on `counter` if `in_flight + acquire <= count`; on refusal returns the count in
+/// flight that was seen.
+pub(crate) fn try_acquire_on(counter: &AtomicU64, count: f64, acquire: u32) -> Result<(), u64> {
+    let mut current = counter.load(Ordering::Acquire);
+    loop {
+        if (current as f64 + f64::from(acquire)) > count {
+            return Err(current);
+        }
+        match counter.compare_exchange_weak(
+            current,
+            current + 1,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Ok(()),
+            Err(actual) => current = actual,
+        }
     }
 }

@@ -1,11 +1,8 @@
 //! Sentinel 1.8.9's `ThrottlingController`: a leaky bucket that paces calls at an even interval.
 
+use super::schedule::{Schedule, Slot};
 use super::Decision;
-use crate::sync::{AtomicU64, Ordering};
 use std::time::Duration;
-
-/// No call has passed yet.
-const NEVER: u64 = u64::MAX;
 
 /// Paces calls `1 / count` seconds apart, queueing each for at most `max_queueing_time`:
 /// Sentinel 1.8.9's `ThrottlingController` (the leaky bucket), with nanosecond bookkeeping.
@@ -47,9 +44,7 @@ const NEVER: u64 = u64::MAX;
 #[derive(Debug)]
 pub struct Throttle {
     count: f64,
-    max_queueing_nanos: u64,
-    /// Nanoseconds of the last reserved slot, or [`NEVER`].
-    latest: AtomicU64,
+    schedule: Schedule,
 }
 
 impl Throttle {
@@ -57,8 +52,7 @@ impl Throttle {
     pub fn new(count: f64, max_queueing_time: Duration) -> Self {
         Self {
             count,
-            max_queueing_nanos: u64::try_from(max_queueing_time.as_nanos()).unwrap_or(u64::MAX),
-            latest: AtomicU64::new(NEVER),
+            schedule: Schedule::new(max_queueing_time),
         }
     }
 
@@ -70,40 +64,20 @@ impl Throttle {
 
     /// Pass, wait or block `acquire` permits at `now_nanos`. A `Wait` has reserved its slot.
     pub fn check(&self, now_nanos: u64, acquire: u32) -> Decision {
+        self.reserve(now_nanos, acquire).0
+    }
+
+    /// [`check`](Self::check), also returning the slot taken (to give back with
+    /// [`cancel`](Self::cancel) if the caller will not go).
+    pub(crate) fn reserve(&self, now_nanos: u64, acquire: u32) -> (Decision, Option<Slot>) {
         if acquire == 0 {
-            return Decision::Pass;
+            return (Decision::Pass, None);
         }
         // Also guards NaN: a rule's count is validated finite, but this type is public.
         if self.count.is_nan() || self.count <= 0.0 {
-            return Decision::Block;
+            return (Decision::Block, None);
         }
-        let cost = self.cost_nanos(acquire);
-        let mut latest = self.latest.load(Ordering::Acquire);
-        loop {
-            let expected = if latest == NEVER {
-                0
-            } else {
-                latest.saturating_add(cost)
-            };
-            let (next, decision) = if expected <= now_nanos {
-                (now_nanos, Decision::Pass)
-            } else {
-                let wait = expected - now_nanos;
-                if wait > self.max_queueing_nanos {
-                    return Decision::Block;
-                }
-                (expected, Decision::Wait(Duration::from_nanos(wait)))
-            };
-            match self.latest.compare_exchange_weak(
-                latest,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return decision,
-                Err(actual) => latest = actual,
-            }
-        }
+        self.schedule.reserve(now_nanos, self.cost_nanos(acquire))
     }
 
     /// Gives back the slot of a caller that was told to wait until `slot_nanos` for `acquire`
@@ -111,8 +85,13 @@ impl Throttle {
     /// earlier one has others queued behind it); returns whether it was.
     pub fn cancel(&self, slot_nanos: u64, acquire: u32) -> bool {
         let previous = slot_nanos.saturating_sub(self.cost_nanos(acquire));
-        self.latest
-            .compare_exchange(slot_nanos, previous, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+        self.schedule.cancel(Slot {
+            previous,
+            at: slot_nanos,
+        })
+    }
+
+    pub(crate) fn give_back(&self, slot: Slot) -> bool {
+        self.schedule.cancel(slot)
     }
 }

@@ -39,6 +39,15 @@ impl FlowRuleError {
         }
     }
 
+    pub(crate) fn too_many(index: usize, rule: &FlowRule, most: usize, what: &str) -> Self {
+        Self::new(
+            index,
+            rule,
+            "resource",
+            format!("has more than {most} {what} rules"),
+        )
+    }
+
     /// Position of the rule in the set (from 0).
     pub fn index(&self) -> usize {
         self.index

@@ -1,12 +1,10 @@
 //! Sentinel's `WarmUpRateLimiterController`: warm-up, paced like a leaky bucket.
 
+use super::schedule::{Schedule, Slot};
 use super::warm_up::WarmUpTokens;
 use super::{Decision, FlowStats};
-use crate::sync::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// No call has passed yet.
-const NEVER: u64 = u64::MAX;
 const NANOS_PER_MILLI: u64 = 1_000_000;
 
 /// Warm-up and pacing together: Sentinel's `WarmUpRateLimiterController`. The warm-up bucket
@@ -41,8 +39,7 @@ const NANOS_PER_MILLI: u64 = 1_000_000;
 #[derive(Debug)]
 pub struct WarmUpThrottle {
     tokens: WarmUpTokens,
-    max_queueing_nanos: u64,
-    latest: AtomicU64,
+    schedule: Schedule,
 }
 
 impl WarmUpThrottle {
@@ -56,51 +53,40 @@ impl WarmUpThrottle {
     ) -> Self {
         Self {
             tokens: WarmUpTokens::new(count, period, cold_factor),
-            max_queueing_nanos: u64::try_from(max_queueing_time.as_nanos()).unwrap_or(u64::MAX),
-            latest: AtomicU64::new(NEVER),
+            schedule: Schedule::new(max_queueing_time),
         }
     }
 
     /// Pass, wait or block `acquire` permits at `now_nanos`. A `Wait` has reserved its slot.
     pub fn check(&self, stats: &impl FlowStats, now_nanos: u64, acquire: u32) -> Decision {
-        if self.tokens.count().is_nan() || self.tokens.count() <= 0.0 {
-            return Decision::Block;
+        self.reserve(stats, now_nanos, acquire).0
+    }
+
+    /// [`check`](Self::check), also returning the slot taken.
+    pub(crate) fn reserve(
+        &self,
+        stats: &impl FlowStats,
+        now_nanos: u64,
+        acquire: u32,
+    ) -> (Decision, Option<Slot>) {
+        let count = self.tokens.count();
+        if count.is_nan() || count <= 0.0 {
+            return (Decision::Block, None);
         }
         let previous_qps = stats.previous_pass_qps(now_nanos) as i64;
         self.tokens.sync(now_nanos, previous_qps);
         let rate = self
             .tokens
             .allowed_qps(self.tokens.stored())
-            .unwrap_or(self.tokens.count());
+            .unwrap_or(count);
         // Java: Math.round(1.0 * acquireCount / rate * 1000), in milliseconds.
         let cost_ms = (f64::from(acquire) / rate * 1_000.0).round() as u64;
-        let cost = cost_ms.saturating_mul(NANOS_PER_MILLI);
-        let mut latest = self.latest.load(Ordering::Acquire);
-        loop {
-            let expected = if latest == NEVER {
-                0
-            } else {
-                latest.saturating_add(cost)
-            };
-            let (next, decision) = if expected <= now_nanos {
-                (now_nanos, Decision::Pass)
-            } else {
-                let wait = expected - now_nanos;
-                if wait > self.max_queueing_nanos {
-                    return Decision::Block;
-                }
-                (expected, Decision::Wait(Duration::from_nanos(wait)))
-            };
-            match self.latest.compare_exchange_weak(
-                latest,
-                next,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return decision,
-                Err(actual) => latest = actual,
-            }
-        }
+        self.schedule
+            .reserve(now_nanos, cost_ms.saturating_mul(NANOS_PER_MILLI))
+    }
+
+    pub(crate) fn give_back(&self, slot: Slot) -> bool {
+        self.schedule.cancel(slot)
     }
 
     /// Tokens in the warm-up bucket.

@@ -3,7 +3,8 @@ use super::striped::default_stripes;
 use super::window::{SlidingWindow, WindowSnapshot};
 use super::window_config::WindowConfig;
 use super::Event;
-use crate::sync::thread_slot;
+use crate::sync::{thread_slot, AtomicU64};
+use crossbeam_utils::CachePadded;
 use std::fmt;
 
 /// The windows a [`ResourceNode`] keeps.
@@ -85,6 +86,10 @@ pub struct ResourceNode {
     second: SlidingWindow,
     minute: SlidingWindow,
     concurrency: SlotGauge,
+    /// Entries admitted through a concurrency rule on this node and still in flight: one shared
+    /// atomic, touched only when a concurrency rule selects this node (check and count in one
+    /// compare-and-swap).
+    limited: CachePadded<AtomicU64>,
 }
 
 /// Every read of a [`ResourceNode`] at one time.
@@ -142,6 +147,7 @@ impl ResourceNode {
             second: SlidingWindow::new(config.second),
             minute: SlidingWindow::new(config.minute),
             concurrency: SlotGauge::new(default_stripes()),
+            limited: CachePadded::new(AtomicU64::new(0)),
         }
     }
 
@@ -289,6 +295,11 @@ impl ResourceNode {
     /// Smallest RT in the second window, microseconds (the max RT when nothing completed).
     pub fn min_rt_micros(&self, now_nanos: u64) -> u64 {
         self.second.min_rt_micros(now_nanos)
+    }
+
+    /// The exact in-flight counter concurrency rules check and count on.
+    pub(crate) fn limited(&self) -> &AtomicU64 {
+        &self.limited
     }
 
     /// Entries in flight.

@@ -1,0 +1,298 @@
+//! Checking an entry against its resource's flow rules, all or nothing.
+
+use crate::block::{BlockError, BlockKind};
+use crate::flow::{try_acquire_on, Controller, Decision, LimitApp, ResourceRules, Slot, Strategy};
+use crate::resource::{ChildSlot, ResourceInner};
+use crate::stats::ResourceNode;
+use crate::sync::Ordering;
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most queueing (throttle or warm-up + throttle) rules one entry may be queued by.
+pub(crate) const MAX_QUEUED: usize = 4;
+
+/// The entry holds a place on the resource node's exact in-flight counter.
+pub(crate) const LIMITED_RESOURCE: u8 = 1;
+/// ... on the origin node's.
+pub(crate) const LIMITED_ORIGIN: u8 = 2;
+/// ... on the entrance node's.
+pub(crate) const LIMITED_ENTRANCE: u8 = 4;
+
+/// Who is entering: the names and the child-node slots already resolved for them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caller<'a> {
+    pub(crate) origin: Option<&'a str>,
+    pub(crate) origin_slot: ChildSlot,
+    pub(crate) entrance: Option<&'a str>,
+    pub(crate) entrance_slot: ChildSlot,
+}
+
+/// Reservations an admission holds: places on exact in-flight counters, and queue slots.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Held {
+    pub(crate) limited: u8,
+    queued: [(u8, Slot); MAX_QUEUED],
+    queued_len: u8,
+}
+
+/// What the flow rules decided.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    Pass(Held),
+    Wait(Duration, Held),
+    Block(BlockError),
+}
+
+/// The node a rule reads.
+enum Selected<'a> {
+    /// One of this resource's nodes, with its `LIMITED_*` bit.
+    Own(&'a ResourceNode, u8),
+    /// Another resource's node (`relate`), kept alive for the check.
+    Related(Arc<ResourceInner>),
+}
+
+impl Selected<'_> {
+    fn node(&self) -> &ResourceNode {
+        match self {
+            Selected::Own(node, _) => node,
+            Selected::Related(resource) => &resource.node,
+        }
+    }
+}
+
+/// Sentinel's `selectNodeByRequesterAndStrategy`.
+fn select<'a>(
+    resource: &'a ResourceInner,
+    rules: &ResourceRules,
+    index: usize,
+    caller: &Caller<'_>,
+) -> Option<Selected<'a>> {
+    let compiled = &rules.rules[index];
+    let origin = caller.origin.unwrap_or("");
+    let by_origin = match &compiled.rule.limit_app {
+        LimitApp::Origin(named) => {
+            if named != origin || origin == "default" || origin == "other" {
+                return None;
+            }
+            true
+        }
+        LimitApp::Default => false,
+        LimitApp::Other => {
+            if !rules.is_other_origin(origin) {
+                return None;
+            }
+            true
+        }
+    };
+    match &compiled.rule.strategy {
+        Strategy::Direct if by_origin => resource
+            .origins
+            .node(caller.origin_slot)
+            .map(|node| Selected::Own(node, LIMITED_ORIGIN)),
+        Strategy::Direct => Some(Selected::Own(&resource.node, LIMITED_RESOURCE)),
+        Strategy::Relate { .. } => compiled
+            .related
+            .as_ref()
+            .and_then(|weak| weak.upgrade())
+            .map(Selected::Related),
+        Strategy::Chain { entrance } => {
+            if caller.entrance != Some(entrance.as_str()) {
+                return None;
+            }
+            resource
+                .entrances
+                .node(caller.entrance_slot)
+                .map(|node| Selected::Own(node, LIMITED_ENTRANCE))
+        }
+    }
+}
+
+/// Checks every rule that applies, in order. A later block gives back what earlier rules
+/// reserved (places in flight, queue slots).
+pub(crate) fn check_flow(
+    resource: &ResourceInner,
+    rules: &ResourceRules,
+    caller: &Caller<'_>,
+    now: u64,
+    count: u32,
+) -> Verdict {
+    let mut held = Held::default();
+    let mut wait = 0u64;
+    for index in 0..rules.rules.len() {
+        let Some(selected) = select(resource, rules, index, caller) else {
+            continue;
+        };
+        let compiled = &rules.rules[index];
+        let node = selected.node();
+        let blocked = |observed: f64, threshold: f64, retry_after: Duration| {
+            BlockError::new(
+                BlockKind::Flow,
+                Cow::Borrowed(resource.static_name),
+                observed,
+                threshold,
+            )
+            .with_rule(compiled.id)
+            .with_retry_after(retry_after)
+        };
+        let block = match &*compiled.controller {
+            Controller::Reject(controller) => match controller.check(node, now, count) {
+                Decision::Block => Some(blocked(
+                    node.pass_qps(now).trunc(),
+                    controller.count(),
+                    until_next_bucket(node, now),
+                )),
+                _ => None,
+            },
+            Controller::WarmUp(controller) => match controller.check(node, now, count) {
+                Decision::Block => Some(blocked(
+                    node.pass_qps(now).trunc(),
+                    controller.allowed_qps(),
+                    until_next_bucket(node, now),
+                )),
+                _ => None,
+            },
+            Controller::Throttle(controller) => {
+                queue(&mut held, &mut wait, index, controller.reserve(now, count)).then(|| {
+                    let cost = Duration::from_nanos(controller.cost_nanos(count));
+                    blocked(node.pass_qps(now), compiled.rule.count, cost)
+                })
+            }
+            Controller::WarmUpThrottle(controller) => {
+                let reserved = controller.reserve(node, now, count);
+                queue(&mut held, &mut wait, index, reserved).then(|| {
+                    blocked(
+                        node.pass_qps(now),
+                        compiled.rule.count,
+                        until_next_bucket(node, now),
+                    )
+                })
+            }
+            Controller::Concurrency { count: limit } => {
+                concurrency(&selected, &mut held, *limit, count).map(|in_flight| {
+                    blocked(in_flight as f64, *limit, until_next_bucket(node, now))
+                })
+            }
+        };
+        if let Some(error) = block {
+            give_back(resource, rules, caller, &held);
+            return Verdict::Block(error);
+        }
+    }
+    if wait > 0 {
+        Verdict::Wait(Duration::from_nanos(wait), held)
+    } else {
+        Verdict::Pass(held)
+    }
+}
+
+/// Records a queueing decision and the slot it took; `true` if it blocks.
+fn queue(
+    held: &mut Held,
+    wait: &mut u64,
+    index: usize,
+    reserved: (Decision, Option<Slot>),
+) -> bool {
+    let (decision, slot) = reserved;
+    if let Some(slot) = slot {
+        // Validation caps queueing rules per resource at MAX_QUEUED.
+        held.queued[usize::from(held.queued_len)] = (index as u8, slot);
+        held.queued_len += 1;
+    }
+    match decision {
+        Decision::Pass => false,
+        Decision::Wait(duration) => {
+            *wait = (*wait).max(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
+            false
+        }
+        Decision::Block => true,
+    }
+}
+
+/// Exact concurrency check and count. Returns the in-flight count seen if it blocks.
+fn concurrency(selected: &Selected<'_>, held: &mut Held, limit: f64, count: u32) -> Option<u64> {
+    match selected {
+        Selected::Own(node, bit) => {
+            let counter = node.limited();
+            if held.limited & bit != 0 {
+                // This entry already holds a place here (an earlier rule on the same node): check
+                // the others in flight against this rule too.
+                let others = counter.load(Ordering::Acquire).saturating_sub(1);
+                return ((others as f64 + f64::from(count)) > limit).then_some(others);
+            }
+            match try_acquire_on(counter, limit, count) {
+                Ok(()) => {
+                    held.limited |= bit;
+                    None
+                }
+                Err(in_flight) => Some(in_flight),
+            }
+        }
+        // Another resource's concurrency is read, not counted (Sentinel's semantics).
+        Selected::Related(resource) => {
+            let in_flight = resource.node.concurrency().max(0) as u64;
+            ((in_flight as f64 + f64::from(count)) > limit).then_some(in_flight)
+        }
+    }
+}
+
+/// Time until the second window's current bucket ends (when the oldest counts start to leave).
+fn until_next_bucket(node: &ResourceNode, now: u64) -> Duration {
+    let bucket = node.second_window().config().bucket_length();
+    let nanos = bucket.as_nanos() as u64;
+    Duration::from_nanos(nanos - now % nanos)
+}
+
+/// Releases every reservation in `held`.
+pub(crate) fn give_back(
+    resource: &ResourceInner,
+    rules: &ResourceRules,
+    caller: &Caller<'_>,
+    held: &Held,
+) {
+    release_limited(
+        resource,
+        caller.origin_slot,
+        caller.entrance_slot,
+        held.limited,
+    );
+    for &(index, slot) in &held.queued[..usize::from(held.queued_len)] {
+        let compiled = &rules.rules[usize::from(index)];
+        // Only the last slot of a schedule can be given back; an earlier one stays unused.
+        match &*compiled.controller {
+            Controller::Throttle(throttle) => {
+                throttle.give_back(slot);
+            }
+            Controller::WarmUpThrottle(throttle) => {
+                throttle.give_back(slot);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Gives back the places on exact in-flight counters that `limited` says are held.
+pub(crate) fn release_limited(
+    resource: &ResourceInner,
+    origin: ChildSlot,
+    entrance: ChildSlot,
+    limited: u8,
+) {
+    if limited == 0 {
+        return;
+    }
+    let release = |node: Option<&ResourceNode>| {
+        if let Some(node) = node {
+            node.limited().fetch_sub(1, Ordering::AcqRel);
+        }
+    };
+    if limited & LIMITED_RESOURCE != 0 {
+        release(Some(&resource.node));
+    }
+    if limited & LIMITED_ORIGIN != 0 {
+        release(resource.origins.node(origin));
+    }
+    if limited & LIMITED_ENTRANCE != 0 {
+        release(resource.entrances.node(entrance));
+    }
+}

@@ -1,0 +1,107 @@
+//! Per-origin (or per-entrance) statistics of one resource, capped.
+
+use crate::bounded_map::BoundedMap;
+use crate::stats::{NodeConfig, NodeStats, ResourceNode, StripedCounter};
+use std::fmt;
+use std::sync::Arc;
+
+/// Name of the node that collects the statistics of origins (or entrances) past the cap.
+pub const OVERFLOW_ORIGIN: &str = "__overflow__";
+
+/// Where an entry's per-origin (or per-entrance) statistics go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ChildSlot {
+    /// None given.
+    None,
+    /// A tracked name, by position in the map.
+    At(usize),
+    /// Past the cap.
+    Overflow,
+}
+
+/// Named child nodes of a resource, at most `cap` of them; later names share an overflow node,
+/// and every entry that lands there is counted.
+pub(crate) struct ChildNodes {
+    map: BoundedMap<ResourceNode>,
+    overflow: ResourceNode,
+    overflows: StripedCounter,
+    config: NodeConfig,
+}
+
+impl ChildNodes {
+    pub(crate) fn new(cap: usize, config: NodeConfig) -> Self {
+        Self {
+            map: BoundedMap::new(cap),
+            overflow: ResourceNode::new(config),
+            overflows: StripedCounter::new(),
+            config,
+        }
+    }
+
+    /// The slot of `name`, created on first use; past the cap, the overflow node (counted).
+    #[inline]
+    pub(crate) fn slot(&self, name: &str) -> ChildSlot {
+        if let Some(position) = self.map.position(name) {
+            return ChildSlot::At(position);
+        }
+        let config = self.config;
+        match self
+            .map
+            .position_or_insert_with(name, |_| ResourceNode::new(config))
+        {
+            Ok(position) => ChildSlot::At(position),
+            Err(_) => {
+                self.overflows.increment();
+                ChildSlot::Overflow
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn node(&self, slot: ChildSlot) -> Option<&ResourceNode> {
+        match slot {
+            ChildSlot::None => None,
+            ChildSlot::At(position) => Some(&self.map.at(position).1),
+            ChildSlot::Overflow => Some(&self.overflow),
+        }
+    }
+
+    /// Statistics of `name` (or of the overflow node, by [`OVERFLOW_ORIGIN`]).
+    pub(crate) fn stats(&self, name: &str, now: u64) -> Option<NodeStats> {
+        if name == OVERFLOW_ORIGIN {
+            return Some(self.overflow.stats(now));
+        }
+        self.map.get(name).map(|(_, node)| node.stats(now))
+    }
+
+    /// Entries that landed in the overflow node.
+    pub(crate) fn overflows(&self) -> u64 {
+        self.overflows.sum()
+    }
+
+    /// Every child's statistics, in first-seen order, the overflow node last if used.
+    pub(crate) fn snapshot(&self, now: u64) -> Vec<(Arc<str>, NodeStats)> {
+        let mut all: Vec<_> = self
+            .map
+            .iter()
+            .map(|(name, node)| (name.clone(), node.stats(now)))
+            .collect();
+        if self.overflows() > 0 {
+            all.push((Arc::from(OVERFLOW_ORIGIN), self.overflow.stats(now)));
+        }
+        all
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+impl fmt::Debug for ChildNodes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChildNodes")
+            .field("len", &self.len())
+            .field("overflows", &self.overflows())
+            .finish()
+    }
+}

@@ -1,0 +1,283 @@
+//! Flow rules through the entry path, as event traces on a manual clock.
+
+mod support;
+
+use spillway::flow::{Behavior, FlowRule, LimitApp, Strategy};
+use spillway::{Admission, BlockKind, Spillway};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use support::{manual, T0_MS};
+
+fn passes(spillway: &Spillway, resource: &str, origin: Option<&str>, tries: usize) -> usize {
+    (0..tries)
+        .filter(|_| {
+            let builder = spillway.entry(resource);
+            let builder = match origin {
+                Some(origin) => builder.origin(origin),
+                None => builder,
+            };
+            builder.enter().is_ok()
+        })
+        .count()
+}
+
+#[test]
+fn qps_reject_blocks_with_the_reason_and_counts_the_block() {
+    let (spillway, clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("r-qps", "r", 3.0)])
+        .unwrap();
+    assert_eq!(passes(&spillway, "r", None, 3), 3);
+    clock.advance_millis(100);
+    let err = spillway.entry("r").count(2).enter().unwrap_err();
+    assert_eq!(err.kind(), BlockKind::Flow);
+    assert_eq!((err.resource(), err.rule_id()), ("r", Some("r-qps")));
+    assert_eq!((err.observed(), err.threshold()), (3.0, 3.0));
+    // The 500 ms bucket holding the passes ends 400 ms later.
+    assert_eq!(err.retry_after(), Some(Duration::from_millis(400)));
+    let stats = spillway.resource("r").unwrap().stats();
+    assert_eq!((stats.total_pass, stats.total_block), (3, 2));
+    // Once the window has slid past the passes, calls go through again.
+    clock.advance_millis(900);
+    assert_eq!(passes(&spillway, "r", None, 5), 3);
+}
+
+#[test]
+fn limit_app_routes_origins() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![
+            FlowRule::qps("default", "r", 4.0),
+            FlowRule::qps("a", "r", 1.0).with_limit_app(LimitApp::Origin("a".into())),
+            FlowRule::qps("other", "r", 2.0).with_limit_app(LimitApp::Other),
+        ])
+        .unwrap();
+    // Origin `a` has its own rule (1 per second, on a's own statistics), and `default` too.
+    assert_eq!(passes(&spillway, "r", Some("a"), 5), 1);
+    // Origin `b` is an "other" origin: 2 per second on b's statistics.
+    assert_eq!(passes(&spillway, "r", Some("b"), 5), 2);
+    // `c` likewise, counted apart from `b`, until the resource-wide default (4) is reached.
+    assert_eq!(passes(&spillway, "r", Some("c"), 5), 1);
+    // No origin: only the default rule applies, and the resource has had 4.
+    assert_eq!(passes(&spillway, "r", None, 5), 0);
+}
+
+#[test]
+fn relate_limits_by_another_resources_statistics() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("w", "write", 2.0).with_strategy(
+            Strategy::Relate {
+                ref_resource: "read".into(),
+            },
+        )])
+        .unwrap();
+    assert_eq!(passes(&spillway, "write", None, 3), 3); // reads are quiet: writes go
+    assert_eq!(passes(&spillway, "read", None, 2), 2);
+    assert_eq!(passes(&spillway, "write", None, 3), 0); // reads are at 2/s: writes stop
+}
+
+#[test]
+fn chain_limits_only_one_entrance() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("db-web", "db", 1.0).with_strategy(
+            Strategy::Chain {
+                entrance: "web".into(),
+            },
+        )])
+        .unwrap();
+    let through = |entrance: &str| {
+        (0..3)
+            .filter(|_| spillway.entry("db").entrance(entrance).enter().is_ok())
+            .count()
+    };
+    assert_eq!(through("web"), 1);
+    assert_eq!(through("cron"), 3);
+    let db = spillway.resource("db").unwrap();
+    assert_eq!(db.entrance_stats("web").unwrap().total_block, 2);
+    assert_eq!(db.entrance_stats("cron").unwrap().total_pass, 3);
+}
+
+#[test]
+fn concurrency_rule_is_exact_and_released_on_exit() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::concurrency("c", "r", 2.0)])
+        .unwrap();
+    let a = spillway.entry("r").enter().unwrap();
+    let b = spillway.entry("r").enter().unwrap();
+    let err = spillway.entry("r").enter().unwrap_err();
+    assert_eq!((err.observed(), err.threshold()), (2.0, 2.0));
+    drop(a);
+    let c = spillway.entry("r").enter_owned().unwrap();
+    assert!(spillway.entry("r").enter().is_err());
+    drop((b, c));
+    assert!(spillway.entry("r").enter().is_ok());
+}
+
+#[test]
+fn concurrency_rule_holds_under_eight_threads() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::concurrency("c", "r", 3.0)])
+        .unwrap();
+    let resource = spillway.resource("r").unwrap();
+    let inside = AtomicU64::new(0);
+    let most = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..5_000 {
+                    if let Ok(entry) = resource.entry().enter() {
+                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        drop(entry);
+                    }
+                }
+            });
+        }
+    });
+    assert!(most.load(Ordering::SeqCst) <= 3);
+    assert!(most.load(Ordering::SeqCst) >= 1);
+    assert_eq!(resource.stats().concurrency, 0);
+}
+
+#[test]
+fn throttled_entries_wait_on_the_clock_in_order() {
+    let (spillway, clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("t", "r", 5.0).with_behavior(
+            Behavior::Throttle {
+                max_queueing_time: Duration::from_secs(1),
+            },
+        )])
+        .unwrap();
+    let mut starts = Vec::new();
+    for _ in 0..3 {
+        let entry = spillway.entry("r").enter().unwrap(); // the ManualClock advances by the wait
+        starts.push(entry.started_at_nanos() / 1_000_000 - T0_MS);
+    }
+    assert_eq!(starts, [0, 200, 400]);
+}
+
+#[test]
+fn a_dropped_waiter_gives_its_slot_back() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("t", "r", 10.0).with_behavior(
+            Behavior::Throttle {
+                max_queueing_time: Duration::from_secs(1),
+            },
+        )])
+        .unwrap();
+    let first = spillway.entry("r").try_enter().unwrap();
+    assert!(matches!(first, Admission::Ready(_)));
+    let Admission::Queued(second) = spillway.entry("r").try_enter().unwrap() else {
+        panic!("expected a queued entry");
+    };
+    assert_eq!(second.wait(), Duration::from_millis(100));
+    drop(second);
+    let Admission::Queued(third) = spillway.entry("r").try_enter().unwrap() else {
+        panic!("expected a queued entry");
+    };
+    assert_eq!(
+        third.wait(),
+        Duration::from_millis(100),
+        "the slot was given back"
+    );
+    let entry = third.enter();
+    assert_eq!(entry.resource_name(), "r");
+}
+
+#[test]
+fn a_later_block_gives_back_earlier_reservations() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![
+            FlowRule::concurrency("c", "r", 10.0),
+            FlowRule::qps("t", "r", 10.0).with_behavior(Behavior::Throttle {
+                max_queueing_time: Duration::from_secs(1),
+            }),
+            FlowRule::qps("q", "r", 1.0),
+        ])
+        .unwrap();
+    let held = spillway.entry("r").enter().unwrap(); // passes all three
+    let err = spillway.entry("r").try_enter().unwrap_err();
+    assert_eq!(err.rule_id(), Some("q"));
+    // The blocked entry's concurrency place and throttle slot were given back: the next queued
+    // slot is still 100 ms after the first pass, and only one place is held.
+    spillway
+        .load_flow_rules(vec![
+            FlowRule::concurrency("c", "r", 10.0),
+            FlowRule::qps("t", "r", 10.0).with_behavior(Behavior::Throttle {
+                max_queueing_time: Duration::from_secs(1),
+            }),
+        ])
+        .unwrap();
+    let Admission::Queued(next) = spillway.entry("r").try_enter().unwrap() else {
+        panic!("expected a queued entry");
+    };
+    assert_eq!(next.wait(), Duration::from_millis(100));
+    drop((next, held));
+}
+
+#[test]
+fn reload_keeps_the_state_of_unchanged_rules() {
+    let (spillway, clock) = manual();
+    let warm_up = FlowRule::qps("w", "r", 10.0).with_behavior(Behavior::WarmUp {
+        period: Duration::from_secs(10),
+        cold_factor: 3,
+    });
+    spillway.load_flow_rules(vec![warm_up.clone()]).unwrap();
+    // Warm the resource up for 30 s at 10 attempts per 100 ms.
+    for _ in 0..300 {
+        passes(&spillway, "r", None, 10);
+        clock.advance_millis(100);
+    }
+    let warm = passes(&spillway, "r", None, 20);
+    assert!(warm >= 9, "warm: {warm}");
+    clock.advance_millis(1_000);
+    // Reload with the same rule and another: the warm-up keeps its (warm) tokens.
+    spillway
+        .load_flow_rules(vec![warm_up.clone(), FlowRule::qps("other", "s", 1.0)])
+        .unwrap();
+    assert!(passes(&spillway, "r", None, 20) >= 9);
+    clock.advance_millis(1_000);
+    // A changed rule starts over, cold.
+    spillway
+        .load_flow_rules(vec![warm_up.with_occupy_timeout(Duration::from_millis(100))])
+        .unwrap();
+    assert_eq!(passes(&spillway, "r", None, 20), 3);
+}
+
+#[test]
+fn a_bad_rule_set_changes_nothing_and_rules_list_back_as_loaded() {
+    let (spillway, _clock) = manual();
+    let rules = vec![
+        FlowRule::qps("b", "r", 1.0),
+        FlowRule::concurrency("a", "s", 5.0).with_limit_app(LimitApp::Other),
+    ];
+    spillway.load_flow_rules(rules.clone()).unwrap();
+    let err = spillway
+        .load_flow_rules(vec![
+            FlowRule::qps("ok", "r", 9.0),
+            FlowRule::qps("", "r", 1.0),
+        ])
+        .unwrap_err();
+    assert_eq!((err.index(), err.field()), (1, "id"));
+    assert_eq!(spillway.flow_rules(), rules);
+    assert_eq!(passes(&spillway, "r", None, 3), 1);
+}
+
+#[test]
+fn rules_apply_to_resources_registered_later_and_can_be_removed() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("n", "new", 1.0)])
+        .unwrap();
+    assert_eq!(passes(&spillway, "new", None, 3), 1);
+    spillway.load_flow_rules(Vec::new()).unwrap();
+    assert_eq!(passes(&spillway, "new", None, 3), 3);
+}
