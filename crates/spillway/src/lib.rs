@@ -56,6 +56,7 @@
 //! [`stats::SlidingWindow`].
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 
 mod block;
 mod bounded_map;

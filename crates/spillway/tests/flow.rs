@@ -146,7 +146,7 @@ fn concurrency_rule_holds_under_eight_threads() {
 
 #[test]
 fn throttled_entries_wait_on_the_clock_in_order() {
-    let (spillway, clock) = manual();
+    let (spillway, _clock) = manual();
     spillway
         .load_flow_rules(vec![FlowRule::qps("t", "r", 5.0).with_behavior(
             Behavior::Throttle {
