@@ -141,5 +141,28 @@ fn entry(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, clock, counter, window, entry);
+fn flow(c: &mut Criterion) {
+    use spillway::flow::FlowRule;
+    for threads in [1, 2] {
+        let mut group = c.benchmark_group(format!("flow/{threads}t"));
+        let spillway = Spillway::new();
+        spillway
+            .load_flow_rules(vec![
+                FlowRule::qps("pass", "pass", 1e12),
+                FlowRule::qps("block", "block", 0.0),
+            ])
+            .unwrap();
+        for name in ["pass", "block"] {
+            let resource = spillway.resource(name).unwrap();
+            group.bench_function(format!("qps_reject_{name}"), |b| {
+                b.iter_custom(|iters| {
+                    run_parallel(threads, iters, || drop(black_box(resource.entry().enter())))
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, clock, counter, window, entry, flow);
 criterion_main!(benches);

@@ -93,6 +93,9 @@ fn entry_and_exit_with_rules_allocate_nothing() {
             clock.advance(Duration::from_micros(10));
         }
     });
-    assert!(passed > 0 && blocked > 0, "passed {passed}, blocked {blocked}");
+    assert!(
+        passed > 0 && blocked > 0,
+        "passed {passed}, blocked {blocked}"
+    );
     assert_eq!(allocations, 0);
 }

@@ -183,67 +183,57 @@ impl<'a> EntryBuilder<'a> {
         }
     }
 
-    /// Checks the rules and counts the outcome: an admission, a queued admission, or a block.
+    /// Checks the rules and counts the outcome. An admission is handed to `ready` (with the
+    /// reservations held); a queued admission to `queued` (with the wait and the rules, to give
+    /// the reservations back if it is abandoned); a block is counted and returned.
     #[inline]
-    fn decide(&self, resource: &'a Resource) -> Result<Admission<'a>, BlockError> {
+    fn decide<R>(
+        &self,
+        resource: &'a Resource,
+        ready: impl FnOnce(EntryState) -> R,
+        queued: impl FnOnce(Duration, Held, &Arc<ResourceRules>, ChildSlot, ChildSlot) -> R,
+    ) -> Result<R, BlockError> {
         let inner = &*resource.inner;
         let now = inner.core.clock.now_nanos();
-        let caller = Caller {
-            origin: self.origin,
-            origin_slot: self
-                .origin
-                .map_or(ChildSlot::None, |o| inner.origins.slot(o)),
-            entrance: self.entrance,
-            entrance_slot: self
-                .entrance
-                .map_or(ChildSlot::None, |e| inner.entrances.slot(e)),
-        };
+        let origin_slot = self
+            .origin
+            .map_or(ChildSlot::None, |o| inner.origins.slot(o));
+        let entrance_slot = self
+            .entrance
+            .map_or(ChildSlot::None, |e| inner.entrances.slot(e));
         let inbound = self.traffic == TrafficType::Inbound;
-        let admit = |now, held: &Held| {
-            Admission::Ready(Entry {
-                resource: inner,
-                state: EntryState::admit(
-                    inner,
-                    caller.origin_slot,
-                    caller.entrance_slot,
-                    now,
-                    self.count,
-                    inbound,
-                    held,
-                ),
-            })
+        let admit = |held: &Held| {
+            EntryState::admit(
+                inner,
+                origin_slot,
+                entrance_slot,
+                now,
+                self.count,
+                inbound,
+                held,
+            )
         };
         // Relaxed: a stale flag only delays seeing a rule load by a moment, as a stale rule set
         // would; the rules themselves are read through the ArcSwap.
         if !inner.has_flow.load(Ordering::Relaxed) {
-            return Ok(admit(now, &Held::default()));
+            return Ok(ready(admit(&Held::default())));
         }
         let rules = inner.flow.load();
         let Some(rules) = rules.as_ref() else {
-            return Ok(admit(now, &Held::default()));
+            return Ok(ready(admit(&Held::default())));
         };
-        match check_flow(inner, rules, &caller, now, self.count) {
-            Verdict::Pass(held) => Ok(admit(now, &held)),
-            Verdict::Wait(wait, held) => Ok(Admission::Queued(Pending {
-                resource: inner,
-                rules: Arc::clone(rules),
-                caller_origin: caller.origin_slot,
-                caller_entrance: caller.entrance_slot,
-                held,
-                wait,
-                count: self.count,
-                inbound,
-                done: false,
-            })),
+        let caller = Caller {
+            origin: self.origin,
+            origin_slot,
+            entrance: self.entrance,
+            entrance_slot,
+        };
+        let mut held = Held::default();
+        match check_flow(inner, rules, &caller, now, self.count, &mut held) {
+            Verdict::Pass => Ok(ready(admit(&held))),
+            Verdict::Wait(wait) => Ok(queued(wait, held, rules, origin_slot, entrance_slot)),
             Verdict::Block(error) => {
-                EntryState::refuse(
-                    inner,
-                    caller.origin_slot,
-                    caller.entrance_slot,
-                    now,
-                    self.count,
-                    inbound,
-                );
+                EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
                 Err(error)
             }
         }
@@ -254,10 +244,32 @@ impl<'a> EntryBuilder<'a> {
     /// # Errors
     ///
     /// A [`BlockError`] saying which check refused it and why.
-    #[inline]
     pub fn try_enter(self) -> Result<Admission<'a>, BlockError> {
         let resource = self.resolve()?;
-        self.decide(resource)
+        let inner = &*resource.inner;
+        let (count, inbound) = (self.count, self.traffic == TrafficType::Inbound);
+        self.decide(
+            resource,
+            |state| {
+                Admission::Ready(Entry {
+                    resource: inner,
+                    state,
+                })
+            },
+            |wait, held, rules, origin, entrance| {
+                Admission::Queued(Pending {
+                    resource: inner,
+                    rules: Arc::clone(rules),
+                    caller_origin: origin,
+                    caller_entrance: entrance,
+                    held,
+                    wait,
+                    count,
+                    inbound,
+                    done: false,
+                })
+            },
+        )
     }
 
     /// Attempts the entry, waiting on the clock if a pacing rule queues it
@@ -268,13 +280,24 @@ impl<'a> EntryBuilder<'a> {
     /// A [`BlockError`] saying which check refused it and why.
     #[inline]
     pub fn enter(self) -> Result<Entry<'a>, BlockError> {
-        match self.try_enter()? {
-            Admission::Ready(entry) => Ok(entry),
-            Admission::Queued(pending) => {
-                pending.resource.core.clock.sleep(pending.wait());
-                Ok(pending.enter())
-            }
-        }
+        let resource = self.resolve()?;
+        let inner = &*resource.inner;
+        let (count, inbound) = (self.count, self.traffic == TrafficType::Inbound);
+        self.decide(
+            resource,
+            |state| Entry {
+                resource: inner,
+                state,
+            },
+            |wait, held, _rules, origin, entrance| {
+                inner.core.clock.sleep(wait);
+                let now = inner.core.clock.now_nanos();
+                Entry {
+                    resource: inner,
+                    state: EntryState::admit(inner, origin, entrance, now, count, inbound, &held),
+                }
+            },
+        )
     }
 
     /// [`enter`](Self::enter), returning an owned (`'static`) entry.
@@ -283,21 +306,12 @@ impl<'a> EntryBuilder<'a> {
     ///
     /// A [`BlockError`] saying which check refused it and why.
     pub fn enter_owned(self) -> Result<OwnedEntry, BlockError> {
-        let resource = self.resolve()?;
-        let mut entry = match self.decide(resource)? {
-            Admission::Ready(entry) => entry,
-            Admission::Queued(pending) => {
-                pending.resource.core.clock.sleep(pending.wait());
-                pending.enter()
-            }
-        };
+        let resource = self.resolve()?.clone();
+        let mut entry = self.enter()?;
         let state = entry.state.clone();
         entry.state.done = true; // the owned entry completes it
         drop(entry);
-        Ok(OwnedEntry {
-            resource: resource.clone(),
-            state,
-        })
+        Ok(OwnedEntry { resource, state })
     }
 }
 

@@ -36,11 +36,11 @@ pub(crate) struct Held {
     queued_len: u8,
 }
 
-/// What the flow rules decided.
+/// What the flow rules decided (the reservations are in the caller's [`Held`]).
 #[derive(Debug)]
 pub(crate) enum Verdict {
-    Pass(Held),
-    Wait(Duration, Held),
+    Pass,
+    Wait(Duration),
     Block(BlockError),
 }
 
@@ -108,16 +108,37 @@ fn select<'a>(
     }
 }
 
-/// Checks every rule that applies, in order. A later block gives back what earlier rules
-/// reserved (places in flight, queue slots).
+/// Builds the block of rule `index` (cold: kept out of the pass path).
+#[cold]
+#[inline(never)]
+fn blocked(
+    resource: &ResourceInner,
+    rules: &ResourceRules,
+    index: usize,
+    observed: f64,
+    threshold: f64,
+    retry_after: Duration,
+) -> BlockError {
+    BlockError::new(
+        BlockKind::Flow,
+        Cow::Borrowed(resource.static_name),
+        observed,
+        threshold,
+    )
+    .with_rule(rules.rules[index].id)
+    .with_retry_after(retry_after)
+}
+
+/// Checks every rule that applies, in order, recording reservations in `held`. A later block
+/// gives back what earlier rules reserved (places in flight, queue slots).
 pub(crate) fn check_flow(
     resource: &ResourceInner,
     rules: &ResourceRules,
     caller: &Caller<'_>,
     now: u64,
     count: u32,
+    held: &mut Held,
 ) -> Verdict {
-    let mut held = Held::default();
     let mut wait = 0u64;
     for index in 0..rules.rules.len() {
         let Some(selected) = select(resource, rules, index, caller) else {
@@ -125,64 +146,50 @@ pub(crate) fn check_flow(
         };
         let compiled = &rules.rules[index];
         let node = selected.node();
-        let blocked = |observed: f64, threshold: f64, retry_after: Duration| {
-            BlockError::new(
-                BlockKind::Flow,
-                Cow::Borrowed(resource.static_name),
-                observed,
-                threshold,
-            )
-            .with_rule(compiled.id)
-            .with_retry_after(retry_after)
-        };
         let block = match &*compiled.controller {
-            Controller::Reject(controller) => match controller.check(node, now, count) {
-                Decision::Block => Some(blocked(
-                    node.pass_qps(now).trunc(),
-                    controller.count(),
-                    until_next_bucket(node, now),
-                )),
-                _ => None,
-            },
-            Controller::WarmUp(controller) => match controller.check(node, now, count) {
-                Decision::Block => Some(blocked(
-                    node.pass_qps(now).trunc(),
-                    controller.allowed_qps(),
-                    until_next_bucket(node, now),
-                )),
-                _ => None,
-            },
+            Controller::Reject(controller) => {
+                controller
+                    .check_current(node, now, count)
+                    .err()
+                    .map(|current| {
+                        let retry = until_next_bucket(node, now);
+                        (current as f64, controller.count(), retry)
+                    })
+            }
+            Controller::WarmUp(controller) => controller
+                .check_current(node, now, count)
+                .err()
+                .map(|(current, allowed)| (current as f64, allowed, until_next_bucket(node, now))),
             Controller::Throttle(controller) => {
-                queue(&mut held, &mut wait, index, controller.reserve(now, count)).then(|| {
+                queue(held, &mut wait, index, controller.reserve(now, count)).then(|| {
                     let cost = Duration::from_nanos(controller.cost_nanos(count));
-                    blocked(node.pass_qps(now), compiled.rule.count, cost)
+                    (node.pass_qps(now), compiled.rule.count, cost)
                 })
             }
             Controller::WarmUpThrottle(controller) => {
                 let reserved = controller.reserve(node, now, count);
-                queue(&mut held, &mut wait, index, reserved).then(|| {
-                    blocked(
+                queue(held, &mut wait, index, reserved).then(|| {
+                    (
                         node.pass_qps(now),
                         compiled.rule.count,
                         until_next_bucket(node, now),
                     )
                 })
             }
-            Controller::Concurrency { count: limit } => {
-                concurrency(&selected, &mut held, *limit, count).map(|in_flight| {
-                    blocked(in_flight as f64, *limit, until_next_bucket(node, now))
-                })
-            }
+            Controller::Concurrency { count: limit } => concurrency(&selected, held, *limit, count)
+                .map(|in_flight| (in_flight as f64, *limit, until_next_bucket(node, now))),
         };
-        if let Some(error) = block {
-            give_back(resource, rules, caller, &held);
+        if let Some((observed, threshold, retry_after)) = block {
+            give_back(resource, rules, caller, held);
+            *held = Held::default();
+            let error = blocked(resource, rules, index, observed, threshold, retry_after);
             return Verdict::Block(error);
         }
     }
     if wait > 0 {
-        Verdict::Wait(Duration::from_nanos(wait), held)
+        Verdict::Wait(Duration::from_nanos(wait))
     } else {
-        Verdict::Pass(held)
+        Verdict::Pass
     }
 }
 

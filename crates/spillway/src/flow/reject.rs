@@ -47,12 +47,26 @@ impl QpsReject {
     /// Pass or block `acquire` permits at `now_nanos`.
     #[inline]
     pub fn check(&self, stats: &impl FlowStats, now_nanos: u64, acquire: u32) -> Decision {
+        match self.check_current(stats, now_nanos, acquire) {
+            Ok(()) => Decision::Pass,
+            Err(_) => Decision::Block,
+        }
+    }
+
+    /// [`check`](Self::check), returning the truncated pass QPS it saw when it blocks.
+    #[inline]
+    pub(crate) fn check_current(
+        &self,
+        stats: &impl FlowStats,
+        now_nanos: u64,
+        acquire: u32,
+    ) -> Result<(), i64> {
         // Java's (int) cast truncates toward zero and saturates; `as i64` does the same.
         let current = stats.pass_qps(now_nanos) as i64;
         if (current + i64::from(acquire)) as f64 > self.count {
-            Decision::Block
+            Err(current)
         } else {
-            Decision::Pass
+            Ok(())
         }
     }
 }

@@ -185,6 +185,19 @@ impl WarmUp {
 
     /// Pass or block `acquire` permits at `now_nanos`.
     pub fn check(&self, stats: &impl FlowStats, now_nanos: u64, acquire: u32) -> Decision {
+        match self.check_current(stats, now_nanos, acquire) {
+            Ok(()) => Decision::Pass,
+            Err(_) => Decision::Block,
+        }
+    }
+
+    /// [`check`](Self::check), returning the pass QPS seen and the QPS allowed when it blocks.
+    pub(crate) fn check_current(
+        &self,
+        stats: &impl FlowStats,
+        now_nanos: u64,
+        acquire: u32,
+    ) -> Result<(), (i64, f64)> {
         // Java: long passQps = (long) node.passQps(); long previousQps = (long) node.previousPassQps();
         let pass_qps = stats.pass_qps(now_nanos) as i64;
         let previous_qps = stats.previous_pass_qps(now_nanos) as i64;
@@ -195,9 +208,9 @@ impl WarmUp {
             .allowed_qps(self.tokens.stored())
             .unwrap_or(self.tokens.count());
         if wanted <= limit {
-            Decision::Pass
+            Ok(())
         } else {
-            Decision::Block
+            Err((pass_qps, limit))
         }
     }
 
