@@ -21,6 +21,8 @@ GROUPS = {
     "flow/2t": ("qps_reject_pass", "The same, 2 threads at once: per-call cost."),
     "admit/1t": ("shared_atomic", "Admit one call (and release it) with no limit reached, 1 thread: spillway and its peers."),
     "admit/2t": ("shared_atomic", "The same, 2 threads at once: per-call cost."),
+    "qps_rule/1t": ("governor_pass", "One QPS limit loaded; a call it passes and a call it refuses, 1 thread: spillway (entry + exit, QPS reject rule), governor (`check`), sentinel-core (entry + exit, reject flow rule)."),
+    "qps_rule/2t": ("governor_pass", "The same, 2 threads at once: per-call cost."),
 }
 
 

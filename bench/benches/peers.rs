@@ -13,6 +13,8 @@
 //! - `leaky_bucket_try_acquire`: leaky-bucket's `try_acquire(1)`;
 //! - `ratelimit_try_wait`: ratelimit's `try_wait`;
 //! - `tokio_semaphore_try_acquire`: tokio `Semaphore::try_acquire` and drop of the permit.
+//!
+//! Group `qps_rule/{N}t`: see [`qps_rule`].
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use governor::{Quota, RateLimiter};
@@ -112,5 +114,78 @@ fn admit(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, admit);
+/// Group `qps_rule/{N}t`: one QPS limit loaded, a call that passes it (the limit is far away)
+/// and a call it refuses (the limit is exhausted): spillway's entry + exit with a QPS reject rule,
+/// governor's `check`, sentinel-core's entry with a reject flow rule.
+fn qps_rule(c: &mut Criterion) {
+    use sentinel_core::flow;
+    use std::sync::Arc;
+
+    sentinel_core::init_default().expect("sentinel-core init");
+    flow::load_rules(vec![
+        Arc::new(flow::Rule {
+            resource: "sentinel-pass".into(),
+            threshold: 1e12,
+            calculate_strategy: flow::CalculateStrategy::Direct,
+            control_strategy: flow::ControlStrategy::Reject,
+            ..Default::default()
+        }),
+        Arc::new(flow::Rule {
+            resource: "sentinel-block".into(),
+            threshold: 0.0,
+            calculate_strategy: flow::CalculateStrategy::Direct,
+            control_strategy: flow::ControlStrategy::Reject,
+            ..Default::default()
+        }),
+    ]);
+    let spillway = spillway::Spillway::new();
+    spillway
+        .load_flow_rules(vec![
+            spillway::flow::FlowRule::qps("pass", "pass", 1e12),
+            spillway::flow::FlowRule::qps("block", "block", 0.0),
+        ])
+        .unwrap();
+    let governor_pass = RateLimiter::direct(Quota::per_second(NonZeroU32::MAX));
+    let governor_block = RateLimiter::direct(Quota::per_hour(NonZeroU32::MIN));
+    let _ = governor_block.check();
+
+    for threads in [1, 2] {
+        let mut group = c.benchmark_group(format!("qps_rule/{threads}t"));
+        for outcome in ["pass", "block"] {
+            let resource = spillway.resource(outcome).unwrap();
+            group.bench_function(format!("spillway_{outcome}"), |b| {
+                b.iter_custom(|iters| {
+                    run_parallel(threads, iters, || drop(black_box(resource.entry().enter())))
+                })
+            });
+            let governor = if outcome == "pass" {
+                &governor_pass
+            } else {
+                &governor_block
+            };
+            group.bench_function(format!("governor_{outcome}"), |b| {
+                b.iter_custom(|iters| {
+                    run_parallel(threads, iters, || {
+                        black_box(governor.check().is_ok());
+                    })
+                })
+            });
+            let name = format!("sentinel-{outcome}");
+            group.bench_function(format!("sentinel_core_{outcome}"), |b| {
+                b.iter_custom(|iters| {
+                    run_parallel(threads, iters, || {
+                        if let Ok(entry) =
+                            sentinel_core::api::EntryBuilder::new(name.clone()).build()
+                        {
+                            entry.exit();
+                        }
+                    })
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, admit, qps_rule);
 criterion_main!(benches);
