@@ -281,3 +281,48 @@ fn rules_apply_to_resources_registered_later_and_can_be_removed() {
     spillway.load_flow_rules(Vec::new()).unwrap();
     assert_eq!(passes(&spillway, "new", None, 3), 3);
 }
+
+#[test]
+fn prioritized_entries_borrow_from_the_next_bucket() {
+    let (spillway, clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("q", "r", 2.0)])
+        .unwrap();
+    clock.advance_millis(100);
+    assert_eq!(passes(&spillway, "r", None, 2), 2); // in the bucket [T0, T0 + 500)
+    clock.advance_millis(500); // T0 + 600
+    assert!(spillway.entry("r").enter().is_err());
+    // Sentinel's tryOccupyNext: the bucket holding the 2 passes leaves the window at T0 + 1000,
+    // 400 ms from now, within the 500 ms occupy timeout.
+    let Admission::Queued(pending) = spillway.entry("r").prioritized().try_enter().unwrap() else {
+        panic!("expected to borrow");
+    };
+    assert_eq!(pending.wait(), Duration::from_millis(400));
+    drop(pending); // a borrowed pass cannot be given back (nor can it in Sentinel)
+    let entry = spillway.entry("r").prioritized().enter().unwrap(); // waits on the clock
+    assert_eq!(entry.started_at_nanos() / 1_000_000 - T0_MS, 1_000);
+    drop(entry);
+    let stats = spillway.resource("r").unwrap().stats();
+    // Both borrowed passes count in the bucket they borrowed; the occupied passes were counted
+    // at T0 + 600, which is still in the window.
+    assert_eq!(stats.pass_qps, 2.0);
+    assert_eq!(stats.occupied_pass_qps, 2.0);
+    // The borrowed bucket is full: a normal entry is refused, as is a prioritized one whose
+    // wait would not fit the timeout.
+    assert!(spillway.entry("r").enter().is_err());
+}
+
+#[test]
+fn prioritized_entries_respect_the_occupy_timeout() {
+    let (spillway, clock) = manual();
+    spillway
+        .load_flow_rules(vec![
+            FlowRule::qps("q", "r", 2.0).with_occupy_timeout(Duration::from_millis(100))
+        ])
+        .unwrap();
+    clock.advance_millis(100);
+    assert_eq!(passes(&spillway, "r", None, 2), 2);
+    clock.advance_millis(500); // a 400 ms wait is needed, more than 100 ms
+    let err = spillway.entry("r").prioritized().enter().unwrap_err();
+    assert_eq!(err.rule_id(), Some("q"));
+}

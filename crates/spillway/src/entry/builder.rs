@@ -37,6 +37,7 @@ pub struct EntryBuilder<'a> {
     origin: Option<&'a str>,
     entrance: Option<&'a str>,
     traffic: TrafficType,
+    prioritized: bool,
 }
 
 enum Target<'a> {
@@ -70,6 +71,7 @@ pub struct Pending<'a> {
     wait: Duration,
     count: u32,
     inbound: bool,
+    occupied: bool,
     done: bool,
 }
 
@@ -91,6 +93,7 @@ impl<'a> Pending<'a> {
             self.count,
             self.inbound,
             &self.held,
+            self.occupied,
         );
         Entry {
             resource: self.resource,
@@ -103,6 +106,7 @@ impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if !self.done {
             let caller = Caller {
+                prioritized: false,
                 origin: None,
                 origin_slot: self.caller_origin,
                 entrance: None,
@@ -122,6 +126,14 @@ impl fmt::Debug for Pending<'_> {
     }
 }
 
+/// Where a queued entry will count, and whether it borrowed its passes.
+#[derive(Debug, Clone, Copy)]
+struct Queue {
+    origin: ChildSlot,
+    entrance: ChildSlot,
+    occupied: bool,
+}
+
 impl<'a> EntryBuilder<'a> {
     pub(crate) fn for_name(spillway: &'a Spillway, name: &'a str) -> Self {
         Self::new(Target::Name(spillway, name))
@@ -138,7 +150,17 @@ impl<'a> EntryBuilder<'a> {
             origin: None,
             entrance: None,
             traffic: TrafficType::default(),
+            prioritized: false,
         }
+    }
+
+    /// Marks the entry as prioritized: when a QPS reject rule would refuse it, it may instead
+    /// borrow room from the next buckets of the second window and wait up to the rule's
+    /// `occupy_timeout` (Sentinel's occupy mechanism). Its passes are counted in the bucket it
+    /// borrowed from, and as occupied passes now.
+    pub fn prioritized(mut self) -> Self {
+        self.prioritized = true;
+        self
     }
 
     /// How many permits the call takes (default 1; Sentinel's `batchCount`). It counts as that
@@ -191,7 +213,7 @@ impl<'a> EntryBuilder<'a> {
         &self,
         resource: &'a Resource,
         ready: impl FnOnce(EntryState) -> R,
-        queued: impl FnOnce(Duration, Held, &Arc<ResourceRules>, ChildSlot, ChildSlot) -> R,
+        queued: impl FnOnce(Duration, Held, &Arc<ResourceRules>, Queue) -> R,
     ) -> Result<R, BlockError> {
         let inner = &*resource.inner;
         let now = inner.core.clock.now_nanos();
@@ -211,6 +233,7 @@ impl<'a> EntryBuilder<'a> {
                 self.count,
                 inbound,
                 held,
+                false,
             )
         };
         // Relaxed: a stale flag only delays seeing a rule load by a moment, as a stale rule set
@@ -223,6 +246,7 @@ impl<'a> EntryBuilder<'a> {
             return Ok(ready(admit(&Held::default())));
         };
         let caller = Caller {
+            prioritized: self.prioritized,
             origin: self.origin,
             origin_slot,
             entrance: self.entrance,
@@ -231,7 +255,22 @@ impl<'a> EntryBuilder<'a> {
         let mut held = Held::default();
         match check_flow(inner, rules, &caller, now, self.count, &mut held) {
             Verdict::Pass => Ok(ready(admit(&held))),
-            Verdict::Wait(wait) => Ok(queued(wait, held, rules, origin_slot, entrance_slot)),
+            Verdict::Wait(wait) => {
+                let queue = Queue {
+                    origin: origin_slot,
+                    entrance: entrance_slot,
+                    occupied: false,
+                };
+                Ok(queued(wait, held, rules, queue))
+            }
+            Verdict::Occupied(wait) => {
+                let queue = Queue {
+                    origin: origin_slot,
+                    entrance: entrance_slot,
+                    occupied: true,
+                };
+                Ok(queued(wait, held, rules, queue))
+            }
             Verdict::Block(error) => {
                 EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
                 Err(error)
@@ -256,16 +295,17 @@ impl<'a> EntryBuilder<'a> {
                     state,
                 })
             },
-            |wait, held, rules, origin, entrance| {
+            |wait, held, rules, queue| {
                 Admission::Queued(Pending {
                     resource: inner,
                     rules: Arc::clone(rules),
-                    caller_origin: origin,
-                    caller_entrance: entrance,
+                    caller_origin: queue.origin,
+                    caller_entrance: queue.entrance,
                     held,
                     wait,
                     count,
                     inbound,
+                    occupied: queue.occupied,
                     done: false,
                 })
             },
@@ -289,12 +329,22 @@ impl<'a> EntryBuilder<'a> {
                 resource: inner,
                 state,
             },
-            |wait, held, _rules, origin, entrance| {
+            |wait, held, _rules, queue| {
                 inner.core.clock.sleep(wait);
                 let now = inner.core.clock.now_nanos();
+                let state = EntryState::admit(
+                    inner,
+                    queue.origin,
+                    queue.entrance,
+                    now,
+                    count,
+                    inbound,
+                    &held,
+                    queue.occupied,
+                );
                 Entry {
                     resource: inner,
-                    state: EntryState::admit(inner, origin, entrance, now, count, inbound, &held),
+                    state,
                 }
             },
         )
@@ -327,6 +377,7 @@ impl fmt::Debug for EntryBuilder<'_> {
             .field("origin", &self.origin)
             .field("entrance", &self.entrance)
             .field("traffic", &self.traffic)
+            .field("prioritized", &self.prioritized)
             .finish()
     }
 }

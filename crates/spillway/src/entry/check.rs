@@ -22,6 +22,7 @@ pub(crate) const LIMITED_ENTRANCE: u8 = 4;
 /// Who is entering: the names and the child-node slots already resolved for them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Caller<'a> {
+    pub(crate) prioritized: bool,
     pub(crate) origin: Option<&'a str>,
     pub(crate) origin_slot: ChildSlot,
     pub(crate) entrance: Option<&'a str>,
@@ -41,6 +42,9 @@ pub(crate) struct Held {
 pub(crate) enum Verdict {
     Pass,
     Wait(Duration),
+    /// A prioritized entry borrowed its passes from a future bucket (Sentinel's occupy): it
+    /// waits, then enters without counting a pass now (the borrowed bucket counts it).
+    Occupied(Duration),
     Block(BlockError),
 }
 
@@ -147,15 +151,29 @@ pub(crate) fn check_flow(
         let compiled = &rules.rules[index];
         let node = selected.node();
         let block = match &*compiled.controller {
-            Controller::Reject(controller) => {
-                controller
-                    .check_current(node, now, count)
-                    .err()
-                    .map(|current| {
-                        let retry = until_next_bucket(node, now);
-                        (current as f64, controller.count(), retry)
-                    })
-            }
+            Controller::Reject(controller) => match controller.check_current(node, now, count) {
+                Ok(()) => None,
+                Err(current) => {
+                    if caller.prioritized {
+                        // Sentinel's DefaultController: borrow from the next buckets if one
+                        // frees room within the occupy timeout; later rules are not checked.
+                        let timeout = compiled.rule.occupy_timeout;
+                        if let Some(wait) =
+                            node.try_occupy_next(now, count, controller.count(), timeout)
+                        {
+                            let wait_nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+                            node.add_waiting(now.saturating_add(wait_nanos), u64::from(count));
+                            node.add_occupied_pass(now, u64::from(count));
+                            return Verdict::Occupied(wait);
+                        }
+                    }
+                    Some((
+                        current as f64,
+                        controller.count(),
+                        until_next_bucket(node, now),
+                    ))
+                }
+            },
             Controller::WarmUp(controller) => controller
                 .check_current(node, now, count)
                 .err()

@@ -43,8 +43,9 @@ impl EntryState {
     }
 
     /// Counts an admission: concurrency + 1 and `count` passes, on every node of the entry, in
-    /// Sentinel's order.
+    /// Sentinel's order. An entry that borrowed its passes (`occupied`) counts no pass now.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn admit(
         resource: &ResourceInner,
         origin: ChildSlot,
@@ -53,11 +54,12 @@ impl EntryState {
         count: u32,
         inbound: bool,
         held: &Held,
+        occupied: bool,
     ) -> Self {
         let slot = thread_slot();
-        let count64 = u64::from(count);
+        let passes = if occupied { 0 } else { u64::from(count) };
         Self::for_each_node(resource, origin, entrance, inbound, |node| {
-            node.record_admission(slot, now, count64);
+            node.record_admission(slot, now, passes);
         });
         Self {
             origin,

@@ -91,6 +91,27 @@ pub(crate) fn add(cell: &AtomicU64, window: u64, delta: u64) -> bool {
     update(cell, window, 0, |v| v.saturating_add(delta).min(VALUE_MAX))
 }
 
+/// Adds `delta` to `window`'s value like [`add`], also taking over a word whose value is zero
+/// whatever its tag (a never-written word, whose zero tag may look newer than `window`).
+#[inline]
+pub(crate) fn add_or_claim_empty(cell: &AtomicU64, window: u64, delta: u64) -> bool {
+    let mut current = cell.load(Ordering::Relaxed);
+    loop {
+        let value = if word_tag(current) == tag(window) {
+            word_value(current)
+        } else if word_value(current) == 0 || is_older(current, window) {
+            0
+        } else {
+            return false;
+        };
+        let next = pack(window, value.saturating_add(delta).min(VALUE_MAX));
+        match cell.compare_exchange_weak(current, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(actual) => current = actual,
+        }
+    }
+}
+
 /// Lowers `window`'s value to `value` if smaller (a fresh window starts at [`VALUE_MAX`]).
 #[inline]
 pub(crate) fn min(cell: &AtomicU64, window: u64, value: u64) -> bool {
@@ -130,6 +151,16 @@ mod tests {
         let cell = AtomicU64::new(pack(3, VALUE_MAX - 1));
         assert!(add(&cell, 3, 10));
         assert_eq!(value_for(cell.load(Ordering::Relaxed), 3), Some(VALUE_MAX));
+    }
+
+    #[test]
+    fn an_empty_word_is_claimed_whatever_its_tag() {
+        // Tag 0 looks newer than a window whose tag is more than half the tag space ahead.
+        let window = HALF_TAG_SPACE + 5;
+        let cell = AtomicU64::new(0);
+        assert!(!add(&cell, window, 1));
+        assert!(add_or_claim_empty(&cell, window, 1));
+        assert_eq!(value_for(cell.load(Ordering::Relaxed), window), Some(1));
     }
 
     proptest! {

@@ -1,7 +1,7 @@
 use super::accumulator::{held_bucket, is_busy, Accumulators, Line};
 use super::event::{Event, MIN_RT_SLOT, SLOTS};
 use super::ring::Ring;
-use super::tagged::VALUE_MAX;
+use super::tagged::{self, VALUE_MAX};
 use super::window_config::WindowConfig;
 use crate::sync::{fence, spin_wait, thread_slot, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
@@ -75,6 +75,10 @@ pub struct SlidingWindow {
     cursor: CachePadded<AtomicU64>,
     ring: Ring,
     accumulators: Accumulators,
+    /// Passes borrowed for future buckets by prioritized entries (Sentinel's occupy
+    /// mechanism), tagged by bucket id; `2 * buckets` slots so that a live bucket and a future
+    /// one never share a slot.
+    borrowed: Box<[AtomicU64]>,
     late: AtomicU64,
 }
 
@@ -130,6 +134,9 @@ impl View<'_> {
         let ring = &self.window.ring;
         let mut sum =
             (oldest..=newest).fold(0u64, |sum, id| sum.saturating_add(ring.value(id, slot)));
+        if slot == Event::Pass.slot() {
+            sum = sum.saturating_add(self.window.borrowed_sum(oldest, newest));
+        }
         for (line, id) in self.held() {
             if (oldest..=newest).contains(&id) {
                 sum = sum.saturating_add(line.value(slot));
@@ -142,6 +149,9 @@ impl View<'_> {
     #[inline]
     fn value(&self, id: u64, slot: usize) -> u64 {
         let mut value = self.window.ring.value(id, slot);
+        if slot == Event::Pass.slot() {
+            value = value.saturating_add(self.window.borrowed_sum(id, id));
+        }
         for (line, _) in self.held().filter(|&(_, held)| held == id) {
             let v = line.value(slot);
             value = if slot == MIN_RT_SLOT {
@@ -167,6 +177,7 @@ impl SlidingWindow {
             cursor: CachePadded::new(AtomicU64::new(0)),
             ring: Ring::new(buckets),
             accumulators: Accumulators::new(config.stripes().min(MAX_STRIPES)),
+            borrowed: (0..2 * buckets).map(|_| AtomicU64::new(0)).collect(),
             late: AtomicU64::new(0),
         }
     }
@@ -253,6 +264,49 @@ impl SlidingWindow {
         if !self.ring.merge(id, &values) {
             self.count_late();
         }
+    }
+
+    /// Records `n` passes borrowed by prioritized entries for the bucket holding `at_nanos` (a
+    /// future bucket, at most one interval ahead): they count as that bucket's passes once it is
+    /// live (Sentinel's `addWaitingRequest`).
+    pub fn add_borrowed(&self, at_nanos: u64, n: u64) {
+        let id = at_nanos / self.bucket_nanos;
+        let word = &self.borrowed[(id % (2 * self.buckets)) as usize];
+        if !tagged::add_or_claim_empty(word, id, n) {
+            self.count_late();
+        }
+    }
+
+    /// Passes borrowed for buckets after the current one (Sentinel's `waiting`).
+    pub fn waiting(&self, now_nanos: u64) -> u64 {
+        let current = self.id_at(now_nanos);
+        self.borrowed_sum(current + 1, current + self.buckets)
+    }
+
+    /// Passes of the bucket holding `at_nanos`, if it is in the window at `now_nanos`
+    /// (Sentinel's `getWindowPass`), borrowed passes included.
+    pub fn bucket_pass(&self, now_nanos: u64, at_nanos: u64) -> u64 {
+        let (oldest, newest) = self.live_range(now_nanos);
+        let id = at_nanos / self.bucket_nanos;
+        if id < oldest || id > newest {
+            return 0;
+        }
+        self.consistent(|view| view.value(id, Event::Pass.slot()))
+    }
+
+    /// The bucket length in nanoseconds.
+    pub fn bucket_nanos(&self) -> u64 {
+        self.bucket_nanos
+    }
+
+    fn borrowed_sum(&self, oldest: u64, newest: u64) -> u64 {
+        let slots = 2 * self.buckets;
+        (oldest..=newest)
+            .filter_map(|id| {
+                let word = self.borrowed[(id % slots) as usize].load(Ordering::Relaxed);
+                tagged::value_for(word, id)
+            })
+            .fold(0u64, u64::saturating_add)
     }
 
     #[cold]
