@@ -92,7 +92,7 @@ impl<'a> Pending<'a> {
             now,
             self.count,
             self.inbound,
-            &self.held,
+            self.held.limited,
             self.occupied,
         );
         Entry {
@@ -219,12 +219,12 @@ impl<'a> EntryBuilder<'a> {
         let now = inner.core.clock.now_nanos();
         let origin_slot = self
             .origin
-            .map_or(ChildSlot::None, |o| inner.origins.slot(o));
+            .map_or(ChildSlot::NONE, |o| inner.origins.slot(o));
         let entrance_slot = self
             .entrance
-            .map_or(ChildSlot::None, |e| inner.entrances.slot(e));
+            .map_or(ChildSlot::NONE, |e| inner.entrances.slot(e));
         let inbound = self.traffic == TrafficType::Inbound;
-        let admit = |held: &Held| {
+        let admit = |limited: u8| {
             EntryState::admit(
                 inner,
                 origin_slot,
@@ -232,18 +232,18 @@ impl<'a> EntryBuilder<'a> {
                 now,
                 self.count,
                 inbound,
-                held,
+                limited,
                 false,
             )
         };
         // Relaxed: a stale flag only delays seeing a rule load by a moment, as a stale rule set
         // would; the rules themselves are read through the ArcSwap.
         if !inner.has_flow.load(Ordering::Relaxed) {
-            return Ok(ready(admit(&Held::default())));
+            return Ok(ready(admit(0)));
         }
         let rules = inner.flow.load();
         let Some(rules) = rules.as_ref() else {
-            return Ok(ready(admit(&Held::default())));
+            return Ok(ready(admit(0)));
         };
         let caller = Caller {
             prioritized: self.prioritized,
@@ -254,7 +254,7 @@ impl<'a> EntryBuilder<'a> {
         };
         let mut held = Held::default();
         match check_flow(inner, rules, &caller, now, self.count, &mut held) {
-            Verdict::Pass => Ok(ready(admit(&held))),
+            Verdict::Pass => Ok(ready(admit(held.limited))),
             Verdict::Wait(wait) => {
                 let queue = Queue {
                     origin: origin_slot,
@@ -339,7 +339,7 @@ impl<'a> EntryBuilder<'a> {
                     now,
                     count,
                     inbound,
-                    &held,
+                    held.limited,
                     queue.occupied,
                 );
                 Entry {

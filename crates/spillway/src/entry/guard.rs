@@ -1,4 +1,4 @@
-use super::check::{release_limited, Held};
+use super::check::release_limited;
 use crate::clock::Clock;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
@@ -22,7 +22,7 @@ pub(crate) struct EntryState {
 impl EntryState {
     /// The nodes an entry counts in: the resource's, its origin's, its entrance's, and (inbound)
     /// the global inbound node.
-    #[inline]
+    #[inline(always)]
     fn for_each_node(
         resource: &ResourceInner,
         origin: ChildSlot,
@@ -44,7 +44,7 @@ impl EntryState {
 
     /// Counts an admission: concurrency + 1 and `count` passes, on every node of the entry, in
     /// Sentinel's order. An entry that borrowed its passes (`occupied`) counts no pass now.
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn admit(
         resource: &ResourceInner,
@@ -53,7 +53,7 @@ impl EntryState {
         now: u64,
         count: u32,
         inbound: bool,
-        held: &Held,
+        limited: u8,
         occupied: bool,
     ) -> Self {
         let slot = thread_slot();
@@ -69,7 +69,7 @@ impl EntryState {
             inbound,
             error: false,
             done: false,
-            limited: held.limited,
+            limited,
         }
     }
 

@@ -8,15 +8,21 @@ use std::sync::Arc;
 /// Name of the node that collects the statistics of origins (or entrances) past the cap.
 pub const OVERFLOW_ORIGIN: &str = "__overflow__";
 
-/// Where an entry's per-origin (or per-entrance) statistics go.
+/// Where an entry's per-origin (or per-entrance) statistics go: none, a tracked name (by position
+/// in the map, plus one), or the overflow node. Four bytes, so that an entry stays small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ChildSlot {
+pub(crate) struct ChildSlot(u32);
+
+impl ChildSlot {
     /// None given.
-    None,
-    /// A tracked name, by position in the map.
-    At(usize),
+    pub(crate) const NONE: ChildSlot = ChildSlot(0);
     /// Past the cap.
-    Overflow,
+    const OVERFLOW: ChildSlot = ChildSlot(u32::MAX);
+
+    fn at(position: usize) -> Self {
+        // Positions stay below the cap, which `ChildNodes::new` keeps below u32::MAX - 1.
+        ChildSlot(position as u32 + 1)
+    }
 }
 
 /// Named child nodes of a resource, at most `cap` of them; later names share an overflow node,
@@ -31,7 +37,7 @@ pub(crate) struct ChildNodes {
 impl ChildNodes {
     pub(crate) fn new(cap: usize, config: NodeConfig) -> Self {
         Self {
-            map: BoundedMap::new(cap),
+            map: BoundedMap::new(cap.min(u32::MAX as usize - 2)),
             overflow: ResourceNode::new(config),
             overflows: StripedCounter::new(),
             config,
@@ -42,17 +48,17 @@ impl ChildNodes {
     #[inline]
     pub(crate) fn slot(&self, name: &str) -> ChildSlot {
         if let Some(position) = self.map.position(name) {
-            return ChildSlot::At(position);
+            return ChildSlot::at(position);
         }
         let config = self.config;
         match self
             .map
             .position_or_insert_with(name, |_| ResourceNode::new(config))
         {
-            Ok(position) => ChildSlot::At(position),
+            Ok(position) => ChildSlot::at(position),
             Err(_) => {
                 self.overflows.increment();
-                ChildSlot::Overflow
+                ChildSlot::OVERFLOW
             }
         }
     }
@@ -60,9 +66,9 @@ impl ChildNodes {
     #[inline]
     pub(crate) fn node(&self, slot: ChildSlot) -> Option<&ResourceNode> {
         match slot {
-            ChildSlot::None => None,
-            ChildSlot::At(position) => Some(&self.map.at(position).1),
-            ChildSlot::Overflow => Some(&self.overflow),
+            ChildSlot::NONE => None,
+            ChildSlot::OVERFLOW => Some(&self.overflow),
+            ChildSlot(position) => Some(&self.map.at(position as usize - 1).1),
         }
     }
 
