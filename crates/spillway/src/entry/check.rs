@@ -33,8 +33,17 @@ pub(crate) struct Caller<'a> {
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Held {
     pub(crate) limited: u8,
-    queued: [(u8, Slot); MAX_QUEUED],
-    queued_len: u8,
+    /// Queue slots taken, with the index of the rule that took each; `None` (one byte to write)
+    /// until a queueing rule takes one, so that the common path initialises nothing more.
+    queued: Option<Queued>,
+}
+
+/// The queue slots an entry holds.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Queued {
+    slots: [Slot; MAX_QUEUED],
+    rules: [u8; MAX_QUEUED],
+    len: u8,
 }
 
 /// What the flow rules decided (the reservations are in the caller's [`Held`]).
@@ -221,8 +230,10 @@ fn queue(
     let (decision, slot) = reserved;
     if let Some(slot) = slot {
         // Validation caps queueing rules per resource at MAX_QUEUED.
-        held.queued[usize::from(held.queued_len)] = (index as u8, slot);
-        held.queued_len += 1;
+        let queued = held.queued.get_or_insert_with(Queued::default);
+        queued.slots[usize::from(queued.len)] = slot;
+        queued.rules[usize::from(queued.len)] = index as u8;
+        queued.len += 1;
     }
     match decision {
         Decision::Pass => false,
@@ -263,8 +274,7 @@ fn concurrency(selected: &Selected<'_>, held: &mut Held, limit: f64, count: u32)
 
 /// Time until the second window's current bucket ends (when the oldest counts start to leave).
 fn until_next_bucket(node: &ResourceNode, now: u64) -> Duration {
-    let bucket = node.second_window().config().bucket_length();
-    let nanos = bucket.as_nanos() as u64;
+    let nanos = node.second_window().bucket_nanos();
     Duration::from_nanos(nanos - now % nanos)
 }
 
@@ -281,7 +291,11 @@ pub(crate) fn give_back(
         caller.entrance_slot,
         held.limited,
     );
-    for &(index, slot) in &held.queued[..usize::from(held.queued_len)] {
+    let Some(queued) = &held.queued else {
+        return;
+    };
+    let taken = usize::from(queued.len);
+    for (&index, &slot) in queued.rules[..taken].iter().zip(&queued.slots[..taken]) {
         let compiled = &rules.rules[usize::from(index)];
         // Only the last slot of a schedule can be given back; an earlier one stays unused.
         match &*compiled.controller {

@@ -6,6 +6,7 @@ use super::window_config::WindowConfig;
 use crate::sync::{fence, spin_wait, thread_slot, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::fmt;
+use std::sync::atomic::AtomicBool;
 
 /// Most accumulator lines a window keeps (and a reader checks).
 pub(crate) const MAX_STRIPES: usize = 64;
@@ -79,6 +80,8 @@ pub struct SlidingWindow {
     /// mechanism), tagged by bucket id; `2 * buckets` slots so that a live bucket and a future
     /// one never share a slot.
     borrowed: Box<[AtomicU64]>,
+    /// Whether anything was ever borrowed: spares reads the borrowed words when nothing was.
+    any_borrowed: AtomicBool,
     late: AtomicU64,
 }
 
@@ -178,6 +181,7 @@ impl SlidingWindow {
             ring: Ring::new(buckets),
             accumulators: Accumulators::new(config.stripes().min(MAX_STRIPES)),
             borrowed: (0..2 * buckets).map(|_| AtomicU64::new(0)).collect(),
+            any_borrowed: AtomicBool::new(false),
             late: AtomicU64::new(0),
         }
     }
@@ -271,6 +275,9 @@ impl SlidingWindow {
     /// live (Sentinel's `addWaitingRequest`).
     pub fn add_borrowed(&self, at_nanos: u64, n: u64) {
         let id = at_nanos / self.bucket_nanos;
+        // Release: a reader that sees the flag set also sees words written before it was set;
+        // a word written after is seen like any other relaxed count.
+        self.any_borrowed.store(true, Ordering::Release);
         let word = &self.borrowed[(id % (2 * self.buckets)) as usize];
         if !tagged::add_or_claim_empty(word, id, n) {
             self.count_late();
@@ -299,7 +306,11 @@ impl SlidingWindow {
         self.bucket_nanos
     }
 
+    #[inline]
     fn borrowed_sum(&self, oldest: u64, newest: u64) -> u64 {
+        if !self.any_borrowed.load(Ordering::Acquire) {
+            return 0;
+        }
         let slots = 2 * self.buckets;
         (oldest..=newest)
             .filter_map(|id| {
