@@ -8,6 +8,22 @@
 //! usable on its own against any [`FlowStats`] (a mock in tests, a
 //! [`ResourceNode`](crate::stats::ResourceNode) in the entry path). A check never sleeps: it
 //! returns a [`Decision`] (pass, wait so long, or block).
+//!
+//! Rules are loaded with [`Spillway::load_flow_rules`](crate::Spillway::load_flow_rules) and checked
+//! on every entry; see that method for an example.
+//!
+//! # Window accuracy
+//!
+//! A QPS reject rule reads the sliding second window, so a one-second span that straddles its
+//! buckets can hold more than `count`. The admissions in any `buckets` consecutive buckets are at
+//! most `count`, and a one-second span overlaps at most `buckets + 1` of them, so no span holds
+//! more than `2 * count`. Bursts timed at bucket edges reach that bound with any bucket count
+//! (`count` at the end of a bucket, `count` again as soon as that bucket leaves the window, within
+//! `(buckets - 1) / buckets` s); uniform arrivals faster than `count` get exactly `count` in every
+//! one-second span, for Sentinel's 2 x 500 ms window and for 10 x 100 ms alike. The crate's
+//! `tests/window_accuracy.rs` checks all three statements. A finer window does not lower the
+//! worst case; it shortens how long a burst is held back. Where a hard bound matters, a throttle
+//! (leaky bucket) rule paces calls and never admits two within one `1 / count` interval.
 
 mod compiled;
 mod concurrency;
