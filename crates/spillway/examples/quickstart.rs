@@ -5,9 +5,11 @@
 //! ```
 //!
 //! Four worker threads call a simulated service (about 1 ms of work, one call in 20 failing) for
-//! five seconds. No rule is loaded yet, so nothing is blocked; every second the example prints
-//! what spillway measured: passes, blocks, completions, errors, average RT and concurrency.
+//! five seconds, about 3700 calls a second. One flow rule limits the resource to 2500 calls a
+//! second; a refused caller backs off for a millisecond. Every second the example prints what
+//! spillway measured: passes, blocks, completions, errors, average RT and concurrency.
 
+use spillway::flow::FlowRule;
 use spillway::{Spillway, TrafficType};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -17,6 +19,9 @@ const SECONDS: u64 = 5;
 
 fn main() {
     let spillway = Spillway::new();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("orders-qps", "GET /orders", 2_500.0)])
+        .expect("a valid rule");
     let resource = spillway
         .resource("GET /orders")
         .expect("the default registry has room");
@@ -45,7 +50,8 @@ fn main() {
                                 entry.mark_error();
                             }
                         }
-                        Err(blocked) => eprintln!("blocked: {blocked}"),
+                        // Refused: back off a little, as a polite client would.
+                        Err(_blocked) => std::thread::sleep(Duration::from_millis(1)),
                     }
                     n += WORKERS as u64;
                     calls.fetch_add(1, Ordering::Relaxed);
@@ -72,9 +78,10 @@ fn main() {
     });
     let stats = resource.stats();
     println!(
-        "total: {} calls, {} passed and {} completed in the last minute, {} errors",
+        "total: {} calls; in the last minute {} passed, {} blocked, {} completed, {} errors",
         calls.load(Ordering::Relaxed),
         stats.total_pass,
+        stats.total_block,
         stats.total_success,
         stats.total_error
     );

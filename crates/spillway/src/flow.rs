@@ -58,3 +58,6 @@ pub use warm_up_throttle::WarmUpThrottle;
 
 #[cfg(all(test, not(spillway_loom)))]
 mod tests;
+
+#[cfg(all(test, spillway_loom))]
+mod loom_schedule;
