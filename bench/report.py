@@ -23,6 +23,8 @@ GROUPS = {
     "admit/2t": ("shared_atomic", "The same, 2 threads at once: per-call cost."),
     "qps_rule/1t": ("governor_pass", "One QPS limit loaded; a call it passes and a call it refuses, 1 thread: spillway (entry + exit, QPS reject rule), governor (`check`), sentinel-core (entry + exit, reject flow rule)."),
     "qps_rule/2t": ("governor_pass", "The same, 2 threads at once: per-call cost."),
+    "rate_limiter/1t": ("governor_check_pass", "A standalone rate limiter asked for one permit without waiting, with one to give (pass) and without (reject), 1 thread: spillway's Guava-style `try_acquire(1, 0)` and governor's `check`."),
+    "rate_limiter/2t": ("governor_check_pass", "The same, 2 threads at once: per-call cost."),
 }
 
 

@@ -14,7 +14,7 @@
 //! - `ratelimit_try_wait`: ratelimit's `try_wait`;
 //! - `tokio_semaphore_try_acquire`: tokio `Semaphore::try_acquire` and drop of the permit.
 //!
-//! Group `qps_rule/{N}t`: see [`qps_rule`].
+//! Group `qps_rule/{N}t`: see [`qps_rule`]. Group `rate_limiter/{N}t`: see [`rate_limiter`].
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use governor::{Quota, RateLimiter};
@@ -187,5 +187,39 @@ fn qps_rule(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, admit, qps_rule);
+/// Group `rate_limiter/{N}t`: a standalone rate limiter asked for one permit without waiting,
+/// when it has one (pass) and when it has none (reject): spillway's Guava-style
+/// `RateLimiter::try_acquire(1, 0)`, governor's `check`.
+fn rate_limiter(c: &mut Criterion) {
+    let spillway_pass = spillway::RateLimiter::bursty(f64::INFINITY).unwrap();
+    let spillway_reject = spillway::RateLimiter::bursty(1e-9).unwrap();
+    let _ = spillway_reject.try_acquire(1, Duration::ZERO);
+    let governor_pass = RateLimiter::direct(Quota::per_second(NonZeroU32::MAX));
+    let governor_reject = RateLimiter::direct(Quota::per_hour(NonZeroU32::MIN));
+    let _ = governor_reject.check();
+    for threads in [1, 2] {
+        let mut group = c.benchmark_group(format!("rate_limiter/{threads}t"));
+        for (name, limiter) in [("pass", &spillway_pass), ("reject", &spillway_reject)] {
+            group.bench_function(format!("spillway_try_acquire_{name}"), |b| {
+                b.iter_custom(|iters| {
+                    run_parallel(threads, iters, || {
+                        black_box(limiter.try_acquire(1, Duration::ZERO).unwrap());
+                    })
+                })
+            });
+        }
+        for (name, limiter) in [("pass", &governor_pass), ("reject", &governor_reject)] {
+            group.bench_function(format!("governor_check_{name}"), |b| {
+                b.iter_custom(|iters| {
+                    run_parallel(threads, iters, || {
+                        black_box(limiter.check().is_ok());
+                    })
+                })
+            });
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, admit, qps_rule, rate_limiter);
 criterion_main!(benches);

@@ -1,0 +1,400 @@
+//! Guava's `RateLimiter`, exact to the microsecond: [`RateLimiter`].
+
+mod error;
+mod smooth;
+
+pub use error::RateLimiterError;
+
+use crate::clock::{AnyClock, Clock, SystemClock};
+use smooth::{Curve, Smooth};
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Guava's default cold factor for a warming-up limiter.
+pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
+
+/// A rate limiter with Guava's semantics: `SmoothBursty` and `SmoothWarmingUp`.
+///
+/// Permits are handed out at a steady rate. A caller never waits for its own permits: it waits
+/// for the previous caller's (the first reservation is free and the next caller pays for it),
+/// so a large request is granted at once and slows the requests after it. While unused, a
+/// bursty limiter stores up to `max_burst_seconds` of permits, which later requests take
+/// without waiting; a warming-up limiter stores permits that cost *more* (up to `cold_factor`
+/// times the stable interval), so that after idling it starts slowly and warms up over the
+/// warm-up period.
+///
+/// The arithmetic is Guava's, to the truncation: time in whole microseconds read from the clock,
+/// `(long)` casts where Guava casts, saturating sums. A rate of 3/s costs 333333 µs a permit and
+/// two permits 666666 µs.
+///
+/// Beyond Guava: the maximum burst of a bursty limiter is configurable; [`time_until_available`]
+/// and [`stored_permits`] peek without reserving; a zero warm-up period is sane (Guava stores NaN
+/// permits after any idle time); and the clock is injected.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::{ManualClock, RateLimiter};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::bursty_with_clock(5.0, clock.clone())?;
+/// assert_eq!(limiter.acquire(1)?, Duration::ZERO); // the first is free...
+/// assert_eq!(limiter.acquire(1)?, Duration::from_millis(200)); // ...the next pays for it
+/// assert_eq!(limiter.try_acquire(1, Duration::ZERO)?, None); // not free now
+/// # Ok::<(), spillway::RateLimiterError>(())
+/// ```
+///
+/// # Concurrency
+///
+/// Many threads may share one limiter. Each reservation takes a short lock around Guava's
+/// arithmetic (a few multiplications), so reservations are totally ordered: each caller's moment
+/// is no earlier than the one reserved before it (FIFO by reservation). Waiting happens outside
+/// the lock.
+///
+/// [`time_until_available`]: RateLimiter::time_until_available
+/// [`stored_permits`]: RateLimiter::stored_permits
+pub struct RateLimiter {
+    clock: AnyClock,
+    start_nanos: u64,
+    state: Mutex<Smooth>,
+    /// A copy of the next free moment, stored after every reservation. The moment only moves
+    /// forward, so a stale copy is never later than the truth: when even the copy says "not
+    /// within the timeout", the refusal needs no lock.
+    next_free_hint: AtomicI64,
+}
+
+/// Guava's `checkArgument(permitsPerSecond > 0.0 && !Double.isNaN(permitsPerSecond))`.
+fn check_rate(permits_per_second: f64) -> Result<(), RateLimiterError> {
+    if permits_per_second > 0.0 {
+        Ok(())
+    } else {
+        Err(RateLimiterError::Rate(permits_per_second))
+    }
+}
+
+fn check_permits(permits: u32) -> Result<(), RateLimiterError> {
+    if permits == 0 {
+        Err(RateLimiterError::ZeroPermits)
+    } else {
+        Ok(())
+    }
+}
+
+impl RateLimiter {
+    // === Constructors ===
+
+    /// Guava's `RateLimiter.create(permitsPerSecond)`: a bursty limiter storing up to one
+    /// second of permits, on the system clock.
+    ///
+    /// # Errors
+    ///
+    /// If the rate is not positive (or NaN).
+    pub fn bursty(permits_per_second: f64) -> Result<Self, RateLimiterError> {
+        Self::bursty_with_clock(permits_per_second, SystemClock::new())
+    }
+
+    /// [`bursty`](Self::bursty) on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// If the rate is not positive (or NaN).
+    pub fn bursty_with_clock<C: Clock>(
+        permits_per_second: f64,
+        clock: C,
+    ) -> Result<Self, RateLimiterError> {
+        Self::bursty_with_max_burst_with_clock(permits_per_second, 1.0, clock)
+    }
+
+    /// A bursty limiter storing up to `max_burst_seconds` of permits (Guava fixes 1.0).
+    ///
+    /// # Errors
+    ///
+    /// If the rate is not positive, or the burst is negative or not finite.
+    pub fn bursty_with_max_burst(
+        permits_per_second: f64,
+        max_burst_seconds: f64,
+    ) -> Result<Self, RateLimiterError> {
+        Self::bursty_with_max_burst_with_clock(
+            permits_per_second,
+            max_burst_seconds,
+            SystemClock::new(),
+        )
+    }
+
+    /// [`bursty_with_max_burst`](Self::bursty_with_max_burst) on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// If the rate is not positive, or the burst is negative or not finite.
+    pub fn bursty_with_max_burst_with_clock<C: Clock>(
+        permits_per_second: f64,
+        max_burst_seconds: f64,
+        clock: C,
+    ) -> Result<Self, RateLimiterError> {
+        if !(max_burst_seconds.is_finite() && max_burst_seconds >= 0.0) {
+            return Err(RateLimiterError::MaxBurst(max_burst_seconds));
+        }
+        Self::build(
+            Curve::Bursty { max_burst_seconds },
+            permits_per_second,
+            AnyClock::from_clock(clock),
+        )
+    }
+
+    /// Guava's `RateLimiter.create(permitsPerSecond, warmupPeriod)`: a warming-up limiter with
+    /// cold factor 3, starting cold, on the system clock.
+    ///
+    /// # Errors
+    ///
+    /// If the rate is not positive.
+    pub fn warming_up(
+        permits_per_second: f64,
+        warmup_period: Duration,
+    ) -> Result<Self, RateLimiterError> {
+        Self::warming_up_with_clock(permits_per_second, warmup_period, SystemClock::new())
+    }
+
+    /// [`warming_up`](Self::warming_up) on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// If the rate is not positive.
+    pub fn warming_up_with_clock<C: Clock>(
+        permits_per_second: f64,
+        warmup_period: Duration,
+        clock: C,
+    ) -> Result<Self, RateLimiterError> {
+        Self::warming_up_with_cold_factor_with_clock(
+            permits_per_second,
+            warmup_period,
+            DEFAULT_COLD_FACTOR,
+            clock,
+        )
+    }
+
+    /// A warming-up limiter with any cold factor (at least 1): cold, a permit costs
+    /// `cold_factor` stable intervals.
+    ///
+    /// # Errors
+    ///
+    /// If the rate is not positive, or the cold factor is below 1 or not finite.
+    pub fn warming_up_with_cold_factor(
+        permits_per_second: f64,
+        warmup_period: Duration,
+        cold_factor: f64,
+    ) -> Result<Self, RateLimiterError> {
+        Self::warming_up_with_cold_factor_with_clock(
+            permits_per_second,
+            warmup_period,
+            cold_factor,
+            SystemClock::new(),
+        )
+    }
+
+    /// [`warming_up_with_cold_factor`](Self::warming_up_with_cold_factor) on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// If the rate is not positive, or the cold factor is below 1 or not finite.
+    pub fn warming_up_with_cold_factor_with_clock<C: Clock>(
+        permits_per_second: f64,
+        warmup_period: Duration,
+        cold_factor: f64,
+        clock: C,
+    ) -> Result<Self, RateLimiterError> {
+        if !(cold_factor.is_finite() && cold_factor >= 1.0) {
+            return Err(RateLimiterError::ColdFactor(cold_factor));
+        }
+        let warmup_period_micros = i64::try_from(warmup_period.as_micros()).unwrap_or(i64::MAX);
+        let curve = Curve::WarmingUp {
+            warmup_period_micros,
+            cold_factor,
+            slope: 0.0,
+            threshold_permits: 0.0,
+        };
+        Self::build(curve, permits_per_second, AnyClock::from_clock(clock))
+    }
+
+    fn build(
+        curve: Curve,
+        permits_per_second: f64,
+        clock: AnyClock,
+    ) -> Result<Self, RateLimiterError> {
+        check_rate(permits_per_second)?;
+        let start_nanos = clock.now_nanos();
+        let mut state = Smooth::new(curve);
+        state.set_rate(permits_per_second, 0);
+        Ok(Self {
+            clock,
+            start_nanos,
+            state: Mutex::new(state),
+            next_free_hint: AtomicI64::new(0),
+        })
+    }
+
+    // === Reading time and the state ===
+
+    /// Guava's `stopwatch.readMicros()`: whole microseconds since the limiter was made.
+    fn now_micros(&self) -> i64 {
+        let elapsed = self.clock.now_nanos().saturating_sub(self.start_nanos) / 1_000;
+        i64::try_from(elapsed).unwrap_or(i64::MAX)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Smooth> {
+        // The arithmetic under the lock cannot panic; a poisoned lock still holds a valid state.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    // === Reserving and acquiring ===
+
+    /// Reserves `permits` and returns how long the caller must wait before using them; nothing
+    /// sleeps. Guava's `reserve`.
+    ///
+    /// # Errors
+    ///
+    /// If `permits` is 0.
+    pub fn reserve(&self, permits: u32) -> Result<Duration, RateLimiterError> {
+        check_permits(permits)?;
+        let now = self.now_micros();
+        let moment = self.reserve_locked(&mut self.lock(), permits, now);
+        Ok(micros(moment - now))
+    }
+
+    /// Reserves `permits` and waits for them on the clock ([`Clock::sleep`]: the thread sleeps, a
+    /// [`ManualClock`](crate::ManualClock) advances). Returns the time waited. Guava's `acquire`.
+    ///
+    /// # Errors
+    ///
+    /// If `permits` is 0.
+    pub fn acquire(&self, permits: u32) -> Result<Duration, RateLimiterError> {
+        let wait = self.reserve(permits)?;
+        self.clock.sleep(wait);
+        Ok(wait)
+    }
+
+    /// Reserves `permits` only if they can be had within `timeout` (a zero timeout: only if free
+    /// now), then waits for them as [`acquire`](Self::acquire) does. `None` if not; nothing is
+    /// reserved then. Guava's `tryAcquire(permits, timeout, unit)`: it succeeds iff the next free
+    /// moment minus the timeout is not after now.
+    ///
+    /// # Errors
+    ///
+    /// If `permits` is 0.
+    pub fn try_acquire(
+        &self,
+        permits: u32,
+        timeout: Duration,
+    ) -> Result<Option<Duration>, RateLimiterError> {
+        match self.try_reserve(permits, timeout)? {
+            Some(wait) => {
+                self.clock.sleep(wait);
+                Ok(Some(wait))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// [`try_acquire`](Self::try_acquire) without waiting: reserves if the permits can be had
+    /// within `timeout` and returns the wait owed.
+    ///
+    /// # Errors
+    ///
+    /// If `permits` is 0.
+    pub fn try_reserve(
+        &self,
+        permits: u32,
+        timeout: Duration,
+    ) -> Result<Option<Duration>, RateLimiterError> {
+        check_permits(permits)?;
+        let timeout_micros = i64::try_from(timeout.as_micros()).unwrap_or(i64::MAX);
+        let now = self.now_micros();
+        // Relaxed: the copy orders nothing; a stale one only sends the caller to the lock.
+        if self
+            .next_free_hint
+            .load(Ordering::Relaxed)
+            .saturating_sub(timeout_micros)
+            > now
+        {
+            return Ok(None);
+        }
+        let mut state = self.lock();
+        // Java: queryEarliestAvailable(nowMicros) - timeoutMicros <= nowMicros
+        if state.next_free_ticket_micros.saturating_sub(timeout_micros) > now {
+            return Ok(None);
+        }
+        let moment = self.reserve_locked(&mut state, permits, now);
+        Ok(Some(micros(moment - now)))
+    }
+
+    /// Reserves under the lock and publishes the new next free moment.
+    fn reserve_locked(&self, state: &mut Smooth, permits: u32, now: i64) -> i64 {
+        let moment = state.reserve_earliest_available(permits, now);
+        self.next_free_hint
+            .store(state.next_free_ticket_micros, Ordering::Relaxed);
+        moment
+    }
+
+    // === Rate ===
+
+    /// Changes the rate. The schedule already reserved stands (the next caller still pays the
+    /// previous one's debt at the old rate); stored permits are rescaled by new max / old max.
+    /// Guava's `setRate`.
+    ///
+    /// # Errors
+    ///
+    /// If the rate is not positive (or NaN); nothing changes then.
+    pub fn set_rate(&self, permits_per_second: f64) -> Result<(), RateLimiterError> {
+        check_rate(permits_per_second)?;
+        let now = self.now_micros();
+        self.lock().set_rate(permits_per_second, now);
+        Ok(())
+    }
+
+    /// The stable rate, `1e6 / stable interval in µs` (Guava's `getRate`).
+    pub fn rate(&self) -> f64 {
+        self.lock().rate()
+    }
+
+    // === Peeking ===
+
+    /// How long a reservation made now would wait, without reserving: a `Retry-After` hint. With
+    /// Guava's pay-later rule this does not depend on `permits` (the caller's own permits are
+    /// paid by the next caller); they are checked like a reservation's.
+    ///
+    /// # Errors
+    ///
+    /// If `permits` is 0.
+    pub fn time_until_available(&self, permits: u32) -> Result<Duration, RateLimiterError> {
+        check_permits(permits)?;
+        let now = self.now_micros();
+        Ok(micros(self.lock().next_free_ticket_micros - now))
+    }
+
+    /// Permits stored now (as a reservation now would find them), without reserving.
+    pub fn stored_permits(&self) -> f64 {
+        let now = self.now_micros();
+        self.lock().stored_at(now)
+    }
+}
+
+/// A non-negative number of microseconds as a duration (Guava's `max(moment - now, 0)`).
+fn micros(value: i64) -> Duration {
+    Duration::from_micros(u64::try_from(value).unwrap_or(0))
+}
+
+impl fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("RateLimiter")
+            .field("rate", &state.rate())
+            .field("stored_permits", &state.stored_permits)
+            .field("max_permits", &state.max_permits)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(spillway_loom)))]
+mod tests;
