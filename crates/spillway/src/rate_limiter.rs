@@ -6,7 +6,7 @@ mod smooth;
 pub use error::RateLimiterError;
 
 use crate::clock::{AnyClock, Clock, SystemClock};
-use smooth::{Curve, Smooth};
+use smooth::{Curve, Smooth, Undo};
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
@@ -60,9 +60,11 @@ pub struct RateLimiter {
     clock: AnyClock,
     start_nanos: u64,
     state: Mutex<Smooth>,
-    /// A copy of the next free moment, stored after every reservation. The moment only moves
-    /// forward, so a stale copy is never later than the truth: when even the copy says "not
-    /// within the timeout", the refusal needs no lock.
+    /// A copy of the next free moment, stored under the lock after every change. Between
+    /// changes the moment only moves forward through reservations, and a cancelled reservation
+    /// stores the moment it moves back to before the lock is released, so a read of the copy is
+    /// never later than the truth was at some point since: when even the copy says "not within
+    /// the timeout", the refusal needs no lock.
     next_free_hint: AtomicI64,
 }
 
@@ -329,6 +331,42 @@ impl RateLimiter {
         Ok(Some(micros(moment - now)))
     }
 
+    /// Reserves `permits` like [`reserve`](Self::reserve), returning a [`Reservation`] that can
+    /// be given back while nothing was reserved after it: what an async waiter that may be
+    /// dropped before its turn needs to stay cancellation-safe.
+    ///
+    /// # Errors
+    ///
+    /// If `permits` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::{ManualClock, RateLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = RateLimiter::bursty_with_clock(5.0, ManualClock::new())?;
+    /// limiter.reserve(1)?; // free; the next caller owes 200 ms
+    /// let reservation = limiter.reserve_cancellable(1)?;
+    /// assert_eq!(reservation.wait(), Duration::from_millis(200));
+    /// assert!(reservation.cancel()); // the waiter went away: its slot is free again
+    /// assert_eq!(limiter.reserve(1)?, Duration::from_millis(200));
+    /// # Ok::<(), spillway::RateLimiterError>(())
+    /// ```
+    pub fn reserve_cancellable(&self, permits: u32) -> Result<Reservation<'_>, RateLimiterError> {
+        check_permits(permits)?;
+        let now = self.now_micros();
+        let mut state = self.lock();
+        let (moment, undo) = state.reserve_with_undo(permits, now);
+        self.next_free_hint
+            .store(state.next_free_ticket_micros, Ordering::Relaxed);
+        Ok(Reservation {
+            limiter: self,
+            wait: micros(moment - now),
+            undo,
+        })
+    }
+
     /// Reserves under the lock and publishes the new next free moment.
     fn reserve_locked(&self, state: &mut Smooth, permits: u32, now: i64) -> i64 {
         let moment = state.reserve_earliest_available(permits, now);
@@ -377,6 +415,42 @@ impl RateLimiter {
     pub fn stored_permits(&self) -> f64 {
         let now = self.now_micros();
         self.lock().stored_at(now)
+    }
+}
+
+/// Permits reserved from a [`RateLimiter`] that may still be given back.
+///
+/// Dropping it keeps the reservation (as [`commit`](Self::commit) does); [`cancel`](Self::cancel)
+/// gives it back if nothing was reserved after it. The caller waits [`wait`](Self::wait) before
+/// using the permits.
+#[derive(Debug)]
+#[must_use = "a reservation is kept when dropped; call `cancel` to give it back"]
+pub struct Reservation<'a> {
+    limiter: &'a RateLimiter,
+    wait: Duration,
+    undo: Undo,
+}
+
+impl Reservation<'_> {
+    /// How long the caller must wait, from the reservation, before using the permits.
+    pub fn wait(&self) -> Duration {
+        self.wait
+    }
+
+    /// Keeps the reservation.
+    pub fn commit(self) {}
+
+    /// Gives the reservation back, if nothing was reserved (and the rate did not change) after
+    /// it: the next caller then gets this one's moment. Returns whether it was given back; if
+    /// not, the permits stay reserved and unused (later callers' moments do not move).
+    pub fn cancel(self) -> bool {
+        let mut state = self.limiter.lock();
+        let undone = state.undo(self.undo);
+        // Under the lock, like every store of the copy: it follows the schedule back.
+        self.limiter
+            .next_free_hint
+            .store(state.next_free_ticket_micros, Ordering::Relaxed);
+        undone
     }
 }
 

@@ -35,4 +35,17 @@ fn public_types_are_send_and_sync() {
     is_send_sync::<ResourceNode>();
     is_send_sync::<NodeConfig>();
     is_send_sync::<NodeStats>();
+    is_send_sync::<RateLimiter>();
+    is_send_sync::<RateLimiterError>();
+    is_send_sync::<Reservation<'static>>();
+    is_send_sync::<Admission<'static>>();
+    is_send_sync::<Pending<'static>>();
+    is_send_sync::<spillway::flow::FlowRule>();
+    is_send_sync::<spillway::flow::FlowRuleError>();
+    is_send_sync::<spillway::flow::Throttle>();
+    is_send_sync::<spillway::flow::WarmUp>();
+    is_send_sync::<spillway::flow::WarmUpThrottle>();
+    is_send_sync::<spillway::flow::QpsReject>();
+    is_send_sync::<spillway::flow::ConcurrencyLimit>();
+    is_send_sync::<spillway::flow::Decision>();
 }

@@ -24,6 +24,17 @@ pub(super) struct Smooth {
     pub(super) max_permits: f64,
     pub(super) stable_interval_micros: f64,
     pub(super) next_free_ticket_micros: i64,
+    /// Counts reservations and rate changes, so that a reservation can tell whether it is still
+    /// the last thing that happened to the schedule.
+    pub(super) sequence: u64,
+}
+
+/// What undoing one reservation takes, if nothing happened to the schedule after it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Undo {
+    sequence: u64,
+    wait_micros: i64,
+    stored_spent: f64,
 }
 
 impl Smooth {
@@ -34,11 +45,13 @@ impl Smooth {
             max_permits: 0.0,
             stable_interval_micros: 0.0,
             next_free_ticket_micros: 0,
+            sequence: 0,
         }
     }
 
     /// Guava's `doSetRate(permitsPerSecond, nowMicros)`.
     pub(super) fn set_rate(&mut self, permits_per_second: f64, now_micros: i64) {
+        self.sequence += 1;
         self.resync(now_micros);
         self.stable_interval_micros = 1_000_000.0 / permits_per_second;
         let stable = self.stable_interval_micros;
@@ -121,6 +134,12 @@ impl Smooth {
     /// Guava's `reserveEarliestAvailable`: the moment this reservation may go (the caller pays
     /// the previous caller's debt), charging its own cost to the next one.
     pub(super) fn reserve_earliest_available(&mut self, permits: u32, now_micros: i64) -> i64 {
+        self.reserve_with_undo(permits, now_micros).0
+    }
+
+    /// [`reserve_earliest_available`](Self::reserve_earliest_available), also returning how to
+    /// undo it.
+    pub(super) fn reserve_with_undo(&mut self, permits: u32, now_micros: i64) -> (i64, Undo) {
         self.resync(now_micros);
         let moment = self.next_free_ticket_micros;
         let required = f64::from(permits);
@@ -130,9 +149,28 @@ impl Smooth {
         let wait = self
             .stored_permits_to_wait_time(self.stored_permits, stored_to_spend)
             .saturating_add((fresh * self.stable_interval_micros) as i64);
-        self.next_free_ticket_micros = self.next_free_ticket_micros.saturating_add(wait);
+        let before = self.next_free_ticket_micros;
+        self.next_free_ticket_micros = before.saturating_add(wait);
         self.stored_permits -= stored_to_spend;
-        moment
+        self.sequence += 1;
+        let undo = Undo {
+            sequence: self.sequence,
+            wait_micros: self.next_free_ticket_micros - before,
+            stored_spent: stored_to_spend,
+        };
+        (moment, undo)
+    }
+
+    /// Gives a reservation back if nothing was reserved (and the rate did not change) after it:
+    /// the schedule and the stored permits return to what they were. Returns whether it did.
+    pub(super) fn undo(&mut self, undo: Undo) -> bool {
+        if self.sequence != undo.sequence {
+            return false;
+        }
+        self.next_free_ticket_micros -= undo.wait_micros;
+        self.stored_permits += undo.stored_spent;
+        self.sequence += 1;
+        true
     }
 
     /// Guava's `storedPermitsToWaitTime`: free for a bursty limiter; for a warming-up one the
