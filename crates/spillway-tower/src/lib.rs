@@ -1,0 +1,34 @@
+//! spillway on tokio: the crate that owns the async runtime.
+//!
+//! spillway's core decides and never sleeps; this crate waits. Every wait here is a tokio timer,
+//! never a blocked runtime thread, and every wait is cancellation-safe: a future dropped before
+//! its turn gives its reservation back.
+//!
+//! - [`TokioClock`]: a [`spillway::Clock`] on tokio's time, so that
+//!   `#[tokio::test(start_paused = true)]` drives spillway's statistics and its waits together.
+//! - [`acquire`]: Guava's `acquire` for a [`spillway::RateLimiter`], awaited.
+//! - [`enter`]: an entry that a pacing flow rule may queue, awaited.
+//!
+//! # Examples
+//!
+//! ```
+//! use spillway::RateLimiter;
+//! use spillway_tower::{acquire, TokioClock};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), spillway::RateLimiterError> {
+//! let limiter = RateLimiter::bursty_with_clock(5.0, TokioClock::new())?;
+//! assert_eq!(acquire(&limiter, 1).await?, Duration::ZERO);
+//! assert_eq!(acquire(&limiter, 1).await?, Duration::from_millis(200));
+//! # Ok(())
+//! # }
+//! ```
+
+mod clock;
+mod entry;
+mod rate_limiter;
+
+pub use clock::TokioClock;
+pub use entry::enter;
+pub use rate_limiter::acquire;
