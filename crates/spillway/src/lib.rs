@@ -5,9 +5,10 @@
 //! `RateLimiter` and Dubbo's limits.
 //!
 //! This crate is the core engine: time ([`Clock`], [`ManualClock`]), statistics
-//! ([`stats::StripedCounter`], [`stats::SlidingWindow`], [`stats::ResourceNode`]) and the entry
-//! path ([`Spillway`], [`Resource`], [`Entry`], [`BlockError`]). It has no async runtime and does
-//! no network I/O.
+//! ([`stats::StripedCounter`], [`stats::SlidingWindow`], [`stats::ResourceNode`]), the entry
+//! path ([`Spillway`], [`Resource`], [`Entry`], [`BlockError`]), flow rules ([`flow`]) and
+//! Guava's rate limiter ([`RateLimiter`]). It has no async runtime and does no network I/O; the
+//! `spillway-tower` crate awaits what this one decides.
 //!
 //! # Quick start
 //!
