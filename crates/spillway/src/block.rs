@@ -14,6 +14,10 @@ pub enum BlockKind {
     ResourceCap,
     /// A flow rule ([`FlowRule`](crate::flow::FlowRule)).
     Flow,
+    /// A Dubbo TPS limit ([`TpsLimiter`](crate::dubbo::TpsLimiter)).
+    Tps,
+    /// A Dubbo `executes` limit ([`ExecuteLimiter`](crate::dubbo::ExecuteLimiter)).
+    Executes,
 }
 
 impl BlockKind {
@@ -22,6 +26,8 @@ impl BlockKind {
         match self {
             BlockKind::ResourceCap => "resource_cap",
             BlockKind::Flow => "flow",
+            BlockKind::Tps => "tps",
+            BlockKind::Executes => "executes",
         }
     }
 }

@@ -63,6 +63,7 @@ mod block;
 mod bounded_map;
 mod clock;
 mod core;
+pub mod dubbo;
 mod entry;
 pub mod flow;
 mod intern;

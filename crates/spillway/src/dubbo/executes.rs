@@ -1,0 +1,165 @@
+//! Dubbo's `ExecuteLimitFilter`: a concurrency limit per key that refuses at once when full.
+
+use crate::block::{BlockError, BlockKind};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Default cap on keys an [`ExecuteLimiter`] tracks.
+pub const DEFAULT_MAX_EXECUTE_KEYS: usize = 10_000;
+
+/// Dubbo's `executes`: at most `max` calls in flight per key (a service, or a service and
+/// method), refusing at once when full. Dubbo's `RpcStatus.beginCount`: the check and the count
+/// are one compare-and-swap, and a `max` of 0 means unlimited (still counted).
+///
+/// The [`ExecutePermit`] returned releases the place when dropped, however the call ends (return,
+/// error, panic, or a dropped future). Keys are capped; a new key past the cap first evicts keys
+/// with nothing in flight (losslessly), and is refused (counted) if none has.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::dubbo::ExecuteLimiter;
+///
+/// let executes = ExecuteLimiter::new();
+/// let first = executes.try_acquire("OrderService.create", 1)?;
+/// assert!(executes.try_acquire("OrderService.create", 1).is_err());
+/// drop(first);
+/// assert!(executes.try_acquire("OrderService.create", 1).is_ok());
+/// # Ok::<(), spillway::BlockError>(())
+/// ```
+///
+/// # Memory ordering
+///
+/// A key's in-flight count is one atomic, taken by compare-and-swap and released by `fetch_sub`,
+/// both `AcqRel`: a release happens before the acquire that reuses its place.
+pub struct ExecuteLimiter {
+    max_keys: usize,
+    keys: RwLock<HashMap<Arc<str>, Arc<AtomicU32>>>,
+    key_overflows: AtomicU64,
+}
+
+/// A place taken under an [`ExecuteLimiter`]; dropping it gives the place back.
+#[derive(Debug)]
+#[must_use = "the place is given back when the permit is dropped"]
+pub struct ExecutePermit {
+    in_flight: Arc<AtomicU32>,
+}
+
+impl Drop for ExecutePermit {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ExecuteLimiter {
+    /// A limiter tracking up to [`DEFAULT_MAX_EXECUTE_KEYS`] keys.
+    pub fn new() -> Self {
+        Self::with_max_keys(DEFAULT_MAX_EXECUTE_KEYS)
+    }
+
+    /// A limiter tracking up to `max_keys` keys.
+    pub fn with_max_keys(max_keys: usize) -> Self {
+        Self {
+            max_keys,
+            keys: RwLock::new(HashMap::new()),
+            key_overflows: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes a place for a call of `key` if fewer than `max` are in flight (`max` 0: unlimited).
+    ///
+    /// # Errors
+    ///
+    /// A [`BlockKind::Executes`] error (observed = in flight, threshold = `max`) when full, or when
+    /// a new key meets the full key cap.
+    pub fn try_acquire(&self, key: &str, max: u32) -> Result<ExecutePermit, BlockError> {
+        let max = if max == 0 { u32::MAX } else { max };
+        let in_flight = self.counter(key)?;
+        let mut current = in_flight.load(Ordering::Acquire);
+        loop {
+            if current >= max {
+                let error = BlockError::new(
+                    BlockKind::Executes,
+                    Cow::Owned(key.to_owned()),
+                    f64::from(current),
+                    f64::from(max),
+                );
+                return Err(error);
+            }
+            match in_flight.compare_exchange_weak(
+                current,
+                current + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(ExecutePermit { in_flight }),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    fn counter(&self, key: &str) -> Result<Arc<AtomicU32>, BlockError> {
+        if let Some(counter) = self.read().get(key) {
+            return Ok(counter.clone());
+        }
+        let mut keys = self.write();
+        if let Some(counter) = keys.get(key) {
+            return Ok(counter.clone());
+        }
+        if keys.len() >= self.max_keys {
+            // Only counters nobody holds (no permit out, no caller between lookup and CAS).
+            keys.retain(|_, counter| Arc::strong_count(counter) > 1);
+        }
+        if keys.len() >= self.max_keys {
+            self.key_overflows.fetch_add(1, Ordering::Relaxed);
+            let cap = self.max_keys as f64;
+            return Err(BlockError::new(
+                BlockKind::Executes,
+                Cow::Owned(key.to_owned()),
+                cap,
+                cap,
+            ));
+        }
+        let counter = Arc::new(AtomicU32::new(0));
+        keys.insert(Arc::from(key), counter.clone());
+        Ok(counter)
+    }
+
+    /// Calls of `key` in flight.
+    pub fn in_flight(&self, key: &str) -> u32 {
+        self.read()
+            .get(key)
+            .map_or(0, |counter| counter.load(Ordering::Acquire))
+    }
+
+    /// Calls refused because a new key met the full key cap.
+    pub fn key_overflows(&self) -> u64 {
+        self.key_overflows.load(Ordering::Relaxed)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<AtomicU32>>> {
+        self.keys.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<AtomicU32>>> {
+        self.keys.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Default for ExecuteLimiter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for ExecuteLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecuteLimiter")
+            .field("keys", &self.read().len())
+            .field("max_keys", &self.max_keys)
+            .finish_non_exhaustive()
+    }
+}
