@@ -15,6 +15,7 @@
 //! - `tokio_semaphore_try_acquire`: tokio `Semaphore::try_acquire` and drop of the permit.
 //!
 //! Group `qps_rule/{N}t`: see [`qps_rule`]. Group `rate_limiter/{N}t`: see [`rate_limiter`].
+//! Group `dubbo/{N}t`: see [`dubbo`].
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use governor::{Quota, RateLimiter};
@@ -221,5 +222,41 @@ fn rate_limiter(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, admit, qps_rule, rate_limiter);
+/// Group `dubbo/{N}t`: Dubbo's limits on one key, never reached: spillway's `executes`
+/// acquire + release (through a pre-resolved key) and TPS check (by name), next to tokio's `Semaphore::try_acquire` + release.
+fn dubbo(c: &mut Criterion) {
+    use spillway::dubbo::{ExecuteLimiter, TpsConfig, TpsLimiter};
+    let executes = ExecuteLimiter::new();
+    let create = executes.key("OrderService.create").unwrap();
+    let tps = TpsLimiter::new();
+    let tps_config = TpsConfig::new(u32::MAX, Duration::from_secs(3_600));
+    let semaphore = tokio::sync::Semaphore::new(tokio::sync::Semaphore::MAX_PERMITS);
+    for threads in [1, 2] {
+        let mut group = c.benchmark_group(format!("dubbo/{threads}t"));
+        group.bench_function("spillway_executes_acquire_release", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    drop(black_box(
+                        executes.try_acquire("OrderService.create", 1_000_000),
+                    ));
+                })
+            })
+        });
+        group.bench_function("spillway_tps_check", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    black_box(tps.try_acquire("OrderService", tps_config).is_ok());
+                })
+            })
+        });
+        group.bench_function("tokio_semaphore_try_acquire", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || drop(black_box(semaphore.try_acquire())))
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, admit, qps_rule, rate_limiter, dubbo);
 criterion_main!(benches);

@@ -10,5 +10,7 @@ mod tps;
 #[cfg(all(test, not(spillway_loom)))]
 mod tests;
 
-pub use executes::{ExecuteLimiter, ExecutePermit, DEFAULT_MAX_EXECUTE_KEYS};
+pub use executes::{
+    ExecuteKey, ExecuteKeyPermit, ExecuteLimiter, ExecutePermit, DEFAULT_MAX_EXECUTE_KEYS,
+};
 pub use tps::{TpsConfig, TpsLimiter, TpsState, DEFAULT_MAX_TPS_KEYS, DEFAULT_TPS_INTERVAL};

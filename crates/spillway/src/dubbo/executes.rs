@@ -16,7 +16,8 @@ pub const DEFAULT_MAX_EXECUTE_KEYS: usize = 10_000;
 ///
 /// The [`ExecutePermit`] returned releases the place when dropped, however the call ends (return,
 /// error, panic, or a dropped future). Keys are capped; a new key past the cap first evicts keys
-/// with nothing in flight (losslessly), and is refused (counted) if none has.
+/// nobody holds (nothing in flight, no handle: lossless), and is refused (counted) if none is.
+/// For the hot path, resolve a key once with [`key`](Self::key).
 ///
 /// # Examples
 ///
@@ -54,6 +55,78 @@ impl Drop for ExecutePermit {
     }
 }
 
+/// A pre-resolved key of an [`ExecuteLimiter`] (see [`ExecuteLimiter::key`]).
+#[derive(Debug, Clone)]
+pub struct ExecuteKey {
+    name: &'static str,
+    in_flight: Arc<AtomicU32>,
+}
+
+/// A place taken through an [`ExecuteKey`]; dropping it gives the place back.
+#[derive(Debug)]
+#[must_use = "the place is given back when the permit is dropped"]
+pub struct ExecuteKeyPermit<'a> {
+    in_flight: &'a AtomicU32,
+}
+
+impl Drop for ExecuteKeyPermit<'_> {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl ExecuteKey {
+    /// Takes a place if fewer than `max` are in flight (`max` 0: unlimited), with no lookup and
+    /// no reference counting.
+    ///
+    /// # Errors
+    ///
+    /// A [`BlockKind::Executes`] error (observed = in flight, threshold = `max`) when full.
+    #[inline]
+    pub fn try_acquire(&self, max: u32) -> Result<ExecuteKeyPermit<'_>, BlockError> {
+        match take(&self.in_flight, max) {
+            Ok(()) => Ok(ExecuteKeyPermit {
+                in_flight: &self.in_flight,
+            }),
+            Err(seen) => Err(full(Cow::Borrowed(self.name), seen)),
+        }
+    }
+
+    /// Calls in flight for this key.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Acquire)
+    }
+}
+
+/// Dubbo's `beginCount`: one place on `in_flight` if fewer than `max` (0: unlimited) are taken;
+/// otherwise the count seen and the effective max.
+#[inline]
+fn take(in_flight: &AtomicU32, max: u32) -> Result<(), (u32, u32)> {
+    let max = if max == 0 { u32::MAX } else { max };
+    let mut current = in_flight.load(Ordering::Acquire);
+    loop {
+        if current >= max {
+            return Err((current, max));
+        }
+        match in_flight.compare_exchange_weak(
+            current,
+            current + 1,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Ok(()),
+            Err(actual) => current = actual,
+        }
+    }
+}
+
+/// The refusal of a full key (cold: kept out of the acquire path).
+#[cold]
+#[inline(never)]
+fn full(key: Cow<'static, str>, (current, max): (u32, u32)) -> BlockError {
+    BlockError::new(BlockKind::Executes, key, f64::from(current), f64::from(max))
+}
+
 impl ExecuteLimiter {
     /// A limiter tracking up to [`DEFAULT_MAX_EXECUTE_KEYS`] keys.
     pub fn new() -> Self {
@@ -76,29 +149,39 @@ impl ExecuteLimiter {
     /// A [`BlockKind::Executes`] error (observed = in flight, threshold = `max`) when full, or when
     /// a new key meets the full key cap.
     pub fn try_acquire(&self, key: &str, max: u32) -> Result<ExecutePermit, BlockError> {
-        let max = if max == 0 { u32::MAX } else { max };
         let in_flight = self.counter(key)?;
-        let mut current = in_flight.load(Ordering::Acquire);
-        loop {
-            if current >= max {
-                let error = BlockError::new(
-                    BlockKind::Executes,
-                    Cow::Owned(key.to_owned()),
-                    f64::from(current),
-                    f64::from(max),
-                );
-                return Err(error);
-            }
-            match in_flight.compare_exchange_weak(
-                current,
-                current + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Ok(ExecutePermit { in_flight }),
-                Err(actual) => current = actual,
-            }
+        match take(&in_flight, max) {
+            Ok(()) => Ok(ExecutePermit { in_flight }),
+            Err(seen) => Err(full(Cow::Owned(key.to_owned()), seen)),
         }
+    }
+
+    /// A pre-resolved handle on `key`: its acquires skip the key lookup and touch no reference
+    /// count (the handle keeps the key from being evicted). The key's name is kept for the life
+    /// of the process, for blocks that name it without allocating.
+    ///
+    /// # Errors
+    ///
+    /// A [`BlockKind::Executes`] error when `key` is new and the key cap is full.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::dubbo::ExecuteLimiter;
+    ///
+    /// let executes = ExecuteLimiter::new();
+    /// let create = executes.key("OrderService.create")?;
+    /// let permit = create.try_acquire(1)?;
+    /// assert!(create.try_acquire(1).is_err());
+    /// drop(permit);
+    /// assert_eq!(create.in_flight(), 0);
+    /// # Ok::<(), spillway::BlockError>(())
+    /// ```
+    pub fn key(&self, key: &str) -> Result<ExecuteKey, BlockError> {
+        Ok(ExecuteKey {
+            name: crate::intern::intern(key),
+            in_flight: self.counter(key)?,
+        })
     }
 
     fn counter(&self, key: &str) -> Result<Arc<AtomicU32>, BlockError> {
@@ -110,7 +193,7 @@ impl ExecuteLimiter {
             return Ok(counter.clone());
         }
         if keys.len() >= self.max_keys {
-            // Only counters nobody holds (no permit out, no caller between lookup and CAS).
+            // Only counters nobody holds (no permit, no handle, no caller between lookup and CAS).
             keys.retain(|_, counter| Arc::strong_count(counter) > 1);
         }
         if keys.len() >= self.max_keys {
