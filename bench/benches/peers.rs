@@ -236,9 +236,7 @@ fn dubbo(c: &mut Criterion) {
         group.bench_function("spillway_executes_acquire_release", |b| {
             b.iter_custom(|iters| {
                 run_parallel(threads, iters, || {
-                    drop(black_box(
-                        executes.try_acquire("OrderService.create", 1_000_000),
-                    ));
+                    drop(black_box(create.try_acquire(1_000_000)));
                 })
             })
         });
