@@ -41,7 +41,7 @@ mod warm_up_throttle;
 pub use concurrency::ConcurrencyLimit;
 
 pub(crate) use compiled::{Controller, ResourceRules};
-pub(crate) use concurrency::try_acquire_on;
+pub(crate) use concurrency::{try_acquire_on, try_increment};
 pub use decision::Decision;
 pub use reject::QpsReject;
 pub use rule::{
@@ -59,5 +59,7 @@ pub use warm_up_throttle::WarmUpThrottle;
 #[cfg(all(test, not(spillway_loom)))]
 mod tests;
 
+#[cfg(all(test, spillway_loom))]
+mod loom_concurrency;
 #[cfg(all(test, spillway_loom))]
 mod loom_schedule;

@@ -1,10 +1,11 @@
 //! Dubbo's `ExecuteLimitFilter`: a concurrency limit per key that refuses at once when full.
 
 use crate::block::{BlockError, BlockKind};
+use crate::flow::try_increment;
+use crate::sync::{AtomicU64, Ordering};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Default cap on keys an [`ExecuteLimiter`] tracks.
@@ -38,7 +39,7 @@ pub const DEFAULT_MAX_EXECUTE_KEYS: usize = 10_000;
 /// both `AcqRel`: a release happens before the acquire that reuses its place.
 pub struct ExecuteLimiter {
     max_keys: usize,
-    keys: RwLock<HashMap<Arc<str>, Arc<AtomicU32>>>,
+    keys: RwLock<HashMap<Arc<str>, Arc<AtomicU64>>>,
     key_overflows: AtomicU64,
 }
 
@@ -46,7 +47,7 @@ pub struct ExecuteLimiter {
 #[derive(Debug)]
 #[must_use = "the place is given back when the permit is dropped"]
 pub struct ExecutePermit {
-    in_flight: Arc<AtomicU32>,
+    in_flight: Arc<AtomicU64>,
 }
 
 impl Drop for ExecutePermit {
@@ -59,14 +60,14 @@ impl Drop for ExecutePermit {
 #[derive(Debug, Clone)]
 pub struct ExecuteKey {
     name: &'static str,
-    in_flight: Arc<AtomicU32>,
+    in_flight: Arc<AtomicU64>,
 }
 
 /// A place taken through an [`ExecuteKey`]; dropping it gives the place back.
 #[derive(Debug)]
 #[must_use = "the place is given back when the permit is dropped"]
 pub struct ExecuteKeyPermit<'a> {
-    in_flight: &'a AtomicU32,
+    in_flight: &'a AtomicU64,
 }
 
 impl Drop for ExecuteKeyPermit<'_> {
@@ -93,7 +94,7 @@ impl ExecuteKey {
     }
 
     /// Calls in flight for this key.
-    pub fn in_flight(&self) -> u32 {
+    pub fn in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Acquire)
     }
 }
@@ -101,30 +102,16 @@ impl ExecuteKey {
 /// Dubbo's `beginCount`: one place on `in_flight` if fewer than `max` (0: unlimited) are taken;
 /// otherwise the count seen and the effective max.
 #[inline]
-fn take(in_flight: &AtomicU32, max: u32) -> Result<(), (u32, u32)> {
+fn take(in_flight: &AtomicU64, max: u32) -> Result<(), (u64, u32)> {
     let max = if max == 0 { u32::MAX } else { max };
-    let mut current = in_flight.load(Ordering::Acquire);
-    loop {
-        if current >= max {
-            return Err((current, max));
-        }
-        match in_flight.compare_exchange_weak(
-            current,
-            current + 1,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => return Ok(()),
-            Err(actual) => current = actual,
-        }
-    }
+    try_increment(in_flight, |current| current < u64::from(max)).map_err(|seen| (seen, max))
 }
 
 /// The refusal of a full key (cold: kept out of the acquire path).
 #[cold]
 #[inline(never)]
-fn full(key: Cow<'static, str>, (current, max): (u32, u32)) -> BlockError {
-    BlockError::new(BlockKind::Executes, key, f64::from(current), f64::from(max))
+fn full(key: Cow<'static, str>, (current, max): (u64, u32)) -> BlockError {
+    BlockError::new(BlockKind::Executes, key, current as f64, f64::from(max))
 }
 
 impl ExecuteLimiter {
@@ -184,7 +171,7 @@ impl ExecuteLimiter {
         })
     }
 
-    fn counter(&self, key: &str) -> Result<Arc<AtomicU32>, BlockError> {
+    fn counter(&self, key: &str) -> Result<Arc<AtomicU64>, BlockError> {
         if let Some(counter) = self.read().get(key) {
             return Ok(counter.clone());
         }
@@ -206,13 +193,13 @@ impl ExecuteLimiter {
                 cap,
             ));
         }
-        let counter = Arc::new(AtomicU32::new(0));
+        let counter = Arc::new(AtomicU64::new(0));
         keys.insert(Arc::from(key), counter.clone());
         Ok(counter)
     }
 
     /// Calls of `key` in flight.
-    pub fn in_flight(&self, key: &str) -> u32 {
+    pub fn in_flight(&self, key: &str) -> u64 {
         self.read()
             .get(key)
             .map_or(0, |counter| counter.load(Ordering::Acquire))
@@ -223,11 +210,11 @@ impl ExecuteLimiter {
         self.key_overflows.load(Ordering::Relaxed)
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<AtomicU32>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<AtomicU64>>> {
         self.keys.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<AtomicU32>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<AtomicU64>>> {
         self.keys.write().unwrap_or_else(|e| e.into_inner())
     }
 }

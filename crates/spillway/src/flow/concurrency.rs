@@ -65,9 +65,19 @@ impl ConcurrencyLimit {
 /// Takes one place on `counter` if `in_flight + acquire <= count`; on refusal returns the count in
 /// flight that was seen.
 pub(crate) fn try_acquire_on(counter: &AtomicU64, count: f64, acquire: u32) -> Result<(), u64> {
+    try_increment(counter, |current| {
+        current as f64 + f64::from(acquire) <= count
+    })
+}
+
+/// Check and count in one step: adds one to `counter` if `fits(current)`, with compare-and-swap
+/// (`AcqRel`); on refusal returns the value seen. Every exact concurrency limit in the crate
+/// (flow rules, Dubbo's `executes`) takes its places through here.
+#[inline]
+pub(crate) fn try_increment(counter: &AtomicU64, fits: impl Fn(u64) -> bool) -> Result<(), u64> {
     let mut current = counter.load(Ordering::Acquire);
     loop {
-        if (current as f64 + f64::from(acquire)) > count {
+        if !fits(current) {
             return Err(current);
         }
         match counter.compare_exchange_weak(
