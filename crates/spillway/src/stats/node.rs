@@ -170,16 +170,14 @@ impl ResourceNode {
     #[inline]
     pub fn add_pass(&self, now_nanos: u64, count: u64) {
         let slot = thread_slot();
-        self.second.add_from(slot, now_nanos, Event::Pass, count);
-        self.minute.add_from(slot, now_nanos, Event::Pass, count);
+        self.add_both(slot, now_nanos, Event::Pass, count);
     }
 
     /// Records `count` refusals.
     #[inline]
     pub fn add_block(&self, now_nanos: u64, count: u64) {
         let slot = thread_slot();
-        self.second.add_from(slot, now_nanos, Event::Block, count);
-        self.minute.add_from(slot, now_nanos, Event::Block, count);
+        self.add_both(slot, now_nanos, Event::Block, count);
     }
 
     /// Records `count` admissions on a future window's quota (Sentinel's occupied pass: counted
@@ -197,8 +195,7 @@ impl ResourceNode {
     /// Counts `count` errors without a completion (Sentinel's `Tracer.trace`).
     pub fn add_error(&self, now_nanos: u64, count: u64) {
         let slot = thread_slot();
-        self.second.add_from(slot, now_nanos, Event::Error, count);
-        self.minute.add_from(slot, now_nanos, Event::Error, count);
+        self.add_both(slot, now_nanos, Event::Error, count);
     }
 
     /// One more entry in flight.
@@ -217,8 +214,7 @@ impl ResourceNode {
     #[inline]
     pub(crate) fn record_admission(&self, slot: usize, now_nanos: u64, count: u64) {
         self.concurrency.add(slot, 1);
-        self.second.add_from(slot, now_nanos, Event::Pass, count);
-        self.minute.add_from(slot, now_nanos, Event::Pass, count);
+        self.add_both(slot, now_nanos, Event::Pass, count);
     }
 
     /// A completion from thread slot `slot`: RT, completions and errors, one fewer in flight.
@@ -233,6 +229,13 @@ impl ResourceNode {
     ) {
         self.record_completion(slot, now_nanos, rt_micros, count, error);
         self.concurrency.add(slot, u64::MAX);
+    }
+
+    /// Adds `count` to `event` in both windows.
+    #[inline]
+    fn add_both(&self, slot: usize, now_nanos: u64, event: Event, count: u64) {
+        self.second.add_from(slot, now_nanos, event, count);
+        self.minute.add_from(slot, now_nanos, event, count);
     }
 
     #[inline]
