@@ -8,6 +8,9 @@
 //!   `#[tokio::test(start_paused = true)]` drives spillway's statistics and its waits together.
 //! - [`acquire`]: Guava's `acquire` for a [`spillway::RateLimiter`], awaited.
 //! - [`enter`]: an entry that a pacing flow rule may queue, awaited.
+//! - [`acquire_active`]: a slot of a Dubbo `actives` limit, awaited up to a timeout.
+//! - [`LimitedListener`]: Dubbo's `accepts`, a cap on open accepted connections that pauses or
+//!   closes at the cap.
 //!
 //! # Examples
 //!
@@ -25,10 +28,14 @@
 //! # }
 //! ```
 
+mod accepts;
+mod active;
 mod clock;
 mod entry;
 mod rate_limiter;
 
+pub use accepts::{AcceptLimit, AcceptsState, AtCapacity, LimitedListener, LimitedStream};
+pub use active::acquire_active;
 pub use clock::TokioClock;
 pub use entry::enter;
 pub use rate_limiter::acquire;

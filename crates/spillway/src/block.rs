@@ -18,6 +18,13 @@ pub enum BlockKind {
     Tps,
     /// A Dubbo `executes` limit ([`ExecuteLimiter`](crate::dubbo::ExecuteLimiter)).
     Executes,
+    /// A Dubbo `actives` limit ([`ActiveLimiter`](crate::dubbo::ActiveLimiter)): no slot came
+    /// within the caller's timeout (or at once, for a caller that would not wait).
+    Actives,
+    /// A Dubbo `actives` limit whose queue of waiters was full, so the caller could not wait.
+    ActivesQueueFull,
+    /// A cap on accepted connections (`accepts`), reached.
+    Accepts,
 }
 
 impl BlockKind {
@@ -28,6 +35,9 @@ impl BlockKind {
             BlockKind::Flow => "flow",
             BlockKind::Tps => "tps",
             BlockKind::Executes => "executes",
+            BlockKind::Actives => "actives",
+            BlockKind::ActivesQueueFull => "actives_queue_full",
+            BlockKind::Accepts => "accepts",
         }
     }
 }
@@ -69,6 +79,7 @@ pub struct BlockError {
     observed: f64,
     threshold: f64,
     retry_after: Option<Duration>,
+    waited: Option<Duration>,
 }
 
 impl BlockError {
@@ -85,7 +96,28 @@ impl BlockError {
             observed,
             threshold,
             retry_after: None,
+            waited: None,
         }
+    }
+
+    /// A block error of `kind` for `resource`: for limits built outside this crate (such as the
+    /// accepted-connection cap of `spillway-tower`) that explain their blocks the same way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::{BlockError, BlockKind};
+    ///
+    /// let err = BlockError::custom(BlockKind::Accepts, "0.0.0.0:8080", 100.0, 100.0);
+    /// assert_eq!(err.to_string(), "0.0.0.0:8080 blocked by accepts: observed 100 against threshold 100");
+    /// ```
+    pub fn custom(
+        kind: BlockKind,
+        resource: impl Into<String>,
+        observed: f64,
+        threshold: f64,
+    ) -> Self {
+        Self::new(kind, Cow::Owned(resource.into()), observed, threshold)
     }
 
     pub(crate) fn with_rule(mut self, rule_id: &'static str) -> Self {
@@ -95,6 +127,11 @@ impl BlockError {
 
     pub(crate) fn with_retry_after(mut self, after: Duration) -> Self {
         self.retry_after = Some(after);
+        self
+    }
+
+    pub(crate) fn with_waited(mut self, waited: Duration) -> Self {
+        self.waited = Some(waited);
         self
     }
 
@@ -127,6 +164,12 @@ impl BlockError {
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
+
+    /// How long the caller waited before it was refused, for checks that wait (Dubbo's
+    /// `actives`). `None` when it did not wait.
+    pub fn waited(&self) -> Option<Duration> {
+        self.waited
+    }
 }
 
 impl fmt::Display for BlockError {
@@ -140,6 +183,9 @@ impl fmt::Display for BlockError {
             ": observed {} against threshold {}",
             self.observed, self.threshold
         )?;
+        if let Some(waited) = self.waited {
+            write!(f, " after waiting {waited:?}")?;
+        }
         if let Some(after) = self.retry_after {
             write!(f, ", retry after {after:?}")?;
         }

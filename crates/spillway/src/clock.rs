@@ -60,6 +60,15 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn sleep(&self, duration: Duration) {
         std::thread::sleep(duration);
     }
+
+    /// Parks the calling thread until it is unparked or `timeout` has passed on this clock (it
+    /// may also return early, spuriously): the blocking waits for a slot call it between checks.
+    /// The default parks the thread ([`std::thread::park_timeout`]); [`ManualClock`] advances
+    /// itself by `timeout` instead, so a waiter on a manual clock times out at once, at exactly
+    /// its deadline.
+    fn park_timeout(&self, timeout: Duration) {
+        std::thread::park_timeout(timeout);
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for Arc<C> {
@@ -69,5 +78,9 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 
     fn sleep(&self, duration: Duration) {
         (**self).sleep(duration);
+    }
+
+    fn park_timeout(&self, timeout: Duration) {
+        (**self).park_timeout(timeout);
     }
 }

@@ -4,10 +4,16 @@
 //! swaps every one of them for loom's model-checked version.
 
 #[cfg(not(spillway_loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, Ordering};
+#[cfg(not(spillway_loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
 
 #[cfg(spillway_loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{
+    fence, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering,
+};
+#[cfg(spillway_loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 /// Slot of a thread that has none (its slot was already released during thread exit).
 #[cfg(not(spillway_loom))]

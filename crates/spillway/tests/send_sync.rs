@@ -48,4 +48,17 @@ fn public_types_are_send_and_sync() {
     is_send_sync::<spillway::flow::QpsReject>();
     is_send_sync::<spillway::flow::ConcurrencyLimit>();
     is_send_sync::<spillway::flow::Decision>();
+    is_send_sync::<spillway::dubbo::TpsLimiter>();
+    is_send_sync::<spillway::dubbo::TpsState>();
+    is_send_sync::<spillway::dubbo::ExecuteLimiter>();
+    is_send_sync::<spillway::dubbo::ExecuteKey>();
+    is_send_sync::<spillway::dubbo::ExecutePermit>();
+    is_send_sync::<spillway::dubbo::ExecuteKeyPermit<'static>>();
+    is_send_sync::<spillway::dubbo::ActiveLimiter>();
+    is_send_sync::<spillway::dubbo::ActiveLimiterBuilder>();
+    is_send_sync::<spillway::dubbo::ActiveKey>();
+    is_send_sync::<spillway::dubbo::ActiveAdmission>();
+    is_send_sync::<spillway::dubbo::ActiveWait>();
+    is_send_sync::<spillway::dubbo::ActivePermit>();
+    is_send_sync::<spillway::dubbo::ActiveState>();
 }

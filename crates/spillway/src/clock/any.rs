@@ -47,4 +47,13 @@ impl Clock for AnyClock {
             Self::Custom(c) => c.sleep(duration),
         }
     }
+
+    fn park_timeout(&self, timeout: std::time::Duration) {
+        match self {
+            Self::System(c) => c.park_timeout(timeout),
+            Self::Std(c) => c.park_timeout(timeout),
+            Self::Manual(c) => c.park_timeout(timeout),
+            Self::Custom(c) => c.park_timeout(timeout),
+        }
+    }
 }

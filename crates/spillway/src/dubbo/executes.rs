@@ -1,12 +1,12 @@
 //! Dubbo's `ExecuteLimitFilter`: a concurrency limit per key that refuses at once when full.
 
+use super::key_map::KeyMap;
 use crate::block::{BlockError, BlockKind};
 use crate::flow::try_increment;
 use crate::sync::{AtomicU64, Ordering};
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// Default cap on keys an [`ExecuteLimiter`] tracks.
 pub const DEFAULT_MAX_EXECUTE_KEYS: usize = 10_000;
@@ -38,8 +38,7 @@ pub const DEFAULT_MAX_EXECUTE_KEYS: usize = 10_000;
 /// A key's in-flight count is one atomic, taken by compare-and-swap and released by `fetch_sub`,
 /// both `AcqRel`: a release happens before the acquire that reuses its place.
 pub struct ExecuteLimiter {
-    max_keys: usize,
-    keys: RwLock<HashMap<Arc<str>, Arc<AtomicU64>>>,
+    keys: KeyMap<AtomicU64>,
     key_overflows: AtomicU64,
 }
 
@@ -123,8 +122,7 @@ impl ExecuteLimiter {
     /// A limiter tracking up to `max_keys` keys.
     pub fn with_max_keys(max_keys: usize) -> Self {
         Self {
-            max_keys,
-            keys: RwLock::new(HashMap::new()),
+            keys: KeyMap::new(max_keys),
             key_overflows: AtomicU64::new(0),
         }
     }
@@ -172,50 +170,25 @@ impl ExecuteLimiter {
     }
 
     fn counter(&self, key: &str) -> Result<Arc<AtomicU64>, BlockError> {
-        if let Some(counter) = self.read().get(key) {
-            return Ok(counter.clone());
-        }
-        let mut keys = self.write();
-        if let Some(counter) = keys.get(key) {
-            return Ok(counter.clone());
-        }
-        if keys.len() >= self.max_keys {
-            // Only counters nobody holds (no permit, no handle, no caller between lookup and CAS).
-            keys.retain(|_, counter| Arc::strong_count(counter) > 1);
-        }
-        if keys.len() >= self.max_keys {
-            self.key_overflows.fetch_add(1, Ordering::Relaxed);
-            let cap = self.max_keys as f64;
-            return Err(BlockError::new(
-                BlockKind::Executes,
-                Cow::Owned(key.to_owned()),
-                cap,
-                cap,
-            ));
-        }
-        let counter = Arc::new(AtomicU64::new(0));
-        keys.insert(Arc::from(key), counter.clone());
-        Ok(counter)
+        self.keys
+            .get_or_insert(key, || AtomicU64::new(0))
+            .map_err(|_| {
+                self.key_overflows.fetch_add(1, Ordering::Relaxed);
+                let cap = self.keys.max_keys() as f64;
+                BlockError::new(BlockKind::Executes, Cow::Owned(key.to_owned()), cap, cap)
+            })
     }
 
     /// Calls of `key` in flight.
     pub fn in_flight(&self, key: &str) -> u64 {
-        self.read()
-            .get(key)
-            .map_or(0, |counter| counter.load(Ordering::Acquire))
+        self.keys
+            .with(key, |counter| counter.load(Ordering::Acquire))
+            .unwrap_or(0)
     }
 
     /// Calls refused because a new key met the full key cap.
     pub fn key_overflows(&self) -> u64 {
         self.key_overflows.load(Ordering::Relaxed)
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<AtomicU64>>> {
-        self.keys.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<AtomicU64>>> {
-        self.keys.write().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -228,8 +201,8 @@ impl Default for ExecuteLimiter {
 impl fmt::Debug for ExecuteLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ExecuteLimiter")
-            .field("keys", &self.read().len())
-            .field("max_keys", &self.max_keys)
+            .field("keys", &self.keys.len())
+            .field("max_keys", &self.keys.max_keys())
             .finish_non_exhaustive()
     }
 }
