@@ -222,12 +222,15 @@ fn rate_limiter(c: &mut Criterion) {
     }
 }
 
-/// Group `dubbo/{N}t`: Dubbo's limits on one key, never reached: spillway's `executes`
-/// acquire + release (through a pre-resolved key) and TPS check (by name), next to tokio's `Semaphore::try_acquire` + release.
+/// Group `dubbo/{N}t`: Dubbo's limits on one key, never reached: spillway's `executes` and
+/// `actives` acquire + release (through pre-resolved keys) and TPS check (by name), next to
+/// tokio's `Semaphore::try_acquire` + release.
 fn dubbo(c: &mut Criterion) {
-    use spillway::dubbo::{ExecuteLimiter, TpsConfig, TpsLimiter};
+    use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsConfig, TpsLimiter};
     let executes = ExecuteLimiter::new();
     let create = executes.key("OrderService.create").unwrap();
+    let actives = ActiveLimiter::new();
+    let query = actives.key("OrderService.query").unwrap();
     let tps = TpsLimiter::new();
     let tps_config = TpsConfig::new(u32::MAX, Duration::from_secs(3_600));
     let semaphore = tokio::sync::Semaphore::new(tokio::sync::Semaphore::MAX_PERMITS);
@@ -237,6 +240,13 @@ fn dubbo(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 run_parallel(threads, iters, || {
                     drop(black_box(create.try_acquire(1_000_000)));
+                })
+            })
+        });
+        group.bench_function("spillway_actives_acquire_release", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    drop(black_box(query.try_acquire(1_000_000)));
                 })
             })
         });
