@@ -25,10 +25,13 @@ pub enum BlockKind {
     ActivesQueueFull,
     /// A cap on accepted connections (`accepts`), reached.
     Accepts,
+    /// A system rule ([`SystemRule`](crate::system::SystemRule)), by the check named.
+    System(crate::system::SystemCheck),
 }
 
 impl BlockKind {
-    /// A short lowercase name, for logs and metric labels.
+    /// A short lowercase name, for logs and metric labels (`"system"` for every system check;
+    /// [`SystemCheck::as_str`](crate::system::SystemCheck::as_str) names the check).
     pub fn as_str(self) -> &'static str {
         match self {
             BlockKind::ResourceCap => "resource_cap",
@@ -38,13 +41,17 @@ impl BlockKind {
             BlockKind::Actives => "actives",
             BlockKind::ActivesQueueFull => "actives_queue_full",
             BlockKind::Accepts => "accepts",
+            BlockKind::System(_) => "system",
         }
     }
 }
 
 impl fmt::Display for BlockKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        match self {
+            BlockKind::System(check) => write!(f, "system {check}"),
+            kind => f.write_str(kind.as_str()),
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 use crate::clock::AnyClock;
 use crate::flow::FlowRuleSet;
 use crate::stats::{NodeConfig, ResourceNode};
+use crate::system::{SystemProbe, SystemRules};
 use arc_swap::ArcSwap;
-use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 /// Shared by a `Spillway` and each of its resources: the clock, the node shapes, the global
 /// inbound node (Sentinel's `ENTRY_NODE`, for system rules) and the per-resource origin cap.
@@ -16,6 +18,11 @@ pub(crate) struct Core {
     pub(crate) max_origins: usize,
     /// The flow rules as loaded.
     pub(crate) flow: ArcSwap<FlowRuleSet>,
+    /// The system rules as loaded, and whether any is (checked first, with a relaxed load).
+    pub(crate) system: ArcSwap<SystemRules>,
+    pub(crate) has_system: AtomicBool,
+    /// Where system rules read load and CPU usage.
+    pub(crate) probe: Arc<dyn SystemProbe>,
     /// Held while rules are loaded and while a resource is registered, so that a new resource
     /// never misses a rule load.
     pub(crate) rules_lock: Mutex<()>,

@@ -74,6 +74,7 @@ mod snapshot;
 mod spillway;
 pub mod stats;
 mod sync;
+pub mod system;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

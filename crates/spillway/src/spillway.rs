@@ -9,8 +9,10 @@ use crate::registry::{OverflowPolicy, Registry, DEFAULT_MAX_RESOURCES};
 use crate::resource::Resource;
 use crate::snapshot::{ResourceSnapshot, Snapshot};
 use crate::stats::{NodeConfig, NodeStats, ResourceNode};
+use crate::system::{LinuxProbe, SystemProbe, SystemRule, SystemRuleError, SystemRules};
 use arc_swap::ArcSwap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Default cap on origins tracked per resource.
@@ -185,6 +187,52 @@ impl Spillway {
         Ok(())
     }
 
+    /// Validates `rules` and, if every one is good, replaces the system rules with them at once.
+    /// An empty set turns system protection off.
+    ///
+    /// System rules check inbound entries only ([`EntryBuilder::inbound`]), before flow rules;
+    /// see [`SystemRule`] for the checks and [`system`](crate::system) for the BBR check.
+    ///
+    /// # Errors
+    ///
+    /// A [`SystemRuleError`] naming the first bad rule and field; the rules in force do not
+    /// change.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::system::{ManualProbe, SystemCheck, SystemRule};
+    /// use spillway::{BlockKind, ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::builder()
+    ///     .clock(ManualClock::starting_at_millis(1_700_000_000_000))
+    ///     .system_probe(ManualProbe::new())
+    ///     .build();
+    /// spillway.load_system_rules(vec![SystemRule::new("guard").with_max_concurrency(1)])?;
+    /// let _a = spillway.entry("api").inbound().enter().unwrap();
+    /// let _b = spillway.entry("api").inbound().enter().unwrap(); // Sentinel's `>`: 1 is not over 1
+    /// let blocked = spillway.entry("api").inbound().enter().unwrap_err();
+    /// assert_eq!(blocked.kind(), BlockKind::System(SystemCheck::Concurrency));
+    /// assert_eq!((blocked.observed(), blocked.threshold()), (2.0, 1.0));
+    /// // Outbound entries are not checked.
+    /// assert!(spillway.entry("db").enter().is_ok());
+    /// # Ok::<(), spillway::system::SystemRuleError>(())
+    /// ```
+    pub fn load_system_rules(&self, rules: Vec<SystemRule>) -> Result<(), SystemRuleError> {
+        let core = &self.inner.core;
+        let set = SystemRules::new(rules)?;
+        let _lock = core.rules_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let any = !set.is_empty();
+        core.system.store(Arc::new(set));
+        core.has_system.store(any, Ordering::Release);
+        Ok(())
+    }
+
+    /// The system rules in force, exactly as loaded.
+    pub fn system_rules(&self) -> Vec<SystemRule> {
+        self.inner.core.system.load().rules().to_vec()
+    }
+
     /// The flow rules in force, exactly as loaded.
     pub fn flow_rules(&self) -> Vec<FlowRule> {
         self.inner.core.flow.load().loaded.clone()
@@ -241,6 +289,7 @@ pub struct SpillwayBuilder {
     overflow_policy: OverflowPolicy,
     max_origins: usize,
     node_config: NodeConfig,
+    probe: Option<Arc<dyn SystemProbe>>,
 }
 
 impl Default for SpillwayBuilder {
@@ -251,6 +300,7 @@ impl Default for SpillwayBuilder {
             overflow_policy: OverflowPolicy::default(),
             max_origins: DEFAULT_MAX_ORIGINS,
             node_config: NodeConfig::default(),
+            probe: None,
         }
     }
 }
@@ -287,6 +337,14 @@ impl SpillwayBuilder {
         self
     }
 
+    /// Where system rules read load and CPU usage (default: [`LinuxProbe::global`], sampled once a
+    /// second by a thread started on the first read). Tests give a
+    /// [`ManualProbe`](crate::system::ManualProbe).
+    pub fn system_probe<P: SystemProbe>(mut self, probe: P) -> Self {
+        self.probe = Some(Arc::new(probe));
+        self
+    }
+
     /// Builds the spillway.
     pub fn build(self) -> Spillway {
         let clock = self
@@ -298,6 +356,11 @@ impl SpillwayBuilder {
             inbound: ResourceNode::new(self.node_config),
             max_origins: self.max_origins,
             flow: ArcSwap::from_pointee(FlowRuleSet::default()),
+            system: ArcSwap::from_pointee(SystemRules::default()),
+            has_system: AtomicBool::new(false),
+            probe: self
+                .probe
+                .unwrap_or_else(|| Arc::new(LinuxProbe::global().clone())),
             rules_lock: Mutex::new(()),
         });
         let registry = Registry::new(core.clone(), self.max_resources, self.overflow_policy);

@@ -1,11 +1,13 @@
 use super::check::{check_flow, give_back, Caller, Held, Verdict};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
-use crate::block::BlockError;
+use crate::block::{BlockError, BlockKind};
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
 use crate::resource::{ChildSlot, Resource, ResourceInner};
 use crate::spillway::Spillway;
 use crate::sync::Ordering;
+use crate::system::SystemBlock;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -236,6 +238,13 @@ impl<'a> EntryBuilder<'a> {
                 false,
             )
         };
+        // Relaxed, like the flow flag below.
+        if inbound && inner.core.has_system.load(Ordering::Relaxed) {
+            if let Err(error) = check_system(inner, now, self.count) {
+                EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
+                return Err(error);
+            }
+        }
         // Relaxed: a stale flag only delays seeing a rule load by a moment, as a stale rule set
         // would; the rules themselves are read through the ArcSwap.
         if !inner.has_flow.load(Ordering::Relaxed) {
@@ -363,6 +372,27 @@ impl<'a> EntryBuilder<'a> {
         drop(entry);
         Ok(OwnedEntry { resource, state })
     }
+}
+
+/// Sentinel's `SystemSlot`: the system rules, against the global inbound node.
+fn check_system(inner: &ResourceInner, now: u64, count: u32) -> Result<(), BlockError> {
+    let core = &inner.core;
+    core.system
+        .load()
+        .check(&core.inbound, &*core.probe, now, count)
+        .map_err(|block| system_blocked(inner, block))
+}
+
+#[cold]
+#[inline(never)]
+fn system_blocked(inner: &ResourceInner, block: SystemBlock) -> BlockError {
+    BlockError::new(
+        BlockKind::System(block.check),
+        Cow::Borrowed(inner.static_name),
+        block.observed,
+        block.threshold,
+    )
+    .with_rule(block.rule_id)
 }
 
 impl fmt::Debug for EntryBuilder<'_> {

@@ -455,6 +455,24 @@ impl SlidingWindow {
         .max(1)
     }
 
+    /// Smallest bucket average RT (RT sum / completions) among the newest `buckets` buckets of
+    /// the window that have completions, in microseconds (at least 1); `None` if none has. A
+    /// robust minimum RT: one fast call cannot drag a bucket's average down to its own RT.
+    pub fn min_bucket_avg_rt_micros(&self, now_nanos: u64, buckets: usize) -> Option<u64> {
+        let (oldest, newest) = self.live_range(now_nanos);
+        let span = (buckets.max(1) as u64).saturating_sub(1);
+        let oldest = oldest.max(newest.saturating_sub(span));
+        self.consistent(|view| {
+            (oldest..=newest)
+                .filter_map(|id| {
+                    let completions = view.value(id, Event::Success.slot());
+                    (completions > 0).then(|| view.value(id, Event::Rt.slot()) / completions)
+                })
+                .min()
+        })
+        .map(|rt| rt.max(1))
+    }
+
     /// All counts of the window at `now_nanos`, in one pass over the buckets.
     pub fn snapshot(&self, now_nanos: u64) -> WindowSnapshot {
         let range = self.live_range(now_nanos);
