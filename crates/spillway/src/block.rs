@@ -25,6 +25,9 @@ pub enum BlockKind {
     ActivesQueueFull,
     /// A cap on accepted connections (`accepts`), reached.
     Accepts,
+    /// An open circuit breaker ([`BreakerRule`](crate::breaker::BreakerRule)); observed is the
+    /// value that opened it, threshold the rule's.
+    Breaker,
     /// A system rule ([`SystemRule`](crate::system::SystemRule)), by the check named.
     System(crate::system::SystemCheck),
 }
@@ -41,6 +44,7 @@ impl BlockKind {
             BlockKind::Actives => "actives",
             BlockKind::ActivesQueueFull => "actives_queue_full",
             BlockKind::Accepts => "accepts",
+            BlockKind::Breaker => "breaker",
             BlockKind::System(_) => "system",
         }
     }

@@ -1,5 +1,6 @@
 //! What every resource of one [`Spillway`](crate::Spillway) shares.
 
+use crate::breaker::{BreakerRuleSet, Listeners};
 use crate::clock::AnyClock;
 use crate::flow::FlowRuleSet;
 use crate::stats::{NodeConfig, ResourceNode};
@@ -18,6 +19,9 @@ pub(crate) struct Core {
     pub(crate) max_origins: usize,
     /// The flow rules as loaded.
     pub(crate) flow: ArcSwap<FlowRuleSet>,
+    /// The breaker rules as loaded, and the listeners of every breaker's state changes.
+    pub(crate) breakers: ArcSwap<BreakerRuleSet>,
+    pub(crate) breaker_listeners: Arc<Listeners>,
     /// The system rules as loaded, and whether any is (checked first, with a relaxed load).
     pub(crate) system: ArcSwap<SystemRules>,
     pub(crate) has_system: AtomicBool,

@@ -61,6 +61,7 @@
 
 mod block;
 mod bounded_map;
+pub mod breaker;
 mod clock;
 mod core;
 pub mod dubbo;

@@ -6,6 +6,7 @@ pub use children::OVERFLOW_ORIGIN;
 pub(crate) use children::{ChildNodes, ChildSlot};
 
 use crate::block::BlockError;
+use crate::breaker::ResourceBreakers;
 use crate::clock::Clock;
 use crate::core::Core;
 use crate::entry::EntryBuilder;
@@ -54,6 +55,9 @@ pub(crate) struct ResourceInner {
     pub(crate) flow: ArcSwapOption<ResourceRules>,
     /// Whether `flow` holds rules: lets the rule-free path skip the ArcSwap load.
     pub(crate) has_flow: AtomicBool,
+    /// This resource's circuit breakers, swapped whole when breaker rules are loaded.
+    pub(crate) breakers: ArcSwapOption<ResourceBreakers>,
+    pub(crate) has_breakers: AtomicBool,
     pub(crate) core: Arc<Core>,
 }
 
@@ -61,6 +65,7 @@ impl Resource {
     pub(crate) fn new(name: Arc<str>, core: Arc<Core>) -> Self {
         let config = core.node_config;
         let flow = core.flow.load().by_resource.get(&*name).cloned();
+        let breakers = core.breakers.load().by_resource.get(&*name).cloned();
         Self {
             inner: Arc::new(ResourceInner {
                 static_name: crate::intern::intern(&name),
@@ -70,6 +75,8 @@ impl Resource {
                 entrances: ChildNodes::new(core.max_origins, config),
                 has_flow: AtomicBool::new(flow.is_some()),
                 flow: ArcSwapOption::new(flow),
+                has_breakers: AtomicBool::new(breakers.is_some()),
+                breakers: ArcSwapOption::new(breakers),
                 core,
             }),
         }
@@ -129,6 +136,21 @@ impl ResourceInner {
         } else {
             self.has_flow.store(false, Ordering::Release);
             self.flow.store(None);
+        }
+    }
+}
+
+impl ResourceInner {
+    /// Installs this resource's breakers (under the core's rules lock), flag ordered as in
+    /// [`set_flow`](Self::set_flow).
+    pub(crate) fn set_breakers(&self, breakers: Option<Arc<ResourceBreakers>>) {
+        use std::sync::atomic::Ordering;
+        if breakers.is_some() {
+            self.breakers.store(breakers);
+            self.has_breakers.store(true, Ordering::Release);
+        } else {
+            self.has_breakers.store(false, Ordering::Release);
+            self.breakers.store(None);
         }
     }
 }

@@ -1,6 +1,7 @@
 use super::check::{check_flow, give_back, Caller, Held, Verdict};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
 use crate::block::{BlockError, BlockKind};
+use crate::breaker::BreakerBlock;
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
 use crate::resource::{ChildSlot, Resource, ResourceInner};
@@ -87,7 +88,7 @@ impl<'a> Pending<'a> {
     pub fn enter(mut self) -> Entry<'a> {
         self.done = true;
         let now = self.resource.core.clock.now_nanos();
-        let state = EntryState::admit(
+        let mut state = EntryState::admit(
             self.resource,
             self.caller_origin,
             self.caller_entrance,
@@ -97,6 +98,7 @@ impl<'a> Pending<'a> {
             self.held.limited,
             self.occupied,
         );
+        state.decided_nanos = self.held.decided;
         Entry {
             resource: self.resource,
             state,
@@ -247,11 +249,18 @@ impl<'a> EntryBuilder<'a> {
         }
         // Relaxed: a stale flag only delays seeing a rule load by a moment, as a stale rule set
         // would; the rules themselves are read through the ArcSwap.
-        if !inner.has_flow.load(Ordering::Relaxed) {
-            return Ok(ready(admit(0)));
-        }
-        let rules = inner.flow.load();
-        let Some(rules) = rules.as_ref() else {
+        let has_breakers = inner.has_breakers.load(Ordering::Relaxed);
+        let guard = inner
+            .has_flow
+            .load(Ordering::Relaxed)
+            .then(|| inner.flow.load());
+        let Some(rules) = guard.as_ref().and_then(|rules| rules.as_ref()) else {
+            if has_breakers {
+                if let Err(error) = pass_breakers(inner, now, &mut Held::default()) {
+                    EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
+                    return Err(error);
+                }
+            }
             return Ok(ready(admit(0)));
         };
         let caller = Caller {
@@ -262,7 +271,17 @@ impl<'a> EntryBuilder<'a> {
             entrance_slot,
         };
         let mut held = Held::default();
-        match check_flow(inner, rules, &caller, now, self.count, &mut held) {
+        let verdict = check_flow(inner, rules, &caller, now, self.count, &mut held);
+        if has_breakers && !matches!(verdict, Verdict::Block(_)) {
+            // Sentinel's DegradeSlot comes after the FlowSlot; a refusal here gives back what
+            // the flow rules reserved.
+            if let Err(error) = pass_breakers(inner, now, &mut held) {
+                give_back(inner, rules, &caller, &held);
+                EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
+                return Err(error);
+            }
+        }
+        match verdict {
             Verdict::Pass => Ok(ready(admit(held.limited))),
             Verdict::Wait(wait) => {
                 let queue = Queue {
@@ -372,6 +391,35 @@ impl<'a> EntryBuilder<'a> {
         drop(entry);
         Ok(OwnedEntry { resource, state })
     }
+}
+
+/// Sentinel's `DegradeSlot`: the resource's breakers; probe places taken are noted in `held`.
+fn pass_breakers(inner: &ResourceInner, now: u64, held: &mut Held) -> Result<(), BlockError> {
+    let breakers = inner.breakers.load();
+    let Some(breakers) = breakers.as_ref() else {
+        return Ok(());
+    };
+    match breakers.try_pass(now) {
+        Ok(probe) => {
+            held.probes = probe;
+            held.decided = now;
+            Ok(())
+        }
+        Err(block) => Err(breaker_blocked(inner, block)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn breaker_blocked(inner: &ResourceInner, block: BreakerBlock) -> BlockError {
+    BlockError::new(
+        BlockKind::Breaker,
+        Cow::Borrowed(inner.static_name),
+        block.observed,
+        block.threshold,
+    )
+    .with_rule(block.rule_id)
+    .with_retry_after(block.retry_after)
 }
 
 /// Sentinel's `SystemSlot`: the system rules, against the global inbound node.

@@ -33,6 +33,9 @@ pub(crate) struct Caller<'a> {
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Held {
     pub(crate) limited: u8,
+    /// The entry holds probe places of half-open breakers, taken at `decided`.
+    pub(crate) probes: bool,
+    pub(crate) decided: u64,
     /// Queue slots taken, with the index of the rule that took each; `None` (one byte to write)
     /// until a queueing rule takes one, so that the common path initialises nothing more.
     queued: Option<Queued>,
@@ -291,6 +294,11 @@ pub(crate) fn give_back(
         caller.entrance_slot,
         held.limited,
     );
+    if held.probes {
+        if let Some(breakers) = resource.breakers.load().as_ref() {
+            breakers.release(held.decided);
+        }
+    }
     let Some(queued) = &held.queued else {
         return;
     };

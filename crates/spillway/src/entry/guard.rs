@@ -2,7 +2,7 @@ use super::check::release_limited;
 use crate::clock::Clock;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
-use crate::sync::thread_slot;
+use crate::sync::{thread_slot, Ordering};
 use std::fmt;
 
 /// What an entry must remember to record its completion.
@@ -11,6 +11,8 @@ pub(crate) struct EntryState {
     pub(crate) origin: ChildSlot,
     pub(crate) entrance: ChildSlot,
     pub(crate) started_nanos: u64,
+    /// When the checks admitted it (before any queueing wait): how breakers tell their probes.
+    pub(crate) decided_nanos: u64,
     pub(crate) count: u32,
     pub(crate) inbound: bool,
     pub(crate) error: bool,
@@ -65,6 +67,7 @@ impl EntryState {
             origin,
             entrance,
             started_nanos: now,
+            decided_nanos: now,
             count,
             inbound,
             error: false,
@@ -106,6 +109,12 @@ impl EntryState {
             node.record_exit(slot, now, rt_micros, count, error);
         });
         release_limited(resource, self.origin, self.entrance, self.limited);
+        // Relaxed, as the rule flags on entry.
+        if resource.has_breakers.load(Ordering::Relaxed) {
+            if let Some(breakers) = resource.breakers.load().as_ref() {
+                breakers.on_complete(self.decided_nanos, now, rt_micros, error);
+            }
+        }
     }
 }
 
