@@ -6,9 +6,10 @@
 //!
 //! This crate is the core engine: time ([`Clock`], [`ManualClock`]), statistics
 //! ([`stats::StripedCounter`], [`stats::SlidingWindow`], [`stats::ResourceNode`]), the entry
-//! path ([`Spillway`], [`Resource`], [`Entry`], [`BlockError`]), flow rules ([`flow`]) and
-//! Guava's rate limiter ([`RateLimiter`]). It has no async runtime and does no network I/O; the
-//! `spillway-tower` crate awaits what this one decides.
+//! path ([`Spillway`], [`Resource`], [`Entry`], [`BlockError`]), flow rules ([`flow`]), system
+//! adaptive protection ([`system`]), circuit breakers ([`breaker`]), Guava's rate limiter
+//! ([`RateLimiter`]) and Dubbo's limits ([`dubbo`]). It has no async runtime and does no network
+//! I/O; the `spillway-tower` crate awaits what this one decides.
 //!
 //! # Quick start
 //!
@@ -32,6 +33,59 @@
 //! assert_eq!(stats.avg_rt_micros, 2_000.0);
 //! assert_eq!(stats.concurrency, 0);
 //! # Ok::<(), spillway::BlockError>(())
+//! ```
+//!
+//! # Choosing a protection
+//!
+//! Three kinds of rule answer three different questions; most services want all three, each
+//! where it fits.
+//!
+//! | | protects | you must know | reacts to |
+//! |---|---|---|---|
+//! | [flow rules](flow) | one resource, from too much traffic | its capacity (a QPS, or calls in flight) | traffic, at once |
+//! | [the system rule](system) | the whole service, from overload | nothing, or a CPU / load level to defend | the service's own RT and throughput |
+//! | [breakers](breaker) | callers, from a failing dependency | what "failing" means (slow, errors) | the dependency's outcomes |
+//!
+//! - **Flow rules** when you know a number: a downstream's quota, a tested capacity, a fair
+//!   share per caller (`limit_app`). They are exact and cheap, and they pace or warm up as well as
+//!   refuse. They cannot tell that the service is struggling for another reason (a slow disk, a
+//!   noisy neighbour), and a number set for yesterday's code is wrong for today's.
+//! - **The system rule** when you do not know the number, or it moves: its BBR check admits as
+//!   many inbound calls in flight as the service has just shown it can complete
+//!   (`max_success_qps x min_rt`), once CPU or load says the machine is under pressure. It
+//!   protects the whole service, inbound traffic only, and sheds the excess within one call of
+//!   the RT dropping. Use [`system::CpuStrategy::Bbr`] in containers (CPU against the quota is a
+//!   sharp signal), and [`system::MinRtEstimate::BucketAverage`] when fast error paths or cache
+//!   hits would make the exact minimum RT meaningless.
+//! - **Breakers** for what you call, not what you serve: when a dependency fails or slows, stop
+//!   sending it calls for a while, fail fast instead of tying up threads, and probe before
+//!   trusting it again. Put them on outbound resources (a database, a remote API).
+//!
+//! An inbound entry meets them in this order: the system rule, the resource's flow rules, its
+//! breakers. A refusal by a later one gives back what earlier ones reserved.
+//!
+//! ```
+//! use spillway::breaker::{BreakerRule, BreakerStrategy};
+//! use spillway::flow::FlowRule;
+//! use spillway::system::{CpuStrategy, SystemRule};
+//! use spillway::Spillway;
+//! use std::time::Duration;
+//!
+//! let spillway = Spillway::new();
+//! // The service as a whole: shed by BBR once CPU passes 80% of the quota.
+//! spillway.load_system_rules(vec![SystemRule::new("service")
+//!     .with_highest_cpu_usage(0.8)
+//!     .with_cpu_strategy(CpuStrategy::Bbr)])?;
+//! // One endpoint: its tested capacity.
+//! spillway.load_flow_rules(vec![FlowRule::qps("search-qps", "GET /search", 500.0)])?;
+//! // One dependency: stop calling it for 10 s when half its calls fail.
+//! spillway.load_breaker_rules(vec![BreakerRule::new(
+//!     "inventory-errors",
+//!     "inventory.get",
+//!     BreakerStrategy::ErrorRatio { threshold: 0.5 },
+//!     Duration::from_secs(10),
+//! )])?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! # Exactness
