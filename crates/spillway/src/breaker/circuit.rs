@@ -132,15 +132,20 @@ pub struct BreakerBlock {
 struct Inner {
     /// Open: when it may move to half-open.
     next_retry: u64,
-    /// Half-open: when the current round of probes began.
-    round_start: u64,
-    /// Half-open: deadlines of the probes out now.
-    leases: Vec<u64>,
+    /// Half-open: the probes out now.
+    leases: Vec<Lease>,
     /// Half-open: probes let through this round (given-back ones excluded), and succeeded.
     issued: u32,
     succeeded: u32,
     /// The value that last opened it.
     tripped_by: f64,
+}
+
+/// A probe out: when it was let through (its identity) and when its lease ends.
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    admitted: u64,
+    deadline: u64,
 }
 
 /// A circuit breaker: Sentinel's `CircuitBreaker` for one [`BreakerRule`], with a sliding
@@ -217,7 +222,6 @@ impl CircuitBreaker {
             state: AtomicU8::new(CLOSED),
             inner: Mutex::new(Inner {
                 next_retry: 0,
-                round_start: 0,
                 leases: Vec::new(),
                 issued: 0,
                 succeeded: 0,
@@ -276,7 +280,6 @@ impl CircuitBreaker {
                 BreakerState::Closed => Ok(false),
                 BreakerState::Open if now >= inner.next_retry => {
                     self.set_state(BreakerState::HalfOpen, now, None, &mut events);
-                    inner.round_start = now;
                     inner.leases.clear();
                     inner.issued = 0;
                     inner.succeeded = 0;
@@ -289,7 +292,12 @@ impl CircuitBreaker {
                     Ok(self.lease(&mut inner, now))
                 }
                 BreakerState::HalfOpen => {
-                    let first_deadline = inner.leases.iter().copied().min().unwrap_or(now);
+                    let first_deadline = inner
+                        .leases
+                        .iter()
+                        .map(|lease| lease.deadline)
+                        .min()
+                        .unwrap_or(now);
                     Err(self.block(
                         &inner,
                         BreakerState::HalfOpen,
@@ -302,8 +310,9 @@ impl CircuitBreaker {
         result
     }
 
-    /// Records the end of a call admitted at `admitted_at`, at `now`, that took `rt_micros` and
-    /// did or did not fail. A half-open probe's end decides: a failure (slow or an error, as the
+    /// Records the end of a call admitted at `admitted_at` (the `now` its
+    /// [`try_pass`](Self::try_pass) was given), at `now`, that took `rt_micros` and did or did
+    /// not fail. A half-open probe's end decides: a failure (slow or an error, as the
     /// strategy counts) reopens the breaker, and the last of `half_open_probes` successes
     /// closes it.
     pub fn on_complete(&self, admitted_at: u64, now: u64, rt_micros: u64, error: bool) {
@@ -326,11 +335,12 @@ impl CircuitBreaker {
         } else {
             let mut inner = self.lock();
             self.expire_probes(&mut inner, now, &mut events);
-            if self.state() == BreakerState::HalfOpen && admitted_at >= inner.round_start {
-                let deadline = admitted_at.saturating_add(self.probe_nanos);
-                if let Some(at) = inner.leases.iter().position(|&d| d == deadline) {
-                    inner.leases.swap_remove(at);
-                }
+            let probe = inner
+                .leases
+                .iter()
+                .position(|lease| lease.admitted == admitted_at);
+            if let Some(at) = probe.filter(|_| self.state() == BreakerState::HalfOpen) {
+                inner.leases.swap_remove(at);
                 if bad {
                     self.open(&mut inner, now, 1.0, &mut events);
                 } else {
@@ -353,12 +363,25 @@ impl CircuitBreaker {
             return;
         }
         let mut inner = self.lock();
-        if self.state() == BreakerState::HalfOpen && admitted_at >= inner.round_start {
-            let deadline = admitted_at.saturating_add(self.probe_nanos);
-            if let Some(at) = inner.leases.iter().position(|&d| d == deadline) {
-                inner.leases.swap_remove(at);
-                inner.issued -= 1;
-            }
+        if let Some(at) = inner
+            .leases
+            .iter()
+            .position(|lease| lease.admitted == admitted_at)
+        {
+            inner.leases.swap_remove(at);
+            inner.issued -= 1;
+        }
+    }
+
+    /// A probe let through at `from` starts its call at `to` (it waited in a queue): its
+    /// completion will be reported with `to`. Its lease still ends where it did.
+    pub(crate) fn rebase(&self, from: u64, to: u64) {
+        if self.state.load(Ordering::Acquire) != HALF_OPEN {
+            return;
+        }
+        let mut inner = self.lock();
+        if let Some(lease) = inner.leases.iter_mut().find(|lease| lease.admitted == from) {
+            lease.admitted = to;
         }
     }
 
@@ -402,14 +425,23 @@ impl CircuitBreaker {
         if self.state() != BreakerState::HalfOpen {
             return;
         }
-        if let Some(expired) = inner.leases.iter().copied().filter(|&d| d <= now).min() {
+        let expired = inner
+            .leases
+            .iter()
+            .map(|lease| lease.deadline)
+            .filter(|&deadline| deadline <= now)
+            .min();
+        if let Some(expired) = expired {
             self.open(inner, expired, 1.0, events);
         }
     }
 
     fn lease(&self, inner: &mut Inner, now: u64) -> bool {
         inner.issued += 1;
-        inner.leases.push(now.saturating_add(self.probe_nanos));
+        inner.leases.push(Lease {
+            admitted: now,
+            deadline: now.saturating_add(self.probe_nanos),
+        });
         true
     }
 

@@ -40,6 +40,13 @@ impl ResourceBreakers {
         }
     }
 
+    /// A queued call admitted at `from` starts at `to`: its probe places follow it.
+    pub(crate) fn rebase(&self, from: u64, to: u64) {
+        for breaker in &self.breakers {
+            breaker.rebase(from, to);
+        }
+    }
+
     /// A call admitted at `admitted_at` never ran: probe places go back.
     pub(crate) fn release(&self, admitted_at: u64) {
         for breaker in &self.breakers {

@@ -88,7 +88,7 @@ impl<'a> Pending<'a> {
     pub fn enter(mut self) -> Entry<'a> {
         self.done = true;
         let now = self.resource.core.clock.now_nanos();
-        let mut state = EntryState::admit(
+        let state = EntryState::admit(
             self.resource,
             self.caller_origin,
             self.caller_entrance,
@@ -98,7 +98,7 @@ impl<'a> Pending<'a> {
             self.held.limited,
             self.occupied,
         );
-        state.decided_nanos = self.held.decided;
+        rebase_probes(self.resource, &self.held, now);
         Entry {
             resource: self.resource,
             state,
@@ -249,17 +249,16 @@ impl<'a> EntryBuilder<'a> {
         }
         // Relaxed: a stale flag only delays seeing a rule load by a moment, as a stale rule set
         // would; the rules themselves are read through the ArcSwap.
+        let has_flow = inner.has_flow.load(Ordering::Relaxed);
         let has_breakers = inner.has_breakers.load(Ordering::Relaxed);
-        let guard = inner
-            .has_flow
-            .load(Ordering::Relaxed)
-            .then(|| inner.flow.load());
+        if !has_flow && !has_breakers {
+            return Ok(ready(admit(0)));
+        }
+        let guard = has_flow.then(|| inner.flow.load());
         let Some(rules) = guard.as_ref().and_then(|rules| rules.as_ref()) else {
-            if has_breakers {
-                if let Err(error) = pass_breakers(inner, now, &mut Held::default()) {
-                    EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
-                    return Err(error);
-                }
+            if let Err(error) = pass_breakers(inner, now, &mut Held::default()) {
+                EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
+                return Err(error);
             }
             return Ok(ready(admit(0)));
         };
@@ -360,6 +359,7 @@ impl<'a> EntryBuilder<'a> {
             |wait, held, _rules, queue| {
                 inner.core.clock.sleep(wait);
                 let now = inner.core.clock.now_nanos();
+                rebase_probes(inner, &held, now);
                 let state = EntryState::admit(
                     inner,
                     queue.origin,
@@ -393,7 +393,19 @@ impl<'a> EntryBuilder<'a> {
     }
 }
 
+/// A queued entry starts its call at `now`: the breaker probe places it took at the check follow
+/// it, so that its completion is known as the probe's.
+#[inline(never)]
+fn rebase_probes(inner: &ResourceInner, held: &Held, now: u64) {
+    if held.probes {
+        if let Some(breakers) = inner.breakers.load().as_ref() {
+            breakers.rebase(held.decided, now);
+        }
+    }
+}
+
 /// Sentinel's `DegradeSlot`: the resource's breakers; probe places taken are noted in `held`.
+#[inline(never)]
 fn pass_breakers(inner: &ResourceInner, now: u64, held: &mut Held) -> Result<(), BlockError> {
     let breakers = inner.breakers.load();
     let Some(breakers) = breakers.as_ref() else {
@@ -423,6 +435,7 @@ fn breaker_blocked(inner: &ResourceInner, block: BreakerBlock) -> BlockError {
 }
 
 /// Sentinel's `SystemSlot`: the system rules, against the global inbound node.
+#[inline(never)]
 fn check_system(inner: &ResourceInner, now: u64, count: u32) -> Result<(), BlockError> {
     let core = &inner.core;
     core.system

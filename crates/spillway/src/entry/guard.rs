@@ -11,8 +11,6 @@ pub(crate) struct EntryState {
     pub(crate) origin: ChildSlot,
     pub(crate) entrance: ChildSlot,
     pub(crate) started_nanos: u64,
-    /// When the checks admitted it (before any queueing wait): how breakers tell their probes.
-    pub(crate) decided_nanos: u64,
     pub(crate) count: u32,
     pub(crate) inbound: bool,
     pub(crate) error: bool,
@@ -67,7 +65,6 @@ impl EntryState {
             origin,
             entrance,
             started_nanos: now,
-            decided_nanos: now,
             count,
             inbound,
             error: false,
@@ -111,10 +108,16 @@ impl EntryState {
         release_limited(resource, self.origin, self.entrance, self.limited);
         // Relaxed, as the rule flags on entry.
         if resource.has_breakers.load(Ordering::Relaxed) {
-            if let Some(breakers) = resource.breakers.load().as_ref() {
-                breakers.on_complete(self.decided_nanos, now, rt_micros, error);
-            }
+            feed_breakers(resource, self.started_nanos, now, rt_micros, error);
         }
+    }
+}
+
+/// Every breaker of the resource counts a completion (kept out of the rule-free exit path).
+#[inline(never)]
+fn feed_breakers(resource: &ResourceInner, started: u64, now: u64, rt_micros: u64, error: bool) {
+    if let Some(breakers) = resource.breakers.load().as_ref() {
+        breakers.on_complete(started, now, rt_micros, error);
     }
 }
 
