@@ -5,11 +5,13 @@ mod builder;
 mod check;
 mod guard;
 mod owned;
+mod pending;
 mod traffic;
 
-pub use builder::{Admission, EntryBuilder, Pending};
+pub use builder::{Admission, EntryBuilder, OwnedAdmission};
 pub use guard::Entry;
 pub use owned::OwnedEntry;
+pub use pending::{OwnedPending, Pending};
 pub use traffic::TrafficType;
 
 pub(crate) use check::MAX_QUEUED;

@@ -138,7 +138,9 @@ struct ReadmeDoctests;
 
 pub use block::{BlockError, BlockKind};
 pub use clock::{Clock, ManualClock, StdClock, SystemClock};
-pub use entry::{Admission, Entry, EntryBuilder, OwnedEntry, Pending, TrafficType};
+pub use entry::{
+    Admission, Entry, EntryBuilder, OwnedAdmission, OwnedEntry, OwnedPending, Pending, TrafficType,
+};
 pub use rate_limiter::{RateLimiter, RateLimiterError, Reservation};
 pub use registry::{OverflowPolicy, DEFAULT_MAX_RESOURCES, OVERFLOW_RESOURCE};
 pub use resource::{Resource, OVERFLOW_ORIGIN};

@@ -40,6 +40,8 @@ fn public_types_are_send_and_sync() {
     is_send_sync::<Reservation<'static>>();
     is_send_sync::<Admission<'static>>();
     is_send_sync::<Pending<'static>>();
+    is_send_sync::<OwnedPending>();
+    is_send_sync::<OwnedAdmission>();
     is_send_sync::<spillway::flow::FlowRule>();
     is_send_sync::<spillway::flow::FlowRuleError>();
     is_send_sync::<spillway::flow::Throttle>();

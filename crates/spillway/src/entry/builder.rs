@@ -1,4 +1,5 @@
 use super::check::{check_flow, give_back, Caller, Held, Verdict};
+use super::pending::{OwnedPending, Pending, PendingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
 use crate::block::{BlockError, BlockKind};
 use crate::breaker::BreakerBlock;
@@ -58,84 +59,12 @@ pub enum Admission<'a> {
     Queued(Pending<'a>),
 }
 
-/// An entry queued by a pacing rule: its slot is reserved for [`wait`](Self::wait) from now.
-///
-/// Core never sleeps: the caller waits (a thread sleep, an async timer, or
-/// [`Clock::sleep`](crate::Clock::sleep)) and then calls [`enter`](Self::enter). Dropping it instead
-/// gives its reservations back (its queue slot, if it is still the last one, and any place it
-/// holds under a concurrency rule).
-#[must_use = "dropping a pending entry gives its slot back"]
-pub struct Pending<'a> {
-    resource: &'a ResourceInner,
-    rules: Arc<ResourceRules>,
-    caller_origin: ChildSlot,
-    caller_entrance: ChildSlot,
-    held: Held,
-    wait: Duration,
-    count: u32,
-    inbound: bool,
-    occupied: bool,
-    done: bool,
-}
-
-impl<'a> Pending<'a> {
-    /// How long to wait, from the check, before entering.
-    pub fn wait(&self) -> Duration {
-        self.wait
-    }
-
-    /// Enters after the wait: counts the pass at the clock's current time.
-    pub fn enter(mut self) -> Entry<'a> {
-        self.done = true;
-        let now = self.resource.core.clock.now_nanos();
-        let state = EntryState::admit(
-            self.resource,
-            self.caller_origin,
-            self.caller_entrance,
-            now,
-            self.count,
-            self.inbound,
-            self.held.limited,
-            self.occupied,
-        );
-        rebase_probes(self.resource, &self.held, now);
-        Entry {
-            resource: self.resource,
-            state,
-        }
-    }
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            let caller = Caller {
-                prioritized: false,
-                origin: None,
-                origin_slot: self.caller_origin,
-                entrance: None,
-                entrance_slot: self.caller_entrance,
-            };
-            give_back(self.resource, &self.rules, &caller, &self.held);
-        }
-    }
-}
-
-impl fmt::Debug for Pending<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Pending")
-            .field("resource", &self.resource.name)
-            .field("wait", &self.wait)
-            .finish_non_exhaustive()
-    }
-}
-
 /// Where a queued entry will count, and whether it borrowed its passes.
 #[derive(Debug, Clone, Copy)]
-struct Queue {
-    origin: ChildSlot,
-    entrance: ChildSlot,
-    occupied: bool,
+pub(super) struct Queue {
+    pub(super) origin: ChildSlot,
+    pub(super) entrance: ChildSlot,
+    pub(super) occupied: bool,
 }
 
 impl<'a> EntryBuilder<'a> {
@@ -323,18 +252,10 @@ impl<'a> EntryBuilder<'a> {
                 })
             },
             |wait, held, rules, queue| {
-                Admission::Queued(Pending {
-                    resource: inner,
-                    rules: Arc::clone(rules),
-                    caller_origin: queue.origin,
-                    caller_entrance: queue.entrance,
-                    held,
-                    wait,
-                    count,
-                    inbound,
-                    occupied: queue.occupied,
-                    done: false,
-                })
+                Admission::Queued(Pending::new(
+                    inner,
+                    PendingState::new(rules, queue, held, wait, count, inbound),
+                ))
             },
         )
     }
@@ -396,7 +317,7 @@ impl<'a> EntryBuilder<'a> {
 /// A queued entry starts its call at `now`: the breaker probe places it took at the check follow
 /// it, so that its completion is known as the probe's.
 #[inline(never)]
-fn rebase_probes(inner: &ResourceInner, held: &Held, now: u64) {
+pub(super) fn rebase_probes(inner: &ResourceInner, held: &Held, now: u64) {
     if held.probes {
         if let Some(breakers) = inner.breakers.load().as_ref() {
             breakers.rebase(held.decided, now);
@@ -454,6 +375,65 @@ fn system_blocked(inner: &ResourceInner, block: SystemBlock) -> BlockError {
         block.threshold,
     )
     .with_rule(block.rule_id)
+}
+
+impl EntryBuilder<'_> {
+    /// [`try_enter`](Self::try_enter), returning an owned (`'static`) admission: for response
+    /// futures and spawned tasks that wait out a queueing rule.
+    ///
+    /// # Errors
+    ///
+    /// A [`BlockError`] saying which check refused it and why.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::{Behavior, FlowRule};
+    /// use spillway::{ManualClock, OwnedAdmission, Spillway};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let spillway = Spillway::new_with_clock(clock.clone());
+    /// spillway.load_flow_rules(vec![FlowRule::qps("pace", "export", 10.0)
+    ///     .with_behavior(Behavior::Throttle { max_queueing_time: Duration::from_secs(1) })])?;
+    /// let _first = spillway.entry("export").try_enter_owned()?;
+    /// let OwnedAdmission::Queued(pending) = spillway.entry("export").try_enter_owned()? else {
+    ///     unreachable!("paced 100 ms apart")
+    /// };
+    /// let pending = std::thread::spawn(move || pending).join().unwrap(); // 'static
+    /// clock.advance(pending.wait());
+    /// let entry = pending.enter();
+    /// # drop(entry);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_enter_owned(self) -> Result<OwnedAdmission, BlockError> {
+        let resource = self.resolve()?;
+        let (count, inbound) = (self.count, self.traffic == TrafficType::Inbound);
+        self.decide(
+            resource,
+            |state| {
+                OwnedAdmission::Ready(OwnedEntry {
+                    resource: resource.clone(),
+                    state,
+                })
+            },
+            |wait, held, rules, queue| {
+                OwnedAdmission::Queued(OwnedPending::new(
+                    resource.clone(),
+                    PendingState::new(rules, queue, held, wait, count, inbound),
+                ))
+            },
+        )
+    }
+}
+
+/// An owned [`Admission`]: see [`EntryBuilder::try_enter_owned`].
+#[derive(Debug)]
+pub enum OwnedAdmission {
+    /// Admitted now.
+    Ready(OwnedEntry),
+    /// Admitted after [`OwnedPending::wait`]; dropping it gives the slot back.
+    Queued(OwnedPending),
 }
 
 impl fmt::Debug for EntryBuilder<'_> {

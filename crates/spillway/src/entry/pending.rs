@@ -1,0 +1,165 @@
+//! Entries a pacing rule queued: reserved now, entered after a wait, or given back.
+
+use super::builder::{rebase_probes, Queue};
+use super::check::{give_back, Caller, Held};
+use super::{Entry, EntryState, OwnedEntry};
+use crate::clock::Clock;
+use crate::flow::ResourceRules;
+use crate::resource::{Resource, ResourceInner};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a queued entry holds, whoever holds the resource.
+pub(crate) struct PendingState {
+    rules: Arc<ResourceRules>,
+    queue: Queue,
+    held: Held,
+    wait: Duration,
+    count: u32,
+    inbound: bool,
+    done: bool,
+}
+
+impl PendingState {
+    pub(super) fn new(
+        rules: &Arc<ResourceRules>,
+        queue: Queue,
+        held: Held,
+        wait: Duration,
+        count: u32,
+        inbound: bool,
+    ) -> Self {
+        Self {
+            rules: Arc::clone(rules),
+            queue,
+            held,
+            wait,
+            count,
+            inbound,
+            done: false,
+        }
+    }
+
+    /// Counts the admission now, at the clock's current time.
+    fn enter(&mut self, resource: &ResourceInner) -> EntryState {
+        self.done = true;
+        let now = resource.core.clock.now_nanos();
+        rebase_probes(resource, &self.held, now);
+        EntryState::admit(
+            resource,
+            self.queue.origin,
+            self.queue.entrance,
+            now,
+            self.count,
+            self.inbound,
+            self.held.limited,
+            self.queue.occupied,
+        )
+    }
+
+    /// Gives the reservations back, unless the entry was entered.
+    fn abandon(&mut self, resource: &ResourceInner) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let caller = Caller {
+            prioritized: false,
+            origin: None,
+            origin_slot: self.queue.origin,
+            entrance: None,
+            entrance_slot: self.queue.entrance,
+        };
+        give_back(resource, &self.rules, &caller, &self.held);
+    }
+}
+
+/// An entry queued by a pacing rule: its slot is reserved for [`wait`](Self::wait) from now.
+///
+/// Core never sleeps: the caller waits (a thread sleep, an async timer, or
+/// [`Clock::sleep`](crate::Clock::sleep)) and then calls [`enter`](Self::enter). Dropping it instead
+/// gives its reservations back (its queue slot, if it is still the last one, any place it
+/// holds under a concurrency rule, and any breaker probe place).
+#[must_use = "the slot is given back when a pending entry is dropped"]
+pub struct Pending<'a> {
+    resource: &'a ResourceInner,
+    state: PendingState,
+}
+
+impl<'a> Pending<'a> {
+    pub(super) fn new(resource: &'a ResourceInner, state: PendingState) -> Self {
+        Self { resource, state }
+    }
+
+    /// How long to wait, from the check, before entering.
+    pub fn wait(&self) -> Duration {
+        self.state.wait
+    }
+
+    /// Enters after the wait: counts the pass at the clock's current time.
+    pub fn enter(mut self) -> Entry<'a> {
+        let state = self.state.enter(self.resource);
+        Entry {
+            resource: self.resource,
+            state,
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.state.abandon(self.resource);
+    }
+}
+
+impl fmt::Debug for Pending<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pending")
+            .field("resource", &self.resource.name)
+            .field("wait", &self.state.wait)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A [`Pending`] that owns its resource handle: `'static`, for futures and tasks. See
+/// [`EntryBuilder::try_enter_owned`](crate::EntryBuilder::try_enter_owned).
+#[must_use = "the slot is given back when a pending entry is dropped"]
+pub struct OwnedPending {
+    resource: Resource,
+    state: PendingState,
+}
+
+impl OwnedPending {
+    pub(super) fn new(resource: Resource, state: PendingState) -> Self {
+        Self { resource, state }
+    }
+
+    /// How long to wait, from the check, before entering.
+    pub fn wait(&self) -> Duration {
+        self.state.wait
+    }
+
+    /// Enters after the wait: counts the pass at the clock's current time.
+    pub fn enter(mut self) -> OwnedEntry {
+        let state = self.state.enter(&self.resource.inner);
+        OwnedEntry {
+            resource: self.resource.clone(),
+            state,
+        }
+    }
+}
+
+impl Drop for OwnedPending {
+    fn drop(&mut self) {
+        self.state.abandon(&self.resource.inner);
+    }
+}
+
+impl fmt::Debug for OwnedPending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedPending")
+            .field("resource", &self.resource.name())
+            .field("wait", &self.state.wait)
+            .finish_non_exhaustive()
+    }
+}
