@@ -1,5 +1,10 @@
 //! spillway on tokio: the crate that owns the async runtime.
 //!
+//! - [`SpillwayLayer`]: tower middleware that puts an axum, tonic or hyper service behind
+//!   spillway in one line (see [`protect`]): 429 with `Retry-After` and `RateLimit` headers (or
+//!   gRPC `RESOURCE_EXHAUSTED`) when a rule blocks, async waits when a rule paces, statistics
+//!   and breakers fed from every response.
+//!
 //! spillway's core decides and never sleeps; this crate waits. Every wait here is a tokio timer,
 //! never a blocked runtime thread, and every wait is cancellation-safe: a future dropped before
 //! its turn gives its reservation back.
@@ -32,10 +37,15 @@ mod accepts;
 mod active;
 mod clock;
 mod entry;
+pub mod protect;
 mod rate_limiter;
 
 pub use accepts::{AcceptLimit, AcceptsState, AtCapacity, LimitedListener, LimitedStream};
 pub use active::acquire_active;
 pub use clock::TokioClock;
 pub use entry::enter;
+pub use protect::{
+    grpc_resource_exhausted, too_many_requests, ResponseBody, ResponseFuture, Spillway,
+    SpillwayLayer,
+};
 pub use rate_limiter::acquire;

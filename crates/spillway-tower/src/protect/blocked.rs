@@ -1,0 +1,157 @@
+//! What a blocked request gets: HTTP 429 with `Retry-After` and the IETF `RateLimit` fields, or
+//! gRPC `RESOURCE_EXHAUSTED`.
+
+use super::config::is_grpc;
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::{request, Response, StatusCode};
+use spillway::flow::Grade;
+use spillway::{BlockError, BlockKind};
+use std::time::Duration;
+
+/// The layer's default: [`grpc_resource_exhausted`] for a gRPC request, else
+/// [`too_many_requests`].
+pub(super) fn default_blocked(
+    err: &BlockError,
+    request: &request::Parts,
+    spillway: &spillway::Spillway,
+) -> Response<Bytes> {
+    if is_grpc(&request.headers) {
+        grpc_resource_exhausted(err)
+    } else {
+        too_many_requests(err, spillway)
+    }
+}
+
+/// Whole seconds to wait, rounded up (a client that waits less would be refused again).
+fn ceil_secs(after: Duration) -> u64 {
+    after.as_secs() + u64::from(after.subsec_nanos() > 0)
+}
+
+/// HTTP 429 Too Many Requests for `err`, with the error's text as a plain-text body and:
+///
+/// - `Retry-After` (whole seconds, rounded up) when the check knows when to retry;
+/// - for a flow rule, the IETF `RateLimit-Policy` and `RateLimit` fields
+///   (draft-ietf-httpapi-ratelimit-headers): the policy is named after the rule, its quota `q`
+///   is the rule's count (rounded down), its window `w` is one second for a QPS rule (none for
+///   a concurrency rule); the remaining quota `r` is 0 and `t` is the `Retry-After` value.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::flow::FlowRule;
+/// use spillway::{ManualClock, Spillway};
+/// use spillway_tower::too_many_requests;
+///
+/// let spillway = Spillway::new_with_clock(ManualClock::new());
+/// spillway.load_flow_rules(vec![FlowRule::qps("search", "GET /search", 0.0)])?;
+/// let err = spillway.entry("GET /search").enter().unwrap_err();
+/// let response = too_many_requests(&err, &spillway);
+/// assert_eq!(response.status(), 429);
+/// assert_eq!(response.headers()["ratelimit-policy"], r#""search";q=0;w=1"#);
+/// assert_eq!(response.headers()["ratelimit"], r#""search";r=0;t=1"#);
+/// assert_eq!(response.headers()["retry-after"], "1");
+/// # Ok::<(), spillway::flow::FlowRuleError>(())
+/// ```
+pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(format!("{err}\n")));
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    let retry = err.retry_after().map(ceil_secs);
+    if let Some(secs) = retry {
+        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
+    if err.kind() == BlockKind::Flow {
+        let rule = err
+            .rule_id()
+            .and_then(|id| spillway.flow_rules().into_iter().find(|rule| rule.id == id));
+        if let Some(rule) = rule {
+            let name = sf_string(&rule.id);
+            let quota = rule.count.floor() as u64;
+            let policy = match rule.grade {
+                Grade::Qps => format!("{name};q={quota};w=1"),
+                _ => format!("{name};q={quota}"),
+            };
+            let state = match retry {
+                Some(secs) => format!("{name};r=0;t={secs}"),
+                None => format!("{name};r=0"),
+            };
+            if let (Ok(policy), Ok(state)) = (
+                HeaderValue::from_str(&policy),
+                HeaderValue::from_str(&state),
+            ) {
+                headers.insert("ratelimit-policy", policy);
+                headers.insert("ratelimit", state);
+            }
+        }
+    }
+    response
+}
+
+/// A structured-field string (RFC 8941): quoted, with `"` and `\` escaped and characters
+/// outside printable ASCII replaced.
+fn sf_string(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('_'),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A gRPC `RESOURCE_EXHAUSTED` (status 8) for `err`, as a trailers-only response: HTTP 200,
+/// `content-type: application/grpc`, `grpc-status: 8` and the error's text as `grpc-message`
+/// (percent-encoded as gRPC requires), and no body.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::{ManualClock, Spillway};
+/// use spillway::flow::FlowRule;
+/// use spillway_tower::grpc_resource_exhausted;
+///
+/// let spillway = Spillway::new_with_clock(ManualClock::new());
+/// spillway.load_flow_rules(vec![FlowRule::qps("q", "/echo.Echo/Say", 0.0)])?;
+/// let err = spillway.entry("/echo.Echo/Say").enter().unwrap_err();
+/// let response = grpc_resource_exhausted(&err);
+/// assert_eq!(response.status(), 200);
+/// assert_eq!(response.headers()["grpc-status"], "8");
+/// assert!(response.headers()["grpc-message"].to_str().unwrap().starts_with("/echo.Echo/Say blocked"));
+/// # Ok::<(), spillway::flow::FlowRuleError>(())
+/// ```
+pub fn grpc_resource_exhausted(err: &BlockError) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::new());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    headers.insert("grpc-status", HeaderValue::from_static("8"));
+    if let Ok(message) = HeaderValue::from_str(&grpc_percent_encode(&err.to_string())) {
+        headers.insert("grpc-message", message);
+    }
+    response
+}
+
+/// gRPC's `grpc-message` encoding: bytes outside printable ASCII (0x20 to 0x7E), and `%`,
+/// as `%XX`.
+fn grpc_percent_encode(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for byte in message.bytes() {
+        if (0x20..=0x7e).contains(&byte) && byte != b'%' {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}

@@ -1,0 +1,125 @@
+use super::config::grpc_error;
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use spillway::OwnedEntry;
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+pin_project! {
+    /// The body of a response through [`Spillway`](super::Spillway): the service's body, which
+    /// holds the request's spillway entry until it ends (or is dropped), or the body of a
+    /// blocked request's response.
+    pub struct ResponseBody<B> {
+        #[pin]
+        kind: Kind<B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<B> {
+        Inner {
+            #[pin]
+            body: B,
+            entry: Option<OwnedEntry>,
+            grpc: bool,
+        },
+        Blocked {
+            data: Option<Bytes>,
+        },
+    }
+}
+
+impl<B> ResponseBody<B> {
+    pub(super) fn inner(body: B, entry: OwnedEntry, grpc: bool) -> Self {
+        Self {
+            kind: Kind::Inner {
+                body,
+                entry: Some(entry),
+                grpc,
+            },
+        }
+    }
+
+    pub(super) fn blocked(data: Bytes) -> Self {
+        Self {
+            kind: Kind::Blocked {
+                data: (!data.is_empty()).then_some(data),
+            },
+        }
+    }
+}
+
+impl<B> Body for ResponseBody<B>
+where
+    B: Body,
+    B::Data: From<Bytes>,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        match self.project().kind.project() {
+            KindProj::Inner { body, entry, grpc } => {
+                let polled = body.poll_frame(cx);
+                match &polled {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        let failed = *grpc && frame.trailers_ref().is_some_and(grpc_error);
+                        if let (true, Some(entry)) = (failed, entry.as_mut()) {
+                            entry.mark_error();
+                        }
+                    }
+                    Poll::Ready(Some(Err(_))) => {
+                        if let Some(mut entry) = entry.take() {
+                            entry.mark_error();
+                        }
+                    }
+                    // The body ended: the call is complete.
+                    Poll::Ready(None) => drop(entry.take()),
+                    Poll::Pending => {}
+                }
+                polled
+            }
+            KindProj::Blocked { data } => {
+                Poll::Ready(data.take().map(|data| Ok(Frame::data(data.into()))))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Inner { body, .. } => body.is_end_stream(),
+            Kind::Blocked { data } => data.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Inner { body, .. } => body.size_hint(),
+            Kind::Blocked { data } => {
+                SizeHint::with_exact(data.as_ref().map_or(0, |data| data.len() as u64))
+            }
+        }
+    }
+}
+
+impl<B> fmt::Debug for ResponseBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match &self.kind {
+            Kind::Inner { entry, .. } => {
+                if entry.is_some() {
+                    "streaming"
+                } else {
+                    "ended"
+                }
+            }
+            Kind::Blocked { .. } => "blocked",
+        };
+        f.debug_struct("ResponseBody").field("kind", &kind).finish()
+    }
+}

@@ -1,0 +1,85 @@
+//! What a layer decides per request: the resource, the origin, the traffic type, how a response
+//! is classified, and what a blocked request gets.
+
+use bytes::Bytes;
+use http::{request, response, HeaderMap, Response};
+use spillway::{BlockError, Resource, TrafficType};
+use std::fmt;
+use std::sync::Arc;
+
+/// Picks a request's resource name.
+pub(super) type ResourceFn = dyn Fn(&request::Parts) -> String + Send + Sync;
+/// Picks a request's origin (the caller), if any.
+pub(super) type OriginFn = dyn Fn(&request::Parts) -> Option<String> + Send + Sync;
+/// Says whether a response counts as an error.
+pub(super) type ClassifyFn = dyn Fn(&response::Parts) -> bool + Send + Sync;
+/// Builds the response of a blocked request.
+pub(super) type BlockedFn =
+    dyn Fn(&BlockError, &request::Parts, &spillway::Spillway) -> Response<Bytes> + Send + Sync;
+
+/// How requests map to resources.
+#[derive(Clone)]
+pub(super) enum Selector {
+    /// Every request enters one resource, resolved once.
+    Fixed(Resource),
+    /// Every request enters the resource of this name (which the registry refused to resolve
+    /// ahead: each entry meets the same refusal, as a block).
+    Named(Arc<str>),
+    /// A name per request.
+    Dynamic(Arc<ResourceFn>),
+}
+
+impl Selector {
+    /// The resource `name`, resolved now if the registry takes it.
+    pub(super) fn named(spillway: &spillway::Spillway, name: &str) -> Self {
+        match spillway.resource(name) {
+            Ok(resource) => Selector::Fixed(resource),
+            Err(_) => Selector::Named(Arc::from(name)),
+        }
+    }
+}
+
+/// Everything a layer and its services share.
+#[derive(Clone)]
+pub(super) struct Config {
+    pub(super) spillway: spillway::Spillway,
+    pub(super) resource: Selector,
+    pub(super) origin: Option<Arc<OriginFn>>,
+    pub(super) traffic: TrafficType,
+    pub(super) classify: Arc<ClassifyFn>,
+    pub(super) blocked: Arc<BlockedFn>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let resource = match &self.resource {
+            Selector::Fixed(resource) => resource.name().to_owned(),
+            Selector::Named(name) => name.to_string(),
+            Selector::Dynamic(_) => "<per request>".to_owned(),
+        };
+        f.debug_struct("Config")
+            .field("resource", &resource)
+            .field("traffic", &self.traffic)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default classification: a 5xx status, or a gRPC status other than OK in the headers
+/// (a trailers-only gRPC response). gRPC statuses in trailers are checked as the body ends.
+pub(super) fn default_is_error(parts: &response::Parts) -> bool {
+    parts.status.is_server_error() || grpc_error(&parts.headers)
+}
+
+/// Whether `headers` (or trailers) carry a gRPC status other than 0 (OK).
+pub(super) fn grpc_error(headers: &HeaderMap) -> bool {
+    headers
+        .get("grpc-status")
+        .is_some_and(|status| status.as_bytes() != b"0")
+}
+
+/// Whether a message is gRPC (its content type is `application/grpc`, with any suffix).
+pub(super) fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"))
+}

@@ -1,0 +1,175 @@
+use super::blocked::default_blocked;
+use super::config::{default_is_error, Config, Selector};
+use super::service::Spillway;
+use bytes::Bytes;
+use http::{request, response, Response};
+use spillway::{BlockError, TrafficType};
+use std::fmt;
+use std::sync::Arc;
+use tower::Layer;
+
+/// Puts every request of the wrapped service through a [`spillway::Spillway`]: see the
+/// [module docs](crate::protect) for what happens to a request.
+///
+/// Cheap to clone; every clone, and every service it makes, shares the same spillway and so
+/// the same limits, whatever the connection.
+///
+/// Defaults: requests enter one resource named `http` (with the `axum` feature,
+/// [`by_route`](Self::by_route) names them by method and route template instead), with no
+/// origin, as [inbound](TrafficType::Inbound) traffic; a response is an error when its status
+/// is 5xx or its gRPC status is not OK; a blocked request gets
+/// [`too_many_requests`](super::too_many_requests) (429, `Retry-After`, `RateLimit` headers),
+/// or [`grpc_resource_exhausted`](super::grpc_resource_exhausted) if it is a gRPC call.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::flow::FlowRule;
+/// use spillway_tower::SpillwayLayer;
+///
+/// let spillway = spillway::Spillway::new();
+/// spillway.load_flow_rules(vec![FlowRule::qps("api-qps", "api", 100.0)])?;
+/// let layer = SpillwayLayer::new(spillway)
+///     .fixed_resource("api")
+///     .origin_header("x-caller");
+/// // axum: Router::new().route(...).layer(layer)
+/// # let _ = layer;
+/// # Ok::<(), spillway::flow::FlowRuleError>(())
+/// ```
+#[derive(Clone)]
+pub struct SpillwayLayer {
+    config: Arc<Config>,
+}
+
+impl SpillwayLayer {
+    /// A layer over `spillway`, with the defaults above.
+    pub fn new(spillway: spillway::Spillway) -> Self {
+        Self {
+            config: Arc::new(Config {
+                resource: Selector::named(&spillway, "http"),
+                spillway,
+                origin: None,
+                traffic: TrafficType::Inbound,
+                classify: Arc::new(default_is_error),
+                blocked: Arc::new(default_blocked),
+            }),
+        }
+    }
+
+    fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
+        change(Arc::make_mut(&mut self.config));
+        self
+    }
+
+    /// Every request enters the resource `name` (resolved once: no lookup per request).
+    pub fn fixed_resource(self, name: &str) -> Self {
+        self.with(|config| {
+            config.resource = Selector::named(&config.spillway, name);
+        })
+    }
+
+    /// The resource of each request, from its head. Keep the set of names bounded (a route
+    /// template, not a raw path): past the spillway's resource cap, new names share its
+    /// overflow resource.
+    pub fn resource(
+        self,
+        name: impl Fn(&request::Parts) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.with(|config| config.resource = Selector::Dynamic(Arc::new(name)))
+    }
+
+    /// Names each request's resource by its method and axum's matched route template, as in
+    /// `GET /users/{id}`; requests no route matched enter `<METHOD> unmatched`.
+    #[cfg(feature = "axum")]
+    pub fn by_route(self) -> Self {
+        self.resource(|parts| {
+            let route = parts
+                .extensions
+                .get::<axum::extract::MatchedPath>()
+                .map_or("unmatched", |path| path.as_str());
+            format!("{} {route}", parts.method)
+        })
+    }
+
+    /// The origin (caller) of each request, from its head, for `limit_app` rules and
+    /// per-origin statistics.
+    pub fn origin(
+        self,
+        origin: impl Fn(&request::Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.with(|config| config.origin = Some(Arc::new(origin)))
+    }
+
+    /// The origin is the value of header `name`, when present and valid UTF-8.
+    pub fn origin_header(self, name: &'static str) -> Self {
+        self.origin(move |parts| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned)
+        })
+    }
+
+    /// The traffic type of the entries (default inbound: system rules apply).
+    pub fn traffic(self, traffic: TrafficType) -> Self {
+        self.with(|config| config.traffic = traffic)
+    }
+
+    /// Whether a response counts as an error for statistics and breakers (default: 5xx, or a
+    /// gRPC status other than OK). An `Err` from the service is always an error, and so is a
+    /// gRPC status other than OK in the trailers.
+    pub fn classify(
+        self,
+        is_error: impl Fn(&response::Parts) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.with(|config| config.classify = Arc::new(is_error))
+    }
+
+    /// The response of a blocked request, instead of the default.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http::{Response, StatusCode};
+    /// use spillway_tower::SpillwayLayer;
+    ///
+    /// let layer = SpillwayLayer::new(spillway::Spillway::new()).on_blocked(|err, _request, _| {
+    ///     let mut response = Response::new(Bytes::from(format!("busy: {}", err.kind())));
+    ///     *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    ///     response
+    /// });
+    /// # let _ = layer;
+    /// ```
+    pub fn on_blocked(
+        self,
+        respond: impl Fn(&BlockError, &request::Parts, &spillway::Spillway) -> Response<Bytes>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        self.with(|config| config.blocked = Arc::new(respond))
+    }
+
+    /// The spillway the layer uses.
+    pub fn spillway(&self) -> &spillway::Spillway {
+        &self.config.spillway
+    }
+}
+
+impl<S> Layer<S> for SpillwayLayer {
+    type Service = Spillway<S>;
+
+    fn layer(&self, inner: S) -> Spillway<S> {
+        Spillway::new(inner, self.config.clone())
+    }
+}
+
+impl fmt::Debug for SpillwayLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpillwayLayer")
+            .field("config", &self.config)
+            .finish()
+    }
+}

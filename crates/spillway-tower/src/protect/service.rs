@@ -1,0 +1,108 @@
+use super::body::ResponseBody;
+use super::config::{Config, Selector};
+use super::future::ResponseFuture;
+use http::{Request, Response};
+use spillway::{BlockError, OwnedAdmission};
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tower::Service;
+
+/// A service whose requests go through spillway (made by [`SpillwayLayer`](super::SpillwayLayer)).
+///
+/// `poll_ready` is the inner service's; the spillway entry is taken in `call`, so an idle
+/// connection holds nothing. Clones share the spillway and its limits.
+#[derive(Clone)]
+pub struct Spillway<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+impl<S> Spillway<S> {
+    pub(super) fn new(inner: S, config: Arc<Config>) -> Self {
+        Self { inner, config }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The spillway requests go through.
+    pub fn spillway(&self) -> &spillway::Spillway {
+        &self.config.spillway
+    }
+}
+
+/// Enters the request's resource: ready, queued, or blocked.
+fn admit(config: &Config, parts: &http::request::Parts) -> Result<OwnedAdmission, BlockError> {
+    let origin = config.origin.as_ref().and_then(|origin| origin(parts));
+    let enter = |builder: spillway::EntryBuilder<'_>| {
+        let builder = builder.traffic(config.traffic);
+        match &origin {
+            Some(origin) => builder.origin(origin).try_enter_owned(),
+            None => builder.try_enter_owned(),
+        }
+    };
+    match &config.resource {
+        Selector::Fixed(resource) => enter(resource.entry()),
+        Selector::Named(name) => enter(config.spillway.entry(name)),
+        Selector::Dynamic(name) => {
+            let name = name(parts);
+            enter(config.spillway.entry(&name))
+        }
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for Spillway<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+{
+    type Response = Response<ResponseBody<ResB>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, S, Request<ReqB>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+        let (parts, body) = request.into_parts();
+        let admission = admit(&self.config, &parts);
+        match admission {
+            Ok(OwnedAdmission::Ready(entry)) => {
+                let future = self.inner.call(Request::from_parts(parts, body));
+                ResponseFuture::calling(future, entry, self.config.clone())
+            }
+            Ok(OwnedAdmission::Queued(pending)) => {
+                // The ready service waits with the request; this one takes its place.
+                let fresh = self.inner.clone();
+                let ready = std::mem::replace(&mut self.inner, fresh);
+                ResponseFuture::waiting(
+                    pending,
+                    ready,
+                    Request::from_parts(parts, body),
+                    self.config.clone(),
+                )
+            }
+            Err(err) => {
+                let response = (self.config.blocked)(&err, &parts, &self.config.spillway);
+                ResponseFuture::blocked(response)
+            }
+        }
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for Spillway<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Spillway")
+            .field("inner", &self.inner)
+            .field("config", &self.config)
+            .finish()
+    }
+}
