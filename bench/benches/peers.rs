@@ -15,7 +15,7 @@
 //! - `tokio_semaphore_try_acquire`: tokio `Semaphore::try_acquire` and drop of the permit.
 //!
 //! Group `qps_rule/{N}t`: see [`qps_rule`]. Group `rate_limiter/{N}t`: see [`rate_limiter`].
-//! Group `dubbo/{N}t`: see [`dubbo`].
+//! Group `dubbo/{N}t`: see [`dubbo`]. Group `layer/1t`: see [`layer`].
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use governor::{Quota, RateLimiter};
@@ -266,5 +266,95 @@ fn dubbo(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, admit, qps_rule, rate_limiter, dubbo);
+/// Drives one request through a tower service whose readiness and response are immediate: poll
+/// ready, call, poll the response future once, drop the response (and with it the body).
+fn one_request<S, B>(service: &mut S) -> http::StatusCode
+where
+    S: tower::Service<http::Request<()>, Response = http::Response<B>>,
+{
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(service.poll_ready(&mut cx).is_ready());
+    let mut future = std::pin::pin!(service.call(http::Request::new(())));
+    match future.as_mut().poll(&mut cx) {
+        Poll::Ready(Ok(response)) => response.status(),
+        _ => panic!("the response is immediate"),
+    }
+}
+
+/// Group `layer/1t`: one request through a tower service that answers at once, with each
+/// middleware in front of it, 1 thread:
+///
+/// - `bare`: the service alone (the floor: request, response and empty body);
+/// - `spillway_pass`: spillway's layer, fixed resource, no rules (entry in `call`, held by the
+///   body, exit when it drops);
+/// - `spillway_block`: the same with a QPS rule of 0: the 429 with `Retry-After` and
+///   `RateLimit` headers;
+/// - `tower_concurrency_limit_pass`: tower's `ConcurrencyLimit`, never reached;
+/// - `tower_governor_pass` / `tower_governor_block`: tower_governor with a global key, never
+///   reached / exhausted (its 429).
+fn layer(c: &mut Criterion) {
+    use spillway_tower::SpillwayLayer;
+    use tower::Layer;
+    use tower_governor::governor::GovernorConfigBuilder;
+    use tower_governor::key_extractor::GlobalKeyExtractor;
+    use tower_governor::GovernorLayer;
+
+    let bare = tower::service_fn(|_request: http::Request<()>| async {
+        Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::empty()))
+    });
+    let mut group = c.benchmark_group("layer/1t");
+    group.bench_function("bare", |b| {
+        let mut service = bare.clone();
+        b.iter(|| black_box(one_request(&mut service)))
+    });
+    let open = spillway::Spillway::new();
+    group.bench_function("spillway_pass", |b| {
+        let mut service = SpillwayLayer::new(open.clone())
+            .fixed_resource("api")
+            .layer(bare.clone());
+        b.iter(|| black_box(one_request(&mut service)))
+    });
+    let closed = spillway::Spillway::new();
+    closed
+        .load_flow_rules(vec![spillway::flow::FlowRule::qps("api-qps", "api", 0.0)])
+        .unwrap();
+    group.bench_function("spillway_block", |b| {
+        let mut service = SpillwayLayer::new(closed.clone())
+            .fixed_resource("api")
+            .layer(bare.clone());
+        assert_eq!(one_request(&mut service), 429);
+        b.iter(|| black_box(one_request(&mut service)))
+    });
+    group.bench_function("tower_concurrency_limit_pass", |b| {
+        let mut service = tower::limit::ConcurrencyLimitLayer::new(1 << 30).layer(bare.clone());
+        b.iter(|| black_box(one_request(&mut service)))
+    });
+    group.bench_function("tower_governor_pass", |b| {
+        let config = GovernorConfigBuilder::default()
+            .per_nanosecond(1)
+            .burst_size(u32::MAX)
+            .key_extractor(GlobalKeyExtractor)
+            .finish()
+            .unwrap();
+        let mut service = GovernorLayer::new(config).layer(bare.clone());
+        b.iter(|| black_box(one_request(&mut service)))
+    });
+    group.bench_function("tower_governor_block", |b| {
+        let config = GovernorConfigBuilder::default()
+            .per_second(3_600)
+            .burst_size(1)
+            .key_extractor(GlobalKeyExtractor)
+            .finish()
+            .unwrap();
+        let mut service = GovernorLayer::new(config).layer(bare.clone());
+        one_request(&mut service);
+        assert_eq!(one_request(&mut service), 429);
+        b.iter(|| black_box(one_request(&mut service)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, admit, qps_rule, rate_limiter, dubbo, layer);
 criterion_main!(benches);

@@ -328,6 +328,26 @@ impl Spillway {
         self.inner.core.flow.load().loaded.clone()
     }
 
+    /// Reads the flow rule `id`, if one is loaded, without copying the rule set (for a block's
+    /// response headers, say).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::FlowRule;
+    /// use spillway::Spillway;
+    ///
+    /// let spillway = Spillway::new();
+    /// spillway.load_flow_rules(vec![FlowRule::qps("search", "GET /search", 50.0)])?;
+    /// assert_eq!(spillway.with_flow_rule("search", |rule| rule.count), Some(50.0));
+    /// assert_eq!(spillway.with_flow_rule("nope", |rule| rule.count), None);
+    /// # Ok::<(), spillway::flow::FlowRuleError>(())
+    /// ```
+    pub fn with_flow_rule<R>(&self, id: &str, read: impl FnOnce(&FlowRule) -> R) -> Option<R> {
+        let set = self.inner.core.flow.load();
+        set.loaded.iter().find(|rule| rule.id == id).map(read)
+    }
+
     /// Statistics of the global inbound node, read now.
     pub fn inbound_stats(&self) -> NodeStats {
         self.inner

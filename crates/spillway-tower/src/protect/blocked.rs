@@ -1,7 +1,13 @@
 //! What a blocked request gets: HTTP 429 with `Retry-After` and the IETF `RateLimit` fields, or
 //! gRPC `RESOURCE_EXHAUSTED`.
 
-use super::config::is_grpc;
+use super::config::{is_grpc, GRPC_STATUS};
+use http::HeaderName;
+use std::fmt::Write;
+
+const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, Response, StatusCode};
@@ -54,9 +60,13 @@ fn ceil_secs(after: Duration) -> u64 {
 /// # Ok::<(), spillway::flow::FlowRuleError>(())
 /// ```
 pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Response<Bytes> {
-    let mut response = Response::new(Bytes::from(format!("{err}\n")));
+    let mut text = String::with_capacity(128);
+    // Writing to a String cannot fail.
+    let _ = writeln!(text, "{err}");
+    let mut response = Response::new(Bytes::from(text));
     *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     let headers = response.headers_mut();
+    headers.reserve(4);
     headers.insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
@@ -68,11 +78,11 @@ pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Res
     if err.kind() == BlockKind::Flow {
         let rule = err
             .rule_id()
-            .and_then(|id| spillway.flow_rules().into_iter().find(|rule| rule.id == id));
-        if let Some(rule) = rule {
-            let name = sf_string(&rule.id);
-            let quota = rule.count.floor() as u64;
-            let policy = match rule.grade {
+            .and_then(|id| spillway.with_flow_rule(id, |rule| (rule.grade, rule.count)));
+        if let (Some((grade, count)), Some(id)) = (rule, err.rule_id()) {
+            let name = sf_string(id);
+            let quota = count.floor() as u64;
+            let policy = match grade {
                 Grade::Qps => format!("{name};q={quota};w=1"),
                 _ => format!("{name};q={quota}"),
             };
@@ -84,8 +94,8 @@ pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Res
                 HeaderValue::from_str(&policy),
                 HeaderValue::from_str(&state),
             ) {
-                headers.insert("ratelimit-policy", policy);
-                headers.insert("ratelimit", state);
+                headers.insert(RATELIMIT_POLICY, policy);
+                headers.insert(RATELIMIT, state);
             }
         }
     }
@@ -135,9 +145,9 @@ pub fn grpc_resource_exhausted(err: &BlockError) -> Response<Bytes> {
     let mut response = Response::new(Bytes::new());
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-    headers.insert("grpc-status", HeaderValue::from_static("8"));
+    headers.insert(GRPC_STATUS, HeaderValue::from_static("8"));
     if let Ok(message) = HeaderValue::from_str(&grpc_percent_encode(&err.to_string())) {
-        headers.insert("grpc-message", message);
+        headers.insert(GRPC_MESSAGE, message);
     }
     response
 }
@@ -150,7 +160,7 @@ fn grpc_percent_encode(message: &str) -> String {
         if (0x20..=0x7e).contains(&byte) && byte != b'%' {
             out.push(byte as char);
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            let _ = write!(out, "%{byte:02X}");
         }
     }
     out

@@ -2,7 +2,7 @@
 //! is classified, and what a blocked request gets.
 
 use bytes::Bytes;
-use http::{request, response, HeaderMap, Response};
+use http::{request, HeaderMap, HeaderName, Response, StatusCode};
 use spillway::{BlockError, Resource, TrafficType};
 use std::fmt;
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use std::sync::Arc;
 pub(super) type ResourceFn = dyn Fn(&request::Parts) -> String + Send + Sync;
 /// Picks a request's origin (the caller), if any.
 pub(super) type OriginFn = dyn Fn(&request::Parts) -> Option<String> + Send + Sync;
-/// Says whether a response counts as an error.
-pub(super) type ClassifyFn = dyn Fn(&response::Parts) -> bool + Send + Sync;
+/// Says whether a response (its status and headers) counts as an error.
+pub(super) type ClassifyFn = dyn Fn(StatusCode, &HeaderMap) -> bool + Send + Sync;
 /// Builds the response of a blocked request.
 pub(super) type BlockedFn =
     dyn Fn(&BlockError, &request::Parts, &spillway::Spillway) -> Response<Bytes> + Send + Sync;
@@ -27,6 +27,13 @@ pub(super) enum Selector {
     Named(Arc<str>),
     /// A name per request.
     Dynamic(Arc<ResourceFn>),
+}
+
+impl Config {
+    /// Whether a request's head is read (to name its resource or its origin).
+    pub(super) fn reads_request(&self) -> bool {
+        self.origin.is_some() || matches!(self.resource, Selector::Dynamic(_))
+    }
 }
 
 impl Selector {
@@ -46,7 +53,8 @@ pub(super) struct Config {
     pub(super) resource: Selector,
     pub(super) origin: Option<Arc<OriginFn>>,
     pub(super) traffic: TrafficType,
-    pub(super) classify: Arc<ClassifyFn>,
+    /// `None`: [`default_is_error`].
+    pub(super) classify: Option<Arc<ClassifyFn>>,
     pub(super) blocked: Arc<BlockedFn>,
 }
 
@@ -64,16 +72,20 @@ impl fmt::Debug for Config {
     }
 }
 
-/// The default classification: a 5xx status, or a gRPC status other than OK in the headers
-/// (a trailers-only gRPC response). gRPC statuses in trailers are checked as the body ends.
-pub(super) fn default_is_error(parts: &response::Parts) -> bool {
-    parts.status.is_server_error() || grpc_error(&parts.headers)
+/// `grpc-status`, parsed once.
+pub(super) const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+
+/// The default classification: a 5xx status, or (for a gRPC response) a gRPC status other than
+/// OK in the headers (a trailers-only response). gRPC statuses in trailers are checked as the
+/// body ends.
+pub(super) fn default_is_error(status: StatusCode, headers: &HeaderMap) -> bool {
+    status.is_server_error() || (is_grpc(headers) && grpc_error(headers))
 }
 
 /// Whether `headers` (or trailers) carry a gRPC status other than 0 (OK).
 pub(super) fn grpc_error(headers: &HeaderMap) -> bool {
     headers
-        .get("grpc-status")
+        .get(GRPC_STATUS)
         .is_some_and(|status| status.as_bytes() != b"0")
 }
 

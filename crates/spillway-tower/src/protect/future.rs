@@ -1,5 +1,5 @@
 use super::body::ResponseBody;
-use super::config::{is_grpc, Config};
+use super::config::{default_is_error, is_grpc, ClassifyFn};
 use http::Response;
 use pin_project_lite::pin_project;
 use spillway::{OwnedEntry, OwnedPending};
@@ -28,17 +28,17 @@ pin_project! {
     #[project = StateProj]
     enum State<F, S, R> {
         Waiting {
-            #[pin]
-            sleep: Sleep,
+            // Boxed: the rare waiting state should not make every response future large.
+            sleep: Pin<Box<Sleep>>,
             pending: Option<OwnedPending>,
             call: Option<(S, R)>,
-            config: Arc<Config>,
+            classify: Option<Arc<ClassifyFn>>,
         },
         Calling {
             #[pin]
             future: F,
             entry: Option<OwnedEntry>,
-            config: Arc<Config>,
+            classify: Option<Arc<ClassifyFn>>,
         },
         Blocked {
             response: Option<Response<bytes::Bytes>>,
@@ -47,12 +47,12 @@ pin_project! {
 }
 
 impl<F, S, R> ResponseFuture<F, S, R> {
-    pub(super) fn calling(future: F, entry: OwnedEntry, config: Arc<Config>) -> Self {
+    pub(super) fn calling(future: F, entry: OwnedEntry, classify: Option<Arc<ClassifyFn>>) -> Self {
         Self {
             state: State::Calling {
                 future,
                 entry: Some(entry),
-                config,
+                classify,
             },
         }
     }
@@ -61,14 +61,14 @@ impl<F, S, R> ResponseFuture<F, S, R> {
         pending: OwnedPending,
         service: S,
         request: R,
-        config: Arc<Config>,
+        classify: Option<Arc<ClassifyFn>>,
     ) -> Self {
         Self {
             state: State::Waiting {
-                sleep: tokio::time::sleep(pending.wait()),
+                sleep: Box::pin(tokio::time::sleep(pending.wait())),
                 pending: Some(pending),
                 call: Some((service, request)),
-                config,
+                classify,
             },
         }
     }
@@ -97,9 +97,9 @@ where
                     sleep,
                     pending,
                     call,
-                    config,
+                    classify,
                 } => {
-                    ready!(sleep.poll(cx));
+                    ready!(sleep.as_mut().poll(cx));
                     let (Some(pending), Some((mut service, request))) =
                         (pending.take(), call.take())
                     else {
@@ -107,17 +107,17 @@ where
                     };
                     let entry = pending.enter();
                     let future = service.call(request);
-                    let config = config.clone();
+                    let classify = classify.take();
                     this.state.set(State::Calling {
                         future,
                         entry: Some(entry),
-                        config,
+                        classify,
                     });
                 }
                 StateProj::Calling {
                     future,
                     entry,
-                    config,
+                    classify,
                 } => {
                     let result = ready!(future.poll(cx));
                     let Some(mut entry) = entry.take() else {
@@ -125,13 +125,14 @@ where
                     };
                     return Poll::Ready(match result {
                         Ok(response) => {
-                            let (parts, body) = response.into_parts();
-                            entry.set_error((config.classify)(&parts));
-                            let grpc = is_grpc(&parts.headers);
-                            Ok(Response::from_parts(
-                                parts,
-                                ResponseBody::inner(body, entry, grpc),
-                            ))
+                            let (status, headers) = (response.status(), response.headers());
+                            let error = match classify {
+                                Some(classify) => classify(status, headers),
+                                None => default_is_error(status, headers),
+                            };
+                            entry.set_error(error);
+                            let grpc = is_grpc(headers);
+                            Ok(response.map(|body| ResponseBody::inner(body, entry, grpc)))
                         }
                         Err(err) => {
                             entry.mark_error();

@@ -1,8 +1,8 @@
 use super::blocked::default_blocked;
-use super::config::{default_is_error, Config, Selector};
+use super::config::{Config, Selector};
 use super::service::Spillway;
 use bytes::Bytes;
-use http::{request, response, Response};
+use http::{request, HeaderMap, Response, StatusCode};
 use spillway::{BlockError, TrafficType};
 use std::fmt;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ impl SpillwayLayer {
                 spillway,
                 origin: None,
                 traffic: TrafficType::Inbound,
-                classify: Arc::new(default_is_error),
+                classify: None,
                 blocked: Arc::new(default_blocked),
             }),
         }
@@ -116,14 +116,25 @@ impl SpillwayLayer {
         self.with(|config| config.traffic = traffic)
     }
 
-    /// Whether a response counts as an error for statistics and breakers (default: 5xx, or a
-    /// gRPC status other than OK). An `Err` from the service is always an error, and so is a
-    /// gRPC status other than OK in the trailers.
+    /// Whether a response, by its status and headers, counts as an error for statistics and
+    /// breakers (default: 5xx, or a gRPC status other than OK). An `Err` from the service is
+    /// always an error, and so is a gRPC status other than OK in the trailers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway_tower::SpillwayLayer;
+    ///
+    /// // 429s from upstream count as errors too.
+    /// let layer = SpillwayLayer::new(spillway::Spillway::new())
+    ///     .classify(|status, _headers| status.is_server_error() || status == 429);
+    /// # let _ = layer;
+    /// ```
     pub fn classify(
         self,
-        is_error: impl Fn(&response::Parts) -> bool + Send + Sync + 'static,
+        is_error: impl Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,
     ) -> Self {
-        self.with(|config| config.classify = Arc::new(is_error))
+        self.with(|config| config.classify = Some(Arc::new(is_error)))
     }
 
     /// The response of a blocked request, instead of the default.

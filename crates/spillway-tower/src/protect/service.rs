@@ -39,9 +39,16 @@ impl<S> Spillway<S> {
     }
 }
 
-/// Enters the request's resource: ready, queued, or blocked.
-fn admit(config: &Config, parts: &http::request::Parts) -> Result<OwnedAdmission, BlockError> {
-    let origin = config.origin.as_ref().and_then(|origin| origin(parts));
+/// Enters the request's resource: ready, queued, or blocked. `parts` is the request's head
+/// when the configuration reads it.
+fn admit(
+    config: &Config,
+    parts: Option<&http::request::Parts>,
+) -> Result<OwnedAdmission, BlockError> {
+    let origin = match (&config.origin, parts) {
+        (Some(origin), Some(parts)) => origin(parts),
+        _ => None,
+    };
     let enter = |builder: spillway::EntryBuilder<'_>| {
         let builder = builder.traffic(config.traffic);
         match &origin {
@@ -49,13 +56,14 @@ fn admit(config: &Config, parts: &http::request::Parts) -> Result<OwnedAdmission
             None => builder.try_enter_owned(),
         }
     };
-    match &config.resource {
-        Selector::Fixed(resource) => enter(resource.entry()),
-        Selector::Named(name) => enter(config.spillway.entry(name)),
-        Selector::Dynamic(name) => {
+    match (&config.resource, parts) {
+        (Selector::Fixed(resource), _) => enter(resource.entry()),
+        (Selector::Named(name), _) => enter(config.spillway.entry(name)),
+        (Selector::Dynamic(name), Some(parts)) => {
             let name = name(parts);
             enter(config.spillway.entry(&name))
         }
+        (Selector::Dynamic(_), None) => unreachable!("a dynamic resource reads the request"),
     }
 }
 
@@ -72,25 +80,28 @@ where
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        let (parts, body) = request.into_parts();
-        let admission = admit(&self.config, &parts);
+        // The head is split off only when a closure reads it.
+        let (request, admission) = if self.config.reads_request() {
+            let (parts, body) = request.into_parts();
+            let admission = admit(&self.config, Some(&parts));
+            (Request::from_parts(parts, body), admission)
+        } else {
+            let admission = admit(&self.config, None);
+            (request, admission)
+        };
         match admission {
             Ok(OwnedAdmission::Ready(entry)) => {
-                let future = self.inner.call(Request::from_parts(parts, body));
-                ResponseFuture::calling(future, entry, self.config.clone())
+                let future = self.inner.call(request);
+                ResponseFuture::calling(future, entry, self.config.classify.clone())
             }
             Ok(OwnedAdmission::Queued(pending)) => {
                 // The ready service waits with the request; this one takes its place.
                 let fresh = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, fresh);
-                ResponseFuture::waiting(
-                    pending,
-                    ready,
-                    Request::from_parts(parts, body),
-                    self.config.clone(),
-                )
+                ResponseFuture::waiting(pending, ready, request, self.config.classify.clone())
             }
             Err(err) => {
+                let (parts, _body) = request.into_parts();
                 let response = (self.config.blocked)(&err, &parts, &self.config.spillway);
                 ResponseFuture::blocked(response)
             }
