@@ -10,6 +10,34 @@
 //! Unlike tower's `RateLimit`, the layer and the services it makes are `Clone` and share one
 //! [`spillway::Spillway`]: a limit holds across every connection. Unlike `ConcurrencyLimit`, a
 //! concurrency rule refuses at once instead of queueing without bound.
+//!
+//! # Examples
+//!
+//! An axum router with a QPS limit on one route:
+//!
+//! ```
+//! use axum::routing::get;
+//! use axum::Router;
+//! use spillway::flow::FlowRule;
+//! use spillway_tower::{SpillwayLayer, TokioClock};
+//! use tower::ServiceExt;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let spillway = spillway::Spillway::new_with_clock(TokioClock::new());
+//! spillway.load_flow_rules(vec![FlowRule::qps("hello-qps", "hello", 1.0)])?;
+//! let app = Router::new()
+//!     .route("/hello", get(|| async { "hi" }))
+//!     .layer(SpillwayLayer::new(spillway).fixed_resource("hello"));
+//!
+//! let request = || http::Request::get("/hello").body(axum::body::Body::empty()).unwrap();
+//! assert_eq!(app.clone().oneshot(request()).await?.status(), 200);
+//! let blocked = app.clone().oneshot(request()).await?;
+//! assert_eq!(blocked.status(), 429);
+//! assert_eq!(blocked.headers()["ratelimit-policy"], r#""hello-qps";q=1;w=1"#);
+//! # Ok(())
+//! # }
+//! ```
 
 mod blocked;
 mod body;

@@ -118,6 +118,25 @@ impl Resource {
             .stats(entrance, self.inner.core.clock.now_nanos())
     }
 
+    /// Counts `count` calls refused by a check outside spillway (a limit in front of it, such as
+    /// a Dubbo limit in a proxy), so that the resource's block statistics include them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// let orders = spillway.resource("orders")?;
+    /// orders.record_block(2);
+    /// assert_eq!(orders.stats().block_qps, 2.0);
+    /// # Ok::<(), spillway::BlockError>(())
+    /// ```
+    pub fn record_block(&self, count: u32) {
+        let now = self.inner.core.clock.now_nanos();
+        self.inner.node.add_block(now, u64::from(count));
+    }
+
     /// Entries whose origin was not tracked on its own because the origin cap was reached.
     pub fn origin_overflows(&self) -> u64 {
         self.inner.origins.overflows()

@@ -1,0 +1,14 @@
+//! The configuration file: routes to upstreams and resources, and every rule type, in TOML.
+//!
+//! Parsing keeps the byte span of every rule and route, so that an error names the file, the
+//! line and the field (see [`ConfigError`]).
+
+mod error;
+mod file;
+mod validate;
+
+pub use error::ConfigError;
+pub use file::{
+    ActivesLimit, AdminConfig, Config, DefaultRoute, ListenerConfig, Route, TpsLimit, Upstream,
+};
+pub use validate::{load, parse};

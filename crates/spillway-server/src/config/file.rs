@@ -1,0 +1,205 @@
+//! The shape of `spillway.toml`.
+
+use serde::{Deserialize, Serialize};
+use spillway::breaker::BreakerRule;
+use spillway::flow::FlowRule;
+use spillway::system::SystemRule;
+use spillway_tower::AtCapacity;
+use std::net::SocketAddr;
+use std::time::Duration;
+use toml::Spanned;
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+fn default_admin_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9090))
+}
+
+fn default_upstream_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_actives_timeout() -> Duration {
+    Duration::from_secs(1)
+}
+
+fn default_tps_interval() -> Duration {
+    spillway::dubbo::DEFAULT_TPS_INTERVAL
+}
+
+fn default_resource() -> String {
+    "unmatched".to_owned()
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The proxy's listener.
+    #[serde(default)]
+    pub listener: ListenerConfig,
+    /// The admin API's listener.
+    #[serde(default)]
+    pub admin: AdminConfig,
+    /// Where requests go, by name.
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<Spanned<Upstream>>,
+    /// Requests to resources and upstreams, first match wins.
+    #[serde(default, rename = "route")]
+    pub routes: Vec<Spanned<Route>>,
+    /// Where requests no route matches go.
+    pub default: Option<Spanned<DefaultRoute>>,
+    /// Flow rules (spillway's `FlowRule`).
+    #[serde(default)]
+    pub flow: Vec<Spanned<FlowRule>>,
+    /// System rules.
+    #[serde(default)]
+    pub system: Vec<Spanned<SystemRule>>,
+    /// Circuit breaker rules.
+    #[serde(default, rename = "breaker")]
+    pub breakers: Vec<Spanned<BreakerRule>>,
+}
+
+/// The proxy's listener.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerConfig {
+    /// Address to listen on (default 127.0.0.1:8080).
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Most connections open at once (Dubbo's `accepts`); 0 or unset: no cap.
+    #[serde(default)]
+    pub max_connections: usize,
+    /// At the cap: `pause` accepting (default) or `close` new connections.
+    #[serde(default, with = "at_capacity")]
+    pub at_capacity: AtCapacity,
+    /// Longest an upstream may take to answer before the proxy returns 504.
+    #[serde(default = "default_upstream_timeout", with = "humantime_serde")]
+    pub upstream_timeout: Duration,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            max_connections: 0,
+            at_capacity: AtCapacity::Pause,
+            upstream_timeout: default_upstream_timeout(),
+        }
+    }
+}
+
+mod at_capacity {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use spillway_tower::AtCapacity;
+
+    pub(super) fn serialize<S: Serializer>(value: &AtCapacity, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match value {
+            AtCapacity::Pause => "pause",
+            _ => "close",
+        })
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<AtCapacity, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "pause" => Ok(AtCapacity::Pause),
+            "close" => Ok(AtCapacity::Close),
+            other => Err(serde::de::Error::custom(format!(
+                "unknown value `{other}`, expected `pause` or `close`"
+            ))),
+        }
+    }
+}
+
+/// The admin API's listener.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Address to listen on (default 127.0.0.1:9090, loopback only).
+    #[serde(default = "default_admin_listen")]
+    pub listen: SocketAddr,
+    /// Bearer token required for writes (`PUT /api/rules`); required when `listen` is not
+    /// loopback. `SPILLWAY_ADMIN_TOKEN` in the environment overrides it.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: default_admin_listen(),
+            token: None,
+        }
+    }
+}
+
+/// An upstream: a name and a base URL (`http://host:port`).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// The name routes use.
+    pub name: String,
+    /// `http://host:port`, optionally with a path prefix.
+    pub url: String,
+}
+
+/// A route: which requests, which resource, which upstream, and per-route Dubbo limits.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// The resource its requests enter (rules name it).
+    pub resource: String,
+    /// Methods it matches (empty: any).
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// A path prefix (`/api`: `/api` and `/api/...`) or a template with `{name}` segments and
+    /// an optional final `{*rest}` (`/users/{id}`).
+    pub path: String,
+    /// The upstream it goes to.
+    pub upstream: String,
+    /// Dubbo's TPS limit for the route.
+    #[serde(default)]
+    pub tps: Option<TpsLimit>,
+    /// Dubbo's `executes`: most requests in flight, refusing at once.
+    #[serde(default)]
+    pub executes: Option<u32>,
+    /// Dubbo's `actives`: most requests in flight, waiting up to a timeout for a place.
+    #[serde(default)]
+    pub actives: Option<ActivesLimit>,
+}
+
+/// Where requests no route matches go.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DefaultRoute {
+    /// The resource (default `unmatched`).
+    #[serde(default = "default_resource")]
+    pub resource: String,
+    /// The upstream; unset: unmatched requests get 404.
+    #[serde(default)]
+    pub upstream: Option<String>,
+}
+
+/// Dubbo's TPS limit: `rate` requests per `interval`.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TpsLimit {
+    /// Requests per interval.
+    pub rate: u32,
+    /// The window (default 60 s, Dubbo's).
+    #[serde(default = "default_tps_interval", with = "humantime_serde")]
+    pub interval: Duration,
+}
+
+/// Dubbo's `actives`: at most `max` in flight; others wait up to `timeout`.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ActivesLimit {
+    /// Most requests in flight.
+    pub max: u32,
+    /// Longest a request waits for a place (default 1 s).
+    #[serde(default = "default_actives_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+}

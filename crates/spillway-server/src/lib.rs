@@ -1,0 +1,17 @@
+//! The `spillway` binary's library: a reverse proxy that puts any HTTP service behind
+//! spillway's limits, configured by one TOML file.
+//!
+//! - [`config`]: the file, checked with errors that name the file, line and field;
+//! - [`Server`]: the proxy (routes to resources and upstreams, Dubbo limits per route,
+//!   spillway's flow, system and breaker rules, the connection cap, graceful shutdown);
+//! - [`demo`]: an upstream, the proxy and a load generator in one process.
+
+pub mod config;
+pub mod demo;
+mod proxy;
+mod router;
+mod server;
+
+pub use proxy::{Proxy, ProxyBody};
+pub use router::{Pattern, Router};
+pub use server::{apply_rules, Server};

@@ -1,0 +1,224 @@
+//! The reverse proxy: route a request, put it through its route's Dubbo limits and spillway's
+//! rules, forward it to its upstream, and hold its places until the response body ends.
+
+mod body;
+mod forward;
+
+pub use body::ProxyBody;
+
+use crate::config::Config;
+use crate::router::Router;
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, Uri};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsConfig, TpsLimiter};
+use spillway::{BlockError, OwnedAdmission};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a matched request goes and what limits its route has.
+#[derive(Debug)]
+pub(crate) struct RouteInfo {
+    pub(crate) resource: String,
+    pub(crate) upstream: Option<Uri>,
+    pub(crate) tps: Option<TpsConfig>,
+    pub(crate) executes: Option<u32>,
+    pub(crate) actives: Option<(u32, Duration)>,
+}
+
+/// The routing table of one configuration (swapped whole on reload).
+#[derive(Debug)]
+pub(crate) struct Table {
+    router: Router,
+    routes: Vec<RouteInfo>,
+    default: RouteInfo,
+    timeout: Duration,
+}
+
+impl Table {
+    pub(crate) fn new(config: &Config) -> Self {
+        let upstream = |name: &str| {
+            config
+                .upstreams
+                .iter()
+                .map(|u| u.get_ref())
+                .find(|u| u.name == name)
+                .and_then(|u| u.url.trim_end_matches('/').parse::<Uri>().ok())
+        };
+        let routes = config
+            .routes
+            .iter()
+            .map(|route| {
+                let route = route.get_ref();
+                RouteInfo {
+                    resource: route.resource.clone(),
+                    upstream: upstream(&route.upstream),
+                    tps: route.tps.map(|tps| TpsConfig::new(tps.rate, tps.interval)),
+                    executes: route.executes,
+                    actives: route.actives.map(|a| (a.max, a.timeout)),
+                }
+            })
+            .collect();
+        let default = match &config.default {
+            Some(default) => RouteInfo {
+                resource: default.get_ref().resource.clone(),
+                upstream: default.get_ref().upstream.as_deref().and_then(upstream),
+                tps: None,
+                executes: None,
+                actives: None,
+            },
+            None => RouteInfo {
+                resource: "unmatched".to_owned(),
+                upstream: None,
+                tps: None,
+                executes: None,
+                actives: None,
+            },
+        };
+        Self {
+            router: Router::new(config),
+            routes,
+            default,
+            timeout: config.listener.upstream_timeout,
+        }
+    }
+
+    fn route(&self, request: &Request<Incoming>) -> &RouteInfo {
+        self.router
+            .find(request.method(), request.uri().path())
+            .and_then(|index| self.routes.get(index))
+            .unwrap_or(&self.default)
+    }
+}
+
+/// The proxy: spillway, the Dubbo limiters, the routing table and the upstream client. Cheap
+/// to clone.
+#[derive(Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    spillway: spillway::Spillway,
+    table: ArcSwap<Table>,
+    tps: TpsLimiter,
+    executes: ExecuteLimiter,
+    actives: ActiveLimiter,
+    client: Client<HttpConnector, Incoming>,
+}
+
+impl Proxy {
+    /// A proxy for `config` (already checked), with `spillway` holding its rules.
+    pub fn new(config: &Config, spillway: spillway::Spillway) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Self {
+            inner: Arc::new(Inner {
+                spillway,
+                table: ArcSwap::from_pointee(Table::new(config)),
+                tps: TpsLimiter::new(),
+                executes: ExecuteLimiter::new(),
+                actives: ActiveLimiter::new(),
+                client,
+            }),
+        }
+    }
+
+    /// The spillway requests go through.
+    pub fn spillway(&self) -> &spillway::Spillway {
+        &self.inner.spillway
+    }
+
+    /// Replaces the routing table (the rules are loaded into the spillway separately).
+    pub fn set_routes(&self, config: &Config) {
+        self.inner.table.store(Arc::new(Table::new(config)));
+    }
+
+    /// Handles one request from `peer`.
+    pub async fn handle(
+        &self,
+        request: Request<Incoming>,
+        peer: std::net::SocketAddr,
+    ) -> Response<ProxyBody> {
+        let table = self.inner.table.load_full();
+        let route = table.route(&request);
+        let Some(upstream) = route.upstream.clone() else {
+            return ProxyBody::text(StatusCode::NOT_FOUND, "no route matches\n");
+        };
+        let spillway = &self.inner.spillway;
+        // Dubbo's limits first: a refusal here never counts as a pass.
+        let mut permits = body::Permits::default();
+        if let Some(tps) = route.tps {
+            if let Err(err) = self.inner.tps.try_acquire(&route.resource, tps) {
+                return self.refused(&route.resource, &err);
+            }
+        }
+        if let Some(max) = route.executes {
+            match self.inner.executes.try_acquire(&route.resource, max) {
+                Ok(permit) => permits.execute = Some(permit),
+                Err(err) => return self.refused(&route.resource, &err),
+            }
+        }
+        if let Some((max, timeout)) = route.actives {
+            let permit = match self.inner.actives.key(&route.resource) {
+                Ok(key) => spillway_tower::acquire_active(&key, max, timeout).await,
+                Err(err) => Err(err),
+            };
+            match permit {
+                Ok(permit) => permits.active = Some(permit),
+                Err(err) => return self.refused(&route.resource, &err),
+            }
+        }
+        let admission = spillway.entry(&route.resource).inbound().try_enter_owned();
+        let mut entry = match admission {
+            Ok(OwnedAdmission::Ready(entry)) => entry,
+            Ok(OwnedAdmission::Queued(pending)) => {
+                tokio::time::sleep(pending.wait()).await;
+                pending.enter()
+            }
+            Err(err) => return blocked(spillway, &err),
+        };
+        let timeout = table.timeout;
+        drop(table);
+        match forward::send(&self.inner.client, request, &upstream, peer, timeout).await {
+            Ok(response) => {
+                if response.status().is_server_error() {
+                    entry.mark_error();
+                }
+                response.map(|body| ProxyBody::upstream(body, entry, permits))
+            }
+            Err(status) => {
+                entry.mark_error();
+                ProxyBody::text(status, status.canonical_reason().unwrap_or("error"))
+            }
+        }
+    }
+
+    /// A Dubbo limit refused: counted as a block on the resource, answered with 429.
+    fn refused(&self, resource: &str, err: &BlockError) -> Response<ProxyBody> {
+        let spillway = &self.inner.spillway;
+        if let Ok(resource) = spillway.resource(resource) {
+            resource.record_block(1);
+        }
+        blocked(spillway, err)
+    }
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("spillway", &self.inner.spillway)
+            .field("table", &self.inner.table.load())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The 429 of a blocked request.
+fn blocked(spillway: &spillway::Spillway, err: &BlockError) -> Response<ProxyBody> {
+    spillway_tower::too_many_requests(err, spillway).map(|bytes: Bytes| ProxyBody::full(bytes))
+}

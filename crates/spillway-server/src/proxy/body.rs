@@ -1,0 +1,104 @@
+//! The proxy's response body: the upstream's, holding the request's entry and permits until it
+//! ends, or a short text of the proxy's own.
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use spillway::dubbo::{ActivePermit, ExecutePermit};
+use spillway::OwnedEntry;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// Places a request holds under Dubbo limits, given back with the body.
+#[derive(Debug, Default)]
+pub(crate) struct Permits {
+    pub(crate) execute: Option<ExecutePermit>,
+    pub(crate) active: Option<ActivePermit>,
+}
+
+/// A response body of the proxy.
+#[derive(Debug)]
+pub struct ProxyBody {
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Upstream {
+        body: Incoming,
+        /// Dropped (ending the entry and giving the permits back) when the body ends.
+        held: Option<(OwnedEntry, Permits)>,
+    },
+    Full(Option<Bytes>),
+}
+
+impl ProxyBody {
+    pub(crate) fn upstream(body: Incoming, entry: OwnedEntry, permits: Permits) -> Self {
+        Self {
+            kind: Kind::Upstream {
+                body,
+                held: Some((entry, permits)),
+            },
+        }
+    }
+
+    pub(crate) fn full(bytes: Bytes) -> Self {
+        Self {
+            kind: Kind::Full((!bytes.is_empty()).then_some(bytes)),
+        }
+    }
+
+    /// A plain-text response of the proxy's own.
+    pub(crate) fn text(status: StatusCode, text: &'static str) -> Response<Self> {
+        let mut response = Response::new(Self::full(Bytes::from_static(text.as_bytes())));
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        response
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match &mut self.kind {
+            Kind::Upstream { body, held } => {
+                let polled = Pin::new(body).poll_frame(cx);
+                match &polled {
+                    Poll::Ready(None) => drop(held.take()),
+                    Poll::Ready(Some(Err(_))) => {
+                        if let Some((mut entry, permits)) = held.take() {
+                            entry.mark_error();
+                            drop((entry, permits));
+                        }
+                    }
+                    _ => {}
+                }
+                polled
+            }
+            Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Upstream { body, .. } => body.is_end_stream(),
+            Kind::Full(bytes) => bytes.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Upstream { body, .. } => body.size_hint(),
+            Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+        }
+    }
+}

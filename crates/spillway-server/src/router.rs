@@ -1,0 +1,173 @@
+//! Matching a request to its route: method and path, first match wins.
+
+use crate::config::{Config, Route};
+use http::Method;
+
+/// A route's path: a prefix, or a template of literal and `{name}` segments with an optional
+/// final `{*rest}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pattern {
+    /// `/api`: the path itself and everything under it (`/api/...`), not `/apix`.
+    Prefix(String),
+    /// `/users/{id}/orders`: segment by segment.
+    Template {
+        /// Literal segments, `None` for a `{name}` segment.
+        segments: Vec<Option<String>>,
+        /// Whether a final `{*rest}` takes the remaining segments (at least one).
+        rest: bool,
+    },
+}
+
+impl Pattern {
+    /// Parses a route path.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with it.
+    pub fn parse(path: &str) -> Result<Self, String> {
+        if !path.starts_with('/') {
+            return Err(format!("`{path}` must start with /"));
+        }
+        if !path.contains('{') && !path.contains('}') {
+            return Ok(Pattern::Prefix(path.trim_end_matches('/').to_owned()));
+        }
+        let parts: Vec<&str> = path[1..].split('/').collect();
+        let mut segments = Vec::with_capacity(parts.len());
+        let mut rest = false;
+        for (index, part) in parts.iter().enumerate() {
+            if let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                if let Some(name) = name.strip_prefix('*') {
+                    if index + 1 != parts.len() {
+                        return Err(format!(
+                            "`{{*{name}}}` must be the last segment of `{path}`"
+                        ));
+                    }
+                    rest = true;
+                    continue;
+                }
+                if name.is_empty() || name.contains(['{', '}']) {
+                    return Err(format!("`{part}` in `{path}` is not a `{{name}}` segment"));
+                }
+                segments.push(None);
+            } else if part.contains(['{', '}']) {
+                return Err(format!(
+                    "`{part}` in `{path}` mixes text and braces: a segment is text or `{{name}}`"
+                ));
+            } else {
+                segments.push(Some((*part).to_owned()));
+            }
+        }
+        Ok(Pattern::Template { segments, rest })
+    }
+
+    /// Whether `path` (without query) matches.
+    pub fn matches(&self, path: &str) -> bool {
+        match self {
+            Pattern::Prefix(prefix) => {
+                prefix.is_empty()
+                    || path == prefix
+                    || path
+                        .strip_prefix(prefix.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+            }
+            Pattern::Template { segments, rest } => {
+                let Some(path) = path.strip_prefix('/') else {
+                    return false;
+                };
+                let mut parts = path.split('/');
+                for segment in segments {
+                    match (parts.next(), segment) {
+                        (Some(part), Some(literal)) if part == literal => {}
+                        (Some(part), None) if !part.is_empty() => {}
+                        _ => return false,
+                    }
+                }
+                match parts.next() {
+                    None => !rest,
+                    Some(part) => *rest && !part.is_empty(),
+                }
+            }
+        }
+    }
+}
+
+/// The routes, compiled.
+#[derive(Debug, Clone)]
+pub struct Router {
+    routes: Vec<(Pattern, Vec<Method>, usize)>,
+}
+
+impl Router {
+    /// Compiles the routes of a checked configuration.
+    pub fn new(config: &Config) -> Self {
+        let routes = config
+            .routes
+            .iter()
+            .enumerate()
+            .filter_map(|(index, route)| {
+                let route: &Route = route.get_ref();
+                let pattern = Pattern::parse(&route.path).ok()?;
+                let methods = route
+                    .methods
+                    .iter()
+                    .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
+                    .collect();
+                Some((pattern, methods, index))
+            })
+            .collect();
+        Self { routes }
+    }
+
+    /// The index of the first route matching `method` and `path`.
+    pub fn find(&self, method: &Method, path: &str) -> Option<usize> {
+        self.routes
+            .iter()
+            .find(|(pattern, methods, _)| {
+                (methods.is_empty() || methods.contains(method)) && pattern.matches(path)
+            })
+            .map(|&(_, _, index)| index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_whole_segments() {
+        let api = Pattern::parse("/api").unwrap();
+        assert!(api.matches("/api") && api.matches("/api/") && api.matches("/api/orders/7"));
+        assert!(!api.matches("/apix") && !api.matches("/"));
+        let root = Pattern::parse("/").unwrap();
+        assert!(root.matches("/") && root.matches("/anything"));
+    }
+
+    #[test]
+    fn templates_match_segment_by_segment() {
+        let user = Pattern::parse("/users/{id}/orders").unwrap();
+        assert!(user.matches("/users/7/orders"));
+        assert!(!user.matches("/users//orders") && !user.matches("/users/7/orders/1"));
+        let files = Pattern::parse("/files/{*rest}").unwrap();
+        assert!(
+            files.matches("/files/a/b.txt")
+                && !files.matches("/files")
+                && !files.matches("/files/")
+        );
+    }
+
+    #[test]
+    fn bad_paths_say_why() {
+        assert!(Pattern::parse("api")
+            .unwrap_err()
+            .contains("must start with /"));
+        assert!(Pattern::parse("/a/{*rest}/b")
+            .unwrap_err()
+            .contains("last segment"));
+        assert!(Pattern::parse("/a/x{id}")
+            .unwrap_err()
+            .contains("mixes text and braces"));
+        assert!(Pattern::parse("/a/{}")
+            .unwrap_err()
+            .contains("is not a `{name}` segment"));
+    }
+}

@@ -1,0 +1,135 @@
+//! `spillway check`: every problem names the file, the line and the field.
+
+use spillway_server::config::parse;
+
+const UPSTREAM: &str = "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\n";
+
+fn error(text: &str) -> String {
+    parse(text, "spillway.toml").unwrap_err().to_string()
+}
+
+#[test]
+fn a_good_file_parses() {
+    let text = format!(
+        "{UPSTREAM}
+[listener]
+listen = \"127.0.0.1:8080\"
+max_connections = 100
+at_capacity = \"close\"
+
+[[route]]
+resource = \"orders\"
+methods = [\"GET\", \"POST\"]
+path = \"/orders/{{id}}\"
+upstream = \"app\"
+executes = 10
+actives = {{ max = 5, timeout = \"200ms\" }}
+tps = {{ rate = 100, interval = \"1s\" }}
+
+[default]
+upstream = \"app\"
+
+[[flow]]
+id = \"orders-qps\"
+resource = \"orders\"
+count = 100
+
+[[system]]
+id = \"guard\"
+highest_cpu_usage = 0.8
+cpu_strategy = \"bbr\"
+
+[[breaker]]
+id = \"orders-errors\"
+resource = \"orders\"
+strategy = {{ type = \"error_ratio\", threshold = 0.5 }}
+retry_timeout = \"10s\"
+"
+    );
+    let config = parse(&text, "spillway.toml").unwrap();
+    assert_eq!(config.routes.len(), 1);
+    assert_eq!(config.default.unwrap().get_ref().resource, "unmatched");
+}
+
+#[test]
+fn syntax_and_type_errors_point_at_the_spot() {
+    assert_eq!(
+        error("[listener]\nlisten = 8080\n"),
+        "spillway.toml:2:10: invalid type: integer `8080`, expected socket address"
+    );
+    let unknown = error("[listener]\nlisen = \"127.0.0.1:1\"\n");
+    assert!(
+        unknown.starts_with("spillway.toml:2:1: unknown field `lisen`"),
+        "{unknown}"
+    );
+}
+
+#[test]
+fn a_bad_rule_names_its_line_and_field() {
+    let text = format!(
+        "{UPSTREAM}
+[[flow]]
+id = \"ok\"
+resource = \"a\"
+count = 1
+
+[[flow]]
+id = \"bad\"
+resource = \"a\"
+count = -1
+"
+    );
+    assert_eq!(
+        error(&text),
+        "spillway.toml:13:1: `flow[1].count`: must be finite and at least 0, got -1"
+    );
+    let breaker = format!(
+        "{UPSTREAM}
+[[breaker]]
+id = \"b\"
+resource = \"a\"
+retry_timeout = \"0s\"
+strategy = {{ type = \"error_count\", threshold = 3 }}
+"
+    );
+    assert_eq!(
+        error(&breaker),
+        "spillway.toml:8:1: `breaker[0].retry_timeout`: must be longer than zero"
+    );
+}
+
+#[test]
+fn routes_must_name_known_upstreams_and_valid_paths() {
+    let route = |fields: &str| format!("{UPSTREAM}\n[[route]]\nresource = \"r\"\n{fields}\n");
+    assert_eq!(
+        error(&route("path = \"/a\"\nupstream = \"nope\"")),
+        "spillway.toml:8:1: `route[0].upstream`: no upstream is named `nope`"
+    );
+    assert_eq!(
+        error(&route("path = \"a\"\nupstream = \"app\"")),
+        "spillway.toml:7:1: `route[0].path`: `a` must start with /"
+    );
+    assert_eq!(
+        error(&route(
+            "path = \"/a\"\nupstream = \"app\"\nmethods = [\"G ET\"]"
+        )),
+        "spillway.toml:9:1: `route[0].methods`: `G ET` is not an HTTP method"
+    );
+    let bad_url = "[[upstream]]\nname = \"app\"\nurl = \"https://x\"\n";
+    assert_eq!(
+        error(bad_url),
+        "spillway.toml:3:1: `upstream[0].url`: `https://x` must start with http:// (TLS to upstreams is not supported yet)"
+    );
+}
+
+#[test]
+fn an_admin_listener_off_loopback_needs_a_token() {
+    let text = "[admin]\nlisten = \"0.0.0.0:9090\"\n";
+    if std::env::var_os("SPILLWAY_ADMIN_TOKEN").is_none() {
+        let err = error(text);
+        assert!(err.contains("`admin.listen`"), "{err}");
+        assert!(err.contains("is not loopback"), "{err}");
+    }
+    let with_token = "[admin]\nlisten = \"0.0.0.0:9090\"\ntoken = \"s3cret\"\n";
+    assert!(parse(with_token, "spillway.toml").is_ok());
+}

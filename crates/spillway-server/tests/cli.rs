@@ -1,0 +1,57 @@
+//! The binary's `check` subcommand: exit status and the error it prints.
+
+use std::process::Command;
+
+fn check(text: &str) -> (bool, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spillway.toml");
+    std::fs::write(&path, text).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).replace(&path.display().to_string(), "FILE"),
+        String::from_utf8_lossy(&output.stderr).replace(&path.display().to_string(), "FILE"),
+    )
+}
+
+#[test]
+fn a_good_file_passes() {
+    let (ok, stdout, _) = check("[listener]\nlisten = \"127.0.0.1:8080\"\n");
+    assert!(ok);
+    assert_eq!(stdout, "FILE: ok\n");
+}
+
+#[test]
+fn a_bad_file_fails_with_file_line_and_field() {
+    let (ok, _, stderr) = check("[[flow]]\nid = \"x\"\nresource = \"a\"\ncount = -2\n");
+    assert!(!ok);
+    assert_eq!(
+        stderr,
+        "error: FILE:4:1: `flow[0].count`: must be finite and at least 0, got -2\n"
+    );
+}
+
+#[test]
+fn a_missing_file_fails() {
+    let output = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(["check", "--config", "/nonexistent/spillway.toml"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("error: /nonexistent/spillway.toml: cannot read"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_bundled_demo_configuration_is_valid() {
+    let config = spillway_server::demo::demo_config("127.0.0.1:1".parse().unwrap()).unwrap();
+    assert_eq!(config.routes.len(), 4);
+    assert_eq!(config.flow.len(), 3);
+}

@@ -1,0 +1,309 @@
+//! The proxy end to end on loopback: an in-process upstream, the proxy in front, and requests
+//! through it. Every wait is on an event (a response, a channel), never on time.
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use spillway_server::config::parse;
+use spillway_server::Server;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::{oneshot, Notify};
+
+/// An upstream: `/fail` answers 500, `/hold` waits for `release`, `/echo/...` echoes the path
+/// and the `x-forwarded-for` it got, anything else answers 200 "ok".
+async fn upstream(release: Arc<Notify>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let release = release.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request: Request<Incoming>| {
+                    let release = release.clone();
+                    async move {
+                        let path = request.uri().path().to_owned();
+                        let body = match path.as_str() {
+                            "/fail" => {
+                                let mut response = Response::new(Full::new(Bytes::new()));
+                                *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                                return Ok::<_, Infallible>(response);
+                            }
+                            "/hold" => {
+                                release.notified().await;
+                                "released".to_owned()
+                            }
+                            _ if path.starts_with("/echo") => {
+                                let forwarded = request
+                                    .headers()
+                                    .get("x-forwarded-for")
+                                    .and_then(|v| v.to_str().ok())
+                                    .unwrap_or("-")
+                                    .to_owned();
+                                format!("{path} {forwarded}")
+                            }
+                            _ => "ok".to_owned(),
+                        };
+                        Ok(Response::new(Full::new(Bytes::from(body))))
+                    }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+struct Harness {
+    proxy: SocketAddr,
+    spillway: spillway::Spillway,
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
+    release: Arc<Notify>,
+    stop: Option<oneshot::Sender<()>>,
+    serving: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+async fn start(rules: &str) -> Harness {
+    let release = Arc::new(Notify::new());
+    let upstream = upstream(release.clone()).await;
+    let text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
+    );
+    let config = parse(&text, "test.toml").unwrap();
+    let spillway = spillway::Spillway::new();
+    let server = Server::bind(&config, spillway.clone()).await.unwrap();
+    let proxy = server.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel();
+    let serving = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    Harness {
+        proxy,
+        spillway,
+        client: Client::builder(TokioExecutor::new()).build_http(),
+        release,
+        stop: Some(stop),
+        serving: Some(serving),
+    }
+}
+
+impl Harness {
+    async fn get(&self, path: &str) -> (StatusCode, http::HeaderMap, String) {
+        let uri = format!("http://{}{path}", self.proxy).parse().unwrap();
+        let response = self.client.get(uri).await.unwrap();
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        (
+            parts.status,
+            parts.headers,
+            String::from_utf8_lossy(&body).into_owned(),
+        )
+    }
+
+    async fn status(&self, path: &str) -> StatusCode {
+        self.get(path).await.0
+    }
+
+    fn stats(&self, resource: &str) -> spillway::stats::NodeStats {
+        self.spillway.resource(resource).unwrap().stats()
+    }
+
+    async fn shutdown(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.serving.take().unwrap().await.unwrap().unwrap();
+    }
+}
+
+const ROUTES: &str = r#"
+[[route]]
+resource = "orders"
+methods = ["GET"]
+path = "/orders"
+upstream = "app"
+
+[[route]]
+resource = "user"
+path = "/echo/users/{id}"
+upstream = "app"
+
+[[route]]
+resource = "fail"
+path = "/fail"
+upstream = "app"
+"#;
+
+#[tokio::test]
+async fn routes_map_requests_to_resources_and_forward_them() {
+    let h = start(&format!("{ROUTES}\n[default]\nupstream = \"app\"\n")).await;
+    let (status, _, body) = h.get("/echo/users/7?x=1").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, "/echo/users/7 127.0.0.1")
+    );
+    assert_eq!(h.status("/orders/42").await, StatusCode::OK);
+    assert_eq!(h.status("/somewhere/else").await, StatusCode::OK);
+    assert_eq!(h.stats("user").total_pass, 1);
+    assert_eq!(h.stats("orders").total_pass, 1);
+    assert_eq!(
+        h.stats("unmatched").total_pass,
+        1,
+        "unmatched paths share one resource"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_a_default_upstream_unmatched_paths_get_404() {
+    let h = start(ROUTES).await;
+    assert_eq!(h.status("/nothing").await, StatusCode::NOT_FOUND);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_flow_rule_blocks_with_429_and_its_headers() {
+    let h = start(&format!(
+        "{ROUTES}\n[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 2\n"
+    ))
+    .await;
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    let (status, headers, body) = h.get("/orders").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["ratelimit-policy"], r#""orders-qps";q=2;w=1"#);
+    assert!(headers.contains_key("retry-after"));
+    assert!(
+        body.starts_with("orders blocked by flow rule orders-qps"),
+        "{body}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_breaker_opens_on_upstream_5xx() {
+    let h = start(&format!(
+        "{ROUTES}\n[[breaker]]\nid = \"fail-errors\"\nresource = \"fail\"\nretry_timeout = \"60s\"\nmin_request_amount = 2\nstrategy = {{ type = \"error_count\", threshold = 1 }}\n"
+    ))
+    .await;
+    assert_eq!(h.status("/fail").await, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(h.status("/fail").await, StatusCode::INTERNAL_SERVER_ERROR);
+    let (status, headers, _) = h.get("/fail").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["retry-after"], "60");
+    assert_eq!(h.stats("fail").total_error, 2);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn tps_limits_a_route() {
+    let h = start(
+        r#"
+[[route]]
+resource = "orders"
+path = "/orders"
+upstream = "app"
+tps = { rate = 2, interval = "1h" }
+"#,
+    )
+    .await;
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    let (status, _, body) = h.get("/orders").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(body.contains("blocked by tps"), "{body}");
+    assert_eq!(h.stats("orders").total_block, 1, "counted as a block");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn executes_refuses_past_its_limit_while_a_request_is_held() {
+    let h = start(
+        r#"
+[[route]]
+resource = "hold"
+path = "/hold"
+upstream = "app"
+executes = 1
+"#,
+    )
+    .await;
+    let held = {
+        let (client, uri) = (h.client.clone(), format!("http://{}/hold", h.proxy));
+        tokio::spawn(async move { client.get(uri.parse().unwrap()).await.unwrap().status() })
+    };
+    // Wait until the held request is in flight at the upstream.
+    let resource = h.spillway.resource("hold").unwrap();
+    while resource.stats().concurrency == 0 {
+        tokio::task::yield_now().await;
+    }
+    let (status, _, body) = h.get("/hold").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(body.contains("blocked by executes"), "{body}");
+    h.release.notify_one(); // stored if the upstream is not waiting yet
+    assert_eq!(held.await.unwrap(), StatusCode::OK);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_502_and_an_error() {
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead = closed.local_addr().unwrap();
+    drop(closed);
+    let text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"dead\"\nurl = \"http://{dead}\"\n[default]\nresource = \"dead\"\nupstream = \"dead\"\n"
+    );
+    let config = parse(&text, "test.toml").unwrap();
+    let spillway = spillway::Spillway::new();
+    let server = Server::bind(&config, spillway.clone()).await.unwrap();
+    let proxy = server.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let response = client
+        .get(format!("http://{proxy}/x").parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+    assert_eq!(spillway.resource("dead").unwrap().stats().total_error, 1);
+    let _ = stop.send(());
+    serving.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_drains_a_request_in_flight() {
+    let h = start("[default]\nresource = \"all\"\nupstream = \"app\"\n").await;
+    let in_flight = {
+        let (client, uri) = (h.client.clone(), format!("http://{}/hold", h.proxy));
+        tokio::spawn(async move {
+            let response = client.get(uri.parse().unwrap()).await.unwrap();
+            let status = response.status();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (status, body)
+        })
+    };
+    let resource = h.spillway.resource("all").unwrap();
+    while resource.stats().concurrency == 0 {
+        tokio::task::yield_now().await;
+    }
+    let release = h.release.clone();
+    let shutting_down = tokio::spawn(h.shutdown());
+    tokio::task::yield_now().await;
+    assert!(
+        !shutting_down.is_finished(),
+        "waits for the request in flight"
+    );
+    release.notify_one();
+    let (status, body) = in_flight.await.unwrap();
+    assert_eq!((status, &body[..]), (StatusCode::OK, &b"released"[..]));
+    shutting_down.await.unwrap();
+}
