@@ -24,7 +24,7 @@ const WORK: Duration = Duration::from_millis(10);
 /// The demo's configuration; `{upstream}` is replaced by the upstream's address.
 pub const DEMO_CONFIG: &str = include_str!("demo.toml");
 
-/// Starts an upstream that works on at most [`WORKERS`] requests at once for [`WORK`] each
+/// Starts an upstream that works on at most 4 requests at once for 10 ms each
 /// (400 requests a second at most; more wait for a worker), `/api/flaky` failing from its
 /// third second to its seventh. Returns its address.
 ///
