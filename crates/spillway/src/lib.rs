@@ -103,7 +103,7 @@
 //!
 //! # Performance
 //!
-//! An entry and its exit, with no rules, cost about 35 ns on one thread and the same per call on
+//! An entry and its exit, with no rules, cost about 39 ns on one thread and the same per call on
 //! two threads at once (`bench/run`, `docs/benchmarks.md`, on a 2-core AMD EPYC VM). Two clock reads
 //! (the entry's start and end, for the microsecond RT) are about 19 ns of that; the statistics
 //! (pass, completion, RT, min RT and concurrency in the second and minute windows) are the rest.
