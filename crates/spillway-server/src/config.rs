@@ -11,4 +11,4 @@ pub use error::ConfigError;
 pub use file::{
     ActivesLimit, AdminConfig, Config, DefaultRoute, ListenerConfig, Route, TpsLimit, Upstream,
 };
-pub use validate::{load, parse};
+pub use validate::{admin_token, load, parse};

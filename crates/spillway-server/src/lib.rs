@@ -4,11 +4,16 @@
 //! - [`config`]: the file, checked with errors that name the file, line and field;
 //! - [`Server`]: the proxy (routes to resources and upstreams, Dubbo limits per route,
 //!   spillway's flow, system and breaker rules, the connection cap, graceful shutdown);
+//! - [`admin`]: the admin API (statistics, rules, status, metrics);
+//! - [`reload`]: hot reload of the file;
 //! - [`demo`]: an upstream, the proxy and a load generator in one process.
 
+pub mod admin;
 pub mod config;
 pub mod demo;
+mod metrics;
 mod proxy;
+pub mod reload;
 mod router;
 mod server;
 

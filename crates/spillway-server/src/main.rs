@@ -1,6 +1,8 @@
 //! `spillway`: protect any HTTP service as a sidecar or gateway.
 
 use clap::{Parser, Subcommand};
+use spillway_server::admin::{self, Admin};
+use spillway_server::reload::Reloader;
 use spillway_server::{config, demo, Server};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +40,61 @@ enum Command {
     },
 }
 
+/// Runs the proxy, the admin API and the reloader until Ctrl-C, then drains.
+async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
+    let spillway = spillway::Spillway::new();
+    let server = match Server::bind(&config, spillway).await {
+        Ok(server) => server,
+        Err(err) => {
+            eprintln!("error: cannot listen on {}: {err}", config.listener.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    let admin_listener = match admin::bind(config.admin.listen).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            eprintln!(
+                "error: cannot listen on {} (admin): {err}",
+                config.admin.listen
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let proxy = server.proxy().clone();
+    let reloader = Reloader::new(path, config.clone(), proxy.clone());
+    let admin = Admin::new(
+        proxy,
+        Some(reloader.clone()),
+        config::admin_token(&config.admin),
+    );
+    if let (Ok(addr), Ok(admin_addr)) = (server.local_addr(), admin_listener.local_addr()) {
+        println!("spillway: proxying on http://{addr}, admin API on http://{admin_addr}");
+    }
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let watching = tokio::spawn(reloader.watch());
+    let admin_task = tokio::spawn(admin.run(admin_listener, stopped(stop_rx.clone())));
+    let proxy_task = tokio::spawn(server.run(stopped(stop_rx)));
+    let _ = tokio::signal::ctrl_c().await;
+    println!("spillway: shutting down, draining requests in flight");
+    let _ = stop_tx.send(true);
+    watching.abort();
+    let (proxy_result, _) = tokio::join!(proxy_task, admin_task);
+    match proxy_result {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(err)) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -61,37 +118,15 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Serve { config } => {
-            let config = match config::load(&config) {
+        Command::Serve { config: path } => {
+            let config = match config::load(&path) {
                 Ok(config) => config,
                 Err(err) => {
                     eprintln!("error: {err}");
                     return ExitCode::FAILURE;
                 }
             };
-            runtime.block_on(async {
-                let server = match Server::bind(&config, spillway::Spillway::new()).await {
-                    Ok(server) => server,
-                    Err(err) => {
-                        eprintln!("error: cannot listen on {}: {err}", config.listener.listen);
-                        return ExitCode::FAILURE;
-                    }
-                };
-                if let Ok(addr) = server.local_addr() {
-                    println!("spillway: proxying on http://{addr}");
-                }
-                let shutdown = async {
-                    let _ = tokio::signal::ctrl_c().await;
-                    println!("spillway: shutting down, draining requests in flight");
-                };
-                match server.run(shutdown).await {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(err) => {
-                        eprintln!("error: {err}");
-                        ExitCode::FAILURE
-                    }
-                }
-            })
+            runtime.block_on(serve(path, config))
         }
         Command::Demo { seconds } => match runtime.block_on(demo::run(seconds)) {
             Ok(()) => ExitCode::SUCCESS,

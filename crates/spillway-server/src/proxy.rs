@@ -7,6 +7,7 @@ mod forward;
 pub use body::ProxyBody;
 
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::router::Router;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -104,6 +105,8 @@ pub struct Proxy {
 
 struct Inner {
     spillway: spillway::Spillway,
+    metrics: Metrics,
+    origin_header: Option<http::HeaderName>,
     table: ArcSwap<Table>,
     tps: TpsLimiter,
     executes: ExecuteLimiter,
@@ -119,6 +122,12 @@ impl Proxy {
         let client = Client::builder(TokioExecutor::new()).build(connector);
         Self {
             inner: Arc::new(Inner {
+                metrics: Metrics::new(spillway.clone()),
+                origin_header: config
+                    .listener
+                    .origin_header
+                    .as_deref()
+                    .and_then(|name| http::HeaderName::from_bytes(name.as_bytes()).ok()),
                 spillway,
                 table: ArcSwap::from_pointee(Table::new(config)),
                 tps: TpsLimiter::new(),
@@ -134,6 +143,15 @@ impl Proxy {
         &self.inner.spillway
     }
 
+    /// The metrics in Prometheus text format.
+    ///
+    /// # Errors
+    ///
+    /// If the text cannot be written (it always can).
+    pub fn render_metrics(&self) -> Result<String, std::fmt::Error> {
+        self.inner.metrics.render()
+    }
+
     /// Replaces the routing table (the rules are loaded into the spillway separately).
     pub fn set_routes(&self, config: &Config) {
         self.inner.table.store(Arc::new(Table::new(config)));
@@ -145,6 +163,7 @@ impl Proxy {
         request: Request<Incoming>,
         peer: std::net::SocketAddr,
     ) -> Response<ProxyBody> {
+        let arrived = tokio::time::Instant::now();
         let table = self.inner.table.load_full();
         let route = table.route(&request);
         let Some(upstream) = route.upstream.clone() else {
@@ -174,26 +193,46 @@ impl Proxy {
                 Err(err) => return self.refused(&route.resource, &err),
             }
         }
-        let admission = spillway.entry(&route.resource).inbound().try_enter_owned();
+        let origin = self
+            .inner
+            .origin_header
+            .as_ref()
+            .and_then(|name| request.headers().get(name))
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let builder = spillway.entry(&route.resource).inbound();
+        let admission = match &origin {
+            Some(origin) => builder.origin(origin).try_enter_owned(),
+            None => builder.try_enter_owned(),
+        };
         let mut entry = match admission {
             Ok(OwnedAdmission::Ready(entry)) => entry,
             Ok(OwnedAdmission::Queued(pending)) => {
                 tokio::time::sleep(pending.wait()).await;
                 pending.enter()
             }
-            Err(err) => return blocked(spillway, &err),
+            Err(err) => {
+                self.inner
+                    .metrics
+                    .count(&route.resource, "block", err.kind().as_str());
+                return blocked(spillway, &err);
+            }
         };
+        let metrics = &self.inner.metrics;
+        metrics.count(&route.resource, "pass", "");
         let timeout = table.timeout;
-        drop(table);
         match forward::send(&self.inner.client, request, &upstream, peer, timeout).await {
             Ok(response) => {
-                if response.status().is_server_error() {
-                    entry.mark_error();
-                }
+                let error = response.status().is_server_error();
+                entry.set_error(error);
+                metrics.count(&route.resource, if error { "error" } else { "success" }, "");
+                metrics.observe(&route.resource, arrived.elapsed());
                 response.map(|body| ProxyBody::upstream(body, entry, permits))
             }
             Err(status) => {
                 entry.mark_error();
+                metrics.count(&route.resource, "error", "");
+                metrics.observe(&route.resource, arrived.elapsed());
                 ProxyBody::text(status, status.canonical_reason().unwrap_or("error"))
             }
         }
@@ -202,6 +241,9 @@ impl Proxy {
     /// A Dubbo limit refused: counted as a block on the resource, answered with 429.
     fn refused(&self, resource: &str, err: &BlockError) -> Response<ProxyBody> {
         let spillway = &self.inner.spillway;
+        self.inner
+            .metrics
+            .count(resource, "block", err.kind().as_str());
         if let Ok(resource) = spillway.resource(resource) {
             resource.record_block(1);
         }

@@ -78,6 +78,9 @@ pub struct ListenerConfig {
     /// Longest an upstream may take to answer before the proxy returns 504.
     #[serde(default = "default_upstream_timeout", with = "humantime_serde")]
     pub upstream_timeout: Duration,
+    /// A request header that names the caller (the origin of `limit_app` rules), if any.
+    #[serde(default)]
+    pub origin_header: Option<String>,
 }
 
 impl Default for ListenerConfig {
@@ -87,6 +90,7 @@ impl Default for ListenerConfig {
             max_connections: 0,
             at_capacity: AtCapacity::Pause,
             upstream_timeout: default_upstream_timeout(),
+            origin_header: None,
         }
     }
 }

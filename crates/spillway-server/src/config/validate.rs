@@ -209,7 +209,7 @@ impl Check<'_> {
 }
 
 /// The admin token: the environment's `SPILLWAY_ADMIN_TOKEN`, else the file's.
-pub(crate) fn admin_token(admin: &super::AdminConfig) -> Option<String> {
+pub fn admin_token(admin: &super::AdminConfig) -> Option<String> {
     std::env::var("SPILLWAY_ADMIN_TOKEN")
         .ok()
         .filter(|token| !token.is_empty())

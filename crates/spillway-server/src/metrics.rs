@@ -1,0 +1,192 @@
+//! `GET /metrics`: Prometheus text format, from the proxy's counters and spillway's live state.
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use spillway::breaker::BreakerState;
+use std::fmt;
+use std::time::Duration;
+
+/// What happened to a request, for `spillway_requests_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct RequestLabels {
+    pub(crate) resource: String,
+    /// `pass` then `success` or `error`; or `block`.
+    pub(crate) outcome: &'static str,
+    /// For a block, the check that refused (`flow`, `system`, `breaker`, `tps`, ...); else
+    /// empty.
+    pub(crate) reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ResourceLabel {
+    pub(crate) resource: String,
+}
+
+/// The proxy's metrics.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    registry: Registry,
+    pub(crate) requests: Family<RequestLabels, Counter>,
+    pub(crate) latency: Family<ResourceLabel, Histogram>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 250 µs to about 33 s, doubling.
+    Histogram::new(exponential_buckets(0.000_25, 2.0, 18))
+}
+
+impl Metrics {
+    pub(crate) fn new(spillway: spillway::Spillway) -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency = Family::<ResourceLabel, Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "spillway_requests",
+            "Requests through the proxy by resource, outcome and block reason",
+            requests.clone(),
+        );
+        registry.register(
+            "spillway_response_seconds",
+            "Time from a request's arrival to its response head, by resource",
+            latency.clone(),
+        );
+        registry.register_collector(Box::new(Live { spillway }));
+        Self {
+            registry,
+            requests,
+            latency,
+        }
+    }
+
+    /// Counts a request's outcome.
+    pub(crate) fn count(&self, resource: &str, outcome: &'static str, reason: &'static str) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                resource: resource.to_owned(),
+                outcome,
+                reason,
+            })
+            .inc();
+    }
+
+    /// Records the time to a response head.
+    pub(crate) fn observe(&self, resource: &str, elapsed: Duration) {
+        self.latency
+            .get_or_create(&ResourceLabel {
+                resource: resource.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The text exposition.
+    pub(crate) fn render(&self) -> Result<String, fmt::Error> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+}
+
+/// Gauges read from spillway at each scrape: concurrency and QPS per resource, breaker states,
+/// rules loaded.
+#[derive(Debug)]
+struct Live {
+    spillway: spillway::Spillway,
+}
+
+impl Collector for Live {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        let snapshot = self.spillway.snapshot();
+        let gauge = |encoder: &mut DescriptorEncoder<'_>,
+                     name: &str,
+                     help: &str,
+                     rows: &mut dyn Iterator<Item = (Vec<(&str, String)>, f64)>|
+         -> Result<(), fmt::Error> {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            for (labels, value) in rows {
+                ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+            }
+            Ok(())
+        };
+        gauge(
+            &mut encoder,
+            "spillway_concurrency",
+            "Requests in flight, by resource",
+            &mut snapshot.resources.iter().map(|r| {
+                (
+                    vec![("resource", r.name.to_string())],
+                    r.stats.concurrency as f64,
+                )
+            }),
+        )?;
+        gauge(
+            &mut encoder,
+            "spillway_pass_qps",
+            "Admitted per second over the sliding second window, by resource",
+            &mut snapshot
+                .resources
+                .iter()
+                .map(|r| (vec![("resource", r.name.to_string())], r.stats.pass_qps)),
+        )?;
+        gauge(
+            &mut encoder,
+            "spillway_block_qps",
+            "Refused per second over the sliding second window, by resource",
+            &mut snapshot
+                .resources
+                .iter()
+                .map(|r| (vec![("resource", r.name.to_string())], r.stats.block_qps)),
+        )?;
+        let breakers: Vec<_> = self
+            .spillway
+            .breaker_rules()
+            .into_iter()
+            .map(|rule| {
+                let state = self.spillway.breaker_state(&rule.id);
+                let value = match state {
+                    Some(BreakerState::Closed) | None => 0.0,
+                    Some(BreakerState::Open) => 1.0,
+                    Some(BreakerState::HalfOpen) => 2.0,
+                };
+                (
+                    vec![
+                        ("rule", rule.id.clone()),
+                        ("resource", rule.resource.clone()),
+                    ],
+                    value,
+                )
+            })
+            .collect();
+        gauge(
+            &mut encoder,
+            "spillway_breaker_state",
+            "Circuit breaker state: 0 closed, 1 open, 2 half-open",
+            &mut breakers.into_iter(),
+        )?;
+        let rules = [
+            ("flow", self.spillway.flow_rules().len()),
+            ("system", self.spillway.system_rules().len()),
+            ("breaker", self.spillway.breaker_rules().len()),
+        ];
+        gauge(
+            &mut encoder,
+            "spillway_rules",
+            "Rules loaded, by kind",
+            &mut rules
+                .into_iter()
+                .map(|(kind, n)| (vec![("kind", kind.to_owned())], n as f64)),
+        )?;
+        Ok(())
+    }
+}

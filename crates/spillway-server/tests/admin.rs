@@ -1,0 +1,311 @@
+//! The admin API and hot reload on loopback: statistics, rules read and replaced (with the
+//! token), malformed input, status, metrics, and reloads of a good and a bad file.
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+use spillway_server::admin::{self, Admin, MAX_BODY};
+use spillway_server::config;
+use spillway_server::reload::Reloader;
+use spillway_server::Server;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+const TOKEN: &str = "s3cret";
+
+struct Harness {
+    proxy: SocketAddr,
+    admin: SocketAddr,
+    file: PathBuf,
+    reloader: std::sync::Arc<Reloader>,
+    _dir: tempfile::TempDir,
+}
+
+/// The proxy in front of nothing (requests get 404 or 429), its admin API, and its file.
+async fn start(rules: &str) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("spillway.toml");
+    std::fs::write(&file, file_text(rules)).unwrap();
+    let config = config::load(&file).unwrap();
+    let server = Server::bind(&config, spillway::Spillway::new())
+        .await
+        .unwrap();
+    let proxy = server.local_addr().unwrap();
+    let reloader = Reloader::new(file.clone(), config, server.proxy().clone());
+    let admin_listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let admin = admin_listener.local_addr().unwrap();
+    let api = Admin::new(
+        server.proxy().clone(),
+        Some(reloader.clone()),
+        Some(TOKEN.into()),
+    );
+    tokio::spawn(api.run(admin_listener, std::future::pending()));
+    tokio::spawn(server.run(std::future::pending()));
+    Harness {
+        proxy,
+        admin,
+        file,
+        reloader,
+        _dir: dir,
+    }
+}
+
+fn file_text(rules: &str) -> String {
+    format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:9\"\n\n[[route]]\nresource = \"orders\"\npath = \"/orders\"\nupstream = \"app\"\n\n{rules}"
+    )
+}
+
+async fn call(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let response = client
+        .request(request.body(Full::new(body)).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (StatusCode, String) {
+    call(addr, Method::GET, path, None, Bytes::new()).await
+}
+
+async fn put_rules(h: &Harness, token: Option<&str>, body: &str) -> (StatusCode, String) {
+    call(
+        h.admin,
+        Method::PUT,
+        "/api/rules",
+        token,
+        Bytes::from(body.to_owned()),
+    )
+    .await
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap()
+}
+
+const ORDERS_QPS_1: &str = "[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 1\n";
+
+#[tokio::test]
+async fn statistics_rules_and_status_read_back() {
+    let h = start(ORDERS_QPS_1).await;
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    for _ in 0..2 {
+        let uri = format!("http://{}/orders", h.proxy).parse().unwrap();
+        client.get(uri).await.unwrap();
+    }
+    let (status, body) = get(h.admin, "/api/resources").await;
+    assert_eq!(status, StatusCode::OK);
+    let resources = json(&body);
+    let orders = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "orders")
+        .unwrap();
+    assert_eq!(orders["stats"]["total_pass"], 1);
+    assert_eq!(orders["stats"]["total_block"], 1);
+
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["flow"][0]["id"], "orders-qps");
+
+    let (_, status) = get(h.admin, "/api/status").await;
+    let status = json(&status);
+    assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(status["config"]["reloads"], 0);
+    assert!(status["probe"]["load"].is_number());
+
+    assert_eq!(get(h.admin, "/nope").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        call(h.admin, Method::DELETE, "/api/rules", None, Bytes::new())
+            .await
+            .0,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+}
+
+#[tokio::test]
+async fn writes_need_the_token_and_bad_bodies_change_nothing() {
+    let h = start(ORDERS_QPS_1).await;
+    let replacement = r#"{"flow": [{"id": "orders-qps", "resource": "orders", "count": 100}]}"#;
+    assert_eq!(
+        put_rules(&h, None, replacement).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        put_rules(&h, Some("wrong"), replacement).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    let (status, body) = put_rules(&h, Some(TOKEN), "{not json").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(json(&body)["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("bad JSON"));
+
+    let (status, body) = put_rules(&h, Some(TOKEN), r#"{"flw": []}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    let bad = r#"{"flow": [{"id": "x", "resource": "orders", "count": -1}],
+                 "breaker": []}"#;
+    let (status, body) = put_rules(&h, Some(TOKEN), bad).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        json(&body)["error"],
+        "flow rule #0 (id `x`): `count` must be finite and at least 0, got -1"
+    );
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["flow"][0]["count"], 1.0, "nothing changed");
+
+    let huge = format!("{{\"flow\": [], \"pad\": \"{}\"}}", "x".repeat(MAX_BODY));
+    assert_eq!(
+        put_rules(&h, Some(TOKEN), &huge).await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+
+    let (status, body) = put_rules(&h, Some(TOKEN), replacement).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(json(&body)["flow"][0]["count"], 100.0);
+}
+
+/// Checks the Prometheus text format line by line: `# HELP`/`# TYPE`/`# EOF` comments, or
+/// `name{labels} value` samples whose value parses.
+fn parse_prometheus(text: &str) -> Vec<(String, f64)> {
+    let mut samples = Vec::new();
+    for line in text.lines().filter(|line| !line.is_empty()) {
+        if line.starts_with("# HELP ") || line.starts_with("# TYPE ") || line == "# EOF" {
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("bad line {line}"));
+        let name_end = series.find('{').unwrap_or(series.len());
+        let name = &series[..name_end];
+        assert!(
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+            "bad metric name in {line}"
+        );
+        if name_end < series.len() {
+            assert!(series.ends_with('}'), "unclosed labels in {line}");
+        }
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line}"));
+        samples.push((series.to_owned(), value));
+    }
+    samples
+}
+
+#[tokio::test]
+async fn metrics_are_prometheus_text() {
+    let h = start(ORDERS_QPS_1).await;
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    for _ in 0..2 {
+        let uri = format!("http://{}/orders", h.proxy).parse().unwrap();
+        client.get(uri).await.unwrap();
+    }
+    let (status, text) = get(h.admin, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    let samples = parse_prometheus(&text);
+    let value = |series: &str| {
+        samples
+            .iter()
+            .find(|(s, _)| s == series)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
+    assert_eq!(
+        value(r#"spillway_requests_total{resource="orders",outcome="pass",reason=""}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"spillway_requests_total{resource="orders",outcome="block",reason="flow"}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"spillway_requests_total{resource="orders",outcome="error",reason=""}"#),
+        1.0,
+        "the upstream is down: 502"
+    );
+    assert_eq!(value(r#"spillway_rules{kind="flow"}"#), 1.0);
+    assert_eq!(value(r#"spillway_concurrency{resource="orders"}"#), 0.0);
+    assert_eq!(
+        value(r#"spillway_response_seconds_count{resource="orders"}"#),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_good_reload_applies_and_a_bad_one_changes_nothing() {
+    let h = start(ORDERS_QPS_1).await;
+    std::fs::write(
+        &h.file,
+        file_text("[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 50\n"),
+    )
+    .unwrap();
+    let (status, _) = call(
+        h.admin,
+        Method::POST,
+        "/api/reload",
+        Some(TOKEN),
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["flow"][0]["count"], 50.0);
+
+    std::fs::write(
+        &h.file,
+        file_text("[[flow]]\nid = \"orders-qps\"\ncount = 5\n"),
+    )
+    .unwrap();
+    let (status, body) = call(
+        h.admin,
+        Method::POST,
+        "/api/reload",
+        Some(TOKEN),
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        json(&body)["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing field `resource`"),
+        "{body}"
+    );
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(
+        json(&rules)["flow"][0]["count"],
+        50.0,
+        "the good rules stay"
+    );
+    let (_, status) = get(h.admin, "/api/status").await;
+    let status = json(&status);
+    assert_eq!(status["config"]["reloads"], 1);
+    assert!(status["config"]["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("spillway.toml:13:1: missing field `resource`"));
+    assert_eq!(h.reloader.state().reloads, 1);
+}
