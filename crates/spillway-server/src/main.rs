@@ -68,7 +68,7 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
         config::admin_token(&config.admin),
     );
     if let (Ok(addr), Ok(admin_addr)) = (server.local_addr(), admin_listener.local_addr()) {
-        println!("spillway: proxying on http://{addr}, admin API on http://{admin_addr}");
+        tracing::info!(proxy = %addr, admin = %admin_addr, "spillway listening");
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -78,7 +78,7 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     let admin_task = tokio::spawn(admin.run(admin_listener, stopped(stop_rx.clone())));
     let proxy_task = tokio::spawn(server.run(stopped(stop_rx)));
     let _ = tokio::signal::ctrl_c().await;
-    println!("spillway: shutting down, draining requests in flight");
+    tracing::info!("shutting down: draining requests in flight");
     let _ = stop_tx.send(true);
     watching.abort();
     let (proxy_result, _) = tokio::join!(proxy_task, admin_task);
@@ -93,6 +93,17 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Structured logs on stderr; the level comes from `SPILLWAY_LOG` (default `info`), in
+/// `tracing_subscriber`'s filter syntax (`spillway_server=debug`, ...).
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SPILLWAY_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn main() -> ExitCode {
@@ -119,6 +130,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Serve { config: path } => {
+            init_logs();
             let config = match config::load(&path) {
                 Ok(config) => config,
                 Err(err) => {

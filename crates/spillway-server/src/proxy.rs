@@ -230,6 +230,7 @@ impl Proxy {
                 response.map(|body| ProxyBody::upstream(body, entry, permits))
             }
             Err(status) => {
+                tracing::debug!(resource = %route.resource, %upstream, %status, "upstream failed");
                 entry.mark_error();
                 metrics.count(&route.resource, "error", "");
                 metrics.observe(&route.resource, arrived.elapsed());

@@ -75,11 +75,11 @@ impl Reloader {
                 state.reloads += 1;
                 state.last_error = None;
                 state.restart_needed |= restart;
-                eprintln!("spillway: reloaded {}", self.path.display());
+                tracing::info!(file = %self.path.display(), restart_needed = state.restart_needed, "configuration reloaded");
                 Ok(())
             }
             Err(err) => {
-                eprintln!("spillway: reload refused, the running configuration stays: {err}");
+                tracing::warn!(error = %err, "reload refused; the running configuration stays");
                 state.last_error = Some(err.to_string());
                 Err(err)
             }

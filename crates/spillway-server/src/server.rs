@@ -107,7 +107,11 @@ impl Server {
                     http1::Builder::new().serve_connection(TokioIo::new(stream), service);
                 let mut connection = std::pin::pin!(connection);
                 tokio::select! {
-                    _ = connection.as_mut() => {}
+                    result = connection.as_mut() => {
+                        if let Err(err) = result {
+                            tracing::debug!(%peer, error = %err, "connection ended with an error");
+                        }
+                    }
                     () = stopped(&mut stop) => {
                         // Finish the request in flight, then close.
                         connection.as_mut().graceful_shutdown();

@@ -76,7 +76,7 @@ async fn start(rules: &str) -> Harness {
     let release = Arc::new(Notify::new());
     let upstream = upstream(release.clone()).await;
     let text = format!(
-        "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
+        "[listener]\nlisten = \"127.0.0.1:0\"\norigin_header = \"x-caller\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
     );
     let config = parse(&text, "test.toml").unwrap();
     let spillway = spillway::Spillway::new();
@@ -306,4 +306,45 @@ async fn shutdown_drains_a_request_in_flight() {
     let (status, body) = in_flight.await.unwrap();
     assert_eq!((status, &body[..]), (StatusCode::OK, &b"released"[..]));
     shutting_down.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upstream_slower_than_the_timeout_is_a_504_and_an_error() {
+    // Paused time: the 5 s timeout passes as soon as everything waits, with no real wait.
+    let h = start("[default]\nresource = \"all\"\nupstream = \"app\"\n").await;
+    assert_eq!(h.status("/hold").await, StatusCode::GATEWAY_TIMEOUT);
+    let stats = h.stats("all");
+    assert_eq!((stats.total_error, stats.concurrency), (1, 0));
+}
+
+#[tokio::test]
+async fn the_origin_header_selects_origin_rules() {
+    let h = start(
+        r#"
+[default]
+resource = "all"
+upstream = "app"
+
+[[flow]]
+id = "no-batch"
+resource = "all"
+count = 0
+limit_app = "batch"
+"#,
+    )
+    .await;
+    assert_eq!(h.status("/x").await, StatusCode::OK);
+    let from = |caller: &str| {
+        Request::get(format!("http://{}/x", h.proxy))
+            .header("x-caller", caller)
+            .body(Empty::<Bytes>::new())
+            .unwrap()
+    };
+    let web = h.client.request(from("web")).await.unwrap();
+    assert_eq!(web.status(), StatusCode::OK);
+    let batch = h.client.request(from("batch")).await.unwrap();
+    assert_eq!(batch.status(), StatusCode::TOO_MANY_REQUESTS);
+    let all = h.spillway.resource("all").unwrap();
+    assert!(all.origin_stats("batch").is_some());
+    h.shutdown().await;
 }
