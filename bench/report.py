@@ -97,6 +97,10 @@ def main() -> None:
             ratio = f"{ns / base:.2f}x" if base else "n/a"
             out.append(f"| `{name}` | {fmt(ns)} | {ratio} |")
         out.append("")
+    # The wrk load test of the spillway binary (`bench/load`), with its own date and command.
+    load = Path(__file__).parent / "load.md"
+    if load.exists():
+        out.append(load.read_text().rstrip() + "\n")
     print("\n".join(out))
 
 
