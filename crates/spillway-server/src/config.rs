@@ -9,6 +9,7 @@ mod validate;
 
 pub use error::ConfigError;
 pub use file::{
-    ActivesLimit, AdminConfig, Config, DefaultRoute, ListenerConfig, Route, TpsLimit, Upstream,
+    ActivesLimit, AdminConfig, BlockedResponse, Config, DefaultRoute, ListenerConfig, Route,
+    TpsLimit, Upstream,
 };
 pub use validate::{admin_token, load, parse};

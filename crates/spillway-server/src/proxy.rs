@@ -38,6 +38,7 @@ pub(crate) struct Table {
     routes: Vec<RouteInfo>,
     default: RouteInfo,
     timeout: Duration,
+    blocked: Option<crate::config::BlockedResponse>,
 }
 
 impl Table {
@@ -85,6 +86,7 @@ impl Table {
             routes,
             default,
             timeout: config.listener.upstream_timeout,
+            blocked: config.blocked.as_ref().map(|b| b.get_ref().clone()),
         }
     }
 
@@ -132,7 +134,8 @@ impl Proxy {
                 table: ArcSwap::from_pointee(Table::new(config)),
                 tps: TpsLimiter::new(),
                 executes: ExecuteLimiter::new(),
-                actives: ActiveLimiter::new(),
+                // Waits run on tokio timers: time them on tokio's clock too.
+                actives: ActiveLimiter::new_with_clock(spillway_tower::TokioClock::new()),
                 client,
             }),
         }
@@ -174,13 +177,13 @@ impl Proxy {
         let mut permits = body::Permits::default();
         if let Some(tps) = route.tps {
             if let Err(err) = self.inner.tps.try_acquire(&route.resource, tps) {
-                return self.refused(&route.resource, &err);
+                return self.refused(&route.resource, &err, &table);
             }
         }
         if let Some(max) = route.executes {
             match self.inner.executes.try_acquire(&route.resource, max) {
                 Ok(permit) => permits.execute = Some(permit),
-                Err(err) => return self.refused(&route.resource, &err),
+                Err(err) => return self.refused(&route.resource, &err, &table),
             }
         }
         if let Some((max, timeout)) = route.actives {
@@ -190,7 +193,7 @@ impl Proxy {
             };
             match permit {
                 Ok(permit) => permits.active = Some(permit),
-                Err(err) => return self.refused(&route.resource, &err),
+                Err(err) => return self.refused(&route.resource, &err, &table),
             }
         }
         let origin = self
@@ -215,7 +218,7 @@ impl Proxy {
                 self.inner
                     .metrics
                     .count(&route.resource, "block", err.kind().as_str());
-                return blocked(spillway, &err);
+                return blocked(spillway, &err, table.blocked.as_ref());
             }
         };
         let metrics = &self.inner.metrics;
@@ -240,7 +243,7 @@ impl Proxy {
     }
 
     /// A Dubbo limit refused: counted as a block on the resource, answered with 429.
-    fn refused(&self, resource: &str, err: &BlockError) -> Response<ProxyBody> {
+    fn refused(&self, resource: &str, err: &BlockError, table: &Table) -> Response<ProxyBody> {
         let spillway = &self.inner.spillway;
         self.inner
             .metrics
@@ -248,7 +251,7 @@ impl Proxy {
         if let Ok(resource) = spillway.resource(resource) {
             resource.record_block(1);
         }
-        blocked(spillway, err)
+        blocked(spillway, err, table.blocked.as_ref())
     }
 }
 
@@ -261,7 +264,30 @@ impl std::fmt::Debug for Proxy {
     }
 }
 
-/// The 429 of a blocked request.
-fn blocked(spillway: &spillway::Spillway, err: &BlockError) -> Response<ProxyBody> {
-    spillway_tower::too_many_requests(err, spillway).map(|bytes: Bytes| ProxyBody::full(bytes))
+/// The response of a blocked request: the default 429 (with `Retry-After` and the `RateLimit`
+/// fields), or the configured status and body (keeping `Retry-After`).
+fn blocked(
+    spillway: &spillway::Spillway,
+    err: &BlockError,
+    configured: Option<&crate::config::BlockedResponse>,
+) -> Response<ProxyBody> {
+    let mut response = spillway_tower::too_many_requests(err, spillway);
+    if let Some(configured) = configured {
+        if let Ok(status) = StatusCode::from_u16(configured.status) {
+            *response.status_mut() = status;
+        }
+        if let Some(body) = &configured.body {
+            *response.body_mut() = Bytes::from(body.clone());
+        }
+        if let Some(content_type) = configured
+            .content_type
+            .as_deref()
+            .and_then(|value| http::HeaderValue::from_str(value).ok())
+        {
+            response
+                .headers_mut()
+                .insert(http::header::CONTENT_TYPE, content_type);
+        }
+    }
+    response.map(ProxyBody::full)
 }

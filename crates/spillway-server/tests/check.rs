@@ -133,3 +133,11 @@ fn an_admin_listener_off_loopback_needs_a_token() {
     let with_token = "[admin]\nlisten = \"0.0.0.0:9090\"\ntoken = \"s3cret\"\n";
     assert!(parse(with_token, "spillway.toml").is_ok());
 }
+
+#[test]
+fn a_blocked_response_needs_an_error_status() {
+    assert_eq!(
+        error("[blocked]\nstatus = 200\n"),
+        "spillway.toml:2:1: `blocked.status`: must be an error status (400 to 599), got 200"
+    );
+}

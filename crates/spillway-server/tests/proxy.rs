@@ -348,3 +348,97 @@ limit_app = "batch"
     assert!(all.origin_stats("batch").is_some());
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_system_rule_guards_every_route() {
+    let h = start(&format!(
+        "{ROUTES}\n[default]\nupstream = \"app\"\n\n[[system]]\nid = \"guard\"\nqps = 2\n"
+    ))
+    .await;
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    assert_eq!(h.status("/fail").await, StatusCode::INTERNAL_SERVER_ERROR);
+    let (status, _, body) = h.get("/echo/users/1").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(body.contains("blocked by system qps rule guard"), "{body}");
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_configured_blocked_response_replaces_the_429() {
+    let h = start(&format!(
+        "{ROUTES}\n[blocked]\nstatus = 503\nbody = \"busy, try later\\n\"\n\n[[flow]]\nid = \"none\"\nresource = \"orders\"\ncount = 0\n"
+    ))
+    .await;
+    let (status, headers, body) = h.get("/orders").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "busy, try later\n")
+    );
+    assert!(headers.contains_key("retry-after"), "Retry-After is kept");
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn actives_wait_for_a_place_then_refuse_with_the_time_waited() {
+    // Paused time: the 200 ms wait passes as soon as everything waits.
+    let h = start(
+        r#"
+[[route]]
+resource = "hold"
+path = "/hold"
+upstream = "app"
+actives = { max = 1, timeout = "200ms" }
+"#,
+    )
+    .await;
+    let held = {
+        let (client, uri) = (h.client.clone(), format!("http://{}/hold", h.proxy));
+        tokio::spawn(async move { client.get(uri.parse().unwrap()).await.unwrap().status() })
+    };
+    let resource = h.spillway.resource("hold").unwrap();
+    while resource.stats().concurrency == 0 {
+        tokio::task::yield_now().await;
+    }
+    let (status, _, body) = h.get("/hold").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        body.contains("blocked by actives") && body.contains("after waiting 200ms"),
+        "{body}"
+    );
+    h.release.notify_one();
+    assert_eq!(held.await.unwrap(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_connection_cap_closes_connections_past_it() {
+    let release = Arc::new(Notify::new());
+    let upstream = upstream(release.clone()).await;
+    let text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\nmax_connections = 1\nat_capacity = \"close\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n[default]\nresource = \"all\"\nupstream = \"app\"\n"
+    );
+    let config = parse(&text, "test.toml").unwrap();
+    let spillway = spillway::Spillway::new();
+    let server = Server::bind(&config, spillway.clone()).await.unwrap();
+    let proxy = server.local_addr().unwrap();
+    tokio::spawn(server.run(std::future::pending()));
+    // One connection holds the only place (its request waits at the upstream).
+    let first: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let held = tokio::spawn(async move {
+        first
+            .get(format!("http://{proxy}/hold").parse().unwrap())
+            .await
+            .map(|r| r.status())
+    });
+    let all = spillway.resource("all").unwrap();
+    while all.stats().concurrency == 0 {
+        tokio::task::yield_now().await;
+    }
+    // A second connection is accepted and closed at once: the request fails.
+    let second: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let refused = second
+        .get(format!("http://{proxy}/x").parse().unwrap())
+        .await;
+    assert!(refused.is_err(), "closed at the cap");
+    release.notify_one();
+    assert_eq!(held.await.unwrap().unwrap(), StatusCode::OK);
+}

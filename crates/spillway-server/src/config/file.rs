@@ -51,6 +51,9 @@ pub struct Config {
     pub routes: Vec<Spanned<Route>>,
     /// Where requests no route matches go.
     pub default: Option<Spanned<DefaultRoute>>,
+    /// What a blocked request gets, instead of the default 429.
+    #[serde(default)]
+    pub blocked: Option<Spanned<BlockedResponse>>,
     /// Flow rules (spillway's `FlowRule`).
     #[serde(default)]
     pub flow: Vec<Spanned<FlowRule>>,
@@ -184,6 +187,26 @@ pub struct DefaultRoute {
     /// The upstream; unset: unmatched requests get 404.
     #[serde(default)]
     pub upstream: Option<String>,
+}
+
+/// The response of a blocked request, when the default (429 with `Retry-After` and the
+/// `RateLimit` fields, the block's explanation as the body) is not wanted.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BlockedResponse {
+    /// The status (400 to 599; default 429).
+    #[serde(default = "default_blocked_status")]
+    pub status: u16,
+    /// The body (default: the block's explanation).
+    #[serde(default)]
+    pub body: Option<String>,
+    /// The body's content type (default `text/plain; charset=utf-8`).
+    #[serde(default)]
+    pub content_type: Option<String>,
+}
+
+fn default_blocked_status() -> u16 {
+    429
 }
 
 /// Dubbo's TPS limit: `rate` requests per `interval`.

@@ -87,6 +87,27 @@ impl Check<'_> {
             spillway::breaker::validate_breaker_rules(rules)
                 .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
         })?;
+        if let Some(blocked) = &config.blocked {
+            let (span, item) = (blocked.span(), blocked.get_ref());
+            if !(400..=599).contains(&item.status) {
+                return Err(self.error(
+                    span,
+                    "blocked".into(),
+                    "status",
+                    format!("must be an error status (400 to 599), got {}", item.status),
+                ));
+            }
+            if let Some(content_type) = &item.content_type {
+                if http::HeaderValue::from_str(content_type).is_err() {
+                    return Err(self.error(
+                        span,
+                        "blocked".into(),
+                        "content_type",
+                        "is not a valid header value",
+                    ));
+                }
+            }
+        }
         let admin = &config.admin;
         if !is_loopback(admin.listen.ip()) && admin_token(admin).is_none() {
             return Err(ConfigError::at(
