@@ -214,6 +214,20 @@ impl Admin {
         if !self.authorized(&request) {
             return unauthorized();
         }
+        let persist = request
+            .uri()
+            .query()
+            .is_some_and(|query| query.split('&').any(|pair| pair == "persist=true"));
+        let file = match (&self.reloader, persist) {
+            (Some(reloader), true) => Some(reloader.path().to_path_buf()),
+            (None, true) => {
+                return error(
+                    StatusCode::CONFLICT,
+                    "persist=true needs a configuration file, and this server has none",
+                )
+            }
+            (_, false) => None,
+        };
         let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
             Ok(body) => body.to_bytes(),
             Err(_) => {
@@ -242,6 +256,23 @@ impl Admin {
         if let Some(breaker) = &rules.breaker {
             if let Err(err) = spillway::breaker::validate_breaker_rules(breaker) {
                 return invalid(err.to_string());
+            }
+        }
+        if let Some(file) = &file {
+            // Written first: if the file cannot take the rules, nothing changes.
+            let written = crate::persist::write_rules(
+                file,
+                &crate::persist::Rules {
+                    flow: rules.flow.as_deref(),
+                    system: rules.system.as_deref(),
+                    breakers: rules.breaker.as_deref(),
+                },
+            );
+            if let Err(err) = written {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("not persisted: {err}"),
+                );
             }
         }
         let spillway = self.proxy.spillway();

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod config;
 pub mod demo;
 mod metrics;
+mod persist;
 mod proxy;
 pub mod reload;
 mod router;

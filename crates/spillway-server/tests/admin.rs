@@ -309,3 +309,37 @@ async fn a_good_reload_applies_and_a_bad_one_changes_nothing() {
         .contains("spillway.toml:13:1: missing field `resource`"));
     assert_eq!(h.reloader.state().reloads, 1);
 }
+
+#[tokio::test]
+async fn persisted_rules_are_written_into_the_file_keeping_the_rest() {
+    let h = start(ORDERS_QPS_1).await;
+    let with_comment = std::fs::read_to_string(&h.file)
+        .unwrap()
+        .replace("[[route]]", "# keep this comment\n[[route]]");
+    std::fs::write(&h.file, with_comment).unwrap();
+    let body = r#"{"flow": [{"id": "orders-qps", "resource": "orders", "count": 7,
+                   "behavior": {"type": "warm_up", "period": "10s"}}]}"#;
+    let (status, response) = call(
+        h.admin,
+        Method::PUT,
+        "/api/rules?persist=true",
+        Some(TOKEN),
+        Bytes::from(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    let text = std::fs::read_to_string(&h.file).unwrap();
+    assert!(text.contains("# keep this comment"), "{text}");
+    assert!(text.contains("[[route]]"), "{text}");
+    assert!(
+        text.contains(r#"behavior = { type = "warm_up", period = "10s", cold_factor = 3 }"#),
+        "{text}"
+    );
+    let reread = config::load(&h.file).unwrap();
+    let flow = reread.flow[0].get_ref();
+    assert_eq!((flow.id.as_str(), flow.count), ("orders-qps", 7.0));
+    // Without persist, the file stays as it is.
+    let (status, _) = put_rules(&h, Some(TOKEN), r#"{"flow": []}"#).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(std::fs::read_to_string(&h.file).unwrap(), text);
+}

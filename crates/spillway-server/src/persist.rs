@@ -1,0 +1,90 @@
+//! Writing rules changed through the admin API back into the configuration file, keeping the
+//! rest of the file (other sections, comments, layout) as it was.
+
+use serde::Serialize;
+use spillway::breaker::BreakerRule;
+use spillway::flow::FlowRule;
+use spillway::system::SystemRule;
+use std::path::Path;
+use toml_edit::DocumentMut;
+
+/// The rule kinds to write; a kind left `None` is left as the file has it.
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Rules<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) flow: Option<&'a [FlowRule]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) system: Option<&'a [SystemRule]>,
+    #[serde(rename = "breaker", skip_serializing_if = "Option::is_none")]
+    pub(crate) breakers: Option<&'a [BreakerRule]>,
+}
+
+/// Writes `table`'s sub-tables as inline tables.
+fn inline_nested(table: &mut toml_edit::Table) {
+    let keys: Vec<String> = table
+        .iter()
+        .filter(|(_, item)| item.is_table())
+        .map(|(key, _)| key.to_owned())
+        .collect();
+    for key in keys {
+        if let Some(toml_edit::Item::Table(nested)) = table.remove(&key) {
+            let inline = nested.into_inline_table();
+            table.insert(&key, toml_edit::value(inline));
+        }
+    }
+}
+
+/// Replaces the given rule kinds in the file at `path`, then checks the result; the file is
+/// replaced in one rename, and only if the new text is a valid configuration.
+pub(crate) fn write_rules(path: &Path, rules: &Rules<'_>) -> Result<(), String> {
+    let text = std::fs::read_to_string(path).map_err(|err| format!("cannot read: {err}"))?;
+    let mut document: DocumentMut = text
+        .parse()
+        .map_err(|err| format!("cannot edit the file: {err}"))?;
+    let fragment: DocumentMut = toml::to_string(rules)
+        .map_err(|err| format!("cannot write the rules as TOML: {err}"))?
+        .parse()
+        .map_err(|err| format!("cannot edit the rules: {err}"))?;
+    let kinds = [
+        ("flow", rules.flow.is_some()),
+        ("system", rules.system.is_some()),
+        ("breaker", rules.breakers.is_some()),
+    ];
+    // New rules go after everything else, each a `[[kind]]` table with its nested fields
+    // (behavior, strategy) inline, as one would write them by hand.
+    let mut position = document
+        .iter()
+        .flat_map(|(_, item)| {
+            let table = item.as_table().and_then(|t| t.position());
+            let tables = item
+                .as_array_of_tables()
+                .and_then(|a| a.iter().filter_map(|t| t.position()).max());
+            table.into_iter().chain(tables)
+        })
+        .max()
+        .unwrap_or(0)
+        + 1;
+    for (key, given) in kinds {
+        if !given {
+            continue;
+        }
+        document.remove(key);
+        if let Some(mut item) = fragment.get(key).cloned() {
+            if let Some(tables) = item.as_array_of_tables_mut() {
+                for table in tables.iter_mut() {
+                    inline_nested(table);
+                    table.set_position(position);
+                    position += 1;
+                }
+            }
+            document.insert(key, item);
+        }
+    }
+    let new_text = document.to_string();
+    let name = path.display().to_string();
+    crate::config::parse(&new_text, &name)
+        .map_err(|err| format!("the result would not load: {err}"))?;
+    let temporary = path.with_extension("toml.tmp");
+    std::fs::write(&temporary, new_text).map_err(|err| format!("cannot write: {err}"))?;
+    std::fs::rename(&temporary, path).map_err(|err| format!("cannot replace the file: {err}"))
+}
