@@ -39,6 +39,7 @@ pub(crate) struct Table {
     default: RouteInfo,
     timeout: Duration,
     blocked: Option<crate::config::BlockedResponse>,
+    shadow: bool,
 }
 
 impl Table {
@@ -87,6 +88,7 @@ impl Table {
             default,
             timeout: config.listener.upstream_timeout,
             blocked: config.blocked.as_ref().map(|b| b.get_ref().clone()),
+            shadow: config.listener.shadow,
         }
     }
 
@@ -173,17 +175,25 @@ impl Proxy {
             return ProxyBody::text(StatusCode::NOT_FOUND, "no route matches\n");
         };
         let spillway = &self.inner.spillway;
-        // Dubbo's limits first: a refusal here never counts as a pass.
+        let shadow = table.shadow;
+        // Dubbo's limits first: a refusal here never counts as a pass. In shadow mode a
+        // refusal is counted and logged, and the request goes on without that limit's place.
         let mut permits = body::Permits::default();
         if let Some(tps) = route.tps {
             if let Err(err) = self.inner.tps.try_acquire(&route.resource, tps) {
-                return self.refused(&route.resource, &err, &table);
+                if let Some(response) = self.refused(&route.resource, &err, &table) {
+                    return response;
+                }
             }
         }
         if let Some(max) = route.executes {
             match self.inner.executes.try_acquire(&route.resource, max) {
                 Ok(permit) => permits.execute = Some(permit),
-                Err(err) => return self.refused(&route.resource, &err, &table),
+                Err(err) => {
+                    if let Some(response) = self.refused(&route.resource, &err, &table) {
+                        return response;
+                    }
+                }
             }
         }
         if let Some((max, timeout)) = route.actives {
@@ -193,7 +203,11 @@ impl Proxy {
             };
             match permit {
                 Ok(permit) => permits.active = Some(permit),
-                Err(err) => return self.refused(&route.resource, &err, &table),
+                Err(err) => {
+                    if let Some(response) = self.refused(&route.resource, &err, &table) {
+                        return response;
+                    }
+                }
             }
         }
         let origin = self
@@ -208,33 +222,42 @@ impl Proxy {
             Some(origin) => builder.origin(origin).try_enter_owned(),
             None => builder.try_enter_owned(),
         };
+        let metrics = &self.inner.metrics;
         let mut entry = match admission {
-            Ok(OwnedAdmission::Ready(entry)) => entry,
+            Ok(OwnedAdmission::Ready(entry)) => Some(entry),
             Ok(OwnedAdmission::Queued(pending)) => {
                 tokio::time::sleep(pending.wait()).await;
-                pending.enter()
+                Some(pending.enter())
+            }
+            Err(err) if shadow => {
+                metrics.count(&route.resource, "shadow_block", err.kind().as_str());
+                tracing::info!(resource = %route.resource, reason = %err, "shadow mode: would block");
+                None
             }
             Err(err) => {
-                self.inner
-                    .metrics
-                    .count(&route.resource, "block", err.kind().as_str());
+                metrics.count(&route.resource, "block", err.kind().as_str());
                 return blocked(spillway, &err, table.blocked.as_ref());
             }
         };
-        let metrics = &self.inner.metrics;
-        metrics.count(&route.resource, "pass", "");
+        if entry.is_some() {
+            metrics.count(&route.resource, "pass", "");
+        }
         let timeout = table.timeout;
         match forward::send(&self.inner.client, request, &upstream, peer, timeout).await {
             Ok(response) => {
                 let error = response.status().is_server_error();
-                entry.set_error(error);
+                if let Some(entry) = entry.as_mut() {
+                    entry.set_error(error);
+                }
                 metrics.count(&route.resource, if error { "error" } else { "success" }, "");
                 metrics.observe(&route.resource, arrived.elapsed());
                 response.map(|body| ProxyBody::upstream(body, entry, permits))
             }
             Err(status) => {
                 tracing::debug!(resource = %route.resource, %upstream, %status, "upstream failed");
-                entry.mark_error();
+                if let Some(entry) = entry.as_mut() {
+                    entry.mark_error();
+                }
                 metrics.count(&route.resource, "error", "");
                 metrics.observe(&route.resource, arrived.elapsed());
                 ProxyBody::text(status, status.canonical_reason().unwrap_or("error"))
@@ -242,16 +265,26 @@ impl Proxy {
         }
     }
 
-    /// A Dubbo limit refused: counted as a block on the resource, answered with 429.
-    fn refused(&self, resource: &str, err: &BlockError, table: &Table) -> Response<ProxyBody> {
+    /// A Dubbo limit refused: counted as a block on the resource and answered with the blocked
+    /// response; in shadow mode, counted and logged only (`None`: go on).
+    fn refused(
+        &self,
+        resource: &str,
+        err: &BlockError,
+        table: &Table,
+    ) -> Option<Response<ProxyBody>> {
         let spillway = &self.inner.spillway;
-        self.inner
-            .metrics
-            .count(resource, "block", err.kind().as_str());
+        let metrics = &self.inner.metrics;
+        if table.shadow {
+            metrics.count(resource, "shadow_block", err.kind().as_str());
+            tracing::info!(%resource, reason = %err, "shadow mode: would block");
+            return None;
+        }
+        metrics.count(resource, "block", err.kind().as_str());
         if let Ok(resource) = spillway.resource(resource) {
             resource.record_block(1);
         }
-        blocked(spillway, err, table.blocked.as_ref())
+        Some(blocked(spillway, err, table.blocked.as_ref()))
     }
 }
 

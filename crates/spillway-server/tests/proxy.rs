@@ -73,10 +73,15 @@ struct Harness {
 }
 
 async fn start(rules: &str) -> Harness {
+    start_with("", rules).await
+}
+
+/// As [`start`], with more `[listener]` fields.
+async fn start_with(listener: &str, rules: &str) -> Harness {
     let release = Arc::new(Notify::new());
     let upstream = upstream(release.clone()).await;
     let text = format!(
-        "[listener]\nlisten = \"127.0.0.1:0\"\norigin_header = \"x-caller\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
+        "[listener]\nlisten = \"127.0.0.1:0\"\norigin_header = \"x-caller\"\n{listener}\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
     );
     let config = parse(&text, "test.toml").unwrap();
     let spillway = spillway::Spillway::new();
@@ -441,4 +446,22 @@ async fn the_connection_cap_closes_connections_past_it() {
     assert!(refused.is_err(), "closed at the cap");
     release.notify_one();
     assert_eq!(held.await.unwrap().unwrap(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn shadow_mode_counts_what_would_block_and_forwards_it() {
+    let h = start_with(
+        "shadow = true",
+        &format!("{ROUTES}\n[[flow]]\nid = \"none\"\nresource = \"orders\"\ncount = 0\n"),
+    )
+    .await;
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    let orders = h.stats("orders");
+    assert_eq!(
+        (orders.total_pass, orders.total_block),
+        (0, 2),
+        "spillway saw two blocks"
+    );
+    h.shutdown().await;
 }

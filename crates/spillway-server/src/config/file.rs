@@ -84,6 +84,10 @@ pub struct ListenerConfig {
     /// A request header that names the caller (the origin of `limit_app` rules), if any.
     #[serde(default)]
     pub origin_header: Option<String>,
+    /// Shadow mode: a request a rule would block is counted (`outcome="shadow_block"`) and
+    /// logged, and forwarded anyway. For trying rules on live traffic.
+    #[serde(default)]
+    pub shadow: bool,
 }
 
 impl Default for ListenerConfig {
@@ -94,6 +98,7 @@ impl Default for ListenerConfig {
             at_capacity: AtCapacity::Pause,
             upstream_timeout: default_upstream_timeout(),
             origin_header: None,
+            shadow: false,
         }
     }
 }

@@ -27,14 +27,15 @@ pub struct ProxyBody {
 enum Kind {
     Upstream {
         body: Incoming,
-        /// Dropped (ending the entry and giving the permits back) when the body ends.
-        held: Option<(OwnedEntry, Permits)>,
+        /// Dropped (ending the entry and giving the permits back) when the body ends. No
+        /// entry in shadow mode when the rules would have blocked.
+        held: Option<(Option<OwnedEntry>, Permits)>,
     },
     Full(Option<Bytes>),
 }
 
 impl ProxyBody {
-    pub(crate) fn upstream(body: Incoming, entry: OwnedEntry, permits: Permits) -> Self {
+    pub(crate) fn upstream(body: Incoming, entry: Option<OwnedEntry>, permits: Permits) -> Self {
         Self {
             kind: Kind::Upstream {
                 body,
@@ -76,7 +77,9 @@ impl Body for ProxyBody {
                     Poll::Ready(None) => drop(held.take()),
                     Poll::Ready(Some(Err(_))) => {
                         if let Some((mut entry, permits)) = held.take() {
-                            entry.mark_error();
+                            if let Some(entry) = entry.as_mut() {
+                                entry.mark_error();
+                            }
                             drop((entry, permits));
                         }
                     }
