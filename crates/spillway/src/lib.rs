@@ -125,6 +125,7 @@ mod intern;
 pub mod rate_limiter;
 mod registry;
 mod resource;
+mod rule_error;
 mod snapshot;
 mod spillway;
 pub mod stats;
@@ -144,5 +145,6 @@ pub use entry::{
 pub use rate_limiter::{RateLimiter, RateLimiterError, Reservation};
 pub use registry::{OverflowPolicy, DEFAULT_MAX_RESOURCES, OVERFLOW_RESOURCE};
 pub use resource::{Resource, OVERFLOW_ORIGIN};
+pub use rule_error::RuleError;
 pub use snapshot::{ResourceSnapshot, Snapshot};
 pub use spillway::{Spillway, SpillwayBuilder, DEFAULT_MAX_ORIGINS};

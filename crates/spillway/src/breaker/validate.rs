@@ -3,8 +3,6 @@
 use super::{BreakerRule, BreakerStrategy};
 use crate::stats::WindowConfig;
 use std::collections::HashMap;
-use std::error::Error;
-use std::fmt;
 use std::time::Duration;
 
 /// Most breaker rules on one resource.
@@ -27,47 +25,7 @@ pub const MAX_BREAKERS_PER_RESOURCE: usize = 8;
 ///     "breaker rule #0 (id `e`): `strategy.threshold` must be between 0 and 1, got 2"
 /// );
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BreakerRuleError {
-    index: usize,
-    id: String,
-    field: &'static str,
-    problem: String,
-}
-
-impl BreakerRuleError {
-    /// Position of the rule in the set (from 0).
-    pub fn index(&self) -> usize {
-        self.index
-    }
-
-    /// The rule's id (may be empty, when that is the problem).
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The field at fault.
-    pub fn field(&self) -> &'static str {
-        self.field
-    }
-
-    /// What is wrong with it.
-    pub fn problem(&self) -> &str {
-        &self.problem
-    }
-}
-
-impl fmt::Display for BreakerRuleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "breaker rule #{} (id `{}`): `{}` {}",
-            self.index, self.id, self.field, self.problem
-        )
-    }
-}
-
-impl Error for BreakerRuleError {}
+pub type BreakerRuleError = crate::RuleError;
 
 /// Checks every rule of a set, returning the first problem found.
 ///
@@ -79,12 +37,9 @@ pub fn validate_breaker_rules(rules: &[BreakerRule]) -> Result<(), BreakerRuleEr
     let mut per_resource: HashMap<&str, usize> = HashMap::new();
     for (index, rule) in rules.iter().enumerate() {
         let fail = |field, problem: String| {
-            Err(BreakerRuleError {
-                index,
-                id: rule.id.clone(),
-                field,
-                problem,
-            })
+            Err(BreakerRuleError::new(
+                "breaker", index, &rule.id, field, problem,
+            ))
         };
         if rule.id.is_empty() {
             return fail("id", "must not be empty".into());

@@ -47,7 +47,7 @@ impl FlowRuleSet {
             };
             let group = grouped.entry(rule.resource.clone()).or_default();
             if group.len() == MAX_RULES_PER_RESOURCE {
-                return Err(FlowRuleError::too_many(
+                return Err(super::validate::too_many(
                     index,
                     rule,
                     MAX_RULES_PER_RESOURCE,
@@ -64,7 +64,7 @@ impl FlowRuleSet {
                 && group.iter().filter(|c| queueing(&c.rule)).count()
                     == MAX_QUEUEING_RULES_PER_RESOURCE
             {
-                return Err(FlowRuleError::too_many(
+                return Err(super::validate::too_many(
                     index,
                     rule,
                     MAX_QUEUEING_RULES_PER_RESOURCE,

@@ -2,8 +2,6 @@
 
 use super::{Behavior, FlowRule, Grade, LimitApp, Strategy};
 use std::collections::HashMap;
-use std::error::Error;
-use std::fmt;
 use std::time::Duration;
 
 /// Longest occupy timeout: prioritized entries borrow from within one second window.
@@ -21,65 +19,27 @@ pub const MAX_OCCUPY_TIMEOUT: Duration = Duration::from_secs(1);
 /// assert_eq!((err.index(), err.id(), err.field()), (1, "bad", "count"));
 /// assert_eq!(err.to_string(), "flow rule #1 (id `bad`): `count` must be finite and at least 0, got NaN");
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FlowRuleError {
+pub type FlowRuleError = crate::RuleError;
+
+/// A flow rule error at `index`.
+fn flow_error(
     index: usize,
-    id: String,
+    rule: &FlowRule,
     field: &'static str,
-    problem: String,
+    problem: impl Into<String>,
+) -> FlowRuleError {
+    FlowRuleError::new("flow", index, &rule.id, field, problem)
 }
 
-impl FlowRuleError {
-    fn new(index: usize, rule: &FlowRule, field: &'static str, problem: impl Into<String>) -> Self {
-        Self {
-            index,
-            id: rule.id.clone(),
-            field,
-            problem: problem.into(),
-        }
-    }
-
-    pub(crate) fn too_many(index: usize, rule: &FlowRule, most: usize, what: &str) -> Self {
-        Self::new(
-            index,
-            rule,
-            "resource",
-            format!("has more than {most} {what} rules"),
-        )
-    }
-
-    /// Position of the rule in the set (from 0).
-    pub fn index(&self) -> usize {
-        self.index
-    }
-
-    /// The rule's id (may be empty, when that is the problem).
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The field at fault.
-    pub fn field(&self) -> &'static str {
-        self.field
-    }
-
-    /// What is wrong with it.
-    pub fn problem(&self) -> &str {
-        &self.problem
-    }
+/// A resource with more rules of a kind than it may have.
+pub(crate) fn too_many(index: usize, rule: &FlowRule, most: usize, what: &str) -> FlowRuleError {
+    flow_error(
+        index,
+        rule,
+        "resource",
+        format!("has more than {most} {what} rules"),
+    )
 }
-
-impl fmt::Display for FlowRuleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "flow rule #{} (id `{}`): `{}` {}",
-            self.index, self.id, self.field, self.problem
-        )
-    }
-}
-
-impl Error for FlowRuleError {}
 
 /// Checks every rule of a set, returning the first problem found.
 ///
@@ -89,7 +49,7 @@ impl Error for FlowRuleError {}
 pub fn validate_flow_rules(rules: &[FlowRule]) -> Result<(), FlowRuleError> {
     let mut ids: HashMap<&str, usize> = HashMap::with_capacity(rules.len());
     for (index, rule) in rules.iter().enumerate() {
-        let fail = |field, problem: String| Err(FlowRuleError::new(index, rule, field, problem));
+        let fail = |field, problem: String| Err(flow_error(index, rule, field, problem));
         if rule.id.is_empty() {
             return fail("id", "must not be empty".into());
         }

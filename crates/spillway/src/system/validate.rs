@@ -2,8 +2,6 @@
 
 use super::{MinRtEstimate, SystemRule};
 use std::collections::HashMap;
-use std::error::Error;
-use std::fmt;
 use std::time::Duration;
 
 /// Longest [`MinRtEstimate::BucketAverage`] window: the minute window.
@@ -24,47 +22,7 @@ pub const MAX_MIN_RT_WINDOW: Duration = Duration::from_secs(60);
 ///     "system rule #0 (id `cpu`): `highest_cpu_usage` must be between 0 and 1, got 1.5"
 /// );
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SystemRuleError {
-    index: usize,
-    id: String,
-    field: &'static str,
-    problem: String,
-}
-
-impl SystemRuleError {
-    /// Position of the rule in the set (from 0).
-    pub fn index(&self) -> usize {
-        self.index
-    }
-
-    /// The rule's id (may be empty, when that is the problem).
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The field at fault.
-    pub fn field(&self) -> &'static str {
-        self.field
-    }
-
-    /// What is wrong with it.
-    pub fn problem(&self) -> &str {
-        &self.problem
-    }
-}
-
-impl fmt::Display for SystemRuleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "system rule #{} (id `{}`): `{}` {}",
-            self.index, self.id, self.field, self.problem
-        )
-    }
-}
-
-impl Error for SystemRuleError {}
+pub type SystemRuleError = crate::RuleError;
 
 /// Checks every rule of a set, returning the first problem found.
 ///
@@ -75,12 +33,9 @@ pub fn validate_system_rules(rules: &[SystemRule]) -> Result<(), SystemRuleError
     let mut ids: HashMap<&str, usize> = HashMap::with_capacity(rules.len());
     for (index, rule) in rules.iter().enumerate() {
         let fail = |field, problem: String| {
-            Err(SystemRuleError {
-                index,
-                id: rule.id.clone(),
-                field,
-                problem,
-            })
+            Err(SystemRuleError::new(
+                "system", index, &rule.id, field, problem,
+            ))
         };
         if rule.id.is_empty() {
             return fail("id", "must not be empty".into());
