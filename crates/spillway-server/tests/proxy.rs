@@ -118,6 +118,19 @@ impl Harness {
         self.get(path).await.0
     }
 
+    /// Sends `/hold` (which waits at the upstream until `release`) and returns once it is in
+    /// flight on `resource`; the task ends with its status.
+    async fn hold(&self, resource: &str) -> tokio::task::JoinHandle<StatusCode> {
+        let (client, uri) = (self.client.clone(), format!("http://{}/hold", self.proxy));
+        let held =
+            tokio::spawn(async move { client.get(uri.parse().unwrap()).await.unwrap().status() });
+        let resource = self.spillway.resource(resource).unwrap();
+        while resource.stats().concurrency == 0 {
+            tokio::task::yield_now().await;
+        }
+        held
+    }
+
     fn stats(&self, resource: &str) -> spillway::stats::NodeStats {
         self.spillway.resource(resource).unwrap().stats()
     }
@@ -240,15 +253,7 @@ executes = 1
 "#,
     )
     .await;
-    let held = {
-        let (client, uri) = (h.client.clone(), format!("http://{}/hold", h.proxy));
-        tokio::spawn(async move { client.get(uri.parse().unwrap()).await.unwrap().status() })
-    };
-    // Wait until the held request is in flight at the upstream.
-    let resource = h.spillway.resource("hold").unwrap();
-    while resource.stats().concurrency == 0 {
-        tokio::task::yield_now().await;
-    }
+    let held = h.hold("hold").await;
     let (status, _, body) = h.get("/hold").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert!(body.contains("blocked by executes"), "{body}");
@@ -396,14 +401,7 @@ actives = { max = 1, timeout = "200ms" }
 "#,
     )
     .await;
-    let held = {
-        let (client, uri) = (h.client.clone(), format!("http://{}/hold", h.proxy));
-        tokio::spawn(async move { client.get(uri.parse().unwrap()).await.unwrap().status() })
-    };
-    let resource = h.spillway.resource("hold").unwrap();
-    while resource.stats().concurrency == 0 {
-        tokio::task::yield_now().await;
-    }
+    let held = h.hold("hold").await;
     let (status, _, body) = h.get("/hold").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert!(
