@@ -223,7 +223,8 @@ fn rate_limiter(c: &mut Criterion) {
 }
 
 /// Group `dubbo/{N}t`: Dubbo's limits on one key, never reached: spillway's `executes` and
-/// `actives` acquire + release (through pre-resolved keys) and TPS check (by name), next to
+/// `actives` acquire + release (through pre-resolved keys) and TPS check (by name and through a
+/// pre-resolved key), next to
 /// tokio's `Semaphore::try_acquire` + release.
 fn dubbo(c: &mut Criterion) {
     use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsConfig, TpsLimiter};
@@ -233,6 +234,7 @@ fn dubbo(c: &mut Criterion) {
     let query = actives.key("OrderService.query").unwrap();
     let tps = TpsLimiter::new();
     let tps_config = TpsConfig::new(u32::MAX, Duration::from_secs(3_600));
+    let tps_key = tps.key("OrderService.key", tps_config).unwrap();
     let semaphore = tokio::sync::Semaphore::new(tokio::sync::Semaphore::MAX_PERMITS);
     for threads in [1, 2] {
         let mut group = c.benchmark_group(format!("dubbo/{threads}t"));
@@ -254,6 +256,13 @@ fn dubbo(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 run_parallel(threads, iters, || {
                     black_box(tps.try_acquire("OrderService", tps_config).is_ok());
+                })
+            })
+        });
+        group.bench_function("spillway_tps_key_check", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    black_box(tps_key.try_acquire().is_ok());
                 })
             })
         });

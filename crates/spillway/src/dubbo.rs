@@ -20,4 +20,6 @@ pub use actives::{
 pub use executes::{
     ExecuteKey, ExecuteKeyPermit, ExecuteLimiter, ExecutePermit, DEFAULT_MAX_EXECUTE_KEYS,
 };
-pub use tps::{TpsConfig, TpsLimiter, TpsState, DEFAULT_MAX_TPS_KEYS, DEFAULT_TPS_INTERVAL};
+pub use tps::{
+    TpsConfig, TpsKey, TpsLimiter, TpsState, DEFAULT_MAX_TPS_KEYS, DEFAULT_TPS_INTERVAL,
+};

@@ -52,6 +52,7 @@ fn public_types_are_send_and_sync() {
     is_send_sync::<spillway::flow::Decision>();
     is_send_sync::<spillway::dubbo::TpsLimiter>();
     is_send_sync::<spillway::dubbo::TpsState>();
+    is_send_sync::<spillway::dubbo::TpsKey>();
     is_send_sync::<spillway::dubbo::ExecuteLimiter>();
     is_send_sync::<spillway::dubbo::ExecuteKey>();
     is_send_sync::<spillway::dubbo::ExecutePermit>();

@@ -185,3 +185,28 @@ fn executes_evicts_only_idle_keys() {
     let _b = executes.try_acquire("b", 1).unwrap(); // a was idle: evicted
     assert_eq!(executes.in_flight("a"), 0);
 }
+
+#[test]
+fn a_tps_key_shares_the_window_of_calls_by_name_and_rebuilds_on_a_new_config() {
+    let (limiter, clock) = tps();
+    let config = TpsConfig::new(3, Duration::from_secs(1));
+    let key = limiter.key("s", config).unwrap();
+    assert!(key.try_acquire().is_ok());
+    assert!(limiter.try_acquire("s", config).is_ok());
+    assert!(key.try_acquire().is_ok());
+    let err = limiter.try_acquire("s", config).unwrap_err();
+    assert_eq!((err.kind(), err.resource()), (BlockKind::Tps, "s"));
+    assert_eq!(
+        key.try_acquire().unwrap_err().retry_after(),
+        Some(Duration::from_nanos(1_000_000_001))
+    );
+    // A new configuration through a new key rebuilds the window: fresh tokens.
+    let wider = limiter
+        .key("s", TpsConfig::new(5, Duration::from_secs(1)))
+        .unwrap();
+    assert_eq!(wider.state().tokens_left, 5);
+    clock.advance_millis(1);
+    assert!(limiter
+        .key("s", TpsConfig::new(0, Duration::from_secs(1)))
+        .is_err());
+}

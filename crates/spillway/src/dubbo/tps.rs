@@ -143,8 +143,49 @@ impl StatItem {
 pub struct TpsLimiter {
     clock: AnyClock,
     max_keys: usize,
-    keys: RwLock<HashMap<Arc<str>, Arc<StatItem>>>,
+    keys: RwLock<Keys>,
     key_overflows: std::sync::atomic::AtomicU64,
+}
+
+/// Keys to windows; names hashed with foldhash (fast, seeded per process).
+type Keys = HashMap<Arc<str>, Arc<StatItem>, foldhash::fast::RandomState>;
+
+/// A pre-resolved key of a [`TpsLimiter`] under one configuration (see [`TpsLimiter::key`]):
+/// its calls skip the key lookup. It shares the key's window with calls by name.
+#[derive(Debug, Clone)]
+pub struct TpsKey {
+    item: Arc<StatItem>,
+    name: Arc<str>,
+    clock: AnyClock,
+}
+
+impl TpsKey {
+    /// Takes one call.
+    ///
+    /// # Errors
+    ///
+    /// As [`TpsLimiter::try_acquire`] when the window has no token left.
+    pub fn try_acquire(&self) -> Result<(), BlockError> {
+        let now = self.clock.now_nanos();
+        self.item
+            .take(now)
+            .map_err(|window| refused(&self.name, &self.item, window, now))
+    }
+
+    /// The window now.
+    pub fn state(&self) -> TpsState {
+        self.item.state()
+    }
+}
+
+/// The refusal of a call that found no token (cold).
+#[cold]
+#[inline(never)]
+fn refused(key: &str, item: &StatItem, window: Window, now: u64) -> BlockError {
+    let restart = window.start.saturating_add(item.interval_nanos()) + 1;
+    let rate = f64::from(item.config.rate);
+    BlockError::new(BlockKind::Tps, Cow::Owned(key.to_owned()), rate, rate)
+        .with_retry_after(Duration::from_nanos(restart.saturating_sub(now)))
 }
 
 impl TpsLimiter {
@@ -163,7 +204,7 @@ impl TpsLimiter {
         Self {
             clock: AnyClock::from_clock(clock),
             max_keys,
-            keys: RwLock::new(HashMap::new()),
+            keys: RwLock::new(Keys::default()),
             key_overflows: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -181,12 +222,55 @@ impl TpsLimiter {
             self.write().remove(key);
             return Ok(());
         }
+        // The common case: a known key under an unchanged configuration, taken under the read
+        // lock (no reference count touched).
+        if let Some(item) = self.read().get(key).filter(|item| item.config == config) {
+            return item
+                .take(now)
+                .map_err(|window| refused(key, item, window, now));
+        }
         let item = self.item(key, config, now)?;
-        item.take(now).map_err(|window| {
-            let restart = window.start.saturating_add(item.interval_nanos()) + 1;
-            let rate = f64::from(config.rate);
-            BlockError::new(BlockKind::Tps, Cow::Owned(key.to_owned()), rate, rate)
-                .with_retry_after(Duration::from_nanos(restart.saturating_sub(now)))
+        item.take(now)
+            .map_err(|window| refused(key, &item, window, now))
+    }
+
+    /// A pre-resolved handle on `key` under `config`, for calls that skip the key lookup. Like
+    /// a call by name, it rebuilds the key's window if `config` differs from the key's; a
+    /// handle held while the configuration changes again keeps the window it was made with.
+    ///
+    /// # Errors
+    ///
+    /// A [`BlockKind::Tps`] error when `key` is new and the key cap is full, or when
+    /// `config.rate` is 0 (a disabled limit has no window to take from).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::dubbo::{TpsConfig, TpsLimiter};
+    /// use spillway::ManualClock;
+    /// use std::time::Duration;
+    ///
+    /// let tps = TpsLimiter::new_with_clock(ManualClock::new());
+    /// let orders = tps.key("OrderService", TpsConfig::new(1, Duration::from_secs(1)))?;
+    /// assert!(orders.try_acquire().is_ok());
+    /// assert!(orders.try_acquire().is_err());
+    /// assert_eq!(tps.state("OrderService").unwrap().tokens_left, 0);
+    /// # Ok::<(), spillway::BlockError>(())
+    /// ```
+    pub fn key(&self, key: &str, config: TpsConfig) -> Result<TpsKey, BlockError> {
+        if config.rate == 0 {
+            return Err(BlockError::new(
+                BlockKind::Tps,
+                Cow::Owned(key.to_owned()),
+                0.0,
+                0.0,
+            ));
+        }
+        let item = self.item(key, config, self.clock.now_nanos())?;
+        Ok(TpsKey {
+            item,
+            name: Arc::from(key),
+            clock: self.clock.clone(),
         })
     }
 
@@ -248,11 +332,11 @@ impl TpsLimiter {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Arc<str>, Arc<StatItem>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Keys> {
         self.keys.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<Arc<str>, Arc<StatItem>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Keys> {
         self.keys.write().unwrap_or_else(|e| e.into_inner())
     }
 }
