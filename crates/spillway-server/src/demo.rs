@@ -125,11 +125,10 @@ pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + 
             "{:>3}s  {:<16} {:>7} {:>7} {:>10} {:>6}",
             second, "resource", "pass/s", "block/s", "avg RT ms", "in fl."
         );
-        // The second that just ended, as the minute window counted it.
-        let now = spillway::Clock::now_nanos(spillway.clock());
         for name in resources {
+            // The second that just ended, as the minute window counted it.
             let resource = spillway.resource(name)?;
-            let last = resource.node().previous_second(now);
+            let last = resource.last_second();
             println!(
                 "      {:<16} {:>7} {:>7} {:>10.1} {:>6}",
                 name.trim_start_matches("GET "),

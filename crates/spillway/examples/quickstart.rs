@@ -61,8 +61,7 @@ fn main() {
         for second in 1..=SECONDS {
             std::thread::sleep(Duration::from_secs(1));
             // The previous full second, as the minute window counted it.
-            let now = spillway.clock().now_nanos();
-            let second_stats = resource.node().previous_second(now);
+            let second_stats = resource.last_second();
             let avg_rt = second_stats.avg_rt_micros();
             println!(
                 "{second:>4} {:>8} {:>8} {:>10} {:>8} {:>12.0} {:>12}",

@@ -11,7 +11,7 @@ use crate::clock::Clock;
 use crate::core::Core;
 use crate::entry::EntryBuilder;
 use crate::flow::ResourceRules;
-use crate::stats::{NodeStats, ResourceNode};
+use crate::stats::{NodeStats, ResourceNode, WindowSnapshot};
 use arc_swap::ArcSwapOption;
 use std::fmt;
 use std::sync::atomic::AtomicBool;
@@ -100,6 +100,31 @@ impl Resource {
     /// Every statistic of the resource, read now.
     pub fn stats(&self) -> NodeStats {
         self.inner.node.stats(self.inner.core.clock.now_nanos())
+    }
+
+    /// The last complete second, as the minute window counted it: exact per-second counts for a
+    /// table or a log line. ([`stats`](Self::stats)' `pass_qps` reads the sliding second window,
+    /// which just after a bucket starts covers little more than half a second.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let clock = ManualClock::starting_at_millis(1_700_000_000_000);
+    /// let spillway = Spillway::new_with_clock(clock.clone());
+    /// let orders = spillway.resource("orders")?;
+    /// for _ in 0..3 {
+    ///     drop(orders.entry().enter()?);
+    /// }
+    /// clock.advance_millis(1_000);
+    /// assert_eq!(orders.last_second().pass, 3);
+    /// # Ok::<(), spillway::BlockError>(())
+    /// ```
+    pub fn last_second(&self) -> WindowSnapshot {
+        self.inner
+            .node
+            .previous_second(self.inner.core.clock.now_nanos())
     }
 
     /// Statistics of one origin, if entries came from it (origins past the cap are gathered
