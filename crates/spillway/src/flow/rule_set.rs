@@ -33,7 +33,7 @@ impl FlowRuleSet {
             kept.insert(&compiled.rule.id, compiled);
         }
         let mut grouped: HashMap<String, Vec<CompiledRule>> = HashMap::new();
-        for (index, rule) in rules.iter().enumerate() {
+        for rule in &rules {
             let (id, controller) = match kept.get(rule.id.as_str()) {
                 Some(old) if old.rule == *rule => (old.id, old.controller.clone()),
                 _ => (
@@ -45,32 +45,8 @@ impl FlowRuleSet {
                 super::Strategy::Relate { ref_resource } => related(ref_resource),
                 _ => None,
             };
+            // validate_flow_rules capped the rules per resource.
             let group = grouped.entry(rule.resource.clone()).or_default();
-            if group.len() == MAX_RULES_PER_RESOURCE {
-                return Err(super::validate::too_many(
-                    index,
-                    rule,
-                    MAX_RULES_PER_RESOURCE,
-                    "flow",
-                ));
-            }
-            let queueing = |r: &FlowRule| {
-                matches!(
-                    r.behavior,
-                    super::Behavior::Throttle { .. } | super::Behavior::WarmUpThrottle { .. }
-                ) && r.grade == super::Grade::Qps
-            };
-            if queueing(rule)
-                && group.iter().filter(|c| queueing(&c.rule)).count()
-                    == MAX_QUEUEING_RULES_PER_RESOURCE
-            {
-                return Err(super::validate::too_many(
-                    index,
-                    rule,
-                    MAX_QUEUEING_RULES_PER_RESOURCE,
-                    "queueing (throttle) flow",
-                ));
-            }
             group.push(CompiledRule {
                 rule: rule.clone(),
                 id,

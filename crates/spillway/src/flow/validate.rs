@@ -48,8 +48,31 @@ pub(crate) fn too_many(index: usize, rule: &FlowRule, most: usize, what: &str) -
 /// A [`FlowRuleError`] naming the rule and the field.
 pub fn validate_flow_rules(rules: &[FlowRule]) -> Result<(), FlowRuleError> {
     let mut ids: HashMap<&str, usize> = HashMap::with_capacity(rules.len());
+    // Rules, and queueing (pacing) rules, per resource so far.
+    let mut per_resource: HashMap<&str, (usize, usize)> = HashMap::new();
     for (index, rule) in rules.iter().enumerate() {
         let fail = |field, problem: String| Err(flow_error(index, rule, field, problem));
+        let (all, queueing) = per_resource.entry(&rule.resource).or_default();
+        *all += 1;
+        if *all > super::MAX_RULES_PER_RESOURCE {
+            return Err(too_many(index, rule, super::MAX_RULES_PER_RESOURCE, "flow"));
+        }
+        let paces = rule.grade == Grade::Qps
+            && matches!(
+                rule.behavior,
+                Behavior::Throttle { .. } | Behavior::WarmUpThrottle { .. }
+            );
+        if paces {
+            *queueing += 1;
+            if *queueing > super::MAX_QUEUEING_RULES_PER_RESOURCE {
+                return Err(too_many(
+                    index,
+                    rule,
+                    super::MAX_QUEUEING_RULES_PER_RESOURCE,
+                    "queueing (throttle) flow",
+                ));
+            }
+        }
         if rule.id.is_empty() {
             return fail("id", "must not be empty".into());
         }

@@ -83,3 +83,30 @@ fn a_good_set_passes() {
     ];
     assert_eq!(validate_flow_rules(&rules), Ok(()));
 }
+
+#[test]
+fn per_resource_caps_are_checked_before_anything_loads() {
+    use crate::flow::{MAX_QUEUEING_RULES_PER_RESOURCE, MAX_RULES_PER_RESOURCE};
+    let many: Vec<_> = (0..=MAX_RULES_PER_RESOURCE)
+        .map(|i| FlowRule::qps(format!("r{i}"), "a", 1.0))
+        .collect();
+    let err = validate_flow_rules(&many).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("flow rule #{MAX_RULES_PER_RESOURCE} (id `r{MAX_RULES_PER_RESOURCE}`): `resource` has more than {MAX_RULES_PER_RESOURCE} flow rules")
+    );
+    assert!(validate_flow_rules(&many[..MAX_RULES_PER_RESOURCE]).is_ok());
+    let pacing: Vec<_> = (0..=MAX_QUEUEING_RULES_PER_RESOURCE)
+        .map(|i| {
+            FlowRule::qps(format!("p{i}"), "a", 1.0).with_behavior(Behavior::Throttle {
+                max_queueing_time: Duration::from_secs(1),
+            })
+        })
+        .collect();
+    let err = validate_flow_rules(&pacing).unwrap_err();
+    assert_eq!(
+        (err.index(), err.field()),
+        (MAX_QUEUEING_RULES_PER_RESOURCE, "resource")
+    );
+    assert!(err.problem().contains("queueing (throttle) flow rules"));
+}
