@@ -20,6 +20,8 @@
 //! - Response times are microseconds, not milliseconds: the BBR limit of a service whose calls
 //!   take 200 µs is `max_success_qps x 0.0002`, where Sentinel's 1 ms floor would allow five
 //!   times too many. `avg_rt` is compared in microseconds.
+//! - `max_concurrency` is exact (checked and counted in one step, last), where Sentinel's
+//!   read-then-admit check lets `max + 1` and more through.
 //! - [`MinRtEstimate::BucketAverage`] is offered next to Sentinel's exact minimum, and
 //!   [`CpuStrategy::Bbr`] next to Sentinel's outright CPU block.
 //! - In a container with a CPU quota, [`LinuxProbe`] measures CPU against the quota and reports

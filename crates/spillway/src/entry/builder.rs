@@ -1,14 +1,17 @@
-use super::check::{check_flow, give_back, Caller, Held, Verdict};
+use super::check::{
+    check_flow, give_back, release_limited, Caller, Held, Verdict, LIMITED_INBOUND,
+};
 use super::pending::{OwnedPending, Pending, PendingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
 use crate::block::{BlockError, BlockKind};
 use crate::breaker::BreakerBlock;
 use crate::clock::Clock;
+use crate::flow::try_increment;
 use crate::flow::ResourceRules;
 use crate::resource::{ChildSlot, Resource, ResourceInner};
 use crate::spillway::Spillway;
 use crate::sync::Ordering;
-use crate::system::SystemBlock;
+use crate::system::{SystemBlock, SystemCheck};
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
@@ -169,11 +172,16 @@ impl<'a> EntryBuilder<'a> {
                 false,
             )
         };
-        // Relaxed, like the flow flag below.
+        // Relaxed, like the flow flag below. A system `max_concurrency` takes a place on the
+        // inbound node, given back with the others if a later check refuses.
+        let mut system_place = 0u8;
         if inbound && inner.core.has_system.load(Ordering::Relaxed) {
-            if let Err(error) = check_system(inner, now, self.count) {
-                EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
-                return Err(error);
+            match check_system(inner, now, self.count) {
+                Ok(place) => system_place = place,
+                Err(error) => {
+                    EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
+                    return Err(error);
+                }
             }
         }
         // Relaxed: a stale flag only delays seeing a rule load by a moment, as a stale rule set
@@ -181,15 +189,16 @@ impl<'a> EntryBuilder<'a> {
         let has_flow = inner.has_flow.load(Ordering::Relaxed);
         let has_breakers = inner.has_breakers.load(Ordering::Relaxed);
         if !has_flow && !has_breakers {
-            return Ok(ready(admit(0)));
+            return Ok(ready(admit(system_place)));
         }
         let guard = has_flow.then(|| inner.flow.load());
         let Some(rules) = guard.as_ref().and_then(|rules| rules.as_ref()) else {
             if let Err(error) = pass_breakers(inner, now, &mut Held::default()) {
+                release_limited(inner, origin_slot, entrance_slot, system_place);
                 EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
                 return Err(error);
             }
-            return Ok(ready(admit(0)));
+            return Ok(ready(admit(system_place)));
         };
         let caller = Caller {
             prioritized: self.prioritized,
@@ -199,6 +208,7 @@ impl<'a> EntryBuilder<'a> {
             entrance_slot,
         };
         let mut held = Held::default();
+        held.limited = system_place;
         let verdict = check_flow(inner, rules, &caller, now, self.count, &mut held);
         if has_breakers && !matches!(verdict, Verdict::Block(_)) {
             // Sentinel's DegradeSlot comes after the FlowSlot; a refusal here gives back what
@@ -355,14 +365,31 @@ fn breaker_blocked(inner: &ResourceInner, block: BreakerBlock) -> BlockError {
     .with_retry_after(block.retry_after)
 }
 
-/// Sentinel's `SystemSlot`: the system rules, against the global inbound node.
+/// Sentinel's `SystemSlot`: the system rules, against the global inbound node. A
+/// `max_concurrency` is checked last and exactly: the entry's place is taken in the same step
+/// (`Ok(LIMITED_INBOUND)`), so that at most that many inbound entries are in flight.
 #[inline(never)]
-fn check_system(inner: &ResourceInner, now: u64, count: u32) -> Result<(), BlockError> {
+fn check_system(inner: &ResourceInner, now: u64, count: u32) -> Result<u8, BlockError> {
     let core = &inner.core;
-    core.system
-        .load()
-        .check(&core.inbound, &*core.probe, now, count)
-        .map_err(|block| system_blocked(inner, block))
+    let rules = core.system.load();
+    rules
+        .check_reads(&core.inbound, &*core.probe, now, count, false)
+        .map_err(|block| system_blocked(inner, block))?;
+    let Some((max, rule_id)) = rules.max_concurrency() else {
+        return Ok(0);
+    };
+    match try_increment(core.inbound.limited(), |in_flight| in_flight < max) {
+        Ok(()) => Ok(LIMITED_INBOUND),
+        Err(in_flight) => Err(system_blocked(
+            inner,
+            SystemBlock::new(
+                SystemCheck::Concurrency,
+                rule_id,
+                in_flight as f64,
+                max as f64,
+            ),
+        )),
+    }
 }
 
 #[cold]

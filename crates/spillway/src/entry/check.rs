@@ -18,6 +18,8 @@ pub(crate) const LIMITED_RESOURCE: u8 = 1;
 pub(crate) const LIMITED_ORIGIN: u8 = 2;
 /// ... on the entrance node's.
 pub(crate) const LIMITED_ENTRANCE: u8 = 4;
+/// ... on the global inbound node's (a system rule's `max_concurrency`).
+pub(crate) const LIMITED_INBOUND: u8 = 8;
 
 /// Who is entering: the names and the child-node slots already resolved for them.
 #[derive(Debug, Clone, Copy)]
@@ -341,5 +343,8 @@ pub(crate) fn release_limited(
     }
     if limited & LIMITED_ENTRANCE != 0 {
         release(resource.entrances.node(entrance));
+    }
+    if limited & LIMITED_INBOUND != 0 {
+        release(Some(&resource.core.inbound));
     }
 }

@@ -57,6 +57,22 @@ pub struct SystemBlock {
     pub threshold: f64,
 }
 
+impl SystemBlock {
+    pub(crate) fn new(
+        check: SystemCheck,
+        rule_id: &'static str,
+        observed: f64,
+        threshold: f64,
+    ) -> Self {
+        Self {
+            check,
+            rule_id,
+            observed,
+            threshold,
+        }
+    }
+}
+
 /// One merged threshold: the lowest any rule sets, with that rule.
 #[derive(Debug, Clone, Copy)]
 struct Threshold<T> {
@@ -156,6 +172,10 @@ impl SystemRules {
     /// Checks an inbound entry of `count` against `node` (the global inbound node) and `probe`,
     /// in Sentinel's order; see [`SystemRule`] for each check.
     ///
+    /// This check only reads: its concurrency check compares the node's concurrency with the
+    /// threshold, as Sentinel does. A [`Spillway`](crate::Spillway) makes that check exact
+    /// instead: it takes the entry's place in the same step as the check, after the other checks.
+    ///
     /// # Errors
     ///
     /// The first check that fires, as a [`SystemBlock`].
@@ -165,6 +185,23 @@ impl SystemRules {
         probe: &dyn SystemProbe,
         now: u64,
         count: u32,
+    ) -> Result<(), SystemBlock> {
+        self.check_reads(node, probe, now, count, true)
+    }
+
+    /// The concurrency threshold, with its rule, if one is set.
+    pub(crate) fn max_concurrency(&self) -> Option<(u64, &'static str)> {
+        self.concurrency.map(|t| (t.value, t.rule))
+    }
+
+    /// [`check`](Self::check), with or without its read of the concurrency.
+    pub(crate) fn check_reads(
+        &self,
+        node: &ResourceNode,
+        probe: &dyn SystemProbe,
+        now: u64,
+        count: u32,
+        read_concurrency: bool,
     ) -> Result<(), SystemBlock> {
         let block = |check, rule, observed, threshold| SystemBlock {
             check,
@@ -179,7 +216,7 @@ impl SystemRules {
             }
         }
         let concurrency = node.concurrency();
-        if let Some(t) = self.concurrency {
+        if let Some(t) = self.concurrency.filter(|_| read_concurrency) {
             if concurrency > i64::try_from(t.value).unwrap_or(i64::MAX) {
                 return Err(block(
                     SystemCheck::Concurrency,

@@ -54,13 +54,17 @@ pub enum CpuStrategy {
 /// The checks run in Sentinel's order, and the first that fires blocks:
 ///
 /// 1. `qps`: inbound pass QPS + the entry's count `>` `qps`;
-/// 2. `max_concurrency`: inbound calls in flight `>` `max_concurrency`;
-/// 3. `avg_rt`: inbound average RT `>` `avg_rt` (compared in microseconds; Sentinel uses ms);
-/// 4. `highest_system_load`: the probe's load `>` the threshold **and** the BBR check fails:
+/// 2. `avg_rt`: inbound average RT `>` `avg_rt` (compared in microseconds; Sentinel uses ms);
+/// 3. `highest_system_load`: the probe's load `>` the threshold **and** the BBR check fails:
 ///    `concurrency > 1 && concurrency > max_success_qps x min_rt` (min RT in seconds, estimated
 ///    as [`min_rt`](Self::min_rt) says);
-/// 5. `highest_cpu_usage`: the probe's CPU usage (0..1) `>` the threshold, blocking outright or
-///    through the BBR check as [`cpu_strategy`](Self::cpu_strategy) says.
+/// 4. `highest_cpu_usage`: the probe's CPU usage (0..1) `>` the threshold, blocking outright or
+///    through the BBR check as [`cpu_strategy`](Self::cpu_strategy) says;
+/// 5. `max_concurrency`: at most this many inbound entries in flight, exactly. Sentinel checks
+///    `curThreadNum > maxThread` second, before the entry is counted, so it lets `max + 1` in
+///    (more when threads race); spillway checks it last and takes the entry's place in the same
+///    atomic step, so it never lets more than `max` in. (Entries admitted before the rule was
+///    loaded hold no place.)
 ///
 /// # Examples
 ///

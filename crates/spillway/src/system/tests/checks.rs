@@ -61,15 +61,63 @@ fn qps_counts_the_entry_itself_and_clears_when_the_window_moves() {
 }
 
 #[test]
-fn concurrency_fires_over_the_threshold_and_clears_on_exit() {
+fn concurrency_is_exact_and_clears_on_exit() {
     let (spillway, _, _) = setup();
     spillway
         .load_system_rules(vec![SystemRule::new("c").with_max_concurrency(2)])
         .unwrap();
-    let held: Vec<_> = (0..3).map(|_| enter(&spillway).unwrap()).collect(); // 0, 1, 2 before
-    assert_eq!(blocked_by(&spillway), Some(SystemCheck::Concurrency));
+    let held: Vec<_> = (0..2).map(|_| enter(&spillway).unwrap()).collect();
+    let err = enter(&spillway).unwrap_err();
+    assert_eq!(err.kind(), BlockKind::System(SystemCheck::Concurrency));
+    assert_eq!((err.observed(), err.threshold()), (2.0, 2.0));
     drop(held);
     assert_eq!(blocked_by(&spillway), None);
+}
+
+#[test]
+fn a_place_taken_for_the_system_rule_goes_back_when_a_flow_rule_refuses() {
+    let (spillway, _, _) = setup();
+    spillway
+        .load_system_rules(vec![SystemRule::new("c").with_max_concurrency(1)])
+        .unwrap();
+    spillway
+        .load_flow_rules(vec![crate::flow::FlowRule::qps("none", "api", 0.0)])
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(enter(&spillway).unwrap_err().kind(), BlockKind::Flow);
+    }
+    spillway.load_flow_rules(Vec::new()).unwrap();
+    let _only = enter(&spillway).expect("the refused entries gave their places back");
+    assert_eq!(blocked_by(&spillway), Some(SystemCheck::Concurrency));
+}
+
+#[test]
+fn concurrency_never_exceeds_the_limit_under_threads() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const MAX: u32 = 3;
+    let spillway = Spillway::builder().system_probe(ManualProbe::new()).build();
+    spillway
+        .load_system_rules(vec![
+            SystemRule::new("c").with_max_concurrency(u64::from(MAX))
+        ])
+        .unwrap();
+    let inside = AtomicU32::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| {
+                for _ in 0..5_000 {
+                    if let Ok(entry) = spillway.entry("api").inbound().enter() {
+                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        assert!(now <= MAX, "{now} in flight over a limit of {MAX}");
+                        std::thread::yield_now();
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        drop(entry);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(spillway.inbound_stats().concurrency, 0);
 }
 
 #[test]

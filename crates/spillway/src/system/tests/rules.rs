@@ -15,14 +15,27 @@ fn the_lowest_threshold_of_any_rule_applies_and_is_named() {
             SystemRule::new("loose")
                 .with_max_concurrency(10)
                 .with_qps(1.0),
-            SystemRule::new("tight").with_max_concurrency(0),
+            SystemRule::new("tight").with_max_concurrency(1),
         ])
         .unwrap();
-    let _first = enter(&spillway).unwrap(); // qps: 0 + 1 is not over 1
+    let first = enter(&spillway).unwrap(); // qps: 0 + 1 is not over 1
     let err = enter(&spillway).unwrap_err();
     // qps is checked first: 1 + 1 > 1, from `loose`.
     assert_eq!(err.kind(), BlockKind::System(SystemCheck::Qps));
     assert_eq!(err.rule_id(), Some("loose"));
+    drop(first);
+    spillway
+        .load_system_rules(vec![
+            SystemRule::new("loose").with_max_concurrency(10),
+            SystemRule::new("tight").with_max_concurrency(1),
+        ])
+        .unwrap();
+    let _held = enter(&spillway).unwrap();
+    let err = enter(&spillway).unwrap_err();
+    assert_eq!(
+        (err.kind(), err.rule_id()),
+        (BlockKind::System(SystemCheck::Concurrency), Some("tight"))
+    );
 }
 
 #[test]
