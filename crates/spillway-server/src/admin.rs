@@ -1,5 +1,5 @@
-//! The admin API, on its own listener (loopback by default): live statistics, rules (read and
-//! replace), status, and Prometheus metrics.
+//! The admin API, on its own listener (loopback by default): a live dashboard, statistics,
+//! rules (read and replace), status, and Prometheus metrics.
 
 use crate::proxy::Proxy;
 use crate::reload::Reloader;
@@ -20,6 +20,9 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// The dashboard: one page that polls `/api/resources` and `/api/status` every second.
+const DASHBOARD: &str = include_str!("dashboard.html");
 
 /// Largest request body the admin API reads.
 pub const MAX_BODY: usize = 1 << 20;
@@ -87,6 +90,15 @@ impl Admin {
     pub async fn handle(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
         let path = request.uri().path().to_owned();
         match (request.method().clone(), path.as_str()) {
+            (Method::GET, "/") => {
+                let mut response =
+                    Response::new(Full::new(Bytes::from_static(DASHBOARD.as_bytes())));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/html; charset=utf-8"),
+                );
+                response
+            }
             (Method::GET, "/api/resources") => json_response(StatusCode::OK, &self.resources()),
             (Method::GET, "/api/rules") => json_response(StatusCode::OK, &self.rules()),
             (Method::PUT, "/api/rules") => self.put_rules(request).await,

@@ -343,3 +343,12 @@ async fn persisted_rules_are_written_into_the_file_keeping_the_rest() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(std::fs::read_to_string(&h.file).unwrap(), text);
 }
+
+#[tokio::test]
+async fn the_dashboard_is_one_page_over_the_api() {
+    let h = start(ORDERS_QPS_1).await;
+    let (status, page) = get(h.admin, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.starts_with("<!doctype html>"));
+    assert!(page.contains("fetch(\"/api/resources\")") && page.contains("fetch(\"/api/status\")"));
+}
