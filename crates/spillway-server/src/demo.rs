@@ -86,13 +86,18 @@ pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + 
     let spillway = spillway::Spillway::new();
     let server = Server::bind(&config, spillway.clone()).await?;
     let proxy = server.local_addr()?;
+    let admin_listener = crate::admin::bind("127.0.0.1:0".parse()?).await?;
+    let admin_addr = admin_listener.local_addr()?;
+    let admin = crate::admin::Admin::new(server.proxy().clone(), None, None);
+    tokio::spawn(admin.run(admin_listener, std::future::pending()));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(server.run(async {
         let _ = stop_rx.await;
     }));
 
     println!("upstream: {WORKERS} workers x {WORK:?} a request (at most 400 req/s)");
-    println!("proxy on {proxy}, rules from the bundled demo.toml:");
+    println!("proxy on {proxy}, dashboard on http://{admin_addr}/ (while the demo runs)");
+    println!("rules from the bundled demo.toml:");
     println!("  GET /api/orders  QPS 150, reject beyond");
     println!("  GET /api/search  QPS 150, warming up from 50 over 5 s");
     println!("  GET /api/report  paced at 40/s, queueing up to 500 ms");
