@@ -275,15 +275,16 @@ impl Proxy {
     ) -> Option<Response<ProxyBody>> {
         let spillway = &self.inner.spillway;
         let metrics = &self.inner.metrics;
+        // Counted as a block on the resource either way, as a spillway rule's refusal is.
+        if let Ok(handle) = spillway.resource(resource) {
+            handle.record_block(1);
+        }
         if table.shadow {
             metrics.count(resource, "shadow_block", err.kind().as_str());
             tracing::info!(%resource, reason = %err, "shadow mode: would block");
             return None;
         }
         metrics.count(resource, "block", err.kind().as_str());
-        if let Ok(resource) = spillway.resource(resource) {
-            resource.record_block(1);
-        }
         Some(blocked(spillway, err, table.blocked.as_ref()))
     }
 }

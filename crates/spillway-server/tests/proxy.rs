@@ -463,3 +463,27 @@ async fn shadow_mode_counts_what_would_block_and_forwards_it() {
     );
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn shadow_mode_lets_dubbo_limits_through_too() {
+    let h = start_with(
+        "shadow = true",
+        r#"
+[[route]]
+resource = "orders"
+path = "/orders"
+upstream = "app"
+tps = { rate = 1, interval = "1h" }
+"#,
+    )
+    .await;
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    assert_eq!(
+        h.status("/orders").await,
+        StatusCode::OK,
+        "over the TPS limit, forwarded"
+    );
+    let orders = h.stats("orders");
+    assert_eq!((orders.total_pass, orders.total_block), (2, 1));
+    h.shutdown().await;
+}
