@@ -17,7 +17,7 @@ GROUPS = {
     "window/2t": ("add/accumulators", "Sliding window (2 x 500 ms), 2 threads at once: add, and add plus a read of the pass sum (a rule's hot check), with per-thread accumulators or with every thread on the shared ring."),
     "entry/1t": ("handle_system_clock", "spillway entry + exit, no rules, 1 thread."),
     "entry/2t": ("handle_system_clock", "spillway entry + exit, no rules, 2 threads at once."),
-    "flow/1t": ("qps_reject_pass", "spillway entry + exit with one QPS reject rule loaded, passing or blocked, 1 thread."),
+    "flow/1t": ("qps_reject_pass", "spillway entry + exit with one QPS reject rule loaded, passing or blocked, 1 thread; `_shared_ring`: the same on nodes whose second window has no per-thread accumulators (`WindowConfig::with_stripes(0)`)."),
     "flow/2t": ("qps_reject_pass", "The same, 2 threads at once: per-call cost."),
     "admit/1t": ("shared_atomic", "Admit one call (and release it) with no limit reached, 1 thread: spillway and its peers."),
     "admit/2t": ("shared_atomic", "The same, 2 threads at once: per-call cost."),

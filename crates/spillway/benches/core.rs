@@ -8,7 +8,7 @@
 mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use spillway::stats::{Event, SlidingWindow, StripedCounter, WindowConfig};
+use spillway::stats::{Event, NodeConfig, SlidingWindow, StripedCounter, WindowConfig};
 use spillway::{Clock, ManualClock, Spillway, StdClock, SystemClock};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -152,13 +152,29 @@ fn flow(c: &mut Criterion) {
                 FlowRule::qps("block", "block", 0.0),
             ])
             .unwrap();
-        for name in ["pass", "block"] {
-            let resource = spillway.resource(name).unwrap();
-            group.bench_function(format!("qps_reject_{name}"), |b| {
-                b.iter_custom(|iters| {
-                    run_parallel(threads, iters, || drop(black_box(resource.entry().enter())))
-                })
-            });
+        // The same rules on nodes whose second window has no per-thread accumulators: every
+        // write goes to the shared ring, and the rule's read scans one line per bucket.
+        let shared = Spillway::builder()
+            .node_config(
+                NodeConfig::default()
+                    .with_second_window(WindowConfig::sentinel_second().with_stripes(0)),
+            )
+            .build();
+        shared
+            .load_flow_rules(vec![
+                FlowRule::qps("pass", "pass", 1e12),
+                FlowRule::qps("block", "block", 0.0),
+            ])
+            .unwrap();
+        for (instance, suffix) in [(&spillway, ""), (&shared, "_shared_ring")] {
+            for name in ["pass", "block"] {
+                let resource = instance.resource(name).unwrap();
+                group.bench_function(format!("qps_reject_{name}{suffix}"), |b| {
+                    b.iter_custom(|iters| {
+                        run_parallel(threads, iters, || drop(black_box(resource.entry().enter())))
+                    })
+                });
+            }
         }
         group.finish();
     }
