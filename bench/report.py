@@ -23,7 +23,7 @@ GROUPS = {
     "admit/2t": ("shared_atomic", "The same, 2 threads at once: per-call cost."),
     "qps_rule/1t": ("governor_pass", "One QPS limit loaded; a call it passes and a call it refuses, 1 thread: spillway (entry + exit, QPS reject rule), governor (`check`), sentinel-core (entry + exit, reject flow rule)."),
     "qps_rule/2t": ("governor_pass", "The same, 2 threads at once: per-call cost."),
-    "rate_limiter/1t": ("governor_check_pass", "A standalone rate limiter asked for one permit without waiting, with one to give (pass) and without (reject), 1 thread: spillway's Guava-style `try_acquire(1, 0)` and governor's `check`."),
+    "rate_limiter/1t": ("governor_check_pass", "A standalone rate limiter asked for one permit without waiting, with one to give (pass: spillway at 1e9 permits/s, where each pass publishes a new state, and at an infinite rate, where it publishes nothing) and without (reject), 1 thread: spillway's Guava-style `try_acquire(1, 0)` and governor's `check`."),
     "rate_limiter/2t": ("governor_check_pass", "The same, 2 threads at once: per-call cost."),
     "dubbo/1t": ("tokio_semaphore_try_acquire", "Dubbo's limits on one key, never reached, 1 thread: spillway's `executes` and `actives` acquire + release and TPS check (by name and by key), next to tokio's `Semaphore::try_acquire` + release."),
     "dubbo/2t": ("tokio_semaphore_try_acquire", "The same, 2 threads at once: per-call cost."),

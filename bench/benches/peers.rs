@@ -189,10 +189,14 @@ fn qps_rule(c: &mut Criterion) {
 }
 
 /// Group `rate_limiter/{N}t`: a standalone rate limiter asked for one permit without waiting,
-/// when it has one (pass) and when it has none (reject): spillway's Guava-style
-/// `RateLimiter::try_acquire(1, 0)`, governor's `check`.
+/// when it has one (pass; spillway also at an infinite rate) and when it has none (reject):
+/// spillway's Guava-style `RateLimiter::try_acquire(1, 0)`, governor's `check`.
 fn rate_limiter(c: &mut Criterion) {
-    let spillway_pass = spillway::RateLimiter::bursty(f64::INFINITY).unwrap();
+    // A finite rate so high that every permit is free: each pass still changes the state (one
+    // stored permit fewer) and publishes it, as governor's pass does. An infinite rate changes
+    // nothing and publishes nothing.
+    let spillway_pass = spillway::RateLimiter::bursty(1e9).unwrap();
+    let spillway_infinite = spillway::RateLimiter::bursty(f64::INFINITY).unwrap();
     let spillway_reject = spillway::RateLimiter::bursty(1e-9).unwrap();
     let _ = spillway_reject.try_acquire(1, Duration::ZERO);
     let governor_pass = RateLimiter::direct(Quota::per_second(NonZeroU32::MAX));
@@ -200,7 +204,12 @@ fn rate_limiter(c: &mut Criterion) {
     let _ = governor_reject.check();
     for threads in [1, 2] {
         let mut group = c.benchmark_group(format!("rate_limiter/{threads}t"));
-        for (name, limiter) in [("pass", &spillway_pass), ("reject", &spillway_reject)] {
+        let spillway_rows = [
+            ("pass", &spillway_pass),
+            ("pass_infinite_rate", &spillway_infinite),
+            ("reject", &spillway_reject),
+        ];
+        for (name, limiter) in spillway_rows {
             group.bench_function(format!("spillway_try_acquire_{name}"), |b| {
                 b.iter_custom(|iters| {
                     run_parallel(threads, iters, || {

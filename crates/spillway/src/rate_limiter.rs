@@ -1,15 +1,17 @@
 //! Guava's `RateLimiter`, exact to the microsecond: [`RateLimiter`].
 
 mod error;
+#[cfg(all(test, spillway_loom))]
+mod loom_schedule;
+mod schedule;
 mod smooth;
 
 pub use error::RateLimiterError;
 
 use crate::clock::{AnyClock, Clock, SystemClock};
-use smooth::{Curve, Smooth, Undo};
+use schedule::{Schedule, Undo};
+use smooth::Curve;
 use std::fmt;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Guava's default cold factor for a warming-up limiter.
@@ -49,23 +51,20 @@ pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
 ///
 /// # Concurrency
 ///
-/// Many threads may share one limiter. Each reservation takes a short lock around Guava's
-/// arithmetic (a few multiplications), so reservations are totally ordered: each caller's moment
-/// is no earlier than the one reserved before it (FIFO by reservation). Waiting happens outside
-/// the lock.
+/// Many threads may share one limiter. A reservation reads the state (Guava's stored permits and
+/// next free moment) under a sequence number, computes Guava's arithmetic on a copy, then claims
+/// the state with one compare-and-swap of the sequence number and stores the result; if another
+/// thread changed the state in the meantime, it starts over. Reservations are therefore totally
+/// ordered: each caller's moment is no earlier than the one reserved before it (FIFO by
+/// reservation). A refusal (`try_acquire` with the permits not available in time) reads one
+/// number and writes nothing. Rate changes go through the same protocol.
 ///
 /// [`time_until_available`]: RateLimiter::time_until_available
 /// [`stored_permits`]: RateLimiter::stored_permits
 pub struct RateLimiter {
     clock: AnyClock,
     start_nanos: u64,
-    state: Mutex<Smooth>,
-    /// A copy of the next free moment, stored under the lock after every change. Between
-    /// changes the moment only moves forward through reservations, and a cancelled reservation
-    /// stores the moment it moves back to before the lock is released, so a read of the copy is
-    /// never later than the truth was at some point since: when even the copy says "not within
-    /// the timeout", the refusal needs no lock.
-    next_free_hint: AtomicI64,
+    schedule: Schedule,
 }
 
 /// Guava's `checkArgument(permitsPerSecond > 0.0 && !Double.isNaN(permitsPerSecond))`.
@@ -227,27 +226,28 @@ impl RateLimiter {
     ) -> Result<Self, RateLimiterError> {
         check_rate(permits_per_second)?;
         let start_nanos = clock.now_nanos();
-        let mut state = Smooth::new(curve);
-        state.set_rate(permits_per_second, 0);
         Ok(Self {
             clock,
             start_nanos,
-            state: Mutex::new(state),
-            next_free_hint: AtomicI64::new(0),
+            schedule: Schedule::new(curve, permits_per_second),
         })
     }
 
     // === Reading time and the state ===
 
     /// Guava's `stopwatch.readMicros()`: whole microseconds since the limiter was made.
+    #[inline]
     fn now_micros(&self) -> i64 {
         let elapsed = self.clock.now_nanos().saturating_sub(self.start_nanos) / 1_000;
         i64::try_from(elapsed).unwrap_or(i64::MAX)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Smooth> {
-        // The arithmetic under the lock cannot panic; a poisoned lock still holds a valid state.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// Sleeps through the clock, unless there is nothing to wait for.
+    #[inline]
+    fn sleep(&self, wait: Duration) {
+        if !wait.is_zero() {
+            self.clock.sleep(wait);
+        }
     }
 
     // === Reserving and acquiring ===
@@ -258,10 +258,13 @@ impl RateLimiter {
     /// # Errors
     ///
     /// If `permits` is 0.
+    #[inline]
     pub fn reserve(&self, permits: u32) -> Result<Duration, RateLimiterError> {
         check_permits(permits)?;
         let now = self.now_micros();
-        let moment = self.reserve_locked(&mut self.lock(), permits, now);
+        let moment = self
+            .schedule
+            .update(|smooth| (smooth.reserve_earliest_available(permits, now), true));
         Ok(micros(moment - now))
     }
 
@@ -273,7 +276,7 @@ impl RateLimiter {
     /// If `permits` is 0.
     pub fn acquire(&self, permits: u32) -> Result<Duration, RateLimiterError> {
         let wait = self.reserve(permits)?;
-        self.clock.sleep(wait);
+        self.sleep(wait);
         Ok(wait)
     }
 
@@ -285,6 +288,7 @@ impl RateLimiter {
     /// # Errors
     ///
     /// If `permits` is 0.
+    #[inline]
     pub fn try_acquire(
         &self,
         permits: u32,
@@ -292,7 +296,7 @@ impl RateLimiter {
     ) -> Result<Option<Duration>, RateLimiterError> {
         match self.try_reserve(permits, timeout)? {
             Some(wait) => {
-                self.clock.sleep(wait);
+                self.sleep(wait);
                 Ok(Some(wait))
             }
             None => Ok(None),
@@ -305,6 +309,7 @@ impl RateLimiter {
     /// # Errors
     ///
     /// If `permits` is 0.
+    #[inline]
     pub fn try_reserve(
         &self,
         permits: u32,
@@ -313,22 +318,27 @@ impl RateLimiter {
         check_permits(permits)?;
         let timeout_micros = i64::try_from(timeout.as_micros()).unwrap_or(i64::MAX);
         let now = self.now_micros();
-        // Relaxed: the copy orders nothing; a stale one only sends the caller to the lock.
+        // Java: queryEarliestAvailable(nowMicros) - timeoutMicros <= nowMicros. A refusal
+        // decided on one read of the next free moment writes nothing.
         if self
-            .next_free_hint
-            .load(Ordering::Relaxed)
+            .schedule
+            .next_free_micros()
             .saturating_sub(timeout_micros)
             > now
         {
             return Ok(None);
         }
-        let mut state = self.lock();
-        // Java: queryEarliestAvailable(nowMicros) - timeoutMicros <= nowMicros
-        if state.next_free_ticket_micros.saturating_sub(timeout_micros) > now {
-            return Ok(None);
-        }
-        let moment = self.reserve_locked(&mut state, permits, now);
-        Ok(Some(micros(moment - now)))
+        let moment = self.schedule.update(|smooth| {
+            if smooth
+                .next_free_ticket_micros
+                .saturating_sub(timeout_micros)
+                > now
+            {
+                return (None, false);
+            }
+            (Some(smooth.reserve_earliest_available(permits, now)), true)
+        });
+        Ok(moment.map(|moment| micros(moment - now)))
     }
 
     /// Reserves `permits` like [`reserve`](Self::reserve), returning a [`Reservation`] that can
@@ -356,23 +366,12 @@ impl RateLimiter {
     pub fn reserve_cancellable(&self, permits: u32) -> Result<Reservation<'_>, RateLimiterError> {
         check_permits(permits)?;
         let now = self.now_micros();
-        let mut state = self.lock();
-        let (moment, undo) = state.reserve_with_undo(permits, now);
-        self.next_free_hint
-            .store(state.next_free_ticket_micros, Ordering::Relaxed);
+        let (moment, undo) = self.schedule.reserve_with_undo(permits, now);
         Ok(Reservation {
             limiter: self,
             wait: micros(moment - now),
             undo,
         })
-    }
-
-    /// Reserves under the lock and publishes the new next free moment.
-    fn reserve_locked(&self, state: &mut Smooth, permits: u32, now: i64) -> i64 {
-        let moment = state.reserve_earliest_available(permits, now);
-        self.next_free_hint
-            .store(state.next_free_ticket_micros, Ordering::Relaxed);
-        moment
     }
 
     // === Rate ===
@@ -387,13 +386,13 @@ impl RateLimiter {
     pub fn set_rate(&self, permits_per_second: f64) -> Result<(), RateLimiterError> {
         check_rate(permits_per_second)?;
         let now = self.now_micros();
-        self.lock().set_rate(permits_per_second, now);
+        self.schedule.set_rate(permits_per_second, now);
         Ok(())
     }
 
     /// The stable rate, `1e6 / stable interval in µs` (Guava's `getRate`).
     pub fn rate(&self) -> f64 {
-        self.lock().rate()
+        self.schedule.snapshot().rate()
     }
 
     // === Peeking ===
@@ -408,13 +407,13 @@ impl RateLimiter {
     pub fn time_until_available(&self, permits: u32) -> Result<Duration, RateLimiterError> {
         check_permits(permits)?;
         let now = self.now_micros();
-        Ok(micros(self.lock().next_free_ticket_micros - now))
+        Ok(micros(self.schedule.next_free_micros() - now))
     }
 
     /// Permits stored now (as a reservation now would find them), without reserving.
     pub fn stored_permits(&self) -> f64 {
         let now = self.now_micros();
-        self.lock().stored_at(now)
+        self.schedule.snapshot().stored_at(now)
     }
 }
 
@@ -440,28 +439,27 @@ impl Reservation<'_> {
     /// Keeps the reservation.
     pub fn commit(self) {}
 
-    /// Gives the reservation back, if nothing was reserved (and the rate did not change) after
-    /// it: the next caller then gets this one's moment. Returns whether it was given back; if
+    /// Gives the reservation back, if nothing changed the limiter after it (no reservation, no
+    /// rate change): the next caller then gets this one's moment. Returns whether it was given back; if
     /// not, the permits stay reserved and unused (later callers' moments do not move).
     pub fn cancel(self) -> bool {
-        let mut state = self.limiter.lock();
-        let undone = state.undo(self.undo);
-        // Under the lock, like every store of the copy: it follows the schedule back.
-        self.limiter
-            .next_free_hint
-            .store(state.next_free_ticket_micros, Ordering::Relaxed);
-        undone
+        self.limiter.schedule.undo(self.undo)
     }
 }
 
 /// A non-negative number of microseconds as a duration (Guava's `max(moment - now, 0)`).
+#[inline]
 fn micros(value: i64) -> Duration {
-    Duration::from_micros(u64::try_from(value).unwrap_or(0))
+    if value <= 0 {
+        Duration::ZERO
+    } else {
+        Duration::from_micros(value.unsigned_abs())
+    }
 }
 
 impl fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = self.lock();
+        let state = self.schedule.snapshot();
         f.debug_struct("RateLimiter")
             .field("rate", &state.rate())
             .field("stored_permits", &state.stored_permits)

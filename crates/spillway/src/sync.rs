@@ -8,12 +8,18 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, Orde
 #[cfg(not(spillway_loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
+#[cfg(not(spillway_loom))]
+pub(crate) use std::{hint::spin_loop, thread::yield_now};
+
 #[cfg(spillway_loom)]
 pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering,
 };
 #[cfg(spillway_loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+#[cfg(spillway_loom)]
+pub(crate) use loom::{hint::spin_loop, thread::yield_now};
 
 /// Slot of a thread that has none (its slot was already released during thread exit).
 #[cfg(not(spillway_loom))]

@@ -1,5 +1,5 @@
-//! Guava's `SmoothRateLimiter` arithmetic: the state a lock guards, and every formula with
-//! Java's types and truncations.
+//! Guava's `SmoothRateLimiter` arithmetic on a private copy of the state, with every formula in
+//! Java's types and truncations. [`super::schedule`] publishes the results atomically.
 
 /// Which curve stored permits follow.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,17 +24,6 @@ pub(super) struct Smooth {
     pub(super) max_permits: f64,
     pub(super) stable_interval_micros: f64,
     pub(super) next_free_ticket_micros: i64,
-    /// Counts reservations and rate changes, so that a reservation can tell whether it is still
-    /// the last thing that happened to the schedule.
-    pub(super) sequence: u64,
-}
-
-/// What undoing one reservation takes, if nothing happened to the schedule after it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Undo {
-    sequence: u64,
-    wait_micros: i64,
-    stored_spent: f64,
 }
 
 impl Smooth {
@@ -45,13 +34,11 @@ impl Smooth {
             max_permits: 0.0,
             stable_interval_micros: 0.0,
             next_free_ticket_micros: 0,
-            sequence: 0,
         }
     }
 
     /// Guava's `doSetRate(permitsPerSecond, nowMicros)`.
     pub(super) fn set_rate(&mut self, permits_per_second: f64, now_micros: i64) {
-        self.sequence += 1;
         self.resync(now_micros);
         self.stable_interval_micros = 1_000_000.0 / permits_per_second;
         let stable = self.stable_interval_micros;
@@ -98,6 +85,7 @@ impl Smooth {
     /// `0 / 0 = NaN` in Guava, which turns stored permits into NaN after any idle time; here a
     /// warm-up curve without permits cools down like a bursty one (at the stable interval) and
     /// never stores a permit.
+    #[inline]
     fn cool_down_interval_micros(&self) -> f64 {
         match self.curve {
             Curve::Bursty { .. } => self.stable_interval_micros,
@@ -115,6 +103,7 @@ impl Smooth {
     }
 
     /// Guava's `resync`: stored permits grow while the limiter is unused.
+    #[inline]
     pub(super) fn resync(&mut self, now_micros: i64) {
         if now_micros > self.next_free_ticket_micros {
             let new_permits = (now_micros - self.next_free_ticket_micros) as f64
@@ -133,13 +122,8 @@ impl Smooth {
 
     /// Guava's `reserveEarliestAvailable`: the moment this reservation may go (the caller pays
     /// the previous caller's debt), charging its own cost to the next one.
+    #[inline]
     pub(super) fn reserve_earliest_available(&mut self, permits: u32, now_micros: i64) -> i64 {
-        self.reserve_with_undo(permits, now_micros).0
-    }
-
-    /// [`reserve_earliest_available`](Self::reserve_earliest_available), also returning how to
-    /// undo it.
-    pub(super) fn reserve_with_undo(&mut self, permits: u32, now_micros: i64) -> (i64, Undo) {
         self.resync(now_micros);
         let moment = self.next_free_ticket_micros;
         let required = f64::from(permits);
@@ -149,33 +133,15 @@ impl Smooth {
         let wait = self
             .stored_permits_to_wait_time(self.stored_permits, stored_to_spend)
             .saturating_add((fresh * self.stable_interval_micros) as i64);
-        let before = self.next_free_ticket_micros;
-        self.next_free_ticket_micros = before.saturating_add(wait);
+        self.next_free_ticket_micros = moment.saturating_add(wait);
         self.stored_permits -= stored_to_spend;
-        self.sequence += 1;
-        let undo = Undo {
-            sequence: self.sequence,
-            wait_micros: self.next_free_ticket_micros - before,
-            stored_spent: stored_to_spend,
-        };
-        (moment, undo)
-    }
-
-    /// Gives a reservation back if nothing was reserved (and the rate did not change) after it:
-    /// the schedule and the stored permits return to what they were. Returns whether it did.
-    pub(super) fn undo(&mut self, undo: Undo) -> bool {
-        if self.sequence != undo.sequence {
-            return false;
-        }
-        self.next_free_ticket_micros -= undo.wait_micros;
-        self.stored_permits += undo.stored_spent;
-        self.sequence += 1;
-        true
+        moment
     }
 
     /// Guava's `storedPermitsToWaitTime`: free for a bursty limiter; for a warming-up one the
     /// area under the curve of the permits taken (a trapezoid above the threshold, the stable
     /// interval below it).
+    #[inline]
     fn stored_permits_to_wait_time(&self, stored: f64, mut to_take: f64) -> i64 {
         let Curve::WarmingUp {
             slope,
@@ -199,6 +165,7 @@ impl Smooth {
 }
 
 /// Java's `Math.min` for doubles: NaN if either is NaN.
+#[inline]
 fn java_min(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
