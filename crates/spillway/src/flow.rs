@@ -24,7 +24,23 @@
 //! `tests/window_accuracy.rs` checks all three statements. A finer window does not lower the
 //! worst case; it shortens how long a burst is held back. Where a hard bound matters, a throttle
 //! (leaky bucket) rule paces calls and never admits two within one `1 / count` interval.
+//!
+//! # Racing callers
+//!
+//! Sentinel's QPS check reads the pass QPS and the pass is added later, so threads that check at
+//! the same moment all pass on the same reading, and a busy resource admits a little more than
+//! `count`. In the entry path, a QPS reject rule that every caller meets (`limit_app = default`,
+//! strategy `direct`) instead counts the passes it admits itself, per bucket of the second
+//! window, and admits by compare-and-swap: `(int) passQps + acquire <= count` holds for every
+//! admission, however the threads interleave (tested with 8 threads, and with loom). Its counts
+//! start from the node's window when the rule is first used, and an admission a later rule
+//! refuses is given back. A refusal writes nothing to them. Rules read by origin, entrance or
+//! relation read the node's window, as Sentinel's do, and so does [`QpsReject::check`] on its
+//! own. One more difference follows: such a rule counts an entry when it checks it, so an entry
+//! that then waits in a throttle rule's queue counts in the bucket of its check, where the
+//! node's window counts it in the bucket it is admitted in.
 
+mod admission;
 mod compiled;
 mod concurrency;
 mod decision;
@@ -40,6 +56,7 @@ mod warm_up_throttle;
 
 pub use concurrency::ConcurrencyLimit;
 
+pub(crate) use admission::{AdmissionRing, Admitted};
 pub(crate) use compiled::{Controller, ResourceRules};
 pub(crate) use concurrency::{try_acquire_on, try_increment};
 pub use decision::Decision;
@@ -59,6 +76,8 @@ pub use warm_up_throttle::WarmUpThrottle;
 #[cfg(all(test, not(spillway_loom)))]
 mod tests;
 
+#[cfg(all(test, spillway_loom))]
+mod loom_admission;
 #[cfg(all(test, spillway_loom))]
 mod loom_concurrency;
 #[cfg(all(test, spillway_loom))]

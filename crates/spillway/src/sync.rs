@@ -4,7 +4,7 @@
 //! swaps every one of them for loom's model-checked version.
 
 #[cfg(not(spillway_loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 #[cfg(not(spillway_loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
@@ -13,7 +13,7 @@ pub(crate) use std::{hint::spin_loop, thread::yield_now};
 
 #[cfg(spillway_loom)]
 pub(crate) use loom::sync::atomic::{
-    fence, AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 #[cfg(spillway_loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};

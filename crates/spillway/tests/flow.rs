@@ -145,6 +145,63 @@ fn concurrency_rule_holds_under_eight_threads() {
 }
 
 #[test]
+fn qps_reject_is_exact_under_eight_threads() {
+    // The clock stands still, so every attempt falls in one window: a rule that reads its pass
+    // QPS and adds later (Sentinel's) lets racing threads through together; this one admits by
+    // compare-and-swap, so exactly `count` pass, however the threads interleave.
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("q", "r", 1_000.0)])
+        .unwrap();
+    let resource = spillway.resource("r").unwrap();
+    let passed = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..2_000 {
+                    if resource.entry().enter().is_ok() {
+                        passed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(passed.load(Ordering::Relaxed), 1_000);
+    let stats = resource.stats();
+    assert_eq!((stats.total_pass, stats.total_block), (1_000, 15_000));
+}
+
+#[test]
+fn a_later_qps_block_gives_back_the_earlier_rules_admission() {
+    let (spillway, _clock) = manual();
+    let wide = FlowRule::qps("wide", "r", 4.0);
+    spillway
+        .load_flow_rules(vec![wide.clone(), FlowRule::qps("narrow", "r", 2.0)])
+        .unwrap();
+    assert_eq!(passes(&spillway, "r", None, 5), 2);
+    // The three refused by "narrow" were admitted by "wide" first and given back: with "narrow"
+    // gone (and "wide" kept, with its counts), two more of its four pass in this window.
+    spillway.load_flow_rules(vec![wide]).unwrap();
+    assert_eq!(passes(&spillway, "r", None, 5), 2);
+}
+
+#[test]
+fn a_rule_loaded_on_a_busy_resource_counts_the_passes_before_it() {
+    let (spillway, clock) = manual();
+    assert_eq!(passes(&spillway, "r", None, 3), 3);
+    clock.advance_millis(600);
+    assert_eq!(passes(&spillway, "r", None, 2), 2);
+    // Five passes in the window (3 in the previous bucket, 2 in this one): a rule of 7 admits 2.
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("q", "r", 7.0)])
+        .unwrap();
+    assert_eq!(passes(&spillway, "r", None, 5), 2);
+    // The first bucket leaves the window at 1000 ms: three more.
+    clock.advance_millis(400);
+    assert_eq!(passes(&spillway, "r", None, 5), 3);
+}
+
+#[test]
 fn throttled_entries_wait_on_the_clock_in_order() {
     let (spillway, _clock) = manual();
     spillway

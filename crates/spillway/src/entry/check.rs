@@ -1,7 +1,10 @@
 //! Checking an entry against its resource's flow rules, all or nothing.
 
 use crate::block::{BlockError, BlockKind};
-use crate::flow::{try_acquire_on, Controller, Decision, LimitApp, ResourceRules, Slot, Strategy};
+use crate::flow::{
+    try_acquire_on, AdmissionRing, Admitted, Controller, Decision, LimitApp, QpsReject,
+    ResourceRules, Slot, Strategy,
+};
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
 use crate::sync::Ordering;
@@ -41,9 +44,39 @@ pub(crate) struct Held {
     /// Queue slots taken, with the index of the rule that took each; `None` (one byte to write)
     /// until a queueing rule takes one, so that the common path initialises nothing more.
     queued: Option<Queued>,
+    /// Admissions counted by QPS reject rules, likewise `None` until one counts.
+    counted: Option<Counted>,
 }
 
 /// The queue slots an entry holds.
+/// Admissions QPS reject rules counted for one entry (at most `MAX_COUNTED`; further rules read
+/// the window instead).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Counted {
+    admitted: [Admitted; MAX_COUNTED],
+    rules: [u8; MAX_COUNTED],
+    len: u8,
+}
+
+/// Most QPS reject rules of one resource that count their own admissions for one entry.
+const MAX_COUNTED: usize = 4;
+
+impl Held {
+    fn has_room_to_count(&self) -> bool {
+        self.counted
+            .as_ref()
+            .map_or(true, |counted| usize::from(counted.len) < MAX_COUNTED)
+    }
+
+    fn count(&mut self, index: usize, admitted: Admitted) {
+        let counted = self.counted.get_or_insert_with(Counted::default);
+        counted.admitted[usize::from(counted.len)] = admitted;
+        // Validation caps rules per resource well under 256.
+        counted.rules[usize::from(counted.len)] = index as u8;
+        counted.len += 1;
+    }
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Queued {
     slots: [Slot; MAX_QUEUED],
@@ -126,9 +159,9 @@ fn select<'a>(
     }
 }
 
-/// Builds the block of rule `index` (cold: kept out of the pass path).
-#[cold]
-#[inline(never)]
+/// Builds the block of rule `index`, in place in the caller (a call would build it on the stack
+/// and copy it out).
+#[inline]
 fn blocked(
     resource: &ResourceInner,
     rules: &ResourceRules,
@@ -165,29 +198,35 @@ pub(crate) fn check_flow(
         let compiled = &rules.rules[index];
         let node = selected.node();
         let block = match &*compiled.controller {
-            Controller::Reject(controller) => match controller.check_current(node, now, count) {
-                Ok(()) => None,
-                Err(current) => {
-                    if caller.prioritized {
-                        // Sentinel's DefaultController: borrow from the next buckets if one
-                        // frees room within the occupy timeout; later rules are not checked.
-                        let timeout = compiled.rule.occupy_timeout;
-                        if let Some(wait) =
-                            node.try_occupy_next(now, count, controller.count(), timeout)
-                        {
-                            let wait_nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-                            node.add_waiting(now.saturating_add(wait_nanos), u64::from(count));
-                            node.add_occupied_pass(now, u64::from(count));
-                            return Verdict::Occupied(wait);
+            Controller::Reject(controller, admissions) => {
+                match admit_reject(controller, admissions, &selected, held, index, now, count) {
+                    Ok(()) => None,
+                    Err(current) => {
+                        if caller.prioritized {
+                            // Sentinel's DefaultController: borrow from the next buckets if one
+                            // frees room within the occupy timeout; later rules are not checked.
+                            let timeout = compiled.rule.occupy_timeout;
+                            if let Some(wait) =
+                                node.try_occupy_next(now, count, controller.count(), timeout)
+                            {
+                                let wait_nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+                                let at = now.saturating_add(wait_nanos);
+                                node.add_waiting(at, u64::from(count));
+                                node.add_occupied_pass(now, u64::from(count));
+                                if admissions.is_ready() {
+                                    admissions.add(at / node.second_window().bucket_nanos(), count);
+                                }
+                                return Verdict::Occupied(wait);
+                            }
                         }
+                        Some((
+                            current as f64,
+                            controller.count(),
+                            until_next_bucket(node, now),
+                        ))
                     }
-                    Some((
-                        current as f64,
-                        controller.count(),
-                        until_next_bucket(node, now),
-                    ))
                 }
-            },
+            }
             Controller::WarmUp(controller) => controller
                 .check_current(node, now, count)
                 .err()
@@ -223,6 +262,32 @@ pub(crate) fn check_flow(
     } else {
         Verdict::Pass
     }
+}
+
+/// A QPS reject rule's check. On the resource's own node (a rule every caller meets) the rule
+/// counts its admissions itself and admits by compare-and-swap, recorded in `held` to give back
+/// if a later rule refuses; elsewhere it reads the node's pass QPS, as Sentinel does. `Err`
+/// carries the truncated pass QPS that refused.
+#[inline]
+fn admit_reject(
+    controller: &QpsReject,
+    admissions: &AdmissionRing,
+    selected: &Selected<'_>,
+    held: &mut Held,
+    index: usize,
+    now: u64,
+    count: u32,
+) -> Result<(), i64> {
+    let node = selected.node();
+    let window = node.second_window();
+    let counts_all = matches!(selected, Selected::Own(_, LIMITED_RESOURCE));
+    if counts_all && held.has_room_to_count() && admissions.ready(window, now) {
+        let admitted =
+            admissions.admit(window, window.current_id(now), count, controller.count())?;
+        held.count(index, admitted);
+        return Ok(());
+    }
+    controller.check_current(node, now, count)
 }
 
 /// Records a queueing decision and the slot it took; `true` if it blocks.
@@ -279,8 +344,10 @@ fn concurrency(selected: &Selected<'_>, held: &mut Held, limit: f64, count: u32)
 
 /// Time until the second window's current bucket ends (when the oldest counts start to leave).
 fn until_next_bucket(node: &ResourceNode, now: u64) -> Duration {
-    let nanos = node.second_window().bucket_nanos();
-    Duration::from_nanos(nanos - now % nanos)
+    let window = node.second_window();
+    // The window's cursor knows the current bucket: no division.
+    let next = (window.current_id(now) + 1).saturating_mul(window.bucket_nanos());
+    Duration::from_nanos(next.saturating_sub(now))
 }
 
 /// Releases every reservation in `held`.
@@ -299,6 +366,18 @@ pub(crate) fn give_back(
     if held.probes {
         if let Some(breakers) = resource.breakers.load().as_ref() {
             breakers.release(held.decided);
+        }
+    }
+    if let Some(counted) = &held.counted {
+        let taken = usize::from(counted.len);
+        for (&index, &admitted) in counted.rules[..taken]
+            .iter()
+            .zip(&counted.admitted[..taken])
+        {
+            if let Controller::Reject(_, admissions) = &*rules.rules[usize::from(index)].controller
+            {
+                admissions.give_back(admitted);
+            }
         }
     }
     let Some(queued) = &held.queued else {

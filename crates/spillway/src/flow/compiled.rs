@@ -1,5 +1,6 @@
 //! Rules ready to check: each with its controller, grouped per resource in Sentinel's order.
 
+use super::admission::AdmissionRing;
 use super::{Behavior, FlowRule, Grade, LimitApp, QpsReject, Throttle, WarmUp, WarmUpThrottle};
 use crate::resource::ResourceInner;
 use std::sync::{Arc, Weak};
@@ -8,8 +9,11 @@ use std::sync::{Arc, Weak};
 /// in-flight counter of the node they select.
 #[derive(Debug)]
 pub(crate) enum Controller {
-    Reject(QpsReject),
-    Concurrency { count: f64 },
+    /// A QPS reject rule, and the admissions it counts on the resource's own node.
+    Reject(QpsReject, AdmissionRing),
+    Concurrency {
+        count: f64,
+    },
     WarmUp(WarmUp),
     Throttle(Throttle),
     WarmUpThrottle(WarmUpThrottle),
@@ -21,7 +25,9 @@ impl Controller {
             return Controller::Concurrency { count: rule.count };
         }
         match rule.behavior {
-            Behavior::Reject => Controller::Reject(QpsReject::new(rule.count)),
+            Behavior::Reject => {
+                Controller::Reject(QpsReject::new(rule.count), AdmissionRing::new())
+            }
             Behavior::WarmUp {
                 period,
                 cold_factor,

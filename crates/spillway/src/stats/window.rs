@@ -340,6 +340,12 @@ impl SlidingWindow {
         id
     }
 
+    /// The id of the bucket `now` falls in (`now / bucket_nanos`), without writing.
+    #[inline]
+    pub(crate) fn current_id(&self, now: u64) -> u64 {
+        self.id_at(now)
+    }
+
     /// The bucket id of `now`, without writing.
     #[inline]
     fn id_at(&self, now: u64) -> u64 {
@@ -414,6 +420,12 @@ impl SlidingWindow {
     /// `event` per second over the window: `sum / interval_secs`, as Sentinel's node reads.
     pub fn rate(&self, now_nanos: u64, event: Event) -> f64 {
         self.sum(now_nanos, event) as f64 / self.interval_secs
+    }
+
+    /// `event` in bucket `id` (the bucket of the times `id * bucket_nanos ..`), as a read would
+    /// count it: the shared ring's share, the accumulators holding it, and borrowed passes.
+    pub(crate) fn bucket_value(&self, id: u64, event: Event) -> u64 {
+        self.consistent(|view| view.value(id, event.slot()))
     }
 
     /// `event` in the bucket before the current one (0 if that bucket is not held), as

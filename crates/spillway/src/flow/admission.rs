@@ -1,0 +1,192 @@
+//! The admissions a QPS reject rule counts itself, so that its check reads a few words instead
+//! of the node's whole window, and admits by compare-and-swap instead of read-then-add.
+//!
+//! Sentinel's `DefaultController` reads the node's pass QPS and lets the entry through if
+//! `(int) passQps + acquire <= count`; the entry's pass is added to the node later. Two threads
+//! that read the same pass QPS both pass, so under contention Sentinel admits more than `count`.
+//! A rule with an [`AdmissionRing`] instead keeps, per bucket of the node's second window, the
+//! passes it admitted, and admits by swapping the current bucket's word from the value it
+//! checked to that value plus `acquire`: a racing admission makes the swap fail and checks again.
+//! A refusal writes nothing here.
+//!
+//! The ring covers the buckets of the window (`id - buckets + 1 ..= id`) and the ones ahead that
+//! prioritized entries may borrow (`id + 1 ..= id + buckets`), so `2 * buckets` slots, each a
+//! word `[bucket id + 1: 32 bits][count: 32 bits]`. A slot whose tag is not the bucket asked for
+//! holds a bucket that has left the window (or not been used), and counts 0.
+//!
+//! It counts what the node counts only if every pass on the node goes through the rule: the
+//! entry path uses it for rules on the resource's own node that every caller meets
+//! (`limit_app = default`, strategy `direct`). When first used it is seeded from the node's
+//! window, so that a rule loaded on a busy resource sees the passes before it.
+
+use crate::stats::{Event, SlidingWindow};
+use crate::sync::{AtomicU64, AtomicU8, Ordering};
+
+/// Slots in the ring: windows of up to `SLOTS / 2` buckets use it.
+const SLOTS: usize = 8;
+const UNSEEDED: u8 = 0;
+const SEEDING: u8 = 1;
+const READY: u8 = 2;
+
+/// Per-bucket admissions of one rule (see the module docs).
+#[derive(Debug)]
+pub(crate) struct AdmissionRing {
+    state: AtomicU8,
+    slots: [AtomicU64; SLOTS],
+}
+
+/// A bucket's admissions: what a successful [`AdmissionRing::admit`] counted, to give back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Admitted {
+    pub(crate) bucket: u64,
+    pub(crate) count: u32,
+}
+
+#[inline]
+fn tag(id: u64) -> u64 {
+    (id.wrapping_add(1) & 0xFFFF_FFFF) << 32
+}
+
+#[inline]
+fn count_in(word: u64, id: u64) -> u64 {
+    if word & !0xFFFF_FFFF == tag(id) {
+        word & 0xFFFF_FFFF
+    } else {
+        0
+    }
+}
+
+impl Default for AdmissionRing {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AdmissionRing {
+    pub(crate) fn new() -> Self {
+        Self {
+            state: AtomicU8::new(UNSEEDED),
+            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// Whether the ring can count for `window` (at most `SLOTS / 2` buckets), seeding it from the
+    /// window on first use. False while another thread seeds it: check the window instead.
+    #[inline]
+    pub(crate) fn ready(&self, window: &SlidingWindow, now: u64) -> bool {
+        match self.state.load(Ordering::Acquire) {
+            READY => true,
+            UNSEEDED => self.seed(window, now),
+            _ => false,
+        }
+    }
+
+    /// Whether the ring has been seeded and counts.
+    #[inline]
+    pub(crate) fn is_ready(&self) -> bool {
+        self.state.load(Ordering::Acquire) == READY
+    }
+
+    #[cold]
+    fn seed(&self, window: &SlidingWindow, now: u64) -> bool {
+        let buckets = window.config().buckets() as u64;
+        if buckets as usize > SLOTS / 2 {
+            return false;
+        }
+        let won =
+            self.state
+                .compare_exchange(UNSEEDED, SEEDING, Ordering::Acquire, Ordering::Relaxed);
+        if won.is_err() {
+            return false;
+        }
+        let current = now / window.bucket_nanos();
+        let first = current.saturating_sub(buckets - 1);
+        for id in first..=current + buckets {
+            let passes = window.bucket_value(id, Event::Pass).min(0xFFFF_FFFF);
+            self.slot(id).store(tag(id) | passes, Ordering::Relaxed);
+        }
+        self.state.store(READY, Ordering::Release);
+        true
+    }
+
+    #[inline]
+    fn slot(&self, id: u64) -> &AtomicU64 {
+        &self.slots[(id % SLOTS as u64) as usize]
+    }
+
+    /// Admits `acquire` in bucket `current` if the window's admissions (per second, truncated as
+    /// Java's `(int)` does) plus `acquire` stay within `count`; otherwise returns that truncated
+    /// pass QPS and writes nothing.
+    #[inline]
+    pub(crate) fn admit(
+        &self,
+        window: &SlidingWindow,
+        current: u64,
+        acquire: u32,
+        count: f64,
+    ) -> Result<Admitted, i64> {
+        let buckets = window.config().buckets() as u64;
+        let interval_secs = window.interval_secs();
+        let mut others = 0u64;
+        for id in current.saturating_sub(buckets - 1)..current {
+            others += count_in(self.slot(id).load(Ordering::Acquire), id);
+        }
+        let slot = self.slot(current);
+        let mut word = slot.load(Ordering::Acquire);
+        loop {
+            let mine = count_in(word, current);
+            // Java: (int) passQps, where passQps = pass / intervalSec (a division by 1.0 for
+            // a one-second window changes nothing, and is skipped).
+            let pass = (others + mine) as f64;
+            let pass_qps = if interval_secs == 1.0 {
+                pass as i64
+            } else {
+                (pass / interval_secs) as i64
+            };
+            if (pass_qps + i64::from(acquire)) as f64 > count {
+                return Err(pass_qps);
+            }
+            let new = tag(current) | (mine + u64::from(acquire)).min(0xFFFF_FFFF);
+            match slot.compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    return Ok(Admitted {
+                        bucket: current,
+                        count: acquire,
+                    })
+                }
+                Err(seen) => word = seen,
+            }
+        }
+    }
+
+    /// Counts `count` passes borrowed into bucket `id` (ahead of the current one) by a
+    /// prioritized entry.
+    pub(crate) fn add(&self, id: u64, count: u32) {
+        let slot = self.slot(id);
+        let mut word = slot.load(Ordering::Acquire);
+        loop {
+            let new = tag(id) | (count_in(word, id) + u64::from(count)).min(0xFFFF_FFFF);
+            match slot.compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(seen) => word = seen,
+            }
+        }
+    }
+
+    /// Gives back an admission that a later rule refused, if its bucket is still in the slot.
+    pub(crate) fn give_back(&self, admitted: Admitted) {
+        let slot = self.slot(admitted.bucket);
+        let mut word = slot.load(Ordering::Acquire);
+        loop {
+            let held = count_in(word, admitted.bucket);
+            if word & !0xFFFF_FFFF != tag(admitted.bucket) || held == 0 {
+                return;
+            }
+            let new = tag(admitted.bucket) | held.saturating_sub(u64::from(admitted.count));
+            match slot.compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(seen) => word = seen,
+            }
+        }
+    }
+}
