@@ -138,7 +138,7 @@ pub mod system;
 struct ReadmeDoctests;
 
 pub use block::{BlockError, BlockKind};
-pub use clock::{Clock, ManualClock, StdClock, SystemClock};
+pub use clock::{Clock, CoarseClock, ManualClock, StdClock, SystemClock, DEFAULT_COARSE_TICK};
 pub use entry::{
     Admission, Entry, EntryBuilder, OwnedAdmission, OwnedEntry, OwnedPending, Pending, TrafficType,
 };

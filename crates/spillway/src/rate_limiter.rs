@@ -316,7 +316,7 @@ impl RateLimiter {
         timeout: Duration,
     ) -> Result<Option<Duration>, RateLimiterError> {
         check_permits(permits)?;
-        let timeout_micros = i64::try_from(timeout.as_micros()).unwrap_or(i64::MAX);
+        let timeout_micros = duration_micros(timeout);
         let now = self.now_micros();
         // Java: queryEarliestAvailable(nowMicros) - timeoutMicros <= nowMicros. A refusal
         // decided on one read of the next free moment writes nothing.
@@ -445,6 +445,16 @@ impl Reservation<'_> {
     pub fn cancel(self) -> bool {
         self.limiter.schedule.undo(self.undo)
     }
+}
+
+/// Whole microseconds of `duration`, saturating at `i64::MAX` (Guava's `unit.toMicros`).
+#[inline]
+fn duration_micros(duration: Duration) -> i64 {
+    let micros = duration
+        .as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from(duration.subsec_micros()));
+    i64::try_from(micros).unwrap_or(i64::MAX)
 }
 
 /// A non-negative number of microseconds as a duration (Guava's `max(moment - now, 0)`).

@@ -12,6 +12,7 @@ fn is_send_sync<T: Send + Sync>() {}
 fn public_types_are_send_and_sync() {
     is_send_sync::<ManualClock>();
     is_send_sync::<SystemClock>();
+    is_send_sync::<CoarseClock>();
     is_send_sync::<StdClock>();
     is_send_sync::<Box<dyn Clock>>();
     is_send_sync::<Spillway>();

@@ -1,4 +1,4 @@
-use super::{Clock, ManualClock, StdClock, SystemClock};
+use super::{Clock, CoarseClock, ManualClock, StdClock, SystemClock};
 use std::sync::Arc;
 
 /// The clock an instance holds: the built-in ones are matched (and inlined) on the hot path, any
@@ -6,6 +6,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub(crate) enum AnyClock {
     System(SystemClock),
+    Coarse(CoarseClock),
     Std(StdClock),
     Manual(ManualClock),
     Custom(Arc<dyn Clock>),
@@ -17,6 +18,9 @@ impl AnyClock {
         let any: &dyn std::any::Any = &clock;
         if let Some(c) = any.downcast_ref::<SystemClock>() {
             return Self::System(c.clone());
+        }
+        if let Some(c) = any.downcast_ref::<CoarseClock>() {
+            return Self::Coarse(c.clone());
         }
         if let Some(c) = any.downcast_ref::<ManualClock>() {
             return Self::Manual(c.clone());
@@ -31,8 +35,14 @@ impl AnyClock {
 impl Clock for AnyClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
+        // The production clock first, on a branch of its own: a match compiles to a jump table,
+        // one more dependent load on every read.
+        if let Self::System(c) = self {
+            return c.now_nanos();
+        }
         match self {
             Self::System(c) => c.now_nanos(),
+            Self::Coarse(c) => c.now_nanos(),
             Self::Std(c) => c.now_nanos(),
             Self::Manual(c) => c.now_nanos(),
             Self::Custom(c) => c.now_nanos(),
@@ -42,6 +52,7 @@ impl Clock for AnyClock {
     fn sleep(&self, duration: std::time::Duration) {
         match self {
             Self::System(c) => c.sleep(duration),
+            Self::Coarse(c) => c.sleep(duration),
             Self::Std(c) => c.sleep(duration),
             Self::Manual(c) => c.sleep(duration),
             Self::Custom(c) => c.sleep(duration),
@@ -51,6 +62,7 @@ impl Clock for AnyClock {
     fn park_timeout(&self, timeout: std::time::Duration) {
         match self {
             Self::System(c) => c.park_timeout(timeout),
+            Self::Coarse(c) => c.park_timeout(timeout),
             Self::Std(c) => c.park_timeout(timeout),
             Self::Manual(c) => c.park_timeout(timeout),
             Self::Custom(c) => c.park_timeout(timeout),

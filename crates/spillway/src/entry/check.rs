@@ -400,15 +400,21 @@ pub(crate) fn give_back(
 }
 
 /// Gives back the places on exact in-flight counters that `limited` says are held.
+#[inline]
 pub(crate) fn release_limited(
     resource: &ResourceInner,
     origin: ChildSlot,
     entrance: ChildSlot,
     limited: u8,
 ) {
-    if limited == 0 {
-        return;
+    // Most entries hold no place: decide that without a call.
+    if limited != 0 {
+        release_places(resource, origin, entrance, limited);
     }
+}
+
+#[inline(never)]
+fn release_places(resource: &ResourceInner, origin: ChildSlot, entrance: ChildSlot, limited: u8) {
     let release = |node: Option<&ResourceNode>| {
         if let Some(node) = node {
             node.limited().fetch_sub(1, Ordering::AcqRel);

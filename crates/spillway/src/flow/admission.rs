@@ -35,11 +35,12 @@ pub(crate) struct AdmissionRing {
     slots: [AtomicU64; SLOTS],
 }
 
-/// A bucket's admissions: what a successful [`AdmissionRing::admit`] counted, to give back.
+/// What a successful [`AdmissionRing::admit`] counted, to give back: the bucket's tag (its id
+/// plus one, in 32 bits) and the count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Admitted {
-    pub(crate) bucket: u64,
-    pub(crate) count: u32,
+    tag: u32,
+    count: u32,
 }
 
 #[inline]
@@ -150,7 +151,7 @@ impl AdmissionRing {
             match slot.compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     return Ok(Admitted {
-                        bucket: current,
+                        tag: (tag(current) >> 32) as u32,
                         count: acquire,
                     })
                 }
@@ -175,14 +176,16 @@ impl AdmissionRing {
 
     /// Gives back an admission that a later rule refused, if its bucket is still in the slot.
     pub(crate) fn give_back(&self, admitted: Admitted) {
-        let slot = self.slot(admitted.bucket);
+        let tag = u64::from(admitted.tag) << 32;
+        // The slot of the bucket (ids are the tag minus one, modulo the slot count).
+        let slot = self.slot(u64::from(admitted.tag).wrapping_sub(1));
         let mut word = slot.load(Ordering::Acquire);
         loop {
-            let held = count_in(word, admitted.bucket);
-            if word & !0xFFFF_FFFF != tag(admitted.bucket) || held == 0 {
+            let held = word & 0xFFFF_FFFF;
+            if word & !0xFFFF_FFFF != tag || held == 0 {
                 return;
             }
-            let new = tag(admitted.bucket) | held.saturating_sub(u64::from(admitted.count));
+            let new = tag | held.saturating_sub(u64::from(admitted.count));
             match slot.compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return,
                 Err(seen) => word = seen,
