@@ -160,18 +160,23 @@ impl<'a> EntryBuilder<'a> {
             .entrance
             .map_or(ChildSlot::NONE, |e| inner.entrances.slot(e));
         let inbound = self.traffic == TrafficType::Inbound;
-        let admit = |limited: u8| {
-            EntryState::admit(
-                inner,
-                origin_slot,
-                entrance_slot,
-                now,
-                self.count,
-                inbound,
-                limited,
-                false,
-            )
-        };
+        // A macro, not a closure: the compiler outlined the closure, which then returned the
+        // state through memory, and the caller's wider copy of it waited on those narrower
+        // stores (a store-forwarding stall on every entry).
+        macro_rules! admit {
+            ($limited:expr) => {
+                EntryState::admit(
+                    inner,
+                    origin_slot,
+                    entrance_slot,
+                    now,
+                    self.count,
+                    inbound,
+                    $limited,
+                    false,
+                )
+            };
+        }
         // Relaxed, like the flow flag below. A system `max_concurrency` takes a place on the
         // inbound node, given back with the others if a later check refuses.
         let mut system_place = 0u8;
@@ -189,7 +194,7 @@ impl<'a> EntryBuilder<'a> {
         let has_flow = inner.has_flow.load(Ordering::Relaxed);
         let has_breakers = inner.has_breakers.load(Ordering::Relaxed);
         if !has_flow && !has_breakers {
-            return Ok(ready(admit(system_place)));
+            return Ok(ready(admit!(system_place)));
         }
         let guard = has_flow.then(|| inner.flow.load());
         let Some(rules) = guard.as_ref().and_then(|rules| rules.as_ref()) else {
@@ -198,7 +203,7 @@ impl<'a> EntryBuilder<'a> {
                 EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
                 return Err(error);
             }
-            return Ok(ready(admit(system_place)));
+            return Ok(ready(admit!(system_place)));
         };
         let caller = Caller {
             prioritized: self.prioritized,
@@ -220,7 +225,7 @@ impl<'a> EntryBuilder<'a> {
             }
         }
         match verdict {
-            Verdict::Pass => Ok(ready(admit(held.limited))),
+            Verdict::Pass => Ok(ready(admit!(held.limited))),
             Verdict::Wait(wait) => {
                 let queue = Queue {
                     origin: origin_slot,
