@@ -72,7 +72,8 @@ impl Clock for OtherClock {
 }
 
 impl Clock for AnyClock {
-    #[inline]
+    // Always inlined: as a call it was a tenth of an entry's time with a coarse clock.
+    #[inline(always)]
     fn now_nanos(&self) -> u64 {
         match self {
             Self::System(c) => c.now_nanos(),

@@ -4,6 +4,7 @@ use super::event::{MIN_RT_SLOT, SLOTS};
 use super::ring::Ring;
 use crate::sync::{fence, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
+use std::sync::Arc;
 
 /// Set in a line's state while its owner hands a finished bucket over to the ring.
 const BUSY: u64 = 1;
@@ -30,7 +31,7 @@ impl Line {
     /// Readies the line for bucket `id` (owner only). `false` if the line already holds a later
     /// bucket (this thread's clock read went backwards, as TSC skew between cores can make it).
     #[inline]
-    pub(super) fn enter(&self, id: u64, ring: &Ring) -> bool {
+    pub(super) fn enter(&self, id: u64, ring: &Ring, feed: Option<&Feed>) -> bool {
         // Relaxed: only this thread writes the state.
         let held = self.state.load(Ordering::Relaxed) >> 1;
         if held == id + 1 {
@@ -39,13 +40,14 @@ impl Line {
         if held > id + 1 {
             return false;
         }
-        self.move_to(held, id, ring);
+        self.move_to(held, id, ring, feed);
         true
     }
 
-    /// Hands the bucket held (`held - 1`, if any) to the ring and starts bucket `id`.
+    /// Hands the bucket held (`held - 1`, if any) to the ring (and to the fed window's ring) and
+    /// starts bucket `id`.
     #[cold]
-    fn move_to(&self, held: u64, id: u64, ring: &Ring) {
+    fn move_to(&self, held: u64, id: u64, ring: &Ring, feed: Option<&Feed>) {
         // Seqlock writer: mark busy, fence, write, publish. A reader that sees any write made
         // after the fence (the ring merge, the zeroed words) sees the state change on its re-check.
         self.state.store((held << 1) | BUSY, Ordering::Relaxed);
@@ -55,6 +57,9 @@ impl Line {
                 std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
             // A bucket already recycled in the ring is outside every window: nothing to keep.
             ring.merge(held - 1, &values);
+            if let Some(feed) = feed {
+                feed.merge(held - 1, values);
+            }
         }
         for (i, word) in self.words.iter().enumerate() {
             word.store(fresh(i), Ordering::Relaxed);
@@ -122,8 +127,10 @@ fn fresh(slot: usize) -> u64 {
 }
 
 /// The accumulator lines of one window, one per thread slot below their count.
+#[derive(Clone)]
 pub(super) struct Accumulators {
-    lines: Box<[CachePadded<Line>]>,
+    /// Shared (not copied) by a window that reads these lines as its own: see [`Feed`].
+    lines: Arc<[CachePadded<Line>]>,
 }
 
 impl Accumulators {
@@ -145,5 +152,32 @@ impl Accumulators {
 
     pub(super) fn len(&self) -> usize {
         self.lines.len()
+    }
+}
+
+/// Where a window's finished buckets also go: the ring of a coarser window (the node's minute
+/// window) whose buckets are `ratio` of this window's, aligned to them.
+///
+/// The coarser window then needs no writes on the hot path: each thread's line hands it a whole
+/// bucket when it moves on, and its reads count the lines still holding one of its buckets (it
+/// shares them, divided by `ratio`). Occupied passes are not handed over: Sentinel counts them
+/// in the second window only.
+#[derive(Clone)]
+pub(super) struct Feed {
+    pub(super) ring: Ring,
+    pub(super) ratio: u64,
+}
+
+impl Feed {
+    /// Adds a finished bucket `id` of the feeding window to the fed window's ring.
+    pub(super) fn merge(&self, id: u64, mut values: [u64; SLOTS]) -> bool {
+        values[super::event::Event::OccupiedPass.slot()] = 0;
+        self.ring.merge(id / self.ratio, &values)
+    }
+
+    /// Adds `n` to `event` of bucket `id` of the feeding window, in the fed window's ring.
+    pub(super) fn add(&self, id: u64, event: super::event::Event, n: u64) -> bool {
+        event == super::event::Event::OccupiedPass
+            || self.ring.add(id / self.ratio, event.slot(), n)
     }
 }

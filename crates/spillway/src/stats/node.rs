@@ -146,9 +146,12 @@ impl NodeStats {
 impl ResourceNode {
     /// An empty node with the given windows.
     pub fn new(config: NodeConfig) -> Self {
+        // The minute window is fed by the second window's lines when their buckets align
+        // (Sentinel's 500 ms and 1 s do): an entry then writes one window, not two.
+        let (second, minute) = SlidingWindow::linked(config.second, config.minute);
         Self {
-            second: SlidingWindow::new(config.second),
-            minute: SlidingWindow::new(config.minute),
+            second,
+            minute,
             concurrency: SlotGauge::new(default_stripes()),
             limited: CachePadded::new(AtomicU64::new(0)),
         }
@@ -235,7 +238,9 @@ impl ResourceNode {
     #[inline]
     fn add_both(&self, slot: usize, now_nanos: u64, event: Event, count: u64) {
         self.second.add_from(slot, now_nanos, event, count);
-        self.minute.add_from(slot, now_nanos, event, count);
+        if !self.minute.is_fed() {
+            self.minute.add_from(slot, now_nanos, event, count);
+        }
     }
 
     #[inline]
@@ -250,8 +255,10 @@ impl ResourceNode {
         let errors = if error { count } else { 0 };
         self.second
             .add_completion_from(slot, now_nanos, rt_micros, count, errors);
-        self.minute
-            .add_completion_from(slot, now_nanos, rt_micros, count, errors);
+        if !self.minute.is_fed() {
+            self.minute
+                .add_completion_from(slot, now_nanos, rt_micros, count, errors);
+        }
     }
 
     // === reading (Sentinel's StatisticNode) ===

@@ -3,6 +3,7 @@
 use super::event::{MIN_RT_SLOT, SLOTS};
 use super::tagged::{self, HALF_TAG_SPACE, VALUE_MAX};
 use crate::sync::{spin_wait, AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Set in a bucket's start word while the bucket is being reset after a very long idle time.
 const ROLLING: u64 = 1 << 63;
@@ -19,11 +20,15 @@ pub(super) struct Cells {
 /// adds, and by accumulators handing over a finished bucket. Every word is tagged with its window
 /// (see the `tagged` module), so a bucket resets itself in the same compare-and-swap that adds to
 /// it, and an add for a recycled bucket is refused instead of landing in the wrong window.
+///
+/// Cloning shares the buckets: the finer window that feeds this one holds a clone (see
+/// `accumulator::Feed`).
+#[derive(Clone)]
 pub(super) struct Ring {
     buckets: u64,
     /// Per slot: `id + 1` of the bucket it holds (0 when never used), `ROLLING` while reset.
-    starts: Box<[AtomicU64]>,
-    cells: Box<[Cells]>,
+    starts: Arc<[AtomicU64]>,
+    cells: Arc<[Cells]>,
 }
 
 impl Ring {

@@ -1,4 +1,4 @@
-use super::accumulator::{held_bucket, is_busy, Accumulators, Line};
+use super::accumulator::{held_bucket, is_busy, Accumulators, Feed, Line};
 use super::event::{Event, MIN_RT_SLOT, SLOTS};
 use super::ring::Ring;
 use super::tagged::{self, VALUE_MAX};
@@ -83,6 +83,11 @@ pub struct SlidingWindow {
     /// Whether anything was ever borrowed: spares reads the borrowed words when nothing was.
     any_borrowed: AtomicBool,
     late: AtomicU64,
+    /// The coarser window this one's finished buckets also go to (the node's minute window).
+    feed: Option<Feed>,
+    /// The finer window whose lines this one reads as its own, and the ratio of the bucket
+    /// lengths: see [`Feed`].
+    fed_by: Option<(Accumulators, u64)>,
 }
 
 /// Every count of a window at one time, read in one pass.
@@ -124,11 +129,15 @@ struct View<'a> {
 impl View<'_> {
     /// The lines and the bucket each holds (busy or unused lines hold none).
     #[inline]
-    fn held(&self) -> impl Iterator<Item = (&Line, u64)> {
+    fn held(&self, slot: usize) -> impl Iterator<Item = (&Line, u64)> {
         self.window
-            .accumulators
             .lines()
-            .filter_map(|line| held_bucket(line.state_relaxed()).map(|id| (line, id)))
+            // A feeding window's occupied passes are its own (Sentinel counts them in the
+            // second window only).
+            .filter(move |&(_, ratio)| ratio == 0 || slot != Event::OccupiedPass.slot())
+            .filter_map(|(line, ratio)| {
+                held_bucket(line.state_relaxed()).map(|id| (line, id / ratio.max(1)))
+            })
     }
 
     /// Sum of word `slot` over buckets `oldest..=newest`.
@@ -140,7 +149,7 @@ impl View<'_> {
         if slot == Event::Pass.slot() {
             sum = sum.saturating_add(self.window.borrowed_sum(oldest, newest));
         }
-        for (line, id) in self.held() {
+        for (line, id) in self.held(slot) {
             if (oldest..=newest).contains(&id) {
                 sum = sum.saturating_add(line.value(slot));
             }
@@ -155,7 +164,7 @@ impl View<'_> {
         if slot == Event::Pass.slot() {
             value = value.saturating_add(self.window.borrowed_sum(id, id));
         }
-        for (line, _) in self.held().filter(|&(_, held)| held == id) {
+        for (line, _) in self.held(slot).filter(|&(_, held)| held == id) {
             let v = line.value(slot);
             value = if slot == MIN_RT_SLOT {
                 value.min(v)
@@ -183,7 +192,49 @@ impl SlidingWindow {
             borrowed: (0..2 * buckets).map(|_| AtomicU64::new(0)).collect(),
             any_borrowed: AtomicBool::new(false),
             late: AtomicU64::new(0),
+            feed: None,
+            fed_by: None,
         }
+    }
+
+    /// A fine window and a coarse one it feeds (a node's second and minute windows), if the
+    /// coarse window's buckets are whole multiples of the fine one's; two independent windows
+    /// otherwise. Fed, the coarse window has no lines of its own and takes no writes on the hot
+    /// path: the fine window's lines hand it each finished bucket, and its reads count the
+    /// fine lines still holding one of its buckets, so they are exactly what two independently
+    /// written windows would read. See [`Feed`].
+    pub(crate) fn linked(fine: WindowConfig, coarse: WindowConfig) -> (Self, Self) {
+        let mut fine = Self::new(fine);
+        let fine_nanos = fine.bucket_nanos;
+        let coarse_nanos = coarse.bucket_length().as_nanos() as u64;
+        if fine_nanos == 0 || coarse_nanos % fine_nanos != 0 {
+            return (fine, Self::new(coarse));
+        }
+        let ratio = coarse_nanos / fine_nanos;
+        let mut coarse = Self::new(coarse.with_stripes(0));
+        coarse.fed_by = Some((fine.accumulators.clone(), ratio));
+        fine.feed = Some(Feed {
+            ring: coarse.ring.clone(),
+            ratio,
+        });
+        (fine, coarse)
+    }
+
+    /// Whether this window is fed by another's lines (and needs no writes of its own).
+    pub(crate) fn is_fed(&self) -> bool {
+        self.fed_by.is_some()
+    }
+
+    /// The lines a read checks, each with the ratio that turns its bucket ids into this
+    /// window's: this window's own (marked 0: the same ids), then those of the window feeding it.
+    #[inline]
+    fn lines(&self) -> impl Iterator<Item = (&Line, u64)> {
+        let own = self.accumulators.lines().map(|line| (line, 0));
+        let fed = self
+            .fed_by
+            .iter()
+            .flat_map(|(lines, ratio)| lines.lines().map(move |line| (line, *ratio)));
+        own.chain(fed)
     }
 
     /// The window's shape.
@@ -219,13 +270,16 @@ impl SlidingWindow {
     pub(crate) fn add_from(&self, slot: usize, now_nanos: u64, event: Event, n: u64) {
         let id = self.advance(now_nanos);
         if let Some(line) = self.accumulators.owned(slot) {
-            if line.enter(id, &self.ring) {
+            if line.enter(id, &self.ring, self.feed.as_ref()) {
                 line.bump(event.slot(), n);
                 return;
             }
         }
         if !self.ring.add(id, event.slot(), n) {
             self.count_late();
+        }
+        if let Some(feed) = &self.feed {
+            feed.add(id, event, n);
         }
     }
 
@@ -250,7 +304,7 @@ impl SlidingWindow {
         let id = self.advance(now_nanos);
         let rt = rt_micros.min(self.max_rt_micros);
         if let Some(line) = self.accumulators.owned(slot) {
-            if line.enter(id, &self.ring) {
+            if line.enter(id, &self.ring, self.feed.as_ref()) {
                 line.bump(Event::Success.slot(), count);
                 line.bump(Event::Rt.slot(), rt);
                 line.lower_min(rt);
@@ -267,6 +321,9 @@ impl SlidingWindow {
         values[MIN_RT_SLOT] = rt;
         if !self.ring.merge(id, &values) {
             self.count_late();
+        }
+        if let Some(feed) = &self.feed {
+            feed.merge(id, values);
         }
     }
 
@@ -373,20 +430,16 @@ impl SlidingWindow {
     fn consistent<T>(&self, read: impl Fn(&View<'_>) -> T) -> T {
         let mut spins = 0;
         loop {
-            let (before, busy) =
-                self.accumulators
-                    .lines()
-                    .fold((0u64, false), |(sum, busy), line| {
-                        let state = line.state();
-                        (sum.wrapping_add(state), busy | is_busy(state))
-                    });
+            let (before, busy) = self.lines().fold((0u64, false), |(sum, busy), (line, _)| {
+                let state = line.state();
+                (sum.wrapping_add(state), busy | is_busy(state))
+            });
             if !busy {
                 let result = read(&View { window: self });
                 fence(Ordering::Acquire);
-                let after = self
-                    .accumulators
-                    .lines()
-                    .fold(0u64, |sum, line| sum.wrapping_add(line.state_relaxed()));
+                let after = self.lines().fold(0u64, |sum, (line, _)| {
+                    sum.wrapping_add(line.state_relaxed())
+                });
                 if after == before {
                     return result;
                 }

@@ -122,3 +122,28 @@ fn owners_and_ring_writers_mix() {
         assert_eq!(w.previous(T0 + 600 * MS, Event::Pass), 3);
     });
 }
+
+/// A minute window fed by the second window's lines, read while a line hands its finished
+/// bucket over (to both rings): the read counts the bucket exactly once, before or after.
+#[test]
+fn a_fed_window_read_racing_a_hand_over_counts_once() {
+    loom::model(|| {
+        let (second, minute) = SlidingWindow::linked(
+            WindowConfig::sentinel_second().with_stripes(1),
+            WindowConfig::sentinel_minute(),
+        );
+        let (second, minute) = (Arc::new(second), Arc::new(minute));
+        // Line 0 holds 3 passes in the first half of the T0 second.
+        second.add_from(0, T0, Event::Pass, 3);
+        let owner = {
+            let second = second.clone();
+            // Its next add, in the second half, hands the first half over.
+            thread::spawn(move || second.add_from(0, T0 + 600 * MS, Event::Pass, 1))
+        };
+        let seen = minute.sum(T0 + 100 * MS, Event::Pass);
+        owner.join().unwrap();
+        // 3 before the hand-over, 3 or 4 after (the new add is in the same second).
+        assert!(seen == 3 || seen == 4, "{seen}");
+        assert_eq!(minute.sum(T0 + 600 * MS, Event::Pass), 4);
+    });
+}

@@ -246,3 +246,57 @@ proptest! {
         prop_assert_eq!(slots.len(), ids.len());
     }
 }
+
+proptest! {
+    /// A minute window fed by the second window's lines reads exactly what an independently
+    /// written minute window reads, for adds from several threads' lines (and from the shared
+    /// ring, slot 9 having no line) at non-decreasing times, with reads between them.
+    #[test]
+    fn a_fed_window_reads_as_an_independent_one(
+        steps in proptest::collection::vec(
+            (0u64..700, 0usize..3, 0usize..4, 1u64..5, 0u64..5_000),
+            1..80,
+        ),
+    ) {
+        let second = WindowConfig::sentinel_second().with_stripes(4);
+        let minute = WindowConfig::sentinel_minute().with_stripes(4);
+        let (fine, coarse) = SlidingWindow::linked(second, minute);
+        prop_assert!(coarse.is_fed());
+        let reference = SlidingWindow::new(minute);
+        let mut now = at(0);
+        for (gap_ms, kind, slot, n, rt) in steps {
+            now += ms(gap_ms);
+            let slot = if slot == 3 { 9 } else { slot };
+            match kind {
+                0 => {
+                    fine.add_from(slot, now, Event::Pass, n);
+                    reference.add_from(slot, now, Event::Pass, n);
+                }
+                1 => {
+                    fine.add_from(slot, now, Event::Block, n);
+                    reference.add_from(slot, now, Event::Block, n);
+                }
+                _ => {
+                    fine.add_completion_from(slot, now, rt, n, n / 2);
+                    reference.add_completion_from(slot, now, rt, n, n / 2);
+                }
+            }
+            // Occupied passes stay in the second window, as Sentinel's do.
+            fine.add_from(slot, now, Event::OccupiedPass, 1);
+            prop_assert_eq!(coarse.snapshot(now), reference.snapshot(now));
+            prop_assert_eq!(coarse.previous_snapshot(now), reference.previous_snapshot(now));
+            prop_assert_eq!(
+                coarse.min_bucket_avg_rt_micros(now, 10),
+                reference.min_bucket_avg_rt_micros(now, 10)
+            );
+        }
+    }
+}
+
+#[test]
+fn windows_whose_buckets_do_not_align_are_not_linked() {
+    // 400 ms buckets: a second is not a whole number of them.
+    let second = WindowConfig::new(3, Duration::from_millis(1_200)).unwrap();
+    let (_, coarse) = SlidingWindow::linked(second, WindowConfig::sentinel_minute());
+    assert!(!coarse.is_fed());
+}
