@@ -14,5 +14,5 @@ pub use owned::OwnedEntry;
 pub use pending::{OwnedPending, Pending};
 pub use traffic::TrafficType;
 
-pub(crate) use check::MAX_QUEUED;
+pub(crate) use check::{MAX_COUNTED, MAX_QUEUED};
 pub(crate) use guard::EntryState;

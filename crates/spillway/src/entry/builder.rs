@@ -1,5 +1,6 @@
 use super::check::{
-    check_flow, give_back, release_limited, Caller, Held, Verdict, LIMITED_INBOUND,
+    check_direct_rejects, check_flow, give_back, release_limited, Caller, Held, Verdict,
+    LIMITED_INBOUND,
 };
 use super::pending::{OwnedPending, Pending, PendingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
@@ -205,6 +206,16 @@ impl<'a> EntryBuilder<'a> {
             }
             return Ok(ready(admit!(system_place)));
         };
+        if rules.only_direct_rejects && !self.prioritized && !has_breakers {
+            return match check_direct_rejects(inner, rules, now, self.count) {
+                Ok(()) => Ok(ready(admit!(system_place))),
+                Err(refusal) => {
+                    release_limited(inner, origin_slot, entrance_slot, system_place);
+                    EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
+                    Err(refusal.into_error(inner, rules, now))
+                }
+            };
+        }
         let caller = Caller {
             prioritized: self.prioritized,
             origin: self.origin,
@@ -242,9 +253,9 @@ impl<'a> EntryBuilder<'a> {
                 };
                 Ok(queued(wait, held, rules, queue))
             }
-            Verdict::Block(error) => {
+            Verdict::Block(refusal) => {
                 EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
-                Err(error)
+                Err(refusal.into_error(inner, rules))
             }
         }
     }

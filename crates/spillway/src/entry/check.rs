@@ -59,7 +59,7 @@ pub(crate) struct Counted {
 }
 
 /// Most QPS reject rules of one resource that count their own admissions for one entry.
-const MAX_COUNTED: usize = 4;
+pub(crate) const MAX_COUNTED: usize = 4;
 
 impl Held {
     fn has_room_to_count(&self) -> bool {
@@ -92,7 +92,7 @@ pub(crate) enum Verdict {
     /// A prioritized entry borrowed its passes from a future bucket (Sentinel's occupy): it
     /// waits, then enters without counting a pass now (the borrowed bucket counts it).
     Occupied(Duration),
-    Block(BlockError),
+    Block(Refusal),
 }
 
 /// The node a rule reads.
@@ -159,25 +159,29 @@ fn select<'a>(
     }
 }
 
-/// Builds the block of rule `index`, in place in the caller (a call would build it on the stack
-/// and copy it out).
-#[inline]
-fn blocked(
-    resource: &ResourceInner,
-    rules: &ResourceRules,
+/// Why a rule refused an entry, compact: the [`BlockError`] (three times the size) is built
+/// only where it is returned, so that it is not copied out through every layer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Refusal {
     index: usize,
     observed: f64,
     threshold: f64,
     retry_after: Duration,
-) -> BlockError {
-    BlockError::new(
-        BlockKind::Flow,
-        Cow::Borrowed(resource.static_name),
-        observed,
-        threshold,
-    )
-    .with_rule(rules.rules[index].id)
-    .with_retry_after(retry_after)
+}
+
+impl Refusal {
+    /// The block of rule `index` of `rules`.
+    #[inline]
+    pub(crate) fn into_error(self, resource: &ResourceInner, rules: &ResourceRules) -> BlockError {
+        BlockError::new(
+            BlockKind::Flow,
+            Cow::Borrowed(resource.static_name),
+            self.observed,
+            self.threshold,
+        )
+        .with_rule(rules.rules[self.index].id)
+        .with_retry_after(self.retry_after)
+    }
 }
 
 /// Checks every rule that applies, in order, recording reservations in `held`. A later block
@@ -253,8 +257,12 @@ pub(crate) fn check_flow(
         if let Some((observed, threshold, retry_after)) = block {
             give_back(resource, rules, caller, held);
             *held = Held::default();
-            let error = blocked(resource, rules, index, observed, threshold, retry_after);
-            return Verdict::Block(error);
+            return Verdict::Block(Refusal {
+                index,
+                observed,
+                threshold,
+                retry_after,
+            });
         }
     }
     if wait > 0 {
@@ -288,6 +296,79 @@ fn admit_reject(
         return Ok(());
     }
     controller.check_current(node, now, count)
+}
+
+/// The rule of a direct-rejects rule set that refused an entry, and the truncated pass QPS it
+/// saw.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DirectRefusal {
+    index: usize,
+    current: i64,
+}
+
+impl DirectRefusal {
+    /// The block, built where it is returned.
+    #[inline]
+    pub(crate) fn into_error(
+        self,
+        resource: &ResourceInner,
+        rules: &ResourceRules,
+        now: u64,
+    ) -> BlockError {
+        let compiled = &rules.rules[self.index];
+        let threshold = match &*compiled.controller {
+            Controller::Reject(controller, _) => controller.count(),
+            _ => compiled.rule.count,
+        };
+        BlockError::new(
+            BlockKind::Flow,
+            Cow::Borrowed(resource.static_name),
+            self.current as f64,
+            threshold,
+        )
+        .with_rule(compiled.id)
+        .with_retry_after(until_next_bucket(&resource.node, now))
+    }
+}
+
+/// [`check_flow`] for a rule set of QPS reject rules that every caller meets
+/// ([`ResourceRules::only_direct_rejects`]), for callers that are not prioritized: the same
+/// decisions (each rule counts its admission on the resource's node; a refusal gives back what
+/// the earlier ones counted), on a path short enough to stay inlined, with a result small enough
+/// to stay in registers.
+#[inline]
+pub(crate) fn check_direct_rejects(
+    resource: &ResourceInner,
+    rules: &ResourceRules,
+    now: u64,
+    count: u32,
+) -> Result<(), DirectRefusal> {
+    let node = &resource.node;
+    let window = node.second_window();
+    let mut counted = [Admitted::default(); MAX_COUNTED];
+    for (index, compiled) in rules.rules.iter().enumerate() {
+        let Controller::Reject(controller, admissions) = &*compiled.controller else {
+            continue;
+        };
+        let result = if admissions.ready(window, now) {
+            admissions
+                .admit(window, window.current_id(now), count, controller.count())
+                .map(|admitted| counted[index] = admitted)
+        } else {
+            controller.check_current(node, now, count)
+        };
+        if let Err(current) = result {
+            for (earlier, admitted) in counted[..index].iter().enumerate() {
+                if let Controller::Reject(_, admissions) = &*rules.rules[earlier].controller {
+                    if admitted.count > 0 {
+                        admissions.give_back(*admitted);
+                    }
+                }
+            }
+            return Err(DirectRefusal { index, current });
+        }
+    }
+    Ok(())
 }
 
 /// Records a queueing decision and the slot it took; `true` if it blocks.
@@ -351,7 +432,21 @@ fn until_next_bucket(node: &ResourceNode, now: u64) -> Duration {
 }
 
 /// Releases every reservation in `held`.
+#[inline]
 pub(crate) fn give_back(
+    resource: &ResourceInner,
+    rules: &ResourceRules,
+    caller: &Caller<'_>,
+    held: &Held,
+) {
+    // Most refused entries hold nothing: decide that without a call.
+    if held.limited != 0 || held.probes || held.queued.is_some() || held.counted.is_some() {
+        give_back_held(resource, rules, caller, held);
+    }
+}
+
+#[inline(never)]
+fn give_back_held(
     resource: &ResourceInner,
     rules: &ResourceRules,
     caller: &Caller<'_>,

@@ -40,7 +40,8 @@ pub(crate) struct AdmissionRing {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Admitted {
     tag: u32,
-    count: u32,
+    /// 0 for none (the default).
+    pub(crate) count: u32,
 }
 
 #[inline]

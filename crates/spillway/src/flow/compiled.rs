@@ -68,6 +68,10 @@ pub(crate) struct ResourceRules {
     pub(crate) rules: Vec<CompiledRule>,
     /// Origins that have a rule of their own on this resource (for `other`).
     pub(crate) named_origins: Vec<String>,
+    /// Every rule is a QPS reject rule that every caller meets (`limit_app = default`, strategy
+    /// `direct`), at most as many as an entry can count: the entry path checks them on a short
+    /// path of their own.
+    pub(crate) only_direct_rejects: bool,
 }
 
 impl ResourceRules {
@@ -84,9 +88,16 @@ impl ResourceRules {
                 _ => None,
             })
             .collect();
+        let only_direct_rejects = rules.len() <= crate::entry::MAX_COUNTED
+            && rules.iter().all(|r| {
+                matches!(*r.controller, Controller::Reject(..))
+                    && r.rule.limit_app == LimitApp::Default
+                    && matches!(r.rule.strategy, super::Strategy::Direct)
+            });
         Self {
             rules,
             named_origins,
+            only_direct_rejects,
         }
     }
 
