@@ -424,6 +424,7 @@ fn concurrency(selected: &Selected<'_>, held: &mut Held, limit: f64, count: u32)
 }
 
 /// Time until the second window's current bucket ends (when the oldest counts start to leave).
+#[inline]
 fn until_next_bucket(node: &ResourceNode, now: u64) -> Duration {
     let window = node.second_window();
     // The window's cursor knows the current bucket: no division.

@@ -33,6 +33,9 @@ const READY: u8 = 2;
 pub(crate) struct AdmissionRing {
     state: AtomicU8,
     slots: [AtomicU64; SLOTS],
+    /// The most passes a one-second window admits, `floor(count)`, for the integer comparison
+    /// (`u64::MAX` when no window could ever hold more).
+    whole_count: u64,
 }
 
 /// What a successful [`AdmissionRing::admit`] counted, to give back: the bucket's tag (its id
@@ -58,17 +61,20 @@ fn count_in(word: u64, id: u64) -> u64 {
     }
 }
 
-impl Default for AdmissionRing {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl AdmissionRing {
-    pub(crate) fn new() -> Self {
+    /// A ring for a rule of `count` (finite, at least 0, as validation ensures).
+    pub(crate) fn new(count: f64) -> Self {
+        // Window counts stay far below 2^53, where f64 is exact: for a whole number of passes
+        // `n`, `n as f64 > count` is `n > floor(count)`.
+        let whole_count = if count < 9_007_199_254_740_992.0 {
+            count.floor() as u64
+        } else {
+            u64::MAX
+        };
         Self {
             state: AtomicU8::new(UNSEEDED),
             slots: std::array::from_fn(|_| AtomicU64::new(0)),
+            whole_count,
         }
     }
 
@@ -137,16 +143,18 @@ impl AdmissionRing {
         let mut word = slot.load(Ordering::Acquire);
         loop {
             let mine = count_in(word, current);
-            // Java: (int) passQps, where passQps = pass / intervalSec (a division by 1.0 for
-            // a one-second window changes nothing, and is skipped).
-            let pass = (others + mine) as f64;
-            let pass_qps = if interval_secs == 1.0 {
-                pass as i64
+            // Java: (int) passQps + acquire > count, where passQps = pass / intervalSec. For a
+            // one-second window that is whole numbers throughout: compared as integers.
+            if interval_secs == 1.0 {
+                let pass = others + mine;
+                if pass.saturating_add(u64::from(acquire)) > self.whole_count {
+                    return Err(i64::try_from(pass).unwrap_or(i64::MAX));
+                }
             } else {
-                (pass / interval_secs) as i64
-            };
-            if (pass_qps + i64::from(acquire)) as f64 > count {
-                return Err(pass_qps);
+                let pass_qps = ((others + mine) as f64 / interval_secs) as i64;
+                if (pass_qps + i64::from(acquire)) as f64 > count {
+                    return Err(pass_qps);
+                }
             }
             let new = tag(current) | (mine + u64::from(acquire)).min(0xFFFF_FFFF);
             match slot.compare_exchange_weak(word, new, Ordering::AcqRel, Ordering::Acquire) {

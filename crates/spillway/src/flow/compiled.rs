@@ -26,7 +26,7 @@ impl Controller {
         }
         match rule.behavior {
             Behavior::Reject => {
-                Controller::Reject(QpsReject::new(rule.count), AdmissionRing::new())
+                Controller::Reject(QpsReject::new(rule.count), AdmissionRing::new(rule.count))
             }
             Behavior::WarmUp {
                 period,

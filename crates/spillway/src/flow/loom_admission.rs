@@ -7,11 +7,11 @@ use loom::sync::Arc;
 use loom::thread;
 
 /// A ring seeded (empty) on a Sentinel-shaped window, at bucket 0.
-fn ring() -> (Arc<AdmissionRing>, Arc<SlidingWindow>) {
+fn ring(count: f64) -> (Arc<AdmissionRing>, Arc<SlidingWindow>) {
     let window = Arc::new(SlidingWindow::new(
         WindowConfig::sentinel_second().with_stripes(0),
     ));
-    let ring = Arc::new(AdmissionRing::new());
+    let ring = Arc::new(AdmissionRing::new(count));
     assert!(ring.ready(&window, 0));
     (ring, window)
 }
@@ -19,7 +19,7 @@ fn ring() -> (Arc<AdmissionRing>, Arc<SlidingWindow>) {
 #[test]
 fn loom_admissions_never_exceed_the_count() {
     loom::model(|| {
-        let (ring, window) = ring();
+        let (ring, window) = ring(2.0);
         let other = {
             let (ring, window) = (ring.clone(), window.clone());
             thread::spawn(move || ring.admit(&window, 0, 1, 2.0).is_ok())
@@ -37,7 +37,7 @@ fn loom_admissions_never_exceed_the_count() {
 #[test]
 fn loom_a_give_back_frees_exactly_its_place() {
     loom::model(|| {
-        let (ring, window) = ring();
+        let (ring, window) = ring(1.0);
         let first = ring.admit(&window, 0, 1, 1.0).unwrap();
         let other = {
             let (ring, window) = (ring.clone(), window.clone());
