@@ -10,18 +10,18 @@ from pathlib import Path
 
 # Baseline of each group (the row every other row is divided by), and what the group measures.
 GROUPS = {
-    "clock": ("std_instant", "One clock read."),
+    "clock": ("std_instant", "One clock read: `SystemClock` (TSC), `std::time::Instant`, `ManualClock`, `CoarseClock`."),
     "counter/1t": ("shared_atomic_add", "Counter add (and read), 1 thread."),
     "counter/2t": ("shared_atomic_add", "Counter add (and read), 2 threads at once: per-call cost."),
     "window": ("add/2x500ms", "Sliding window: add one pass, sum the window, or both (1 thread)."),
     "window/2t": ("add/accumulators", "Sliding window (2 x 500 ms), 2 threads at once: add, and add plus a read of the pass sum (a rule's hot check), with per-thread accumulators or with every thread on the shared ring."),
-    "entry/1t": ("handle_system_clock", "spillway entry + exit, no rules, 1 thread."),
+    "entry/1t": ("handle_system_clock", "spillway entry + exit, no rules, 1 thread: through a resource handle with the default (TSC) clock, the coarse clock (1 ms ticks) and a manual clock, and by name."),
     "entry/2t": ("handle_system_clock", "spillway entry + exit, no rules, 2 threads at once."),
-    "flow/1t": ("qps_reject_pass", "spillway entry + exit with one QPS reject rule loaded, passing or blocked, 1 thread; `_shared_ring`: the same on nodes whose second window has no per-thread accumulators (`WindowConfig::with_stripes(0)`)."),
+    "flow/1t": ("qps_reject_pass", "spillway entry + exit with one QPS reject rule loaded, passing or blocked, 1 thread; `_shared_ring`: the same on nodes whose second window has no per-thread accumulators (`WindowConfig::with_stripes(0)`); `_coarse_clock`: on an instance reading the coarse clock."),
     "flow/2t": ("qps_reject_pass", "The same, 2 threads at once: per-call cost."),
     "admit/1t": ("shared_atomic", "Admit one call (and release it) with no limit reached, 1 thread: spillway and its peers."),
     "admit/2t": ("shared_atomic", "The same, 2 threads at once: per-call cost."),
-    "qps_rule/1t": ("governor_pass", "One QPS limit loaded; a call it passes and a call it refuses, 1 thread: spillway (entry + exit, QPS reject rule), governor (`check`), sentinel-core (entry + exit, reject flow rule)."),
+    "qps_rule/1t": ("governor_pass", "One QPS limit loaded; a call it passes and a call it refuses, 1 thread: spillway (entry + exit, QPS reject rule; `_coarse_clock`: on an instance reading the coarse clock), governor (`check`), sentinel-core (entry + exit, reject flow rule)."),
     "qps_rule/2t": ("governor_pass", "The same, 2 threads at once: per-call cost."),
     "rate_limiter/1t": ("governor_check_pass", "A standalone rate limiter asked for one permit without waiting, with one to give (pass: spillway at 1e9 permits/s, where each pass publishes a new state, and at an infinite rate, where it publishes nothing) and without (reject), 1 thread: spillway's Guava-style `try_acquire(1, 0)` and governor's `check`."),
     "rate_limiter/2t": ("governor_check_pass", "The same, 2 threads at once: per-call cost."),

@@ -116,8 +116,9 @@ fn admit(c: &mut Criterion) {
 }
 
 /// Group `qps_rule/{N}t`: one QPS limit loaded, a call that passes it (the limit is far away)
-/// and a call it refuses (the limit is exhausted): spillway's entry + exit with a QPS reject rule,
-/// governor's `check`, sentinel-core's entry with a reject flow rule.
+/// and a call it refuses (the limit is exhausted): spillway's entry + exit with a QPS reject rule
+/// (with the default clock, and with the coarse clock), governor's `check`, sentinel-core's entry
+/// with a reject flow rule.
 fn qps_rule(c: &mut Criterion) {
     use sentinel_core::flow;
     use std::sync::Arc;
@@ -146,6 +147,14 @@ fn qps_rule(c: &mut Criterion) {
             spillway::flow::FlowRule::qps("block", "block", 0.0),
         ])
         .unwrap();
+    // The same rules on an instance that reads the coarse clock (1 ms ticks).
+    let coarse = spillway::Spillway::new_with_clock(spillway::CoarseClock::new());
+    coarse
+        .load_flow_rules(vec![
+            spillway::flow::FlowRule::qps("pass", "pass", 1e12),
+            spillway::flow::FlowRule::qps("block", "block", 0.0),
+        ])
+        .unwrap();
     let governor_pass = RateLimiter::direct(Quota::per_second(NonZeroU32::MAX));
     let governor_block = RateLimiter::direct(Quota::per_hour(NonZeroU32::MIN));
     let _ = governor_block.check();
@@ -153,12 +162,14 @@ fn qps_rule(c: &mut Criterion) {
     for threads in [1, 2] {
         let mut group = c.benchmark_group(format!("qps_rule/{threads}t"));
         for outcome in ["pass", "block"] {
-            let resource = spillway.resource(outcome).unwrap();
-            group.bench_function(format!("spillway_{outcome}"), |b| {
-                b.iter_custom(|iters| {
-                    run_parallel(threads, iters, || drop(black_box(resource.entry().enter())))
-                })
-            });
+            for (instance, suffix) in [(&spillway, ""), (&coarse, "_coarse_clock")] {
+                let resource = instance.resource(outcome).unwrap();
+                group.bench_function(format!("spillway_{outcome}{suffix}"), |b| {
+                    b.iter_custom(|iters| {
+                        run_parallel(threads, iters, || drop(black_box(resource.entry().enter())))
+                    })
+                });
+            }
             let governor = if outcome == "pass" {
                 &governor_pass
             } else {

@@ -1,7 +1,8 @@
 //! spillway's own hot paths, each next to the baseline it must be judged against.
 //!
 //! Run with `cargo bench -p spillway --bench core`; `bench/run` turns the results into
-//! `docs/benchmarks.md`. Groups: `clock`, `counter/{1,2}t`, `window`, `entry/{1,2}t`.
+//! `docs/benchmarks.md`. Groups: `clock`, `counter/{1,2}t`, `window`, `entry/{1,2}t`,
+//! `flow/{1,2}t`.
 
 #![allow(missing_docs)] // criterion's macros generate undocumented functions
 
@@ -9,7 +10,7 @@ mod support;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use spillway::stats::{Event, NodeConfig, SlidingWindow, StripedCounter, WindowConfig};
-use spillway::{Clock, ManualClock, Spillway, StdClock, SystemClock};
+use spillway::{Clock, CoarseClock, ManualClock, Spillway, StdClock, SystemClock};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use support::run_parallel;
@@ -24,6 +25,8 @@ fn clock(c: &mut Criterion) {
     });
     let manual = ManualClock::new();
     group.bench_function("manual", |b| b.iter(|| black_box(manual.now_nanos())));
+    let coarse = CoarseClock::new();
+    group.bench_function("coarse", |b| b.iter(|| black_box(coarse.now_nanos())));
     group.finish();
 }
 
@@ -130,6 +133,15 @@ fn entry(c: &mut Criterion) {
                 })
             })
         });
+        let coarse = Spillway::new_with_clock(CoarseClock::new());
+        let coarse_resource = coarse.resource("bench").unwrap();
+        group.bench_function("handle_coarse_clock", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    drop(black_box(coarse_resource.entry().enter()))
+                })
+            })
+        });
         let manual = Spillway::new_with_clock(ManualClock::starting_at_millis(1_700_000_000_000));
         let fixed = manual.resource("bench").unwrap();
         group.bench_function("handle_manual_clock", |b| {
@@ -166,7 +178,20 @@ fn flow(c: &mut Criterion) {
                 FlowRule::qps("block", "block", 0.0),
             ])
             .unwrap();
-        for (instance, suffix) in [(&spillway, ""), (&shared, "_shared_ring")] {
+        // The same rules on an instance reading the coarse clock.
+        let coarse = Spillway::new_with_clock(CoarseClock::new());
+        coarse
+            .load_flow_rules(vec![
+                FlowRule::qps("pass", "pass", 1e12),
+                FlowRule::qps("block", "block", 0.0),
+            ])
+            .unwrap();
+        let instances = [
+            (&spillway, ""),
+            (&shared, "_shared_ring"),
+            (&coarse, "_coarse_clock"),
+        ];
+        for (instance, suffix) in instances {
             for name in ["pass", "block"] {
                 let resource = instance.resource(name).unwrap();
                 group.bench_function(format!("qps_reject_{name}{suffix}"), |b| {
