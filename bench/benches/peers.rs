@@ -335,14 +335,14 @@ fn layer(c: &mut Criterion) {
     });
     let mut group = c.benchmark_group("layer/1t");
     group.bench_function("bare", |b| {
-        let mut service = bare.clone();
+        let mut service = bare;
         b.iter(|| black_box(one_request(&mut service)))
     });
     let open = spillway::Spillway::new();
     group.bench_function("spillway_pass", |b| {
         let mut service = SpillwayLayer::new(open.clone())
             .fixed_resource("api")
-            .layer(bare.clone());
+            .layer(bare);
         b.iter(|| black_box(one_request(&mut service)))
     });
     let closed = spillway::Spillway::new();
@@ -352,12 +352,12 @@ fn layer(c: &mut Criterion) {
     group.bench_function("spillway_block", |b| {
         let mut service = SpillwayLayer::new(closed.clone())
             .fixed_resource("api")
-            .layer(bare.clone());
+            .layer(bare);
         assert_eq!(one_request(&mut service), 429);
         b.iter(|| black_box(one_request(&mut service)))
     });
     group.bench_function("tower_concurrency_limit_pass", |b| {
-        let mut service = tower::limit::ConcurrencyLimitLayer::new(1 << 30).layer(bare.clone());
+        let mut service = tower::limit::ConcurrencyLimitLayer::new(1 << 30).layer(bare);
         b.iter(|| black_box(one_request(&mut service)))
     });
     group.bench_function("tower_governor_pass", |b| {
@@ -367,7 +367,7 @@ fn layer(c: &mut Criterion) {
             .key_extractor(GlobalKeyExtractor)
             .finish()
             .unwrap();
-        let mut service = GovernorLayer::new(config).layer(bare.clone());
+        let mut service = GovernorLayer::new(config).layer(bare);
         b.iter(|| black_box(one_request(&mut service)))
     });
     group.bench_function("tower_governor_block", |b| {
@@ -377,7 +377,7 @@ fn layer(c: &mut Criterion) {
             .key_extractor(GlobalKeyExtractor)
             .finish()
             .unwrap();
-        let mut service = GovernorLayer::new(config).layer(bare.clone());
+        let mut service = GovernorLayer::new(config).layer(bare);
         one_request(&mut service);
         assert_eq!(one_request(&mut service), 429);
         b.iter(|| black_box(one_request(&mut service)))
