@@ -1,7 +1,7 @@
 use super::{Clock, SystemClock};
 use crossbeam_utils::CachePadded;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -47,12 +47,15 @@ pub struct CoarseClock {
 }
 
 struct Shared {
+    /// The time, or [`NOT_TICKING`] if the ticking thread could not be started (every read then
+    /// goes to `precise`): one load tells both.
     nanos: CachePadded<AtomicU64>,
-    /// False if the ticking thread could not be started: every read goes to `precise`.
-    ticking: AtomicBool,
     precise: SystemClock,
     tick: Duration,
 }
+
+/// `nanos` of a clock whose thread could not be started (584 years of uptime: never a time).
+const NOT_TICKING: u64 = u64::MAX;
 
 impl CoarseClock {
     /// A clock ticking every [`DEFAULT_COARSE_TICK`] (1 ms).
@@ -66,7 +69,6 @@ impl CoarseClock {
         let precise = SystemClock::new();
         let shared = Arc::new(Shared {
             nanos: CachePadded::new(AtomicU64::new(precise.now_nanos())),
-            ticking: AtomicBool::new(true),
             precise,
             tick,
         });
@@ -75,7 +77,7 @@ impl CoarseClock {
             .name("spillway-coarse-clock".into())
             .spawn(move || run(&weak, tick));
         if started.is_err() {
-            shared.ticking.store(false, Ordering::Relaxed);
+            shared.nanos.store(NOT_TICKING, Ordering::Relaxed);
         }
         Self { shared }
     }
@@ -117,8 +119,9 @@ impl Clock for CoarseClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
         // Relaxed: the time is a value on its own; nothing else is published with it.
-        if self.shared.ticking.load(Ordering::Relaxed) {
-            self.shared.nanos.load(Ordering::Relaxed)
+        let nanos = self.shared.nanos.load(Ordering::Relaxed);
+        if nanos != NOT_TICKING {
+            nanos
         } else {
             self.shared.precise.now_nanos()
         }
