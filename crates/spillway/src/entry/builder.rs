@@ -296,6 +296,34 @@ impl<'a> EntryBuilder<'a> {
     pub fn enter(self) -> Result<Entry<'a>, BlockError> {
         let resource = self.resolve()?;
         let inner = &*resource.inner;
+        let inbound = self.traffic == TrafficType::Inbound;
+        // Relaxed flags, as in `decide`. A resource without rules (and, for inbound traffic, an
+        // instance without system rules) takes a path of its own: short, with a small frame.
+        let unchecked = !inner.has_flow.load(Ordering::Relaxed)
+            && !inner.has_breakers.load(Ordering::Relaxed)
+            && !(inbound && inner.core.has_system.load(Ordering::Relaxed));
+        if unchecked {
+            let now = inner.core.clock.now_nanos();
+            let origin = self
+                .origin
+                .map_or(ChildSlot::NONE, |o| inner.origins.slot(o));
+            let entrance = self
+                .entrance
+                .map_or(ChildSlot::NONE, |e| inner.entrances.slot(e));
+            let state =
+                EntryState::admit(inner, origin, entrance, now, self.count, inbound, 0, false);
+            return Ok(Entry {
+                resource: inner,
+                state,
+            });
+        }
+        self.enter_checked(resource)
+    }
+
+    /// [`enter`](Self::enter) for a resource with rules to check.
+    #[inline]
+    fn enter_checked(self, resource: &'a Resource) -> Result<Entry<'a>, BlockError> {
+        let inner = &*resource.inner;
         let (count, inbound) = (self.count, self.traffic == TrafficType::Inbound);
         self.decide(
             resource,
