@@ -299,10 +299,10 @@ impl<'a> EntryBuilder<'a> {
         let inbound = self.traffic == TrafficType::Inbound;
         // Relaxed flags, as in `decide`. A resource without rules (and, for inbound traffic, an
         // instance without system rules) takes a path of its own: short, with a small frame.
-        let unchecked = !inner.has_flow.load(Ordering::Relaxed)
-            && !inner.has_breakers.load(Ordering::Relaxed)
-            && !(inbound && inner.core.has_system.load(Ordering::Relaxed));
-        if unchecked {
+        let checked = inner.has_flow.load(Ordering::Relaxed)
+            || inner.has_breakers.load(Ordering::Relaxed)
+            || (inbound && inner.core.has_system.load(Ordering::Relaxed));
+        if !checked {
             let now = inner.core.clock.now_nanos();
             let origin = self
                 .origin
