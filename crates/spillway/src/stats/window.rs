@@ -32,6 +32,16 @@ pub(crate) const MAX_STRIPES: usize = 64;
 /// compare-and-swaps, once per bucket). Other threads, and adds whose clock read went backwards,
 /// write the shared ring directly with compare-and-swap.
 ///
+/// # A node's minute window takes no writes
+///
+/// A [`ResourceNode`](super::ResourceNode)'s minute window is *fed* by its second window when the
+/// minute buckets are whole multiples of the second ones (Sentinel's 500 ms and 1 s are): an
+/// entry writes only the second window, each accumulator hands its finished bucket to both
+/// rings when its owner moves on, and the minute window's reads count the accumulators still
+/// holding one of its buckets, inside the same consistency check. Its reads are exactly what an
+/// independently written minute window would give (occupied passes stay in the second window,
+/// as Sentinel counts them).
+///
 /// # Roll-over without lost or misfiled counts
 ///
 /// Sentinel resets a recycled bucket under a lock, and an add that slips between its reset of the
