@@ -142,6 +142,18 @@ impl<'a> EntryBuilder<'a> {
         }
     }
 
+    /// The entry's origin and entrance child nodes (created on first use, within the cap).
+    #[inline]
+    fn child_slots(&self, inner: &ResourceInner) -> (ChildSlot, ChildSlot) {
+        let origin = self
+            .origin
+            .map_or(ChildSlot::NONE, |o| inner.origins.slot(o));
+        let entrance = self
+            .entrance
+            .map_or(ChildSlot::NONE, |e| inner.entrances.slot(e));
+        (origin, entrance)
+    }
+
     /// Checks the rules and counts the outcome. An admission is handed to `ready` (with the
     /// reservations held); a queued admission to `queued` (with the wait and the rules, to give
     /// the reservations back if it is abandoned); a block is counted and returned.
@@ -154,12 +166,7 @@ impl<'a> EntryBuilder<'a> {
     ) -> Result<R, BlockError> {
         let inner = &*resource.inner;
         let now = inner.core.clock.now_nanos();
-        let origin_slot = self
-            .origin
-            .map_or(ChildSlot::NONE, |o| inner.origins.slot(o));
-        let entrance_slot = self
-            .entrance
-            .map_or(ChildSlot::NONE, |e| inner.entrances.slot(e));
+        let (origin_slot, entrance_slot) = self.child_slots(inner);
         let inbound = self.traffic == TrafficType::Inbound;
         // A macro, not a closure: the compiler outlined the closure, which then returned the
         // state through memory, and the caller's wider copy of it waited on those narrower
@@ -304,12 +311,7 @@ impl<'a> EntryBuilder<'a> {
             || (inbound && inner.core.has_system.load(Ordering::Relaxed));
         if !checked {
             let now = inner.core.clock.now_nanos();
-            let origin = self
-                .origin
-                .map_or(ChildSlot::NONE, |o| inner.origins.slot(o));
-            let entrance = self
-                .entrance
-                .map_or(ChildSlot::NONE, |e| inner.entrances.slot(e));
+            let (origin, entrance) = self.child_slots(inner);
             let state =
                 EntryState::admit(inner, origin, entrance, now, self.count, inbound, 0, false);
             return Ok(Entry {

@@ -17,7 +17,8 @@
 //! It counts what the node counts only if every pass on the node goes through the rule: the
 //! entry path uses it for rules on the resource's own node that every caller meets
 //! (`limit_app = default`, strategy `direct`). When first used it is seeded from the node's
-//! window, so that a rule loaded on a busy resource sees the passes before it.
+//! window, so that a rule loaded on a busy resource sees the passes before it; callers that
+//! arrive during the seed wait for it (a read of the window meanwhile would admit past it).
 
 use crate::stats::{Event, SlidingWindow};
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
@@ -27,6 +28,8 @@ const SLOTS: usize = 8;
 const UNSEEDED: u8 = 0;
 const SEEDING: u8 = 1;
 const READY: u8 = 2;
+/// The window has more buckets than the ring covers: the rule reads the window instead.
+const UNUSABLE: u8 = 3;
 
 /// Per-bucket admissions of one rule (see the module docs).
 #[derive(Debug)]
@@ -79,13 +82,27 @@ impl AdmissionRing {
     }
 
     /// Whether the ring can count for `window` (at most `SLOTS / 2` buckets), seeding it from the
-    /// window on first use. False while another thread seeds it: check the window instead.
+    /// window on first use. A caller that finds another thread seeding it waits for the seed (a
+    /// few loads and stores): checking the window meanwhile would admit past the ring's count.
     #[inline]
     pub(crate) fn ready(&self, window: &SlidingWindow, now: u64) -> bool {
         match self.state.load(Ordering::Acquire) {
             READY => true,
             UNSEEDED => self.seed(window, now),
+            SEEDING => self.wait_for_seed(),
             _ => false,
+        }
+    }
+
+    #[cold]
+    fn wait_for_seed(&self) -> bool {
+        let mut spins = 0;
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                READY => return true,
+                SEEDING => crate::sync::spin_wait(&mut spins),
+                _ => return false,
+            }
         }
     }
 
@@ -98,13 +115,18 @@ impl AdmissionRing {
     #[cold]
     fn seed(&self, window: &SlidingWindow, now: u64) -> bool {
         let buckets = window.config().buckets() as u64;
-        if buckets as usize > SLOTS / 2 {
-            return false;
-        }
-        let won =
-            self.state
-                .compare_exchange(UNSEEDED, SEEDING, Ordering::Acquire, Ordering::Relaxed);
+        let next = if buckets as usize > SLOTS / 2 {
+            UNUSABLE
+        } else {
+            SEEDING
+        };
+        let won = self
+            .state
+            .compare_exchange(UNSEEDED, next, Ordering::Acquire, Ordering::Relaxed);
         if won.is_err() {
+            return self.wait_for_seed();
+        }
+        if next == UNUSABLE {
             return false;
         }
         let current = now / window.bucket_nanos();

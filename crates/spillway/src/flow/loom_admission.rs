@@ -51,3 +51,26 @@ fn loom_a_give_back_frees_exactly_its_place() {
         assert_eq!(held_now, theirs);
     });
 }
+
+/// Two first uses race the seed: the one that finds it in progress waits for it rather than
+/// reading the window, so exactly `count` are admitted.
+#[test]
+fn loom_a_racing_first_use_waits_for_the_seed() {
+    loom::model(|| {
+        let window = Arc::new(SlidingWindow::new(
+            WindowConfig::sentinel_second().with_stripes(0),
+        ));
+        let ring = Arc::new(AdmissionRing::new(1.0));
+        let admit = |ring: &AdmissionRing, window: &SlidingWindow| {
+            assert!(ring.ready(window, 0));
+            ring.admit(window, 0, 1, 1.0).is_ok()
+        };
+        let other = {
+            let (ring, window) = (ring.clone(), window.clone());
+            thread::spawn(move || admit(&ring, &window))
+        };
+        let mine = admit(&ring, &window);
+        let theirs = other.join().unwrap();
+        assert_eq!(usize::from(mine) + usize::from(theirs), 1);
+    });
+}
