@@ -175,6 +175,7 @@ impl Schedule {
     /// published nothing).
     #[inline]
     fn update_versioned<R>(&self, mut step: impl FnMut(&mut Smooth) -> (R, bool)) -> (R, u64) {
+        let mut lost = 0u32;
         loop {
             let (version, old) = self.read();
             let mut new = old;
@@ -187,6 +188,7 @@ impl Schedule {
             } else if self.claim(version) {
                 return (value, self.publish(version, &old, &new));
             }
+            back_off(&mut lost);
         }
     }
 
@@ -252,6 +254,22 @@ fn curve_params(curve: &Curve) -> (f64, f64) {
             threshold_permits,
             ..
         } => (slope, threshold_permits),
+    }
+}
+
+/// After a lost race, waits a little longer each time before reading again, so that racing
+/// threads stop taking the state's cache line from each other on every attempt.
+#[cold]
+fn back_off(lost: &mut u32) {
+    *lost = (*lost + 1).min(6);
+    // Under loom a spin is a scheduling point: one is enough to let the other thread run.
+    let spins = if cfg!(spillway_loom) {
+        1
+    } else {
+        1u32 << *lost
+    };
+    for _ in 0..spins {
+        crate::sync::spin_loop();
     }
 }
 
