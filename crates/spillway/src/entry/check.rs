@@ -358,17 +358,22 @@ pub(crate) fn check_direct_rejects(
             controller.check_current(node, now, count)
         };
         if let Err(current) = result {
-            for (earlier, admitted) in counted[..index].iter().enumerate() {
-                if let Controller::Reject(_, admissions) = &*rules.rules[earlier].controller {
-                    if admitted.count > 0 {
-                        admissions.give_back(*admitted);
-                    }
-                }
+            for (earlier, &admitted) in counted[..index].iter().enumerate() {
+                give_back_admission(rules, earlier, admitted);
             }
             return Err(DirectRefusal { index, current });
         }
     }
     Ok(())
+}
+
+/// Gives back an admission rule `index` (a QPS reject rule) counted for a refused entry.
+fn give_back_admission(rules: &ResourceRules, index: usize, admitted: Admitted) {
+    if let Controller::Reject(_, admissions) = &*rules.rules[index].controller {
+        if admitted.count > 0 {
+            admissions.give_back(admitted);
+        }
+    }
 }
 
 /// Records a queueing decision and the slot it took; `true` if it blocks.
@@ -470,10 +475,7 @@ fn give_back_held(
             .iter()
             .zip(&counted.admitted[..taken])
         {
-            if let Controller::Reject(_, admissions) = &*rules.rules[usize::from(index)].controller
-            {
-                admissions.give_back(admitted);
-            }
+            give_back_admission(rules, usize::from(index), admitted);
         }
     }
     let Some(queued) = &held.queued else {
