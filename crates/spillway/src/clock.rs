@@ -14,13 +14,16 @@
 mod any;
 mod coarse;
 mod manual;
+mod stopwatch;
 mod system;
+mod tsc;
 
 pub use coarse::{CoarseClock, DEFAULT_COARSE_TICK};
 pub use manual::ManualClock;
 pub use system::{StdClock, SystemClock};
 
 pub(crate) use any::AnyClock;
+pub(crate) use stopwatch::Stopwatch;
 
 use std::fmt;
 use std::sync::Arc;

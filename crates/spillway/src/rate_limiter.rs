@@ -8,7 +8,7 @@ mod smooth;
 
 pub use error::RateLimiterError;
 
-use crate::clock::{AnyClock, Clock, SystemClock};
+use crate::clock::{AnyClock, Clock, Stopwatch, SystemClock};
 use schedule::{Schedule, Undo};
 use smooth::Curve;
 use std::fmt;
@@ -63,7 +63,7 @@ pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
 /// [`stored_permits`]: RateLimiter::stored_permits
 pub struct RateLimiter {
     clock: AnyClock,
-    start_nanos: u64,
+    stopwatch: Stopwatch,
     schedule: Schedule,
 }
 
@@ -225,10 +225,10 @@ impl RateLimiter {
         clock: AnyClock,
     ) -> Result<Self, RateLimiterError> {
         check_rate(permits_per_second)?;
-        let start_nanos = clock.now_nanos();
+        let stopwatch = Stopwatch::start(&clock);
         Ok(Self {
             clock,
-            start_nanos,
+            stopwatch,
             schedule: Schedule::new(curve, permits_per_second),
         })
     }
@@ -238,8 +238,7 @@ impl RateLimiter {
     /// Guava's `stopwatch.readMicros()`: whole microseconds since the limiter was made.
     #[inline]
     fn now_micros(&self) -> i64 {
-        let elapsed = self.clock.now_nanos().saturating_sub(self.start_nanos) / 1_000;
-        i64::try_from(elapsed).unwrap_or(i64::MAX)
+        self.stopwatch.read_micros(&self.clock)
     }
 
     /// Sleeps through the clock, unless there is nothing to wait for.

@@ -132,21 +132,19 @@ impl Schedule {
             .is_ok()
     }
 
-    /// Stores what changed between `old` and `new` and releases the claim on `version`;
-    /// returns the version published.
+    /// Stores `new` (the rate's parameters only if they changed from `old`) and releases the
+    /// claim on `version`; returns the version published.
     #[inline]
     fn publish(&self, version: u64, old: &Smooth, new: &Smooth) -> u64 {
         // Orders the claim before the stores below, for readers that see them.
         fence(Ordering::Release);
         let relaxed = Ordering::Relaxed;
-        if new.stored_permits.to_bits() != old.stored_permits.to_bits() {
-            let bits = new.stored_permits.to_bits();
-            self.fields.stored_permits.store(bits, relaxed);
-        }
-        if new.next_free_ticket_micros != old.next_free_ticket_micros {
-            let micros = new.next_free_ticket_micros as u64;
-            self.fields.next_free_ticket_micros.store(micros, relaxed);
-        }
+        // The two fields a reservation changes are stored as they are (comparing first costs
+        // more than the stores, which hit the line the claim already owns).
+        let bits = new.stored_permits.to_bits();
+        self.fields.stored_permits.store(bits, relaxed);
+        let micros = new.next_free_ticket_micros as u64;
+        self.fields.next_free_ticket_micros.store(micros, relaxed);
         if new.stable_interval_micros.to_bits() != old.stable_interval_micros.to_bits() {
             let bits = new.stable_interval_micros.to_bits();
             self.fields.stable_interval_micros.store(bits, relaxed);

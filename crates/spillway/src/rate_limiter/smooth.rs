@@ -164,12 +164,47 @@ impl Smooth {
     }
 }
 
-/// Java's `Math.min` for doubles: NaN if either is NaN.
+/// Java's `Math.min` for doubles: NaN if either is NaN. (Of two zeros, Java returns the
+/// negative one; no quantity here is ever negative zero.)
 #[inline]
 fn java_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
+    // One `minsd`: `b` unless `a < b`, so `b` when either is NaN...
+    let smaller = if a < b { a } else { b };
+    // ...and NaN when `a` is.
+    if a.is_nan() {
+        a
     } else {
-        a.min(b)
+        smaller
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_min;
+
+    #[test]
+    fn java_min_is_nan_when_either_is_nan_and_the_smaller_otherwise() {
+        let values = [
+            f64::NEG_INFINITY,
+            -1.5,
+            0.0,
+            1.0,
+            2.5,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        for a in values {
+            for b in values {
+                let expected = if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else if a <= b {
+                    a
+                } else {
+                    b
+                };
+                let got = java_min(a, b);
+                assert_eq!(got.to_bits(), expected.to_bits(), "min({a}, {b})");
+            }
+        }
     }
 }
