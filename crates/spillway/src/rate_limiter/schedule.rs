@@ -234,11 +234,18 @@ impl Schedule {
     }
 }
 
-/// Whether a step left every stored field as it was, bit for bit (the parameters follow the
-/// stable interval).
+/// Whether a step has nothing to publish: at an infinite rate, when it left every stored field
+/// as it was, bit for bit (the parameters follow the stable interval).
+///
+/// At a finite rate a reservation takes stored permits or moves the next free moment, apart
+/// from rare truncations to zero, and publishing a state unchanged is harmless; so the step
+/// publishes without comparing. The comparison would otherwise sit between the loads and the
+/// claim, on the path a single thread's calls repeat one after another. At an infinite rate
+/// most steps change nothing, and skipping their claims keeps racing threads apart.
 #[inline]
 fn unchanged(old: &Smooth, new: &Smooth) -> bool {
-    old.stored_permits.to_bits() == new.stored_permits.to_bits()
+    old.stable_interval_micros == 0.0
+        && old.stored_permits.to_bits() == new.stored_permits.to_bits()
         && old.next_free_ticket_micros == new.next_free_ticket_micros
         && old.stable_interval_micros.to_bits() == new.stable_interval_micros.to_bits()
 }

@@ -127,6 +127,15 @@ impl Smooth {
         self.resync(now_micros);
         let moment = self.next_free_ticket_micros;
         let required = f64::from(permits);
+        if let Curve::Bursty { .. } = self.curve {
+            if self.stored_permits >= required {
+                // Guava's arithmetic below with no fresh permits: a bursty limiter's stored
+                // permits cost no time, and 0 * stableIntervalMicros truncates to 0 (also when
+                // the interval is infinite: (long) NaN is 0). The moment stays free.
+                self.stored_permits -= required;
+                return moment;
+            }
+        }
         let stored_to_spend = java_min(required, self.stored_permits);
         let fresh = required - stored_to_spend;
         // Java: storedPermitsToWaitTime(...) + (long) (freshPermits * stableIntervalMicros)
@@ -180,7 +189,44 @@ fn java_min(a: f64, b: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::java_min;
+    use super::{java_min, Curve, Smooth};
+    use proptest::prelude::*;
+
+    /// Guava's `reserveEarliestAvailable` for a bursty limiter, written out without the short
+    /// path for stored permits.
+    fn guava_bursty_reserve(smooth: &mut Smooth, permits: u32, now_micros: i64) -> i64 {
+        smooth.resync(now_micros);
+        let moment = smooth.next_free_ticket_micros;
+        let required = f64::from(permits);
+        let stored_to_spend = java_min(required, smooth.stored_permits);
+        let fresh = required - stored_to_spend;
+        let wait = 0i64.saturating_add((fresh * smooth.stable_interval_micros) as i64);
+        smooth.next_free_ticket_micros = moment.saturating_add(wait);
+        smooth.stored_permits -= stored_to_spend;
+        moment
+    }
+
+    proptest! {
+        #[test]
+        fn the_short_path_for_stored_permits_is_guavas_arithmetic(
+            rate in prop_oneof![0.001f64..10.0, 10.0f64..1e7, Just(f64::INFINITY)],
+            max_burst_seconds in prop_oneof![Just(1.0f64), 0.1f64..10.0],
+            steps in prop::collection::vec((0i64..2_000_000, 1u32..20), 1..40),
+        ) {
+            let mut ours = Smooth::new(Curve::Bursty { max_burst_seconds });
+            ours.set_rate(rate, 0);
+            let mut reference = ours;
+            let mut now = 0;
+            for (advance, permits) in steps {
+                now += advance;
+                let moment = ours.reserve_earliest_available(permits, now);
+                let expected = guava_bursty_reserve(&mut reference, permits, now);
+                prop_assert_eq!(moment, expected);
+                prop_assert_eq!(ours.next_free_ticket_micros, reference.next_free_ticket_micros);
+                prop_assert_eq!(ours.stored_permits.to_bits(), reference.stored_permits.to_bits());
+            }
+        }
+    }
 
     #[test]
     fn java_min_is_nan_when_either_is_nan_and_the_smaller_otherwise() {
