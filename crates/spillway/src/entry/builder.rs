@@ -319,11 +319,50 @@ impl<'a> EntryBuilder<'a> {
                 state,
             });
         }
+        if inner.has_flow.load(Ordering::Relaxed)
+            && !inner.has_breakers.load(Ordering::Relaxed)
+            && (!inbound || !inner.core.has_system.load(Ordering::Relaxed))
+            && !self.prioritized
+        {
+            return self.enter_flow_only(resource);
+        }
         self.enter_checked(resource)
     }
 
+    /// [`enter`](Self::enter) for a resource with flow rules only (no breakers, no system
+    /// rules for this traffic) and a caller that borrows nothing: when every rule is a direct
+    /// QPS reject, the checks, the statistics and the refusal are inlined here, on a frame of
+    /// their own; other rule sets go on to the general path.
+    #[inline(never)]
+    fn enter_flow_only(self, resource: &'a Resource) -> Result<Entry<'a>, BlockError> {
+        let inner = &*resource.inner;
+        let guard = inner.flow.load();
+        let rules = match guard.as_ref() {
+            Some(rules) if rules.only_direct_rejects => rules,
+            _ => {
+                drop(guard);
+                return self.enter_checked(resource);
+            }
+        };
+        let now = inner.core.clock.now_nanos();
+        let (origin, entrance) = self.child_slots(inner);
+        let inbound = self.traffic == TrafficType::Inbound;
+        match check_direct_rejects(inner, rules, now, self.count) {
+            Ok(()) => Ok(Entry {
+                resource: inner,
+                state: EntryState::admit(
+                    inner, origin, entrance, now, self.count, inbound, 0, false,
+                ),
+            }),
+            Err(refusal) => {
+                EntryState::refuse(inner, origin, entrance, now, self.count, inbound);
+                Err(refusal.into_error(inner, rules, now))
+            }
+        }
+    }
+
     /// [`enter`](Self::enter) for a resource with rules to check.
-    #[inline]
+    #[inline(never)]
     fn enter_checked(self, resource: &'a Resource) -> Result<Entry<'a>, BlockError> {
         let inner = &*resource.inner;
         let (count, inbound) = (self.count, self.traffic == TrafficType::Inbound);

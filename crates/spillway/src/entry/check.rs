@@ -336,7 +336,7 @@ impl DirectRefusal {
 /// decisions (each rule counts its admission on the resource's node; a refusal gives back what
 /// the earlier ones counted), on a path short enough to stay inlined, with a result small enough
 /// to stay in registers.
-#[inline]
+#[inline(always)]
 pub(crate) fn check_direct_rejects(
     resource: &ResourceInner,
     rules: &ResourceRules,

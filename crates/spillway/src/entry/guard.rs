@@ -75,7 +75,7 @@ impl EntryState {
     }
 
     /// Counts a refusal of `count` permits on every node of the entry.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn refuse(
         resource: &ResourceInner,
         origin: ChildSlot,

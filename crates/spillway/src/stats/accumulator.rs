@@ -1,6 +1,6 @@
 //! Per-thread accumulators: the current bucket of one thread, written without read-modify-write.
 
-use super::event::{MIN_RT_SLOT, SLOTS};
+use super::event::{Event, MIN_RT_SLOT, SLOTS};
 use super::ring::Ring;
 use crate::sync::{fence, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
@@ -25,6 +25,26 @@ impl Line {
         Self {
             state: AtomicU64::new(0),
             words: std::array::from_fn(|i| AtomicU64::new(fresh(i))),
+        }
+    }
+
+    /// Whether the line holds bucket `id` already (owner only): the common case of
+    /// [`enter`](Self::enter), with nothing to move.
+    #[inline(always)]
+    pub(super) fn holds(&self, id: u64) -> bool {
+        // Relaxed: only this thread writes the state.
+        self.state.load(Ordering::Relaxed) >> 1 == id + 1
+    }
+
+    /// Adds `count` completions with response time `rt` (capped), `errors` of them errors
+    /// (owner only, after [`enter`](Self::enter)).
+    #[inline(always)]
+    pub(super) fn add_completion(&self, rt: u64, count: u64, errors: u64) {
+        self.bump(Event::Success.slot(), count);
+        self.bump(Event::Rt.slot(), rt);
+        self.lower_min(rt);
+        if errors > 0 {
+            self.bump(Event::Error.slot(), errors);
         }
     }
 

@@ -276,9 +276,25 @@ impl SlidingWindow {
     }
 
     /// [`add`](Self::add) from a thread whose slot the caller already read.
-    #[inline]
+    ///
+    /// Inline: the common case (the thread's line already holds the current bucket) is a few
+    /// loads and one store; everything else is in an outlined, cold function.
+    #[inline(always)]
     pub(crate) fn add_from(&self, slot: usize, now_nanos: u64, event: Event, n: u64) {
         let id = self.advance(now_nanos);
+        if let Some(line) = self.accumulators.owned(slot) {
+            if line.holds(id) {
+                line.bump(event.slot(), n);
+                return;
+            }
+        }
+        self.add_slow(slot, id, event, n);
+    }
+
+    /// [`add_from`](Self::add_from) when the thread's line does not hold bucket `id` yet.
+    #[cold]
+    #[inline(never)]
+    fn add_slow(&self, slot: usize, id: u64, event: Event, n: u64) {
         if let Some(line) = self.accumulators.owned(slot) {
             if line.enter(id, &self.ring, self.feed.as_ref()) {
                 line.bump(event.slot(), n);
@@ -302,7 +318,9 @@ impl SlidingWindow {
     }
 
     /// [`add_completion`](Self::add_completion) from a thread whose slot the caller already read.
-    #[inline]
+    ///
+    /// Inline in its common case, as [`add_from`](Self::add_from).
+    #[inline(always)]
     pub(crate) fn add_completion_from(
         &self,
         slot: usize,
@@ -314,13 +332,22 @@ impl SlidingWindow {
         let id = self.advance(now_nanos);
         let rt = rt_micros.min(self.max_rt_micros);
         if let Some(line) = self.accumulators.owned(slot) {
+            if line.holds(id) {
+                line.add_completion(rt, count, errors);
+                return;
+            }
+        }
+        self.add_completion_slow(slot, id, rt, count, errors);
+    }
+
+    /// [`add_completion_from`](Self::add_completion_from) when the thread's line does not hold
+    /// bucket `id` yet; `rt` is already capped.
+    #[cold]
+    #[inline(never)]
+    fn add_completion_slow(&self, slot: usize, id: u64, rt: u64, count: u64, errors: u64) {
+        if let Some(line) = self.accumulators.owned(slot) {
             if line.enter(id, &self.ring, self.feed.as_ref()) {
-                line.bump(Event::Success.slot(), count);
-                line.bump(Event::Rt.slot(), rt);
-                line.lower_min(rt);
-                if errors > 0 {
-                    line.bump(Event::Error.slot(), errors);
-                }
+                line.add_completion(rt, count, errors);
                 return;
             }
         }
@@ -393,12 +420,19 @@ impl SlidingWindow {
     }
 
     /// The bucket id of `now`, moving the cursor hint forward if `now` is past it.
-    #[inline]
+    #[inline(always)]
     fn advance(&self, now: u64) -> u64 {
         let hint = self.cursor.load(Ordering::Relaxed);
         if now.wrapping_sub(hint * self.bucket_nanos) < self.bucket_nanos {
             return hint;
         }
+        self.advance_slow(now, hint)
+    }
+
+    /// [`advance`](Self::advance) when `now` is outside the hinted bucket.
+    #[cold]
+    #[inline(never)]
+    fn advance_slow(&self, now: u64, hint: u64) -> u64 {
         let id = now / self.bucket_nanos;
         if id > hint {
             // Relaxed: the cursor is a hint; a stale value only costs a division.
