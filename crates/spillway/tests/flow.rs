@@ -383,3 +383,67 @@ fn prioritized_entries_respect_the_occupy_timeout() {
     let err = spillway.entry("r").prioritized().enter().unwrap_err();
     assert_eq!(err.rule_id(), Some("q"));
 }
+
+#[test]
+fn a_reload_takes_effect_on_the_next_entry_of_the_same_thread() {
+    // Entries read rules through a per-thread cache: each reload must invalidate it.
+    let (spillway, _clock) = manual();
+    let resource = spillway.resource("r").unwrap();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("zero", "r", 0.0)])
+        .unwrap();
+    assert!(resource.entry().enter().is_err());
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("wide", "r", 1_000.0)])
+        .unwrap();
+    assert!(resource.entry().enter().is_ok());
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("zero-again", "r", 0.0)])
+        .unwrap();
+    let error = resource.entry().enter().unwrap_err();
+    assert_eq!(error.rule_id(), Some("zero-again"));
+    spillway.load_flow_rules(vec![]).unwrap();
+    assert!(resource.entry().enter().is_ok());
+}
+
+#[test]
+fn a_reload_takes_effect_on_the_next_entry_of_another_thread() {
+    use std::sync::mpsc;
+    let (spillway, _clock) = manual();
+    let spillway = std::sync::Arc::new(spillway);
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("wide", "r", 1_000_000.0)])
+        .unwrap();
+    let (go, wait) = mpsc::channel::<()>();
+    let (report, results) = mpsc::channel::<Result<(), Option<String>>>();
+    let worker = {
+        let spillway = spillway.clone();
+        std::thread::spawn(move || {
+            let resource = spillway.resource("r").unwrap();
+            // Each message follows a reload (the channel orders it after the reload); the entry
+            // after it must see the rules that reload installed.
+            while wait.recv().is_ok() {
+                let result = resource.entry().enter().map(drop);
+                let result = result.map_err(|error| error.rule_id().map(str::to_owned));
+                report.send(result).unwrap();
+            }
+        })
+    };
+    for round in 0..50 {
+        let (rules, blocking) = if round % 2 == 0 {
+            (vec![FlowRule::qps(format!("zero-{round}"), "r", 0.0)], true)
+        } else {
+            (vec![FlowRule::qps("wide", "r", 1_000_000.0)], false)
+        };
+        spillway.load_flow_rules(rules).unwrap();
+        go.send(()).unwrap();
+        let result = results.recv().unwrap();
+        if blocking {
+            assert_eq!(result, Err(Some(format!("zero-{round}"))), "round {round}");
+        } else {
+            assert_eq!(result, Ok(()), "round {round}");
+        }
+    }
+    drop(go);
+    worker.join().unwrap();
+}
