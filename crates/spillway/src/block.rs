@@ -154,6 +154,13 @@ impl BlockError {
         self
     }
 
+    /// [`with_retry_after`](Self::with_retry_after) in nanoseconds, as the block keeps it.
+    #[inline]
+    pub(crate) fn with_retry_after_nanos(mut self, nanos: u64) -> Self {
+        self.retry_after = nanos.min(NONE - 1);
+        self
+    }
+
     pub(crate) fn with_waited(mut self, waited: Duration) -> Self {
         self.waited = compact(waited);
         self

@@ -327,7 +327,7 @@ impl DirectRefusal {
             threshold,
         )
         .with_rule(compiled.id)
-        .with_retry_after(until_next_bucket(&resource.node, now))
+        .with_retry_after_nanos(nanos_to_next_bucket(&resource.node, now))
     }
 }
 
@@ -431,10 +431,16 @@ fn concurrency(selected: &Selected<'_>, held: &mut Held, limit: f64, count: u32)
 /// Time until the second window's current bucket ends (when the oldest counts start to leave).
 #[inline]
 fn until_next_bucket(node: &ResourceNode, now: u64) -> Duration {
+    Duration::from_nanos(nanos_to_next_bucket(node, now))
+}
+
+/// [`until_next_bucket`] in nanoseconds.
+#[inline]
+fn nanos_to_next_bucket(node: &ResourceNode, now: u64) -> u64 {
     let window = node.second_window();
     // The window's cursor knows the current bucket: no division.
     let next = (window.current_id(now) + 1).saturating_mul(window.bucket_nanos());
-    Duration::from_nanos(next.saturating_sub(now))
+    next.saturating_sub(now)
 }
 
 /// Releases every reservation in `held`.

@@ -84,9 +84,10 @@ impl EntryState {
         count: u32,
         inbound: bool,
     ) {
+        let slot = thread_slot();
         let count = u64::from(count);
         for_each_node!(resource, origin, entrance, inbound, |node| {
-            node.add_block(now, count);
+            node.record_block(slot, now, count);
         });
     }
 

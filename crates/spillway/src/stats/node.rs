@@ -179,7 +179,12 @@ impl ResourceNode {
     /// Records `count` refusals.
     #[inline]
     pub fn add_block(&self, now_nanos: u64, count: u64) {
-        let slot = thread_slot();
+        self.record_block(thread_slot(), now_nanos, count);
+    }
+
+    /// A refusal from thread slot `slot`: `count` blocks.
+    #[inline]
+    pub(crate) fn record_block(&self, slot: usize, now_nanos: u64, count: u64) {
         self.add_both(slot, now_nanos, Event::Block, count);
     }
 
