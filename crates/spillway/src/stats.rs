@@ -10,7 +10,6 @@
 
 mod accumulator;
 mod event;
-mod gauge;
 mod node;
 mod ring;
 mod striped;

@@ -9,7 +9,8 @@ use std::sync::Arc;
 /// Set in a line's state while its owner hands a finished bucket over to the ring.
 const BUSY: u64 = 1;
 
-/// One thread's current bucket: a state word and seven counters, one cache line of its own.
+/// One thread's current bucket: a state word and seven counters, one cache line of its own; and
+/// the thread's in-flight count beside them.
 ///
 /// Only the thread holding the matching slot ([`thread_slot`](crate::sync::thread_slot)) writes a
 /// line, so its counters are updated with a plain load and store (no locked instruction). The
@@ -18,6 +19,10 @@ const BUSY: u64 = 1;
 pub(super) struct Line {
     state: AtomicU64,
     words: [AtomicU64; SLOTS],
+    /// Entries this thread admitted minus those it ended, wrapping (an entry may end on another
+    /// thread): its share of the node's concurrency. Not part of any bucket, so never moved or
+    /// zeroed.
+    in_flight: AtomicU64,
 }
 
 impl Line {
@@ -25,7 +30,25 @@ impl Line {
         Self {
             state: AtomicU64::new(0),
             words: std::array::from_fn(|i| AtomicU64::new(fresh(i))),
+            in_flight: AtomicU64::new(0),
         }
+    }
+
+    /// Adds `delta` (wrapping) to this thread's in-flight count (owner only).
+    #[inline(always)]
+    pub(super) fn add_in_flight(&self, delta: u64) {
+        // Relaxed: a single writer; readers want the latest value, not an ordering.
+        let word = &self.in_flight;
+        word.store(
+            word.load(Ordering::Relaxed).wrapping_add(delta),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// This thread's in-flight count, wrapping.
+    #[inline]
+    pub(super) fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
     }
 
     /// Whether the line holds bucket `id` already (owner only): the common case of
@@ -164,6 +187,13 @@ impl Accumulators {
     #[inline]
     pub(super) fn owned(&self, slot: usize) -> Option<&Line> {
         self.lines.get(slot).map(|line| &**line)
+    }
+
+    /// The lines' in-flight counts, summed (wrapping).
+    pub(super) fn in_flight_sum(&self) -> u64 {
+        self.lines
+            .iter()
+            .fold(0u64, |sum, line| sum.wrapping_add(line.in_flight()))
     }
 
     pub(super) fn lines(&self) -> impl Iterator<Item = &Line> {

@@ -1,5 +1,3 @@
-use super::gauge::SlotGauge;
-use super::striped::default_stripes;
 use super::window::{SlidingWindow, WindowSnapshot};
 use super::window_config::WindowConfig;
 use super::Event;
@@ -70,7 +68,8 @@ impl NodeConfig {
 /// Sentinel's `StatisticNode`: live statistics of one resource (or of one origin of a resource).
 ///
 /// Every entry adds to the second window (rates, RT) and to the minute window (totals, the
-/// previous second), and moves the concurrency gauge. Reads are Sentinel's, with Sentinel's
+/// previous second), and moves the concurrency gauge (kept per thread beside the second window's
+/// counters, on the line the entry writes anyway). Reads are Sentinel's, with Sentinel's
 /// arithmetic: rates are window sums divided by the window's interval in seconds.
 ///
 /// # Examples
@@ -88,7 +87,6 @@ impl NodeConfig {
 pub struct ResourceNode {
     second: SlidingWindow,
     minute: SlidingWindow,
-    concurrency: SlotGauge,
     /// Entries admitted through a concurrency rule on this node and still in flight: one shared
     /// atomic, touched only when a concurrency rule selects this node (check and count in one
     /// compare-and-swap).
@@ -152,7 +150,6 @@ impl ResourceNode {
         Self {
             second,
             minute,
-            concurrency: SlotGauge::new(default_stripes()),
             limited: CachePadded::new(AtomicU64::new(0)),
         }
     }
@@ -209,20 +206,24 @@ impl ResourceNode {
     /// One more entry in flight.
     #[inline]
     pub fn increase_concurrency(&self) {
-        self.concurrency.add(thread_slot(), 1);
+        self.second.add_in_flight(thread_slot(), 1);
     }
 
     /// One fewer entry in flight.
     #[inline]
     pub fn decrease_concurrency(&self) {
-        self.concurrency.add(thread_slot(), u64::MAX);
+        self.second.add_in_flight(thread_slot(), u64::MAX);
     }
 
     /// An admission from thread slot `slot`: one more in flight, `count` passes (Sentinel's order).
+    /// The in-flight count lives on the second window's line of the thread, which the pass is
+    /// written to anyway.
     #[inline]
     pub(crate) fn record_admission(&self, slot: usize, now_nanos: u64, count: u64) {
-        self.concurrency.add(slot, 1);
-        self.add_both(slot, now_nanos, Event::Pass, count);
+        self.second.add_admission_from(slot, now_nanos, count);
+        if !self.minute.is_fed() {
+            self.minute.add_from(slot, now_nanos, Event::Pass, count);
+        }
     }
 
     /// A completion from thread slot `slot`: RT, completions and errors, one fewer in flight.
@@ -235,8 +236,13 @@ impl ResourceNode {
         count: u64,
         error: bool,
     ) {
-        self.record_completion(slot, now_nanos, rt_micros, count, error);
-        self.concurrency.add(slot, u64::MAX);
+        let errors = if error { count } else { 0 };
+        self.second
+            .add_exit_from(slot, now_nanos, rt_micros, count, errors);
+        if !self.minute.is_fed() {
+            self.minute
+                .add_completion_from(slot, now_nanos, rt_micros, count, errors);
+        }
     }
 
     /// Adds `count` to `event` in both windows.
@@ -369,7 +375,7 @@ impl ResourceNode {
 
     /// Entries in flight.
     pub fn concurrency(&self) -> i64 {
-        self.concurrency.value()
+        self.second.in_flight()
     }
 
     /// Admitted in the previous second (the minute window's previous bucket).

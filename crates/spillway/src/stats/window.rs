@@ -93,6 +93,9 @@ pub struct SlidingWindow {
     /// Whether anything was ever borrowed: spares reads the borrowed words when nothing was.
     any_borrowed: AtomicBool,
     late: AtomicU64,
+    /// In-flight changes from threads without a line of their own (see
+    /// [`add_in_flight`](Self::add_in_flight)).
+    in_flight_shared: CachePadded<AtomicU64>,
     /// The coarser window this one's finished buckets also go to (the node's minute window).
     feed: Option<Feed>,
     /// The finer window whose lines this one reads as its own, and the ratio of the bucket
@@ -202,6 +205,7 @@ impl SlidingWindow {
             borrowed: (0..2 * buckets).map(|_| AtomicU64::new(0)).collect(),
             any_borrowed: AtomicBool::new(false),
             late: AtomicU64::new(0),
+            in_flight_shared: CachePadded::new(AtomicU64::new(0)),
             feed: None,
             fed_by: None,
         }
@@ -412,6 +416,70 @@ impl SlidingWindow {
                 tagged::value_for(word, id)
             })
             .fold(0u64, u64::saturating_add)
+    }
+
+    /// An admission from thread slot `slot`: `n` passes, as [`add_from`](Self::add_from), and
+    /// one more entry in flight, on the same line.
+    #[inline(always)]
+    pub(crate) fn add_admission_from(&self, slot: usize, now_nanos: u64, n: u64) {
+        let id = self.advance(now_nanos);
+        if let Some(line) = self.accumulators.owned(slot) {
+            line.add_in_flight(1);
+            if line.holds(id) {
+                line.bump(Event::Pass.slot(), n);
+                return;
+            }
+        } else {
+            self.in_flight_shared.fetch_add(1, Ordering::Relaxed);
+        }
+        self.add_slow(slot, id, Event::Pass, n);
+    }
+
+    /// An exit from thread slot `slot`: completions as
+    /// [`add_completion_from`](Self::add_completion_from), and one entry fewer in flight, on
+    /// the same line.
+    #[inline(always)]
+    pub(crate) fn add_exit_from(
+        &self,
+        slot: usize,
+        now_nanos: u64,
+        rt_micros: u64,
+        count: u64,
+        errors: u64,
+    ) {
+        let id = self.advance(now_nanos);
+        let rt = rt_micros.min(self.max_rt_micros);
+        if let Some(line) = self.accumulators.owned(slot) {
+            line.add_in_flight(u64::MAX);
+            if line.holds(id) {
+                line.add_completion(rt, count, errors);
+                return;
+            }
+        } else {
+            self.in_flight_shared.fetch_add(u64::MAX, Ordering::Relaxed);
+        }
+        self.add_completion_slow(slot, id, rt, count, errors);
+    }
+
+    /// Adds `delta` (wrapping: `u64::MAX` is minus one) to the entries in flight, on thread slot
+    /// `slot`'s line or, for a thread without one, on a shared word.
+    #[inline]
+    pub(crate) fn add_in_flight(&self, slot: usize, delta: u64) {
+        match self.accumulators.owned(slot) {
+            Some(line) => line.add_in_flight(delta),
+            None => {
+                self.in_flight_shared.fetch_add(delta, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Entries in flight: the sum over every line and the shared word. An entry that started on
+    /// one thread and ended on another counts +1 on one and -1 on the other, so only the sum is
+    /// meaningful; a read racing entries sees a value some interleaving of them could produce.
+    pub(crate) fn in_flight(&self) -> i64 {
+        self.accumulators
+            .in_flight_sum()
+            .wrapping_add(self.in_flight_shared.load(Ordering::Relaxed)) as i64
     }
 
     #[cold]
