@@ -103,16 +103,16 @@
 //!
 //! # Performance
 //!
-//! An entry and its exit, with no rules, cost about 24 ns on one thread and the same per call on
+//! An entry and its exit, with no rules, cost about 23 ns on one thread and the same per call on
 //! two threads at once (`bench/run`, `docs/benchmarks.md`, on a 2-core AMD EPYC VM). Two clock
 //! reads (the entry's start and end, for the microsecond RT) are about 10 ns of that: one read of
 //! the TSC costs 9.55 ns there, which is the instruction's own throughput. With a
-//! [`CoarseClock`] (one load a read, RT in whole ticks) the same entry and exit cost about 14 ns.
-//! The statistics (pass, completion, RT, min RT and concurrency in the second window, which
-//! feeds the minute window once per bucket) are the rest. They scale because each thread writes
-//! cache lines of its own, with plain stores: see [`stats::SlidingWindow`]. A QPS reject rule
-//! adds a compare-and-swap on a passing call and only reads on a refused one (about 40 and 28 ns
-//! in all; 30 and 23 ns with the coarse clock).
+//! [`CoarseClock`] (one load a read, RT in whole ticks) the same entry and exit cost about 13 ns.
+//! The statistics (pass, completion, RT, min RT and the in-flight count on the thread's line of
+//! the second window, which feeds the minute window once per bucket) are the rest. They scale
+//! because each thread writes cache lines of its own, with plain stores: see
+//! [`stats::SlidingWindow`]. A QPS reject rule adds a compare-and-swap on a passing call and
+//! only reads on a refused one (about 38 and 29 ns in all; 28 and 22 ns with the coarse clock).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // `unsafe_code` is denied workspace-wide; the one module that allows it reads the TSC inline
