@@ -285,12 +285,25 @@ impl SlidingWindow {
     /// loads and one store; everything else is in an outlined, cold function.
     #[inline(always)]
     pub(crate) fn add_from(&self, slot: usize, now_nanos: u64, event: Event, n: u64) {
+        self.add_moving(slot, now_nanos, event, n, 0);
+    }
+
+    /// [`add_from`](Self::add_from), also adding `in_flight` (wrapping; 0 for none) to the
+    /// entries in flight on the same line.
+    #[inline(always)]
+    fn add_moving(&self, slot: usize, now_nanos: u64, event: Event, n: u64, in_flight: u64) {
         let id = self.advance(now_nanos);
-        if let Some(line) = self.accumulators.owned(slot) {
-            if line.holds(id) {
-                line.bump(event.slot(), n);
-                return;
+        match self.accumulators.owned(slot) {
+            Some(line) => {
+                if in_flight != 0 {
+                    line.add_in_flight(in_flight);
+                }
+                if line.holds(id) {
+                    line.bump(event.slot(), n);
+                    return;
+                }
             }
+            None => self.add_in_flight_shared(in_flight),
         }
         self.add_slow(slot, id, event, n);
     }
@@ -333,13 +346,34 @@ impl SlidingWindow {
         count: u64,
         errors: u64,
     ) {
+        self.add_completion_moving(slot, now_nanos, rt_micros, count, errors, 0);
+    }
+
+    /// [`add_completion_from`](Self::add_completion_from), also adding `in_flight` (wrapping; 0
+    /// for none) to the entries in flight on the same line.
+    #[inline(always)]
+    fn add_completion_moving(
+        &self,
+        slot: usize,
+        now_nanos: u64,
+        rt_micros: u64,
+        count: u64,
+        errors: u64,
+        in_flight: u64,
+    ) {
         let id = self.advance(now_nanos);
         let rt = rt_micros.min(self.max_rt_micros);
-        if let Some(line) = self.accumulators.owned(slot) {
-            if line.holds(id) {
-                line.add_completion(rt, count, errors);
-                return;
+        match self.accumulators.owned(slot) {
+            Some(line) => {
+                if in_flight != 0 {
+                    line.add_in_flight(in_flight);
+                }
+                if line.holds(id) {
+                    line.add_completion(rt, count, errors);
+                    return;
+                }
             }
+            None => self.add_in_flight_shared(in_flight),
         }
         self.add_completion_slow(slot, id, rt, count, errors);
     }
@@ -422,17 +456,7 @@ impl SlidingWindow {
     /// one more entry in flight, on the same line.
     #[inline(always)]
     pub(crate) fn add_admission_from(&self, slot: usize, now_nanos: u64, n: u64) {
-        let id = self.advance(now_nanos);
-        if let Some(line) = self.accumulators.owned(slot) {
-            line.add_in_flight(1);
-            if line.holds(id) {
-                line.bump(Event::Pass.slot(), n);
-                return;
-            }
-        } else {
-            self.in_flight_shared.fetch_add(1, Ordering::Relaxed);
-        }
-        self.add_slow(slot, id, Event::Pass, n);
+        self.add_moving(slot, now_nanos, Event::Pass, n, 1);
     }
 
     /// An exit from thread slot `slot`: completions as
@@ -447,18 +471,7 @@ impl SlidingWindow {
         count: u64,
         errors: u64,
     ) {
-        let id = self.advance(now_nanos);
-        let rt = rt_micros.min(self.max_rt_micros);
-        if let Some(line) = self.accumulators.owned(slot) {
-            line.add_in_flight(u64::MAX);
-            if line.holds(id) {
-                line.add_completion(rt, count, errors);
-                return;
-            }
-        } else {
-            self.in_flight_shared.fetch_add(u64::MAX, Ordering::Relaxed);
-        }
-        self.add_completion_slow(slot, id, rt, count, errors);
+        self.add_completion_moving(slot, now_nanos, rt_micros, count, errors, u64::MAX);
     }
 
     /// Adds `delta` (wrapping: `u64::MAX` is minus one) to the entries in flight, on thread slot
@@ -467,9 +480,15 @@ impl SlidingWindow {
     pub(crate) fn add_in_flight(&self, slot: usize, delta: u64) {
         match self.accumulators.owned(slot) {
             Some(line) => line.add_in_flight(delta),
-            None => {
-                self.in_flight_shared.fetch_add(delta, Ordering::Relaxed);
-            }
+            None => self.add_in_flight_shared(delta),
+        }
+    }
+
+    /// Adds `delta` (0 for none) to the shared in-flight word, for a thread without a line.
+    #[inline(always)]
+    fn add_in_flight_shared(&self, delta: u64) {
+        if delta != 0 {
+            self.in_flight_shared.fetch_add(delta, Ordering::Relaxed);
         }
     }
 
