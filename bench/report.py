@@ -19,7 +19,7 @@ GROUPS = {
     "entry/2t": ("handle_system_clock", "spillway entry + exit, no rules, 2 threads at once."),
     "flow/1t": ("qps_reject_pass", "spillway entry + exit with one QPS reject rule loaded, passing or blocked, 1 thread; `_shared_ring`: the same on nodes whose second window has no per-thread accumulators (`WindowConfig::with_stripes(0)`); `_coarse_clock`: on an instance reading the coarse clock."),
     "flow/2t": ("qps_reject_pass", "The same, 2 threads at once: per-call cost."),
-    "admit/1t": ("shared_atomic", "Admit one call (and release it) with no limit reached, 1 thread: spillway and its peers."),
+    "admit/1t": ("shared_atomic", "Admit one call (and release it) with no limit reached, 1 thread: spillway and its peers (`spillway_entry_exit_coarse_clock`: spillway on an instance reading the coarse clock, RT in 1 ms ticks)."),
     "admit/2t": ("shared_atomic", "The same, 2 threads at once: per-call cost."),
     "qps_rule/1t": ("governor_pass", "One QPS limit loaded; a call it passes and a call it refuses, 1 thread: spillway (entry + exit, QPS reject rule; `_coarse_clock`: on an instance reading the coarse clock), governor (`check`), sentinel-core (entry + exit, reject flow rule)."),
     "qps_rule/2t": ("governor_pass", "The same, 2 threads at once: per-call cost."),

@@ -6,7 +6,8 @@
 //!
 //! - `shared_atomic`: one `fetch_add` on one shared `AtomicU64`, the floor everything is held to;
 //! - `spillway_entry_exit`: `resource.entry().enter()` and drop (pass, RT, completion and
-//!   concurrency statistics, system clock);
+//!   concurrency statistics, system clock); `spillway_entry_exit_coarse_clock`: the same on an
+//!   instance reading `CoarseClock` (RT in 1 ms ticks);
 //! - `sentinel_core_entry_exit`: sentinel-core (the Rust port of Sentinel) `EntryBuilder::build`
 //!   and `exit`, no rules loaded;
 //! - `governor_check`: governor's direct (GCRA) limiter `check`;
@@ -54,6 +55,16 @@ fn admit(c: &mut Criterion) {
         group.bench_function("spillway_entry_exit", |b| {
             b.iter_custom(|iters| {
                 run_parallel(threads, iters, || drop(black_box(resource.entry().enter())))
+            })
+        });
+
+        let coarse = spillway::Spillway::new_with_clock(spillway::CoarseClock::new());
+        let coarse_resource = coarse.resource("bench").unwrap();
+        group.bench_function("spillway_entry_exit_coarse_clock", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    drop(black_box(coarse_resource.entry().enter()))
+                })
             })
         });
 
