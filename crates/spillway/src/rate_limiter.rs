@@ -63,7 +63,7 @@ pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
 ///
 /// On the system clock, `try_acquire(1, Duration::ZERO)` costs about one read of the TSC,
 /// passing or refusing: 9.9 and 9.7 ns on the 2-core VM the benches run on, against 9.6 to
-/// 10.0 ns for governor's `check` in the same runs (`docs/benchmarks.md`, group `rate_limiter`).
+/// 10.2 ns for governor's `check` in the same runs (`docs/benchmarks.md`, group `rate_limiter`).
 /// The clock is read once, as whole microseconds since the limiter was made, with one multiply
 /// of the elapsed ticks.
 ///
