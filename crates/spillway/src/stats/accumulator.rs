@@ -9,8 +9,8 @@ use std::sync::Arc;
 /// Set in a line's state while its owner hands a finished bucket over to the ring.
 const BUSY: u64 = 1;
 
-/// One thread's current bucket: a state word and seven counters, one cache line of its own; and
-/// the thread's in-flight count beside them.
+/// One thread's current bucket: a state word and seven counters, one cache line of its own; and,
+/// on the next line of its padding, the thread's in-flight count.
 ///
 /// Only the thread holding the matching slot ([`thread_slot`](crate::sync::thread_slot)) writes a
 /// line, so its counters are updated with a plain load and store (no locked instruction). The
