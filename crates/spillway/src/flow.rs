@@ -44,6 +44,7 @@ mod admission;
 mod compiled;
 mod concurrency;
 mod decision;
+mod gate;
 mod reject;
 mod rule;
 mod rule_set;
@@ -56,10 +57,11 @@ mod warm_up_throttle;
 
 pub use concurrency::ConcurrencyLimit;
 
-pub(crate) use admission::{AdmissionRing, Admitted};
+pub(crate) use admission::{whole_count, AdmissionRing, AdmissionRings, Admitted, RINGS};
 pub(crate) use compiled::{Controller, ResourceRules};
 pub(crate) use concurrency::{try_acquire_on, try_increment};
 pub use decision::Decision;
+pub(crate) use gate::{DirectGate, GateRead};
 pub use reject::QpsReject;
 pub use rule::{
     Behavior, FlowRule, Grade, LimitApp, Strategy, DEFAULT_COLD_FACTOR, DEFAULT_OCCUPY_TIMEOUT,
@@ -80,5 +82,7 @@ mod tests;
 mod loom_admission;
 #[cfg(all(test, spillway_loom))]
 mod loom_concurrency;
+#[cfg(all(test, spillway_loom))]
+mod loom_gate;
 #[cfg(all(test, spillway_loom))]
 mod loom_schedule;

@@ -10,9 +10,11 @@ use crate::breaker::ResourceBreakers;
 use crate::clock::Clock;
 use crate::core::Core;
 use crate::entry::EntryBuilder;
-use crate::flow::ResourceRules;
+use crate::flow::RINGS;
+use crate::flow::{AdmissionRings, DirectGate, ResourceRules};
 use crate::stats::{NodeStats, ResourceNode, WindowSnapshot};
 use arc_swap::ArcSwapOption;
+use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -55,6 +57,12 @@ pub(crate) struct ResourceInner {
     pub(crate) flow: ArcSwapOption<ResourceRules>,
     /// Whether `flow` holds rules: lets the rule-free path skip the ArcSwap load.
     pub(crate) has_flow: AtomicBool,
+    /// Copies of the numbers of `flow`'s rules when they are all QPS reject rules that every
+    /// caller meets, read without a reference on `flow` (closed otherwise). On a cache line of
+    /// its own: read by every entry, written only by reloads.
+    pub(crate) gate: CachePadded<DirectGate>,
+    /// The admission rings of `flow`'s QPS reject rules (see [`AdmissionRings`]).
+    pub(crate) rings: AdmissionRings,
     /// This resource's circuit breakers, swapped whole when breaker rules are loaded.
     pub(crate) breakers: ArcSwapOption<ResourceBreakers>,
     pub(crate) has_breakers: AtomicBool,
@@ -66,7 +74,7 @@ impl Resource {
         let config = core.node_config;
         let flow = core.flow.load().by_resource.get(&*name).cloned();
         let breakers = core.breakers.load().by_resource.get(&*name).cloned();
-        Self {
+        let resource = Self {
             inner: Arc::new(ResourceInner {
                 static_name: crate::intern::intern(&name),
                 name,
@@ -74,12 +82,16 @@ impl Resource {
                 origins: ChildNodes::new(core.max_origins, config),
                 entrances: ChildNodes::new(core.max_origins, config),
                 has_flow: AtomicBool::new(flow.is_some()),
-                flow: ArcSwapOption::new(flow),
+                gate: CachePadded::new(DirectGate::new()),
+                rings: AdmissionRings::default(),
+                flow: ArcSwapOption::new(None),
                 has_breakers: AtomicBool::new(breakers.is_some()),
                 breakers: ArcSwapOption::new(breakers),
                 core,
             }),
-        }
+        };
+        resource.inner.set_flow(flow);
+        resource
     }
 
     /// The resource's name.
@@ -174,6 +186,24 @@ impl ResourceInner {
         use std::sync::atomic::Ordering;
         // Flag first when adding, after when removing: a reader that sees the flag unset skips
         // rules that are being removed anyway.
+        // The gate closes before its rules change and opens after: a reader that finds it
+        // closed reads `flow`, which always holds the old rules or the new.
+        self.gate.publish(None);
+        if let Some(new) = &rules {
+            // A ring that passes to another rule starts over. An unchanged rule keeps its ring
+            // (the same controller holds it) and its counts.
+            let old = self.flow.load();
+            for ring in 0..RINGS as u8 {
+                let Some(user) = new.ring_user(ring) else {
+                    continue;
+                };
+                let previous = old.as_ref().and_then(|old| old.ring_user(ring));
+                if !previous.is_some_and(|previous| Arc::ptr_eq(previous, user)) {
+                    self.rings.get(ring).reset();
+                }
+            }
+        }
+        let gate = rules.as_ref().and_then(|rules| rules.gate);
         if rules.is_some() {
             self.flow.store(rules);
             self.has_flow.store(true, Ordering::Release);
@@ -181,6 +211,7 @@ impl ResourceInner {
             self.has_flow.store(false, Ordering::Release);
             self.flow.store(None);
         }
+        self.gate.publish(gate.as_ref());
     }
 }
 

@@ -186,6 +186,54 @@ fn a_later_qps_block_gives_back_the_earlier_rules_admission() {
 }
 
 #[test]
+fn a_kept_rule_keeps_its_counts_and_a_new_rule_counts_the_window() {
+    let (spillway, _clock) = manual();
+    let a = FlowRule::qps("a", "r", 3.0);
+    spillway.load_flow_rules(vec![a.clone()]).unwrap();
+    assert_eq!(passes(&spillway, "r", None, 5), 3);
+    // "a" is kept (its three admissions with it) and "b" joins, seeded from the window.
+    spillway
+        .load_flow_rules(vec![a, FlowRule::qps("b", "r", 10.0)])
+        .unwrap();
+    let error = spillway.entry("r").enter().unwrap_err();
+    assert_eq!(error.rule_id(), Some("a"));
+    // "c" replaces both and takes the ring "a" had, started over from the window: three passes
+    // (the refusals are not passes), so two more of its five.
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("c", "r", 5.0)])
+        .unwrap();
+    assert_eq!(passes(&spillway, "r", None, 5), 2);
+    let error = spillway.entry("r").enter().unwrap_err();
+    assert_eq!((error.rule_id(), error.threshold()), (Some("c"), 5.0));
+}
+
+#[test]
+fn more_direct_rules_than_the_gate_holds_are_all_checked() {
+    let (spillway, _clock) = manual();
+    let rules = |resource: &str, counts: &[f64]| -> Vec<FlowRule> {
+        counts
+            .iter()
+            .map(|&count| FlowRule::qps(format!("{resource}-{count}"), resource, count))
+            .collect()
+    };
+    let mut all = rules("four", &[9.0, 8.0, 6.0, 7.0]);
+    all.extend(rules("five", &[9.0, 8.0, 7.0, 6.0, 5.0]));
+    all.extend(rules("six", &[9.0, 8.0, 7.0, 6.0, 5.0, 4.0]));
+    spillway.load_flow_rules(all).unwrap();
+    assert_eq!(passes(&spillway, "four", None, 10), 6);
+    assert_eq!(
+        spillway.entry("four").enter().unwrap_err().rule_id(),
+        Some("four-6")
+    );
+    assert_eq!(passes(&spillway, "five", None, 10), 5);
+    assert_eq!(passes(&spillway, "six", None, 10), 4);
+    assert_eq!(
+        spillway.entry("six").enter().unwrap_err().rule_id(),
+        Some("six-4")
+    );
+}
+
+#[test]
 fn a_rule_loaded_on_a_busy_resource_counts_the_passes_before_it() {
     let (spillway, clock) = manual();
     assert_eq!(passes(&spillway, "r", None, 3), 3);
@@ -386,7 +434,8 @@ fn prioritized_entries_respect_the_occupy_timeout() {
 
 #[test]
 fn a_reload_takes_effect_on_the_next_entry_of_the_same_thread() {
-    // Entries read rules through a per-thread cache: each reload must invalidate it.
+    // Entries read direct QPS reject rules through the resource's gate, a copy of the rules'
+    // numbers: each reload must rewrite it.
     let (spillway, _clock) = manual();
     let resource = spillway.resource("r").unwrap();
     spillway

@@ -2,8 +2,8 @@
 
 use crate::block::{BlockError, BlockKind};
 use crate::flow::{
-    try_acquire_on, AdmissionRing, Admitted, Controller, Decision, LimitApp, QpsReject,
-    ResourceRules, Slot, Strategy,
+    try_acquire_on, whole_count, AdmissionRing, Admitted, Controller, Decision, GateRead, LimitApp,
+    QpsReject, ResourceRules, Slot, Strategy,
 };
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
@@ -202,7 +202,8 @@ pub(crate) fn check_flow(
         let compiled = &rules.rules[index];
         let node = selected.node();
         let block = match &*compiled.controller {
-            Controller::Reject(controller, admissions) => {
+            Controller::Reject(controller, ring) => {
+                let admissions = ring.map(|ring| resource.rings.get(ring));
                 match admit_reject(controller, admissions, &selected, held, index, now, count) {
                     Ok(()) => None,
                     Err(current) => {
@@ -217,7 +218,9 @@ pub(crate) fn check_flow(
                                 let at = now.saturating_add(wait_nanos);
                                 node.add_waiting(at, u64::from(count));
                                 node.add_occupied_pass(now, u64::from(count));
-                                if admissions.is_ready() {
+                                if let Some(admissions) =
+                                    admissions.filter(|admissions| admissions.is_ready())
+                                {
                                     admissions.add(at / node.second_window().bucket_nanos(), count);
                                 }
                                 return Verdict::Occupied(wait);
@@ -279,7 +282,7 @@ pub(crate) fn check_flow(
 #[inline]
 fn admit_reject(
     controller: &QpsReject,
-    admissions: &AdmissionRing,
+    admissions: Option<&AdmissionRing>,
     selected: &Selected<'_>,
     held: &mut Held,
     index: usize,
@@ -289,89 +292,151 @@ fn admit_reject(
     let node = selected.node();
     let window = node.second_window();
     let counts_all = matches!(selected, Selected::Own(_, LIMITED_RESOURCE));
-    if counts_all && held.has_room_to_count() && admissions.ready(window, now) {
-        let admitted =
-            admissions.admit(window, window.current_id(now), count, controller.count())?;
-        held.count(index, admitted);
-        return Ok(());
+    if let Some(admissions) = admissions {
+        if counts_all && held.has_room_to_count() && admissions.ready(window, now) {
+            let current = window.current_id(now);
+            let whole = whole_count(controller.count());
+            let admitted = admissions.admit(window, current, count, controller.count(), whole)?;
+            held.count(index, admitted);
+            return Ok(());
+        }
     }
     controller.check_current(node, now, count)
 }
 
-/// The rule of a direct-rejects rule set that refused an entry, and the truncated pass QPS it
-/// saw.
+/// Why [`check_gate`] stopped: rule `rule` refused the entry, seeing the truncated pass QPS
+/// `current`; or (`rule == CHANGED`) a reload rewrote the gate during the check, and nothing is
+/// held. Two words, so that it stays in registers: an enum here was built in memory and read
+/// back wider than it was written, a store-forwarding stall on every refusal.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct DirectRefusal {
-    index: usize,
+pub(crate) struct GateStop {
+    rule: usize,
     current: i64,
 }
 
-impl DirectRefusal {
-    /// The block, built where it is returned.
+impl GateStop {
+    const CHANGED: usize = usize::MAX;
+
+    /// Whether a rule refused the entry (otherwise the rule set must decide).
+    #[inline]
+    pub(crate) fn refused(&self) -> bool {
+        self.rule != Self::CHANGED
+    }
+
+    /// The block, built where it is returned, with the numbers of the rule that refused.
     #[inline]
     pub(crate) fn into_error(
         self,
         resource: &ResourceInner,
-        rules: &ResourceRules,
+        read: &GateRead<'_>,
         now: u64,
     ) -> BlockError {
-        let compiled = &rules.rules[self.index];
-        let threshold = match &*compiled.controller {
-            Controller::Reject(controller, _) => controller.count(),
-            _ => compiled.rule.count,
-        };
-        BlockError::new(
+        let rule = read.rule(self.rule);
+        let error = BlockError::new(
             BlockKind::Flow,
             Cow::Borrowed(resource.static_name),
             self.current as f64,
-            threshold,
+            rule.count,
         )
-        .with_rule(compiled.id)
-        .with_retry_after_nanos(nanos_to_next_bucket(&resource.node, now))
+        .with_retry_after_nanos(nanos_to_next_bucket(&resource.node, now));
+        match crate::intern::name_of(rule.id) {
+            Some(id) => error.with_rule(id),
+            None => error,
+        }
     }
 }
 
-/// [`check_flow`] for a rule set of QPS reject rules that every caller meets
-/// ([`ResourceRules::only_direct_rejects`]), for callers that are not prioritized: the same
-/// decisions (each rule counts its admission on the resource's node; a refusal gives back what
-/// the earlier ones counted), on a path short enough to stay inlined, with a result small enough
-/// to stay in registers.
+/// [`check_flow`] for rules a gate holds (QPS reject rules that every caller meets, each
+/// counting on a ring of the resource), for callers that are not prioritized: the same decisions
+/// (each rule counts its admission; a refusal gives back what the earlier ones counted), on a
+/// path short enough to stay inlined, with a result small enough to stay in registers.
 #[inline(always)]
-pub(crate) fn check_direct_rejects(
+pub(crate) fn check_gate(
     resource: &ResourceInner,
-    rules: &ResourceRules,
+    read: &GateRead<'_>,
     now: u64,
     count: u32,
-) -> Result<(), DirectRefusal> {
-    let node = &resource.node;
-    let window = node.second_window();
-    let mut counted = [Admitted::default(); MAX_COUNTED];
-    for (index, compiled) in rules.rules.iter().enumerate() {
-        let Controller::Reject(controller, admissions) = &*compiled.controller else {
-            continue;
-        };
-        let result = if admissions.ready(window, now) {
-            admissions
-                .admit(window, window.current_id(now), count, controller.count())
-                .map(|admitted| counted[index] = admitted)
-        } else {
-            controller.check_current(node, now, count)
-        };
-        if let Err(current) = result {
-            for (earlier, &admitted) in counted[..index].iter().enumerate() {
-                give_back_admission(rules, earlier, admitted);
+) -> Result<(), GateStop> {
+    let first = admit_gate_rule(resource, read, 0, now, count)?;
+    if read.len() > 1 {
+        return check_gate_rest(resource, read, first, now, count);
+    }
+    Ok(())
+}
+
+/// [`check_gate`]'s rules after the first, with what the first counted.
+#[inline(never)]
+fn check_gate_rest(
+    resource: &ResourceInner,
+    read: &GateRead<'_>,
+    first: Admitted,
+    now: u64,
+    count: u32,
+) -> Result<(), GateStop> {
+    let mut counted = [first; MAX_COUNTED];
+    for index in 1..read.len() {
+        match admit_gate_rule(resource, read, index, now, count) {
+            Ok(admitted) => counted[index] = admitted,
+            Err(stop) => {
+                for (earlier, &admitted) in counted[..index].iter().enumerate() {
+                    if admitted.count > 0 {
+                        resource
+                            .rings
+                            .get(read.rule(earlier).ring)
+                            .give_back(admitted);
+                    }
+                }
+                return Err(stop);
             }
-            return Err(DirectRefusal { index, current });
         }
     }
     Ok(())
 }
 
+/// Checks rule `index` of the gate, counting its admission on its ring.
+#[inline(always)]
+fn admit_gate_rule(
+    resource: &ResourceInner,
+    read: &GateRead<'_>,
+    index: usize,
+    now: u64,
+    count: u32,
+) -> Result<Admitted, GateStop> {
+    let rule = read.rule(index);
+    if !read.unchanged() {
+        return Err(GateStop {
+            rule: GateStop::CHANGED,
+            current: 0,
+        });
+    }
+    let node = &resource.node;
+    let window = node.second_window();
+    let admissions = resource.rings.get(rule.ring);
+    let result = if admissions.ready(window, now) {
+        let bucket = window.current_id(now);
+        admissions.admit(window, bucket, count, rule.count, rule.whole_count)
+    } else {
+        // A window with more buckets than a ring covers: Sentinel's read of the window.
+        QpsReject::new(rule.count)
+            .check_current(node, now, count)
+            .map(|()| Admitted::default())
+    };
+    result.map_err(|current| GateStop {
+        rule: index,
+        current,
+    })
+}
+
 /// Gives back an admission rule `index` (a QPS reject rule) counted for a refused entry.
-fn give_back_admission(rules: &ResourceRules, index: usize, admitted: Admitted) {
-    if let Controller::Reject(_, admissions) = &*rules.rules[index].controller {
+fn give_back_admission(
+    resource: &ResourceInner,
+    rules: &ResourceRules,
+    index: usize,
+    admitted: Admitted,
+) {
+    if let Controller::Reject(_, Some(ring)) = &*rules.rules[index].controller {
         if admitted.count > 0 {
-            admissions.give_back(admitted);
+            resource.rings.get(*ring).give_back(admitted);
         }
     }
 }
@@ -481,7 +546,7 @@ fn give_back_held(
             .iter()
             .zip(&counted.admitted[..taken])
         {
-            give_back_admission(rules, usize::from(index), admitted);
+            give_back_admission(resource, rules, usize::from(index), admitted);
         }
     }
     let Some(queued) = &held.queued else {

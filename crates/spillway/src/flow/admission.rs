@@ -36,9 +36,6 @@ const UNUSABLE: u8 = 3;
 pub(crate) struct AdmissionRing {
     state: AtomicU8,
     slots: [AtomicU64; SLOTS],
-    /// The most passes a one-second window admits, `floor(count)`, for the integer comparison
-    /// (`u64::MAX` when no window could ever hold more).
-    whole_count: u64,
 }
 
 /// What a successful [`AdmissionRing::admit`] counted, to give back: the bucket's tag (its id
@@ -64,21 +61,41 @@ fn count_in(word: u64, id: u64) -> u64 {
     }
 }
 
+/// The most passes a one-second window admits under a rule of `count` (finite, at least 0, as
+/// validation ensures), `floor(count)`, for [`AdmissionRing::admit`]'s integer comparison
+/// (`u64::MAX` when no window could ever hold more).
+pub(crate) fn whole_count(count: f64) -> u64 {
+    // Window counts stay far below 2^53, where f64 is exact: for a whole number of passes `n`,
+    // `n as f64 > count` is `n > floor(count)`.
+    if count < 9_007_199_254_740_992.0 {
+        count.floor() as u64
+    } else {
+        u64::MAX
+    }
+}
+
+impl Default for AdmissionRing {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl AdmissionRing {
-    /// A ring for a rule of `count` (finite, at least 0, as validation ensures).
-    pub(crate) fn new(count: f64) -> Self {
-        // Window counts stay far below 2^53, where f64 is exact: for a whole number of passes
-        // `n`, `n as f64 > count` is `n > floor(count)`.
-        let whole_count = if count < 9_007_199_254_740_992.0 {
-            count.floor() as u64
-        } else {
-            u64::MAX
-        };
+    /// An empty ring, seeded from the window on first use.
+    pub(crate) fn new() -> Self {
         Self {
             state: AtomicU8::new(UNSEEDED),
             slots: std::array::from_fn(|_| AtomicU64::new(0)),
-            whole_count,
         }
+    }
+
+    /// Starts the ring over for another rule: it seeds itself from the window on next use. The
+    /// slots keep their words: each is tagged with its bucket, and the seed rewrites every slot
+    /// of the buckets it can be asked for. An entry that read the previous rules may still count
+    /// one admission here, before or during the seed: the new rule can then see one pass more or
+    /// fewer than the window for each entry that raced the reload.
+    pub(crate) fn reset(&self) {
+        self.state.store(UNSEEDED, Ordering::Release);
     }
 
     /// Whether the ring can count for `window` (at most `SLOTS / 2` buckets), seeding it from the
@@ -146,7 +163,7 @@ impl AdmissionRing {
 
     /// Admits `acquire` in bucket `current` if the window's admissions (per second, truncated as
     /// Java's `(int)` does) plus `acquire` stay within `count`; otherwise returns that truncated
-    /// pass QPS and writes nothing.
+    /// pass QPS and writes nothing. `whole_count` is [`whole_count`]`(count)`.
     #[inline]
     pub(crate) fn admit(
         &self,
@@ -154,6 +171,7 @@ impl AdmissionRing {
         current: u64,
         acquire: u32,
         count: f64,
+        whole_count: u64,
     ) -> Result<Admitted, i64> {
         let buckets = window.config().buckets() as u64;
         let interval_secs = window.interval_secs();
@@ -169,7 +187,7 @@ impl AdmissionRing {
             // one-second window that is whole numbers throughout: compared as integers.
             if interval_secs == 1.0 {
                 let pass = others + mine;
-                if pass.saturating_add(u64::from(acquire)) > self.whole_count {
+                if pass.saturating_add(u64::from(acquire)) > whole_count {
                     return Err(i64::try_from(pass).unwrap_or(i64::MAX));
                 }
             } else {
@@ -222,5 +240,25 @@ impl AdmissionRing {
                 Err(seen) => word = seen,
             }
         }
+    }
+}
+
+/// Most QPS reject rules of one resource that count their own admissions (see the module docs);
+/// further rules read the window.
+pub(crate) const RINGS: usize = 4;
+
+/// The admission rings of one resource, each on cache lines of its own (passes write them, and
+/// they must not slow the reads of what sits next to them). A rule keeps its ring for as long
+/// as a reload keeps the rule unchanged.
+#[derive(Debug, Default)]
+pub(crate) struct AdmissionRings {
+    rings: [crossbeam_utils::CachePadded<AdmissionRing>; RINGS],
+}
+
+impl AdmissionRings {
+    /// Ring `index` (below [`RINGS`]).
+    #[inline]
+    pub(crate) fn get(&self, index: u8) -> &AdmissionRing {
+        &self.rings[usize::from(index) % RINGS]
     }
 }

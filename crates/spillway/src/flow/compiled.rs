@@ -1,7 +1,10 @@
 //! Rules ready to check: each with its controller, grouped per resource in Sentinel's order.
 
-use super::admission::AdmissionRing;
+use super::admission::{whole_count, RINGS};
+use super::gate::{GateRule, GateRules};
 use super::{Behavior, FlowRule, Grade, LimitApp, QpsReject, Throttle, WarmUp, WarmUpThrottle};
+
+const _: () = assert!(RINGS <= 8, "ring sets are bit sets of a u8");
 use crate::resource::ResourceInner;
 use std::sync::{Arc, Weak};
 
@@ -9,8 +12,9 @@ use std::sync::{Arc, Weak};
 /// in-flight counter of the node they select.
 #[derive(Debug)]
 pub(crate) enum Controller {
-    /// A QPS reject rule, and the admissions it counts on the resource's own node.
-    Reject(QpsReject, AdmissionRing),
+    /// A QPS reject rule, and the resource's admission ring that counts its admissions (for a
+    /// rule that every caller meets, while the resource has a ring to spare).
+    Reject(QpsReject, Option<u8>),
     Concurrency {
         count: f64,
     },
@@ -20,14 +24,13 @@ pub(crate) enum Controller {
 }
 
 impl Controller {
-    pub(crate) fn new(rule: &FlowRule) -> Self {
+    /// The controller of `rule`; a QPS reject rule counts its admissions on `ring`, if any.
+    pub(crate) fn new(rule: &FlowRule, ring: Option<u8>) -> Self {
         if rule.grade == Grade::Concurrency {
             return Controller::Concurrency { count: rule.count };
         }
         match rule.behavior {
-            Behavior::Reject => {
-                Controller::Reject(QpsReject::new(rule.count), AdmissionRing::new(rule.count))
-            }
+            Behavior::Reject => Controller::Reject(QpsReject::new(rule.count), ring),
             Behavior::WarmUp {
                 period,
                 cold_factor,
@@ -47,6 +50,23 @@ impl Controller {
             )),
         }
     }
+
+    /// The admission ring this controller counts on.
+    pub(crate) fn ring(&self) -> Option<u8> {
+        match self {
+            Controller::Reject(_, ring) => *ring,
+            _ => None,
+        }
+    }
+
+    /// Whether `rule` may count its admissions on a ring: a QPS reject rule that every caller
+    /// meets (`limit_app = default`, strategy `direct`), whose admissions are all the node's.
+    pub(crate) fn counts_on_ring(rule: &FlowRule) -> bool {
+        rule.grade == Grade::Qps
+            && rule.behavior == Behavior::Reject
+            && rule.limit_app == LimitApp::Default
+            && matches!(rule.strategy, super::Strategy::Direct)
+    }
 }
 
 /// One rule, ready to check.
@@ -54,6 +74,8 @@ impl Controller {
 pub(crate) struct CompiledRule {
     pub(crate) rule: FlowRule,
     pub(crate) id: &'static str,
+    /// The id's interned number.
+    pub(crate) id_number: u32,
     /// Shared with the previous rule set when the rule is unchanged, so its state survives.
     pub(crate) controller: Arc<Controller>,
     /// For `relate`: the resource whose statistics are read (weak, so that rules relating two
@@ -68,10 +90,10 @@ pub(crate) struct ResourceRules {
     pub(crate) rules: Vec<CompiledRule>,
     /// Origins that have a rule of their own on this resource (for `other`).
     pub(crate) named_origins: Vec<String>,
-    /// Every rule is a QPS reject rule that every caller meets (`limit_app = default`, strategy
-    /// `direct`), at most as many as an entry can count: the entry path checks them on a short
-    /// path of their own.
-    pub(crate) only_direct_rejects: bool,
+    /// When every rule is a QPS reject rule that every caller meets (`limit_app = default`,
+    /// strategy `direct`) and counts on a ring, at most as many as an entry can count: the
+    /// numbers the entry path checks them with, on a short path of their own.
+    pub(crate) gate: Option<GateRules>,
 }
 
 impl ResourceRules {
@@ -88,17 +110,34 @@ impl ResourceRules {
                 _ => None,
             })
             .collect();
-        let only_direct_rejects = rules.len() <= crate::entry::MAX_COUNTED
-            && rules.iter().all(|r| {
-                matches!(*r.controller, Controller::Reject(..))
-                    && r.rule.limit_app == LimitApp::Default
-                    && matches!(r.rule.strategy, super::Strategy::Direct)
-            });
+        let gate_rules: Option<Vec<GateRule>> = rules
+            .iter()
+            .map(|r| match &*r.controller {
+                Controller::Reject(reject, Some(ring)) if Controller::counts_on_ring(&r.rule) => {
+                    Some(GateRule {
+                        count: reject.count(),
+                        whole_count: whole_count(reject.count()),
+                        ring: *ring,
+                        id: r.id_number,
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        let gate = gate_rules.and_then(|gate_rules| GateRules::new(&gate_rules));
         Self {
             rules,
             named_origins,
-            only_direct_rejects,
+            gate,
         }
+    }
+
+    /// The controller that counts on ring `ring`, if any.
+    pub(crate) fn ring_user(&self, ring: u8) -> Option<&Arc<Controller>> {
+        self.rules
+            .iter()
+            .map(|r| &r.controller)
+            .find(|controller| controller.ring() == Some(ring))
     }
 
     /// Sentinel's `isOtherOrigin`: a non-empty origin with no rule of its own here.

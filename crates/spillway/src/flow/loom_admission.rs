@@ -7,11 +7,11 @@ use loom::sync::Arc;
 use loom::thread;
 
 /// A ring seeded (empty) on a Sentinel-shaped window, at bucket 0.
-fn ring(count: f64) -> (Arc<AdmissionRing>, Arc<SlidingWindow>) {
+fn ring() -> (Arc<AdmissionRing>, Arc<SlidingWindow>) {
     let window = Arc::new(SlidingWindow::new(
         WindowConfig::sentinel_second().with_stripes(0),
     ));
-    let ring = Arc::new(AdmissionRing::new(count));
+    let ring = Arc::new(AdmissionRing::new());
     assert!(ring.ready(&window, 0));
     (ring, window)
 }
@@ -19,14 +19,14 @@ fn ring(count: f64) -> (Arc<AdmissionRing>, Arc<SlidingWindow>) {
 #[test]
 fn loom_admissions_never_exceed_the_count() {
     loom::model(|| {
-        let (ring, window) = ring(2.0);
+        let (ring, window) = ring();
         let other = {
             let (ring, window) = (ring.clone(), window.clone());
-            thread::spawn(move || ring.admit(&window, 0, 1, 2.0).is_ok())
+            thread::spawn(move || ring.admit(&window, 0, 1, 2.0, 2).is_ok())
         };
         let mine = [
-            ring.admit(&window, 0, 1, 2.0),
-            ring.admit(&window, 0, 1, 2.0),
+            ring.admit(&window, 0, 1, 2.0, 2),
+            ring.admit(&window, 0, 1, 2.0, 2),
         ];
         let theirs = other.join().unwrap();
         let admitted = mine.iter().filter(|r| r.is_ok()).count() + usize::from(theirs);
@@ -37,17 +37,17 @@ fn loom_admissions_never_exceed_the_count() {
 #[test]
 fn loom_a_give_back_frees_exactly_its_place() {
     loom::model(|| {
-        let (ring, window) = ring(1.0);
-        let first = ring.admit(&window, 0, 1, 1.0).unwrap();
+        let (ring, window) = ring();
+        let first = ring.admit(&window, 0, 1, 1.0, 1).unwrap();
         let other = {
             let (ring, window) = (ring.clone(), window.clone());
-            thread::spawn(move || ring.admit(&window, 0, 1, 1.0).is_ok())
+            thread::spawn(move || ring.admit(&window, 0, 1, 1.0, 1).is_ok())
         };
         ring.give_back(first);
         let theirs = other.join().unwrap();
         // Whether the other came before the give-back (refused) or after (admitted), one place
         // is held at the end exactly when it was admitted.
-        let held_now = ring.admit(&window, 0, 1, 1.0).is_err();
+        let held_now = ring.admit(&window, 0, 1, 1.0, 1).is_err();
         assert_eq!(held_now, theirs);
     });
 }
@@ -60,10 +60,10 @@ fn loom_a_racing_first_use_waits_for_the_seed() {
         let window = Arc::new(SlidingWindow::new(
             WindowConfig::sentinel_second().with_stripes(0),
         ));
-        let ring = Arc::new(AdmissionRing::new(1.0));
+        let ring = Arc::new(AdmissionRing::new());
         let admit = |ring: &AdmissionRing, window: &SlidingWindow| {
             assert!(ring.ready(window, 0));
-            ring.admit(window, 0, 1, 1.0).is_ok()
+            ring.admit(window, 0, 1, 1.0, 1).is_ok()
         };
         let other = {
             let (ring, window) = (ring.clone(), window.clone());

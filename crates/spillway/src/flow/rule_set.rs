@@ -1,5 +1,6 @@
 //! A loaded set of flow rules.
 
+use super::admission::RINGS;
 use super::compiled::{CompiledRule, Controller, ResourceRules};
 use super::{validate_flow_rules, FlowRule, FlowRuleError};
 use std::collections::HashMap;
@@ -32,14 +33,36 @@ impl FlowRuleSet {
         for compiled in previous.by_resource.values().flat_map(|r| &r.rules) {
             kept.insert(&compiled.rule.id, compiled);
         }
+        let unchanged = |rule: &FlowRule| {
+            kept.get(rule.id.as_str())
+                .copied()
+                .filter(|old| old.rule == *rule)
+        };
+        // A kept rule keeps its admission ring; new rules take the free ones, in order.
+        let mut rings_used: HashMap<&str, u8> = HashMap::new();
+        for old in rules.iter().filter_map(unchanged) {
+            if let Some(ring) = old.controller.ring() {
+                *rings_used.entry(old.rule.resource.as_str()).or_default() |= 1 << ring;
+            }
+        }
         let mut grouped: HashMap<String, Vec<CompiledRule>> = HashMap::new();
         for rule in &rules {
-            let (id, controller) = match kept.get(rule.id.as_str()) {
-                Some(old) if old.rule == *rule => (old.id, old.controller.clone()),
-                _ => (
-                    crate::intern::intern(&rule.id),
-                    Arc::new(Controller::new(rule)),
-                ),
+            let (id, id_number, controller) = match unchanged(rule) {
+                Some(old) => (old.id, old.id_number, old.controller.clone()),
+                None => {
+                    let ring = if Controller::counts_on_ring(rule) {
+                        let used = rings_used.entry(rule.resource.as_str()).or_default();
+                        let free = (0..RINGS as u8).find(|ring| *used & 1 << ring == 0);
+                        if let Some(ring) = free {
+                            *used |= 1 << ring;
+                        }
+                        free
+                    } else {
+                        None
+                    };
+                    let id = crate::intern::intern_numbered(&rule.id);
+                    (id.name, id.number, Arc::new(Controller::new(rule, ring)))
+                }
             };
             let related = match &rule.strategy {
                 super::Strategy::Relate { ref_resource } => related(ref_resource),
@@ -50,6 +73,7 @@ impl FlowRuleSet {
             group.push(CompiledRule {
                 rule: rule.clone(),
                 id,
+                id_number,
                 controller,
                 related,
             });
