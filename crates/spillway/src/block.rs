@@ -86,13 +86,32 @@ impl fmt::Display for BlockKind {
 pub struct BlockError {
     kind: BlockKind,
     resource: Cow<'static, str>,
-    rule_id: Option<&'static str>,
+    rule: RuleRef,
     observed: f64,
     threshold: f64,
     /// Nanoseconds (at most 584 years), [`NONE`] for none: 8 bytes where `Option<Duration>`
     /// takes 16, so that a refusal writes (and its caller copies) less.
     retry_after: u64,
     waited: u64,
+}
+
+/// The rule that refused, if one did: its id, or the id's interned number, looked up only when
+/// asked for (a refusal on the hot path does not wait on the lookup's loads).
+#[derive(Debug, Clone, Copy)]
+enum RuleRef {
+    None,
+    Id(&'static str),
+    Number(u32),
+}
+
+impl RuleRef {
+    fn id(self) -> Option<&'static str> {
+        match self {
+            RuleRef::None => None,
+            RuleRef::Id(id) => Some(id),
+            RuleRef::Number(number) => crate::intern::name_of(number),
+        }
+    }
 }
 
 /// "No duration" in a [`BlockError`]'s compact fields (584 years: never a real wait).
@@ -116,7 +135,7 @@ impl BlockError {
         Self {
             kind,
             resource,
-            rule_id: None,
+            rule: RuleRef::None,
             observed,
             threshold,
             retry_after: NONE,
@@ -145,7 +164,14 @@ impl BlockError {
     }
 
     pub(crate) fn with_rule(mut self, rule_id: &'static str) -> Self {
-        self.rule_id = Some(rule_id);
+        self.rule = RuleRef::Id(rule_id);
+        self
+    }
+
+    /// [`with_rule`](Self::with_rule) by the id's interned number.
+    #[inline]
+    pub(crate) fn with_rule_number(mut self, number: u32) -> Self {
+        self.rule = RuleRef::Number(number);
         self
     }
 
@@ -178,7 +204,7 @@ impl BlockError {
 
     /// The id of the rule that refused it, when a rule did.
     pub fn rule_id(&self) -> Option<&str> {
-        self.rule_id
+        self.rule.id()
     }
 
     /// The value the check observed (for example the current QPS, or the resources registered).
@@ -206,7 +232,7 @@ impl BlockError {
 impl fmt::Display for BlockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} blocked by {}", self.resource, self.kind)?;
-        if let Some(rule) = &self.rule_id {
+        if let Some(rule) = self.rule_id() {
             write!(f, " rule {rule}")?;
         }
         write!(
@@ -231,7 +257,7 @@ impl fmt::Debug for BlockError {
         f.debug_struct("BlockError")
             .field("kind", &self.kind)
             .field("resource", &self.resource)
-            .field("rule_id", &self.rule_id)
+            .field("rule_id", &self.rule_id())
             .field("observed", &self.observed)
             .field("threshold", &self.threshold)
             .field("retry_after", &self.retry_after())

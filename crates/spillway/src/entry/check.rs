@@ -338,11 +338,9 @@ impl GateStop {
             self.current as f64,
             rule.count,
         )
-        .with_retry_after_nanos(nanos_to_next_bucket(&resource.node, now));
-        match crate::intern::name_of(rule.id) {
-            Some(id) => error.with_rule(id),
-            None => error,
-        }
+        .with_retry_after_nanos(nanos_to_next_bucket(&resource.node, now))
+        .with_rule_number(rule.id);
+        error
     }
 }
 
