@@ -98,3 +98,42 @@ fn clock_now(clock: &spillway::ManualClock) -> u64 {
     use spillway::Clock;
     clock.now_nanos()
 }
+
+#[test]
+fn reloads_racing_entries_never_admit_past_a_kept_rule() {
+    use spillway::flow::FlowRule;
+    // The clock stands still: every entry falls in one bucket, so a rule of 50 admits 50 in all.
+    let (spillway, _clock) = manual();
+    let kept = FlowRule::qps("kept", "r", 50.0);
+    spillway.load_flow_rules(vec![kept.clone()]).unwrap();
+    let done = AtomicBool::new(false);
+    let passed = std::sync::atomic::AtomicU64::new(0);
+    let attempts = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let resource = spillway.resource("r").unwrap();
+                while !done.load(Ordering::Relaxed) {
+                    if resource.entry().enter().is_ok() {
+                        passed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    attempts.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        // Reloads that keep "kept" and add or drop a looser rule: the gate closes and reopens,
+        // rings pass between rules, and entries switch between the gate and the rule set.
+        let mut round = 0;
+        while round < 400 || attempts.load(Ordering::Relaxed) < 100_000 {
+            round += 1;
+            let mut rules = vec![kept.clone()];
+            if round % 2 == 0 {
+                rules.push(FlowRule::qps(format!("loose-{round}"), "r", 1_000.0));
+            }
+            spillway.load_flow_rules(rules).unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(passed.load(Ordering::Relaxed), 50);
+    assert_eq!(spillway.resource("r").unwrap().stats().total_pass, 50);
+}
