@@ -1,5 +1,6 @@
 use super::check::{
-    check_flow, check_gate, give_back, release_limited, Caller, Held, Verdict, LIMITED_INBOUND,
+    check_flow, check_gate, give_back, release_limited, Caller, GateStop, Held, Verdict,
+    LIMITED_INBOUND,
 };
 use super::pending::{OwnedPending, Pending, PendingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
@@ -7,7 +8,7 @@ use crate::block::{BlockError, BlockKind};
 use crate::breaker::BreakerBlock;
 use crate::clock::Clock;
 use crate::flow::try_increment;
-use crate::flow::ResourceRules;
+use crate::flow::{GateRead, ResourceRules};
 use crate::resource::{ChildSlot, Resource, ResourceInner};
 use crate::spillway::Spillway;
 use crate::sync::Ordering;
@@ -309,60 +310,57 @@ impl<'a> EntryBuilder<'a> {
         let inner = &*resource.inner;
         let inbound = self.traffic == TrafficType::Inbound;
         // Relaxed flags, as in `decide`. A resource without rules (and, for inbound traffic, an
-        // instance without system rules) takes a path of its own: short, with a small frame.
-        let checked = inner.has_flow.load(Ordering::Relaxed)
-            || inner.has_breakers.load(Ordering::Relaxed)
+        // instance without system rules) takes a short path with a small frame, and so does one
+        // whose rules its gate holds (every rule a QPS reject that every caller meets), for a
+        // caller that borrows nothing: the gate's check is inlined here, the rule set is not
+        // touched, and the admission is counted at the same place.
+        let has_flow = inner.has_flow.load(Ordering::Relaxed);
+        let others = inner.has_breakers.load(Ordering::Relaxed)
             || (inbound && inner.core.has_system.load(Ordering::Relaxed));
-        if !checked {
-            let now = inner.core.clock.now_nanos();
-            let (origin, entrance) = self.child_slots(inner);
-            let state =
-                EntryState::admit(inner, origin, entrance, now, self.count, inbound, 0, false);
-            return Ok(Entry {
-                resource: inner,
-                state,
-            });
-        }
-        if inner.has_flow.load(Ordering::Relaxed)
-            && !inner.has_breakers.load(Ordering::Relaxed)
-            && (!inbound || !inner.core.has_system.load(Ordering::Relaxed))
-            && !self.prioritized
-        {
-            return self.enter_flow_only(resource);
-        }
-        self.enter_checked(resource)
-    }
-
-    /// [`enter`](Self::enter) for a resource with flow rules only (no breakers, no system
-    /// rules for this traffic) and a caller that borrows nothing: when the resource's gate
-    /// holds its rules (every rule a QPS reject that every caller meets), the checks, the
-    /// statistics and the refusal are inlined here, on a frame of their own, and the rule set
-    /// is not touched; other rule sets go on to the general path.
-    ///
-    /// Takes the builder by reference: a copy of it, read back wider than it was written, waited
-    /// on the stores (a store-forwarding stall of a few nanoseconds).
-    #[inline(never)]
-    fn enter_flow_only(&self, resource: &'a Resource) -> Result<Entry<'a>, BlockError> {
-        let inner = &*resource.inner;
-        let Some(read) = inner.gate.begin() else {
+        if others {
             return self.enter_checked(resource);
+        }
+        let gate = match (has_flow, self.prioritized) {
+            (false, _) => None,
+            (true, false) => match inner.gate.begin() {
+                Some(read) => Some(read),
+                None => return self.enter_checked(resource),
+            },
+            (true, true) => return self.enter_checked(resource),
         };
         let now = inner.core.clock.now_nanos();
         let (origin, entrance) = self.child_slots(inner);
-        let inbound = self.traffic == TrafficType::Inbound;
-        match check_gate(inner, &read, now, self.count) {
-            Ok(()) => Ok(Entry {
-                resource: inner,
-                state: EntryState::admit(
-                    inner, origin, entrance, now, self.count, inbound, 0, false,
-                ),
-            }),
-            Err(stop) if stop.refused() => {
-                EntryState::refuse(inner, origin, entrance, now, self.count, inbound);
-                Err(stop.into_error(inner, &read, now))
+        if let Some(read) = gate {
+            if let Err(stop) = check_gate(inner, &read, now, self.count) {
+                return self.stopped_at_gate(resource, &read, stop, now, origin, entrance);
             }
-            Err(_) => self.enter_checked(resource),
         }
+        let state = EntryState::admit(inner, origin, entrance, now, self.count, inbound, 0, false);
+        Ok(Entry {
+            resource: inner,
+            state,
+        })
+    }
+
+    /// [`enter`](Self::enter) when the gate's check stopped: a rule refused (the refusal is
+    /// counted and returned), or a reload rewrote the gate meanwhile (the rule set decides).
+    #[inline(never)]
+    fn stopped_at_gate(
+        &self,
+        resource: &'a Resource,
+        read: &GateRead<'_>,
+        stop: GateStop,
+        now: u64,
+        origin: ChildSlot,
+        entrance: ChildSlot,
+    ) -> Result<Entry<'a>, BlockError> {
+        if !stop.refused() {
+            return self.enter_checked(resource);
+        }
+        let inner = &*resource.inner;
+        let inbound = self.traffic == TrafficType::Inbound;
+        EntryState::refuse(inner, origin, entrance, now, self.count, inbound);
+        Err(stop.into_error(inner, read, now))
     }
 
     /// [`enter`](Self::enter) for a resource with rules to check.

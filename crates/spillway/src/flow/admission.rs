@@ -164,7 +164,7 @@ impl AdmissionRing {
     /// Admits `acquire` in bucket `current` if the window's admissions (per second, truncated as
     /// Java's `(int)` does) plus `acquire` stay within `count`; otherwise returns that truncated
     /// pass QPS and writes nothing. `whole_count` is [`whole_count`]`(count)`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn admit(
         &self,
         window: &SlidingWindow,
