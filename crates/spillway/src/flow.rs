@@ -39,6 +39,23 @@
 //! own. One more difference follows: such a rule counts an entry when it checks it, so an entry
 //! that then waits in a throttle rule's queue counts in the bucket of its check, where the
 //! node's window counts it in the bucket it is admitted in.
+//!
+//! # Reloads
+//!
+//! A resource keeps up to four admission rings, one for each QPS reject rule that every caller
+//! meets; a fifth such rule reads the window, as Sentinel's do. A rule that a reload leaves
+//! unchanged (same id, same fields) keeps its ring and so its counts. A new rule takes a free ring
+//! and starts it over from the node's window the first time it checks an entry. An entry that
+//! raced the reload may still count on a ring that changed hands, so the new rule can see one
+//! pass more or fewer per such entry, once.
+//!
+//! When every rule of a resource is a QPS reject rule that every caller meets (at most four),
+//! the resource also keeps a copy of their numbers (count, ring, id) under a sequence number, and
+//! an entry reads that copy instead of the rule set: no reference count is taken or given back.
+//! A reload closes the copy, installs the rules and writes the copy again; an entry that finds it
+//! closed, or sees it change while it reads, checks the rule set instead. Either way the next
+//! entry after [`load_flow_rules`](crate::Spillway::load_flow_rules) returns sees the new rules,
+//! on any thread that is ordered after the reload.
 
 mod admission;
 mod compiled;

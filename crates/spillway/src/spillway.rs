@@ -137,8 +137,9 @@ impl Spillway {
     /// Validates `rules` and, if every one is good, replaces the flow rules with them at once.
     ///
     /// A rule that is unchanged (same id, same fields) keeps its controller state: warm-up
-    /// tokens, its place in a throttle schedule. A `relate` rule registers the resource it reads
-    /// if that resource is new.
+    /// tokens, its place in a throttle schedule, the admissions a QPS reject rule counted (see
+    /// [`flow`](crate::flow#reloads)). A `relate` rule registers the resource it reads if that
+    /// resource is new.
     ///
     /// # Errors
     ///
