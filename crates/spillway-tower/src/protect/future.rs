@@ -28,11 +28,9 @@ pin_project! {
     #[project = StateProj]
     enum State<F, S, R> {
         Waiting {
-            // Boxed: the rare waiting state should not make every response future large.
-            sleep: Pin<Box<Sleep>>,
-            pending: Option<OwnedPending>,
-            call: Option<(S, R)>,
-            classify: Option<Arc<ClassifyFn>>,
+            // Boxed whole: the rare waiting state holds the request and a service, and every
+            // response future (moved a few times per request) would otherwise be that large.
+            waiting: Box<Waiting<S, R>>,
         },
         Calling {
             #[pin]
@@ -41,9 +39,18 @@ pin_project! {
             classify: Option<Arc<ClassifyFn>>,
         },
         Blocked {
-            response: Option<Response<bytes::Bytes>>,
+            // Boxed, likewise: a response head is larger than the calling state.
+            response: Option<Box<Response<bytes::Bytes>>>,
         },
     }
+}
+
+/// A queued call: the wait, the admission it leads to, and the call to make then.
+struct Waiting<S, R> {
+    sleep: Pin<Box<Sleep>>,
+    pending: Option<OwnedPending>,
+    call: Option<(S, R)>,
+    classify: Option<Arc<ClassifyFn>>,
 }
 
 impl<F, S, R> ResponseFuture<F, S, R> {
@@ -65,10 +72,12 @@ impl<F, S, R> ResponseFuture<F, S, R> {
     ) -> Self {
         Self {
             state: State::Waiting {
-                sleep: Box::pin(tokio::time::sleep(pending.wait())),
-                pending: Some(pending),
-                call: Some((service, request)),
-                classify,
+                waiting: Box::new(Waiting {
+                    sleep: Box::pin(tokio::time::sleep(pending.wait())),
+                    pending: Some(pending),
+                    call: Some((service, request)),
+                    classify,
+                }),
             },
         }
     }
@@ -76,7 +85,7 @@ impl<F, S, R> ResponseFuture<F, S, R> {
     pub(super) fn blocked(response: Response<bytes::Bytes>) -> Self {
         Self {
             state: State::Blocked {
-                response: Some(response),
+                response: Some(Box::new(response)),
             },
         }
     }
@@ -93,21 +102,16 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Waiting {
-                    sleep,
-                    pending,
-                    call,
-                    classify,
-                } => {
-                    ready!(sleep.as_mut().poll(cx));
+                StateProj::Waiting { waiting } => {
+                    ready!(waiting.sleep.as_mut().poll(cx));
                     let (Some(pending), Some((mut service, request))) =
-                        (pending.take(), call.take())
+                        (waiting.pending.take(), waiting.call.take())
                     else {
                         unreachable!("a waiting state is left as soon as its wait ends");
                     };
                     let entry = pending.enter();
                     let future = service.call(request);
-                    let classify = classify.take();
+                    let classify = waiting.classify.take();
                     this.state.set(State::Calling {
                         future,
                         entry: Some(entry),
@@ -144,7 +148,7 @@ where
                     let Some(response) = response.take() else {
                         unreachable!("a blocked response is returned once");
                     };
-                    return Poll::Ready(Ok(response.map(ResponseBody::blocked)));
+                    return Poll::Ready(Ok((*response).map(ResponseBody::blocked)));
                 }
             }
         }

@@ -63,6 +63,15 @@ pub enum Admission<'a> {
     Queued(Pending<'a>),
 }
 
+/// Where the gate's check stopped, and what the entry had resolved by then.
+struct Stopped<'g> {
+    read: GateRead<'g>,
+    stop: GateStop,
+    now: u64,
+    origin: ChildSlot,
+    entrance: ChildSlot,
+}
+
 /// Where a queued entry will count, and whether it borrowed its passes.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Queue {
@@ -308,59 +317,90 @@ impl<'a> EntryBuilder<'a> {
     pub fn enter(self) -> Result<Entry<'a>, BlockError> {
         let resource = self.resolve()?;
         let inner = &*resource.inner;
+        self.enter_fast(
+            resource,
+            |state| {
+                Ok(Entry {
+                    resource: inner,
+                    state,
+                })
+            },
+            Err,
+            || self.enter_checked(resource),
+        )
+    }
+
+    /// The short path of every way in: a resource without rules (and, for inbound traffic, an
+    /// instance without system rules) admits at once, and so does one whose rules its gate holds
+    /// (every rule a QPS reject that every caller meets), for a caller that borrows nothing,
+    /// after the gate's check, inlined here; the rule set is not touched. Anything else, or a
+    /// reload that rewrites the gate during the check, goes to `slow`.
+    ///
+    /// The outcomes are built by the caller's closures, so that each way in returns its own
+    /// result without copying it through another (a refusal's error is written once, where it
+    /// is returned).
+    #[inline(always)]
+    fn enter_fast<R>(
+        &self,
+        resource: &'a Resource,
+        admitted: impl FnOnce(EntryState) -> R,
+        refused: impl FnOnce(BlockError) -> R,
+        slow: impl FnOnce() -> R,
+    ) -> R {
+        let inner = &*resource.inner;
         let inbound = self.traffic == TrafficType::Inbound;
-        // Relaxed flags, as in `decide`. A resource without rules (and, for inbound traffic, an
-        // instance without system rules) takes a short path with a small frame, and so does one
-        // whose rules its gate holds (every rule a QPS reject that every caller meets), for a
-        // caller that borrows nothing: the gate's check is inlined here, the rule set is not
-        // touched, and the admission is counted at the same place.
+        // Relaxed flags, as in `decide`.
         let has_flow = inner.has_flow.load(Ordering::Relaxed);
         let others = inner.has_breakers.load(Ordering::Relaxed)
             || (inbound && inner.core.has_system.load(Ordering::Relaxed));
         if others {
-            return self.enter_checked(resource);
+            return slow();
         }
         let gate = match (has_flow, self.prioritized) {
             (false, _) => None,
             (true, false) => match inner.gate.begin() {
                 Some(read) => Some(read),
-                None => return self.enter_checked(resource),
+                None => return slow(),
             },
-            (true, true) => return self.enter_checked(resource),
+            (true, true) => return slow(),
         };
         let now = inner.core.clock.now_nanos();
         let (origin, entrance) = self.child_slots(inner);
         if let Some(read) = gate {
             if let Err(stop) = check_gate(inner, &read, now, self.count) {
-                return self.stopped_at_gate(resource, &read, stop, now, origin, entrance);
+                let stopped = Stopped {
+                    read,
+                    stop,
+                    now,
+                    origin,
+                    entrance,
+                };
+                return self.stopped_at_gate(inner, stopped, refused, slow);
             }
         }
-        let state = EntryState::admit(inner, origin, entrance, now, self.count, inbound, 0, false);
-        Ok(Entry {
-            resource: inner,
-            state,
-        })
+        admitted(EntryState::admit(
+            inner, origin, entrance, now, self.count, inbound, 0, false,
+        ))
     }
 
-    /// [`enter`](Self::enter) when the gate's check stopped: a rule refused (the refusal is
-    /// counted and returned), or a reload rewrote the gate meanwhile (the rule set decides).
+    /// [`enter_fast`](Self::enter_fast) when the gate's check stopped: a rule refused (the
+    /// refusal is counted and returned), or a reload rewrote the gate meanwhile (the rule set
+    /// decides).
     #[inline(never)]
-    fn stopped_at_gate(
+    fn stopped_at_gate<R>(
         &self,
-        resource: &'a Resource,
-        read: &GateRead<'_>,
-        stop: GateStop,
-        now: u64,
-        origin: ChildSlot,
-        entrance: ChildSlot,
-    ) -> Result<Entry<'a>, BlockError> {
-        if !stop.refused() {
-            return self.enter_checked(resource);
+        inner: &ResourceInner,
+        stopped: Stopped<'_>,
+        refused: impl FnOnce(BlockError) -> R,
+        slow: impl FnOnce() -> R,
+    ) -> R {
+        if !stopped.stop.refused() {
+            return slow();
         }
-        let inner = &*resource.inner;
         let inbound = self.traffic == TrafficType::Inbound;
+        let (now, origin, entrance) = (stopped.now, stopped.origin, stopped.entrance);
         EntryState::refuse(inner, origin, entrance, now, self.count, inbound);
-        Err(stop.into_error(inner, read, now))
+        refused(stopped.stop.into_error(inner, &stopped.read, now))
     }
 
     /// [`enter`](Self::enter) for a resource with rules to check.
@@ -491,7 +531,7 @@ fn system_blocked(inner: &ResourceInner, block: SystemBlock) -> BlockError {
     .with_rule(block.rule_id)
 }
 
-impl EntryBuilder<'_> {
+impl<'a> EntryBuilder<'a> {
     /// [`try_enter`](Self::try_enter), returning an owned (`'static`) admission: for response
     /// futures and spawned tasks that wait out a queueing rule.
     ///
@@ -522,6 +562,25 @@ impl EntryBuilder<'_> {
     /// ```
     pub fn try_enter_owned(self) -> Result<OwnedAdmission, BlockError> {
         let resource = self.resolve()?;
+        self.enter_fast(
+            resource,
+            |state| {
+                Ok(OwnedAdmission::Ready(OwnedEntry {
+                    resource: resource.clone(),
+                    state,
+                }))
+            },
+            Err,
+            || self.try_enter_owned_checked(resource),
+        )
+    }
+
+    /// [`try_enter_owned`](Self::try_enter_owned) for a resource with rules to check.
+    #[inline(never)]
+    fn try_enter_owned_checked(
+        &self,
+        resource: &'a Resource,
+    ) -> Result<OwnedAdmission, BlockError> {
         let (count, inbound) = (self.count, self.traffic == TrafficType::Inbound);
         self.decide(
             resource,
