@@ -289,6 +289,23 @@ impl<'a> EntryBuilder<'a> {
     pub fn try_enter(self) -> Result<Admission<'a>, BlockError> {
         let resource = self.resolve()?;
         let inner = &*resource.inner;
+        self.enter_fast(
+            resource,
+            |state| {
+                Ok(Admission::Ready(Entry {
+                    resource: inner,
+                    state,
+                }))
+            },
+            Err,
+            || self.try_enter_checked(resource),
+        )
+    }
+
+    /// [`try_enter`](Self::try_enter) for a resource with rules to check.
+    #[inline(never)]
+    fn try_enter_checked(&self, resource: &'a Resource) -> Result<Admission<'a>, BlockError> {
+        let inner = &*resource.inner;
         let (count, inbound) = (self.count, self.traffic == TrafficType::Inbound);
         self.decide(
             resource,
