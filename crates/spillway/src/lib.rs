@@ -112,7 +112,7 @@
 //! the second window, which feeds the minute window once per bucket) are the rest. They scale
 //! because each thread writes cache lines of its own, with plain stores: see
 //! [`stats::SlidingWindow`]. A QPS reject rule adds a compare-and-swap on a passing call and
-//! only reads on a refused one (about 30 and 22 ns in all; 19 and 16 ns with the coarse clock),
+//! only reads on a refused one (about 30 and 21 ns in all; 19 and 17 ns with the coarse clock),
 //! reading the rule's numbers from a copy in the resource rather than from the rule set (see
 //! [`flow`](crate::flow#reloads)).
 
