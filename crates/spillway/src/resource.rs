@@ -181,11 +181,10 @@ impl Resource {
 }
 
 impl ResourceInner {
-    /// Installs this resource's rules (under the core's rules lock).
+    /// Installs this resource's rules: under the core's rules lock, or before the resource is
+    /// shared (writers of the gate must not overlap).
     pub(crate) fn set_flow(&self, rules: Option<Arc<ResourceRules>>) {
         use std::sync::atomic::Ordering;
-        // Flag first when adding, after when removing: a reader that sees the flag unset skips
-        // rules that are being removed anyway.
         // The gate closes before its rules change and opens after: a reader that finds it
         // closed reads `flow`, which always holds the old rules or the new.
         self.gate.publish(None);
@@ -204,6 +203,8 @@ impl ResourceInner {
             }
         }
         let gate = rules.as_ref().and_then(|rules| rules.gate);
+        // Flag first when adding, after when removing: a reader that sees the flag unset skips
+        // rules that are being removed anyway.
         if rules.is_some() {
             self.flow.store(rules);
             self.has_flow.store(true, Ordering::Release);
