@@ -194,7 +194,7 @@ impl ResourceNode {
     /// Records `count` completions after `rt_micros`; `error` counts them as errors too.
     #[inline]
     pub fn add_completion(&self, now_nanos: u64, rt_micros: u64, count: u64, error: bool) {
-        self.record_completion(thread_slot(), now_nanos, rt_micros, count, error);
+        self.record_completion_moving(thread_slot(), now_nanos, rt_micros, count, error, 0);
     }
 
     /// Counts `count` errors without a completion (Sentinel's `Tracer.trace`).
@@ -236,13 +236,7 @@ impl ResourceNode {
         count: u64,
         error: bool,
     ) {
-        let errors = if error { count } else { 0 };
-        self.second
-            .add_exit_from(slot, now_nanos, rt_micros, count, errors);
-        if !self.minute.is_fed() {
-            self.minute
-                .add_completion_from(slot, now_nanos, rt_micros, count, errors);
-        }
+        self.record_completion_moving(slot, now_nanos, rt_micros, count, error, u64::MAX);
     }
 
     /// Adds `count` to `event` in both windows.
@@ -254,18 +248,21 @@ impl ResourceNode {
         }
     }
 
-    #[inline]
-    fn record_completion(
+    /// Completions in both windows, adding `in_flight` (wrapping: `u64::MAX` is one fewer, 0
+    /// none) to the entries in flight on the second window's line.
+    #[inline(always)]
+    fn record_completion_moving(
         &self,
         slot: usize,
         now_nanos: u64,
         rt_micros: u64,
         count: u64,
         error: bool,
+        in_flight: u64,
     ) {
         let errors = if error { count } else { 0 };
         self.second
-            .add_completion_from(slot, now_nanos, rt_micros, count, errors);
+            .add_completion_moving(slot, now_nanos, rt_micros, count, errors, in_flight);
         if !self.minute.is_fed() {
             self.minute
                 .add_completion_from(slot, now_nanos, rt_micros, count, errors);

@@ -352,7 +352,7 @@ impl SlidingWindow {
     /// [`add_completion_from`](Self::add_completion_from), also adding `in_flight` (wrapping; 0
     /// for none) to the entries in flight on the same line.
     #[inline(always)]
-    fn add_completion_moving(
+    pub(crate) fn add_completion_moving(
         &self,
         slot: usize,
         now_nanos: u64,
@@ -457,21 +457,6 @@ impl SlidingWindow {
     #[inline(always)]
     pub(crate) fn add_admission_from(&self, slot: usize, now_nanos: u64, n: u64) {
         self.add_moving(slot, now_nanos, Event::Pass, n, 1);
-    }
-
-    /// An exit from thread slot `slot`: completions as
-    /// [`add_completion_from`](Self::add_completion_from), and one entry fewer in flight, on
-    /// the same line.
-    #[inline(always)]
-    pub(crate) fn add_exit_from(
-        &self,
-        slot: usize,
-        now_nanos: u64,
-        rt_micros: u64,
-        count: u64,
-        errors: u64,
-    ) {
-        self.add_completion_moving(slot, now_nanos, rt_micros, count, errors, u64::MAX);
     }
 
     /// Adds `delta` (wrapping: `u64::MAX` is minus one) to the entries in flight, on thread slot

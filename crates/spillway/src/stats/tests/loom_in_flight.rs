@@ -23,7 +23,7 @@ fn in_flight_sums_across_lines_and_the_shared_word() {
             // a thread with no line ends that entry, then starts and ends another
             thread::spawn(move || {
                 let slot = thread_slot();
-                window.add_exit_from(slot, T0 + MS, 1_000, 1, 0);
+                window.add_completion_moving(slot, T0 + MS, 1_000, 1, 0, u64::MAX);
                 window.add_admission_from(slot, T0 + MS, 1);
                 window.add_in_flight(slot, u64::MAX);
             })
