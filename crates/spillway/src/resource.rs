@@ -7,7 +7,7 @@ pub(crate) use children::{ChildNodes, ChildSlot};
 
 use crate::block::BlockError;
 use crate::breaker::ResourceBreakers;
-use crate::clock::Clock;
+use crate::clock::{AnyClock, Clock};
 use crate::core::Core;
 use crate::entry::EntryBuilder;
 use crate::flow::RINGS;
@@ -66,6 +66,9 @@ pub(crate) struct ResourceInner {
     /// This resource's circuit breakers, swapped whole when breaker rules are loaded.
     pub(crate) breakers: ArcSwapOption<ResourceBreakers>,
     pub(crate) has_breakers: AtomicBool,
+    /// The instance's clock, a copy of `core.clock` (reading the same time): entries read it
+    /// one load closer than through `core`.
+    pub(crate) clock: AnyClock,
     pub(crate) core: Arc<Core>,
 }
 
@@ -87,6 +90,7 @@ impl Resource {
                 flow: ArcSwapOption::new(None),
                 has_breakers: AtomicBool::new(breakers.is_some()),
                 breakers: ArcSwapOption::new(breakers),
+                clock: core.clock.clone(),
                 core,
             }),
         };
@@ -111,7 +115,7 @@ impl Resource {
 
     /// Every statistic of the resource, read now.
     pub fn stats(&self) -> NodeStats {
-        self.inner.node.stats(self.inner.core.clock.now_nanos())
+        self.inner.node.stats(self.inner.clock.now_nanos())
     }
 
     /// The last complete second, as the minute window counted it: exact per-second counts for a
@@ -136,7 +140,7 @@ impl Resource {
     pub fn last_second(&self) -> WindowSnapshot {
         self.inner
             .node
-            .previous_second(self.inner.core.clock.now_nanos())
+            .previous_second(self.inner.clock.now_nanos())
     }
 
     /// Statistics of one origin, if entries came from it (origins past the cap are gathered
@@ -144,7 +148,7 @@ impl Resource {
     pub fn origin_stats(&self, origin: &str) -> Option<NodeStats> {
         self.inner
             .origins
-            .stats(origin, self.inner.core.clock.now_nanos())
+            .stats(origin, self.inner.clock.now_nanos())
     }
 
     /// Statistics of the entries that came through one entrance (see
@@ -152,7 +156,7 @@ impl Resource {
     pub fn entrance_stats(&self, entrance: &str) -> Option<NodeStats> {
         self.inner
             .entrances
-            .stats(entrance, self.inner.core.clock.now_nanos())
+            .stats(entrance, self.inner.clock.now_nanos())
     }
 
     /// Counts `count` calls refused by a check outside spillway (a limit in front of it, such as
@@ -170,7 +174,7 @@ impl Resource {
     /// # Ok::<(), spillway::BlockError>(())
     /// ```
     pub fn record_block(&self, count: u32) {
-        let now = self.inner.core.clock.now_nanos();
+        let now = self.inner.clock.now_nanos();
         self.inner.node.add_block(now, u64::from(count));
     }
 

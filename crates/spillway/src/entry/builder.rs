@@ -174,7 +174,7 @@ impl<'a> EntryBuilder<'a> {
         queued: impl FnOnce(Duration, Held, &Arc<ResourceRules>, Queue) -> R,
     ) -> Result<R, BlockError> {
         let inner = &*resource.inner;
-        let now = inner.core.clock.now_nanos();
+        let now = inner.clock.now_nanos();
         let (origin_slot, entrance_slot) = self.child_slots(inner);
         let inbound = self.traffic == TrafficType::Inbound;
         // A macro, not a closure: the compiler outlined the closure, which then returned the
@@ -381,7 +381,7 @@ impl<'a> EntryBuilder<'a> {
             },
             (true, true) => return slow(),
         };
-        let now = inner.core.clock.now_nanos();
+        let now = inner.clock.now_nanos();
         let (origin, entrance) = self.child_slots(inner);
         if let Some(read) = gate {
             if let Err(stop) = check_gate(inner, &read, now, self.count) {
@@ -432,8 +432,8 @@ impl<'a> EntryBuilder<'a> {
                 state,
             },
             |wait, held, _rules, queue| {
-                inner.core.clock.sleep(wait);
-                let now = inner.core.clock.now_nanos();
+                inner.clock.sleep(wait);
+                let now = inner.clock.now_nanos();
                 rebase_probes(inner, &held, now);
                 let state = EntryState::admit(
                     inner,

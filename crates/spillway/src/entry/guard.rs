@@ -29,15 +29,20 @@ macro_rules! for_each_node {
             let $node: &ResourceNode = &resource.node;
             $body;
         }
-        if let Some($node) = resource.origins.node($origin) {
-            $body;
-        }
-        if let Some($node) = resource.entrances.node($entrance) {
-            $body;
-        }
-        if $inbound {
-            let $node: &ResourceNode = &resource.core.inbound;
-            $body;
+        let (origin, entrance): (ChildSlot, ChildSlot) = ($origin, $entrance);
+        let inbound: bool = $inbound;
+        // Most entries have neither an origin nor an entrance, and go out: one test for them.
+        if !ChildSlot::both_none(origin, entrance) || inbound {
+            if let Some($node) = resource.origins.node(origin) {
+                $body;
+            }
+            if let Some($node) = resource.entrances.node(entrance) {
+                $body;
+            }
+            if inbound {
+                let $node: &ResourceNode = &resource.core.inbound;
+                $body;
+            }
         }
     }};
 }
@@ -99,7 +104,7 @@ impl EntryState {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
-        let now = resource.core.clock.now_nanos();
+        let now = resource.clock.now_nanos();
         let slot = thread_slot();
         let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
         let count = u64::from(self.count);

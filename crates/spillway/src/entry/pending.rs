@@ -44,7 +44,7 @@ impl PendingState {
     /// Counts the admission now, at the clock's current time.
     fn enter(&mut self, resource: &ResourceInner) -> EntryState {
         self.done = true;
-        let now = resource.core.clock.now_nanos();
+        let now = resource.clock.now_nanos();
         rebase_probes(resource, &self.held, now);
         EntryState::admit(
             resource,

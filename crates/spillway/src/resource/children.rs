@@ -19,6 +19,12 @@ impl ChildSlot {
     /// Past the cap.
     const OVERFLOW: ChildSlot = ChildSlot(u32::MAX);
 
+    /// Whether neither slot names a node: one test, where two matches would take four.
+    #[inline(always)]
+    pub(crate) fn both_none(a: ChildSlot, b: ChildSlot) -> bool {
+        a.0 | b.0 == ChildSlot::NONE.0
+    }
+
     fn at(position: usize) -> Self {
         // Positions stay below the cap, which `ChildNodes::new` keeps below u32::MAX - 1.
         ChildSlot(position as u32 + 1)
