@@ -1,6 +1,5 @@
 //! Why an entry was refused.
 
-use std::borrow::Cow;
 use std::error::Error;
 use std::fmt;
 use std::time::Duration;
@@ -62,9 +61,11 @@ impl fmt::Display for BlockKind {
 /// An entry was refused: not now, with the reason.
 ///
 /// Carries which check fired, the rule that did (when a rule did), the observed value against the
-/// threshold, and a hint of when to retry. Building one neither allocates nor touches a shared
-/// reference count: resource names and rule ids are kept for the life of the process (the one
-/// exception is the cold refusal of a name the full registry never stored, which is copied).
+/// threshold, and a hint of when to retry. A refusal by a resource's rules neither allocates nor
+/// touches a shared reference count: resource names and rule ids are kept for the life of the
+/// process, and the error holds their numbers (six words in all). Refusals of names kept nowhere
+/// (a name the full registry never stored, Dubbo keys looked up by name, [`custom`](Self::custom)
+/// errors) copy the name.
 ///
 /// # Examples
 ///
@@ -84,35 +85,33 @@ impl fmt::Display for BlockKind {
 /// ```
 #[derive(Clone)]
 pub struct BlockError {
-    kind: BlockKind,
-    resource: Cow<'static, str>,
-    rule: RuleRef,
     observed: f64,
     threshold: f64,
     /// Nanoseconds (at most 584 years), [`NONE`] for none: 8 bytes where `Option<Duration>`
     /// takes 16, so that a refusal writes (and its caller copies) less.
     retry_after: u64,
+    /// The interned number of the refusing rule's id, [`NOT_INTERNED`] when no rule refused.
+    rule: u32,
+    /// What few refusals carry, out of line: a name that is not interned, the time waited.
+    /// Those refusals copy their name anyway; every other one stays small (see `resource`).
+    rare: Option<Box<Rare>>,
+    /// The resource name's interned number ([`crate::intern`]), or [`NOT_INTERNED`] when
+    /// `rare` holds the name: four bytes where a `Cow<str>` takes twenty-four.
+    resource: u32,
+    kind: BlockKind,
+}
+
+/// The parts of a [`BlockError`] that few refusals have.
+#[derive(Debug, Clone)]
+struct Rare {
+    /// The resource name, when it is not interned.
+    resource: Option<Box<str>>,
+    /// As `retry_after`.
     waited: u64,
 }
 
-/// The rule that refused, if one did: its id, or the id's interned number, looked up only when
-/// asked for (a refusal on the hot path does not wait on the lookup's loads).
-#[derive(Debug, Clone, Copy)]
-enum RuleRef {
-    None,
-    Id(&'static str),
-    Number(u32),
-}
-
-impl RuleRef {
-    fn id(self) -> Option<&'static str> {
-        match self {
-            RuleRef::None => None,
-            RuleRef::Id(id) => Some(id),
-            RuleRef::Number(number) => crate::intern::name_of(number),
-        }
-    }
-}
+/// A `BlockError`'s `resource` when the name is in `rare`, or `rule` when no rule refused.
+const NOT_INTERNED: u32 = u32::MAX;
 
 /// "No duration" in a [`BlockError`]'s compact fields (584 years: never a real wait).
 const NONE: u64 = u64::MAX;
@@ -126,20 +125,34 @@ fn expand(nanos: u64) -> Option<Duration> {
 }
 
 impl BlockError {
-    pub(crate) fn new(
+    /// A block of the resource whose name has interned number `resource`.
+    #[inline]
+    pub(crate) fn new(kind: BlockKind, resource: u32, observed: f64, threshold: f64) -> Self {
+        Self {
+            observed,
+            threshold,
+            retry_after: NONE,
+            rule: NOT_INTERNED,
+            rare: None,
+            resource,
+            kind,
+        }
+    }
+
+    /// A block of a resource whose name is not interned (it is copied).
+    pub(crate) fn owned(
         kind: BlockKind,
-        resource: Cow<'static, str>,
+        resource: impl Into<String>,
         observed: f64,
         threshold: f64,
     ) -> Self {
         Self {
-            kind,
-            resource,
-            rule: RuleRef::None,
-            observed,
-            threshold,
-            retry_after: NONE,
-            waited: NONE,
+            rare: Some(Box::new(Rare {
+                resource: Some(resource.into().into_boxed_str()),
+                waited: NONE,
+            })),
+            resource: NOT_INTERNED,
+            ..Self::new(kind, NOT_INTERNED, observed, threshold)
         }
     }
 
@@ -160,18 +173,13 @@ impl BlockError {
         observed: f64,
         threshold: f64,
     ) -> Self {
-        Self::new(kind, Cow::Owned(resource.into()), observed, threshold)
+        Self::owned(kind, resource, observed, threshold)
     }
 
-    pub(crate) fn with_rule(mut self, rule_id: &'static str) -> Self {
-        self.rule = RuleRef::Id(rule_id);
-        self
-    }
-
-    /// [`with_rule`](Self::with_rule) by the id's interned number.
+    /// The block of the rule whose id has interned number `number`.
     #[inline]
-    pub(crate) fn with_rule_number(mut self, number: u32) -> Self {
-        self.rule = RuleRef::Number(number);
+    pub(crate) fn with_rule(mut self, number: u32) -> Self {
+        self.rule = number;
         self
     }
 
@@ -188,7 +196,13 @@ impl BlockError {
     }
 
     pub(crate) fn with_waited(mut self, waited: Duration) -> Self {
-        self.waited = compact(waited);
+        let rare = self.rare.get_or_insert_with(|| {
+            Box::new(Rare {
+                resource: None,
+                waited: NONE,
+            })
+        });
+        rare.waited = compact(waited);
         self
     }
 
@@ -199,12 +213,21 @@ impl BlockError {
 
     /// The resource the entry was for.
     pub fn resource(&self) -> &str {
-        &self.resource
+        if self.resource != NOT_INTERNED {
+            return crate::intern::name_of(self.resource).unwrap_or_default();
+        }
+        self.rare
+            .as_ref()
+            .and_then(|rare| rare.resource.as_deref())
+            .unwrap_or_default()
     }
 
     /// The id of the rule that refused it, when a rule did.
     pub fn rule_id(&self) -> Option<&str> {
-        self.rule.id()
+        if self.rule == NOT_INTERNED {
+            return None;
+        }
+        crate::intern::name_of(self.rule)
     }
 
     /// The value the check observed (for example the current QPS, or the resources registered).
@@ -225,13 +248,13 @@ impl BlockError {
     /// How long the caller waited before it was refused, for checks that wait (Dubbo's
     /// `actives`). `None` when it did not wait.
     pub fn waited(&self) -> Option<Duration> {
-        expand(self.waited)
+        expand(self.rare.as_ref().map_or(NONE, |rare| rare.waited))
     }
 }
 
 impl fmt::Display for BlockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} blocked by {}", self.resource, self.kind)?;
+        write!(f, "{} blocked by {}", self.resource(), self.kind)?;
         if let Some(rule) = self.rule_id() {
             write!(f, " rule {rule}")?;
         }
@@ -256,12 +279,53 @@ impl fmt::Debug for BlockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BlockError")
             .field("kind", &self.kind)
-            .field("resource", &self.resource)
+            .field("resource", &self.resource())
             .field("rule_id", &self.rule_id())
             .field("observed", &self.observed)
             .field("threshold", &self.threshold)
             .field("retry_after", &self.retry_after())
             .field("waited", &self.waited())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intern::intern_numbered;
+
+    #[test]
+    fn a_refusal_is_six_words() {
+        // What every refusal writes and its callers move: the interned names keep it small.
+        assert!(std::mem::size_of::<BlockError>() <= 48);
+        assert!(std::mem::size_of::<Result<crate::Entry<'static>, BlockError>>() <= 48);
+    }
+
+    #[test]
+    fn interned_names_read_back_and_rare_parts_live_out_of_line() {
+        let resource = intern_numbered("block-test-resource");
+        let rule = intern_numbered("block-test-rule");
+        let err = BlockError::new(BlockKind::Flow, resource.number, 3.0, 2.0)
+            .with_rule(rule.number)
+            .with_retry_after_nanos(1_500);
+        assert_eq!(err.resource(), "block-test-resource");
+        assert_eq!(err.rule_id(), Some("block-test-rule"));
+        assert_eq!(err.retry_after(), Some(Duration::from_nanos(1_500)));
+        assert_eq!(err.waited(), None);
+        assert!(err.rare.is_none());
+
+        let waited = err.clone().with_waited(Duration::from_millis(7));
+        assert_eq!(waited.resource(), "block-test-resource");
+        assert_eq!(waited.waited(), Some(Duration::from_millis(7)));
+
+        let owned = BlockError::custom(BlockKind::Accepts, "127.0.0.1:80", 1.0, 1.0)
+            .with_waited(Duration::from_secs(1));
+        assert_eq!(owned.resource(), "127.0.0.1:80");
+        assert_eq!(owned.rule_id(), None);
+        assert_eq!(owned.waited(), Some(Duration::from_secs(1)));
+        assert_eq!(
+            owned.to_string(),
+            "127.0.0.1:80 blocked by accepts: observed 1 against threshold 1 after waiting 1s"
+        );
     }
 }

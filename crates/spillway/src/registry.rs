@@ -5,7 +5,6 @@ use crate::bounded_map::BoundedMap;
 use crate::core::Core;
 use crate::resource::{Resolved, Resource};
 use crate::stats::StripedCounter;
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -84,8 +83,7 @@ impl Registry {
                     OverflowPolicy::Overflow => Ok(&self.overflow),
                     OverflowPolicy::Reject => {
                         let cap = self.resources.capacity() as f64;
-                        let name = Cow::Owned(name.to_owned());
-                        Err(BlockError::new(BlockKind::ResourceCap, name, cap, cap))
+                        Err(BlockError::owned(BlockKind::ResourceCap, name, cap, cap))
                     }
                 }
             }

@@ -48,8 +48,8 @@ pub struct Resource {
 
 pub(crate) struct ResourceInner {
     pub(crate) name: Arc<str>,
-    /// The same name, kept for the process (see `intern`), for blocks.
-    pub(crate) static_name: &'static str,
+    /// The same name's interned number (see `intern`), for blocks.
+    pub(crate) name_number: u32,
     pub(crate) node: ResourceNode,
     pub(crate) origins: ChildNodes,
     pub(crate) entrances: ChildNodes,
@@ -79,7 +79,7 @@ impl Resource {
         let breakers = core.breakers.load().by_resource.get(&*name).cloned();
         let resource = Self {
             inner: Arc::new(ResourceInner {
-                static_name: crate::intern::intern(&name),
+                name_number: crate::intern::intern_numbered(&name).number,
                 name,
                 node: ResourceNode::new(config),
                 origins: ChildNodes::new(core.max_origins, config),

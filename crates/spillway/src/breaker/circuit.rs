@@ -1,7 +1,7 @@
 //! One circuit breaker: its state machine, its sliding statistics, and its half-open probes.
 
 use super::{BreakerRule, BreakerStrategy};
-use crate::intern::intern;
+use crate::intern::{intern, intern_numbered, Interned};
 use crate::stats::{SlidingWindow, WindowConfig};
 use arc_swap::ArcSwap;
 use std::fmt;
@@ -125,6 +125,8 @@ pub struct BreakerBlock {
     pub threshold: f64,
     /// When a call may pass again (when the breaker may probe, or a probe's place frees).
     pub retry_after: Duration,
+    /// The rule id's interned number, for the block error.
+    pub(crate) rule_number: u32,
 }
 
 /// What the mutex guards: everything but the state's fast-path copy and the window.
@@ -181,7 +183,7 @@ struct Lease {
 /// ```
 pub struct CircuitBreaker {
     rule: BreakerRule,
-    id: &'static str,
+    id: Interned,
     resource: &'static str,
     retry_nanos: u64,
     probe_nanos: u64,
@@ -213,7 +215,7 @@ impl CircuitBreaker {
                 .unwrap_or_else(|_| WindowConfig::sentinel_second())
                 .with_stripes(2);
         Self {
-            id: intern(&rule.id),
+            id: intern_numbered(&rule.id),
             resource: intern(&rule.resource),
             retry_nanos: nanos(rule.retry_timeout),
             probe_nanos: nanos(rule.effective_probe_timeout()).max(1),
@@ -462,7 +464,7 @@ impl CircuitBreaker {
         let from = BreakerState::from_u8(self.state.swap(to.to_u8(), Ordering::AcqRel));
         if from != to {
             events.push(BreakerEvent {
-                rule_id: self.id,
+                rule_id: self.id.name,
                 resource: self.resource,
                 from,
                 to,
@@ -474,7 +476,8 @@ impl CircuitBreaker {
 
     fn block(&self, inner: &Inner, state: BreakerState, retry_after: u64) -> BreakerBlock {
         BreakerBlock {
-            rule_id: self.id,
+            rule_id: self.id.name,
+            rule_number: self.id.number,
             state,
             observed: inner.tripped_by,
             threshold: self.threshold(),

@@ -16,7 +16,6 @@ use crate::block::{BlockError, BlockKind};
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::sync::{AtomicU64, Ordering};
 use slots::{Slots, Take};
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -207,7 +206,7 @@ impl ActiveLimiter {
             .map_err(|_| {
                 self.key_overflows.fetch_add(1, Ordering::Relaxed);
                 let cap = self.keys.max_keys() as f64;
-                BlockError::new(BlockKind::Actives, Cow::Owned(key.to_owned()), cap, cap)
+                BlockError::owned(BlockKind::Actives, key, cap, cap)
             })?;
         Ok(ActiveKey {
             state,
@@ -369,9 +368,9 @@ impl ActiveKey {
                 started,
                 timeout,
             ))),
-            Take::QueueFull(waiters) => Err(BlockError::new(
+            Take::QueueFull(waiters) => Err(BlockError::owned(
                 BlockKind::ActivesQueueFull,
-                Cow::Owned(self.name().to_owned()),
+                self.name(),
                 f64::from(waiters),
                 f64::from(self.max_waiters),
             )),
@@ -396,9 +395,9 @@ impl ActiveKey {
     #[cold]
     #[inline(never)]
     fn refusal(&self, in_flight: u32, max: u32) -> BlockError {
-        BlockError::new(
+        BlockError::owned(
             BlockKind::Actives,
-            Cow::Owned(self.name().to_owned()),
+            self.name(),
             f64::from(in_flight),
             f64::from(max),
         )

@@ -4,7 +4,6 @@ use super::key_map::KeyMap;
 use crate::block::{BlockError, BlockKind};
 use crate::flow::try_increment;
 use crate::sync::{AtomicU64, Ordering};
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
@@ -58,7 +57,8 @@ impl Drop for ExecutePermit {
 /// A pre-resolved key of an [`ExecuteLimiter`] (see [`ExecuteLimiter::key`]).
 #[derive(Debug, Clone)]
 pub struct ExecuteKey {
-    name: &'static str,
+    /// The key's interned number (see `intern`), for blocks.
+    name: u32,
     in_flight: Arc<AtomicU64>,
 }
 
@@ -88,7 +88,7 @@ impl ExecuteKey {
             Ok(()) => Ok(ExecuteKeyPermit {
                 in_flight: &self.in_flight,
             }),
-            Err(seen) => Err(full(Cow::Borrowed(self.name), seen)),
+            Err(seen) => Err(full_key(self.name, seen)),
         }
     }
 
@@ -109,7 +109,14 @@ fn take(in_flight: &AtomicU64, max: u32) -> Result<(), (u64, u32)> {
 /// The refusal of a full key (cold: kept out of the acquire path).
 #[cold]
 #[inline(never)]
-fn full(key: Cow<'static, str>, (current, max): (u64, u32)) -> BlockError {
+fn full(key: &str, (current, max): (u64, u32)) -> BlockError {
+    BlockError::owned(BlockKind::Executes, key, current as f64, f64::from(max))
+}
+
+/// [`full`] for a key whose name has interned number `key`.
+#[cold]
+#[inline(never)]
+fn full_key(key: u32, (current, max): (u64, u32)) -> BlockError {
     BlockError::new(BlockKind::Executes, key, current as f64, f64::from(max))
 }
 
@@ -137,7 +144,7 @@ impl ExecuteLimiter {
         let in_flight = self.counter(key)?;
         match take(&in_flight, max) {
             Ok(()) => Ok(ExecutePermit { in_flight }),
-            Err(seen) => Err(full(Cow::Owned(key.to_owned()), seen)),
+            Err(seen) => Err(full(key, seen)),
         }
     }
 
@@ -164,7 +171,7 @@ impl ExecuteLimiter {
     /// ```
     pub fn key(&self, key: &str) -> Result<ExecuteKey, BlockError> {
         Ok(ExecuteKey {
-            name: crate::intern::intern(key),
+            name: crate::intern::intern_numbered(key).number,
             in_flight: self.counter(key)?,
         })
     }
@@ -175,7 +182,7 @@ impl ExecuteLimiter {
             .map_err(|_| {
                 self.key_overflows.fetch_add(1, Ordering::Relaxed);
                 let cap = self.keys.max_keys() as f64;
-                BlockError::new(BlockKind::Executes, Cow::Owned(key.to_owned()), cap, cap)
+                BlockError::owned(BlockKind::Executes, key, cap, cap)
             })
     }
 

@@ -2,7 +2,6 @@
 
 use crate::block::{BlockError, BlockKind};
 use crate::clock::{AnyClock, Clock, SystemClock};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
@@ -184,7 +183,7 @@ impl TpsKey {
 fn refused(key: &str, item: &StatItem, window: Window, now: u64) -> BlockError {
     let restart = window.start.saturating_add(item.interval_nanos()) + 1;
     let rate = f64::from(item.config.rate);
-    BlockError::new(BlockKind::Tps, Cow::Owned(key.to_owned()), rate, rate)
+    BlockError::owned(BlockKind::Tps, key, rate, rate)
         .with_retry_after(Duration::from_nanos(restart.saturating_sub(now)))
 }
 
@@ -259,12 +258,7 @@ impl TpsLimiter {
     /// ```
     pub fn key(&self, key: &str, config: TpsConfig) -> Result<TpsKey, BlockError> {
         if config.rate == 0 {
-            return Err(BlockError::new(
-                BlockKind::Tps,
-                Cow::Owned(key.to_owned()),
-                0.0,
-                0.0,
-            ));
+            return Err(BlockError::owned(BlockKind::Tps, key, 0.0, 0.0));
         }
         let item = self.item(key, config, self.clock.now_nanos())?;
         Ok(TpsKey {
@@ -299,12 +293,7 @@ impl TpsLimiter {
             self.key_overflows
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let cap = self.max_keys as f64;
-            return Err(BlockError::new(
-                BlockKind::Tps,
-                Cow::Owned(key.to_owned()),
-                cap,
-                cap,
-            ));
+            return Err(BlockError::owned(BlockKind::Tps, key, cap, cap));
         }
         let item = Arc::new(StatItem::new(config, now));
         keys.insert(Arc::from(key), item.clone());

@@ -13,7 +13,6 @@ use crate::resource::{ChildSlot, Resource, ResourceInner};
 use crate::spillway::Spillway;
 use crate::sync::Ordering;
 use crate::system::{SystemBlock, SystemCheck};
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -460,10 +459,10 @@ impl<'a> EntryBuilder<'a> {
     /// A [`BlockError`] saying which check refused it and why.
     pub fn enter_owned(self) -> Result<OwnedEntry, BlockError> {
         let resource = self.resolve()?.clone();
-        let mut entry = self.enter()?;
+        let entry = self.enter()?;
         let state = entry.state.clone();
-        entry.state.done = true; // the owned entry completes it
-        drop(entry);
+        // The owned entry completes the admission: this guard must not.
+        std::mem::forget(entry);
         Ok(OwnedEntry { resource, state })
     }
 }
@@ -501,11 +500,11 @@ fn pass_breakers(inner: &ResourceInner, now: u64, held: &mut Held) -> Result<(),
 fn breaker_blocked(inner: &ResourceInner, block: BreakerBlock) -> BlockError {
     BlockError::new(
         BlockKind::Breaker,
-        Cow::Borrowed(inner.static_name),
+        inner.name_number,
         block.observed,
         block.threshold,
     )
-    .with_rule(block.rule_id)
+    .with_rule(block.rule_number)
     .with_retry_after(block.retry_after)
 }
 
@@ -519,19 +518,14 @@ fn check_system(inner: &ResourceInner, now: u64, count: u32) -> Result<u8, Block
     rules
         .check_reads(&core.inbound, &*core.probe, now, count, false)
         .map_err(|block| system_blocked(inner, block))?;
-    let Some((max, rule_id)) = rules.max_concurrency() else {
+    let Some((max, rule)) = rules.max_concurrency() else {
         return Ok(0);
     };
     match try_increment(core.inbound.limited(), |in_flight| in_flight < max) {
         Ok(()) => Ok(LIMITED_INBOUND),
         Err(in_flight) => Err(system_blocked(
             inner,
-            SystemBlock::new(
-                SystemCheck::Concurrency,
-                rule_id,
-                in_flight as f64,
-                max as f64,
-            ),
+            SystemBlock::new(SystemCheck::Concurrency, rule, in_flight as f64, max as f64),
         )),
     }
 }
@@ -541,11 +535,11 @@ fn check_system(inner: &ResourceInner, now: u64, count: u32) -> Result<u8, Block
 fn system_blocked(inner: &ResourceInner, block: SystemBlock) -> BlockError {
     BlockError::new(
         BlockKind::System(block.check),
-        Cow::Borrowed(inner.static_name),
+        inner.name_number,
         block.observed,
         block.threshold,
     )
-    .with_rule(block.rule_id)
+    .with_rule(block.rule_number)
 }
 
 impl<'a> EntryBuilder<'a> {

@@ -8,7 +8,6 @@ use crate::flow::{
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
 use crate::sync::Ordering;
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -175,11 +174,11 @@ impl Refusal {
     pub(crate) fn into_error(self, resource: &ResourceInner, rules: &ResourceRules) -> BlockError {
         BlockError::new(
             BlockKind::Flow,
-            Cow::Borrowed(resource.static_name),
+            resource.name_number,
             self.observed,
             self.threshold,
         )
-        .with_rule(rules.rules[self.index].id)
+        .with_rule(rules.rules[self.index].id_number)
         .with_retry_after(self.retry_after)
     }
 }
@@ -332,15 +331,14 @@ impl GateStop {
         now: u64,
     ) -> BlockError {
         let rule = read.rule(self.rule);
-        let error = BlockError::new(
+        BlockError::new(
             BlockKind::Flow,
-            Cow::Borrowed(resource.static_name),
+            resource.name_number,
             self.current as f64,
             rule.count,
         )
         .with_retry_after_nanos(nanos_to_next_bucket(&resource.node, now))
-        .with_rule_number(rule.id);
-        error
+        .with_rule(rule.id)
     }
 }
 

@@ -14,7 +14,6 @@ pub(crate) struct EntryState {
     pub(crate) count: u32,
     pub(crate) inbound: bool,
     pub(crate) error: bool,
-    pub(crate) done: bool,
     /// `LIMITED_*` bits: exact in-flight counters this entry holds a place on.
     pub(crate) limited: u8,
 }
@@ -74,7 +73,6 @@ impl EntryState {
             count,
             inbound,
             error: false,
-            done: false,
             limited,
         }
     }
@@ -96,14 +94,12 @@ impl EntryState {
         });
     }
 
-    /// Records the completion once: RT in microseconds (saturating at zero should the clock read
+    /// Records the completion: RT in microseconds (saturating at zero should the clock read
     /// behind the start), completion and error counts, concurrency - 1, and the places held on
-    /// exact in-flight counters.
+    /// exact in-flight counters. Called once per admission, by the drop of the one guard that
+    /// holds the state ([`Entry`] or [`OwnedEntry`](crate::OwnedEntry)).
     #[inline]
-    pub(crate) fn complete(&mut self, resource: &ResourceInner) {
-        if std::mem::replace(&mut self.done, true) {
-            return;
-        }
+    pub(crate) fn complete(&self, resource: &ResourceInner) {
         let now = resource.clock.now_nanos();
         let slot = thread_slot();
         let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;

@@ -3,7 +3,7 @@
 use super::{
     validate_system_rules, CpuStrategy, MinRtEstimate, SystemProbe, SystemRule, SystemRuleError,
 };
-use crate::intern::intern;
+use crate::intern::{intern_numbered, Interned};
 use crate::stats::ResourceNode;
 use std::fmt;
 
@@ -55,20 +55,18 @@ pub struct SystemBlock {
     pub observed: f64,
     /// The threshold.
     pub threshold: f64,
+    /// The rule id's interned number, for the block error.
+    pub(crate) rule_number: u32,
 }
 
 impl SystemBlock {
-    pub(crate) fn new(
-        check: SystemCheck,
-        rule_id: &'static str,
-        observed: f64,
-        threshold: f64,
-    ) -> Self {
+    pub(crate) fn new(check: SystemCheck, rule: Interned, observed: f64, threshold: f64) -> Self {
         Self {
             check,
-            rule_id,
+            rule_id: rule.name,
             observed,
             threshold,
+            rule_number: rule.number,
         }
     }
 }
@@ -77,7 +75,7 @@ impl SystemBlock {
 #[derive(Debug, Clone, Copy)]
 struct Threshold<T> {
     value: T,
-    rule: &'static str,
+    rule: Interned,
     min_rt: MinRtEstimate,
 }
 
@@ -127,7 +125,7 @@ fn lower<T: PartialOrd + Copy>(
     if slot.map_or(true, |current| value < current.value) {
         *slot = Some(Threshold {
             value,
-            rule: intern(&rule.id),
+            rule: intern_numbered(&rule.id),
             min_rt: rule.min_rt,
         });
     }
@@ -190,7 +188,7 @@ impl SystemRules {
     }
 
     /// The concurrency threshold, with its rule, if one is set.
-    pub(crate) fn max_concurrency(&self) -> Option<(u64, &'static str)> {
+    pub(crate) fn max_concurrency(&self) -> Option<(u64, Interned)> {
         self.concurrency.map(|t| (t.value, t.rule))
     }
 
@@ -203,12 +201,7 @@ impl SystemRules {
         count: u32,
         read_concurrency: bool,
     ) -> Result<(), SystemBlock> {
-        let block = |check, rule, observed, threshold| SystemBlock {
-            check,
-            rule_id: rule,
-            observed,
-            threshold,
-        };
+        let block = SystemBlock::new;
         if let Some(t) = self.qps {
             let qps = node.pass_qps(now);
             if qps + f64::from(count) > t.value {
