@@ -63,14 +63,35 @@ pub(crate) fn thread_slot() -> usize {
     }
     impl Drop for Slot {
         fn drop(&mut self) {
+            // From now on this thread has no slot (another thread may take this one).
+            let _ = CACHED.try_with(|cached| cached.set(NO_SLOT));
             let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
             pool.free.push(Reverse(self.0));
         }
     }
+    impl Slot {
+        /// Takes a slot for this thread and remembers it in `CACHED`.
+        #[cold]
+        #[inline(never)]
+        fn first() -> usize {
+            let slot = SLOT.try_with(|slot| slot.0).unwrap_or(NO_SLOT);
+            CACHED.set(slot);
+            slot
+        }
+    }
+    /// `CACHED` before the thread's first call.
+    const UNSET: usize = usize::MAX - 1;
     thread_local! {
+        /// The slot `SLOT` holds: a constant-initialised cell without a destructor, read with
+        /// one load (`SLOT`'s lazy state costs a test on every read).
+        static CACHED: std::cell::Cell<usize> = const { std::cell::Cell::new(UNSET) };
         static SLOT: Slot = Slot::acquire();
     }
-    SLOT.try_with(|slot| slot.0).unwrap_or(NO_SLOT)
+    let slot = CACHED.get();
+    if slot != UNSET {
+        return slot;
+    }
+    Slot::first()
 }
 
 #[cfg(spillway_loom)]
@@ -98,4 +119,47 @@ pub(crate) fn spin_wait(spins: &mut u32) {
 #[cfg(spillway_loom)]
 pub(crate) fn spin_wait(_spins: &mut u32) {
     loom::thread::yield_now();
+}
+
+#[cfg(all(test, not(spillway_loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Barrier;
+
+    #[test]
+    fn a_thread_keeps_its_slot_and_live_threads_hold_different_ones() {
+        let barrier = Barrier::new(4);
+        let slots: Vec<usize> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        let first = thread_slot();
+                        // All four are alive while each reads its slot again.
+                        barrier.wait();
+                        assert_eq!(thread_slot(), first);
+                        barrier.wait();
+                        first
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut distinct = slots.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "{slots:?}");
+        assert!(slots.iter().all(|&slot| slot < NO_SLOT - 1));
+    }
+
+    #[test]
+    fn slots_of_exited_threads_are_handed_out_again() {
+        // Two hundred threads one after another: without reuse the last would hold slot 200 or
+        // more; with it, slots stay below the number of threads ever alive at once (this test's
+        // and the other tests' running beside it).
+        let highest = (0..200)
+            .map(|_| std::thread::spawn(thread_slot).join().unwrap())
+            .max()
+            .unwrap();
+        assert!(highest < 64, "highest slot {highest}");
+    }
 }
