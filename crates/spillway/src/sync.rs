@@ -35,6 +35,25 @@ pub(crate) const NO_SLOT: usize = usize::MAX;
 #[cfg(not(spillway_loom))]
 #[inline]
 pub(crate) fn thread_slot() -> usize {
+    match cached_thread_slot() {
+        Some(slot) => slot,
+        None => slots::first(),
+    }
+}
+
+/// [`thread_slot`] if this thread has asked for its slot before (one load, and nothing to call:
+/// for paths that must not make calls); `None` before the first [`thread_slot`].
+#[cfg(not(spillway_loom))]
+#[inline(always)]
+pub(crate) fn cached_thread_slot() -> Option<usize> {
+    let slot = slots::CACHED.get();
+    (slot != slots::UNSET).then_some(slot)
+}
+
+#[cfg(not(spillway_loom))]
+mod slots {
+    use super::NO_SLOT;
+    use std::cell::Cell;
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
     use std::sync::Mutex;
@@ -48,7 +67,9 @@ pub(crate) fn thread_slot() -> usize {
         free: BinaryHeap::new(),
     });
 
+    /// A thread's hold on its slot, given back when the thread exits.
     struct Slot(usize);
+
     impl Slot {
         fn acquire() -> Self {
             let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
@@ -61,6 +82,7 @@ pub(crate) fn thread_slot() -> usize {
             }
         }
     }
+
     impl Drop for Slot {
         fn drop(&mut self) {
             // From now on this thread has no slot (another thread may take this one).
@@ -69,29 +91,25 @@ pub(crate) fn thread_slot() -> usize {
             pool.free.push(Reverse(self.0));
         }
     }
-    impl Slot {
-        /// Takes a slot for this thread and remembers it in `CACHED`.
-        #[cold]
-        #[inline(never)]
-        fn first() -> usize {
-            let slot = SLOT.try_with(|slot| slot.0).unwrap_or(NO_SLOT);
-            CACHED.set(slot);
-            slot
-        }
-    }
+
     /// `CACHED` before the thread's first call.
-    const UNSET: usize = usize::MAX - 1;
+    pub(super) const UNSET: usize = usize::MAX - 1;
+
     thread_local! {
         /// The slot `SLOT` holds: a constant-initialised cell without a destructor, read with
         /// one load (`SLOT`'s lazy state costs a test on every read).
-        static CACHED: std::cell::Cell<usize> = const { std::cell::Cell::new(UNSET) };
+        pub(super) static CACHED: Cell<usize> = const { Cell::new(UNSET) };
         static SLOT: Slot = Slot::acquire();
     }
-    let slot = CACHED.get();
-    if slot != UNSET {
-        return slot;
+
+    /// Takes a slot for this thread and remembers it in `CACHED`.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn first() -> usize {
+        let slot = SLOT.try_with(|slot| slot.0).unwrap_or(NO_SLOT);
+        CACHED.set(slot);
+        slot
     }
-    Slot::first()
 }
 
 #[cfg(spillway_loom)]
@@ -103,6 +121,11 @@ pub(crate) fn thread_slot() -> usize {
         static SLOT: usize = NEXT.fetch_add(1, Ordering::Relaxed);
     }
     SLOT.with(|slot| *slot)
+}
+
+#[cfg(spillway_loom)]
+pub(crate) fn cached_thread_slot() -> Option<usize> {
+    Some(thread_slot())
 }
 
 /// Waits a moment for another thread to finish a short critical step.

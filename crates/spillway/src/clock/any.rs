@@ -23,6 +23,19 @@ pub(crate) enum OtherClock {
 }
 
 impl AnyClock {
+    /// The time, read without a call (the TSC inline, the coarse clock while it ticks, or a
+    /// manual clock's load), or `None` where a read would call: for paths that must stay free of
+    /// calls. A `ManualClock` reads inline so that tests take those paths too.
+    #[inline(always)]
+    pub(crate) fn now_nanos_inline(&self) -> Option<u64> {
+        match self {
+            Self::System(c) => c.inline_nanos(),
+            Self::Coarse(c) => c.ticked_nanos(),
+            Self::Other(OtherClock::Manual(c)) => Some(c.now_nanos()),
+            Self::Other(_) => None,
+        }
+    }
+
     pub(crate) fn from_clock<C: Clock>(clock: C) -> Self {
         // Recognise the built-in clocks so that the hot path does not pay for dynamic dispatch.
         let any: &dyn std::any::Any = &clock;
@@ -96,5 +109,45 @@ impl Clock for AnyClock {
             Self::Coarse(c) => c.park_timeout(timeout),
             Self::Other(c) => c.park_timeout(timeout),
         }
+    }
+}
+
+#[cfg(all(test, not(spillway_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_reads_agree_with_the_clocks_and_only_calls_are_refused() {
+        let manual = AnyClock::from_clock(ManualClock::starting_at_millis(5));
+        assert_eq!(manual.now_nanos_inline(), Some(5_000_000));
+
+        // The other clocks move: an inline read falls between two ordinary ones.
+        for clock in [
+            AnyClock::from_clock(SystemClock::new()),
+            AnyClock::from_clock(CoarseClock::new()),
+        ] {
+            let before = clock.now_nanos();
+            if let Some(inline) = clock.now_nanos_inline() {
+                assert!(before <= inline && inline <= clock.now_nanos(), "{clock:?}");
+            }
+        }
+
+        assert_eq!(
+            AnyClock::from_clock(StdClock::new()).now_nanos_inline(),
+            None
+        );
+        let custom = AnyClock::from_clock(Fixed(9));
+        assert_eq!((custom.now_nanos(), custom.now_nanos_inline()), (9, None));
+    }
+
+    #[derive(Debug)]
+    struct Fixed(u64);
+
+    impl Clock for Fixed {
+        fn now_nanos(&self) -> u64 {
+            self.0
+        }
+
+        fn sleep(&self, _: Duration) {}
     }
 }

@@ -115,6 +115,15 @@ impl fmt::Debug for CoarseClock {
     }
 }
 
+impl CoarseClock {
+    /// The time, if the ticker is running (otherwise reading it takes the precise clock).
+    #[inline(always)]
+    pub(crate) fn ticked_nanos(&self) -> Option<u64> {
+        let nanos = self.shared.nanos.load(Ordering::Relaxed);
+        (nanos != NOT_TICKING).then_some(nanos)
+    }
+}
+
 impl Clock for CoarseClock {
     #[inline]
     fn now_nanos(&self) -> u64 {

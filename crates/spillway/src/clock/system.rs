@@ -65,6 +65,15 @@ impl fmt::Debug for SystemClock {
     }
 }
 
+impl SystemClock {
+    /// The time, if this clock reads the TSC inline (otherwise reading it calls into `quanta`).
+    #[inline(always)]
+    pub(crate) fn inline_nanos(&self) -> Option<u64> {
+        self.tsc
+            .map(|tsc| tsc.nanos(tsc.ticks().saturating_sub(self.origin)))
+    }
+}
+
 impl Clock for SystemClock {
     #[inline]
     fn now_nanos(&self) -> u64 {

@@ -1,6 +1,6 @@
 use super::check::{
-    check_flow, check_gate, give_back, release_limited, Caller, GateStop, Held, Verdict,
-    LIMITED_INBOUND,
+    check_flow, check_gate, give_back, refuse_short, release_limited, Caller, GateStop, Held,
+    Verdict, LIMITED_INBOUND,
 };
 use super::pending::{OwnedPending, Pending, PendingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
@@ -384,6 +384,14 @@ impl<'a> EntryBuilder<'a> {
         let (origin, entrance) = self.child_slots(inner);
         if let Some(read) = gate {
             if let Err(stop) = check_gate(inner, &read, now, self.count) {
+                // Most refusals count on the resource's node alone, inline (see `refuse_short`).
+                if stop.refused()
+                    && !inbound
+                    && ChildSlot::both_none(origin, entrance)
+                    && refuse_short(inner, now, self.count)
+                {
+                    return refusal(inner, &read, stop, now, refused);
+                }
                 let stopped = Stopped {
                     read,
                     stop,
@@ -399,7 +407,8 @@ impl<'a> EntryBuilder<'a> {
         ))
     }
 
-    /// [`enter_fast`](Self::enter_fast) when the gate's check stopped: a rule refused (the
+    /// [`enter_fast`](Self::enter_fast) when the gate's check stopped and `refuse_short` could
+    /// not count the refusal: a rule refused (the
     /// refusal is counted and returned), or a reload rewrote the gate meanwhile (the rule set
     /// decides).
     #[inline(never)]
@@ -465,6 +474,21 @@ impl<'a> EntryBuilder<'a> {
         std::mem::forget(entry);
         Ok(OwnedEntry { resource, state })
     }
+}
+
+/// The block for `stop`, handed to `refused`: out of line (a call that saves no registers), so
+/// that the block is written once, into the caller's result. Inlined, it was built in a
+/// temporary and copied into the result with loads wider than its stores, which then waited for
+/// those stores to reach the cache.
+#[inline(never)]
+fn refusal<R>(
+    inner: &ResourceInner,
+    read: &GateRead<'_>,
+    stop: GateStop,
+    now: u64,
+    refused: impl FnOnce(BlockError) -> R,
+) -> R {
+    refused(stop.into_error(inner, read, now))
 }
 
 /// A queued entry starts its call at `now`: the breaker probe places it took at the check follow

@@ -7,7 +7,7 @@ use crate::flow::{
 };
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
-use crate::sync::Ordering;
+use crate::sync::{cached_thread_slot, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -339,6 +339,22 @@ impl GateStop {
         )
         .with_retry_after_nanos(nanos_to_next_bucket(&resource.node, now))
         .with_rule(rule.id)
+    }
+}
+
+/// Counts a refusal of an entry that counts on the resource's node alone (no origin, no
+/// entrance, not inbound) on the thread's line, if that takes no slow step; otherwise returns
+/// false, with nothing written. It makes no call, so that the path it is inlined on needs no
+/// registers saved (as `EntryState::complete_short`).
+///
+/// The caller builds the block ([`GateStop::into_error`]) where it returns it: built here and
+/// returned in an `Option`, it was written field by field and then copied with wider loads,
+/// which waited for those stores to reach the cache (a refusal took 25 ns instead of 15).
+#[inline(always)]
+pub(crate) fn refuse_short(resource: &ResourceInner, now: u64, count: u32) -> bool {
+    match cached_thread_slot() {
+        Some(slot) => resource.node.try_record_block(slot, now, u64::from(count)),
+        None => false,
     }
 }
 

@@ -2,7 +2,7 @@ use super::check::release_limited;
 use crate::clock::Clock;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
-use crate::sync::{thread_slot, Ordering};
+use crate::sync::{cached_thread_slot, thread_slot, Ordering};
 use std::fmt;
 
 /// What an entry must remember to record its completion.
@@ -98,8 +98,44 @@ impl EntryState {
     /// behind the start), completion and error counts, concurrency - 1, and the places held on
     /// exact in-flight counters. Called once per admission, by the drop of the one guard that
     /// holds the state ([`Entry`] or [`OwnedEntry`](crate::OwnedEntry)).
-    #[inline]
+    ///
+    /// Most exits take [`complete_short`](Self::complete_short), inlined where the guard drops:
+    /// it makes no call, so it needs no registers saved. An out-of-line exit with them saved and
+    /// restored cost about 3.5 ns more a call, a third of an entry and its exit.
+    #[inline(always)]
     pub(crate) fn complete(&self, resource: &ResourceInner) {
+        if !self.complete_short(resource) {
+            self.complete_long(resource);
+        }
+    }
+
+    /// The exit of an entry that counts on the resource's node alone and holds no place, on an
+    /// instance whose clock reads inline, when the thread's line holds the current bucket: the
+    /// completion on that line. Otherwise writes nothing and returns false.
+    #[inline(always)]
+    fn complete_short(&self, resource: &ResourceInner) -> bool {
+        // Relaxed, as the rule flags on entry.
+        if self.limited != 0
+            || self.inbound
+            || !ChildSlot::both_none(self.origin, self.entrance)
+            || resource.has_breakers.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        let (Some(now), Some(slot)) = (resource.clock.now_nanos_inline(), cached_thread_slot())
+        else {
+            return false;
+        };
+        let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
+        resource
+            .node
+            .try_record_exit(slot, now, rt_micros, u64::from(self.count), self.error)
+    }
+
+    /// [`complete`](Self::complete) on every node of the entry, through the window's slow steps.
+    #[cold]
+    #[inline(never)]
+    fn complete_long(&self, resource: &ResourceInner) {
         let now = resource.clock.now_nanos();
         let slot = thread_slot();
         let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
@@ -185,6 +221,7 @@ impl Entry<'_> {
 }
 
 impl Drop for Entry<'_> {
+    #[inline(always)]
     fn drop(&mut self) {
         self.state.complete(self.resource);
     }

@@ -239,6 +239,36 @@ impl ResourceNode {
         self.record_completion_moving(slot, now_nanos, rt_micros, count, error, u64::MAX);
     }
 
+    /// [`record_block`](Self::record_block) if it takes no slow step (see
+    /// [`SlidingWindow::try_add_from`]) and the minute window is fed by the second; otherwise
+    /// writes nothing and returns false.
+    #[inline(always)]
+    pub(crate) fn try_record_block(&self, slot: usize, now_nanos: u64, count: u64) -> bool {
+        self.minute.is_fed()
+            && self
+                .second
+                .try_add_from(slot, now_nanos, Event::Block, count)
+    }
+
+    /// [`record_exit`](Self::record_exit) if it takes no slow step (see
+    /// [`SlidingWindow::try_add_exit`]) and the minute window is fed by the second; otherwise
+    /// writes nothing and returns false.
+    #[inline(always)]
+    pub(crate) fn try_record_exit(
+        &self,
+        slot: usize,
+        now_nanos: u64,
+        rt_micros: u64,
+        count: u64,
+        error: bool,
+    ) -> bool {
+        let errors = if error { count } else { 0 };
+        self.minute.is_fed()
+            && self
+                .second
+                .try_add_exit(slot, now_nanos, rt_micros, count, errors)
+    }
+
     /// Adds `count` to `event` in both windows.
     #[inline]
     fn add_both(&self, slot: usize, now_nanos: u64, event: Event, count: u64) {

@@ -378,6 +378,51 @@ impl SlidingWindow {
         self.add_completion_slow(slot, id, rt, count, errors);
     }
 
+    /// [`add_from`](Self::add_from) if it takes no slow step: the cursor hints `now`'s bucket
+    /// and slot `slot`'s line holds it. Otherwise writes nothing and returns false. Free of
+    /// calls, for a refusal's short path.
+    #[inline(always)]
+    pub(crate) fn try_add_from(&self, slot: usize, now_nanos: u64, event: Event, n: u64) -> bool {
+        let hint = self.cursor.load(Ordering::Relaxed);
+        if now_nanos.wrapping_sub(hint * self.bucket_nanos) >= self.bucket_nanos {
+            return false;
+        }
+        match self.accumulators.owned(slot) {
+            Some(line) if line.holds(hint) => {
+                line.bump(event.slot(), n);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// An exit's completion (and one fewer in flight) on the thread's line, if that takes no
+    /// slow step: the cursor hints `now`'s bucket and slot `slot`'s line holds it. Otherwise
+    /// writes nothing and returns false. Free of calls, for the exit's short path.
+    #[inline(always)]
+    pub(crate) fn try_add_exit(
+        &self,
+        slot: usize,
+        now_nanos: u64,
+        rt_micros: u64,
+        count: u64,
+        errors: u64,
+    ) -> bool {
+        let hint = self.cursor.load(Ordering::Relaxed);
+        if now_nanos.wrapping_sub(hint * self.bucket_nanos) >= self.bucket_nanos {
+            return false;
+        }
+        let Some(line) = self.accumulators.owned(slot) else {
+            return false;
+        };
+        if !line.holds(hint) {
+            return false;
+        }
+        line.add_in_flight(u64::MAX);
+        line.add_completion(rt_micros.min(self.max_rt_micros), count, errors);
+        true
+    }
+
     /// [`add_completion_from`](Self::add_completion_from) when the thread's line does not hold
     /// bucket `id` yet; `rt` is already capped.
     #[cold]
