@@ -90,14 +90,15 @@ pub struct BlockError {
     /// Nanoseconds (at most 584 years), [`NONE`] for none: 8 bytes where `Option<Duration>`
     /// takes 16, so that a refusal writes (and its caller copies) less.
     retry_after: u64,
-    /// The interned number of the refusing rule's id, [`NOT_INTERNED`] when no rule refused.
-    rule: u32,
     /// What few refusals carry, out of line: a name that is not interned, the time waited.
-    /// Those refusals copy their name anyway; every other one stays small (see `resource`).
+    /// Those refusals copy their name anyway; every other one stays small (see `names`).
     rare: Option<Box<Rare>>,
-    /// The resource name's interned number ([`crate::intern`]), or [`NOT_INTERNED`] when
-    /// `rare` holds the name: four bytes where a `Cow<str>` takes twenty-four.
-    resource: u32,
+    /// The interned numbers ([`crate::intern`]) of the resource name (low half;
+    /// [`NOT_INTERNED`] when `rare` holds the name) and of the refusing rule's id (high half;
+    /// [`NOT_INTERNED`] when no rule refused): eight bytes where a `Cow<str>` and a `&str` took
+    /// forty. One word, written with one store: as two, a copy of the error that read them as
+    /// one word had to wait for both to reach the cache.
+    names: u64,
     kind: BlockKind,
 }
 
@@ -110,8 +111,15 @@ struct Rare {
     waited: u64,
 }
 
-/// A `BlockError`'s `resource` when the name is in `rare`, or `rule` when no rule refused.
+/// A `BlockError`'s resource number when the name is in `rare`, or rule number when no rule
+/// refused.
 const NOT_INTERNED: u32 = u32::MAX;
+
+/// `BlockError::names` of `resource` and `rule`.
+#[inline(always)]
+fn names(resource: u32, rule: u32) -> u64 {
+    u64::from(resource) | u64::from(rule) << 32
+}
 
 /// "No duration" in a [`BlockError`]'s compact fields (584 years: never a real wait).
 const NONE: u64 = u64::MAX;
@@ -132,9 +140,8 @@ impl BlockError {
             observed,
             threshold,
             retry_after: NONE,
-            rule: NOT_INTERNED,
             rare: None,
-            resource,
+            names: names(resource, NOT_INTERNED),
             kind,
         }
     }
@@ -151,7 +158,6 @@ impl BlockError {
                 resource: Some(resource.into().into_boxed_str()),
                 waited: NONE,
             })),
-            resource: NOT_INTERNED,
             ..Self::new(kind, NOT_INTERNED, observed, threshold)
         }
     }
@@ -179,7 +185,7 @@ impl BlockError {
     /// The block of the rule whose id has interned number `number`.
     #[inline]
     pub(crate) fn with_rule(mut self, number: u32) -> Self {
-        self.rule = number;
+        self.names = names(self.resource_number(), number);
         self
     }
 
@@ -206,6 +212,10 @@ impl BlockError {
         self
     }
 
+    fn resource_number(&self) -> u32 {
+        self.names as u32
+    }
+
     /// Which check refused the entry.
     pub fn kind(&self) -> BlockKind {
         self.kind
@@ -213,8 +223,9 @@ impl BlockError {
 
     /// The resource the entry was for.
     pub fn resource(&self) -> &str {
-        if self.resource != NOT_INTERNED {
-            return crate::intern::name_of(self.resource).unwrap_or_default();
+        let number = self.resource_number();
+        if number != NOT_INTERNED {
+            return crate::intern::name_of(number).unwrap_or_default();
         }
         self.rare
             .as_ref()
@@ -224,10 +235,11 @@ impl BlockError {
 
     /// The id of the rule that refused it, when a rule did.
     pub fn rule_id(&self) -> Option<&str> {
-        if self.rule == NOT_INTERNED {
+        let number = (self.names >> 32) as u32;
+        if number == NOT_INTERNED {
             return None;
         }
-        crate::intern::name_of(self.rule)
+        crate::intern::name_of(number)
     }
 
     /// The value the check observed (for example the current QPS, or the resources registered).

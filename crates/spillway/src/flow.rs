@@ -78,7 +78,7 @@ pub(crate) use admission::{whole_count, AdmissionRing, AdmissionRings, Admitted,
 pub(crate) use compiled::{Controller, ResourceRules};
 pub(crate) use concurrency::{try_acquire_on, try_increment};
 pub use decision::Decision;
-pub(crate) use gate::{DirectGate, GateRead};
+pub(crate) use gate::{DirectGate, GateRead, GateRule};
 pub use reject::QpsReject;
 pub use rule::{
     Behavior, FlowRule, Grade, LimitApp, Strategy, DEFAULT_COLD_FACTOR, DEFAULT_OCCUPY_TIMEOUT,

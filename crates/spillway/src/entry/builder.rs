@@ -1,6 +1,6 @@
 use super::check::{
-    check_flow, check_gate, give_back, refuse_short, release_limited, Caller, GateStop, Held,
-    Verdict, LIMITED_INBOUND,
+    check_flow, check_gate, give_back, refusal_error, refuse_short, release_limited, Caller,
+    GateStop, Held, Verdict, LIMITED_INBOUND,
 };
 use super::pending::{OwnedPending, Pending, PendingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
@@ -230,7 +230,7 @@ impl<'a> EntryBuilder<'a> {
                 Err(stop) if stop.refused() => {
                     release_limited(inner, origin_slot, entrance_slot, system_place);
                     EntryState::refuse(inner, origin_slot, entrance_slot, now, self.count, inbound);
-                    return Err(stop.into_error(inner, &read, now));
+                    return Err(stop.into_error(inner, &read.rule(stop.rule()), now));
                 }
                 // A reload is rewriting the gate: the rule set decides.
                 Err(_) => {}
@@ -390,7 +390,8 @@ impl<'a> EntryBuilder<'a> {
                     && ChildSlot::both_none(origin, entrance)
                     && refuse_short(inner, now, self.count)
                 {
-                    return refusal(inner, &read, stop, now, refused);
+                    let rule = read.rule(stop.rule());
+                    return refusal(inner, stop.current(), rule.count, rule.id, now, refused);
                 }
                 let stopped = Stopped {
                     read,
@@ -425,7 +426,8 @@ impl<'a> EntryBuilder<'a> {
         let inbound = self.traffic == TrafficType::Inbound;
         let (now, origin, entrance) = (stopped.now, stopped.origin, stopped.entrance);
         EntryState::refuse(inner, origin, entrance, now, self.count, inbound);
-        refused(stopped.stop.into_error(inner, &stopped.read, now))
+        let rule = stopped.read.rule(stopped.stop.rule());
+        refused(stopped.stop.into_error(inner, &rule, now))
     }
 
     /// [`enter`](Self::enter) for a resource with rules to check.
@@ -476,19 +478,20 @@ impl<'a> EntryBuilder<'a> {
     }
 }
 
-/// The block for `stop`, handed to `refused`: out of line (a call that saves no registers), so
-/// that the block is written once, into the caller's result. Inlined, it was built in a
-/// temporary and copied into the result with loads wider than its stores, which then waited for
-/// those stores to reach the cache.
+/// The block of a gate rule (see [`refusal_error`]), handed to `refused`: out of line (a call
+/// with its arguments in registers, that saves none), so that the block is written once, into
+/// the caller's result. Inlined, it was built in a temporary and copied into the result with
+/// loads wider than its stores, which then waited for those stores to reach the cache.
 #[inline(never)]
 fn refusal<R>(
     inner: &ResourceInner,
-    read: &GateRead<'_>,
-    stop: GateStop,
+    current: i64,
+    threshold: f64,
+    rule_id: u32,
     now: u64,
     refused: impl FnOnce(BlockError) -> R,
 ) -> R {
-    refused(stop.into_error(inner, read, now))
+    refused(refusal_error(inner, current, threshold, rule_id, now))
 }
 
 /// A queued entry starts its call at `now`: the breaker probe places it took at the check follow

@@ -2,8 +2,8 @@
 
 use crate::block::{BlockError, BlockKind};
 use crate::flow::{
-    try_acquire_on, whole_count, AdmissionRing, Admitted, Controller, Decision, GateRead, LimitApp,
-    QpsReject, ResourceRules, Slot, Strategy,
+    try_acquire_on, whole_count, AdmissionRing, Admitted, Controller, Decision, GateRead, GateRule,
+    LimitApp, QpsReject, ResourceRules, Slot, Strategy,
 };
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
@@ -322,24 +322,49 @@ impl GateStop {
         self.rule != Self::CHANGED
     }
 
-    /// The block, built where it is returned, with the numbers of the rule that refused.
+    /// The block, built where it is returned, with the numbers of the rule that refused
+    /// (`read`'s rule [`rule`](Self::rule)).
     #[inline]
     pub(crate) fn into_error(
         self,
         resource: &ResourceInner,
-        read: &GateRead<'_>,
+        rule: &GateRule,
         now: u64,
     ) -> BlockError {
-        let rule = read.rule(self.rule);
-        BlockError::new(
-            BlockKind::Flow,
-            resource.name_number,
-            self.current as f64,
-            rule.count,
-        )
-        .with_retry_after_nanos(nanos_to_next_bucket(&resource.node, now))
-        .with_rule(rule.id)
+        refusal_error(resource, self.current, rule.count, rule.id, now)
     }
+
+    /// Which of the gate's rules refused.
+    #[inline]
+    pub(crate) fn rule(&self) -> usize {
+        self.rule
+    }
+
+    /// The truncated pass QPS the refusing rule saw.
+    #[inline]
+    pub(crate) fn current(&self) -> i64 {
+        self.current
+    }
+}
+
+/// The block of a gate rule (count `threshold`, id number `rule_id`) that saw the truncated
+/// pass QPS `current`.
+#[inline(always)]
+pub(crate) fn refusal_error(
+    resource: &ResourceInner,
+    current: i64,
+    threshold: f64,
+    rule_id: u32,
+    now: u64,
+) -> BlockError {
+    BlockError::new(
+        BlockKind::Flow,
+        resource.name_number,
+        current as f64,
+        threshold,
+    )
+    .with_retry_after_nanos(nanos_to_next_bucket(&resource.node, now))
+    .with_rule(rule_id)
 }
 
 /// Counts a refusal of an entry that counts on the resource's node alone (no origin, no
