@@ -103,18 +103,20 @@
 //!
 //! # Performance
 //!
-//! An entry and its exit, with no rules, cost about 23 ns on one thread and the same per call on
-//! two threads at once (`bench/run`, `docs/benchmarks.md`, on a 2-core AMD EPYC VM). Two clock
-//! reads (the entry's start and end, for the microsecond RT) are about 10 ns of that: one read of
-//! the TSC costs 9.55 ns there, which is the instruction's own throughput. With a
-//! [`CoarseClock`] (one load a read, RT in whole ticks) the same entry and exit cost about 13 ns.
+//! An entry and its exit, with no rules, cost about 21 ns on one thread and 23 to 25 ns per call
+//! on two threads at once (`bench/run`, `docs/benchmarks.md`, on a 2-core AMD EPYC VM). Two
+//! clock reads (the entry's start and end, for the microsecond RT) are about 10 ns of that: one
+//! read of the TSC costs 9.6 ns there, which is the instruction's own throughput. With a
+//! [`CoarseClock`] (one load a read, RT in whole ticks) the same entry and exit cost about 11 ns.
 //! The statistics (pass, completion, RT, min RT and the in-flight count on the thread's line of
 //! the second window, which feeds the minute window once per bucket) are the rest. They scale
 //! because each thread writes cache lines of its own, with plain stores: see
-//! [`stats::SlidingWindow`]. A QPS reject rule adds a compare-and-swap on a passing call and
-//! only reads on a refused one (about 30 and 21 ns in all; 19 and 17 ns with the coarse clock),
-//! reading the rule's numbers from a copy in the resource rather than from the rule set (see
-//! [`flow`](crate::flow#reloads)).
+//! [`stats::SlidingWindow`]. The common exit (an entry without origin, entrance or held place,
+//! on a resource without breakers) is inlined where the [`Entry`] drops and makes no call: as a
+//! call that saved and restored registers it cost about 3.5 ns more. A QPS reject rule adds a
+//! compare-and-swap on a passing call and only reads on a refused one (about 27 to 33 and 20 to
+//! 22 ns in all; 16.5 and 14.5 to 16.5 ns with the coarse clock), reading the rule's numbers from
+//! a copy in the resource rather than from the rule set (see [`flow`](crate::flow#reloads)).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // `unsafe_code` is denied workspace-wide; the one module that allows it reads the TSC inline
