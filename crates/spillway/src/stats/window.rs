@@ -378,27 +378,33 @@ impl SlidingWindow {
         self.add_completion_slow(slot, id, rt, count, errors);
     }
 
-    /// [`add_from`](Self::add_from) if it takes no slow step: the cursor hints `now`'s bucket
-    /// and slot `slot`'s line holds it. Otherwise writes nothing and returns false. Free of
-    /// calls, for a refusal's short path.
+    /// Slot `slot`'s line, if the cursor hints `now`'s bucket and the line holds it: where the
+    /// short paths below write, with no slow step and no call.
     #[inline(always)]
-    pub(crate) fn try_add_from(&self, slot: usize, now_nanos: u64, event: Event, n: u64) -> bool {
+    fn current_line(&self, slot: usize, now_nanos: u64) -> Option<&Line> {
         let hint = self.cursor.load(Ordering::Relaxed);
         if now_nanos.wrapping_sub(hint * self.bucket_nanos) >= self.bucket_nanos {
+            return None;
+        }
+        self.accumulators
+            .owned(slot)
+            .filter(|line| line.holds(hint))
+    }
+
+    /// [`add_from`](Self::add_from) if it takes no slow step (see `current_line`); otherwise
+    /// writes nothing and returns false. For a refusal's short path.
+    #[inline(always)]
+    pub(crate) fn try_add_from(&self, slot: usize, now_nanos: u64, event: Event, n: u64) -> bool {
+        let Some(line) = self.current_line(slot, now_nanos) else {
             return false;
-        }
-        match self.accumulators.owned(slot) {
-            Some(line) if line.holds(hint) => {
-                line.bump(event.slot(), n);
-                true
-            }
-            _ => false,
-        }
+        };
+        line.bump(event.slot(), n);
+        true
     }
 
     /// An exit's completion (and one fewer in flight) on the thread's line, if that takes no
-    /// slow step: the cursor hints `now`'s bucket and slot `slot`'s line holds it. Otherwise
-    /// writes nothing and returns false. Free of calls, for the exit's short path.
+    /// slow step (see `current_line`); otherwise writes nothing and returns false. For the
+    /// exit's short path.
     #[inline(always)]
     pub(crate) fn try_add_exit(
         &self,
@@ -408,16 +414,9 @@ impl SlidingWindow {
         count: u64,
         errors: u64,
     ) -> bool {
-        let hint = self.cursor.load(Ordering::Relaxed);
-        if now_nanos.wrapping_sub(hint * self.bucket_nanos) >= self.bucket_nanos {
-            return false;
-        }
-        let Some(line) = self.accumulators.owned(slot) else {
+        let Some(line) = self.current_line(slot, now_nanos) else {
             return false;
         };
-        if !line.holds(hint) {
-            return false;
-        }
         line.add_in_flight(u64::MAX);
         line.add_completion(rt_micros.min(self.max_rt_micros), count, errors);
         true
