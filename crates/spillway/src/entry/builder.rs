@@ -409,9 +409,8 @@ impl<'a> EntryBuilder<'a> {
     }
 
     /// [`enter_fast`](Self::enter_fast) when the gate's check stopped and `refuse_short` could
-    /// not count the refusal: a rule refused (the
-    /// refusal is counted and returned), or a reload rewrote the gate meanwhile (the rule set
-    /// decides).
+    /// not count the refusal: a rule refused (the refusal is counted on every node of the entry
+    /// and returned), or a reload rewrote the gate meanwhile (the rule set decides).
     #[inline(never)]
     fn stopped_at_gate<R>(
         &self,
