@@ -322,8 +322,8 @@ impl GateStop {
         self.rule != Self::CHANGED
     }
 
-    /// The block, built where it is returned, with the numbers of the rule that refused
-    /// (`read`'s rule [`rule`](Self::rule)).
+    /// The block, built where it is returned, with the numbers of the rule that refused (the
+    /// gate's rule number [`rule`](Self::rule)).
     #[inline]
     pub(crate) fn into_error(
         self,
@@ -372,7 +372,7 @@ pub(crate) fn refusal_error(
 /// false, with nothing written. It makes no call, so that the path it is inlined on needs no
 /// registers saved (as `EntryState::complete_short`).
 ///
-/// The caller builds the block ([`GateStop::into_error`]) where it returns it: built here and
+/// The caller builds the block ([`refusal_error`]) out of line, into its result: built here and
 /// returned in an `Option`, it was written field by field and then copied with wider loads,
 /// which waited for those stores to reach the cache (a refusal took 25 ns instead of 15).
 #[inline(always)]
