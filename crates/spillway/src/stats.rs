@@ -12,6 +12,7 @@ mod accumulator;
 mod event;
 mod node;
 mod ring;
+mod short_line;
 mod striped;
 mod tagged;
 mod window;
@@ -22,6 +23,7 @@ mod tests;
 
 pub use event::Event;
 pub use node::{NodeConfig, NodeStats, ResourceNode};
+pub(crate) use short_line::ShortLine;
 pub use striped::StripedCounter;
 pub use window::{SlidingWindow, WindowSnapshot};
 pub use window_config::{WindowConfig, WindowConfigError, DEFAULT_MAX_RT, MAX_BUCKETS};

@@ -149,6 +149,42 @@ fn inbound_entries_feed_the_global_inbound_node() {
 }
 
 #[test]
+fn inbound_refusals_and_exits_count_on_the_global_inbound_node_too() {
+    let (spillway, clock) = manual();
+    spillway
+        .load_flow_rules(vec![spillway::flow::FlowRule::qps("one", "in", 1.0)])
+        .unwrap();
+    let mut first = spillway.entry("in").inbound().enter().unwrap();
+    // Refused by the rule: the first refusal readies the thread's lines, the next ones take the
+    // short path that writes them directly.
+    for _ in 0..3 {
+        let refused = spillway.entry("in").inbound().enter().unwrap_err();
+        assert_eq!(refused.kind(), BlockKind::Flow);
+    }
+    // Outbound: counted on the resource only.
+    spillway.entry("in").enter().unwrap_err();
+    clock.advance_millis(30);
+    first.mark_error();
+    drop(first);
+    // A second inbound exit, on the lines the first one readied.
+    clock.advance_millis(1_000);
+    drop(spillway.entry("in").inbound().enter().unwrap());
+
+    let inbound = spillway.inbound_stats();
+    assert_eq!(inbound.total_pass, 2);
+    assert_eq!(inbound.total_block, 3);
+    assert_eq!(inbound.total_success, 2);
+    assert_eq!(inbound.total_error, 1);
+    assert_eq!(inbound.concurrency, 0);
+    let resource = spillway.resource("in").unwrap().stats();
+    assert_eq!(resource.total_pass, 2);
+    assert_eq!(resource.total_block, 4);
+    assert_eq!(resource.total_success, 2);
+    assert_eq!(resource.total_error, 1);
+    assert_eq!(resource.concurrency, 0);
+}
+
+#[test]
 fn full_registry_overflows_into_a_counted_resource() {
     let (_, clock) = manual();
     let spillway = Spillway::builder().clock(clock).max_resources(2).build();

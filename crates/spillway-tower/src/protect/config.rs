@@ -75,11 +75,11 @@ impl fmt::Debug for Config {
 /// `grpc-status`, parsed once.
 pub(super) const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
-/// The default classification: a 5xx status, or (for a gRPC response) a gRPC status other than
-/// OK in the headers (a trailers-only response). gRPC statuses in trailers are checked as the
-/// body ends.
-pub(super) fn default_is_error(status: StatusCode, headers: &HeaderMap) -> bool {
-    status.is_server_error() || (is_grpc(headers) && grpc_error(headers))
+/// The default classification: a 5xx status, or (for a gRPC response, `grpc` being
+/// [`is_grpc`] of its headers) a gRPC status other than OK in the headers (a trailers-only
+/// response). gRPC statuses in trailers are checked as the body ends.
+pub(super) fn default_is_error(status: StatusCode, headers: &HeaderMap, grpc: bool) -> bool {
+    status.is_server_error() || (grpc && grpc_error(headers))
 }
 
 /// Whether `headers` (or trailers) carry a gRPC status other than 0 (OK).

@@ -130,12 +130,13 @@ where
                     return Poll::Ready(match result {
                         Ok(response) => {
                             let (status, headers) = (response.status(), response.headers());
+                            // Read once: the default classification needs it too.
+                            let grpc = is_grpc(headers);
                             let error = match classify {
                                 Some(classify) => classify(status, headers),
-                                None => default_is_error(status, headers),
+                                None => default_is_error(status, headers, grpc),
                             };
                             entry.set_error(error);
-                            let grpc = is_grpc(headers);
                             Ok(response.map(|body| ResponseBody::inner(body, entry, grpc)))
                         }
                         Err(err) => {

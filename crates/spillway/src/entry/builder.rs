@@ -142,7 +142,9 @@ impl<'a> EntryBuilder<'a> {
         self.traffic(TrafficType::Inbound)
     }
 
-    #[inline]
+    /// The resource: a handle's at once, a name's through the registry. Always inlined: out of
+    /// line, it returned the resource through memory, in a `Result` as wide as a block.
+    #[inline(always)]
     fn resolve(&self) -> Result<&'a Resource, BlockError> {
         match self.target {
             Target::Name(spillway, name) => spillway.resolve(name),
@@ -384,11 +386,10 @@ impl<'a> EntryBuilder<'a> {
         let (origin, entrance) = self.child_slots(inner);
         if let Some(read) = gate {
             if let Err(stop) = check_gate(inner, &read, now, self.count) {
-                // Most refusals count on the resource's node alone, inline (see `refuse_short`).
+                // Most refusals count on the thread's lines inline (see `refuse_short`).
                 if stop.refused()
-                    && !inbound
                     && ChildSlot::both_none(origin, entrance)
-                    && refuse_short(inner, now, self.count)
+                    && refuse_short(inner, now, self.count, inbound)
                 {
                     let rule = read.rule(stop.rule());
                     return refusal(inner, stop.current(), rule.count, rule.id, now, refused);

@@ -1,5 +1,6 @@
 //! Checking an entry against its resource's flow rules, all or nothing.
 
+use super::guard::short_lines;
 use crate::block::{BlockError, BlockKind};
 use crate::flow::{
     try_acquire_on, whole_count, AdmissionRing, Admitted, Controller, Decision, GateRead, GateRule,
@@ -367,20 +368,27 @@ pub(crate) fn refusal_error(
     .with_rule(rule_id)
 }
 
-/// Counts a refusal of an entry that counts on the resource's node alone (no origin, no
-/// entrance, not inbound) on the thread's line, if that takes no slow step; otherwise returns
-/// false, with nothing written. It makes no call, so that the path it is inlined on needs no
-/// registers saved (as `EntryState::complete_short`).
+/// Counts a refusal of an entry with neither an origin nor an entrance (on the resource's node
+/// and, inbound, the global inbound node) on the thread's lines, if that takes no slow step;
+/// otherwise returns false, with nothing written. It makes no call, so that the path it is
+/// inlined on needs no registers saved (as `EntryState::complete_short`).
 ///
 /// The caller builds the block ([`refusal_error`]) out of line, into its result: built here and
 /// returned in an `Option`, it was written field by field and then copied with wider loads,
 /// which waited for those stores to reach the cache (a refusal took 25 ns instead of 15).
 #[inline(always)]
-pub(crate) fn refuse_short(resource: &ResourceInner, now: u64, count: u32) -> bool {
-    match cached_thread_slot() {
-        Some(slot) => resource.node.try_record_block(slot, now, u64::from(count)),
-        None => false,
+pub(crate) fn refuse_short(resource: &ResourceInner, now: u64, count: u32, inbound: bool) -> bool {
+    let Some(slot) = cached_thread_slot() else {
+        return false;
+    };
+    let Some((line, global)) = short_lines(resource, slot, now, inbound) else {
+        return false;
+    };
+    line.block(u64::from(count));
+    if let Some(global) = global {
+        global.block(u64::from(count));
     }
+    true
 }
 
 /// [`check_flow`] for rules a gate holds (QPS reject rules that every caller meets, each

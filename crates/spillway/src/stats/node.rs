@@ -1,3 +1,4 @@
+use super::short_line::ShortLine;
 use super::window::{SlidingWindow, WindowSnapshot};
 use super::window_config::WindowConfig;
 use super::Event;
@@ -239,34 +240,15 @@ impl ResourceNode {
         self.record_completion_moving(slot, now_nanos, rt_micros, count, error, u64::MAX);
     }
 
-    /// [`record_block`](Self::record_block) if it takes no slow step (see
-    /// [`SlidingWindow::try_add_from`]) and the minute window is fed by the second; otherwise
-    /// writes nothing and returns false.
+    /// The thread's line of the second window, if it holds `now`'s bucket and finding it takes
+    /// no slow step (see [`SlidingWindow::short_line`]), and the minute window is fed by the
+    /// second (so that the line is the only place an exit or a refusal is counted).
     #[inline(always)]
-    pub(crate) fn try_record_block(&self, slot: usize, now_nanos: u64, count: u64) -> bool {
-        self.minute.is_fed()
-            && self
-                .second
-                .try_add_from(slot, now_nanos, Event::Block, count)
-    }
-
-    /// [`record_exit`](Self::record_exit) if it takes no slow step (see
-    /// [`SlidingWindow::try_add_exit`]) and the minute window is fed by the second; otherwise
-    /// writes nothing and returns false.
-    #[inline(always)]
-    pub(crate) fn try_record_exit(
-        &self,
-        slot: usize,
-        now_nanos: u64,
-        rt_micros: u64,
-        count: u64,
-        error: bool,
-    ) -> bool {
-        let errors = if error { count } else { 0 };
-        self.minute.is_fed()
-            && self
-                .second
-                .try_add_exit(slot, now_nanos, rt_micros, count, errors)
+    pub(crate) fn short_line(&self, slot: usize, now_nanos: u64) -> Option<ShortLine<'_>> {
+        if !self.minute.is_fed() {
+            return None;
+        }
+        self.second.short_line(slot, now_nanos)
     }
 
     /// Adds `count` to `event` in both windows.

@@ -1,6 +1,7 @@
 use super::accumulator::{held_bucket, is_busy, Accumulators, Feed, Line};
 use super::event::{Event, MIN_RT_SLOT, SLOTS};
 use super::ring::Ring;
+use super::short_line::ShortLine;
 use super::tagged::{self, VALUE_MAX};
 use super::window_config::WindowConfig;
 use crate::sync::{fence, spin_wait, thread_slot, AtomicU64, Ordering};
@@ -391,35 +392,12 @@ impl SlidingWindow {
             .filter(|line| line.holds(hint))
     }
 
-    /// [`add_from`](Self::add_from) if it takes no slow step (see `current_line`); otherwise
-    /// writes nothing and returns false. For a refusal's short path.
+    /// Slot `slot`'s line, if it holds `now`'s bucket and finding it takes no slow step (see
+    /// `current_line`): for the entry path's short exits and refusals.
     #[inline(always)]
-    pub(crate) fn try_add_from(&self, slot: usize, now_nanos: u64, event: Event, n: u64) -> bool {
-        let Some(line) = self.current_line(slot, now_nanos) else {
-            return false;
-        };
-        line.bump(event.slot(), n);
-        true
-    }
-
-    /// An exit's completion (and one fewer in flight) on the thread's line, if that takes no
-    /// slow step (see `current_line`); otherwise writes nothing and returns false. For the
-    /// exit's short path.
-    #[inline(always)]
-    pub(crate) fn try_add_exit(
-        &self,
-        slot: usize,
-        now_nanos: u64,
-        rt_micros: u64,
-        count: u64,
-        errors: u64,
-    ) -> bool {
-        let Some(line) = self.current_line(slot, now_nanos) else {
-            return false;
-        };
-        line.add_in_flight(u64::MAX);
-        line.add_completion(rt_micros.min(self.max_rt_micros), count, errors);
-        true
+    pub(crate) fn short_line(&self, slot: usize, now_nanos: u64) -> Option<ShortLine<'_>> {
+        self.current_line(slot, now_nanos)
+            .map(|line| ShortLine::new(line, self.max_rt_micros))
     }
 
     /// [`add_completion_from`](Self::add_completion_from) when the thread's line does not hold
