@@ -70,6 +70,28 @@ def cpu() -> str:
     return platform.processor() or "unknown"
 
 
+def paired_section(rows) -> list:
+    """The `paired` harness's table: per-round medians and the spread of the per-round ratios."""
+    out = ["## `paired/1t`\n"]
+    out.append(
+        "spillway against governor's `check`, 1 thread, in alternating rounds (20,000 calls a side, "
+        "301 rounds, the side that goes first alternating), so that the VM's noise falls on both "
+        "sides alike (`cargo bench --manifest-path bench/Cargo.toml --bench paired`). Medians of "
+        "the per-round times; the ratio is the median of the per-round ratios, with their 10th and "
+        "90th percentiles. The limiters are those of the `rate_limiter` and `qps_rule` groups.\n"
+    )
+    out.append("| spillway | outcome | spillway | governor `check` | ratio | p10 to p90 |")
+    out.append("|---|---|---:|---:|---:|---:|")
+    for row in rows:
+        out.append(
+            f"| {row['what']} | {row['outcome']} | {fmt(row['spillway_ns'])} | "
+            f"{fmt(row['governor_ns'])} | {row['ratio']:.3f}x | "
+            f"{row['ratio_p10']:.3f} to {row['ratio_p90']:.3f} |"
+        )
+    out.append("")
+    return out
+
+
 def main() -> None:
     results = {}
     for root in sys.argv[1:]:
@@ -97,6 +119,10 @@ def main() -> None:
             ratio = f"{ns / base:.2f}x" if base else "n/a"
             out.append(f"| `{name}` | {fmt(ns)} | {ratio} |")
         out.append("")
+    # spillway against governor in alternating rounds (`benches/paired.rs`), from the same run.
+    paired = Path(__file__).parent / "target" / "paired.json"
+    if paired.exists():
+        out.extend(paired_section(json.loads(paired.read_text())))
     # The wrk load test of the spillway binary (`bench/load`), with its own date and command.
     load = Path(__file__).parent / "load.md"
     if load.exists():

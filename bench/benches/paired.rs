@@ -1,0 +1,186 @@
+//! spillway against governor, interleaved: the ratios the issues' targets are stated in, measured
+//! so that this VM's noise falls on both sides alike.
+//!
+//! Criterion measures one function after another, so a noisy minute lands on whichever row ran
+//! then, and two rows of one group can differ by more than the effect in question. Here each
+//! pair runs in rounds: a burst of calls to one side, then as many to the other (the side that
+//! goes first alternates), and each round gives one ratio. The table reports the median of each
+//! side's per-round times, the median of the per-round ratios, and the 10th and 90th percentiles
+//! of those ratios (how much they scatter). One thread throughout.
+//!
+//! Written to `target/paired.json` under this harness's directory, for `bench/report.py`; also
+//! printed. Run alone with `cargo bench --manifest-path bench/Cargo.toml --bench paired`.
+
+use governor::{Quota, RateLimiter};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::{Duration, Instant};
+
+/// Calls per side per round: about 0.2 ms a side at 10 ns a call.
+const CALLS: u32 = 20_000;
+/// Rounds measured, after `WARM_UP` rounds thrown away.
+const ROUNDS: usize = 301;
+const WARM_UP: usize = 20;
+
+/// One side's burst of `CALLS` calls, in nanoseconds a call. Generic, so that each side's call
+/// is inlined into its own loop, as it is into a caller's code (and into criterion's loop).
+#[inline(never)]
+#[allow(clippy::disallowed_methods)] // the harness times real work
+fn burst(op: &mut impl FnMut()) -> f64 {
+    let start = Instant::now();
+    for _ in 0..CALLS {
+        op();
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(CALLS)
+}
+
+struct Outcome {
+    spillway_ns: f64,
+    governor_ns: f64,
+    ratio: f64,
+    ratio_p10: f64,
+    ratio_p90: f64,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn sorted(mut values: Vec<f64>) -> Vec<f64> {
+    values.sort_by(f64::total_cmp);
+    values
+}
+
+/// Runs `spillway` and `governor` in alternating rounds.
+fn pair(mut spillway: impl FnMut(), mut governor: impl FnMut()) -> Outcome {
+    let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..WARM_UP + ROUNDS {
+        let (a, b) = if round % 2 == 0 {
+            let a = burst(&mut spillway);
+            (a, burst(&mut governor))
+        } else {
+            let b = burst(&mut governor);
+            (burst(&mut spillway), b)
+        };
+        if round >= WARM_UP {
+            ours.push(a);
+            theirs.push(b);
+            ratios.push(a / b);
+        }
+    }
+    let (ours, theirs, ratios) = (sorted(ours), sorted(theirs), sorted(ratios));
+    Outcome {
+        spillway_ns: percentile(&ours, 0.5),
+        governor_ns: percentile(&theirs, 0.5),
+        ratio: percentile(&ratios, 0.5),
+        ratio_p10: percentile(&ratios, 0.1),
+        ratio_p90: percentile(&ratios, 0.9),
+    }
+}
+
+fn main() {
+    // The same limiters as the `rate_limiter` and `qps_rule` groups of `peers`.
+    let governor_pass = RateLimiter::direct(Quota::per_second(NonZeroU32::MAX));
+    let governor_reject = RateLimiter::direct(Quota::per_hour(NonZeroU32::MIN));
+    let _ = governor_reject.check();
+    let limiter_pass = spillway::RateLimiter::bursty(1e9).unwrap();
+    let limiter_reject = spillway::RateLimiter::bursty(1e-9).unwrap();
+    let _ = limiter_reject.try_acquire(1, Duration::ZERO);
+    let rules = || {
+        vec![
+            spillway::flow::FlowRule::qps("pass", "pass", 1e12),
+            spillway::flow::FlowRule::qps("block", "block", 0.0),
+        ]
+    };
+    let tsc = spillway::Spillway::new();
+    tsc.load_flow_rules(rules()).unwrap();
+    let coarse = spillway::Spillway::new_with_clock(spillway::CoarseClock::new());
+    coarse.load_flow_rules(rules()).unwrap();
+    let (tsc_pass, tsc_block) = (
+        tsc.resource("pass").unwrap(),
+        tsc.resource("block").unwrap(),
+    );
+    let (coarse_pass, coarse_block) = (
+        coarse.resource("pass").unwrap(),
+        coarse.resource("block").unwrap(),
+    );
+
+    let governor_passes = || {
+        black_box(governor_pass.check().is_ok());
+    };
+    let governor_rejects = || {
+        black_box(governor_reject.check().is_ok());
+    };
+    let rows: Vec<(&str, &str, Outcome)> = vec![
+        (
+            "`RateLimiter::try_acquire(1, 0)`",
+            "pass",
+            pair(
+                || {
+                    black_box(limiter_pass.try_acquire(1, Duration::ZERO).unwrap());
+                },
+                governor_passes,
+            ),
+        ),
+        (
+            "`RateLimiter::try_acquire(1, 0)`",
+            "reject",
+            pair(
+                || {
+                    black_box(limiter_reject.try_acquire(1, Duration::ZERO).unwrap());
+                },
+                governor_rejects,
+            ),
+        ),
+        (
+            "entry + exit, QPS reject rule, `CoarseClock`",
+            "pass",
+            pair(
+                || drop(black_box(coarse_pass.entry().enter())),
+                governor_passes,
+            ),
+        ),
+        (
+            "entry + exit, QPS reject rule, `CoarseClock`",
+            "reject",
+            pair(
+                || drop(black_box(coarse_block.entry().enter())),
+                governor_rejects,
+            ),
+        ),
+        (
+            "entry + exit, QPS reject rule, default (TSC) clock",
+            "pass",
+            pair(
+                || drop(black_box(tsc_pass.entry().enter())),
+                governor_passes,
+            ),
+        ),
+        (
+            "entry + exit, QPS reject rule, default (TSC) clock",
+            "reject",
+            pair(
+                || drop(black_box(tsc_block.entry().enter())),
+                governor_rejects,
+            ),
+        ),
+    ];
+
+    let mut json = String::from("[\n");
+    for (index, (what, outcome, o)) in rows.iter().enumerate() {
+        println!(
+            "{what} {outcome}: spillway {:.2} ns, governor {:.2} ns, ratio {:.3} (p10 {:.3}, p90 {:.3})",
+            o.spillway_ns, o.governor_ns, o.ratio, o.ratio_p10, o.ratio_p90
+        );
+        let comma = if index + 1 < rows.len() { "," } else { "" };
+        json.push_str(&format!(
+            "  {{\"what\": \"{what}\", \"outcome\": \"{outcome}\", \"spillway_ns\": {:.3}, \
+             \"governor_ns\": {:.3}, \"ratio\": {:.4}, \"ratio_p10\": {:.4}, \"ratio_p90\": {:.4}}}{comma}\n",
+            o.spillway_ns, o.governor_ns, o.ratio, o.ratio_p10, o.ratio_p90
+        ));
+    }
+    json.push_str("]\n");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/paired.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, json).unwrap();
+}
