@@ -80,19 +80,24 @@ pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Res
             .rule_id()
             .and_then(|id| spillway.with_flow_rule(id, |rule| (rule.grade, rule.count)));
         if let (Some((grade, count)), Some(id)) = (rule, err.rule_id()) {
-            let name = sf_string(id);
-            let quota = count.floor() as u64;
-            let policy = match grade {
-                Grade::Qps => format!("{name};q={quota};w=1"),
-                _ => format!("{name};q={quota}"),
-            };
-            let state = match retry {
-                Some(secs) => format!("{name};r=0;t={secs}"),
-                None => format!("{name};r=0"),
-            };
+            // Each field is written into one buffer that becomes the header value as it is (no
+            // `format!`, no copy): a refusal under overload is the common response.
+            let mut policy = String::with_capacity(id.len() + 32);
+            push_sf_string(&mut policy, id);
+            let mut state = policy.clone();
+            policy.push_str(";q=");
+            policy.push_str(itoa::Buffer::new().format(count.floor() as u64));
+            if grade == Grade::Qps {
+                policy.push_str(";w=1");
+            }
+            state.push_str(";r=0");
+            if let Some(secs) = retry {
+                state.push_str(";t=");
+                state.push_str(itoa::Buffer::new().format(secs));
+            }
             if let (Ok(policy), Ok(state)) = (
-                HeaderValue::from_str(&policy),
-                HeaderValue::from_str(&state),
+                HeaderValue::from_maybe_shared(Bytes::from(policy)),
+                HeaderValue::from_maybe_shared(Bytes::from(state)),
             ) {
                 headers.insert(RATELIMIT_POLICY, policy);
                 headers.insert(RATELIMIT, state);
@@ -102,10 +107,9 @@ pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Res
     response
 }
 
-/// A structured-field string (RFC 8941): quoted, with `"` and `\` escaped and characters
-/// outside printable ASCII replaced.
-fn sf_string(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
+/// Appends `value` as a structured-field string (RFC 8941): quoted, with `"` and `\` escaped
+/// and characters outside printable ASCII replaced.
+fn push_sf_string(out: &mut String, value: &str) {
     out.push('"');
     for c in value.chars() {
         match c {
@@ -118,7 +122,6 @@ fn sf_string(value: &str) -> String {
         }
     }
     out.push('"');
-    out
 }
 
 /// A gRPC `RESOURCE_EXHAUSTED` (status 8) for `err`, as a trailers-only response: HTTP 200,
@@ -164,4 +167,41 @@ fn grpc_percent_encode(message: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spillway::flow::FlowRule;
+    use spillway::{ManualClock, Spillway};
+
+    #[test]
+    fn ratelimit_fields_quote_the_rule_and_give_a_window_to_qps_rules_only() {
+        let spillway = Spillway::new_with_clock(ManualClock::new());
+        spillway
+            .load_flow_rules(vec![
+                FlowRule::qps("say \"hi\" \\ é", "qps", 2.7),
+                FlowRule::concurrency("one-at-a-time", "busy", 1.0),
+            ])
+            .unwrap();
+        for _ in 0..2 {
+            drop(spillway.entry("qps").enter().unwrap());
+        }
+        let err = spillway.entry("qps").enter().unwrap_err();
+        let response = too_many_requests(&err, &spillway);
+        let headers = response.headers();
+        // Quotes and backslashes escaped, non-ASCII replaced; the quota rounded down.
+        assert_eq!(headers["ratelimit-policy"], r#""say \"hi\" \\ _";q=2;w=1"#);
+        assert_eq!(headers["ratelimit"], r#""say \"hi\" \\ _";r=0;t=1"#);
+
+        let _held = spillway.entry("busy").enter().unwrap();
+        let err = spillway.entry("busy").enter().unwrap_err();
+        let response = too_many_requests(&err, &spillway);
+        let headers = response.headers();
+        // A concurrency rule has no window.
+        assert_eq!(headers["ratelimit-policy"], r#""one-at-a-time";q=1"#);
+        assert_eq!(headers["ratelimit"], r#""one-at-a-time";r=0;t=1"#);
+        assert_eq!(headers[RETRY_AFTER], "1");
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    }
 }
