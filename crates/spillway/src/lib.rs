@@ -116,7 +116,7 @@
 //! call that saved and restored registers it cost about 3.5 ns more. Inbound exits write the
 //! thread's lines of the resource and of the global inbound node the same way, out of line. A
 //! QPS reject rule adds a compare-and-swap on a passing call and only reads on a refused one
-//! (about 26 to 27 and 18 to 20 ns in all; 14.4 to 16.4 and 14.0 to 14.9 ns with the coarse
+//! (about 26 to 28 and 18 to 19 ns in all; 14.6 to 15.9 and 13.0 to 14.1 ns with the coarse
 //! clock), reading the rule's numbers from a copy in the resource rather than from the rule set
 //! (see [`flow`](crate::flow#reloads)).
 
