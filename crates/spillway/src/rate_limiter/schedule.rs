@@ -94,7 +94,7 @@ impl Schedule {
     /// An even version and the state it stands for (valid if the version is unchanged later).
     #[inline]
     fn read(&self) -> (u64, Smooth) {
-        let mut spins = 0u32;
+        let mut looks = 0u32;
         loop {
             let version = self.fields.version.load(Ordering::Acquire);
             if version & 1 == 0 {
@@ -103,7 +103,7 @@ impl Schedule {
                 fence(Ordering::Acquire);
                 return (version, smooth);
             }
-            wait_for_writer(&mut spins);
+            wait_for_writer(&mut looks);
         }
     }
 
@@ -301,13 +301,27 @@ fn back_off(lost: &mut u32) {
     }
 }
 
-/// Waits for a writer holding the state: it holds it for a few stores, so spin a little, then
-/// let other threads run (the writer may have been preempted).
+/// Spin-loop hints between two looks at a version held by a writer. The writer holds it for
+/// three stores, but a reader that saw the odd version took the line from it, and the writer
+/// needs the line back to finish: looking again sooner than a line can cross (about 16 hints, as
+/// for [`FIRST_BACK_OFF_SPINS`]) only takes it away again.
+const WRITER_WAIT_SPINS: u32 = 16;
+
+/// Waits for a writer holding the state: spin [`WRITER_WAIT_SPINS`] hints between looks, then,
+/// after 64 looks, let other threads run (the writer may have been preempted).
 #[cold]
-fn wait_for_writer(spins: &mut u32) {
-    *spins += 1;
-    if *spins < 64 {
-        crate::sync::spin_loop();
+fn wait_for_writer(looks: &mut u32) {
+    *looks += 1;
+    if *looks < 64 {
+        // Under loom a spin is a scheduling point: one is enough to let the writer run.
+        let spins = if cfg!(spillway_loom) {
+            1
+        } else {
+            WRITER_WAIT_SPINS
+        };
+        for _ in 0..spins {
+            crate::sync::spin_loop();
+        }
     } else {
         crate::sync::yield_now();
     }
