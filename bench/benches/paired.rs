@@ -6,77 +6,19 @@
 //! pair runs in rounds: a burst of calls to one side, then as many to the other (the side that
 //! goes first alternates), and each round gives one ratio. The table reports the median of each
 //! side's per-round times, the median of the per-round ratios, and the 10th and 90th percentiles
-//! of those ratios (how much they scatter). One thread throughout.
+//! of those ratios (how much they scatter). One thread, and for the rate limiter also two
+//! threads calling the same side at once (each side's time in a round is the slower thread's).
 //!
 //! Written to `target/paired.json` under this harness's directory, for `bench/report.py`; also
 //! printed. Run alone with `cargo bench --manifest-path bench/Cargo.toml --bench paired`.
 
+mod rounds;
+
 use governor::{Quota, RateLimiter};
+use rounds::Outcome;
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::time::{Duration, Instant};
-
-/// Calls per side per round: about 0.2 ms a side at 10 ns a call.
-const CALLS: u32 = 20_000;
-/// Rounds measured, after `WARM_UP` rounds thrown away.
-const ROUNDS: usize = 301;
-const WARM_UP: usize = 20;
-
-/// One side's burst of `CALLS` calls, in nanoseconds a call. Generic, so that each side's call
-/// is inlined into its own loop, as it is into a caller's code (and into criterion's loop).
-#[inline(never)]
-#[allow(clippy::disallowed_methods)] // the harness times real work
-fn burst(op: &mut impl FnMut()) -> f64 {
-    let start = Instant::now();
-    for _ in 0..CALLS {
-        op();
-    }
-    start.elapsed().as_nanos() as f64 / f64::from(CALLS)
-}
-
-struct Outcome {
-    spillway_ns: f64,
-    governor_ns: f64,
-    ratio: f64,
-    ratio_p10: f64,
-    ratio_p90: f64,
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
-fn sorted(mut values: Vec<f64>) -> Vec<f64> {
-    values.sort_by(f64::total_cmp);
-    values
-}
-
-/// Runs `spillway` and `governor` in alternating rounds.
-fn pair(mut spillway: impl FnMut(), mut governor: impl FnMut()) -> Outcome {
-    let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..WARM_UP + ROUNDS {
-        let (a, b) = if round % 2 == 0 {
-            let a = burst(&mut spillway);
-            (a, burst(&mut governor))
-        } else {
-            let b = burst(&mut governor);
-            (burst(&mut spillway), b)
-        };
-        if round >= WARM_UP {
-            ours.push(a);
-            theirs.push(b);
-            ratios.push(a / b);
-        }
-    }
-    let (ours, theirs, ratios) = (sorted(ours), sorted(theirs), sorted(ratios));
-    Outcome {
-        spillway_ns: percentile(&ours, 0.5),
-        governor_ns: percentile(&theirs, 0.5),
-        ratio: percentile(&ratios, 0.5),
-        ratio_p10: percentile(&ratios, 0.1),
-        ratio_p90: percentile(&ratios, 0.9),
-    }
-}
+use std::time::Duration;
 
 fn main() {
     // The same limiters as the `rate_limiter` and `qps_rule` groups of `peers`.
@@ -111,31 +53,37 @@ fn main() {
     let governor_rejects = || {
         black_box(governor_reject.check().is_ok());
     };
+    let limiter_passes = || {
+        black_box(limiter_pass.try_acquire(1, Duration::ZERO).unwrap());
+    };
+    let limiter_rejects = || {
+        black_box(limiter_reject.try_acquire(1, Duration::ZERO).unwrap());
+    };
     let rows: Vec<(&str, &str, Outcome)> = vec![
         (
             "`RateLimiter::try_acquire(1, 0)`",
             "pass",
-            pair(
-                || {
-                    black_box(limiter_pass.try_acquire(1, Duration::ZERO).unwrap());
-                },
-                governor_passes,
-            ),
+            rounds::one_thread(limiter_passes, governor_passes),
         ),
         (
             "`RateLimiter::try_acquire(1, 0)`",
             "reject",
-            pair(
-                || {
-                    black_box(limiter_reject.try_acquire(1, Duration::ZERO).unwrap());
-                },
-                governor_rejects,
-            ),
+            rounds::one_thread(limiter_rejects, governor_rejects),
+        ),
+        (
+            "`RateLimiter::try_acquire(1, 0)`",
+            "pass",
+            rounds::two_threads(limiter_passes, governor_passes),
+        ),
+        (
+            "`RateLimiter::try_acquire(1, 0)`",
+            "reject",
+            rounds::two_threads(limiter_rejects, governor_rejects),
         ),
         (
             "entry + exit, QPS reject rule, `CoarseClock`",
             "pass",
-            pair(
+            rounds::one_thread(
                 || drop(black_box(coarse_pass.entry().enter())),
                 governor_passes,
             ),
@@ -143,7 +91,7 @@ fn main() {
         (
             "entry + exit, QPS reject rule, `CoarseClock`",
             "reject",
-            pair(
+            rounds::one_thread(
                 || drop(black_box(coarse_block.entry().enter())),
                 governor_rejects,
             ),
@@ -151,7 +99,7 @@ fn main() {
         (
             "entry + exit, QPS reject rule, default (TSC) clock",
             "pass",
-            pair(
+            rounds::one_thread(
                 || drop(black_box(tsc_pass.entry().enter())),
                 governor_passes,
             ),
@@ -159,7 +107,7 @@ fn main() {
         (
             "entry + exit, QPS reject rule, default (TSC) clock",
             "reject",
-            pair(
+            rounds::one_thread(
                 || drop(black_box(tsc_block.entry().enter())),
                 governor_rejects,
             ),
@@ -169,14 +117,15 @@ fn main() {
     let mut json = String::from("[\n");
     for (index, (what, outcome, o)) in rows.iter().enumerate() {
         println!(
-            "{what} {outcome}: spillway {:.2} ns, governor {:.2} ns, ratio {:.3} (p10 {:.3}, p90 {:.3})",
-            o.spillway_ns, o.governor_ns, o.ratio, o.ratio_p10, o.ratio_p90
+            "{what} {outcome}, {} thread(s): spillway {:.2} ns, governor {:.2} ns, ratio {:.3} (p10 {:.3}, p90 {:.3})",
+            o.threads, o.spillway_ns, o.governor_ns, o.ratio, o.ratio_p10, o.ratio_p90
         );
         let comma = if index + 1 < rows.len() { "," } else { "" };
         json.push_str(&format!(
-            "  {{\"what\": \"{what}\", \"outcome\": \"{outcome}\", \"spillway_ns\": {:.3}, \
-             \"governor_ns\": {:.3}, \"ratio\": {:.4}, \"ratio_p10\": {:.4}, \"ratio_p90\": {:.4}}}{comma}\n",
-            o.spillway_ns, o.governor_ns, o.ratio, o.ratio_p10, o.ratio_p90
+            "  {{\"what\": \"{what}\", \"outcome\": \"{outcome}\", \"threads\": {}, \
+             \"spillway_ns\": {:.3}, \"governor_ns\": {:.3}, \"ratio\": {:.4}, \"ratio_p10\": {:.4}, \
+             \"ratio_p90\": {:.4}}}{comma}\n",
+            o.threads, o.spillway_ns, o.governor_ns, o.ratio, o.ratio_p10, o.ratio_p90
         ));
     }
     json.push_str("]\n");
