@@ -59,6 +59,13 @@ pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
 /// reservation). A refusal (`try_acquire` with the permits not available in time) reads one
 /// number and writes nothing. Rate changes go through the same protocol.
 ///
+/// The order is that of the successful claims, not of arrival. A caller that loses a race backs
+/// off for a few hundred nanoseconds (16 spin-loop hints, doubling to at most 64) before it reads
+/// again, so under heavy contention one thread may make several reservations in a row while
+/// another waits: more reservations a second in all, at a bounded cost to the unlucky caller.
+/// No permit is ever granted twice or lost to a race; the stress tests check that racing threads
+/// are granted exactly what one thread alone would be.
+///
 /// # Performance
 ///
 /// On the system clock, `try_acquire(1, Duration::ZERO)` costs about one read of the TSC,
