@@ -5,6 +5,8 @@
 use super::*;
 use crate::ManualClock;
 
+mod rate_changes;
+
 struct Trace {
     clock: ManualClock,
     events: Vec<String>,
