@@ -1,0 +1,240 @@
+//! What the lab simulates: the service, its clients and how long each run lasts.
+
+use std::fmt;
+use std::time::Duration;
+
+/// How long one request's work takes, before any slowdown.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ServiceTime {
+    /// Exponentially distributed with this mean (an M/M/c service).
+    Exponential {
+        /// The mean.
+        mean: Duration,
+    },
+    /// Log-normally distributed with this mean and shape `sigma` (the standard deviation of the
+    /// underlying normal): a long right tail, as real services have.
+    LogNormal {
+        /// The mean (not the median: the median is `mean x exp(-sigma^2 / 2)`).
+        mean: Duration,
+        /// The shape, at least 0; 0 is a fixed time.
+        sigma: f64,
+    },
+}
+
+impl ServiceTime {
+    /// The mean service time.
+    pub fn mean(&self) -> Duration {
+        match *self {
+            ServiceTime::Exponential { mean } | ServiceTime::LogNormal { mean, .. } => mean,
+        }
+    }
+
+    /// A short name for tables: `exp(10ms)`, `lognormal(10ms, 1)`.
+    pub fn label(&self) -> String {
+        match *self {
+            ServiceTime::Exponential { mean } => format!("exponential, mean {mean:?}"),
+            ServiceTime::LogNormal { mean, sigma } => {
+                format!("log-normal, mean {mean:?}, sigma {sigma}")
+            }
+        }
+    }
+}
+
+/// What a client does when an attempt is refused or times out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RetryPolicy {
+    /// Give up at once.
+    Off,
+    /// Try again up to `retries` more times, waiting `backoff x 2^k` before retry `k` (from 0),
+    /// jittered uniformly between half and all of it.
+    Backoff {
+        /// Retries after the first attempt.
+        retries: u32,
+        /// The wait before the first retry (before jitter).
+        backoff: Duration,
+    },
+}
+
+impl RetryPolicy {
+    /// The number of retries after the first attempt.
+    pub fn retries(&self) -> u32 {
+        match *self {
+            RetryPolicy::Off => 0,
+            RetryPolicy::Backoff { retries, .. } => retries,
+        }
+    }
+}
+
+/// The simulated service, its clients and the run lengths.
+///
+/// The defaults: 8 workers, exponential service times with a 10 ms mean (capacity 800 requests a
+/// second), clients that give up after 200 ms and retry twice, 50 ms then 100 ms later (jittered),
+/// sweeps of 30 s measured after 5 s, seed 1.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_lab::LabParams;
+///
+/// let params = LabParams::default();
+/// assert_eq!(params.capacity(), 800.0);
+/// params.validate()?;
+/// # Ok::<(), spillway_lab::LabError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabParams {
+    /// Requests the service works on at once (its cores); more wait in a FIFO queue.
+    pub workers: u32,
+    /// The service-time distribution.
+    pub service_time: ServiceTime,
+    /// How long a client waits for an answer before it gives up (the service does not know, and
+    /// finishes the work anyway).
+    pub client_timeout: Duration,
+    /// What a client does after a refusal or a timeout.
+    pub retry: RetryPolicy,
+    /// The seed of every random draw: the same seed gives the same numbers, byte for byte.
+    pub seed: u64,
+    /// A sweep point's warm-up, not measured.
+    pub warm_up: Duration,
+    /// A sweep point's measured time, after the warm-up.
+    pub measure: Duration,
+}
+
+impl Default for LabParams {
+    fn default() -> Self {
+        Self {
+            workers: 8,
+            service_time: ServiceTime::Exponential {
+                mean: Duration::from_millis(10),
+            },
+            client_timeout: Duration::from_millis(200),
+            retry: RetryPolicy::Backoff {
+                retries: 2,
+                backoff: Duration::from_millis(50),
+            },
+            seed: 1,
+            warm_up: Duration::from_secs(5),
+            measure: Duration::from_secs(30),
+        }
+    }
+}
+
+impl LabParams {
+    /// The short mode: the same service and clients, sweeps of 8 s measured after 2 s.
+    pub fn quick(self) -> Self {
+        Self {
+            warm_up: Duration::from_secs(2),
+            measure: Duration::from_secs(8),
+            ..self
+        }
+    }
+
+    /// The service's capacity in requests a second: workers / mean service time.
+    pub fn capacity(&self) -> f64 {
+        f64::from(self.workers) / self.service_time.mean().as_secs_f64()
+    }
+
+    /// Checks every parameter.
+    ///
+    /// # Errors
+    ///
+    /// A [`LabError`] naming the first bad parameter.
+    pub fn validate(&self) -> Result<(), LabError> {
+        if self.workers == 0 || self.workers > 100_000 {
+            return Err(LabError::new(
+                "workers",
+                format!("must be between 1 and 100000, got {}", self.workers),
+            ));
+        }
+        let mean = self.service_time.mean();
+        if mean < Duration::from_micros(1) || mean > Duration::from_secs(60) {
+            return Err(LabError::new(
+                "service_time.mean",
+                format!("must be between 1us and 60s, got {mean:?}"),
+            ));
+        }
+        if let ServiceTime::LogNormal { sigma, .. } = self.service_time {
+            if !sigma.is_finite() || !(0.0..=4.0).contains(&sigma) {
+                return Err(LabError::new(
+                    "service_time.sigma",
+                    format!("must be between 0 and 4, got {sigma}"),
+                ));
+            }
+        }
+        if self.client_timeout < Duration::from_micros(1) || self.client_timeout > Duration::from_secs(600)
+        {
+            return Err(LabError::new(
+                "client_timeout",
+                format!("must be between 1us and 600s, got {:?}", self.client_timeout),
+            ));
+        }
+        if let RetryPolicy::Backoff { retries, backoff } = self.retry {
+            if retries > 10 {
+                return Err(LabError::new(
+                    "retry.retries",
+                    format!("must be at most 10, got {retries}"),
+                ));
+            }
+            if backoff > Duration::from_secs(60) {
+                return Err(LabError::new(
+                    "retry.backoff",
+                    format!("must be at most 60s, got {backoff:?}"),
+                ));
+            }
+        }
+        if self.measure < Duration::from_secs(1) || self.measure > Duration::from_secs(3600) {
+            return Err(LabError::new(
+                "measure",
+                format!("must be between 1s and 3600s, got {:?}", self.measure),
+            ));
+        }
+        if self.warm_up > Duration::from_secs(3600) {
+            return Err(LabError::new(
+                "warm_up",
+                format!("must be at most 3600s, got {:?}", self.warm_up),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A lab parameter that cannot be simulated: which one, and why.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_lab::LabParams;
+///
+/// let err = LabParams { workers: 0, ..LabParams::default() }.validate().unwrap_err();
+/// assert_eq!(err.field(), "workers");
+/// assert_eq!(err.to_string(), "lab parameter `workers`: must be between 1 and 100000, got 0");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabError {
+    field: &'static str,
+    message: String,
+}
+
+impl LabError {
+    pub(crate) fn new(field: &'static str, message: String) -> Self {
+        Self { field, message }
+    }
+
+    /// The parameter at fault.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// What is wrong with it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for LabError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "lab parameter `{}`: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for LabError {}

@@ -1,0 +1,466 @@
+//! The discrete-event simulation: open-loop clients, spillway's entry path, a service with a
+//! fixed number of workers.
+//!
+//! Every attempt goes through the real entry path (`try_enter_owned` on an inbound entry) on a
+//! [`ManualClock`] set to the event's time; an admitted attempt holds its entry until its work is
+//! done, so spillway records its RT and in-flight count as it would in a service.
+
+use crate::events::{Agenda, Event};
+use crate::load_average::{LoadAverage, LOAD_PERIOD_NANOS};
+use crate::params::{LabError, LabParams, RetryPolicy, ServiceTime};
+use crate::record::{self, Counts, RunResult, SeriesPoint, BUCKET_NANOS, WINDOW_BUCKETS};
+use crate::scenario::Scenario;
+use crate::strategy::{Protection, Strategy, SENTINEL_LOAD_PER_CORE};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Exp, LogNormal};
+use spillway::system::SystemProbe;
+use spillway::{Clock, ManualClock, OwnedAdmission, OwnedEntry, OwnedPending};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Where the simulated clock starts (any time works; this one reads well in nanoseconds).
+const EPOCH_NANOS: u64 = 1_700_000_000_000_000_000;
+/// The random streams: arrivals and work (identical for every strategy), and retry jitter.
+const ARRIVAL_STREAM: u64 = 1;
+const RETRY_STREAM: u64 = 2;
+/// How often the probe reads load1, as Sentinel's `SystemStatusListener` does.
+const PROBE_PERIOD_NANOS: u64 = 1_000_000_000;
+
+/// One request a client wants answered.
+#[derive(Debug)]
+struct Request {
+    /// Its work in ns, before any slowdown; the same for every attempt.
+    work: u64,
+    /// Attempts sent so far.
+    attempts: u32,
+}
+
+/// How an attempt ended for its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientView {
+    Waiting,
+    Refused,
+    Answered,
+    TimedOut,
+}
+
+#[derive(Debug)]
+struct Attempt {
+    request: u32,
+    /// 1 for the first attempt, 2 for the first retry, ...
+    number: u32,
+    sent: u64,
+    client: ClientView,
+    /// Admitted into the service (or into a paced wait).
+    admitted: bool,
+    /// When its work ended, once it has.
+    done: Option<u64>,
+}
+
+/// The distribution work is drawn from.
+#[derive(Debug)]
+enum WorkDistribution {
+    Exponential(Exp<f64>),
+    LogNormal(LogNormal<f64>),
+}
+
+impl WorkDistribution {
+    fn new(service_time: ServiceTime) -> Result<Self, LabError> {
+        let bad = |e: String| LabError::new("service_time", e);
+        match service_time {
+            ServiceTime::Exponential { mean } => {
+                let rate = 1.0 / (mean.as_nanos() as f64);
+                Exp::new(rate)
+                    .map(Self::Exponential)
+                    .map_err(|e| bad(e.to_string()))
+            }
+            ServiceTime::LogNormal { mean, sigma } => {
+                let mu = (mean.as_nanos() as f64).ln() - sigma * sigma / 2.0;
+                LogNormal::new(mu, sigma)
+                    .map(Self::LogNormal)
+                    .map_err(|e| bad(e.to_string()))
+            }
+        }
+    }
+
+    fn sample(&self, rng: &mut ChaCha8Rng) -> u64 {
+        let nanos = match self {
+            Self::Exponential(d) => d.sample(rng),
+            Self::LogNormal(d) => d.sample(rng),
+        };
+        // At least 1 µs, so that every piece of work takes time.
+        (nanos as u64).max(1_000)
+    }
+}
+
+/// One run of one strategy in one scenario.
+pub(crate) struct Run<'p> {
+    params: &'p LabParams,
+    scenario: Scenario,
+    strategy: Strategy,
+    clock: ManualClock,
+    protection: Protection,
+    agenda: Agenda,
+    arrivals: ChaCha8Rng,
+    jitter: ChaCha8Rng,
+    work: WorkDistribution,
+    requests: Vec<Request>,
+    attempts: Vec<Attempt>,
+    /// Admitted attempts waiting for a worker, in order.
+    queue: VecDeque<(u32, OwnedEntry)>,
+    /// What each worker holds.
+    workers: Vec<Option<(u32, OwnedEntry)>>,
+    idle: Vec<u32>,
+    /// Paced admissions, by attempt.
+    paced: Vec<(u32, OwnedPending)>,
+    /// Requests whose client still waits or will retry.
+    open_requests: u64,
+    load: LoadAverage,
+    /// Answers in time per 100 ms bucket (by the answer's time).
+    answered_per_bucket: Vec<u64>,
+    /// (end of work, latency) of each admitted attempt whose work ended, in time order.
+    finished: Vec<(u64, u64)>,
+    /// In flight and limit at each tick.
+    ticks: Vec<(u64, u64, Option<f64>)>,
+    arrivals_end: u64,
+}
+
+impl<'p> Run<'p> {
+    pub(crate) fn new(
+        params: &'p LabParams,
+        scenario: Scenario,
+        strategy: Strategy,
+    ) -> Result<Self, LabError> {
+        params.validate()?;
+        scenario.validate()?;
+        let clock = ManualClock::starting_at_nanos(EPOCH_NANOS);
+        let protection = strategy.build(params, &clock)?;
+        let mut arrivals = ChaCha8Rng::seed_from_u64(params.seed);
+        arrivals.set_stream(ARRIVAL_STREAM);
+        let mut jitter = ChaCha8Rng::seed_from_u64(params.seed);
+        jitter.set_stream(RETRY_STREAM);
+        let workers = params.workers;
+        Ok(Self {
+            params,
+            scenario,
+            strategy,
+            clock,
+            protection,
+            agenda: Agenda::default(),
+            arrivals,
+            jitter,
+            work: WorkDistribution::new(params.service_time)?,
+            requests: Vec::new(),
+            attempts: Vec::new(),
+            queue: VecDeque::new(),
+            workers: (0..workers).map(|_| None).collect(),
+            idle: (0..workers).rev().collect(),
+            paced: Vec::new(),
+            open_requests: 0,
+            load: LoadAverage::default(),
+            answered_per_bucket: Vec::new(),
+            finished: Vec::new(),
+            ticks: Vec::new(),
+            arrivals_end: nanos(scenario.arrivals_end(params)),
+        })
+    }
+
+    /// Runs until every client has its final answer, and measures.
+    pub(crate) fn run(mut self) -> RunResult {
+        self.schedule_arrival(0);
+        self.agenda.schedule(0, Event::Tick);
+        let mut end = 0;
+        while let Some((at, event)) = self.agenda.pop() {
+            if at >= self.arrivals_end && self.open_requests == 0 {
+                break;
+            }
+            end = at;
+            self.clock.set_nanos(EPOCH_NANOS + at);
+            match event {
+                Event::Arrival => self.arrive(at),
+                Event::Send { request } => self.send(at, request),
+                Event::Timeout { attempt } => self.time_out(at, attempt),
+                Event::Admit { attempt } => self.admit_paced(at, attempt),
+                Event::Complete { worker } => self.complete(at, worker),
+                Event::Tick => self.tick(at),
+            }
+        }
+        self.measure(end)
+    }
+
+    /// Schedules the first arrival after `from` at the scenario's rate (memoryless: where the
+    /// rate changes before the draw, draws again from the change).
+    fn schedule_arrival(&mut self, mut from: u64) {
+        let capacity = self.params.capacity();
+        loop {
+            let (load, change) = self.scenario.load_at(Duration::from_nanos(from));
+            let gap = Exp::new(load * capacity / 1e9)
+                .map(|d| d.sample(&mut self.arrivals))
+                .unwrap_or(f64::INFINITY);
+            let at = from.saturating_add(gap.min(u64::MAX as f64 / 2.0) as u64);
+            match change.map(nanos) {
+                Some(change) if at >= change => from = change,
+                _ => {
+                    if at < self.arrivals_end {
+                        self.agenda.schedule(at, Event::Arrival);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn arrive(&mut self, at: u64) {
+        let work = self.work.sample(&mut self.arrivals);
+        let request = u32::try_from(self.requests.len()).unwrap_or(u32::MAX);
+        self.requests.push(Request { work, attempts: 0 });
+        self.open_requests += 1;
+        self.send(at, request);
+        self.schedule_arrival(at);
+    }
+
+    fn send(&mut self, at: u64, request: u32) {
+        let attempt = u32::try_from(self.attempts.len()).unwrap_or(u32::MAX);
+        self.requests[request as usize].attempts += 1;
+        let number = self.requests[request as usize].attempts;
+        let admission = self.protection.resource.entry().inbound().try_enter_owned();
+        let mut record = Attempt {
+            request,
+            number,
+            sent: at,
+            client: ClientView::Waiting,
+            admitted: false,
+            done: None,
+        };
+        match admission {
+            Ok(OwnedAdmission::Ready(entry)) => {
+                record.admitted = true;
+                self.attempts.push(record);
+                self.start_or_queue(at, attempt, entry);
+            }
+            Ok(OwnedAdmission::Queued(pending)) => {
+                record.admitted = true;
+                self.attempts.push(record);
+                self.agenda
+                    .schedule(at + nanos(pending.wait()), Event::Admit { attempt });
+                self.paced.push((attempt, pending));
+            }
+            Err(_) => {
+                record.client = ClientView::Refused;
+                self.attempts.push(record);
+                self.retry_or_give_up(at, request);
+                return;
+            }
+        }
+        self.agenda.schedule(
+            at + nanos(self.params.client_timeout),
+            Event::Timeout { attempt },
+        );
+    }
+
+    fn admit_paced(&mut self, at: u64, attempt: u32) {
+        let Some(index) = self.paced.iter().position(|(a, _)| *a == attempt) else {
+            return; // its client left, and the slot was given back
+        };
+        let (_, pending) = self.paced.swap_remove(index);
+        self.start_or_queue(at, attempt, pending.enter());
+    }
+
+    fn start_or_queue(&mut self, at: u64, attempt: u32, entry: OwnedEntry) {
+        match self.idle.pop() {
+            Some(worker) => self.start(at, worker, attempt, entry),
+            None => self.queue.push_back((attempt, entry)),
+        }
+    }
+
+    fn start(&mut self, at: u64, worker: u32, attempt: u32, entry: OwnedEntry) {
+        let request = self.attempts[attempt as usize].request as usize;
+        let factor = self.scenario.slowdown_at(Duration::from_nanos(at));
+        let work = (self.requests[request].work as f64 * factor) as u64;
+        self.workers[worker as usize] = Some((attempt, entry));
+        self.agenda.schedule(at + work, Event::Complete { worker });
+    }
+
+    fn complete(&mut self, at: u64, worker: u32) {
+        let Some((attempt, entry)) = self.workers[worker as usize].take() else {
+            return;
+        };
+        drop(entry); // spillway records the RT and the exit at `at`
+        let record = &mut self.attempts[attempt as usize];
+        record.done = Some(at);
+        self.finished.push((at, at - record.sent));
+        if record.client == ClientView::Waiting {
+            record.client = ClientView::Answered;
+            self.open_requests -= 1;
+            let bucket = usize::try_from(at / BUCKET_NANOS).unwrap_or(usize::MAX);
+            if self.answered_per_bucket.len() <= bucket {
+                self.answered_per_bucket.resize(bucket + 1, 0);
+            }
+            self.answered_per_bucket[bucket] += 1;
+        }
+        match self.queue.pop_front() {
+            Some((next, entry)) => self.start(at, worker, next, entry),
+            None => self.idle.push(worker),
+        }
+    }
+
+    fn time_out(&mut self, at: u64, attempt: u32) {
+        let record = &mut self.attempts[attempt as usize];
+        if record.client != ClientView::Waiting {
+            return;
+        }
+        record.client = ClientView::TimedOut;
+        let request = record.request;
+        // A paced attempt not yet admitted gives its slot back; work already admitted goes on.
+        if let Some(index) = self.paced.iter().position(|(a, _)| *a == attempt) {
+            drop(self.paced.swap_remove(index));
+        }
+        self.retry_or_give_up(at, request);
+    }
+
+    fn retry_or_give_up(&mut self, at: u64, request: u32) {
+        let sent = self.requests[request as usize].attempts;
+        match self.params.retry {
+            RetryPolicy::Backoff { retries, backoff } if sent <= retries => {
+                let base = backoff.as_nanos() as f64 * f64::from(1u32 << (sent - 1).min(20));
+                let wait = base * self.jitter.random_range(0.5..=1.0);
+                self.agenda
+                    .schedule(at + wait as u64, Event::Send { request });
+            }
+            _ => self.open_requests -= 1,
+        }
+    }
+
+    /// Samples the time series; feeds load1 to the probe as Sentinel reads it.
+    fn tick(&mut self, at: u64) {
+        let in_flight = self.in_service();
+        if at > 0 && at % LOAD_PERIOD_NANOS == 0 {
+            self.load.update(in_flight);
+        }
+        if self.protection.reads_load && at % PROBE_PERIOD_NANOS == 0 {
+            self.protection.probe.set_load(self.load.value());
+        }
+        let limit = self.limit();
+        self.ticks.push((at, in_flight, limit));
+        if at < self.arrivals_end || self.open_requests > 0 {
+            self.agenda.schedule(at + BUCKET_NANOS, Event::Tick);
+        }
+    }
+
+    /// Requests in the service: in work, queued, or in a paced wait (each one a thread).
+    fn in_service(&self) -> u64 {
+        let working = self.workers.iter().filter(|w| w.is_some()).count();
+        (working + self.queue.len() + self.paced.len()) as u64
+    }
+
+    /// The concurrency the protection admits now, where it has one.
+    fn limit(&self) -> Option<f64> {
+        let now = self.clock.now_nanos();
+        let bbr = || {
+            let node = self.protection.spillway.inbound_node();
+            node.max_success_qps(now) * node.min_rt_micros(now) as f64 / 1e6
+        };
+        match self.strategy {
+            Strategy::StaticConcurrency => Some(2.0 * f64::from(self.params.workers)),
+            Strategy::Bbr | Strategy::BbrBucketAverage => Some(bbr()),
+            Strategy::SentinelSystem => {
+                let threshold = SENTINEL_LOAD_PER_CORE * f64::from(self.params.workers);
+                (self.protection.probe.load() > threshold).then(bbr)
+            }
+            _ => None,
+        }
+    }
+
+    fn measure(self, end: u64) -> RunResult {
+        let from = nanos(self.scenario.measure_from(self.params));
+        let window = |sent: u64| sent >= from && sent < self.arrivals_end;
+        let mut counts = Counts::default();
+        let mut latencies = Vec::new();
+        for attempt in self.attempts.iter().filter(|a| window(a.sent)) {
+            counts.attempts += 1;
+            if attempt.number == 1 {
+                counts.requests += 1;
+            }
+            match attempt.client {
+                ClientView::Refused => counts.refused += 1,
+                ClientView::Answered => counts.answered += 1,
+                ClientView::TimedOut => counts.timed_out += 1,
+                ClientView::Waiting => {}
+            }
+            if attempt.admitted {
+                counts.admitted += 1;
+                // Work not done by the end counts with its age then: a lower bound.
+                latencies.push(attempt.done.unwrap_or(end) - attempt.sent);
+            }
+        }
+        counts.retries = counts.attempts - counts.requests;
+        latencies.sort_unstable();
+        let ms = |nanos: u64| nanos as f64 / 1e6;
+        let capacity = self.params.capacity();
+        let seconds = (self.arrivals_end - from) as f64 / 1e9;
+        let (recovery_s, series) = match self.scenario.trigger() {
+            Some((_, trigger_end)) => (
+                record::recovery(
+                    &self.answered_per_bucket,
+                    nanos(trigger_end),
+                    self.arrivals_end,
+                    0.9 * capacity,
+                ),
+                self.series(),
+            ),
+            None => (None, Vec::new()),
+        };
+        RunResult {
+            scenario: self.scenario.name(),
+            strategy: self.strategy.name(),
+            load: self.scenario.load(),
+            goodput: counts.answered as f64 / seconds / capacity,
+            p50_ms: ms(record::quantile(&latencies, 0.5)),
+            p99_ms: ms(record::quantile(&latencies, 0.99)),
+            p999_ms: ms(record::quantile(&latencies, 0.999)),
+            recovery_s,
+            counts,
+            series,
+        }
+    }
+
+    /// One point a tick: goodput and p99 over the second that ends there.
+    fn series(&self) -> Vec<SeriesPoint> {
+        let capacity = self.params.capacity();
+        let mut next_finished = 0;
+        let mut points = Vec::new();
+        for &(at, in_flight, limit) in &self.ticks {
+            if at < BUCKET_NANOS * WINDOW_BUCKETS as u64 || at > self.arrivals_end {
+                continue;
+            }
+            let start = at - BUCKET_NANOS * WINDOW_BUCKETS as u64;
+            let buckets = (start / BUCKET_NANOS) as usize..(at / BUCKET_NANOS) as usize;
+            let answered: u64 = buckets
+                .map(|b| self.answered_per_bucket.get(b).copied().unwrap_or(0))
+                .sum();
+            while next_finished < self.finished.len() && self.finished[next_finished].0 < start {
+                next_finished += 1;
+            }
+            let mut latencies: Vec<u64> = self.finished[next_finished..]
+                .iter()
+                .take_while(|(done, _)| *done < at)
+                .map(|&(_, latency)| latency)
+                .collect();
+            latencies.sort_unstable();
+            points.push(SeriesPoint {
+                t_s: at as f64 / 1e9,
+                goodput: answered as f64 / capacity,
+                p99_ms: record::quantile(&latencies, 0.99) as f64 / 1e6,
+                in_flight,
+                limit,
+            });
+        }
+        points
+    }
+}
+
+/// A duration in ns, saturating.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,169 @@
+//! The protections the lab compares, each built from spillway's public rules.
+
+use crate::params::{LabError, LabParams};
+use spillway::flow::FlowRule;
+use spillway::system::{ManualProbe, MinRtEstimate, SystemRule};
+use spillway::{ManualClock, Resource, Spillway};
+use std::fmt;
+use std::time::Duration;
+
+/// The resource every simulated request enters.
+pub const RESOURCE: &str = "GET /work";
+
+/// Sentinel's documented starting point for `highestSystemLoad`: 2.5 per CPU core.
+pub const SENTINEL_LOAD_PER_CORE: f64 = 2.5;
+
+/// How far back [`Strategy::BbrBucketAverage`] looks for its calmest second.
+const BUCKET_AVERAGE_WINDOW: Duration = Duration::from_secs(10);
+
+/// A protection in front of the simulated service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// Every request is admitted.
+    None,
+    /// A QPS flow rule (reject beyond) at the service's capacity.
+    StaticQps,
+    /// A concurrency flow rule at twice the workers: the workers' calls plus as many queued.
+    StaticConcurrency,
+    /// Sentinel's system rule as Sentinel ships it: the BBR check
+    /// (`in flight > max_success_qps x min_rt`), switched on once load1 passes 2.5 per core.
+    /// Load1 is Linux's: an exponential average of the runnable threads (every request in the
+    /// service is one), updated every 5 s, read once a second.
+    SentinelSystem,
+    /// The same BBR check with no load gate: checked on every inbound entry.
+    Bbr,
+    /// BBR with no load gate and spillway's sturdier minimum RT
+    /// ([`MinRtEstimate::BucketAverage`] over 10 s: the calmest second's mean RT) in place of
+    /// Sentinel's fastest single call.
+    BbrBucketAverage,
+}
+
+impl Strategy {
+    /// Every strategy, in the order the tables list them.
+    pub const ALL: [Strategy; 6] = [
+        Strategy::None,
+        Strategy::StaticQps,
+        Strategy::StaticConcurrency,
+        Strategy::SentinelSystem,
+        Strategy::Bbr,
+        Strategy::BbrBucketAverage,
+    ];
+
+    /// The name in tables and JSON.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::None => "none",
+            Strategy::StaticQps => "static_qps",
+            Strategy::StaticConcurrency => "static_concurrency",
+            Strategy::SentinelSystem => "sentinel_system",
+            Strategy::Bbr => "bbr",
+            Strategy::BbrBucketAverage => "bbr_bucket_average",
+        }
+    }
+
+    /// Parses a [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// What it is, with its settings for `params`, in a few words.
+    pub fn describe(&self, params: &LabParams) -> String {
+        match self {
+            Strategy::None => "no protection".into(),
+            Strategy::StaticQps => format!("QPS flow rule at capacity ({})", params.capacity()),
+            Strategy::StaticConcurrency => format!(
+                "concurrency flow rule at 2 x workers ({})",
+                2 * params.workers
+            ),
+            Strategy::SentinelSystem => format!(
+                "system rule: BBR once load1 > {} (2.5 per core)",
+                SENTINEL_LOAD_PER_CORE * f64::from(params.workers)
+            ),
+            Strategy::Bbr => "system rule: BBR on every entry (no load gate)".into(),
+            Strategy::BbrBucketAverage => {
+                "system rule: BBR on every entry, min RT as the calmest second's mean over 10 s"
+                    .into()
+            }
+        }
+    }
+
+    /// Builds the protection on `clock`.
+    ///
+    /// # Errors
+    ///
+    /// If spillway refuses the rules for these parameters.
+    pub(crate) fn build(
+        &self,
+        params: &LabParams,
+        clock: &ManualClock,
+    ) -> Result<Protection, LabError> {
+        let probe = ManualProbe::new();
+        let spillway = Spillway::builder()
+            .clock(clock.clone())
+            .system_probe(probe.clone())
+            .build();
+        let workers = f64::from(params.workers);
+        let loaded = match self {
+            Strategy::None => Ok(()),
+            Strategy::StaticQps => spillway
+                .load_flow_rules(vec![FlowRule::qps(
+                    "capacity-qps",
+                    RESOURCE,
+                    params.capacity(),
+                )])
+                .map_err(|e| e.to_string()),
+            Strategy::StaticConcurrency => spillway
+                .load_flow_rules(vec![FlowRule::concurrency(
+                    "twice-workers",
+                    RESOURCE,
+                    2.0 * workers,
+                )])
+                .map_err(|e| e.to_string()),
+            Strategy::SentinelSystem => spillway
+                .load_system_rules(vec![SystemRule::new("sentinel-load")
+                    .with_highest_system_load(SENTINEL_LOAD_PER_CORE * workers)])
+                .map_err(|e| e.to_string()),
+            Strategy::Bbr | Strategy::BbrBucketAverage => {
+                // No gate: any load above 0 switches BBR on, and the probe always reads 1.
+                probe.set_load(1.0);
+                let rule = SystemRule::new("bbr").with_highest_system_load(0.0);
+                let rule = match self {
+                    Strategy::BbrBucketAverage => rule.with_min_rt(MinRtEstimate::BucketAverage {
+                        window: BUCKET_AVERAGE_WINDOW,
+                    }),
+                    _ => rule,
+                };
+                spillway
+                    .load_system_rules(vec![rule])
+                    .map_err(|e| e.to_string())
+            }
+        };
+        loaded.map_err(|err| LabError::new("strategy", err))?;
+        let resource = spillway
+            .resource(RESOURCE)
+            .map_err(|err| LabError::new("strategy", err.to_string()))?;
+        Ok(Protection {
+            reads_load: *self == Strategy::SentinelSystem,
+            spillway,
+            resource,
+            probe,
+        })
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A built protection: the instance, its resource and the probe the simulation feeds.
+#[derive(Debug)]
+pub(crate) struct Protection {
+    pub(crate) spillway: Spillway,
+    pub(crate) resource: Resource,
+    pub(crate) probe: ManualProbe,
+    /// Whether the probe's load is the simulated load1 (else it is left as built).
+    pub(crate) reads_load: bool,
+}
