@@ -20,13 +20,21 @@
 //! ```
 
 mod events;
+mod lab;
 mod load_average;
 mod params;
+pub mod plot;
+pub mod measure {
+    //! The arithmetic both labs measure with: quantiles, recovery, the time-series buckets.
+    pub use crate::record::{quantile, recovery, BUCKET_NANOS, WINDOW_BUCKETS};
+}
 mod record;
+pub mod report;
 mod scenario;
 mod sim;
 mod strategy;
 
+pub use lab::{run_lab, scenarios, LabReport, EVENT_BASE_LOAD};
 pub use params::{LabError, LabParams, RetryPolicy, ServiceTime};
 pub use record::{Counts, RunResult, SeriesPoint};
 pub use scenario::{Scenario, SWEEP_LOADS};

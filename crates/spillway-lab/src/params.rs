@@ -6,6 +6,11 @@ use std::time::Duration;
 /// How long one request's work takes, before any slowdown.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ServiceTime {
+    /// Always the same time (a deterministic service).
+    Fixed {
+        /// The time.
+        time: Duration,
+    },
     /// Exponentially distributed with this mean (an M/M/c service).
     Exponential {
         /// The mean.
@@ -25,13 +30,16 @@ impl ServiceTime {
     /// The mean service time.
     pub fn mean(&self) -> Duration {
         match *self {
-            ServiceTime::Exponential { mean } | ServiceTime::LogNormal { mean, .. } => mean,
+            ServiceTime::Fixed { time: mean }
+            | ServiceTime::Exponential { mean }
+            | ServiceTime::LogNormal { mean, .. } => mean,
         }
     }
 
-    /// A short name for tables: `exp(10ms)`, `lognormal(10ms, 1)`.
+    /// A short description for tables: `exponential, mean 10ms`.
     pub fn label(&self) -> String {
         match *self {
+            ServiceTime::Fixed { time } => format!("fixed, {time:?}"),
             ServiceTime::Exponential { mean } => format!("exponential, mean {mean:?}"),
             ServiceTime::LogNormal { mean, sigma } => {
                 format!("log-normal, mean {mean:?}, sigma {sigma}")
@@ -161,11 +169,15 @@ impl LabParams {
                 ));
             }
         }
-        if self.client_timeout < Duration::from_micros(1) || self.client_timeout > Duration::from_secs(600)
+        if self.client_timeout < Duration::from_micros(1)
+            || self.client_timeout > Duration::from_secs(600)
         {
             return Err(LabError::new(
                 "client_timeout",
-                format!("must be between 1us and 600s, got {:?}", self.client_timeout),
+                format!(
+                    "must be between 1us and 600s, got {:?}",
+                    self.client_timeout
+                ),
             ));
         }
         if let RetryPolicy::Backoff { retries, backoff } = self.retry {
@@ -216,8 +228,12 @@ pub struct LabError {
 }
 
 impl LabError {
-    pub(crate) fn new(field: &'static str, message: String) -> Self {
-        Self { field, message }
+    /// An error in parameter `field`.
+    pub fn new(field: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            field,
+            message: message.into(),
+        }
     }
 
     /// The parameter at fault.

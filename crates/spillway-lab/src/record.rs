@@ -1,11 +1,11 @@
-//! What one run measured, and how its numbers are computed from the raw events.
+//! What one run measured, and the arithmetic both labs compute it with.
 
 use serde::Serialize;
 
 /// The width of a time-series bucket, in ns.
-pub(crate) const BUCKET_NANOS: u64 = 100_000_000;
+pub const BUCKET_NANOS: u64 = 100_000_000;
 /// Buckets in the 1-second windows that goodput and p99 series are read over.
-pub(crate) const WINDOW_BUCKETS: usize = 10;
+pub const WINDOW_BUCKETS: usize = 10;
 
 /// One point of a run's time series: the 1-second window ending at `t_s`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,6 +40,12 @@ pub struct Counts {
     pub answered: u64,
     /// Attempts whose client stopped waiting.
     pub timed_out: u64,
+    /// Attempts that ended in an error other than a refusal: another status or a broken
+    /// connection (real labs only; always 0 in the simulation).
+    pub failed: u64,
+    /// Requests a real load generator could not send because too many were outstanding
+    /// (always 0 in the simulation).
+    pub skipped: u64,
 }
 
 /// One run: a strategy in a scenario at a load.
@@ -68,8 +74,8 @@ pub struct RunResult {
     pub series: Vec<SeriesPoint>,
 }
 
-/// The value at quantile `q` of sorted `values` (nearest rank), 0 if there are none.
-pub(crate) fn quantile(sorted: &[u64], q: f64) -> u64 {
+/// The value at quantile `q` of `sorted` (nearest rank), 0 if there are none.
+pub fn quantile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -78,8 +84,9 @@ pub(crate) fn quantile(sorted: &[u64], q: f64) -> u64 {
 }
 
 /// Seconds from `trigger_end` to the first 1-second window (stepping one bucket) whose answers
-/// reach `threshold`, among windows that end by `run_end`.
-pub(crate) fn recovery(
+/// reach `threshold`, among windows that end by `run_end` (times in ns from the start of the run;
+/// `answered_per_bucket` counts answers by the bucket they came in).
+pub fn recovery(
     answered_per_bucket: &[u64],
     trigger_end: u64,
     run_end: u64,

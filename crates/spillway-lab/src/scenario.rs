@@ -72,8 +72,9 @@ impl Scenario {
         Ok(())
     }
 
-    /// When measuring starts (from the start of the run).
-    pub(crate) fn measure_from(&self, params: &LabParams) -> Duration {
+    /// When measuring starts (from the start of the run): after a sweep's warm-up; at once for
+    /// a spike or a slowdown.
+    pub fn measure_from(&self, params: &LabParams) -> Duration {
         match self {
             Scenario::Sweep { .. } => params.warm_up,
             Scenario::Spike { .. } | Scenario::Slowdown { .. } => Duration::ZERO,
@@ -81,7 +82,7 @@ impl Scenario {
     }
 
     /// When clients stop sending new requests (from the start of the run).
-    pub(crate) fn arrivals_end(&self, params: &LabParams) -> Duration {
+    pub fn arrivals_end(&self, params: &LabParams) -> Duration {
         match self {
             Scenario::Sweep { .. } => params.warm_up + params.measure,
             Scenario::Spike { .. } | Scenario::Slowdown { .. } => BEFORE + TRIGGER + AFTER,
@@ -97,7 +98,7 @@ impl Scenario {
     }
 
     /// The offered load at `at`, as a multiple of capacity, and when it next changes.
-    pub(crate) fn load_at(&self, at: Duration) -> (f64, Option<Duration>) {
+    pub fn load_at(&self, at: Duration) -> (f64, Option<Duration>) {
         match *self {
             Scenario::Spike { load } => {
                 if at < BEFORE {
@@ -113,7 +114,7 @@ impl Scenario {
     }
 
     /// How many times longer work that starts at `at` takes.
-    pub(crate) fn slowdown_at(&self, at: Duration) -> f64 {
+    pub fn slowdown_at(&self, at: Duration) -> f64 {
         match self {
             Scenario::Slowdown { .. } if at >= BEFORE && at < BEFORE + TRIGGER => SLOWDOWN_FACTOR,
             _ => 1.0,

@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
 use spillway::system::SystemProbe;
-use spillway::{Clock, ManualClock, OwnedAdmission, OwnedEntry, OwnedPending};
+use spillway::{ManualClock, OwnedAdmission, OwnedEntry, OwnedPending};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -61,6 +61,7 @@ struct Attempt {
 /// The distribution work is drawn from.
 #[derive(Debug)]
 enum WorkDistribution {
+    Fixed(u64),
     Exponential(Exp<f64>),
     LogNormal(LogNormal<f64>),
 }
@@ -69,6 +70,7 @@ impl WorkDistribution {
     fn new(service_time: ServiceTime) -> Result<Self, LabError> {
         let bad = |e: String| LabError::new("service_time", e);
         match service_time {
+            ServiceTime::Fixed { time } => Ok(Self::Fixed(nanos(time))),
             ServiceTime::Exponential { mean } => {
                 let rate = 1.0 / (mean.as_nanos() as f64);
                 Exp::new(rate)
@@ -86,6 +88,7 @@ impl WorkDistribution {
 
     fn sample(&self, rng: &mut ChaCha8Rng) -> u64 {
         let nanos = match self {
+            Self::Fixed(nanos) => *nanos as f64,
             Self::Exponential(d) => d.sample(rng),
             Self::LogNormal(d) => d.sample(rng),
         };
@@ -356,20 +359,10 @@ impl<'p> Run<'p> {
 
     /// The concurrency the protection admits now, where it has one.
     fn limit(&self) -> Option<f64> {
-        let now = self.clock.now_nanos();
-        let bbr = || {
-            let node = self.protection.spillway.inbound_node();
-            node.max_success_qps(now) * node.min_rt_micros(now) as f64 / 1e6
-        };
-        match self.strategy {
-            Strategy::StaticConcurrency => Some(2.0 * f64::from(self.params.workers)),
-            Strategy::Bbr | Strategy::BbrBucketAverage => Some(bbr()),
-            Strategy::SentinelSystem => {
-                let threshold = SENTINEL_LOAD_PER_CORE * f64::from(self.params.workers);
-                (self.protection.probe.load() > threshold).then(bbr)
-            }
-            _ => None,
-        }
+        let threshold = SENTINEL_LOAD_PER_CORE * f64::from(self.params.workers);
+        let gate_open = self.protection.probe.load() > threshold;
+        self.strategy
+            .admitted_limit(self.params.workers, &self.protection.spillway, gate_open)
     }
 
     fn measure(self, end: u64) -> RunResult {

@@ -2,7 +2,7 @@
 
 use crate::params::{LabError, LabParams};
 use spillway::flow::FlowRule;
-use spillway::system::{ManualProbe, MinRtEstimate, SystemRule};
+use spillway::system::{bbr_limit, ManualProbe, MinRtEstimate, SystemRule};
 use spillway::{ManualClock, Resource, Spillway};
 use std::fmt;
 use std::time::Duration;
@@ -85,6 +85,30 @@ impl Strategy {
                 "system rule: BBR on every entry, min RT as the calmest second's mean over 10 s"
                     .into()
             }
+        }
+    }
+
+    /// The concurrency this strategy admits now, where it has one: the static concurrency limit,
+    /// or the BBR check's limit ([`bbr_limit`]) while BBR is checked (for Sentinel's system rule,
+    /// while its load gate is open).
+    pub fn admitted_limit(
+        &self,
+        workers: u32,
+        spillway: &Spillway,
+        gate_open: bool,
+    ) -> Option<f64> {
+        let bbr = |estimate| {
+            let now = spillway.clock().now_nanos();
+            bbr_limit(spillway.inbound_node(), now, estimate)
+        };
+        match self {
+            Strategy::StaticConcurrency => Some(2.0 * f64::from(workers)),
+            Strategy::Bbr => Some(bbr(MinRtEstimate::Exact)),
+            Strategy::BbrBucketAverage => Some(bbr(MinRtEstimate::BucketAverage {
+                window: BUCKET_AVERAGE_WINDOW,
+            })),
+            Strategy::SentinelSystem => gate_open.then(|| bbr(MinRtEstimate::Exact)),
+            Strategy::None | Strategy::StaticQps => None,
         }
     }
 

@@ -3,19 +3,13 @@
 
 use crate::config::{self, Config};
 use crate::server::Server;
+use crate::upstream::{Upstream, UpstreamShape};
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
+use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use std::convert::Infallible;
+use hyper_util::rt::TokioExecutor;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Semaphore;
 
 /// The upstream's capacity: requests it works on at once, and how long each takes.
 const WORKERS: usize = 4;
@@ -24,46 +18,13 @@ const WORK: Duration = Duration::from_millis(10);
 /// The demo's configuration; `{upstream}` is replaced by the upstream's address.
 pub const DEMO_CONFIG: &str = include_str!("demo.toml");
 
-/// Starts an upstream that works on at most 4 requests at once for 10 ms each
-/// (400 requests a second at most; more wait for a worker), `/api/flaky` failing from its
-/// third second to its seventh. Returns its address.
-///
-/// # Errors
-///
-/// If it cannot bind a loopback port.
-pub async fn start_upstream() -> std::io::Result<SocketAddr> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let workers = Arc::new(Semaphore::new(WORKERS));
-    let started = tokio::time::Instant::now();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let workers = workers.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |request: Request<Incoming>| {
-                    let workers = workers.clone();
-                    async move {
-                        let _worker = workers.acquire().await;
-                        tokio::time::sleep(WORK).await;
-                        let mut response = Response::new(Full::new(Bytes::from_static(b"ok\n")));
-                        let failing = (3..7).contains(&started.elapsed().as_secs());
-                        if request.uri().path() == "/api/flaky" && failing {
-                            *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-                        }
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Ok(addr)
-}
+/// The demo's upstream: 4 workers x 10 ms a request (400 requests a second at most; more wait for
+/// a worker), `/api/flaky` failing from its third second to its seventh.
+pub const UPSTREAM: UpstreamShape = UpstreamShape {
+    workers: WORKERS,
+    work: WORK,
+    flaky: true,
+};
 
 /// The demo's configuration for an upstream at `upstream`, listening on an ephemeral port.
 ///
@@ -81,8 +42,8 @@ pub fn demo_config(upstream: SocketAddr) -> Result<Config, config::ConfigError> 
 ///
 /// If a listener cannot be bound.
 pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let upstream = start_upstream().await?;
-    let config = demo_config(upstream)?;
+    let upstream = Upstream::start(UPSTREAM).await?;
+    let config = demo_config(upstream.addr())?;
     let spillway = spillway::Spillway::new();
     let server = Server::bind(&config, spillway.clone()).await?;
     let proxy = server.local_addr()?;

@@ -6,17 +6,21 @@
 //!   spillway's flow, system and breaker rules, the connection cap, graceful shutdown);
 //! - [`admin`]: the admin API (statistics, rules, status, metrics);
 //! - [`reload`]: hot reload of the file;
-//! - [`demo`]: an upstream, the proxy and a load generator in one process.
+//! - [`demo`]: an upstream, the proxy and a load generator in one process;
+//! - [`lab`]: the overload lab (`spillway lab`): the simulated lab and a real one on loopback;
+//! - [`upstream`]: an upstream with a known capacity, for the demo and the lab.
 
 pub mod admin;
 pub mod config;
 pub mod demo;
+pub mod lab;
 mod metrics;
 mod persist;
 mod proxy;
 pub mod reload;
 mod router;
 mod server;
+pub mod upstream;
 
 pub use proxy::{Proxy, ProxyBody};
 pub use router::{Pattern, Router};

@@ -32,6 +32,10 @@ enum Command {
         #[arg(long, short, default_value = "spillway.toml")]
         config: PathBuf,
     },
+    /// The overload lab: goodput and p99 against offered load, and recovery, for every
+    /// protection on identical arrivals. `--quick` prints the simulated lab's tables; without it,
+    /// both labs run and docs/overload.md is written.
+    Lab(spillway_server::lab::LabArgs),
     /// An upstream, the proxy with example rules and a load generator, with a live table.
     Demo {
         /// How long to run.
@@ -140,6 +144,13 @@ fn main() -> ExitCode {
             };
             runtime.block_on(serve(path, config))
         }
+        Command::Lab(args) => match runtime.block_on(spillway_server::lab::run(args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("error: {err}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Demo { seconds } => match runtime.block_on(demo::run(seconds)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {

@@ -34,7 +34,7 @@ mod probe;
 mod rule;
 mod validate;
 
-pub use check::{SystemBlock, SystemCheck, SystemRules};
+pub use check::{bbr_limit, SystemBlock, SystemCheck, SystemRules};
 pub use linux::{LinuxProbe, LinuxProbeBuilder, LoadSignal};
 pub use probe::{ManualProbe, SystemProbe};
 pub use rule::{CpuStrategy, MinRtEstimate, SystemRule};

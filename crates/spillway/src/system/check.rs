@@ -249,11 +249,34 @@ impl SystemRules {
 }
 
 /// Sentinel's `checkBbr`, failed: more than one call in flight, and more than the pipe holds at
-/// its best, `max_success_qps x min_rt` (min RT in seconds, estimated as `estimate` says).
+/// its best (see [`bbr_limit`]).
 fn bbr_blocks(node: &ResourceNode, now: u64, concurrency: i64, estimate: MinRtEstimate) -> bool {
     if concurrency <= 1 {
         return false;
     }
+    concurrency as f64 > bbr_limit(node, now, estimate)
+}
+
+/// The BBR check's limit on inbound calls in flight: what the pipe holds at its best,
+/// `max_success_qps x min_rt` (min RT in seconds, estimated as `estimate` says), read from the
+/// global inbound `node` at `now`. The check refuses an entry when more than one call and more
+/// than this limit are in flight. Read it for metrics and dashboards.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::stats::{NodeConfig, ResourceNode};
+/// use spillway::system::{bbr_limit, MinRtEstimate};
+///
+/// let node = ResourceNode::new(NodeConfig::default());
+/// let now = 1_700_000_000_000_000_000;
+/// for _ in 0..100 {
+///     node.add_completion(now, 20_000, 1, false); // 100 calls of 20 ms
+/// }
+/// // 200 a second at most (100 in a 500 ms bucket), 20 ms at least: 4 in flight.
+/// assert_eq!(bbr_limit(&node, now, MinRtEstimate::Exact), 4.0);
+/// ```
+pub fn bbr_limit(node: &ResourceNode, now: u64, estimate: MinRtEstimate) -> f64 {
     let min_rt_micros = match estimate {
         MinRtEstimate::Exact => node.min_rt_micros(now),
         MinRtEstimate::BucketAverage { window } => {
@@ -266,5 +289,5 @@ fn bbr_blocks(node: &ResourceNode, now: u64, concurrency: i64, estimate: MinRtEs
                 .unwrap_or_else(|| minute.max_rt_micros())
         }
     };
-    concurrency as f64 > node.max_success_qps(now) * min_rt_micros as f64 / 1e6
+    node.max_success_qps(now) * min_rt_micros as f64 / 1e6
 }

@@ -1,0 +1,168 @@
+//! `spillway lab`: the overload lab from the command line.
+//!
+//! - `spillway lab --quick` runs the simulated lab in its short mode and prints its tables (or,
+//!   with `--json`, one JSON array of rows);
+//! - `spillway lab` runs the full simulated lab (exponential and log-normal service times) and the
+//!   real lab on loopback, then writes `docs/overload.md` and its plots.
+
+mod docs;
+pub mod loopback;
+
+use clap::ValueEnum;
+use spillway_lab::{LabError, LabParams, RetryPolicy, ServiceTime, Strategy};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The service-time distributions on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Distribution {
+    /// Exponential (an M/M/c service).
+    Exponential,
+    /// Log-normal, with `--sigma`.
+    Lognormal,
+}
+
+/// The options of `spillway lab`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LabArgs {
+    /// The short mode: the simulated lab with 8 s sweeps; prints its tables and writes nothing.
+    #[arg(long)]
+    pub quick: bool,
+    /// The seed of every random draw: the same seed prints the same numbers.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON array (a row per strategy, scenario and load) instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// The service's workers (requests worked on at once).
+    #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
+    pub workers: i64,
+    /// The mean service time, in milliseconds.
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
+    pub service_ms: f64,
+    /// The service-time distribution.
+    #[arg(long, value_enum, default_value_t = Distribution::Exponential)]
+    pub distribution: Distribution,
+    /// The log-normal shape (the underlying normal's standard deviation).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub sigma: f64,
+    /// How long a client waits for an answer, in milliseconds.
+    #[arg(long, default_value_t = 200.0, allow_negative_numbers = true)]
+    pub timeout_ms: f64,
+    /// Retries after a refusal or a timeout (0: none).
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
+    pub retries: i64,
+    /// The back-off before the first retry, in milliseconds (doubling, jittered 50-100%).
+    #[arg(long, default_value_t = 50.0, allow_negative_numbers = true)]
+    pub backoff_ms: f64,
+    /// The strategies, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Where the full lab writes overload.md and its plots.
+    #[arg(long, default_value = "docs")]
+    pub docs: PathBuf,
+    /// The full lab: skip the real lab on loopback.
+    #[arg(long)]
+    pub no_loopback: bool,
+}
+
+/// A duration from milliseconds given on the command line.
+fn millis(field: &'static str, ms: f64) -> Result<Duration, LabError> {
+    Duration::try_from_secs_f64(ms / 1000.0).map_err(|_| {
+        LabError::new(
+            field,
+            format!("must be a number of milliseconds, at least 0, got {ms}"),
+        )
+    })
+}
+
+impl LabArgs {
+    /// The lab parameters these options give (before the quick mode shortens them).
+    ///
+    /// # Errors
+    ///
+    /// A [`LabError`] naming the first bad option.
+    pub fn params(&self) -> Result<LabParams, LabError> {
+        let workers = u32::try_from(self.workers).map_err(|_| {
+            LabError::new(
+                "workers",
+                format!("must be between 1 and 100000, got {}", self.workers),
+            )
+        })?;
+        let mean = millis("service_ms", self.service_ms)?;
+        let service_time = match self.distribution {
+            Distribution::Exponential => ServiceTime::Exponential { mean },
+            Distribution::Lognormal => ServiceTime::LogNormal {
+                mean,
+                sigma: self.sigma,
+            },
+        };
+        let retries = u32::try_from(self.retries).map_err(|_| {
+            LabError::new(
+                "retries",
+                format!("must be between 0 and 10, got {}", self.retries),
+            )
+        })?;
+        let retry = match retries {
+            0 => RetryPolicy::Off,
+            retries => RetryPolicy::Backoff {
+                retries,
+                backoff: millis("backoff_ms", self.backoff_ms)?,
+            },
+        };
+        let params = LabParams {
+            workers,
+            service_time,
+            client_timeout: millis("timeout_ms", self.timeout_ms)?,
+            retry,
+            seed: self.seed,
+            ..LabParams::default()
+        };
+        let params = if self.quick { params.quick() } else { params };
+        params.validate()?;
+        Ok(params)
+    }
+
+    /// The strategies these options name.
+    ///
+    /// # Errors
+    ///
+    /// A [`LabError`] for an unknown name.
+    pub fn strategies(&self) -> Result<Vec<Strategy>, LabError> {
+        if self.strategies.is_empty() {
+            return Ok(Strategy::ALL.to_vec());
+        }
+        self.strategies
+            .iter()
+            .map(|name| {
+                Strategy::from_name(name.trim()).ok_or_else(|| {
+                    let known: Vec<_> = Strategy::ALL.iter().map(|s| s.name()).collect();
+                    LabError::new(
+                        "strategies",
+                        format!("unknown strategy `{name}`; known: {}", known.join(", ")),
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+/// Runs `spillway lab`.
+///
+/// # Errors
+///
+/// A bad option, a listener that cannot be bound, or a file that cannot be written.
+pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let params = args.params()?;
+    let strategies = args.strategies()?;
+    if args.quick {
+        let report = spillway_lab::run_lab(&params, &strategies)?;
+        if args.json {
+            println!("{}", spillway_lab::report::to_json(&report)?);
+        } else {
+            println!("{}", spillway_lab::report::summary_markdown(&report));
+        }
+        return Ok(());
+    }
+    docs::write_all(&args, &params, &strategies).await
+}

@@ -1,0 +1,464 @@
+//! The real lab on loopback: the demo's upstream (fixed workers, fixed service time) behind the
+//! `spillway` proxy, driven by an open-loop load generator at fixed rates.
+//!
+//! Each request is sent at its intended time whatever happened to the ones before it, on its own
+//! task, and its latency is measured from that intended time, so a stalled generator cannot hide
+//! latency (no coordinated omission). Clients time out and retry as in the simulated lab.
+//! Everything listens on 127.0.0.1 and is bounded: at most `max_outstanding` requests in flight
+//! from the generator (more are counted as `skipped`), and every run ends by its scenario's end
+//! plus the clients' last timeout.
+
+use crate::config;
+use crate::server::Server;
+use crate::upstream::{Upstream, UpstreamShape};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use spillway::system::{LinuxProbe, ManualProbe, SystemProbe};
+use spillway::Spillway;
+use spillway_lab::measure::quantile;
+use spillway_lab::{
+    Counts, LabParams, LabReport, RetryPolicy, RunResult, Scenario, SeriesPoint, ServiceTime,
+    Strategy, SENTINEL_LOAD_PER_CORE,
+};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A sampling tick and a time-series bucket (the simulated lab's).
+const TICK: Duration = Duration::from_nanos(spillway_lab::measure::BUCKET_NANOS);
+
+/// The real lab's service, clients and run lengths.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopbackParams {
+    /// The upstream.
+    pub upstream: UpstreamShape,
+    /// How long a client waits for an answer.
+    pub client_timeout: Duration,
+    /// Retries after a refusal (429), an error or a timeout.
+    pub retries: u32,
+    /// The back-off before the first retry (doubling, jittered 50-100%).
+    pub backoff: Duration,
+    /// A sweep point's warm-up.
+    pub warm_up: Duration,
+    /// A sweep point's measured time.
+    pub measure: Duration,
+    /// Requests the generator keeps in flight at most.
+    pub max_outstanding: usize,
+}
+
+impl Default for LoopbackParams {
+    /// The demo's upstream (4 workers x 10 ms: 400 requests a second), the simulated lab's clients
+    /// (200 ms timeout, 2 retries from 50 ms), sweeps of 5 s after 1 s.
+    fn default() -> Self {
+        Self {
+            upstream: UpstreamShape {
+                workers: 4,
+                work: Duration::from_millis(10),
+                flaky: false,
+            },
+            client_timeout: Duration::from_millis(200),
+            retries: 2,
+            backoff: Duration::from_millis(50),
+            warm_up: Duration::from_secs(1),
+            measure: Duration::from_secs(5),
+            max_outstanding: 20_000,
+        }
+    }
+}
+
+impl LoopbackParams {
+    /// The same setting in the simulated lab's terms (for its tables and plots).
+    pub fn lab_params(&self) -> LabParams {
+        LabParams {
+            workers: u32::try_from(self.upstream.workers).unwrap_or(u32::MAX),
+            service_time: ServiceTime::Fixed {
+                time: self.upstream.work,
+            },
+            client_timeout: self.client_timeout,
+            retry: match self.retries {
+                0 => RetryPolicy::Off,
+                retries => RetryPolicy::Backoff {
+                    retries,
+                    backoff: self.backoff,
+                },
+            },
+            seed: 0,
+            warm_up: self.warm_up,
+            measure: self.measure,
+        }
+    }
+}
+
+/// How an attempt ended for its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// A 2xx within the timeout.
+    Answered,
+    /// A 429 from spillway.
+    Refused,
+    /// No answer within the timeout.
+    TimedOut,
+    /// Another status, or a connection error.
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Attempt {
+    /// Intended send time, from the start of the run.
+    sent: Duration,
+    /// When it ended, from the start of the run.
+    ended: Duration,
+    first: bool,
+    outcome: Outcome,
+}
+
+/// Sentinel's load threshold on this machine: 2.5 per CPU (load1 is the machine's).
+fn sentinel_threshold() -> f64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    SENTINEL_LOAD_PER_CORE * cpus as f64
+}
+
+/// The proxy configuration of `strategy` in front of `upstream`.
+fn config_text(
+    strategy: Strategy,
+    upstream: std::net::SocketAddr,
+    shape: &UpstreamShape,
+) -> String {
+    let mut text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
+         [default]\nresource = \"{}\"\nupstream = \"app\"\n",
+        spillway_lab::RESOURCE
+    );
+    let resource = spillway_lab::RESOURCE;
+    let rules = match strategy {
+        Strategy::StaticQps => format!(
+            "[[flow]]\nid = \"capacity-qps\"\nresource = \"{resource}\"\ncount = {}\n",
+            shape.capacity()
+        ),
+        Strategy::StaticConcurrency => format!(
+            "[[flow]]\nid = \"twice-workers\"\nresource = \"{resource}\"\ngrade = \"concurrency\"\ncount = {}\n",
+            2 * shape.workers
+        ),
+        Strategy::SentinelSystem => format!(
+            "[[system]]\nid = \"sentinel-load\"\nhighest_system_load = {}\n",
+            sentinel_threshold()
+        ),
+        Strategy::Bbr => "[[system]]\nid = \"bbr\"\nhighest_system_load = 0.0\n".to_string(),
+        Strategy::BbrBucketAverage => "[[system]]\nid = \"bbr\"\nhighest_system_load = 0.0\n\
+             min_rt = { type = \"bucket_average\", window = \"10s\" }\n"
+            .to_string(),
+        _ => String::new(),
+    };
+    text.push('\n');
+    text.push_str(&rules);
+    text
+}
+
+/// Runs `strategy` in `scenario` against a fresh upstream and proxy.
+///
+/// # Errors
+///
+/// If a loopback port cannot be bound or the configuration is refused.
+pub async fn run_point(
+    params: &LoopbackParams,
+    strategy: Strategy,
+    scenario: Scenario,
+) -> Result<RunResult, Box<dyn std::error::Error + Send + Sync>> {
+    scenario.validate()?;
+    let lab = params.lab_params();
+    let upstream = Arc::new(Upstream::start(params.upstream).await?);
+    let config = config::parse(
+        &config_text(strategy, upstream.addr(), &params.upstream),
+        "lab.toml",
+    )?;
+    // Sentinel's strategy reads the host's load1; the BBR-only ones get a probe whose load (1)
+    // always opens their gate (threshold 0), as in the simulated lab.
+    let spillway = match strategy {
+        Strategy::Bbr | Strategy::BbrBucketAverage => {
+            let probe = ManualProbe::new();
+            probe.set_load(1.0);
+            Spillway::builder().system_probe(probe).build()
+        }
+        _ => Spillway::new(),
+    };
+    let server = Server::bind(&config, spillway.clone()).await?;
+    let proxy = server.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run(async {
+        let _ = stop_rx.await;
+    }));
+
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(4096)
+        .build_http();
+    let uri: http::Uri = format!("http://{proxy}/work").parse()?;
+    let start = Instant::now();
+    let arrivals_end = scenario.arrivals_end(&lab);
+    let attempts = Arc::new(Mutex::new(Vec::<Attempt>::new()));
+    let outstanding = Arc::new(AtomicUsize::new(0));
+    let skipped = Arc::new(AtomicU64::new(0));
+
+    // The scenario's slowdown, and the samples of the time series.
+    let ticks = {
+        let spillway = spillway.clone();
+        let upstream = upstream.clone();
+        let workers = u32::try_from(params.upstream.workers).unwrap_or(u32::MAX);
+        tokio::spawn(async move {
+            let mut samples = Vec::new();
+            let mut interval = tokio::time::interval_at(start, TICK / 10);
+            let mut n = 0u64;
+            loop {
+                interval.tick().await;
+                let at = start.elapsed();
+                upstream.set_slowdown(scenario.slowdown_at(at));
+                if n % 10 == 0 {
+                    let gate_open = LinuxProbe::global().load() > sentinel_threshold();
+                    let limit = strategy.admitted_limit(workers, &spillway, gate_open);
+                    let in_flight = spillway.inbound_node().concurrency().max(0) as u64;
+                    samples.push((Duration::from_millis(100 * (n / 10)), in_flight, limit));
+                }
+                n += 1;
+                if at > arrivals_end {
+                    return samples;
+                }
+            }
+        })
+    };
+
+    // The generator: fixed spacing at the scenario's rate, each request on its own task.
+    let mut next = Duration::ZERO;
+    let mut index = 0u64;
+    let mut clients = tokio::task::JoinSet::new();
+    while next < arrivals_end {
+        let (load, _) = scenario.load_at(next);
+        let rate = load * params.upstream.capacity();
+        tokio::time::sleep_until(start + next).await;
+        if outstanding.load(Ordering::Relaxed) >= params.max_outstanding {
+            skipped.fetch_add(1, Ordering::Relaxed);
+        } else {
+            outstanding.fetch_add(1, Ordering::Relaxed);
+            let request = Request {
+                client: client.clone(),
+                uri: uri.clone(),
+                params: params.clone(),
+                start,
+                intended: next,
+                index,
+                attempts: attempts.clone(),
+            };
+            let outstanding = outstanding.clone();
+            clients.spawn(async move {
+                request.run().await;
+                outstanding.fetch_sub(1, Ordering::Relaxed);
+            });
+        }
+        // Reap finished clients now and then, so that the set stays small.
+        while clients.try_join_next().is_some() {}
+        index += 1;
+        next += Duration::from_secs_f64(1.0 / rate);
+    }
+    while clients.join_next().await.is_some() {}
+    let samples = ticks.await?;
+    let _ = stop_tx.send(());
+    drop(upstream);
+    let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
+
+    let attempts = attempts.lock().map(|a| a.clone()).unwrap_or_default();
+    Ok(measure(
+        &lab,
+        params,
+        scenario,
+        strategy,
+        &attempts,
+        &samples,
+        skipped.load(Ordering::Relaxed),
+    ))
+}
+
+/// One client's request: its attempts, with time-outs and retries.
+struct Request {
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
+    uri: http::Uri,
+    params: LoopbackParams,
+    start: Instant,
+    intended: Duration,
+    index: u64,
+    attempts: Arc<Mutex<Vec<Attempt>>>,
+}
+
+impl Request {
+    async fn run(self) {
+        let mut sent = self.intended;
+        for attempt in 0..=self.params.retries {
+            let outcome = tokio::time::timeout(self.params.client_timeout, async {
+                match self.client.get(self.uri.clone()).await {
+                    Ok(response) => {
+                        let status = response.status();
+                        let body = response.into_body().collect().await;
+                        match (status.as_u16(), body) {
+                            (200..=299, Ok(_)) => Outcome::Answered,
+                            (429, _) => Outcome::Refused,
+                            _ => Outcome::Failed,
+                        }
+                    }
+                    Err(_) => Outcome::Failed,
+                }
+            })
+            .await
+            .unwrap_or(Outcome::TimedOut);
+            let ended = self.start.elapsed();
+            if let Ok(mut attempts) = self.attempts.lock() {
+                attempts.push(Attempt {
+                    sent,
+                    ended,
+                    first: attempt == 0,
+                    outcome,
+                });
+            }
+            if outcome == Outcome::Answered || attempt == self.params.retries {
+                return;
+            }
+            // Jitter from a low-discrepancy sequence: deterministic, evenly spread in [0.5, 1].
+            let spread = ((self.index * 11 + u64::from(attempt)) as f64 * 0.618_033_988_7).fract();
+            let wait = self
+                .params
+                .backoff
+                .mul_f64(f64::from(1u32 << attempt.min(20)) * (0.5 + spread / 2.0));
+            tokio::time::sleep(wait).await;
+            sent = self.start.elapsed();
+        }
+    }
+}
+
+/// The run's numbers, as the simulated lab computes them. Latency counts every attempt that was
+/// not refused; one that timed out counts with its timeout (a lower bound: the client cannot see
+/// more).
+fn measure(
+    lab: &LabParams,
+    params: &LoopbackParams,
+    scenario: Scenario,
+    strategy: Strategy,
+    attempts: &[Attempt],
+    samples: &[(Duration, u64, Option<f64>)],
+    skipped: u64,
+) -> RunResult {
+    let from = scenario.measure_from(lab);
+    let end = scenario.arrivals_end(lab);
+    let capacity = params.upstream.capacity();
+    let mut counts = Counts::default();
+    let mut latencies = Vec::new();
+    for a in attempts.iter().filter(|a| a.sent >= from && a.sent < end) {
+        counts.attempts += 1;
+        counts.requests += u64::from(a.first);
+        match a.outcome {
+            Outcome::Answered => counts.answered += 1,
+            Outcome::Refused => counts.refused += 1,
+            Outcome::TimedOut => counts.timed_out += 1,
+            Outcome::Failed => counts.failed += 1,
+        }
+        if a.outcome != Outcome::Refused {
+            counts.admitted += 1;
+            latencies.push(nanos(a.ended.saturating_sub(a.sent)));
+        }
+    }
+    counts.retries = counts.attempts - counts.requests;
+    counts.skipped = skipped;
+    latencies.sort_unstable();
+    let buckets = (end.as_millis() / TICK.as_millis()) as usize + 1;
+    let mut answered = vec![0u64; buckets + 40];
+    let mut finished: Vec<(Duration, u64)> = Vec::new();
+    for a in attempts {
+        let bucket = (a.ended.as_millis() / TICK.as_millis()) as usize;
+        if a.outcome == Outcome::Answered && bucket < answered.len() {
+            answered[bucket] += 1;
+        }
+        if a.outcome != Outcome::Refused {
+            finished.push((a.ended, nanos(a.ended.saturating_sub(a.sent))));
+        }
+    }
+    finished.sort_unstable();
+    let (recovery_s, series) = match scenario.trigger() {
+        Some((_, trigger_end)) => {
+            let series = samples
+                .iter()
+                .filter(|(at, _, _)| *at >= Duration::from_secs(1) && *at <= end)
+                .map(|&(at, in_flight, limit)| {
+                    let start = at - Duration::from_secs(1);
+                    let (b0, b1) = (bucket(start), bucket(at));
+                    let good: u64 = answered.get(b0..b1).map_or(0, |w| w.iter().sum());
+                    let mut window: Vec<u64> = finished
+                        .iter()
+                        .filter(|(t, _)| *t >= start && *t < at)
+                        .map(|&(_, l)| l)
+                        .collect();
+                    window.sort_unstable();
+                    SeriesPoint {
+                        t_s: at.as_secs_f64(),
+                        goodput: good as f64 / capacity,
+                        p99_ms: quantile(&window, 0.99) as f64 / 1e6,
+                        in_flight,
+                        limit,
+                    }
+                })
+                .collect();
+            let recovery = spillway_lab::measure::recovery(
+                &answered,
+                nanos(trigger_end),
+                nanos(end),
+                0.9 * capacity,
+            );
+            (recovery, series)
+        }
+        None => (None, Vec::new()),
+    };
+    let ms = |q: f64| quantile(&latencies, q) as f64 / 1e6;
+    RunResult {
+        scenario: scenario.name(),
+        strategy: strategy.name(),
+        load: scenario.load(),
+        goodput: counts.answered as f64 / (end - from).as_secs_f64() / capacity,
+        p50_ms: ms(0.5),
+        p99_ms: ms(0.99),
+        p999_ms: ms(0.999),
+        recovery_s,
+        counts,
+        series,
+    }
+}
+
+fn bucket(at: Duration) -> usize {
+    (at.as_millis() / TICK.as_millis()) as usize
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Runs every strategy in every scenario, and the unprotected upstream at 0.5x for the unloaded
+/// p99.
+///
+/// # Errors
+///
+/// As [`run_point`].
+pub async fn run_lab(
+    params: &LoopbackParams,
+    strategies: &[Strategy],
+    scenarios: &[Scenario],
+) -> Result<LabReport, Box<dyn std::error::Error + Send + Sync>> {
+    let unloaded = run_point(params, Strategy::None, Scenario::Sweep { load: 0.5 }).await?;
+    let mut runs = Vec::new();
+    for &strategy in strategies {
+        for &scenario in scenarios {
+            runs.push(run_point(params, strategy, scenario).await?);
+        }
+    }
+    Ok(LabReport {
+        params: params.lab_params(),
+        strategies: strategies.to_vec(),
+        runs,
+        unloaded_p99_ms: unloaded.p99_ms,
+    })
+}

@@ -1,0 +1,120 @@
+//! An upstream with a known capacity, for the demo and the loopback lab: a fixed number of
+//! workers, each request taking a fixed time (times a slowdown factor that can be changed while it
+//! runs); more requests wait for a worker.
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// What the upstream does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpstreamShape {
+    /// Requests worked on at once.
+    pub workers: usize,
+    /// How long each takes.
+    pub work: Duration,
+    /// The demo's `/api/flaky`: answers 503 from the upstream's third second to its seventh.
+    pub flaky: bool,
+}
+
+impl UpstreamShape {
+    /// Requests a second it completes at most: workers / work.
+    pub fn capacity(&self) -> f64 {
+        self.workers as f64 / self.work.as_secs_f64()
+    }
+}
+
+/// A running upstream; dropping it stops it and every connection it holds.
+#[derive(Debug)]
+pub struct Upstream {
+    addr: SocketAddr,
+    /// The slowdown factor, as `f64` bits.
+    factor: Arc<AtomicU64>,
+    tasks: tokio::task::JoinHandle<()>,
+}
+
+impl Upstream {
+    /// Binds a loopback port and serves there.
+    ///
+    /// # Errors
+    ///
+    /// If it cannot bind a loopback port.
+    pub async fn start(shape: UpstreamShape) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let workers = Arc::new(Semaphore::new(shape.workers));
+        let factor = Arc::new(AtomicU64::new(1.0f64.to_bits()));
+        let started = tokio::time::Instant::now();
+        let serving_factor = factor.clone();
+        let tasks = tokio::spawn(async move {
+            // Connections live in the set, so that stopping the upstream stops them.
+            let mut connections = JoinSet::new();
+            loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    Some(_) = connections.join_next() => continue,
+                };
+                let Ok((stream, _)) = accepted else {
+                    // Out of descriptors or similar: back off rather than spin.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let (workers, factor) = (workers.clone(), serving_factor.clone());
+                connections.spawn(async move {
+                    let service = service_fn(move |request: Request<Incoming>| {
+                        let (workers, factor) = (workers.clone(), factor.clone());
+                        async move {
+                            let _worker = workers.acquire().await;
+                            let slowdown = f64::from_bits(factor.load(Ordering::Relaxed));
+                            tokio::time::sleep(shape.work.mul_f64(slowdown)).await;
+                            let mut response =
+                                Response::new(Full::new(Bytes::from_static(b"ok\n")));
+                            let failing = (3..7).contains(&started.elapsed().as_secs());
+                            if shape.flaky && request.uri().path() == "/api/flaky" && failing {
+                                *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                            }
+                            Ok::<_, Infallible>(response)
+                        }
+                    });
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(Self {
+            addr,
+            factor,
+            tasks,
+        })
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Makes work that starts from now on take `factor` times as long (1: as configured).
+    pub fn set_slowdown(&self, factor: f64) {
+        // Relaxed: a plain setting, read once per request.
+        self.factor.store(factor.to_bits(), Ordering::Relaxed);
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.tasks.abort();
+    }
+}

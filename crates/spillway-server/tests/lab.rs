@@ -1,0 +1,40 @@
+//! The loopback lab against the real proxy and upstream, briefly.
+
+use spillway_lab::{Scenario, Strategy};
+use spillway_server::lab::loopback::{run_point, LoopbackParams};
+use std::time::Duration;
+
+fn brief() -> LoopbackParams {
+    LoopbackParams {
+        warm_up: Duration::from_millis(200),
+        measure: Duration::from_secs(1),
+        ..LoopbackParams::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_attempt_ends_once_and_overload_is_refused() {
+    let params = brief();
+    let run = run_point(
+        &params,
+        Strategy::StaticConcurrency,
+        Scenario::Sweep { load: 3.0 },
+    )
+    .await
+    .unwrap();
+    eprintln!("{run:?}");
+    let c = &run.counts;
+    assert_eq!(c.retries, c.attempts - c.requests);
+    // 3x a 400/s upstream for 1 s: about 1200 requests, sent at fixed spacing.
+    assert!((1150..=1250).contains(&c.requests), "{c:?}");
+    // Every attempt ended once: answered, refused, timed out, or failed.
+    assert_eq!(
+        c.answered + c.refused + c.timed_out + c.failed,
+        c.attempts,
+        "{c:?}"
+    );
+    assert_eq!(c.admitted, c.attempts - c.refused, "{c:?}");
+    // The concurrency rule refuses: three times the capacity cannot all be admitted.
+    assert!(c.refused > 0, "{c:?}");
+    assert_eq!(c.skipped, 0, "{c:?}");
+}
