@@ -59,6 +59,8 @@ pub struct RunResult {
     pub load: f64,
     /// Answers within the client timeout per second, as a fraction of capacity.
     pub goodput: f64,
+    /// Mean latency of the admitted attempts, in ms.
+    pub mean_ms: f64,
     /// Latency of the admitted attempts (from send to the end of their work), in ms.
     pub p50_ms: f64,
     /// See `p50_ms`.

@@ -17,12 +17,12 @@ pub struct JsonRow {
     pub load: f64,
     /// Answers within the client timeout per second, as a fraction of capacity.
     pub goodput: f64,
-    /// Latency of admitted attempts, ms.
-    pub p50_ms: f64,
-    /// Latency of admitted attempts, ms.
-    pub p99_ms: f64,
-    /// Latency of admitted attempts, ms.
-    pub p999_ms: f64,
+    /// Latency of admitted attempts, ms; `null` if none was admitted.
+    pub p50_ms: Option<f64>,
+    /// Latency of admitted attempts, ms; `null` if none was admitted.
+    pub p99_ms: Option<f64>,
+    /// Latency of admitted attempts, ms; `null` if none was admitted.
+    pub p999_ms: Option<f64>,
     /// The unprotected service's p99 at 0.5x, ms.
     pub unloaded_p99_ms: f64,
     /// Spike and slowdown: seconds from the trigger's end to 90% of capacity; `null` if never
@@ -51,21 +51,24 @@ pub fn json_rows(report: &LabReport) -> Vec<JsonRow> {
     report
         .runs
         .iter()
-        .map(|run| JsonRow {
-            scenario: run.scenario,
-            strategy: run.strategy,
-            load: run.load,
-            goodput: round(run.goodput, 4),
-            p50_ms: round(run.p50_ms, 3),
-            p99_ms: round(run.p99_ms, 3),
-            p999_ms: round(run.p999_ms, 3),
-            unloaded_p99_ms: round(report.unloaded_p99_ms, 3),
-            recovery_s: run.recovery_s.map(|s| round(s, 1)),
-            requests: run.counts.requests,
-            attempts: run.counts.attempts,
-            refused: run.counts.refused,
-            timed_out: run.counts.timed_out,
-            retries: run.counts.retries,
+        .map(|run| {
+            let latency = |ms: f64| (run.counts.admitted > 0).then(|| round(ms, 3));
+            JsonRow {
+                scenario: run.scenario,
+                strategy: run.strategy,
+                load: run.load,
+                goodput: round(run.goodput, 4),
+                p50_ms: latency(run.p50_ms),
+                p99_ms: latency(run.p99_ms),
+                p999_ms: latency(run.p999_ms),
+                unloaded_p99_ms: round(report.unloaded_p99_ms, 3),
+                recovery_s: run.recovery_s.map(|s| round(s, 1)),
+                requests: run.counts.requests,
+                attempts: run.counts.attempts,
+                refused: run.counts.refused,
+                timed_out: run.counts.timed_out,
+                retries: run.counts.retries,
+            }
         })
         .collect()
 }
@@ -128,6 +131,7 @@ pub fn summary_markdown(report: &LabReport) -> String {
         let _ = write!(out, "| {} |", strategy.name());
         for load in SWEEP_LOADS {
             match report.find("sweep", strategy, load) {
+                Some(run) if run.counts.admitted == 0 => out.push_str(" none admitted |"),
                 Some(run) => {
                     let _ = write!(
                         out,
@@ -161,7 +165,7 @@ pub fn summary_markdown(report: &LabReport) -> String {
                         out,
                         " {:.3} | {} | {} |",
                         run.goodput,
-                        ms(run.p99_ms),
+                        latency(run, run.p99_ms),
                         recovery(run)
                     );
                 }
@@ -187,9 +191,9 @@ pub fn detail_markdown(report: &LabReport) -> String {
             run.strategy,
             run.load,
             run.goodput,
-            ms(run.p50_ms),
-            ms(run.p99_ms),
-            ms(run.p999_ms),
+            latency(run, run.p50_ms),
+            latency(run, run.p99_ms),
+            latency(run, run.p999_ms),
             run.counts.requests,
             run.counts.attempts,
             run.counts.refused,
@@ -210,6 +214,15 @@ fn ms(value: f64) -> String {
         format!("{value:.0}")
     } else {
         format!("{value:.1}")
+    }
+}
+
+/// A latency of `run` in ms, or `-` if it admitted nothing.
+fn latency(run: &RunResult, value: f64) -> String {
+    if run.counts.admitted == 0 {
+        "-".into()
+    } else {
+        ms(value)
     }
 }
 

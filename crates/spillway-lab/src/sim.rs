@@ -409,6 +409,7 @@ impl<'p> Run<'p> {
             strategy: self.strategy.name(),
             load: self.scenario.load(),
             goodput: counts.answered as f64 / seconds / capacity,
+            mean_ms: ms(latencies.iter().sum::<u64>()) / latencies.len().max(1) as f64,
             p50_ms: ms(record::quantile(&latencies, 0.5)),
             p99_ms: ms(record::quantile(&latencies, 0.99)),
             p999_ms: ms(record::quantile(&latencies, 0.999)),

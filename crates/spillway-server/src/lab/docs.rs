@@ -168,20 +168,27 @@ fn verdict(report: &LabReport, strategies: &[Strategy]) -> String {
             .find(|r| r.scenario == "slowdown" && r.strategy == strategy.name());
         let recovery = slowdown.and_then(|r| r.recovery_s);
         let ratio = |p99: f64| p99 / report.unloaded_p99_ms;
+        let p99 = |r: &spillway_lab::RunResult| {
+            if r.counts.admitted == 0 {
+                "none admitted".to_string()
+            } else {
+                format!("{:.1}x", ratio(r.p99_ms))
+            }
+        };
         let meets = [three, five]
             .iter()
-            .all(|r| r.goodput >= 0.95 && ratio(r.p99_ms) <= 2.0)
+            .all(|r| r.counts.admitted > 0 && r.goodput >= 0.95 && ratio(r.p99_ms) <= 2.0)
             && recovery.is_some_and(|s| s <= 2.0);
         let needs = matches!(strategy, Strategy::StaticQps | Strategy::StaticConcurrency);
         let _ = writeln!(
             out,
-            "| {} | {} | {:.3} | {:.3} | {:.1}x | {:.1}x | {} | {} |",
+            "| {} | {} | {:.3} | {:.3} | {} | {} | {} | {} |",
             strategy.name(),
             if needs { "yes" } else { "no" },
             three.goodput,
             five.goodput,
-            ratio(three.p99_ms),
-            ratio(five.p99_ms),
+            p99(three),
+            p99(five),
             recovery.map_or("never".to_string(), |s| format!("{s:.1} s")),
             if meets { "yes" } else { "no" },
         );

@@ -420,6 +420,7 @@ fn measure(
         strategy: strategy.name(),
         load: scenario.load(),
         goodput: counts.answered as f64 / (end - from).as_secs_f64() / capacity,
+        mean_ms: latencies.iter().sum::<u64>() as f64 / 1e6 / latencies.len().max(1) as f64,
         p50_ms: ms(0.5),
         p99_ms: ms(0.99),
         p999_ms: ms(0.999),
