@@ -1,0 +1,107 @@
+//! `spillway lab --quick`: its JSON rows, determinism, and errors for bad options.
+
+use std::process::{Command, Output};
+
+fn lab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .arg("lab")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn quick_json_has_a_row_per_strategy_scenario_and_load_and_repeats_byte_for_byte() {
+    let args = [
+        "--quick",
+        "--seed",
+        "7",
+        "--json",
+        "--strategies",
+        "none,static_concurrency",
+    ];
+    let first = lab(&args);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let second = lab(&args);
+    assert_eq!(first.stdout, second.stdout);
+
+    let rows: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    // 2 strategies x (5 sweep loads + spike + slowdown).
+    assert_eq!(rows.len(), 14);
+    for row in rows {
+        for field in [
+            "scenario",
+            "strategy",
+            "load",
+            "goodput",
+            "p99_ms",
+            "unloaded_p99_ms",
+            "recovery_s",
+        ] {
+            assert!(row.get(field).is_some(), "{field} missing in {row}");
+        }
+    }
+    let find = |scenario: &str, strategy: &str, load: f64| {
+        rows.iter()
+            .find(|r| r["scenario"] == scenario && r["strategy"] == strategy && r["load"] == load)
+            .unwrap_or_else(|| panic!("no row {scenario} {strategy} {load}"))
+    };
+    // Without protection, 3x with timeouts and retries collapses; a concurrency limit holds.
+    assert!(find("sweep", "none", 3.0)["goodput"].as_f64().unwrap() < 0.2);
+    assert!(find("sweep", "static_concurrency", 3.0)["goodput"].as_f64().unwrap() > 0.9);
+    // Sweeps have no recovery; the events have one (a number) or never (null).
+    assert!(find("sweep", "none", 1.0)["recovery_s"].is_null());
+    assert!(find("slowdown", "none", 1.0)["recovery_s"].is_null());
+    assert!(find("spike", "static_concurrency", 1.0)["recovery_s"].is_number());
+}
+
+#[test]
+fn quick_prints_the_markdown_tables() {
+    let output = lab(&["--quick", "--strategies", "bbr"]);
+    assert!(output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("| strategy | 0.5x | 1x | 2x | 3x | 5x |"), "{text}");
+    assert!(text.contains("| bbr |"), "{text}");
+}
+
+#[test]
+fn bad_options_get_a_clear_error_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().to_str().unwrap();
+    for (args, message) in [
+        (
+            vec!["--workers", "0"],
+            "error: lab parameter `workers`: must be between 1 and 100000, got 0",
+        ),
+        (
+            vec!["--workers", "-3"],
+            "error: lab parameter `workers`: must be between 1 and 100000, got -3",
+        ),
+        (
+            vec!["--service-ms", "NaN"],
+            "error: lab parameter `service_ms`: must be a number of milliseconds, at least 0, got NaN",
+        ),
+        (
+            vec!["--timeout-ms", "-5"],
+            "error: lab parameter `timeout_ms`: must be a number of milliseconds, at least 0, got -5",
+        ),
+        (
+            vec!["--distribution", "lognormal", "--sigma", "-1"],
+            "error: lab parameter `service_time.sigma`: must be between 0 and 4, got -1",
+        ),
+        (
+            vec!["--strategies", "magic"],
+            "error: lab parameter `strategies`: unknown strategy `magic`; known: none, static_qps, \
+             static_concurrency, sentinel_system, bbr, bbr_bucket_average",
+        ),
+    ] {
+        // Full mode, so that a bad option is refused before anything runs or is written.
+        let mut all = vec!["--docs", docs];
+        all.extend(args);
+        let output = lab(&all);
+        assert!(!output.status.success(), "{all:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stderr).trim_end(), message);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
