@@ -9,6 +9,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The upstream's capacity: requests it works on at once, and how long each takes.
@@ -61,19 +62,23 @@ pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + 
     println!("rules from the bundled demo.toml:");
     println!("  GET /api/orders  QPS 150, reject beyond");
     println!("  GET /api/search  QPS 150, warming up from 50 over 5 s");
-    println!("  GET /api/report  paced at 40/s, queueing up to 500 ms");
+    println!("  GET /api/report  paced at 40/s, queueing up to 50 ms");
     println!("  GET /api/flaky   a breaker: opens at 50% errors, probes after 3 s");
     println!("                   (the upstream fails it from 3 s to 7 s)");
-    println!("  every request    system rule: at most 40 in flight through the proxy");
+    println!("  every request    system rule: at most 8 in flight (twice the workers, as the");
+    println!("                   overload lab recommends for a known capacity)");
     println!("load: each path's offered rate ramps from 50 to 300 req/s\n");
 
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let paths = ["/api/orders", "/api/search", "/api/report", "/api/flaky"];
+    let latencies: Vec<Arc<Latencies>> = paths.iter().map(|_| Arc::default()).collect();
     let generators: Vec<_> = paths
         .iter()
-        .map(|path| {
+        .zip(&latencies)
+        .map(|(path, latencies)| {
             let (client, uri) = (client.clone(), format!("http://{proxy}{path}"));
-            tokio::spawn(async move { generate(client, uri, seconds).await })
+            let latencies = latencies.clone();
+            tokio::spawn(async move { generate(client, uri, seconds, latencies).await })
         })
         .collect();
 
@@ -88,19 +93,23 @@ pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + 
     for second in 1..=seconds {
         tick.tick().await;
         println!(
-            "{:>3}s  {:<16} {:>7} {:>7} {:>10} {:>6}",
-            second, "resource", "pass/s", "block/s", "avg RT ms", "in fl."
+            "{:>3}s  {:<16} {:>7} {:>7} {:>10} {:>8} {:>6}",
+            second, "resource", "pass/s", "block/s", "avg RT ms", "p99 ms", "in fl."
         );
-        for name in resources {
+        for (name, latencies) in resources.iter().zip(&latencies) {
             // The second that just ended, as the minute window counted it.
             let resource = spillway.resource(name)?;
             let last = resource.last_second();
+            let p99 = latencies.take_p99().map_or("-".to_string(), |p99| {
+                format!("{:.1}", p99.as_secs_f64() * 1e3)
+            });
             println!(
-                "      {:<16} {:>7} {:>7} {:>10.1} {:>6}",
+                "      {:<16} {:>7} {:>7} {:>10.1} {:>8} {:>6}",
                 name.trim_start_matches("GET "),
                 last.pass,
                 last.block,
                 last.avg_rt_micros() / 1_000.0,
+                p99,
                 resource.node().concurrency()
             );
         }
@@ -113,12 +122,34 @@ pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + 
     Ok(())
 }
 
+/// The latencies of one path's admitted requests (any answer but a 429) since the table last
+/// read them, measured from each request's planned send time.
+#[derive(Debug, Default)]
+struct Latencies(Mutex<Vec<Duration>>);
+
+impl Latencies {
+    fn record(&self, latency: Duration) {
+        if let Ok(mut all) = self.0.lock() {
+            all.push(latency);
+        }
+    }
+
+    /// The p99 of the latencies recorded since the last call (nearest rank), and forgets them.
+    fn take_p99(&self) -> Option<Duration> {
+        let mut all = std::mem::take(&mut *self.0.lock().ok()?);
+        all.sort_unstable();
+        let rank = (all.len() as f64 * 0.99).ceil() as usize;
+        all.get(rank.checked_sub(1)?).copied()
+    }
+}
+
 /// Offers requests at a rate ramping from 50 to 300 a second over `seconds`, not waiting for
 /// answers (each request runs on its own task).
 async fn generate(
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
     uri: String,
     seconds: u64,
+    latencies: Arc<Latencies>,
 ) {
     let start = tokio::time::Instant::now();
     let total = Duration::from_secs(seconds);
@@ -128,13 +159,18 @@ async fn generate(
         let rate = 50.0 + 250.0 * progress;
         next += Duration::from_secs_f64(1.0 / rate);
         tokio::time::sleep_until(next).await;
-        let (client, uri) = (client.clone(), uri.clone());
+        let (client, uri, latencies) = (client.clone(), uri.clone(), latencies.clone());
+        let planned = next;
         tokio::spawn(async move {
             let Ok(uri) = uri.parse::<http::Uri>() else {
                 return;
             };
             if let Ok(response) = client.get(uri).await {
+                let refused = response.status() == http::StatusCode::TOO_MANY_REQUESTS;
                 let _ = response.into_body().collect().await;
+                if !refused {
+                    latencies.record(planned.elapsed());
+                }
             }
         });
     }

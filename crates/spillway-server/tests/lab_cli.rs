@@ -21,7 +21,11 @@ fn quick_json_has_a_row_per_strategy_scenario_and_load_and_repeats_byte_for_byte
         "none,static_concurrency",
     ];
     let first = lab(&args);
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     let second = lab(&args);
     assert_eq!(first.stdout, second.stdout);
 
@@ -49,7 +53,12 @@ fn quick_json_has_a_row_per_strategy_scenario_and_load_and_repeats_byte_for_byte
     };
     // Without protection, 3x with timeouts and retries collapses; a concurrency limit holds.
     assert!(find("sweep", "none", 3.0)["goodput"].as_f64().unwrap() < 0.2);
-    assert!(find("sweep", "static_concurrency", 3.0)["goodput"].as_f64().unwrap() > 0.9);
+    assert!(
+        find("sweep", "static_concurrency", 3.0)["goodput"]
+            .as_f64()
+            .unwrap()
+            > 0.9
+    );
     // Sweeps have no recovery; the events have one (a number) or never (null).
     assert!(find("sweep", "none", 1.0)["recovery_s"].is_null());
     assert!(find("slowdown", "none", 1.0)["recovery_s"].is_null());
@@ -61,7 +70,10 @@ fn quick_prints_the_markdown_tables() {
     let output = lab(&["--quick", "--strategies", "bbr"]);
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.contains("| strategy | 0.5x | 1x | 2x | 3x | 5x |"), "{text}");
+    assert!(
+        text.contains("| strategy | 0.5x | 1x | 2x | 3x | 5x |"),
+        "{text}"
+    );
     assert!(text.contains("| bbr |"), "{text}");
 }
 

@@ -35,6 +35,9 @@ const TICK: Duration = Duration::from_nanos(spillway_lab::measure::BUCKET_NANOS)
 pub struct LoopbackParams {
     /// The upstream.
     pub upstream: UpstreamShape,
+    /// The upstream's capacity in requests a second, as measured by [`measure_capacity`]; `None`
+    /// until then (offered loads are multiples of it, and goodput a fraction of it).
+    pub capacity: Option<f64>,
     /// How long a client waits for an answer.
     pub client_timeout: Duration,
     /// Retries after a refusal (429), an error or a timeout.
@@ -59,6 +62,7 @@ impl Default for LoopbackParams {
                 work: Duration::from_millis(10),
                 flaky: false,
             },
+            capacity: None,
             client_timeout: Duration::from_millis(200),
             retries: 2,
             backoff: Duration::from_millis(50),
@@ -70,12 +74,18 @@ impl Default for LoopbackParams {
 }
 
 impl LoopbackParams {
-    /// The same setting in the simulated lab's terms (for its tables and plots).
+    /// The capacity: measured, or else the upstream's nominal workers / work.
+    pub fn capacity(&self) -> f64 {
+        self.capacity.unwrap_or_else(|| self.upstream.capacity())
+    }
+
+    /// The same setting in the simulated lab's terms (for its tables and plots): a fixed service
+    /// time of `workers / capacity`, what each request holds a worker for.
     pub fn lab_params(&self) -> LabParams {
         LabParams {
             workers: u32::try_from(self.upstream.workers).unwrap_or(u32::MAX),
             service_time: ServiceTime::Fixed {
-                time: self.upstream.work,
+                time: Duration::from_secs_f64(self.upstream.workers as f64 / self.capacity()),
             },
             client_timeout: self.client_timeout,
             retry: match self.retries {
@@ -126,6 +136,7 @@ fn config_text(
     strategy: Strategy,
     upstream: std::net::SocketAddr,
     shape: &UpstreamShape,
+    capacity: f64,
 ) -> String {
     let mut text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
@@ -136,7 +147,7 @@ fn config_text(
     let rules = match strategy {
         Strategy::StaticQps => format!(
             "[[flow]]\nid = \"capacity-qps\"\nresource = \"{resource}\"\ncount = {}\n",
-            shape.capacity()
+            capacity.round()
         ),
         Strategy::StaticConcurrency => format!(
             "[[flow]]\nid = \"twice-workers\"\nresource = \"{resource}\"\ngrade = \"concurrency\"\ncount = {}\n",
@@ -171,7 +182,12 @@ pub async fn run_point(
     let lab = params.lab_params();
     let upstream = Arc::new(Upstream::start(params.upstream).await?);
     let config = config::parse(
-        &config_text(strategy, upstream.addr(), &params.upstream),
+        &config_text(
+            strategy,
+            upstream.addr(),
+            &params.upstream,
+            params.capacity(),
+        ),
         "lab.toml",
     )?;
     // Sentinel's strategy reads the host's load1; the BBR-only ones get a probe whose load (1)
@@ -234,7 +250,7 @@ pub async fn run_point(
     let mut clients = tokio::task::JoinSet::new();
     while next < arrivals_end {
         let (load, _) = scenario.load_at(next);
-        let rate = load * params.upstream.capacity();
+        let rate = load * params.capacity();
         tokio::time::sleep_until(start + next).await;
         if outstanding.load(Ordering::Relaxed) >= params.max_outstanding {
             skipped.fetch_add(1, Ordering::Relaxed);
@@ -262,6 +278,8 @@ pub async fn run_point(
     }
     while clients.join_next().await.is_some() {}
     let samples = ticks.await?;
+    // Idle pooled connections would hold the proxy's graceful drain open.
+    drop(client);
     let _ = stop_tx.send(());
     drop(upstream);
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
@@ -347,7 +365,7 @@ fn measure(
 ) -> RunResult {
     let from = scenario.measure_from(lab);
     let end = scenario.arrivals_end(lab);
-    let capacity = params.upstream.capacity();
+    let capacity = params.capacity();
     let mut counts = Counts::default();
     let mut latencies = Vec::new();
     for a in attempts.iter().filter(|a| a.sent >= from && a.sent < end) {
@@ -438,6 +456,43 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// How many requests a second `shape`'s upstream completes when it always has work: 4 clients per
+/// worker in closed loops, directly (no proxy), for 2 s after 0.5 s of warm-up.
+///
+/// # Errors
+///
+/// If it cannot bind a loopback port.
+pub async fn measure_capacity(shape: UpstreamShape) -> std::io::Result<f64> {
+    let upstream = Upstream::start(shape).await?;
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let uri: http::Uri = format!("http://{}/", upstream.addr())
+        .parse()
+        .map_err(std::io::Error::other)?;
+    let start = Instant::now();
+    let (from, until) = (
+        start + Duration::from_millis(500),
+        start + Duration::from_millis(2500),
+    );
+    let done = Arc::new(AtomicU64::new(0));
+    let mut loops = tokio::task::JoinSet::new();
+    for _ in 0..4 * shape.workers {
+        let (client, uri, done) = (client.clone(), uri.clone(), done.clone());
+        loops.spawn(async move {
+            while Instant::now() < until {
+                if let Ok(response) = client.get(uri.clone()).await {
+                    let _ = response.into_body().collect().await;
+                    let now = Instant::now();
+                    if now >= from && now < until {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+    }
+    while loops.join_next().await.is_some() {}
+    Ok(done.load(Ordering::Relaxed) as f64 / (until - from).as_secs_f64())
+}
+
 /// Runs every strategy in every scenario, and the unprotected upstream at 0.5x for the unloaded
 /// p99.
 ///
@@ -449,11 +504,29 @@ pub async fn run_lab(
     strategies: &[Strategy],
     scenarios: &[Scenario],
 ) -> Result<LabReport, Box<dyn std::error::Error + Send + Sync>> {
+    let mut params = params.clone();
+    if params.capacity.is_none() {
+        let capacity = measure_capacity(params.upstream).await?;
+        eprintln!(
+            "loopback lab: the upstream completes {capacity:.0} requests/s ({:.0} nominal)",
+            params.upstream.capacity()
+        );
+        params.capacity = Some(capacity);
+    }
+    let params = &params;
     let unloaded = run_point(params, Strategy::None, Scenario::Sweep { load: 0.5 }).await?;
     let mut runs = Vec::new();
     for &strategy in strategies {
         for &scenario in scenarios {
-            runs.push(run_point(params, strategy, scenario).await?);
+            let started = Instant::now();
+            let run = run_point(params, strategy, scenario).await?;
+            eprintln!(
+                "loopback lab: {strategy} {scenario}: goodput {:.3}, p99 {:.1} ms ({:.1} s)",
+                run.goodput,
+                run.p99_ms,
+                started.elapsed().as_secs_f64()
+            );
+            runs.push(run);
         }
     }
     Ok(LabReport {
