@@ -39,7 +39,9 @@ impl ServiceTime {
     /// A short description for tables: `exponential, mean 10ms`.
     pub fn label(&self) -> String {
         match *self {
-            ServiceTime::Fixed { time } => format!("fixed, {time:?}"),
+            ServiceTime::Fixed { time } => {
+                format!("fixed, {:.2}ms", time.as_secs_f64() * 1e3)
+            }
             ServiceTime::Exponential { mean } => format!("exponential, mean {mean:?}"),
             ServiceTime::LogNormal { mean, sigma } => {
                 format!("log-normal, mean {mean:?}, sigma {sigma}")
