@@ -3,6 +3,8 @@
 
 use crate::lab::LabReport;
 use crate::scenario::SWEEP_LOADS;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -59,87 +61,74 @@ fn draw_one(area: &DrawingArea<SVGBackend<'_>, Shift>, chart: &Chart) -> Result<
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(64);
-    let lines = |c: &Chart| {
-        c.lines
-            .iter()
-            .enumerate()
-            .map(|(i, (name, p))| {
-                let kept: Vec<(f64, f64)> = p
-                    .iter()
-                    .copied()
-                    .filter(|(_, y)| y.is_finite() && (!c.log_y || *y > 0.0))
-                    .collect();
-                (name.clone(), Palette99::pick(i).to_rgba(), kept)
-            })
-            .collect::<Vec<_>>()
-    };
     if chart.log_y {
         let y_min = points().map(|p| p.1).fold(f64::MAX, f64::min).min(y_max);
         let y_min = if y_min == f64::MAX { 0.1 } else { y_min * 0.8 };
-        let mut ctx = builder
+        let ctx = builder
             .build_cartesian_2d(
                 x_min..x_max,
                 (y_min..(y_max * 1.25).max(y_min * 2.0)).log_scale(),
             )
             .map_err(err)?;
-        ctx.configure_mesh()
-            .x_desc(&chart.x_label)
-            .y_desc(&chart.y_label)
-            .draw()
-            .map_err(err)?;
-        if let Some((a, b)) = chart.shade {
-            ctx.draw_series(std::iter::once(Rectangle::new(
-                [(a, y_min), (b, y_max * 1.25)],
-                RGBColor(230, 230, 230).filled(),
-            )))
-            .map_err(err)?;
-        }
-        for (name, color, p) in lines(chart) {
-            ctx.draw_series(LineSeries::new(p, color.stroke_width(2)))
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-        }
-        ctx.configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()
-            .map_err(err)?;
+        draw_lines(
+            ctx,
+            chart,
+            (y_min, y_max * 1.25),
+            SeriesLabelPosition::UpperLeft,
+        )
     } else {
         let top = (y_max * 1.15).max(1e-9);
-        let mut ctx = builder
+        let ctx = builder
             .build_cartesian_2d(x_min..x_max, 0f64..top)
             .map_err(err)?;
-        ctx.configure_mesh()
-            .x_desc(&chart.x_label)
-            .y_desc(&chart.y_label)
-            .draw()
-            .map_err(err)?;
-        if let Some((a, b)) = chart.shade {
-            ctx.draw_series(std::iter::once(Rectangle::new(
-                [(a, 0.0), (b, top)],
-                RGBColor(230, 230, 230).filled(),
-            )))
-            .map_err(err)?;
-        }
-        for (name, color, p) in lines(chart) {
-            ctx.draw_series(LineSeries::new(p, color.stroke_width(2)))
-                .map_err(err)?
-                .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
-        }
-        ctx.configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
+        draw_lines(ctx, chart, (0.0, top), SeriesLabelPosition::UpperRight)
     }
+}
+
+/// Draws the mesh, the shaded range (from `shade_y.0` to `shade_y.1`), the lines and the legend
+/// on a built chart, whatever its y axis.
+fn draw_lines<'a, Y>(
+    mut ctx: ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+    chart: &Chart,
+    shade_y: (f64, f64),
+    legend: SeriesLabelPosition,
+) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let err = |e: DrawingAreaErrorKind<_>| e.to_string();
+    ctx.configure_mesh()
+        .x_desc(&chart.x_label)
+        .y_desc(&chart.y_label)
+        .draw()
+        .map_err(err)?;
+    if let Some((a, b)) = chart.shade {
+        ctx.draw_series(std::iter::once(Rectangle::new(
+            [(a, shade_y.0), (b, shade_y.1)],
+            RGBColor(230, 230, 230).filled(),
+        )))
+        .map_err(err)?;
+    }
+    for (i, (name, points)) in chart.lines.iter().enumerate() {
+        let kept: Vec<(f64, f64)> = points
+            .iter()
+            .copied()
+            .filter(|(_, y)| y.is_finite() && (!chart.log_y || *y > 0.0))
+            .collect();
+        let color = Palette99::pick(i).to_rgba();
+        ctx.draw_series(LineSeries::new(kept, color.stroke_width(2)))
+            .map_err(err)?
+            .label(name.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+    }
+    ctx.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(legend)
+        .draw()
+        .map_err(err)?;
     Ok(())
 }
 

@@ -100,51 +100,23 @@ pub fn summary_markdown(report: &LabReport) -> String {
         p.warm_up,
         report.unloaded_p99_ms,
     );
-    let header = |out: &mut String, first: &str| {
-        let _ = write!(out, "| {first} |");
-        for load in SWEEP_LOADS {
-            let _ = write!(out, " {load}x |");
-        }
-        let _ = write!(out, "\n|---|");
-        for _ in SWEEP_LOADS {
-            let _ = write!(out, "---:|");
-        }
-        out.push('\n');
-    };
-    out.push_str("**Goodput** (answers within the client timeout, fraction of capacity) against offered load:\n\n");
-    header(&mut out, "strategy");
-    for &strategy in &report.strategies {
-        let _ = write!(out, "| {} |", strategy.name());
-        for load in SWEEP_LOADS {
-            match report.find("sweep", strategy, load) {
-                Some(run) => {
-                    let _ = write!(out, " {:.3} |", run.goodput);
-                }
-                None => out.push_str(" |"),
-            }
-        }
-        out.push('\n');
-    }
+    out.push_str(
+        "**Goodput** (answers within the client timeout, fraction of capacity) against offered \
+         load:\n\n",
+    );
+    sweep_table(&mut out, report, |run| format!("{:.3}", run.goodput));
     out.push_str("\n**p99 latency** of admitted requests, ms (x the unloaded p99):\n\n");
-    header(&mut out, "strategy");
-    for &strategy in &report.strategies {
-        let _ = write!(out, "| {} |", strategy.name());
-        for load in SWEEP_LOADS {
-            match report.find("sweep", strategy, load) {
-                Some(run) if run.counts.admitted == 0 => out.push_str(" none admitted |"),
-                Some(run) => {
-                    let _ = write!(
-                        out,
-                        " {} ({:.1}x) |",
-                        ms(run.p99_ms),
-                        run.p99_ms / report.unloaded_p99_ms
-                    );
-                }
-                None => out.push_str(" |"),
-            }
+    sweep_table(&mut out, report, |run| {
+        if run.counts.admitted == 0 {
+            "none admitted".into()
+        } else {
+            format!(
+                "{} ({:.1}x)",
+                ms(run.p99_ms),
+                run.p99_ms / report.unloaded_p99_ms
+            )
         }
-        out.push('\n');
-    }
+    });
     out.push_str(
         "\n**Spike** (1x, then 5x for 10 s, then 1x) and **slowdown** (1x; service time x5 for \
          10 s): goodput over the whole run, p99, and seconds from the end of the trigger to the \
@@ -175,6 +147,29 @@ pub fn summary_markdown(report: &LabReport) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A table of the sweeps: a row per strategy, a column per load, `cell` in each.
+fn sweep_table(out: &mut String, report: &LabReport, cell: impl Fn(&RunResult) -> String) {
+    out.push_str("| strategy |");
+    for load in SWEEP_LOADS {
+        let _ = write!(out, " {load}x |");
+    }
+    out.push_str("\n|---|");
+    for _ in SWEEP_LOADS {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    for &strategy in &report.strategies {
+        let _ = write!(out, "| {} |", strategy.name());
+        for load in SWEEP_LOADS {
+            let text = report
+                .find("sweep", strategy, load)
+                .map_or(String::new(), &cell);
+            let _ = write!(out, " {text} |");
+        }
+        out.push('\n');
+    }
 }
 
 /// Every run in full: latency percentiles and what happened to the attempts.
