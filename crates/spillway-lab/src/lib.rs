@@ -25,8 +25,11 @@ mod load_average;
 mod params;
 pub mod plot;
 pub mod measure {
-    //! The arithmetic both labs measure with: quantiles, recovery, the time-series buckets.
-    pub use crate::record::{quantile, recovery, BUCKET_NANOS, WINDOW_BUCKETS};
+    //! How both labs measure a run: each records its attempts and ticks, and
+    //! [`RunRecord::summarize`] computes the numbers.
+    pub use crate::record::{
+        quantile, recovery, AttemptRecord, Outcome, RunRecord, Tick, BUCKET_NANOS, WINDOW_BUCKETS,
+    };
 }
 mod record;
 pub mod report;

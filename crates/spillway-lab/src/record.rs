@@ -1,6 +1,10 @@
 //! What one run measured, and the arithmetic both labs compute it with.
 
+use crate::params::LabParams;
+use crate::scenario::Scenario;
+use crate::strategy::Strategy;
 use serde::Serialize;
+use std::time::Duration;
 
 /// The width of a time-series bucket, in ns.
 pub const BUCKET_NANOS: u64 = 100_000_000;
@@ -76,6 +80,190 @@ pub struct RunResult {
     pub series: Vec<SeriesPoint>,
 }
 
+/// How an attempt ended for its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered within the client's timeout.
+    Answered,
+    /// Refused by the protection.
+    Refused,
+    /// The client stopped waiting.
+    TimedOut,
+    /// Another error: a status other than a refusal, or a broken connection (real labs).
+    Failed,
+}
+
+/// One attempt as a lab saw it; times in ns from the start of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// When it was sent (for a first attempt, its planned time).
+    pub sent: u64,
+    /// Whether it is a request's first attempt (else a retry).
+    pub first: bool,
+    /// How it ended for its client; `None` if its client still waited when the run ended.
+    pub outcome: Option<Outcome>,
+    /// Whether the protection admitted it.
+    pub admitted: bool,
+    /// When its latency ends: when its work ended (the simulation sees that even after its
+    /// client left) or when its client stopped waiting (a real lab); an answered attempt's is the
+    /// answer's time. `None` if it had not ended when the run did.
+    pub ended: Option<u64>,
+}
+
+/// The state of a run at a sampling tick.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tick {
+    /// When, in ns from the start of the run.
+    pub at: u64,
+    /// Requests in the service.
+    pub in_flight: u64,
+    /// The concurrency the protection admitted, where it has one.
+    pub limit: Option<f64>,
+}
+
+/// What one run saw, to be measured.
+#[derive(Debug, Clone, Copy)]
+pub struct RunRecord<'a> {
+    /// The parameters: the capacity and the run's times.
+    pub params: &'a LabParams,
+    /// The scenario.
+    pub scenario: Scenario,
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Every attempt, in the order they were sent.
+    pub attempts: &'a [AttemptRecord],
+    /// The ticks, in time order.
+    pub ticks: &'a [Tick],
+    /// When the run ended, in ns from its start.
+    pub end: u64,
+    /// Requests a real generator could not send.
+    pub skipped: u64,
+}
+
+impl RunRecord<'_> {
+    /// The run's numbers: over the attempts sent in the measured interval, goodput, the latency
+    /// of admitted attempts (one unfinished at the end counts with its age then, a lower bound)
+    /// and the counts; for a spike or a slowdown, the recovery and the time series.
+    pub fn summarize(&self) -> RunResult {
+        let (params, scenario) = (self.params, self.scenario);
+        let from = nanos(scenario.measure_from(params));
+        let arrivals_end = nanos(scenario.arrivals_end(params));
+        let mut counts = Counts {
+            skipped: self.skipped,
+            ..Counts::default()
+        };
+        let mut latencies = Vec::new();
+        for a in self
+            .attempts
+            .iter()
+            .filter(|a| (from..arrivals_end).contains(&a.sent))
+        {
+            counts.attempts += 1;
+            counts.requests += u64::from(a.first);
+            match a.outcome {
+                Some(Outcome::Answered) => counts.answered += 1,
+                Some(Outcome::Refused) => counts.refused += 1,
+                Some(Outcome::TimedOut) => counts.timed_out += 1,
+                Some(Outcome::Failed) => counts.failed += 1,
+                None => {}
+            }
+            if a.admitted {
+                counts.admitted += 1;
+                latencies.push(a.ended.unwrap_or(self.end).saturating_sub(a.sent));
+            }
+        }
+        counts.retries = counts.attempts - counts.requests;
+        latencies.sort_unstable();
+        let ms = |nanos: u64| nanos as f64 / 1e6;
+        let capacity = params.capacity();
+        let seconds = (arrivals_end - from) as f64 / 1e9;
+        let (recovery_s, series) = match scenario.trigger() {
+            Some((_, trigger_end)) => {
+                let answered = self.answered_per_bucket();
+                let recovery =
+                    recovery(&answered, nanos(trigger_end), arrivals_end, 0.9 * capacity);
+                (recovery, self.series(&answered, arrivals_end))
+            }
+            None => (None, Vec::new()),
+        };
+        RunResult {
+            scenario: scenario.name(),
+            strategy: self.strategy.name(),
+            load: scenario.load(),
+            goodput: counts.answered as f64 / seconds / capacity,
+            mean_ms: ms(latencies.iter().sum::<u64>()) / latencies.len().max(1) as f64,
+            p50_ms: ms(quantile(&latencies, 0.5)),
+            p99_ms: ms(quantile(&latencies, 0.99)),
+            p999_ms: ms(quantile(&latencies, 0.999)),
+            recovery_s,
+            counts,
+            series,
+        }
+    }
+
+    /// Answers by the 100 ms bucket they came in.
+    fn answered_per_bucket(&self) -> Vec<u64> {
+        let mut answered = Vec::new();
+        for a in self.attempts {
+            if let (Some(Outcome::Answered), Some(at)) = (a.outcome, a.ended) {
+                let bucket = usize::try_from(at / BUCKET_NANOS).unwrap_or(usize::MAX - 1);
+                if answered.len() <= bucket {
+                    answered.resize(bucket + 1, 0);
+                }
+                answered[bucket] += 1;
+            }
+        }
+        answered
+    }
+
+    /// One point a tick up to the end of arrivals: goodput and p99 over the second that ends
+    /// there.
+    fn series(&self, answered: &[u64], arrivals_end: u64) -> Vec<SeriesPoint> {
+        let capacity = self.params.capacity();
+        let window = BUCKET_NANOS * WINDOW_BUCKETS as u64;
+        let mut finished: Vec<(u64, u64)> = self
+            .attempts
+            .iter()
+            .filter(|a| a.admitted)
+            .filter_map(|a| a.ended.map(|at| (at, at.saturating_sub(a.sent))))
+            .collect();
+        finished.sort_by_key(|&(at, _)| at);
+        let mut next = 0;
+        let mut points = Vec::new();
+        for tick in self
+            .ticks
+            .iter()
+            .filter(|t| t.at >= window && t.at <= arrivals_end)
+        {
+            let start = tick.at - window;
+            let buckets = (start / BUCKET_NANOS) as usize..(tick.at / BUCKET_NANOS) as usize;
+            let good: u64 = buckets.map(|b| answered.get(b).copied().unwrap_or(0)).sum();
+            while next < finished.len() && finished[next].0 < start {
+                next += 1;
+            }
+            let mut latencies: Vec<u64> = finished[next..]
+                .iter()
+                .take_while(|(at, _)| *at < tick.at)
+                .map(|&(_, latency)| latency)
+                .collect();
+            latencies.sort_unstable();
+            points.push(SeriesPoint {
+                t_s: tick.at as f64 / 1e9,
+                goodput: good as f64 / capacity,
+                p99_ms: quantile(&latencies, 0.99) as f64 / 1e6,
+                in_flight: tick.in_flight,
+                limit: tick.limit,
+            });
+        }
+        points
+    }
+}
+
+/// A duration in ns, saturating.
+pub(crate) fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The value at quantile `q` of `sorted` (nearest rank), 0 if there are none.
 pub fn quantile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
@@ -107,6 +295,66 @@ pub fn recovery(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn attempt(
+        sent_ms: u64,
+        first: bool,
+        outcome: Outcome,
+        ended_ms: Option<u64>,
+    ) -> AttemptRecord {
+        AttemptRecord {
+            sent: sent_ms * MS,
+            first,
+            outcome: Some(outcome),
+            admitted: outcome != Outcome::Refused,
+            ended: ended_ms.map(|ms| ms * MS),
+        }
+    }
+
+    #[test]
+    fn a_run_is_measured_over_the_attempts_sent_after_the_warm_up() {
+        let params = LabParams {
+            workers: 1,
+            service_time: crate::ServiceTime::Fixed {
+                time: Duration::from_millis(10),
+            },
+            warm_up: Duration::from_secs(1),
+            measure: Duration::from_secs(2),
+            ..LabParams::default()
+        };
+        let attempts = [
+            attempt(500, true, Outcome::Answered, Some(510)), // in the warm-up
+            attempt(1_000, true, Outcome::Answered, Some(1_020)),
+            attempt(1_100, true, Outcome::Refused, None),
+            attempt(1_200, false, Outcome::TimedOut, Some(1_600)), // work ended after the client left
+            attempt(2_900, true, Outcome::TimedOut, None),         // work unfinished at 4 s
+            attempt(3_000, true, Outcome::Answered, Some(3_010)),  // after the arrivals ended
+        ];
+        let run = RunRecord {
+            params: &params,
+            scenario: Scenario::Sweep { load: 1.0 },
+            strategy: Strategy::None,
+            attempts: &attempts,
+            ticks: &[],
+            end: 4_000 * MS,
+            skipped: 0,
+        }
+        .summarize();
+        let c = &run.counts;
+        assert_eq!((c.requests, c.retries, c.attempts), (3, 1, 4));
+        assert_eq!(
+            (c.answered, c.refused, c.timed_out, c.admitted),
+            (1, 1, 2, 3)
+        );
+        // One answer in 2 s against a capacity of 100 a second.
+        assert_eq!(run.goodput, 0.005);
+        // Admitted latencies: 20 ms, 400 ms, and 1100 ms (unfinished: its age at the end).
+        assert_eq!((run.p50_ms, run.p99_ms), (400.0, 1_100.0));
+        assert_eq!(run.mean_ms, 1_520.0 / 3.0);
+        assert!(run.series.is_empty() && run.recovery_s.is_none());
+    }
 
     #[test]
     fn quantiles_are_nearest_rank() {

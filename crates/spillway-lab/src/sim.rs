@@ -8,7 +8,7 @@
 use crate::events::{Agenda, Event};
 use crate::load_average::{LoadAverage, LOAD_PERIOD_NANOS};
 use crate::params::{LabError, LabParams, RetryPolicy, ServiceTime};
-use crate::record::{self, Counts, RunResult, SeriesPoint, BUCKET_NANOS, WINDOW_BUCKETS};
+use crate::record::{nanos, AttemptRecord, Outcome, RunRecord, RunResult, Tick, BUCKET_NANOS};
 use crate::scenario::Scenario;
 use crate::strategy::{Protection, Strategy, SENTINEL_LOAD_PER_CORE};
 use rand::{Rng, SeedableRng};
@@ -36,26 +36,11 @@ struct Request {
     attempts: u32,
 }
 
-/// How an attempt ended for its client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ClientView {
-    Waiting,
-    Refused,
-    Answered,
-    TimedOut,
-}
-
+/// An attempt, and the request it belongs to.
 #[derive(Debug)]
 struct Attempt {
     request: u32,
-    /// 1 for the first attempt, 2 for the first retry, ...
-    number: u32,
-    sent: u64,
-    client: ClientView,
-    /// Admitted into the service (or into a paced wait).
-    admitted: bool,
-    /// When its work ended, once it has.
-    done: Option<u64>,
+    record: AttemptRecord,
 }
 
 /// The distribution work is drawn from.
@@ -120,12 +105,7 @@ pub(crate) struct Run<'p> {
     /// Requests whose client still waits or will retry.
     open_requests: u64,
     load: LoadAverage,
-    /// Answers in time per 100 ms bucket (by the answer's time).
-    answered_per_bucket: Vec<u64>,
-    /// (end of work, latency) of each admitted attempt whose work ended, in time order.
-    finished: Vec<(u64, u64)>,
-    /// In flight and limit at each tick.
-    ticks: Vec<(u64, u64, Option<f64>)>,
+    ticks: Vec<Tick>,
     arrivals_end: u64,
 }
 
@@ -162,8 +142,6 @@ impl<'p> Run<'p> {
             paced: Vec::new(),
             open_requests: 0,
             load: LoadAverage::default(),
-            answered_per_bucket: Vec::new(),
-            finished: Vec::new(),
             ticks: Vec::new(),
             arrivals_end: nanos(scenario.arrivals_end(params)),
         })
@@ -189,7 +167,17 @@ impl<'p> Run<'p> {
                 Event::Tick => self.tick(at),
             }
         }
-        self.measure(end)
+        let attempts: Vec<AttemptRecord> = self.attempts.iter().map(|a| a.record).collect();
+        RunRecord {
+            params: self.params,
+            scenario: self.scenario,
+            strategy: self.strategy,
+            attempts: &attempts,
+            ticks: &self.ticks,
+            end,
+            skipped: 0,
+        }
+        .summarize()
     }
 
     /// Schedules the first arrival after `from` at the scenario's rate (memoryless: where the
@@ -226,31 +214,33 @@ impl<'p> Run<'p> {
     fn send(&mut self, at: u64, request: u32) {
         let attempt = u32::try_from(self.attempts.len()).unwrap_or(u32::MAX);
         self.requests[request as usize].attempts += 1;
-        let number = self.requests[request as usize].attempts;
+        let first = self.requests[request as usize].attempts == 1;
         let admission = self.protection.resource.entry().inbound().try_enter_owned();
         let mut record = Attempt {
             request,
-            number,
-            sent: at,
-            client: ClientView::Waiting,
-            admitted: false,
-            done: None,
+            record: AttemptRecord {
+                sent: at,
+                first,
+                outcome: None,
+                admitted: false,
+                ended: None,
+            },
         };
         match admission {
             Ok(OwnedAdmission::Ready(entry)) => {
-                record.admitted = true;
+                record.record.admitted = true;
                 self.attempts.push(record);
                 self.start_or_queue(at, attempt, entry);
             }
             Ok(OwnedAdmission::Queued(pending)) => {
-                record.admitted = true;
+                record.record.admitted = true;
                 self.attempts.push(record);
                 self.agenda
                     .schedule(at + nanos(pending.wait()), Event::Admit { attempt });
                 self.paced.push((attempt, pending));
             }
             Err(_) => {
-                record.client = ClientView::Refused;
+                record.record.outcome = Some(Outcome::Refused);
                 self.attempts.push(record);
                 self.retry_or_give_up(at, request);
                 return;
@@ -290,17 +280,11 @@ impl<'p> Run<'p> {
             return;
         };
         drop(entry); // spillway records the RT and the exit at `at`
-        let record = &mut self.attempts[attempt as usize];
-        record.done = Some(at);
-        self.finished.push((at, at - record.sent));
-        if record.client == ClientView::Waiting {
-            record.client = ClientView::Answered;
+        let record = &mut self.attempts[attempt as usize].record;
+        record.ended = Some(at);
+        if record.outcome.is_none() {
+            record.outcome = Some(Outcome::Answered);
             self.open_requests -= 1;
-            let bucket = usize::try_from(at / BUCKET_NANOS).unwrap_or(usize::MAX);
-            if self.answered_per_bucket.len() <= bucket {
-                self.answered_per_bucket.resize(bucket + 1, 0);
-            }
-            self.answered_per_bucket[bucket] += 1;
         }
         match self.queue.pop_front() {
             Some((next, entry)) => self.start(at, worker, next, entry),
@@ -309,12 +293,12 @@ impl<'p> Run<'p> {
     }
 
     fn time_out(&mut self, at: u64, attempt: u32) {
-        let record = &mut self.attempts[attempt as usize];
-        if record.client != ClientView::Waiting {
+        let Attempt { request, record } = &mut self.attempts[attempt as usize];
+        if record.outcome.is_some() {
             return;
         }
-        record.client = ClientView::TimedOut;
-        let request = record.request;
+        record.outcome = Some(Outcome::TimedOut);
+        let request = *request;
         // A paced attempt not yet admitted gives its slot back; work already admitted goes on.
         if let Some(index) = self.paced.iter().position(|(a, _)| *a == attempt) {
             drop(self.paced.swap_remove(index));
@@ -345,7 +329,11 @@ impl<'p> Run<'p> {
             self.protection.probe.set_load(self.load.value());
         }
         let limit = self.limit();
-        self.ticks.push((at, in_flight, limit));
+        self.ticks.push(Tick {
+            at,
+            in_flight,
+            limit,
+        });
         if at < self.arrivals_end || self.open_requests > 0 {
             self.agenda.schedule(at + BUCKET_NANOS, Event::Tick);
         }
@@ -364,97 +352,4 @@ impl<'p> Run<'p> {
         self.strategy
             .admitted_limit(self.params.workers, &self.protection.spillway, gate_open)
     }
-
-    fn measure(self, end: u64) -> RunResult {
-        let from = nanos(self.scenario.measure_from(self.params));
-        let window = |sent: u64| sent >= from && sent < self.arrivals_end;
-        let mut counts = Counts::default();
-        let mut latencies = Vec::new();
-        for attempt in self.attempts.iter().filter(|a| window(a.sent)) {
-            counts.attempts += 1;
-            if attempt.number == 1 {
-                counts.requests += 1;
-            }
-            match attempt.client {
-                ClientView::Refused => counts.refused += 1,
-                ClientView::Answered => counts.answered += 1,
-                ClientView::TimedOut => counts.timed_out += 1,
-                ClientView::Waiting => {}
-            }
-            if attempt.admitted {
-                counts.admitted += 1;
-                // Work not done by the end counts with its age then: a lower bound.
-                latencies.push(attempt.done.unwrap_or(end) - attempt.sent);
-            }
-        }
-        counts.retries = counts.attempts - counts.requests;
-        latencies.sort_unstable();
-        let ms = |nanos: u64| nanos as f64 / 1e6;
-        let capacity = self.params.capacity();
-        let seconds = (self.arrivals_end - from) as f64 / 1e9;
-        let (recovery_s, series) = match self.scenario.trigger() {
-            Some((_, trigger_end)) => (
-                record::recovery(
-                    &self.answered_per_bucket,
-                    nanos(trigger_end),
-                    self.arrivals_end,
-                    0.9 * capacity,
-                ),
-                self.series(),
-            ),
-            None => (None, Vec::new()),
-        };
-        RunResult {
-            scenario: self.scenario.name(),
-            strategy: self.strategy.name(),
-            load: self.scenario.load(),
-            goodput: counts.answered as f64 / seconds / capacity,
-            mean_ms: ms(latencies.iter().sum::<u64>()) / latencies.len().max(1) as f64,
-            p50_ms: ms(record::quantile(&latencies, 0.5)),
-            p99_ms: ms(record::quantile(&latencies, 0.99)),
-            p999_ms: ms(record::quantile(&latencies, 0.999)),
-            recovery_s,
-            counts,
-            series,
-        }
-    }
-
-    /// One point a tick: goodput and p99 over the second that ends there.
-    fn series(&self) -> Vec<SeriesPoint> {
-        let capacity = self.params.capacity();
-        let mut next_finished = 0;
-        let mut points = Vec::new();
-        for &(at, in_flight, limit) in &self.ticks {
-            if at < BUCKET_NANOS * WINDOW_BUCKETS as u64 || at > self.arrivals_end {
-                continue;
-            }
-            let start = at - BUCKET_NANOS * WINDOW_BUCKETS as u64;
-            let buckets = (start / BUCKET_NANOS) as usize..(at / BUCKET_NANOS) as usize;
-            let answered: u64 = buckets
-                .map(|b| self.answered_per_bucket.get(b).copied().unwrap_or(0))
-                .sum();
-            while next_finished < self.finished.len() && self.finished[next_finished].0 < start {
-                next_finished += 1;
-            }
-            let mut latencies: Vec<u64> = self.finished[next_finished..]
-                .iter()
-                .take_while(|(done, _)| *done < at)
-                .map(|&(_, latency)| latency)
-                .collect();
-            latencies.sort_unstable();
-            points.push(SeriesPoint {
-                t_s: at as f64 / 1e9,
-                goodput: answered as f64 / capacity,
-                p99_ms: record::quantile(&latencies, 0.99) as f64 / 1e6,
-                in_flight,
-                limit,
-            });
-        }
-        points
-    }
-}
-
-/// A duration in ns, saturating.
-fn nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }

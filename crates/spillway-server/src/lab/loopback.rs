@@ -17,10 +17,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use spillway::system::{LinuxProbe, ManualProbe, SystemProbe};
 use spillway::Spillway;
-use spillway_lab::measure::quantile;
+use spillway_lab::measure::{AttemptRecord, Outcome, RunRecord, Tick};
 use spillway_lab::{
-    Counts, LabParams, LabReport, RetryPolicy, RunResult, Scenario, SeriesPoint, ServiceTime,
-    Strategy, SENTINEL_LOAD_PER_CORE,
+    LabParams, LabReport, RetryPolicy, RunResult, Scenario, ServiceTime, Strategy,
+    SENTINEL_LOAD_PER_CORE,
 };
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -100,29 +100,6 @@ impl LoopbackParams {
             measure: self.measure,
         }
     }
-}
-
-/// How an attempt ended for its client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    /// A 2xx within the timeout.
-    Answered,
-    /// A 429 from spillway.
-    Refused,
-    /// No answer within the timeout.
-    TimedOut,
-    /// Another status, or a connection error.
-    Failed,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Attempt {
-    /// Intended send time, from the start of the run.
-    sent: Duration,
-    /// When it ended, from the start of the run.
-    ended: Duration,
-    first: bool,
-    outcome: Outcome,
 }
 
 /// Sentinel's load threshold on this machine: 2.5 per CPU (load1 is the machine's).
@@ -213,7 +190,7 @@ pub async fn run_point(
     let uri: http::Uri = format!("http://{proxy}/work").parse()?;
     let start = Instant::now();
     let arrivals_end = scenario.arrivals_end(&lab);
-    let attempts = Arc::new(Mutex::new(Vec::<Attempt>::new()));
+    let attempts = Arc::new(Mutex::new(Vec::<AttemptRecord>::new()));
     let outstanding = Arc::new(AtomicUsize::new(0));
     let skipped = Arc::new(AtomicU64::new(0));
 
@@ -234,7 +211,11 @@ pub async fn run_point(
                     let gate_open = LinuxProbe::global().load() > sentinel_threshold();
                     let limit = strategy.admitted_limit(workers, &spillway, gate_open);
                     let in_flight = spillway.inbound_node().concurrency().max(0) as u64;
-                    samples.push((Duration::from_millis(100 * (n / 10)), in_flight, limit));
+                    samples.push(Tick {
+                        at: 100_000_000 * (n / 10),
+                        in_flight,
+                        limit,
+                    });
                 }
                 n += 1;
                 if at > arrivals_end {
@@ -284,16 +265,19 @@ pub async fn run_point(
     drop(upstream);
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
 
-    let attempts = attempts.lock().map(|a| a.clone()).unwrap_or_default();
-    Ok(measure(
-        &lab,
-        params,
+    let mut attempts = attempts.lock().map(|a| a.clone()).unwrap_or_default();
+    // In the order they were sent, as the simulation keeps them.
+    attempts.sort_by_key(|a| a.sent);
+    Ok(RunRecord {
+        params: &lab,
         scenario,
         strategy,
-        &attempts,
-        &samples,
-        skipped.load(Ordering::Relaxed),
-    ))
+        attempts: &attempts,
+        ticks: &samples,
+        end: nanos(start.elapsed()),
+        skipped: skipped.load(Ordering::Relaxed),
+    }
+    .summarize())
 }
 
 /// One client's request: its attempts, with time-outs and retries.
@@ -304,7 +288,7 @@ struct Request {
     start: Instant,
     intended: Duration,
     index: u64,
-    attempts: Arc<Mutex<Vec<Attempt>>>,
+    attempts: Arc<Mutex<Vec<AttemptRecord>>>,
 }
 
 impl Request {
@@ -329,11 +313,12 @@ impl Request {
             .unwrap_or(Outcome::TimedOut);
             let ended = self.start.elapsed();
             if let Ok(mut attempts) = self.attempts.lock() {
-                attempts.push(Attempt {
-                    sent,
-                    ended,
+                attempts.push(AttemptRecord {
+                    sent: nanos(sent),
                     first: attempt == 0,
-                    outcome,
+                    outcome: Some(outcome),
+                    admitted: outcome != Outcome::Refused,
+                    ended: Some(nanos(ended)),
                 });
             }
             if outcome == Outcome::Answered || attempt == self.params.retries {
@@ -349,111 +334,6 @@ impl Request {
             sent = self.start.elapsed();
         }
     }
-}
-
-/// The run's numbers, as the simulated lab computes them. Latency counts every attempt that was
-/// not refused; one that timed out counts with its timeout (a lower bound: the client cannot see
-/// more).
-fn measure(
-    lab: &LabParams,
-    params: &LoopbackParams,
-    scenario: Scenario,
-    strategy: Strategy,
-    attempts: &[Attempt],
-    samples: &[(Duration, u64, Option<f64>)],
-    skipped: u64,
-) -> RunResult {
-    let from = scenario.measure_from(lab);
-    let end = scenario.arrivals_end(lab);
-    let capacity = params.capacity();
-    let mut counts = Counts::default();
-    let mut latencies = Vec::new();
-    for a in attempts.iter().filter(|a| a.sent >= from && a.sent < end) {
-        counts.attempts += 1;
-        counts.requests += u64::from(a.first);
-        match a.outcome {
-            Outcome::Answered => counts.answered += 1,
-            Outcome::Refused => counts.refused += 1,
-            Outcome::TimedOut => counts.timed_out += 1,
-            Outcome::Failed => counts.failed += 1,
-        }
-        if a.outcome != Outcome::Refused {
-            counts.admitted += 1;
-            latencies.push(nanos(a.ended.saturating_sub(a.sent)));
-        }
-    }
-    counts.retries = counts.attempts - counts.requests;
-    counts.skipped = skipped;
-    latencies.sort_unstable();
-    let buckets = (end.as_millis() / TICK.as_millis()) as usize + 1;
-    let mut answered = vec![0u64; buckets + 40];
-    let mut finished: Vec<(Duration, u64)> = Vec::new();
-    for a in attempts {
-        let bucket = (a.ended.as_millis() / TICK.as_millis()) as usize;
-        if a.outcome == Outcome::Answered && bucket < answered.len() {
-            answered[bucket] += 1;
-        }
-        if a.outcome != Outcome::Refused {
-            finished.push((a.ended, nanos(a.ended.saturating_sub(a.sent))));
-        }
-    }
-    finished.sort_unstable();
-    let (recovery_s, series) = match scenario.trigger() {
-        Some((_, trigger_end)) => {
-            let series = samples
-                .iter()
-                .filter(|(at, _, _)| *at >= Duration::from_secs(1) && *at <= end)
-                .map(|&(at, in_flight, limit)| {
-                    let start = at - Duration::from_secs(1);
-                    let (b0, b1) = (bucket(start), bucket(at));
-                    let good: u64 = answered.get(b0..b1).map_or(0, |w| w.iter().sum());
-                    let mut window: Vec<u64> = finished
-                        .iter()
-                        .filter(|(t, _)| *t >= start && *t < at)
-                        .map(|&(_, l)| l)
-                        .collect();
-                    window.sort_unstable();
-                    SeriesPoint {
-                        t_s: at.as_secs_f64(),
-                        goodput: good as f64 / capacity,
-                        p99_ms: quantile(&window, 0.99) as f64 / 1e6,
-                        in_flight,
-                        limit,
-                    }
-                })
-                .collect();
-            let recovery = spillway_lab::measure::recovery(
-                &answered,
-                nanos(trigger_end),
-                nanos(end),
-                0.9 * capacity,
-            );
-            (recovery, series)
-        }
-        None => (None, Vec::new()),
-    };
-    let ms = |q: f64| quantile(&latencies, q) as f64 / 1e6;
-    RunResult {
-        scenario: scenario.name(),
-        strategy: strategy.name(),
-        load: scenario.load(),
-        goodput: counts.answered as f64 / (end - from).as_secs_f64() / capacity,
-        mean_ms: latencies.iter().sum::<u64>() as f64 / 1e6 / latencies.len().max(1) as f64,
-        p50_ms: ms(0.5),
-        p99_ms: ms(0.99),
-        p999_ms: ms(0.999),
-        recovery_s,
-        counts,
-        series,
-    }
-}
-
-fn bucket(at: Duration) -> usize {
-    (at.as_millis() / TICK.as_millis()) as usize
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// How many requests a second `shape`'s upstream completes when it always has work: 4 clients per
@@ -535,4 +415,9 @@ pub async fn run_lab(
         runs,
         unloaded_p99_ms: unloaded.p99_ms,
     })
+}
+
+/// A duration in ns, saturating.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
