@@ -31,7 +31,8 @@ pub struct LabArgs {
     /// The seed of every random draw: the same seed prints the same numbers.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Print one JSON array (a row per strategy, scenario and load) instead of the tables.
+    /// Print one JSON array (a row per strategy, scenario and load) instead of the tables (in the
+    /// full mode, of the simulated lab with exponential service times).
     #[arg(long)]
     pub json: bool,
     /// The service's workers (requests worked on at once).
@@ -40,7 +41,7 @@ pub struct LabArgs {
     /// The mean service time, in milliseconds.
     #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
     pub service_ms: f64,
-    /// The service-time distribution.
+    /// The service-time distribution (the full mode runs both).
     #[arg(long, value_enum, default_value_t = Distribution::Exponential)]
     pub distribution: Distribution,
     /// The log-normal shape (the underlying normal's standard deviation).

@@ -12,8 +12,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The analysis that goes with the tables: what the lab's model does to each strategy.
 const NOTES: &str = include_str!("overload_notes.md");
 
-/// Runs the full simulated lab (the service time given and its log-normal twin), the loopback lab
-/// unless skipped, and writes `<docs>/overload.md` and `<docs>/overload/*.svg`.
+/// Runs the full simulated lab (exponential and log-normal service times of the mean given), the
+/// loopback lab unless skipped, and writes `<docs>/overload.md` and `<docs>/overload/*.svg`.
 pub(super) async fn write_all(
     args: &LabArgs,
     params: &LabParams,
@@ -25,7 +25,10 @@ pub(super) async fn write_all(
         ..params.clone()
     };
     let lognormal = LabParams {
-        service_time: ServiceTime::LogNormal { mean, sigma: 1.0 },
+        service_time: ServiceTime::LogNormal {
+            mean,
+            sigma: args.sigma,
+        },
         ..params.clone()
     };
     eprintln!("simulated lab: exponential service times");
@@ -147,7 +150,11 @@ pub(super) async fn write_all(
         figures.len(),
         plots.display()
     );
-    println!("{}", summary_markdown(&sim));
+    if args.json {
+        println!("{}", spillway_lab::report::to_json(&sim)?);
+    } else {
+        println!("{}", summary_markdown(&sim));
+    }
     Ok(())
 }
 
