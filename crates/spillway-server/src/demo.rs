@@ -57,7 +57,10 @@ pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + 
         let _ = stop_rx.await;
     }));
 
-    println!("upstream: {WORKERS} workers x {WORK:?} a request (at most 400 req/s)");
+    println!(
+        "upstream: {WORKERS} workers x {WORK:?} a request (400 req/s at most; about 350 measured, \
+         as tokio's timer rounds each sleep up)"
+    );
     println!("proxy on {proxy}, dashboard on http://{admin_addr}/ (while the demo runs)");
     println!("rules from the bundled demo.toml:");
     println!("  GET /api/orders  QPS 150, reject beyond");

@@ -148,6 +148,16 @@ impl LabArgs {
     }
 }
 
+/// Writes `text` and a newline to stdout; a reader that went away (`| head`) is not an error.
+fn print(text: &str) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        result => Ok(result?),
+    }
+}
+
 /// Runs `spillway lab`.
 ///
 /// # Errors
@@ -158,12 +168,12 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
     let strategies = args.strategies()?;
     if args.quick {
         let report = spillway_lab::run_lab(&params, &strategies)?;
-        if args.json {
-            println!("{}", spillway_lab::report::to_json(&report)?);
+        let text = if args.json {
+            spillway_lab::report::to_json(&report)?
         } else {
-            println!("{}", spillway_lab::report::summary_markdown(&report));
-        }
-        return Ok(());
+            spillway_lab::report::summary_markdown(&report)
+        };
+        return print(&text);
     }
     docs::write_all(&args, &params, &strategies).await
 }

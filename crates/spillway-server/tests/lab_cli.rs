@@ -117,3 +117,21 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_is_not_an_error() {
+    // As `spillway lab --quick | head -1`: the pipe's read end is closed before the lab prints.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(["lab", "--quick", "--strategies", "none"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

@@ -150,12 +150,12 @@ pub(super) async fn write_all(
         figures.len(),
         plots.display()
     );
-    if args.json {
-        println!("{}", spillway_lab::report::to_json(&sim)?);
+    let text = if args.json {
+        spillway_lab::report::to_json(&sim)?
     } else {
-        println!("{}", summary_markdown(&sim));
-    }
-    Ok(())
+        summary_markdown(&sim)
+    };
+    super::print(&text)
 }
 
 /// The target the next protections must reach, and how every strategy fares against it.
