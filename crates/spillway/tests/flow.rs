@@ -358,6 +358,34 @@ fn reload_keeps_the_state_of_unchanged_rules() {
 }
 
 #[test]
+fn warm_up_starts_cold_on_a_clock_that_starts_at_zero() {
+    // Issue 19, point 4: on a clock that starts with the process, a warm-up rule of 100 over
+    // 10 s passed 40, then 100 a second, instead of ramping from a third of 100.
+    let clock = spillway::ManualClock::new();
+    let spillway = Spillway::new_with_clock(clock.clone());
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("w", "r", 100.0).with_behavior(
+            Behavior::WarmUp {
+                period: Duration::from_secs(10),
+                cold_factor: 3,
+            },
+        )])
+        .unwrap();
+    let mut per_second = Vec::new();
+    for _ in 0..3 {
+        // 200 attempts a second, one every 5 ms.
+        let mut passed = 0;
+        for _ in 0..200 {
+            passed += passes(&spillway, "r", None, 1);
+            clock.advance_millis(5);
+        }
+        per_second.push(passed);
+    }
+    assert!(per_second.iter().all(|&n| n < 50), "{per_second:?}");
+    assert_eq!(per_second[0], 33, "{per_second:?}");
+}
+
+#[test]
 fn a_bad_rule_set_changes_nothing_and_rules_list_back_as_loaded() {
     let (spillway, _clock) = manual();
     let rules = vec![

@@ -18,7 +18,8 @@ use std::time::Duration;
 /// `count` per second while below the warning line, or above it while the previous second's
 /// passes were under `(int)count / coldFactor` (integer division), never when it sits exactly on
 /// the warning line; then the previous second's passes are taken out. The bucket starts full
-/// (cold).
+/// (cold): its first sync counts as if the last one were infinitely long ago, as Sentinel's does
+/// on its epoch clock, whatever this clock's origin.
 #[derive(Debug)]
 pub(crate) struct WarmUpTokens {
     count: f64,
@@ -27,9 +28,14 @@ pub(crate) struct WarmUpTokens {
     max_token: i64,
     slope: f64,
     stored: AtomicI64,
-    /// Whole second (in ms) of the last sync; 0 before the first.
+    /// Whole second (in ms) of the last sync; [`NEVER`] before the first.
     last_filled_ms: AtomicU64,
 }
+
+/// `last_filled_ms` before the first sync. Sentinel's clock is the epoch and its first sync sees
+/// decades since its `lastFilledTime` of 0, which fills the bucket; spillway's clocks may start at
+/// process start, so "never" is a value of its own.
+const NEVER: u64 = u64::MAX;
 
 /// `Math.nextUp` for the non-negative values it is applied to here (`f64::next_up` needs a newer
 /// Rust than this crate's minimum).
@@ -62,7 +68,7 @@ impl WarmUpTokens {
             max_token,
             slope,
             stored: AtomicI64::new(0),
-            last_filled_ms: AtomicU64::new(0),
+            last_filled_ms: AtomicU64::new(NEVER),
         }
     }
 
@@ -106,7 +112,7 @@ impl WarmUpTokens {
         let now_ms = now_nanos / 1_000_000;
         let current = now_ms - now_ms % 1_000;
         let last = self.last_filled_ms.load(Ordering::Acquire);
-        if current <= last {
+        if last != NEVER && current <= last {
             return;
         }
         // One thread per second wins the sync (Sentinel races here and can sync twice).
@@ -118,7 +124,12 @@ impl WarmUpTokens {
             return;
         }
         let old = self.stored.load(Ordering::Acquire);
-        let refilled = self.cool_down(old, current - last, previous_qps);
+        let elapsed_ms = if last == NEVER {
+            u64::MAX
+        } else {
+            current - last
+        };
+        let refilled = self.cool_down(old, elapsed_ms, previous_qps);
         // Java: storedTokens.addAndGet(0 - passQps); if (currentValue < 0) storedTokens.set(0L);
         self.stored
             .store((refilled - previous_qps).max(0), Ordering::Release);

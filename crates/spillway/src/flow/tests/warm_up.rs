@@ -145,3 +145,46 @@ fn controllers_work_against_a_mock() {
     let warm_up = WarmUp::new(10.0, Duration::from_secs(10), 3);
     assert_eq!(warm_up.check(&Busy, at_ms(0), 1), Decision::Block); // cold: 3.33 allowed
 }
+
+/// Calls every millisecond from second `from` to second `to` of a clock that starts at 0 (a
+/// process's monotonic clock), counting passes in the node.
+fn drive_from_zero(warm_up: &WarmUp, node: &ResourceNode, from: u64, to: u64) -> Vec<u64> {
+    (from..to)
+        .map(|second| {
+            (0..1_000)
+                .filter(|ms| {
+                    let now = (second * 1_000 + ms) * 1_000_000;
+                    let pass = warm_up.check(node, now, 1) == Decision::Pass;
+                    if pass {
+                        node.add_pass(now, 1);
+                    }
+                    pass
+                })
+                .count() as u64
+        })
+        .collect()
+}
+
+#[test]
+fn starts_cold_on_a_clock_that_starts_at_zero() {
+    // Issue 19, point 4: the first sync filled only (time since 0 x count) tokens, so a fresh
+    // process passed 40, then 100 a second with 100 over 10 s instead of ramping from 33.
+    let warm_up = WarmUp::new(100.0, Duration::from_secs(10), 3);
+    let node = node();
+    let curve = drive_from_zero(&warm_up, &node, 0, 3);
+    assert_eq!(warm_up.max_tokens(), 1000);
+    // Cold: a full bucket (1000 tokens, 500 above the warning line) allows
+    // nextUp(1 / (500 x 0.00004 + 0.01)) = 33.3 a second, then the rate climbs as tokens are used.
+    assert_eq!(curve, [33, 34, 36]);
+    assert!(curve.iter().all(|&n| n < 50), "{curve:?}");
+    assert!(curve.windows(2).all(|w| w[0] <= w[1]), "{curve:?}");
+}
+
+#[test]
+fn a_new_rule_starts_cold_on_a_clock_that_starts_at_zero_late_in_its_first_second() {
+    let warm_up = WarmUp::new(100.0, Duration::from_secs(10), 3);
+    let node = node();
+    // The first check comes 500 ms after the clock's origin, still in second 0.
+    assert_eq!(warm_up.check(&node, 500_000_000, 1), Decision::Pass);
+    assert_eq!(warm_up.stored_tokens(), 1000);
+}
