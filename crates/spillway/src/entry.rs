@@ -6,6 +6,7 @@ mod check;
 mod guard;
 mod owned;
 mod pending;
+mod places;
 mod traffic;
 
 pub use builder::{Admission, EntryBuilder, OwnedAdmission};

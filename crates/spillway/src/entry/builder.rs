@@ -1,8 +1,8 @@
 use super::check::{
-    check_flow, check_gate, give_back, refusal_error, refuse_short, release_limited, Caller,
-    GateStop, Held, Verdict, LIMITED_INBOUND,
+    check_flow, check_gate, give_back, refusal_error, refuse_short, Caller, GateStop, Held, Verdict,
 };
-use super::pending::{OwnedPending, Pending, PendingState};
+use super::pending::{rebase_probes, OwnedPending, Pending, PendingState, Queue};
+use super::places::{release_limited, LIMITED_INBOUND};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
 use crate::block::{BlockError, BlockKind};
 use crate::breaker::BreakerBlock;
@@ -69,14 +69,6 @@ struct Stopped<'g> {
     now: u64,
     origin: ChildSlot,
     entrance: ChildSlot,
-}
-
-/// Where a queued entry will count, and whether it borrowed its passes.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Queue {
-    pub(super) origin: ChildSlot,
-    pub(super) entrance: ChildSlot,
-    pub(super) occupied: bool,
 }
 
 impl<'a> EntryBuilder<'a> {
@@ -492,17 +484,6 @@ fn refusal<R>(
     refused: impl FnOnce(BlockError) -> R,
 ) -> R {
     refused(refusal_error(inner, current, threshold, rule_id, now))
-}
-
-/// A queued entry starts its call at `now`: the breaker probe places it took at the check follow
-/// it, so that its completion is known as the probe's.
-#[inline(never)]
-pub(super) fn rebase_probes(inner: &ResourceInner, held: &Held, now: u64) {
-    if held.probes {
-        if let Some(breakers) = inner.breakers.load().as_ref() {
-            breakers.rebase(held.decided, now);
-        }
-    }
 }
 
 /// Sentinel's `DegradeSlot`: the resource's breakers; probe places taken are noted in `held`.

@@ -1,6 +1,7 @@
 //! Checking an entry against its resource's flow rules, all or nothing.
 
 use super::guard::short_lines;
+use super::places::{release_limited, LIMITED_ENTRANCE, LIMITED_ORIGIN, LIMITED_RESOURCE};
 use crate::block::{BlockError, BlockKind};
 use crate::flow::{
     try_acquire_on, whole_count, AdmissionRing, Admitted, Controller, Decision, GateRead, GateRule,
@@ -14,15 +15,6 @@ use std::time::Duration;
 
 /// Most queueing (throttle or warm-up + throttle) rules one entry may be queued by.
 pub(crate) const MAX_QUEUED: usize = 4;
-
-/// The entry holds a place on the resource node's exact in-flight counter.
-pub(crate) const LIMITED_RESOURCE: u8 = 1;
-/// ... on the origin node's.
-pub(crate) const LIMITED_ORIGIN: u8 = 2;
-/// ... on the entrance node's.
-pub(crate) const LIMITED_ENTRANCE: u8 = 4;
-/// ... on the global inbound node's (a system rule's `max_concurrency`).
-pub(crate) const LIMITED_INBOUND: u8 = 8;
 
 /// Who is entering: the names and the child-node slots already resolved for them.
 #[derive(Debug, Clone, Copy)]
@@ -610,40 +602,5 @@ fn give_back_held(
             }
             _ => {}
         }
-    }
-}
-
-/// Gives back the places on exact in-flight counters that `limited` says are held.
-#[inline]
-pub(crate) fn release_limited(
-    resource: &ResourceInner,
-    origin: ChildSlot,
-    entrance: ChildSlot,
-    limited: u8,
-) {
-    // Most entries hold no place: decide that without a call.
-    if limited != 0 {
-        release_places(resource, origin, entrance, limited);
-    }
-}
-
-#[inline(never)]
-fn release_places(resource: &ResourceInner, origin: ChildSlot, entrance: ChildSlot, limited: u8) {
-    let release = |node: Option<&ResourceNode>| {
-        if let Some(node) = node {
-            node.limited().fetch_sub(1, Ordering::AcqRel);
-        }
-    };
-    if limited & LIMITED_RESOURCE != 0 {
-        release(Some(&resource.node));
-    }
-    if limited & LIMITED_ORIGIN != 0 {
-        release(resource.origins.node(origin));
-    }
-    if limited & LIMITED_ENTRANCE != 0 {
-        release(resource.entrances.node(entrance));
-    }
-    if limited & LIMITED_INBOUND != 0 {
-        release(Some(&resource.core.inbound));
     }
 }

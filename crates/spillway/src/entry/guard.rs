@@ -1,4 +1,4 @@
-use super::check::release_limited;
+use super::places::release_limited;
 use crate::clock::Clock;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::{ResourceNode, ShortLine};

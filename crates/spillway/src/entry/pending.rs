@@ -1,11 +1,10 @@
 //! Entries a pacing rule queued: reserved now, entered after a wait, or given back.
 
-use super::builder::{rebase_probes, Queue};
 use super::check::{give_back, Caller, Held};
 use super::{Entry, EntryState, OwnedEntry};
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
-use crate::resource::{Resource, ResourceInner};
+use crate::resource::{ChildSlot, Resource, ResourceInner};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,5 +160,24 @@ impl fmt::Debug for OwnedPending {
             .field("resource", &self.resource.name())
             .field("wait", &self.state.wait)
             .finish_non_exhaustive()
+    }
+}
+
+/// Where a queued entry will count, and whether it borrowed its passes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Queue {
+    pub(super) origin: ChildSlot,
+    pub(super) entrance: ChildSlot,
+    pub(super) occupied: bool,
+}
+
+/// A queued entry starts its call at `now`: the breaker probe places it took at the check follow
+/// it, so that its completion is known as the probe's.
+#[inline(never)]
+pub(super) fn rebase_probes(inner: &ResourceInner, held: &Held, now: u64) {
+    if held.probes {
+        if let Some(breakers) = inner.breakers.load().as_ref() {
+            breakers.rebase(held.decided, now);
+        }
     }
 }

@@ -3,14 +3,11 @@ use super::event::{Event, MIN_RT_SLOT, SLOTS};
 use super::ring::Ring;
 use super::short_line::ShortLine;
 use super::tagged::{self, VALUE_MAX};
-use super::window_config::WindowConfig;
+use super::window_config::{WindowConfig, MAX_STRIPES};
 use crate::sync::{fence, spin_wait, thread_slot, AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::atomic::AtomicBool;
-
-/// Most accumulator lines a window keeps (and a reader checks).
-pub(crate) const MAX_STRIPES: usize = 64;
 
 /// Sentinel's `LeapArray`: a ring of buckets over an interval, rolled over lock-free.
 ///

@@ -2,6 +2,9 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
+/// Most accumulator lines a window keeps (and a reader checks).
+pub(crate) const MAX_STRIPES: usize = 64;
+
 /// The shape of a [`SlidingWindow`](super::SlidingWindow): how many buckets over what interval,
 /// how many per-thread accumulators, and where min RT starts.
 ///
@@ -81,7 +84,7 @@ impl WindowConfig {
     /// one line per bucket, no accumulators), most contended to write. The default is twice the
     /// CPUs, rounded up to a power of two, at most 16.
     pub fn with_stripes(mut self, stripes: usize) -> Self {
-        self.stripes = stripes.min(super::window::MAX_STRIPES);
+        self.stripes = stripes.min(MAX_STRIPES);
         self
     }
 
