@@ -37,12 +37,37 @@ pub fn demo_config(upstream: SocketAddr) -> Result<Config, config::ConfigError> 
     config::parse(&text, "demo.toml")
 }
 
-/// Runs the demo for `seconds`, printing a table every second.
+/// Writes a line to stdout, or returns the error (a reader that went away ends the demo).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?
+    }};
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Runs the demo for `seconds`, printing a table every second. A reader that goes away
+/// (`spillway demo | head`) ends it early, and is not an error.
 ///
 /// # Errors
 ///
-/// If a listener cannot be bound.
-pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// If a listener cannot be bound, or stdout fails otherwise.
+pub async fn run(seconds: u64) -> Result<(), BoxError> {
+    match show(seconds).await {
+        Err(err)
+            if err
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(())
+        }
+        result => result,
+    }
+}
+
+/// [`run`], up to the first failed write.
+async fn show(seconds: u64) -> Result<(), BoxError> {
     let upstream = Upstream::start(UPSTREAM).await?;
     let config = demo_config(upstream.addr())?;
     let spillway = spillway::Spillway::new();
@@ -57,20 +82,20 @@ pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + 
         let _ = stop_rx.await;
     }));
 
-    println!(
+    say!(
         "upstream: {WORKERS} workers x {WORK:?} a request (400 req/s at most; about 350 measured, \
          as tokio's timer rounds each sleep up)"
     );
-    println!("proxy on {proxy}, dashboard on http://{admin_addr}/ (while the demo runs)");
-    println!("rules from the bundled demo.toml:");
-    println!("  GET /api/orders  QPS 150, reject beyond");
-    println!("  GET /api/search  QPS 150, warming up from 50 over 5 s");
-    println!("  GET /api/report  paced at 40/s, queueing up to 50 ms");
-    println!("  GET /api/flaky   a breaker: opens at 50% errors, probes after 3 s");
-    println!("                   (the upstream fails it from 3 s to 7 s)");
-    println!("  every request    system rule: at most 8 in flight (twice the workers, as the");
-    println!("                   overload lab recommends for a known capacity)");
-    println!("load: each path's offered rate ramps from 50 to 300 req/s\n");
+    say!("proxy on {proxy}, dashboard on http://{admin_addr}/ (while the demo runs)");
+    say!("rules from the bundled demo.toml:");
+    say!("  GET /api/orders  QPS 150, reject beyond");
+    say!("  GET /api/search  QPS 150, warming up from 50 over 5 s");
+    say!("  GET /api/report  paced at 40/s, queueing up to 50 ms");
+    say!("  GET /api/flaky   a breaker: opens at 50% errors, probes after 3 s");
+    say!("                   (the upstream fails it from 3 s to 7 s)");
+    say!("  every request    system rule: at most 8 in flight (twice the workers, as the");
+    say!("                   overload lab recommends for a known capacity)");
+    say!("load: each path's offered rate ramps from 50 to 300 req/s\n");
 
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let paths = ["/api/orders", "/api/search", "/api/report", "/api/flaky"];
@@ -95,9 +120,15 @@ pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + 
     tick.tick().await;
     for second in 1..=seconds {
         tick.tick().await;
-        println!(
+        say!(
             "{:>3}s  {:<16} {:>7} {:>7} {:>10} {:>8} {:>6}",
-            second, "resource", "pass/s", "block/s", "avg RT ms", "p99 ms", "in fl."
+            second,
+            "resource",
+            "pass/s",
+            "block/s",
+            "avg RT ms",
+            "p99 ms",
+            "in fl."
         );
         for (name, latencies) in resources.iter().zip(&latencies) {
             // The second that just ended, as the minute window counted it.
@@ -106,7 +137,7 @@ pub async fn run(seconds: u64) -> Result<(), Box<dyn std::error::Error + Send + 
             let p99 = latencies.take_p99().map_or("-".to_string(), |p99| {
                 format!("{:.1}", p99.as_secs_f64() * 1e3)
             });
-            println!(
+            say!(
                 "      {:<16} {:>7} {:>7} {:>10.1} {:>8} {:>6}",
                 name.trim_start_matches("GET "),
                 last.pass,
