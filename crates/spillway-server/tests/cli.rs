@@ -80,12 +80,24 @@ fn with_stdout_closed(args: &[&str]) -> std::process::Output {
 fn a_reader_that_goes_away_ends_the_demo_and_check_quietly() {
     // Before: `println!` panicked on the broken pipe (exit status 101, a backtrace on stderr).
     let demo = with_stdout_closed(&["demo", "--seconds", "1"]);
-    assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
-    assert!(demo.stderr.is_empty(), "{}", String::from_utf8_lossy(&demo.stderr));
+    assert!(
+        demo.status.success(),
+        "{}",
+        String::from_utf8_lossy(&demo.stderr)
+    );
+    assert!(
+        demo.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&demo.stderr)
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spillway.toml");
     std::fs::write(&path, "[listener]\nlisten = \"127.0.0.1:8080\"\n").unwrap();
     let check = with_stdout_closed(&["check", "--config", path.to_str().unwrap()]);
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
