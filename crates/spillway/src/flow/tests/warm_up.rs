@@ -3,14 +3,25 @@ use crate::flow::{Decision, FlowStats, WarmUp, WarmUpThrottle};
 use crate::stats::ResourceNode;
 use std::time::Duration;
 
-/// Calls every millisecond from second `from` to second `to` (exclusive), counting passes in
-/// the node; returns the passes of each second.
+/// Calls every millisecond from second `from` to second `to` (exclusive) of the epoch-based test
+/// clock, counting passes in the node; returns the passes of each second.
 fn drive(warm_up: &WarmUp, node: &ResourceNode, from: u64, to: u64) -> Vec<u64> {
+    drive_on(warm_up, node, from, to, at_ms)
+}
+
+/// [`drive`] on a clock whose time at `ms` milliseconds is `at(ms)` nanoseconds.
+fn drive_on(
+    warm_up: &WarmUp,
+    node: &ResourceNode,
+    from: u64,
+    to: u64,
+    at: impl Fn(u64) -> u64,
+) -> Vec<u64> {
     (from..to)
         .map(|second| {
             (0..1_000)
                 .filter(|ms| {
-                    let now = at_ms(second * 1_000 + ms);
+                    let now = at(second * 1_000 + ms);
                     let pass = warm_up.check(node, now, 1) == Decision::Pass;
                     if pass {
                         node.add_pass(now, 1);
@@ -146,32 +157,14 @@ fn controllers_work_against_a_mock() {
     assert_eq!(warm_up.check(&Busy, at_ms(0), 1), Decision::Block); // cold: 3.33 allowed
 }
 
-/// Calls every millisecond from second `from` to second `to` of a clock that starts at 0 (a
-/// process's monotonic clock), counting passes in the node.
-fn drive_from_zero(warm_up: &WarmUp, node: &ResourceNode, from: u64, to: u64) -> Vec<u64> {
-    (from..to)
-        .map(|second| {
-            (0..1_000)
-                .filter(|ms| {
-                    let now = (second * 1_000 + ms) * 1_000_000;
-                    let pass = warm_up.check(node, now, 1) == Decision::Pass;
-                    if pass {
-                        node.add_pass(now, 1);
-                    }
-                    pass
-                })
-                .count() as u64
-        })
-        .collect()
-}
-
 #[test]
 fn starts_cold_on_a_clock_that_starts_at_zero() {
     // Issue 19, point 4: the first sync filled only (time since 0 x count) tokens, so a fresh
     // process passed 40, then 100 a second with 100 over 10 s instead of ramping from 33.
     let warm_up = WarmUp::new(100.0, Duration::from_secs(10), 3);
     let node = node();
-    let curve = drive_from_zero(&warm_up, &node, 0, 3);
+    // A clock that starts at 0, as a process's monotonic clock does.
+    let curve = drive_on(&warm_up, &node, 0, 3, |ms| ms * 1_000_000);
     assert_eq!(warm_up.max_tokens(), 1000);
     // Cold: a full bucket (1000 tokens, 500 above the warning line) allows
     // nextUp(1 / (500 x 0.00004 + 0.01)) = 33.3 a second, then the rate climbs as tokens are used.
