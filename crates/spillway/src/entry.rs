@@ -2,11 +2,15 @@
 //! the entry records the outcome when it ends.
 
 mod builder;
-mod check;
+mod flow_check;
+mod gate_check;
 mod guard;
+mod held;
 mod owned;
 mod pending;
+mod pipeline;
 mod places;
+mod refusal;
 mod traffic;
 
 pub use builder::{Admission, EntryBuilder, OwnedAdmission};
@@ -15,5 +19,5 @@ pub use owned::OwnedEntry;
 pub use pending::{OwnedPending, Pending};
 pub use traffic::TrafficType;
 
-pub(crate) use check::{MAX_COUNTED, MAX_QUEUED};
 pub(crate) use guard::EntryState;
+pub(crate) use held::{MAX_COUNTED, MAX_QUEUED};

@@ -75,10 +75,11 @@ mod warm_up_throttle;
 pub use concurrency::ConcurrencyLimit;
 
 pub(crate) use admission::{whole_count, AdmissionRing, AdmissionRings, Admitted, RINGS};
+pub use compiled::FlowRuleStats;
 pub(crate) use compiled::{Controller, ResourceRules};
 pub(crate) use concurrency::{try_acquire_on, try_increment};
 pub use decision::Decision;
-pub(crate) use gate::{DirectGate, GateRead, GateRule};
+pub(crate) use gate::{DirectGate, GateRead};
 pub use reject::QpsReject;
 pub use rule::{
     Behavior, FlowRule, Grade, LimitApp, Strategy, DEFAULT_COLD_FACTOR, DEFAULT_OCCUPY_TIMEOUT,

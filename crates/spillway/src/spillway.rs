@@ -348,6 +348,33 @@ impl Spillway {
         set.loaded.iter().find(|rule| rule.id == id).map(read)
     }
 
+    /// What the flow rule `id` has counted of its own (for a rule in shadow mode, the refusals it
+    /// did not make), if one is loaded.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::FlowRule;
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// spillway.load_flow_rules(vec![FlowRule::concurrency("try-1", "db", 1.0).with_shadow(true)])?;
+    /// let first = spillway.entry("db").enter()?;
+    /// let second = spillway.entry("db").enter()?; // admitted: the rule is in shadow mode
+    /// assert_eq!(second.shadow_rule(), Some("try-1"));
+    /// assert_eq!(spillway.flow_rule_stats("try-1").unwrap().shadow_refusals, 1);
+    /// # drop((first, second));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn flow_rule_stats(&self, id: &str) -> Option<crate::flow::FlowRuleStats> {
+        let set = self.inner.core.flow.load();
+        set.by_resource
+            .values()
+            .flat_map(|rules| &rules.rules)
+            .find(|compiled| compiled.rule.id == id)
+            .map(|compiled| compiled.counters.stats())
+    }
+
     /// Statistics of the global inbound node, read now.
     pub fn inbound_stats(&self) -> NodeStats {
         self.inner

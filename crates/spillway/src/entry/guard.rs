@@ -16,7 +16,13 @@ pub(crate) struct EntryState {
     pub(crate) error: bool,
     /// `LIMITED_*` bits: exact in-flight counters this entry holds a place on.
     pub(crate) limited: u8,
+    /// The id number of the first rule in shadow mode that would have refused the entry, or
+    /// `NO_SHADOW`.
+    pub(crate) shadow: u32,
 }
+
+/// [`EntryState::shadow`] when no shadow rule would have refused the entry.
+const NO_SHADOW: u32 = u32::MAX;
 
 /// Runs `$body` with `$node` bound to each node an entry counts in: the resource's, its
 /// origin's, its entrance's, and (inbound) the global inbound node. A macro, so that the body is
@@ -74,11 +80,29 @@ impl EntryState {
             inbound,
             error: false,
             limited,
+            shadow: NO_SHADOW,
         }
     }
 
-    /// Counts a refusal of `count` permits on every node of the entry.
+    /// The state, noting the shadow rule that would have refused the entry, if any.
     #[inline(always)]
+    pub(crate) fn with_shadow(mut self, rule: Option<u32>) -> Self {
+        if let Some(rule) = rule {
+            self.shadow = rule;
+        }
+        self
+    }
+
+    /// The id of the first rule in shadow mode that would have refused the entry.
+    pub(crate) fn shadow_rule(&self) -> Option<&'static str> {
+        if self.shadow == NO_SHADOW {
+            return None;
+        }
+        crate::intern::name_of(self.shadow)
+    }
+
+    /// Counts a refusal of `count` permits on every node of the entry.
+    #[inline(never)]
     pub(crate) fn refuse(
         resource: &ResourceInner,
         origin: ChildSlot,
@@ -267,6 +291,13 @@ impl Entry<'_> {
     /// When the entry was admitted, on the spillway's clock (nanoseconds).
     pub fn started_at_nanos(&self) -> u64 {
         self.state.started_nanos
+    }
+
+    /// The id of the first flow rule in shadow mode that would have refused this entry, if any
+    /// (see [`FlowRule::with_shadow`](crate::flow::FlowRule::with_shadow)): the entry was
+    /// admitted anyway.
+    pub fn shadow_rule(&self) -> Option<&'static str> {
+        self.state.shadow_rule()
     }
 
     /// Ends the entry now (the same as dropping it).

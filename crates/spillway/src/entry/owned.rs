@@ -56,6 +56,12 @@ impl OwnedEntry {
 
     /// Ends the entry now (the same as dropping it).
     pub fn exit(self) {}
+
+    /// The id of the first flow rule in shadow mode that would have refused this entry, if any
+    /// (see [`Entry::shadow_rule`](crate::Entry::shadow_rule)).
+    pub fn shadow_rule(&self) -> Option<&'static str> {
+        self.state.shadow_rule()
+    }
 }
 
 impl Drop for OwnedEntry {

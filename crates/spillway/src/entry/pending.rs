@@ -1,6 +1,7 @@
 //! Entries a pacing rule queued: reserved now, entered after a wait, or given back.
 
-use super::check::{give_back, Caller, Held};
+use super::held::{give_back, Held};
+use super::pipeline::Queued;
 use super::{Entry, EntryState, OwnedEntry};
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
@@ -21,19 +22,12 @@ pub(crate) struct PendingState {
 }
 
 impl PendingState {
-    pub(super) fn new(
-        rules: &Arc<ResourceRules>,
-        queue: Queue,
-        held: Held,
-        wait: Duration,
-        count: u32,
-        inbound: bool,
-    ) -> Self {
+    pub(super) fn new(queued: Queued<'_>, count: u32, inbound: bool) -> Self {
         Self {
-            rules: Arc::clone(rules),
-            queue,
-            held,
-            wait,
+            rules: Arc::clone(queued.rules),
+            queue: queued.queue,
+            held: queued.held,
+            wait: queued.wait,
             count,
             inbound,
             done: false,
@@ -55,6 +49,7 @@ impl PendingState {
             self.held.limited,
             self.queue.occupied,
         )
+        .with_shadow(self.held.shadow())
     }
 
     /// Gives the reservations back, unless the entry was entered.
@@ -62,14 +57,13 @@ impl PendingState {
         if std::mem::replace(&mut self.done, true) {
             return;
         }
-        let caller = Caller {
-            prioritized: false,
-            origin: None,
-            origin_slot: self.queue.origin,
-            entrance: None,
-            entrance_slot: self.queue.entrance,
-        };
-        give_back(resource, &self.rules, &caller, &self.held);
+        give_back(
+            resource,
+            Some(&self.rules),
+            self.queue.origin,
+            self.queue.entrance,
+            &self.held,
+        );
     }
 }
 

@@ -6,6 +6,7 @@ use super::{Behavior, FlowRule, Grade, LimitApp, QpsReject, Throttle, WarmUp, Wa
 
 const _: () = assert!(RINGS <= 8, "ring sets are bit sets of a u8");
 use crate::resource::ResourceInner;
+use crate::sync::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 /// The controller of one rule. Concurrency rules have none: they check and count on the exact
@@ -60,13 +61,45 @@ impl Controller {
     }
 
     /// Whether `rule` may count its admissions on a ring: a QPS reject rule that every caller
-    /// meets (`limit_app = default`, strategy `direct`), whose admissions are all the node's.
+    /// meets (`limit_app = default`, strategy `direct`), whose admissions are all the node's,
+    /// and that is in force (a shadow rule admits what it would refuse: it reads the window).
     pub(crate) fn counts_on_ring(rule: &FlowRule) -> bool {
         rule.grade == Grade::Qps
+            && !rule.shadow
             && rule.behavior == Behavior::Reject
             && rule.limit_app == LimitApp::Default
             && matches!(rule.strategy, super::Strategy::Direct)
     }
+}
+
+/// What a rule counts of its own.
+#[derive(Debug, Default)]
+pub(crate) struct RuleCounters {
+    shadow_refusals: AtomicU64,
+}
+
+impl RuleCounters {
+    /// Counts a refusal the rule, in shadow mode, did not make.
+    pub(crate) fn count_shadow_refusal(&self) {
+        self.shadow_refusals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The rule's statistics.
+    pub(crate) fn stats(&self) -> FlowRuleStats {
+        FlowRuleStats {
+            shadow_refusals: self.shadow_refusals.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What a flow rule has counted of its own (see [`Spillway::flow_rule_stats`](crate::Spillway::flow_rule_stats)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FlowRuleStats {
+    /// Entries the rule would have refused in shadow mode (see
+    /// [`FlowRule::with_shadow`](super::FlowRule::with_shadow)) since a rule of its id was
+    /// first loaded. Counted once per entry and rule, whatever the entry's permit count.
+    pub shadow_refusals: u64,
 }
 
 /// One rule, ready to check.
@@ -78,6 +111,8 @@ pub(crate) struct CompiledRule {
     pub(crate) id_number: u32,
     /// Shared with the previous rule set when the rule is unchanged, so its state survives.
     pub(crate) controller: Arc<Controller>,
+    /// The rule's counters, kept across reloads while a rule of the same id stays.
+    pub(crate) counters: Arc<RuleCounters>,
     /// For `relate`: the resource whose statistics are read (weak, so that rules relating two
     /// resources to each other do not keep both alive forever).
     pub(crate) related: Option<Weak<ResourceInner>>,

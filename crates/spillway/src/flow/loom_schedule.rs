@@ -25,7 +25,7 @@ fn concurrent_reservations_take_distinct_slots() {
         decisions.extend(others.into_iter().map(|t| t.join().unwrap()));
         decisions.sort_by_key(|d| match d {
             Decision::Pass => 0,
-            Decision::Wait(_) => 1,
+            Decision::Wait(_) | Decision::Occupied(_) => 1,
             Decision::Block => 2,
         });
         assert_eq!(

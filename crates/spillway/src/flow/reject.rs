@@ -1,6 +1,8 @@
 //! Sentinel's `DefaultController` for QPS: reject what is over the count.
 
 use super::{Decision, FlowStats};
+use crate::stats::ResourceNode;
+use std::time::Duration;
 
 /// Rejects an entry when the second window's pass QPS, truncated to an integer, plus the
 /// permits asked for exceeds `count`: Sentinel's `DefaultController` for the QPS grade,
@@ -51,6 +53,65 @@ impl QpsReject {
             Ok(()) => Decision::Pass,
             Err(_) => Decision::Block,
         }
+    }
+
+    /// [`check`](Self::check) for a prioritized entry (Sentinel's `DefaultController` with
+    /// `prioritized = true`): over the count, it may borrow room from the buckets of `node`'s
+    /// second window that leave within `occupy_timeout`. It then books the borrowed passes
+    /// (the node's waiting count for that bucket, and its occupied passes now) and returns
+    /// [`Decision::Occupied`] with the wait; the entry goes after it without counting a pass.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::{Decision, QpsReject};
+    /// use spillway::stats::{NodeConfig, ResourceNode};
+    /// use std::time::Duration;
+    ///
+    /// // Sentinel's second window: two buckets of 500 ms.
+    /// let node = ResourceNode::new(NodeConfig::default());
+    /// let limit = QpsReject::new(2.0);
+    /// let second = 1_000_000_000;
+    /// node.add_pass(1_000 * second - 400_000_000, 2); // in the bucket that leaves next
+    /// let now = 1_000 * second + 250_000_000;
+    /// let timeout = Duration::from_millis(500);
+    /// // Over the count now, but that bucket leaves in 250 ms: borrow from the one after it.
+    /// assert_eq!(
+    ///     limit.check_prioritized(&node, now, 1, timeout),
+    ///     Decision::Occupied(Duration::from_millis(250)),
+    /// );
+    /// assert_eq!(node.occupied_pass_qps(now), 1.0);
+    /// ```
+    pub fn check_prioritized(
+        &self,
+        node: &ResourceNode,
+        now_nanos: u64,
+        acquire: u32,
+        occupy_timeout: Duration,
+    ) -> Decision {
+        match self.check_current(node, now_nanos, acquire) {
+            Ok(()) => Decision::Pass,
+            Err(_) => match self.occupy(node, now_nanos, acquire, occupy_timeout) {
+                Some(wait) => Decision::Occupied(wait),
+                None => Decision::Block,
+            },
+        }
+    }
+
+    /// The borrowing half of [`check_prioritized`](Self::check_prioritized), for an entry this
+    /// rule refused: the wait, with the borrowed passes booked on `node`, or `None`.
+    pub(crate) fn occupy(
+        &self,
+        node: &ResourceNode,
+        now: u64,
+        acquire: u32,
+        timeout: Duration,
+    ) -> Option<Duration> {
+        let wait = node.try_occupy_next(now, acquire, self.count, timeout)?;
+        let wait_nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+        node.add_waiting(now.saturating_add(wait_nanos), u64::from(acquire));
+        node.add_occupied_pass(now, u64::from(acquire));
+        Some(wait)
     }
 
     /// [`check`](Self::check), returning the truncated pass QPS it saw when it blocks.

@@ -192,6 +192,10 @@ pub struct FlowRule {
         serde(default = "default_occupy_timeout", with = "humantime_serde")
     )]
     pub occupy_timeout: Duration,
+    /// Shadow mode: the rule decides and counts what it would have refused (see
+    /// [`FlowRule::with_shadow`]), but refuses nothing. Default `false`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub shadow: bool,
 }
 
 impl FlowRule {
@@ -206,6 +210,7 @@ impl FlowRule {
             limit_app: LimitApp::Default,
             strategy: Strategy::Direct,
             occupy_timeout: DEFAULT_OCCUPY_TIMEOUT,
+            shadow: false,
         }
     }
 
@@ -238,6 +243,35 @@ impl FlowRule {
     /// Sets the occupy timeout of prioritized entries.
     pub fn with_occupy_timeout(mut self, timeout: Duration) -> Self {
         self.occupy_timeout = timeout;
+        self
+    }
+
+    /// Puts the rule in shadow mode (or back): it is checked as usual, but where it would refuse
+    /// an entry it admits it, and counts the refusal it would have made instead, in the rule's
+    /// [`shadow_refusals`](crate::Spillway::flow_rule_stats) and on the entry
+    /// ([`Entry::shadow_rule`](crate::Entry::shadow_rule)). A shadow throttle never makes an
+    /// entry wait: it keeps its schedule as if it paced, so that it refuses exactly what it would
+    /// refuse in force. A shadow QPS rule reads the node's window (it counts no admissions of its
+    /// own) and a shadow concurrency rule reads the node's in-flight count (it takes no place),
+    /// so that each sees the traffic it did not stop. Try a new limit this way on live traffic
+    /// before enforcing it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::FlowRule;
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// spillway.load_flow_rules(vec![FlowRule::qps("try-2", "search", 2.0).with_shadow(true)])?;
+    /// let entries: Vec<_> = (0..3).map(|_| spillway.entry("search").enter()).collect();
+    /// assert!(entries.iter().all(Result::is_ok)); // all three admitted
+    /// assert_eq!(entries[2].as_ref().unwrap().shadow_rule(), Some("try-2"));
+    /// assert_eq!(spillway.flow_rule_stats("try-2").unwrap().shadow_refusals, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_shadow(mut self, shadow: bool) -> Self {
+        self.shadow = shadow;
         self
     }
 }

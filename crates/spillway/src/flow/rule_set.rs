@@ -64,6 +64,9 @@ impl FlowRuleSet {
                     (id.name, id.number, Arc::new(Controller::new(rule, ring)))
                 }
             };
+            let counters = kept
+                .get(rule.id.as_str())
+                .map_or_else(Default::default, |old| Arc::clone(&old.counters));
             let related = match &rule.strategy {
                 super::Strategy::Relate { ref_resource } => related(ref_resource),
                 _ => None,
@@ -75,6 +78,7 @@ impl FlowRuleSet {
                 id,
                 id_number,
                 controller,
+                counters,
                 related,
             });
         }

@@ -124,6 +124,7 @@ fn concurrent_callers_never_share_a_slot_or_exceed_the_queue() {
                     match throttle.check(t, 1) {
                         Decision::Pass => admitted.lock().unwrap().push(0),
                         Decision::Wait(wait) => admitted.lock().unwrap().push(wait.as_nanos()),
+                        Decision::Occupied(_) => panic!("a throttle never borrows"),
                         Decision::Block => {}
                     }
                 }

@@ -1,0 +1,276 @@
+//! The decision pipeline: the one sequence every entry goes through, whichever way it comes in
+//! ([`enter`](super::EntryBuilder::enter), [`try_enter`](super::EntryBuilder::try_enter), owned
+//! or not).
+//!
+//! 1. **Resolve** the resource (a handle's at once, a name's through the registry) and the
+//!    caller's origin and entrance nodes: `builder.rs`.
+//! 2. **System** (inbound entries, when system rules are loaded): Sentinel's `SystemSlot`
+//!    against the global inbound node; a `max_concurrency` takes its place here. This file.
+//! 3. **Flow**: the resource's flow rules, all or nothing. When the resource's gate holds every
+//!    rule (QPS reject rules every caller meets) and nothing follows, the gate decides on a short
+//!    path (`gate_check.rs`); otherwise, or while a reload rewrites the gate, the rule set does
+//!    (`flow_check.rs`). Rules in shadow mode count what they would refuse and refuse nothing.
+//! 4. **Breakers**: the resource's circuit breakers (Sentinel's `DegradeSlot`). This file.
+//! 5. **Admit, queue or refuse**: an admission counts on every node of the entry
+//!    (`guard.rs`); a queued one waits for its slot (`pending.rs`); a refusal gives back what
+//!    the earlier steps reserved (`held.rs`), is counted (`refusal.rs`) and returned as a
+//!    [`BlockError`].
+//! 6. **Exit**: the [`Entry`](super::Entry)'s drop records the completion and gives back its
+//!    places (`guard.rs`).
+//!
+//! A step with nothing to check costs one flag test; a resource without rules admits after
+//! the flags alone.
+
+use super::builder::EntryBuilder;
+use super::flow_check::{check_flow, Caller};
+use super::gate_check::check_gate;
+use super::held::{give_back, Held};
+use super::pending::Queue;
+use super::places::{release_limited, LIMITED_INBOUND};
+use super::refusal::{count_refusal, refusal_error};
+use super::{EntryState, TrafficType};
+use crate::block::{BlockError, BlockKind};
+use crate::breaker::BreakerBlock;
+use crate::clock::Clock;
+use crate::flow::{try_increment, Decision, ResourceRules};
+use crate::resource::{Resource, ResourceInner};
+use crate::sync::Ordering;
+use crate::system::{SystemBlock, SystemCheck};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which steps have something to check, read from the resource's flags. Relaxed: a stale flag
+/// only delays seeing a rule load by a moment, as a stale rule set would; the rules themselves
+/// are read through their `ArcSwap`s.
+#[derive(Clone, Copy)]
+struct Steps {
+    system: bool,
+    flow: bool,
+    breakers: bool,
+}
+
+impl Steps {
+    #[inline(always)]
+    fn of(resource: &ResourceInner, inbound: bool) -> Self {
+        Self {
+            system: inbound && resource.core.has_system.load(Ordering::Relaxed),
+            flow: resource.has_flow.load(Ordering::Relaxed),
+            breakers: resource.has_breakers.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A queued admission, handed to the way in that asked: how long to wait, what is held, the
+/// rules that hold it, and the entry's nodes.
+pub(super) struct Queued<'r> {
+    pub(super) wait: Duration,
+    pub(super) held: Held,
+    pub(super) rules: &'r Arc<ResourceRules>,
+    pub(super) queue: Queue,
+}
+
+impl<'a> EntryBuilder<'a> {
+    /// Runs the pipeline for `resource`: an admission is handed to `ready`, a queued one to
+    /// `queued`, a refusal (already counted) to `refused`. Each way in builds its own result in
+    /// these closures, so that none is copied through another.
+    #[inline(always)]
+    pub(super) fn run<R>(
+        &self,
+        resource: &'a Resource,
+        ready: impl FnOnce(EntryState) -> R,
+        queued: impl FnOnce(Queued<'_>) -> R,
+        refused: impl FnOnce(BlockError) -> R,
+    ) -> R {
+        // 1. Resolve (the resource was resolved by the caller).
+        let inner = &*resource.inner;
+        let inbound = self.traffic == TrafficType::Inbound;
+        let steps = Steps::of(inner, inbound);
+        let now = inner.clock.now_nanos();
+        let (origin, entrance) = self.child_slots(inner);
+        let count = self.count;
+        let mut held = Held::default();
+        // An admission, counted on every node of the entry. A macro, not a closure: the
+        // compiler outlined the closure, which then returned the state through memory, and the
+        // caller's wider copy of it waited on those narrower stores.
+        macro_rules! admit {
+            () => {
+                EntryState::admit(
+                    inner,
+                    origin,
+                    entrance,
+                    now,
+                    count,
+                    inbound,
+                    held.limited,
+                    false,
+                )
+            };
+        }
+        // Gives back what is held, counts the refusal, and returns the block.
+        macro_rules! refuse {
+            ($rules:expr, $error:expr) => {{
+                give_back(inner, $rules, origin, entrance, &held);
+                count_refusal(inner, origin, entrance, now, count, inbound);
+                return refused($error);
+            }};
+        }
+
+        // 2. System.
+        if steps.system {
+            match check_system(inner, now, count) {
+                Ok(place) => held.limited = place,
+                Err(error) => refuse!(None, error),
+            }
+        }
+
+        // 3. Flow: the gate's short path when it holds every rule and no breaker follows,
+        // else the rule set.
+        let mut guard = None;
+        if steps.flow {
+            if !steps.breakers && !self.prioritized {
+                if let Some(read) = inner.gate.begin() {
+                    match check_gate(inner, &read, now, count) {
+                        Ok(()) => return ready(admit!()),
+                        Err(stop) if stop.refused() => {
+                            release_limited(inner, origin, entrance, held.limited);
+                            count_refusal(inner, origin, entrance, now, count, inbound);
+                            let rule = read.rule(stop.rule());
+                            return refusal(
+                                inner,
+                                stop.current(),
+                                rule.count,
+                                rule.id,
+                                now,
+                                refused,
+                            );
+                        }
+                        // A reload is rewriting the gate: the rule set decides.
+                        Err(_) => {}
+                    }
+                }
+            }
+            guard = Some(inner.flow.load());
+        }
+        let rules = guard.as_ref().and_then(|guard| guard.as_ref());
+        let mut queue_for = None;
+        if let Some(rules) = rules {
+            let caller = Caller {
+                prioritized: self.prioritized,
+                origin: self.origin,
+                origin_slot: origin,
+                entrance: self.entrance,
+                entrance_slot: entrance,
+            };
+            match check_flow(inner, rules, &caller, now, count, &mut held) {
+                Ok(Decision::Wait(wait)) => queue_for = Some((wait, false)),
+                Ok(Decision::Occupied(wait)) => queue_for = Some((wait, true)),
+                // A pass (a refusal comes as its reason, below).
+                Ok(_) => {}
+                Err(refusal) => refuse!(Some(rules), refusal.into_error(inner, rules)),
+            }
+        }
+
+        // 4. Breakers.
+        if steps.breakers {
+            if let Err(error) = pass_breakers(inner, now, &mut held) {
+                refuse!(rules.map(|rules| &**rules), error);
+            }
+        }
+
+        // 5. Admit or queue.
+        match (queue_for, rules) {
+            (Some((wait, occupied)), Some(rules)) => queued(Queued {
+                wait,
+                held,
+                rules,
+                queue: Queue {
+                    origin,
+                    entrance,
+                    occupied,
+                },
+            }),
+            _ => ready(admit!().with_shadow(held.shadow())),
+        }
+    }
+}
+
+/// The block of a gate rule (see [`refusal_error`]), handed to `refused`: out of line (a call
+/// with its arguments in registers, that saves none), so that the block is written once, into
+/// the caller's result. Inlined, it was built in a temporary and copied into the result with
+/// loads wider than its stores, which then waited for those stores to reach the cache.
+#[inline(never)]
+fn refusal<R>(
+    inner: &ResourceInner,
+    current: i64,
+    threshold: f64,
+    rule_id: u32,
+    now: u64,
+    refused: impl FnOnce(BlockError) -> R,
+) -> R {
+    refused(refusal_error(inner, current, threshold, rule_id, now))
+}
+
+/// Step 4, Sentinel's `DegradeSlot`: the resource's breakers; probe places taken are noted in
+/// `held`.
+#[inline(never)]
+fn pass_breakers(inner: &ResourceInner, now: u64, held: &mut Held) -> Result<(), BlockError> {
+    let breakers = inner.breakers.load();
+    let Some(breakers) = breakers.as_ref() else {
+        return Ok(());
+    };
+    match breakers.try_pass(now) {
+        Ok(probe) => {
+            held.probes = probe;
+            held.decided = now;
+            Ok(())
+        }
+        Err(block) => Err(breaker_blocked(inner, block)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn breaker_blocked(inner: &ResourceInner, block: BreakerBlock) -> BlockError {
+    BlockError::new(
+        BlockKind::Breaker,
+        inner.name_number,
+        block.observed,
+        block.threshold,
+    )
+    .with_rule(block.rule_number)
+    .with_retry_after(block.retry_after)
+}
+
+/// Step 2, Sentinel's `SystemSlot`: the system rules, against the global inbound node. A
+/// `max_concurrency` is checked last and exactly: the entry's place is taken in the same step
+/// (`Ok(LIMITED_INBOUND)`), so that at most that many inbound entries are in flight.
+#[inline(never)]
+fn check_system(inner: &ResourceInner, now: u64, count: u32) -> Result<u8, BlockError> {
+    let core = &inner.core;
+    let rules = core.system.load();
+    rules
+        .check_reads(&core.inbound, &*core.probe, now, count, false)
+        .map_err(|block| system_blocked(inner, block))?;
+    let Some((max, rule)) = rules.max_concurrency() else {
+        return Ok(0);
+    };
+    match try_increment(core.inbound.limited(), |in_flight| in_flight < max) {
+        Ok(()) => Ok(LIMITED_INBOUND),
+        Err(in_flight) => Err(system_blocked(
+            inner,
+            SystemBlock::new(SystemCheck::Concurrency, rule, in_flight as f64, max as f64),
+        )),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn system_blocked(inner: &ResourceInner, block: SystemBlock) -> BlockError {
+    BlockError::new(
+        BlockKind::System(block.check),
+        inner.name_number,
+        block.observed,
+        block.threshold,
+    )
+    .with_rule(block.rule_number)
+}
