@@ -86,7 +86,7 @@ pub use rule::{
 };
 pub(crate) use rule_set::FlowRuleSet;
 pub use rule_set::{MAX_QUEUEING_RULES_PER_RESOURCE, MAX_RULES_PER_RESOURCE};
-pub(crate) use schedule::Slot;
+pub use schedule::Slot;
 pub use stats::FlowStats;
 pub use throttle::Throttle;
 pub use validate::{validate_flow_rules, FlowRuleError, MAX_OCCUPY_TIMEOUT};

@@ -14,10 +14,12 @@ pub(crate) struct Schedule {
     latest: AtomicU64,
 }
 
-/// A slot taken in the schedule: `previous` is what the schedule held before, so the slot can
-/// be given back while it is still the last one.
+/// A slot reserved in a pacing schedule ([`Throttle::reserve`](super::Throttle::reserve),
+/// [`WarmUpThrottle::reserve`](super::WarmUpThrottle::reserve)), to give back with the
+/// controller's `give_back` if its caller will not go. It remembers what the schedule held
+/// before, so that it can be given back while it is still the last one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Slot {
+pub struct Slot {
     pub(crate) previous: u64,
     pub(crate) at: u64,
 }

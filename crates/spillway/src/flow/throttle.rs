@@ -67,9 +67,25 @@ impl Throttle {
         self.reserve(now_nanos, acquire).0
     }
 
-    /// [`check`](Self::check), also returning the slot taken (to give back with
-    /// [`cancel`](Self::cancel) if the caller will not go).
-    pub(crate) fn reserve(&self, now_nanos: u64, acquire: u32) -> (Decision, Option<Slot>) {
+    /// [`check`](Self::check), also returning the slot taken (on a pass or a wait), to give back
+    /// with [`give_back`](Self::give_back) if the caller will not go after all: the entry path
+    /// does so when a later rule refuses the entry.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::{Decision, Throttle};
+    /// use std::time::Duration;
+    ///
+    /// let throttle = Throttle::new(10.0, Duration::from_secs(1));
+    /// let (_, first) = throttle.reserve(0, 1);
+    /// let (decision, second) = throttle.reserve(0, 1);
+    /// assert_eq!(decision, Decision::Wait(Duration::from_millis(100)));
+    /// assert!(!throttle.give_back(first.unwrap())); // not the last: one waits behind it
+    /// assert!(throttle.give_back(second.unwrap()));
+    /// assert_eq!(throttle.check(0, 1), Decision::Wait(Duration::from_millis(100)));
+    /// ```
+    pub fn reserve(&self, now_nanos: u64, acquire: u32) -> (Decision, Option<Slot>) {
         if acquire == 0 {
             return (Decision::Pass, None);
         }
@@ -91,7 +107,9 @@ impl Throttle {
         })
     }
 
-    pub(crate) fn give_back(&self, slot: Slot) -> bool {
+    /// Gives back `slot`, taken by [`reserve`](Self::reserve), if it is still the last one;
+    /// returns whether it was.
+    pub fn give_back(&self, slot: Slot) -> bool {
         self.schedule.cancel(slot)
     }
 }

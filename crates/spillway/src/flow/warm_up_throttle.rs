@@ -62,8 +62,10 @@ impl WarmUpThrottle {
         self.reserve(stats, now_nanos, acquire).0
     }
 
-    /// [`check`](Self::check), also returning the slot taken.
-    pub(crate) fn reserve(
+    /// [`check`](Self::check), also returning the slot taken, to give back with
+    /// [`give_back`](Self::give_back) if the caller will not go (see
+    /// [`Throttle::reserve`](super::Throttle::reserve)).
+    pub fn reserve(
         &self,
         stats: &impl FlowStats,
         now_nanos: u64,
@@ -85,7 +87,9 @@ impl WarmUpThrottle {
             .reserve(now_nanos, cost_ms.saturating_mul(NANOS_PER_MILLI))
     }
 
-    pub(crate) fn give_back(&self, slot: Slot) -> bool {
+    /// Gives back `slot`, taken by [`reserve`](Self::reserve), if it is still the last one;
+    /// returns whether it was.
+    pub fn give_back(&self, slot: Slot) -> bool {
         self.schedule.cancel(slot)
     }
 
