@@ -15,7 +15,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct RequestLabels {
     pub(crate) resource: String,
-    /// `pass` then `success` or `error`; or `block`.
+    /// `pass` then `success` or `error`; or `block`; or, for a request admitted only because a
+    /// rule (or the listener) is in shadow mode, `shadow_block` then `success` or `error`.
     pub(crate) outcome: &'static str,
     /// For a block, the check that refused (`flow`, `system`, `breaker`, `tps`, ...); else
     /// empty.
@@ -174,8 +175,26 @@ impl Collector for Live {
             "Circuit breaker state: 0 closed, 1 open, 2 half-open",
             &mut breakers.into_iter(),
         )?;
+        let flow_rules = self.spillway.flow_rules();
+        let mut shadow = encoder.encode_descriptor(
+            "spillway_flow_rule_shadow_refusals",
+            "Requests a flow rule in shadow mode would have refused (it admitted them), by rule",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for rule in flow_rules.iter().filter(|rule| rule.shadow) {
+            let Some(stats) = self.spillway.flow_rule_stats(&rule.id) else {
+                continue;
+            };
+            let labels = [
+                ("rule", rule.id.clone()),
+                ("resource", rule.resource.clone()),
+            ];
+            prometheus_client::metrics::counter::ConstCounter::new(stats.shadow_refusals)
+                .encode(shadow.encode_family(&labels)?)?;
+        }
         let rules = [
-            ("flow", self.spillway.flow_rules().len()),
+            ("flow", flow_rules.len()),
             ("system", self.spillway.system_rules().len()),
             ("breaker", self.spillway.breaker_rules().len()),
         ];

@@ -17,7 +17,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsConfig, TpsLimiter};
-use spillway::{BlockError, OwnedAdmission};
+use spillway::{BlockError, BlockKind, OwnedAdmission};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -239,8 +239,14 @@ impl Proxy {
                 return blocked(spillway, &err, table.blocked.as_ref());
             }
         };
-        if entry.is_some() {
-            metrics.count(&route.resource, "pass", "");
+        match entry.as_ref().and_then(|entry| entry.shadow_rule()) {
+            // A flow rule in shadow mode would have refused it.
+            Some(rule) => {
+                metrics.count(&route.resource, "shadow_block", BlockKind::Flow.as_str());
+                tracing::info!(resource = %route.resource, rule, "shadow rule: would block");
+            }
+            None if entry.is_some() => metrics.count(&route.resource, "pass", ""),
+            None => {}
         }
         let timeout = table.timeout;
         match forward::send(&self.inner.client, request, &upstream, peer, timeout).await {

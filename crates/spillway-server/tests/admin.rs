@@ -254,6 +254,45 @@ async fn metrics_are_prometheus_text() {
 }
 
 #[tokio::test]
+async fn a_shadow_rule_counts_its_refusals_by_rule_and_admits() {
+    let h =
+        start("[[flow]]\nid = \"orders-try\"\nresource = \"orders\"\ncount = 1\nshadow = true\n")
+            .await;
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    for _ in 0..3 {
+        let uri = format!("http://{}/orders", h.proxy).parse().unwrap();
+        client.get(uri).await.unwrap();
+    }
+    let (_, text) = get(h.admin, "/metrics").await;
+    let samples = parse_prometheus(&text);
+    let value = |series: &str| {
+        samples
+            .iter()
+            .find(|(s, _)| s == series)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
+    assert_eq!(
+        value(r#"spillway_flow_rule_shadow_refusals_total{rule="orders-try",resource="orders"}"#),
+        2.0
+    );
+    assert_eq!(
+        value(r#"spillway_requests_total{resource="orders",outcome="pass",reason=""}"#),
+        1.0
+    );
+    assert_eq!(
+        value(r#"spillway_requests_total{resource="orders",outcome="shadow_block",reason="flow"}"#),
+        2.0
+    );
+    assert!(
+        !samples
+            .iter()
+            .any(|(s, _)| s.contains(r#"outcome="block""#)),
+        "nothing was refused:\n{text}"
+    );
+}
+
+#[tokio::test]
 async fn a_good_reload_applies_and_a_bad_one_changes_nothing() {
     let h = start(ORDERS_QPS_1).await;
     std::fs::write(

@@ -465,6 +465,24 @@ async fn shadow_mode_counts_what_would_block_and_forwards_it() {
 }
 
 #[tokio::test]
+async fn a_rule_in_shadow_mode_forwards_what_it_would_block_and_the_others_still_block() {
+    let h = start(&format!(
+        "{ROUTES}\n[[flow]]\nid = \"try-0\"\nresource = \"orders\"\ncount = 0\nshadow = true\n\n[[flow]]\nid = \"limit-2\"\nresource = \"orders\"\ncount = 2\n"
+    ))
+    .await;
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    assert_eq!(h.status("/orders").await, StatusCode::OK);
+    let (status, headers, _) = h.get("/orders").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["ratelimit-policy"], r#""limit-2";q=2;w=1"#);
+    let orders = h.stats("orders");
+    assert_eq!((orders.total_pass, orders.total_block), (2, 1));
+    let try_0 = h.spillway.flow_rule_stats("try-0").unwrap();
+    assert_eq!(try_0.shadow_refusals, 3, "it would have refused all three");
+    h.shutdown().await;
+}
+
+#[tokio::test]
 async fn shadow_mode_lets_dubbo_limits_through_too() {
     let h = start_with(
         "shadow = true",

@@ -11,6 +11,10 @@
 //! [`spillway::Spillway`]: a limit holds across every connection. Unlike `ConcurrencyLimit`, a
 //! concurrency rule refuses at once instead of queueing without bound.
 //!
+//! A flow rule in shadow mode refuses nothing through the layer either: the request goes on,
+//! and its request and response carry a [`ShadowRefusal`] naming the rule that would have
+//! refused it.
+//!
 //! # Examples
 //!
 //! An axum router with a QPS limit on one route:
@@ -45,9 +49,11 @@ mod config;
 mod future;
 mod layer;
 mod service;
+mod shadow;
 
 pub use blocked::{grpc_resource_exhausted, too_many_requests};
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
 pub use layer::SpillwayLayer;
 pub use service::Spillway;
+pub use shadow::ShadowRefusal;

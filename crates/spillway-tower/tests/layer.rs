@@ -390,3 +390,53 @@ async fn grpc_calls_get_resource_exhausted_and_grpc_errors_count() {
         "application/grpc"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_shadow_rule_admits_and_marks_the_request_and_the_response_queued_or_not() {
+    use spillway_tower::protect::ShadowRefusal;
+    let spillway = spillway();
+    spillway
+        .load_flow_rules(vec![
+            FlowRule::qps("try-1", "GET /seen", 1.0).with_shadow(true),
+            FlowRule::qps("pace", "GET /seen", 10.0).with_behavior(Behavior::Throttle {
+                max_queueing_time: Duration::from_secs(1),
+            }),
+        ])
+        .unwrap();
+    // The handler says which shadow rule its request carries.
+    let app = Router::new()
+        .route(
+            "/seen",
+            get(|request: Request<Body>| async move {
+                match request.extensions().get::<ShadowRefusal>() {
+                    Some(refusal) => refusal.rule.to_owned(),
+                    None => "none".to_owned(),
+                }
+            }),
+        )
+        .layer(SpillwayLayer::new(spillway.clone()).by_route());
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let response = app.clone().oneshot(get_request("/seen")).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let marked = response.extensions().get::<ShadowRefusal>().copied();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        seen.push((String::from_utf8_lossy(&body).into_owned(), marked));
+    }
+    let marked = Some(ShadowRefusal { rule: "try-1" });
+    assert_eq!(
+        seen,
+        [
+            ("none".to_owned(), None),
+            ("try-1".to_owned(), marked),
+            ("try-1".to_owned(), marked),
+        ]
+    );
+    // The throttle in force paced them; the shadow rule made nobody wait.
+    assert_eq!(start.elapsed(), Duration::from_millis(200));
+    assert_eq!(
+        spillway.flow_rule_stats("try-1").unwrap().shadow_refusals,
+        2
+    );
+}

@@ -1,5 +1,6 @@
 use super::body::ResponseBody;
 use super::config::{default_is_error, is_grpc, ClassifyFn};
+use super::shadow::ShadowRefusal;
 use http::Response;
 use pin_project_lite::pin_project;
 use spillway::{OwnedEntry, OwnedPending};
@@ -110,6 +111,8 @@ where
                         unreachable!("a waiting state is left as soon as its wait ends");
                     };
                     let entry = pending.enter();
+                    let mut request = request;
+                    ShadowRefusal::mark(&entry, request.extensions_mut());
                     let future = service.call(request);
                     let classify = waiting.classify.take();
                     this.state.set(State::Calling {
@@ -137,6 +140,8 @@ where
                                 None => default_is_error(status, headers, grpc),
                             };
                             entry.set_error(error);
+                            let mut response = response;
+                            ShadowRefusal::mark(&entry, response.extensions_mut());
                             Ok(response.map(|body| ResponseBody::inner(body, entry, grpc)))
                         }
                         Err(err) => {

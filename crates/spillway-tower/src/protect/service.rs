@@ -1,6 +1,7 @@
 use super::body::ResponseBody;
 use super::config::{Config, Selector};
 use super::future::ResponseFuture;
+use super::shadow::ShadowRefusal;
 use http::{Request, Response};
 use spillway::{BlockError, OwnedAdmission};
 use std::fmt;
@@ -105,6 +106,8 @@ impl<S> Spillway<S> {
     {
         match admission {
             Ok(OwnedAdmission::Ready(entry)) => {
+                let mut request = request;
+                ShadowRefusal::mark(&entry, request.extensions_mut());
                 let future = self.inner.call(request);
                 ResponseFuture::calling(future, entry, self.config.classify.clone())
             }

@@ -47,6 +47,15 @@ struct Queued {
 }
 
 impl Held {
+    /// Holding the places `limited` says (`LIMITED_*` bits), and nothing else yet.
+    #[inline(always)]
+    pub(crate) fn holding(limited: u8) -> Self {
+        Self {
+            limited,
+            ..Self::default()
+        }
+    }
+
     /// Whether one more QPS reject rule may count its admission here.
     pub(crate) fn has_room_to_count(&self) -> bool {
         self.counted

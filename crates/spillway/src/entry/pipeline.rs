@@ -88,39 +88,31 @@ impl<'a> EntryBuilder<'a> {
         let now = inner.clock.now_nanos();
         let (origin, entrance) = self.child_slots(inner);
         let count = self.count;
-        let mut held = Held::default();
-        // An admission, counted on every node of the entry. A macro, not a closure: the
-        // compiler outlined the closure, which then returned the state through memory, and the
-        // caller's wider copy of it waited on those narrower stores.
+        // An admission, counted on every node of the entry, holding the places `$held` says. A
+        // macro, not a closure: the compiler outlined the closure, which then returned the state
+        // through memory, and the caller's wider copy of it waited on those narrower stores.
         macro_rules! admit {
-            () => {
+            ($limited:expr) => {
                 EntryState::admit(
-                    inner,
-                    origin,
-                    entrance,
-                    now,
-                    count,
-                    inbound,
-                    held.limited,
-                    false,
+                    inner, origin, entrance, now, count, inbound, $limited, false,
                 )
             };
         }
-        // Gives back what is held, counts the refusal, and returns the block.
-        macro_rules! refuse {
-            ($rules:expr, $error:expr) => {{
-                give_back(inner, $rules, origin, entrance, &held);
-                count_refusal(inner, origin, entrance, now, count, inbound);
-                return refused($error);
-            }};
-        }
 
         // 2. System.
+        let mut place = 0;
         if steps.system {
             match check_system(inner, now, count) {
-                Ok(place) => held.limited = place,
-                Err(error) => refuse!(None, error),
+                Ok(taken) => place = taken,
+                Err(error) => {
+                    count_refusal(inner, origin, entrance, now, count, inbound);
+                    return refused(error);
+                }
             }
+        }
+        // No flow rule and no breaker: admitted.
+        if !steps.flow && !steps.breakers {
+            return ready(admit!(place));
         }
 
         // 3. Flow: the gate's short path when it holds every rule and no breaker follows,
@@ -130,9 +122,9 @@ impl<'a> EntryBuilder<'a> {
             if !steps.breakers && !self.prioritized {
                 if let Some(read) = inner.gate.begin() {
                     match check_gate(inner, &read, now, count) {
-                        Ok(()) => return ready(admit!()),
+                        Ok(()) => return ready(admit!(place)),
                         Err(stop) if stop.refused() => {
-                            release_limited(inner, origin, entrance, held.limited);
+                            release_limited(inner, origin, entrance, place);
                             count_refusal(inner, origin, entrance, now, count, inbound);
                             let rule = read.rule(stop.rule());
                             return refusal(
@@ -150,6 +142,15 @@ impl<'a> EntryBuilder<'a> {
                 }
             }
             guard = Some(inner.flow.load());
+        }
+        let mut held = Held::holding(place);
+        // Gives back what is held, counts the refusal, and returns the block.
+        macro_rules! refuse {
+            ($rules:expr, $error:expr) => {{
+                give_back(inner, $rules, origin, entrance, &held);
+                count_refusal(inner, origin, entrance, now, count, inbound);
+                return refused($error);
+            }};
         }
         let rules = guard.as_ref().and_then(|guard| guard.as_ref());
         let mut queue_for = None;
@@ -189,7 +190,7 @@ impl<'a> EntryBuilder<'a> {
                     occupied,
                 },
             }),
-            _ => ready(admit!().with_shadow(held.shadow())),
+            _ => ready(admit!(held.limited).with_shadow(held.shadow())),
         }
     }
 }
