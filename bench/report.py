@@ -125,6 +125,12 @@ def main() -> None:
     paired = Path(__file__).parent / "target" / "paired.json"
     if paired.exists():
         out.extend(paired_section(json.loads(paired.read_text())))
+    # One call counted under callgrind (`bench/count`), with its own date, and why the paired
+    # ratios depend on the CPU (written by hand, from runs it names).
+    for name in ("count.md", "cpus.md"):
+        section = Path(__file__).parent / name
+        if section.exists():
+            out.append(section.read_text().rstrip() + "\n")
     # The wrk load test of the spillway binary (`bench/load`), with its own date and command.
     load = Path(__file__).parent / "load.md"
     if load.exists():

@@ -57,6 +57,20 @@
 //! entry after [`load_flow_rules`](crate::Spillway::load_flow_rules) returns sees the new rules,
 //! on any thread that is ordered after the reload.
 
+//! # Shadow mode
+//!
+//! A rule in shadow mode ([`FlowRule::with_shadow`]) is checked with the others, but refuses
+//! nothing: where it would refuse an entry, it counts the refusal on itself
+//! ([`Spillway::flow_rule_stats`](crate::Spillway::flow_rule_stats)) and names itself on the
+//! admitted entry ([`Entry::shadow_rule`](crate::Entry::shadow_rule)); the rules in force still
+//! decide. The resource's statistics count what happened (a pass), the rule's what it would have
+//! done. A shadow throttle makes nobody wait but keeps its schedule, so it refuses exactly what
+//! it would in force; a shadow QPS rule reads the node's window and a shadow concurrency rule the
+//! node's in-flight count, since they did not hold back what they see. A prioritized entry does
+//! not borrow from a shadow rule. Switching a rule into or out of shadow mode is a change of the
+//! rule: it starts with fresh state (a warm-up starts cold), but its count of shadow refusals
+//! stays with its id.
+
 mod admission;
 mod compiled;
 mod concurrency;

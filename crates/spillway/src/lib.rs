@@ -64,6 +64,27 @@
 //! An inbound entry meets them in this order: the system rule, the resource's flow rules, its
 //! breakers. A refusal by a later one gives back what earlier ones reserved.
 //!
+//! # The decision pipeline
+//!
+//! Every entry, whichever way it comes in ([`EntryBuilder::enter`], [`EntryBuilder::try_enter`],
+//! owned or not), goes through one sequence, written top to bottom in one function
+//! (`src/entry/pipeline.rs`):
+//!
+//! | step | what | file |
+//! |---|---|---|
+//! | 1. resolve | the resource (a handle's, or a name's through the registry) and the caller's origin and entrance nodes | `entry/builder.rs` |
+//! | 2. system | inbound entries: the system rules against the global inbound node; `max_concurrency` takes its place | `entry/pipeline.rs`, `system/` |
+//! | 3. flow | the resource's flow rules, all or nothing: the gate's short path when it holds every rule, else the rule set; shadow rules count and admit | `entry/gate_check.rs`, `entry/flow_check.rs`, `flow/` |
+//! | 4. breakers | the resource's circuit breakers | `entry/pipeline.rs`, `breaker/` |
+//! | 5. admit, queue or refuse | count the admission, hand out the wait, or give back what was held, count the refusal and return the block | `entry/guard.rs`, `entry/pending.rs`, `entry/held.rs`, `entry/refusal.rs` |
+//! | 6. exit | the entry's drop: RT, completion, places given back, breakers fed | `entry/guard.rs` |
+//!
+//! A step with nothing to check costs one flag test, and a resource without rules is admitted
+//! after the flags alone. The flow step speaks [`flow::Decision`], as the standalone
+//! controllers do, and calls the same controller code they run; a property test
+//! (`tests/pipeline_equivalence.rs`) drives random rule sets, entries, exits, clock moves and
+//! reloads through both and requires the same decisions and statistics.
+//!
 //! ```
 //! use spillway::breaker::{BreakerRule, BreakerStrategy};
 //! use spillway::flow::FlowRule;
