@@ -76,6 +76,7 @@ mod compiled;
 mod concurrency;
 mod decision;
 mod gate;
+mod installed;
 mod reject;
 mod rule;
 mod rule_set;
@@ -88,12 +89,13 @@ mod warm_up_throttle;
 
 pub use concurrency::ConcurrencyLimit;
 
-pub(crate) use admission::{whole_count, AdmissionRing, AdmissionRings, Admitted, RINGS};
+pub(crate) use admission::{whole_count, AdmissionRing, Admitted};
 pub use compiled::FlowRuleStats;
 pub(crate) use compiled::{Controller, ResourceRules};
 pub(crate) use concurrency::{try_acquire_on, try_increment};
 pub use decision::Decision;
-pub(crate) use gate::{DirectGate, GateRead};
+pub(crate) use gate::GateRead;
+pub(crate) use installed::InstalledRules;
 pub use reject::QpsReject;
 pub use rule::{
     Behavior, FlowRule, Grade, LimitApp, Strategy, DEFAULT_COLD_FACTOR, DEFAULT_OCCUPY_TIMEOUT,

@@ -10,11 +10,9 @@ use crate::breaker::ResourceBreakers;
 use crate::clock::{AnyClock, Clock};
 use crate::core::Core;
 use crate::entry::EntryBuilder;
-use crate::flow::RINGS;
-use crate::flow::{AdmissionRings, DirectGate, ResourceRules};
+use crate::flow::InstalledRules;
 use crate::stats::{NodeStats, ResourceNode, WindowSnapshot};
 use arc_swap::ArcSwapOption;
-use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -53,16 +51,8 @@ pub(crate) struct ResourceInner {
     pub(crate) node: ResourceNode,
     pub(crate) origins: ChildNodes,
     pub(crate) entrances: ChildNodes,
-    /// This resource's flow rules, swapped whole when rules are loaded.
-    pub(crate) flow: ArcSwapOption<ResourceRules>,
-    /// Whether `flow` holds rules: lets the rule-free path skip the ArcSwap load.
-    pub(crate) has_flow: AtomicBool,
-    /// Copies of the numbers of `flow`'s rules when they are all QPS reject rules that every
-    /// caller meets, read without a reference on `flow` (closed otherwise). On a cache line of
-    /// its own: read by every entry, written only by reloads.
-    pub(crate) gate: CachePadded<DirectGate>,
-    /// The admission rings of `flow`'s QPS reject rules (see [`AdmissionRings`]).
-    pub(crate) rings: AdmissionRings,
+    /// This resource's flow rules and their fast state.
+    pub(crate) flow: InstalledRules,
     /// This resource's circuit breakers, swapped whole when breaker rules are loaded.
     pub(crate) breakers: ArcSwapOption<ResourceBreakers>,
     pub(crate) has_breakers: AtomicBool,
@@ -84,17 +74,14 @@ impl Resource {
                 node: ResourceNode::new(config),
                 origins: ChildNodes::new(core.max_origins, config),
                 entrances: ChildNodes::new(core.max_origins, config),
-                has_flow: AtomicBool::new(flow.is_some()),
-                gate: CachePadded::new(DirectGate::new()),
-                rings: AdmissionRings::default(),
-                flow: ArcSwapOption::new(None),
+                flow: InstalledRules::new(),
                 has_breakers: AtomicBool::new(breakers.is_some()),
                 breakers: ArcSwapOption::new(breakers),
                 clock: core.clock.clone(),
                 core,
             }),
         };
-        resource.inner.set_flow(flow);
+        resource.inner.flow.install(flow);
         resource
     }
 
@@ -185,44 +172,8 @@ impl Resource {
 }
 
 impl ResourceInner {
-    /// Installs this resource's rules: under the core's rules lock, or before the resource is
-    /// shared (writers of the gate must not overlap).
-    pub(crate) fn set_flow(&self, rules: Option<Arc<ResourceRules>>) {
-        use std::sync::atomic::Ordering;
-        // The gate closes before its rules change and opens after: a reader that finds it
-        // closed reads `flow`, which always holds the old rules or the new.
-        self.gate.publish(None);
-        if let Some(new) = &rules {
-            // A ring that passes to another rule starts over. An unchanged rule keeps its ring
-            // (the same controller holds it) and its counts.
-            let old = self.flow.load();
-            for ring in 0..RINGS as u8 {
-                let Some(user) = new.ring_user(ring) else {
-                    continue;
-                };
-                let previous = old.as_ref().and_then(|old| old.ring_user(ring));
-                if !previous.is_some_and(|previous| Arc::ptr_eq(previous, user)) {
-                    self.rings.get(ring).reset();
-                }
-            }
-        }
-        let gate = rules.as_ref().and_then(|rules| rules.gate);
-        // Flag first when adding, after when removing: a reader that sees the flag unset skips
-        // rules that are being removed anyway.
-        if rules.is_some() {
-            self.flow.store(rules);
-            self.has_flow.store(true, Ordering::Release);
-        } else {
-            self.has_flow.store(false, Ordering::Release);
-            self.flow.store(None);
-        }
-        self.gate.publish(gate.as_ref());
-    }
-}
-
-impl ResourceInner {
     /// Installs this resource's breakers (under the core's rules lock), flag ordered as in
-    /// [`set_flow`](Self::set_flow).
+    /// [`InstalledRules::install`].
     pub(crate) fn set_breakers(&self, breakers: Option<Arc<ResourceBreakers>>) {
         use std::sync::atomic::Ordering;
         if breakers.is_some() {

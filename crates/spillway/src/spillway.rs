@@ -184,7 +184,8 @@ impl Spillway {
         for resource in registry.iter().chain(std::iter::once(registry.overflow())) {
             resource
                 .inner
-                .set_flow(set.by_resource.get(resource.name()).cloned());
+                .flow
+                .install(set.by_resource.get(resource.name()).cloned());
         }
         Ok(())
     }

@@ -1,5 +1,4 @@
-use super::pending::{rebase_probes, OwnedPending, Pending, PendingState};
-use super::pipeline::Queued;
+use super::pending::{rebase_probes, OwnedPending, Pending, PendingState, Queued};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
 use crate::block::BlockError;
 use crate::clock::Clock;

@@ -170,7 +170,7 @@ fn check_rule(
     };
     match &*compiled.controller {
         Controller::Reject(controller, ring) => {
-            let admissions = ring.map(|ring| resource.rings.get(ring));
+            let admissions = ring.map(|ring| resource.flow.ring(ring));
             let Err(current) =
                 admit_reject(controller, admissions, selected, held, index, now, count)
             else {
@@ -255,13 +255,11 @@ fn admit_reject(
     count: u32,
 ) -> Result<(), i64> {
     let node = selected.node();
-    let window = node.second_window();
     let counts_all = matches!(selected, Selected::Own(_, LIMITED_RESOURCE));
     if let Some(admissions) = admissions {
-        if counts_all && held.has_room_to_count() && admissions.ready(window, now) {
-            let current = window.current_id(now);
+        if counts_all && held.has_room_to_count() {
             let whole = whole_count(controller.count());
-            let admitted = admissions.admit(window, current, count, controller.count(), whole)?;
+            let admitted = admissions.admit_on(node, now, count, controller.count(), whole)?;
             held.count(index, admitted);
             return Ok(());
         }

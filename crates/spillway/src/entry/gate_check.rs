@@ -2,7 +2,7 @@
 //! caller meets, each counting its admissions on a ring), checked without the rule set.
 
 use super::held::MAX_COUNTED;
-use crate::flow::{Admitted, GateRead, QpsReject};
+use crate::flow::{Admitted, GateRead};
 use crate::resource::ResourceInner;
 
 /// Why [`check_gate`] stopped: rule `rule` refused the entry, seeing the truncated pass QPS
@@ -72,8 +72,8 @@ fn check_gate_rest(
                 for (earlier, &admitted) in counted[..index].iter().enumerate() {
                     if admitted.count > 0 {
                         resource
-                            .rings
-                            .get(read.rule(earlier).ring)
+                            .flow
+                            .ring(read.rule(earlier).ring)
                             .give_back(admitted);
                     }
                 }
@@ -100,18 +100,13 @@ fn admit_gate_rule(
             current: 0,
         });
     }
-    let node = &resource.node;
-    let window = node.second_window();
-    let admissions = resource.rings.get(rule.ring);
-    let result = if admissions.ready(window, now) {
-        let bucket = window.current_id(now);
-        admissions.admit(window, bucket, count, rule.count, rule.whole_count)
-    } else {
-        // A window with more buckets than a ring covers: Sentinel's read of the window.
-        QpsReject::new(rule.count)
-            .check_current(node, now, count)
-            .map(|()| Admitted::default())
-    };
+    let result = resource.flow.ring(rule.ring).admit_on(
+        &resource.node,
+        now,
+        count,
+        rule.count,
+        rule.whole_count,
+    );
     result.map_err(|current| GateStop {
         rule: index,
         current,

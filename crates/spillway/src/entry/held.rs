@@ -144,7 +144,7 @@ fn give_back_held(
             if let Controller::Reject(_, Some(ring)) = &*rules.rules[usize::from(index)].controller
             {
                 if admitted.count > 0 {
-                    resource.rings.get(*ring).give_back(admitted);
+                    resource.flow.ring(*ring).give_back(admitted);
                 }
             }
         }

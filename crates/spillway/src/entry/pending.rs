@@ -1,7 +1,6 @@
 //! Entries a pacing rule queued: reserved now, entered after a wait, or given back.
 
 use super::held::{give_back, Held};
-use super::pipeline::Queued;
 use super::{Entry, EntryState, OwnedEntry};
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
@@ -9,6 +8,15 @@ use crate::resource::{ChildSlot, Resource, ResourceInner};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A queued admission, handed to the way in that asked: how long to wait, what is held, the
+/// rules that hold it, and the entry's nodes.
+pub(super) struct Queued<'r> {
+    pub(super) wait: Duration,
+    pub(super) held: Held,
+    pub(super) rules: &'r Arc<ResourceRules>,
+    pub(super) queue: Queue,
+}
 
 /// What a queued entry holds, whoever holds the resource.
 pub(crate) struct PendingState {

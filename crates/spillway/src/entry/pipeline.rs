@@ -25,19 +25,17 @@ use super::builder::EntryBuilder;
 use super::flow_check::{check_flow, Caller};
 use super::gate_check::check_gate;
 use super::held::{give_back, Held};
-use super::pending::Queue;
+use super::pending::{Queue, Queued};
 use super::places::{release_limited, LIMITED_INBOUND};
 use super::refusal::{count_refusal, refusal_error};
 use super::{EntryState, TrafficType};
 use crate::block::{BlockError, BlockKind};
 use crate::breaker::BreakerBlock;
 use crate::clock::Clock;
-use crate::flow::{try_increment, Decision, ResourceRules};
+use crate::flow::{try_increment, Decision};
 use crate::resource::{Resource, ResourceInner};
 use crate::sync::Ordering;
 use crate::system::{SystemBlock, SystemCheck};
-use std::sync::Arc;
-use std::time::Duration;
 
 /// Which steps have something to check, read from the resource's flags. Relaxed: a stale flag
 /// only delays seeing a rule load by a moment, as a stale rule set would; the rules themselves
@@ -54,19 +52,10 @@ impl Steps {
     fn of(resource: &ResourceInner, inbound: bool) -> Self {
         Self {
             system: inbound && resource.core.has_system.load(Ordering::Relaxed),
-            flow: resource.has_flow.load(Ordering::Relaxed),
+            flow: resource.flow.present(),
             breakers: resource.has_breakers.load(Ordering::Relaxed),
         }
     }
-}
-
-/// A queued admission, handed to the way in that asked: how long to wait, what is held, the
-/// rules that hold it, and the entry's nodes.
-pub(super) struct Queued<'r> {
-    pub(super) wait: Duration,
-    pub(super) held: Held,
-    pub(super) rules: &'r Arc<ResourceRules>,
-    pub(super) queue: Queue,
 }
 
 impl<'a> EntryBuilder<'a> {
@@ -120,7 +109,7 @@ impl<'a> EntryBuilder<'a> {
         let mut guard = None;
         if steps.flow {
             if !steps.breakers && !self.prioritized {
-                if let Some(read) = inner.gate.begin() {
+                if let Some(read) = inner.flow.gate() {
                     match check_gate(inner, &read, now, count) {
                         Ok(()) => return ready(admit!(place)),
                         Err(stop) if stop.refused() => {

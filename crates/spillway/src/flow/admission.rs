@@ -20,7 +20,8 @@
 //! window, so that a rule loaded on a busy resource sees the passes before it; callers that
 //! arrive during the seed wait for it (a read of the window meanwhile would admit past it).
 
-use crate::stats::{Event, SlidingWindow};
+use super::QpsReject;
+use crate::stats::{Event, ResourceNode, SlidingWindow};
 use crate::sync::{AtomicU64, AtomicU8, Ordering};
 
 /// Slots in the ring: windows of up to `SLOTS / 2` buckets use it.
@@ -159,6 +160,30 @@ impl AdmissionRing {
     #[inline]
     fn slot(&self, id: u64) -> &AtomicU64 {
         &self.slots[(id % SLOTS as u64) as usize]
+    }
+
+    /// The QPS reject check of a rule that counts its admissions here, on `node`'s second
+    /// window: by compare-and-swap on this ring when it can count for the window, else (a window
+    /// with more buckets than a ring covers) Sentinel's read of the window, which counts nothing
+    /// here (`Admitted::default()`). `Err` carries the truncated pass QPS that refused. The one
+    /// place both the gate's short path and the rule set check such a rule.
+    #[inline(always)]
+    pub(crate) fn admit_on(
+        &self,
+        node: &ResourceNode,
+        now: u64,
+        acquire: u32,
+        count: f64,
+        whole_count: u64,
+    ) -> Result<Admitted, i64> {
+        let window = node.second_window();
+        if self.ready(window, now) {
+            self.admit(window, window.current_id(now), acquire, count, whole_count)
+        } else {
+            QpsReject::new(count)
+                .check_current(node, now, acquire)
+                .map(|()| Admitted::default())
+        }
     }
 
     /// Admits `acquire` in bucket `current` if the window's admissions (per second, truncated as
