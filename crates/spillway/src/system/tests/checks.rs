@@ -92,6 +92,44 @@ fn a_place_taken_for_the_system_rule_goes_back_when_a_flow_rule_refuses() {
 }
 
 #[test]
+fn a_queued_entry_keeps_its_system_place_while_it_waits() {
+    use crate::flow::{Behavior, FlowRule};
+    use crate::Admission;
+    let (spillway, clock, _) = setup();
+    spillway
+        .load_system_rules(vec![SystemRule::new("c").with_max_concurrency(2)])
+        .unwrap();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("pace", "api", 10.0).with_behavior(
+            Behavior::Throttle {
+                max_queueing_time: Duration::from_secs(1),
+            },
+        )])
+        .unwrap();
+    let try_enter = || spillway.entry("api").inbound().try_enter();
+    let Ok(Admission::Ready(first)) = try_enter() else {
+        panic!("the first entry goes at once");
+    };
+    let Ok(Admission::Queued(waiting)) = try_enter() else {
+        panic!("the second waits 100 ms for its slot");
+    };
+    // One in flight and one waiting: the limit of 2 is reached (see docs/exactness.md).
+    let err = try_enter().unwrap_err();
+    assert_eq!(err.kind(), BlockKind::System(SystemCheck::Concurrency));
+    assert_eq!(err.observed(), 2.0);
+    // Given up, the waiting entry gives its place back.
+    drop(waiting);
+    let Ok(Admission::Queued(again)) = try_enter() else {
+        panic!("the place and the slot were given back");
+    };
+    clock.advance(again.wait());
+    let second = again.enter();
+    assert!(try_enter().is_err(), "two in flight");
+    drop((first, second));
+    assert_eq!(blocked_by(&spillway), None);
+}
+
+#[test]
 fn concurrency_never_exceeds_the_limit_under_threads() {
     use std::sync::atomic::{AtomicU32, Ordering};
     const MAX: u32 = 3;
