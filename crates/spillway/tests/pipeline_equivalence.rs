@@ -1,5 +1,5 @@
 //! The entry path against the standalone controllers: random flow rule sets (every behaviour and
-//! grade, by origin, `other` and chain, in shadow mode or not), random entries (origins,
+//! grade, by origin, `other`, chain and relate, in shadow mode or not), random entries (origins,
 //! entrances, batches, prioritized), exits, clock moves and reloads go through a [`Spillway`] and
 //! through a reference pipeline written here from the public controllers ([`QpsReject`],
 //! [`WarmUp`], [`Throttle`], [`WarmUpThrottle`]) and public [`ResourceNode`]s, in Sentinel's
@@ -21,7 +21,7 @@ use std::time::Duration;
 #[path = "pipeline_equivalence/reference.rs"]
 mod reference;
 
-use reference::{NodeKey, Outcome, Reference, ENTRANCES, ORIGINS, RESOURCE};
+use reference::{NodeKey, Outcome, Reference, ENTRANCES, ORIGINS, RELATED, RESOURCE};
 
 /// A rule as generated: which controller, for whom, on which node.
 #[derive(Debug, Clone)]
@@ -30,7 +30,8 @@ struct RuleSpec {
     kind: u8,
     count: u8,
     limit_app: u8,
-    chain: bool,
+    /// 0 direct, 1 chain (entrance `e1`), 2 relate (resource `other`).
+    strategy: u8,
     shadow: bool,
 }
 
@@ -60,12 +61,14 @@ impl RuleSpec {
             _ => LimitApp::Origin(ORIGINS[0].to_owned()),
         };
         let rule = rule.with_limit_app(limit_app).with_shadow(self.shadow);
-        if self.chain {
-            rule.with_strategy(RuleStrategy::Chain {
+        match self.strategy {
+            1 => rule.with_strategy(RuleStrategy::Chain {
                 entrance: ENTRANCES[0].to_owned(),
-            })
-        } else {
-            rule
+            }),
+            2 => rule.with_strategy(RuleStrategy::Relate {
+                ref_resource: RELATED.to_owned(),
+            }),
+            _ => rule,
         }
     }
 }
@@ -76,15 +79,15 @@ fn rule_spec() -> impl proptest::strategy::Strategy<Value = RuleSpec> {
         0u8..5,
         1u8..6,
         0u8..3,
-        any::<bool>(),
+        0u8..3,
         prop::bool::weighted(0.25),
     )
-        .prop_map(|(id, kind, count, limit_app, chain, shadow)| RuleSpec {
+        .prop_map(|(id, kind, count, limit_app, strategy, shadow)| RuleSpec {
             id,
             kind,
             count,
             limit_app,
-            chain,
+            strategy,
             shadow,
         })
 }
@@ -107,6 +110,9 @@ enum Op {
         prioritized: bool,
     },
     Exit(usize),
+    /// An entry into the resource `relate` rules read, which has no rules of its own.
+    EnterRelated,
+    ExitRelated(usize),
     Advance(u64),
     Reload(Vec<RuleSpec>),
 }
@@ -126,6 +132,8 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
                 prioritized,
             }),
         3 => (0usize..8).prop_map(Op::Exit),
+        2 => Just(Op::EnterRelated),
+        1 => (0usize..4).prop_map(Op::ExitRelated),
         4 => prop_oneof![0u64..50, 50u64..700].prop_map(Op::Advance),
         1 => rule_set().prop_map(Op::Reload),
     ]
@@ -190,6 +198,11 @@ fn check_stats(spillway: &Spillway, reference: &Reference, step: usize) {
             "entrance {entrance} after step {step}"
         );
     }
+    assert_eq!(
+        Some(spillway.resource(RELATED).unwrap().stats()),
+        reference.stats(NodeKey::Related),
+        "related resource after step {step}"
+    );
 }
 
 fn run(initial: Vec<RuleSpec>, ops: Vec<Op>) {
@@ -197,6 +210,7 @@ fn run(initial: Vec<RuleSpec>, ops: Vec<Op>) {
     let spillway = Spillway::new_with_clock(clock.clone());
     let mut reference = Reference::new(clock.clone());
     let mut entries: Vec<Entry<'_>> = Vec::new();
+    let mut related: Vec<Entry<'_>> = Vec::new();
     let load = |specs: &[RuleSpec], reference: &mut Reference| {
         let rules: Vec<FlowRule> = specs.iter().map(RuleSpec::rule).collect();
         spillway.load_flow_rules(rules.clone()).unwrap();
@@ -222,6 +236,15 @@ fn run(initial: Vec<RuleSpec>, ops: Vec<Op>) {
                 reference.exit(index);
             }
             Op::Exit(_) => {}
+            Op::EnterRelated => {
+                reference.enter_related();
+                related.push(spillway.entry(RELATED).enter().unwrap());
+            }
+            Op::ExitRelated(index) if index < related.len() => {
+                drop(related.remove(index));
+                reference.exit_related(index);
+            }
+            Op::ExitRelated(_) => {}
             Op::Advance(millis) => clock.advance_millis(millis),
             Op::Reload(specs) => load(&specs, &mut reference),
         }
@@ -242,14 +265,14 @@ proptest! {
 }
 
 #[test]
-fn a_gate_rule_a_chain_rule_and_a_throttle_agree_on_a_fixed_trace() {
+fn a_gate_rule_a_chain_rule_a_relate_rule_and_a_throttle_agree_on_a_fixed_trace() {
     let specs = vec![
         RuleSpec {
             id: 0,
             kind: 0,
             count: 3,
             limit_app: 0,
-            chain: false,
+            strategy: 0,
             shadow: false,
         },
         RuleSpec {
@@ -257,7 +280,7 @@ fn a_gate_rule_a_chain_rule_and_a_throttle_agree_on_a_fixed_trace() {
             kind: 2,
             count: 4,
             limit_app: 1,
-            chain: false,
+            strategy: 0,
             shadow: false,
         },
         RuleSpec {
@@ -265,7 +288,15 @@ fn a_gate_rule_a_chain_rule_and_a_throttle_agree_on_a_fixed_trace() {
             kind: 4,
             count: 2,
             limit_app: 0,
-            chain: true,
+            strategy: 1,
+            shadow: false,
+        },
+        RuleSpec {
+            id: 3,
+            kind: 4,
+            count: 2,
+            limit_app: 0,
+            strategy: 2,
             shadow: false,
         },
     ];
@@ -279,6 +310,12 @@ fn a_gate_rule_a_chain_rule_and_a_throttle_agree_on_a_fixed_trace() {
         });
         if round % 3 == 2 {
             ops.push(Op::Exit(0));
+        }
+        if round % 7 == 3 {
+            ops.push(Op::EnterRelated);
+        }
+        if round % 7 == 6 {
+            ops.push(Op::ExitRelated(0));
         }
         ops.push(Op::Advance(37));
     }

@@ -14,6 +14,8 @@ use std::time::Duration;
 pub(crate) const RESOURCE: &str = "r";
 pub(crate) const ORIGINS: [&str; 2] = ["a", "b"];
 pub(crate) const ENTRANCES: [&str; 2] = ["e1", "e2"];
+/// The resource `relate` rules read.
+pub(crate) const RELATED: &str = "other";
 
 /// What a pipeline decided for one entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +39,8 @@ pub(crate) enum NodeKey {
     Resource,
     Origin(usize),
     Entrance(usize),
+    /// The node of [`RELATED`].
+    Related,
 }
 
 enum Controller {
@@ -101,18 +105,22 @@ pub(crate) struct Reference {
     nodes: HashMap<NodeKey, ResourceNode>,
     places: HashMap<NodeKey, u64>,
     entries: Vec<RefEntry>,
+    /// When each entry into [`RELATED`] in flight started.
+    related: Vec<u64>,
 }
 
 impl Reference {
     pub(crate) fn new(clock: ManualClock) -> Self {
         let mut nodes = HashMap::new();
         nodes.insert(NodeKey::Resource, ResourceNode::new(NodeConfig::default()));
+        nodes.insert(NodeKey::Related, ResourceNode::new(NodeConfig::default()));
         Self {
             clock,
             rules: Vec::new(),
             nodes,
             places: HashMap::new(),
             entries: Vec::new(),
+            related: Vec::new(),
         }
     }
 
@@ -168,6 +176,7 @@ impl Reference {
             }
         };
         match &rule.strategy {
+            RuleStrategy::Relate { .. } => Some(NodeKey::Related),
             RuleStrategy::Chain { entrance: chained } => {
                 let entrance = entrance?;
                 (ENTRANCES[entrance] == chained).then_some(NodeKey::Entrance(entrance))
@@ -231,7 +240,9 @@ impl Reference {
                     slots.extend(slot.map(|slot| (index, slot)));
                     (decision, node.pass_qps(now))
                 }
-                Controller::Concurrency if shadowed => {
+                // Another resource's concurrency is read, never counted, and so is a shadow
+                // rule's.
+                Controller::Concurrency if shadowed || key == NodeKey::Related => {
                     let in_flight = node.concurrency().max(0) as u64;
                     let over = in_flight as f64 + f64::from(count) > limit;
                     let decision = if over {
@@ -327,6 +338,23 @@ impl Reference {
         for key in entry.places {
             *self.places.get_mut(&key).unwrap() -= 1;
         }
+    }
+
+    /// An entry into [`RELATED`], which has no rules: admitted, counted on its node.
+    pub(crate) fn enter_related(&mut self) {
+        let now = self.clock.now_nanos();
+        let node = self.node(NodeKey::Related);
+        node.add_pass(now, 1);
+        node.increase_concurrency();
+        self.related.push(now);
+    }
+
+    pub(crate) fn exit_related(&mut self, index: usize) {
+        let started = self.related.remove(index);
+        let now = self.clock.now_nanos();
+        let node = self.node(NodeKey::Related);
+        node.add_completion(now, (now - started) / 1_000, 1, false);
+        node.decrease_concurrency();
     }
 
     pub(crate) fn stats(&self, key: NodeKey) -> Option<NodeStats> {
