@@ -145,6 +145,7 @@
 // `unsafe_code` is denied workspace-wide; the one module that allows it reads the TSC inline
 // (`clock/tsc.rs`).
 
+pub mod adaptive;
 mod block;
 mod bounded_map;
 pub mod breaker;

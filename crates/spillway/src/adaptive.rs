@@ -1,0 +1,83 @@
+//! Adaptive concurrency limits: protection that needs no capacity number.
+//!
+//! An [`AdaptiveLimiter`] admits at most `limit` calls at once, and a [`LimitAlgorithm`] moves
+//! the limit from the latency of the calls that complete: up while latency holds at its
+//! baseline, down when a queue builds (latency rises) or calls are dropped. Nobody has to know
+//! the service's capacity, and the limit follows it as deploys and dependencies change it.
+//!
+//! The limiter is exact under racing threads: the limit and the in-flight count share one
+//! atomic word and a call is admitted by compare-and-swap on it (proven with loom; an 8-thread
+//! stress test checks it), and every completed call's sample reaches the algorithm (none is
+//! lost to a race: each is counted in [`AdaptiveState::samples`]).
+//!
+//! # Algorithms, and how to choose
+//!
+//! | algorithm | moves on | reacts | from |
+//! |---|---|---|---|
+//! | [`Gradient2`] | average RTT against its long-term average | once per window (1 s), smoothed | Netflix |
+//! | [`Vegas`] | RTT against the smallest RTT seen (the queue it implies) | on every sample | Netflix |
+//! | [`Aimd`] | drops and timeouts only | on every sample | Netflix |
+//! | [`EnvoyGradient`] | a percentile of each window's RTTs against a periodically measured minRTT | every window (100 ms) | Envoy |
+//!
+//! - **Latency-based, no tuning:** [`EnvoyGradient`] re-measures its baseline on a schedule (at
+//!   a minimal limit, briefly), so a baseline that moves is found again; its windows are short,
+//!   so it reacts within a fraction of a second. The periodic measurement costs a brief dip in
+//!   admitted calls.
+//! - **Latency-based, steady:** [`Gradient2`] compares against a long-term average rather than a
+//!   minimum, which suits RPCs whose latency varies widely call to call; it is slow on purpose
+//!   (1 s windows, smoothing 0.2), so it ramps up slowly after a shrink.
+//! - **[`Vegas`]** grows fast while it sees no queue, and needs a clean minimum RTT.
+//! - **[`Aimd`]** when latency says little (very mixed work) but timeouts and overload
+//!   refusals do.
+//!
+//! Every algorithm takes Netflix's or Envoy's defaults from `Default`; the minimum limits of
+//! Netflix's defaults (20) suit services with many workers. Which one protects best, and with
+//! which settings, is measured in the overload lab (`spillway lab`, `docs/overload.md`).
+//!
+//! # Examples
+//!
+//! ```
+//! use spillway::adaptive::{AdaptiveLimiter, EnvoyGradient, EnvoyGradientConfig};
+//!
+//! let limiter = AdaptiveLimiter::new(EnvoyGradient::new(EnvoyGradientConfig::default())?);
+//! match limiter.try_acquire() {
+//!     Ok(permit) => {
+//!         // ... serve the call; dropping the permit ends it and feeds its RTT back.
+//!         drop(permit);
+//!     }
+//!     Err(refusal) => {
+//!         // Over the limit: refuse the call (429 / RESOURCE_EXHAUSTED).
+//!         assert!(refusal.in_flight >= refusal.limit);
+//!     }
+//! }
+//! let state = limiter.state();
+//! println!("limit {} ({}), in flight {}", state.limit, state.last_change, state.in_flight);
+//! # Ok::<(), spillway::adaptive::AdaptiveError>(())
+//! ```
+
+mod aimd;
+mod algorithm;
+mod envoy_gradient;
+mod error;
+mod exp_avg;
+mod gradient2;
+mod limiter;
+mod random;
+mod sample;
+mod sampling;
+mod vegas;
+
+#[cfg(all(test, spillway_loom))]
+mod loom_limiter;
+
+pub use aimd::{Aimd, AimdConfig};
+pub use algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
+pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig};
+pub use error::AdaptiveError;
+pub use gradient2::{Gradient2, Gradient2Config};
+pub use limiter::{
+    AdaptiveLimiter, AdaptivePermit, AdaptiveRefusal, AdaptiveState, Outcome, Ticket,
+};
+pub use sample::{Sample, SampleWindow};
+pub use sampling::{Sampling, WindowPolicy};
+pub use vegas::{Vegas, VegasConfig};

@@ -1,0 +1,297 @@
+//! Envoy's adaptive concurrency gradient controller: a no-load RTT measured periodically at a
+//! minimal limit, and a limit that follows `(minRTT + buffer) / sampleRTT` with `sqrt` headroom.
+
+use super::algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
+use super::error::{AdaptiveError, Check};
+use super::random::Jitter;
+use super::sample::{Sample, SampleWindow};
+use std::time::Duration;
+
+/// The gradient controller's settings. Defaults are Envoy's where Envoy has one (jitter 15%,
+/// minimum concurrency 3, 50 requests per minRTT measurement, the median, a 25% buffer, a
+/// maximum of 1000); Envoy requires the two intervals, and spillway defaults them to Envoy's
+/// documented example (60 s between minRTT measurements, 100 ms sample windows).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EnvoyGradientConfig {
+    /// How long each sample window lasts (Envoy's `concurrency_update_interval`).
+    pub update_interval: Duration,
+    /// Time between minRTT measurements (Envoy's `min_rtt_calc_params.interval`).
+    pub min_rtt_interval: Duration,
+    /// Each interval is lengthened by up to this fraction at random, 0 to 1 (Envoy: 0.15).
+    pub jitter: f64,
+    /// The limit while the minRTT is measured, and the floor (Envoy: 3).
+    pub min_concurrency: u32,
+    /// Samples one minRTT measurement takes (Envoy: 50).
+    pub min_rtt_request_count: u32,
+    /// The percentile of a window's RTTs taken as its RTT, and as the minRTT, 0 to 1 (Envoy:
+    /// the median, 0.5).
+    pub sample_percentile: f64,
+    /// The minRTT is raised by this fraction before the gradient, 0 to 1 (Envoy: 0.25).
+    pub buffer: f64,
+    /// The limit never goes above this (Envoy: 1000).
+    pub max_limit: u32,
+}
+
+impl Default for EnvoyGradientConfig {
+    fn default() -> Self {
+        Self {
+            update_interval: Duration::from_millis(100),
+            min_rtt_interval: Duration::from_secs(60),
+            jitter: 0.15,
+            min_concurrency: 3,
+            min_rtt_request_count: 50,
+            sample_percentile: 0.5,
+            buffer: 0.25,
+            max_limit: 1000,
+        }
+    }
+}
+
+impl EnvoyGradientConfig {
+    /// Checks the settings: intervals longer than 0, fractions in `0..=1`,
+    /// `1 <= min_concurrency <= max_limit`, at least one request per minRTT measurement.
+    ///
+    /// # Errors
+    ///
+    /// An [`AdaptiveError`] naming the first field at fault.
+    pub fn validate(&self) -> Result<(), AdaptiveError> {
+        let check = Check {
+            algorithm: "envoy_gradient",
+        };
+        check.nonzero_duration("update_interval", self.update_interval)?;
+        check.nonzero_duration("min_rtt_interval", self.min_rtt_interval)?;
+        check.within("jitter", self.jitter, 0.0, 1.0)?;
+        check.positive("min_concurrency", self.min_concurrency)?;
+        check.ordered(
+            "min_concurrency",
+            self.min_concurrency,
+            "max_limit",
+            self.max_limit,
+        )?;
+        check.positive("min_rtt_request_count", self.min_rtt_request_count)?;
+        check.within("sample_percentile", self.sample_percentile, 0.0, 1.0)?;
+        check.within("buffer", self.buffer, 0.0, 1.0)
+    }
+}
+
+/// Windows at the minimum limit in a row after which the minRTT is measured again (Envoy: 5).
+const MIN_WINDOWS_BEFORE_REMEASURE: u32 = 5;
+
+/// Envoy's gradient controller.
+///
+/// - **minRTT.** At the start, every `min_rtt_interval` (lengthened by up to `jitter` at
+///   random), and after 5 sample windows in a row at `min_concurrency`, the limit drops to
+///   `min_concurrency` while `min_rtt_request_count` calls started since then complete; the
+///   `sample_percentile` of their RTTs is the new minRTT, and the limit goes back to what it
+///   was.
+/// - **Sample windows.** Otherwise every `update_interval`, the `sample_percentile` of the
+///   window's RTTs is the sample RTT, and `gradient = clamp((minRTT x (1 + buffer)) /
+///   sampleRTT, 0.5, 2)`; the new limit is `limit x gradient + sqrt(limit x gradient)`,
+///   truncated and clamped to `min_concurrency..=max_limit`. RTTs are whole microseconds, as
+///   Envoy's.
+///
+/// Envoy's timers become times checked at each sample: with no traffic nothing happens, and a
+/// window that ended long ago is closed by the next sample.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::adaptive::{EnvoyGradient, EnvoyGradientConfig, LimitAlgorithm, Sample};
+/// use std::time::Duration;
+///
+/// let config = EnvoyGradientConfig { min_rtt_request_count: 3, ..Default::default() };
+/// let mut envoy = EnvoyGradient::with_seed(config, 1)?;
+/// assert_eq!(envoy.initial_limit(), 3); // measuring the minRTT first
+/// let ms = 1_000_000;
+/// let sample = |at_ms: u64, rtt_ms| Sample {
+///     started_nanos: at_ms * ms,
+///     rtt: Duration::from_millis(rtt_ms),
+///     in_flight: 3,
+///     dropped: false,
+/// };
+/// let mut limit = 3;
+/// for at in 0..3 {
+///     if let Some(update) = envoy.on_sample(&sample(at, 10), (at + 10) * ms, limit) {
+///         limit = update.limit;
+///     }
+/// }
+/// assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(10)));
+/// // A call in the first sample window (it ends 100 ms after the measurement)...
+/// assert_eq!(envoy.on_sample(&sample(50, 10), 60 * ms, limit), None);
+/// // ... and the window ends: its median is the minRTT, so the gradient is 1.25, and the
+/// // limit 3 x 1.25 + sqrt(3.75) = 5.69.
+/// let update = envoy.on_sample(&sample(150, 10), 200 * ms, limit).unwrap();
+/// assert_eq!(update.limit, 5);
+/// # Ok::<(), spillway::adaptive::AdaptiveError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct EnvoyGradient {
+    config: EnvoyGradientConfig,
+    min_rtt_micros: Option<u64>,
+    sample_rtt_micros: Option<u64>,
+    /// Whether the minRTT is being measured, since when, and the limit to go back to.
+    measuring: bool,
+    epoch: u64,
+    deferred_limit: u32,
+    /// When the next minRTT measurement is due; when the current sample window ends.
+    next_min_rtt: Option<u64>,
+    next_window_end: Option<u64>,
+    window: SampleWindow,
+    windows_at_min: u32,
+    jitter: Jitter,
+}
+
+impl EnvoyGradient {
+    /// The controller with `config`, its intervals jittered at random.
+    ///
+    /// # Errors
+    ///
+    /// An [`AdaptiveError`] if `config` does not [validate](EnvoyGradientConfig::validate).
+    pub fn new(config: EnvoyGradientConfig) -> Result<Self, AdaptiveError> {
+        Self::with_jitter(config, Jitter::random())
+    }
+
+    /// The controller with `config`, its jitter drawn from `seed` (reproducible).
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_seed(config: EnvoyGradientConfig, seed: u64) -> Result<Self, AdaptiveError> {
+        Self::with_jitter(config, Jitter::with_seed(seed))
+    }
+
+    fn with_jitter(config: EnvoyGradientConfig, jitter: Jitter) -> Result<Self, AdaptiveError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            min_rtt_micros: None,
+            sample_rtt_micros: None,
+            // Envoy measures the minRTT as soon as it starts, at the minimum limit.
+            measuring: true,
+            epoch: 0,
+            deferred_limit: config.min_concurrency,
+            next_min_rtt: None,
+            next_window_end: None,
+            window: SampleWindow::default(),
+            windows_at_min: 0,
+            jitter,
+        })
+    }
+
+    /// Whether the minRTT is being measured now.
+    pub fn is_measuring_min_rtt(&self) -> bool {
+        self.measuring
+    }
+
+    fn nanos(duration: Duration) -> u64 {
+        u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Envoy's `applyJitter`: `interval + random % ceil(interval_ms x jitter)` milliseconds.
+    fn jittered(&mut self, interval: Duration) -> Duration {
+        let millis = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+        let range = (millis as f64 * self.config.jitter).ceil() as u64;
+        if range == 0 {
+            return interval;
+        }
+        interval + Duration::from_millis(self.jitter.next_u64() % range)
+    }
+
+    /// The window's percentile in whole microseconds (Envoy's histogram is of microseconds).
+    fn take_percentile(&mut self) -> Option<u64> {
+        let window = std::mem::take(&mut self.window);
+        let rtt = window.percentile(self.config.sample_percentile)?;
+        Some(u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// Envoy's `calculateNewLimit`.
+    fn new_limit(&self, limit: u32, sample_micros: u64) -> u32 {
+        let min_rtt = self.min_rtt_micros.unwrap_or(sample_micros) as f64;
+        let buffered = min_rtt + min_rtt * self.config.buffer;
+        let gradient = (buffered / sample_micros.max(1) as f64).clamp(0.5, 2.0);
+        let scaled = f64::from(limit) * gradient;
+        let new = (scaled + scaled.sqrt()) as u32;
+        new.clamp(self.config.min_concurrency, self.config.max_limit)
+    }
+
+    /// Envoy's timers, at `now`: a minRTT measurement that is due starts; a sample window that
+    /// ended updates the limit.
+    fn tick(&mut self, now: u64, limit: u32) -> Option<LimitUpdate> {
+        if self.measuring {
+            return None;
+        }
+        if self.next_min_rtt.is_some_and(|due| now >= due) {
+            self.measuring = true;
+            self.epoch = now;
+            self.deferred_limit = limit;
+            self.window = SampleWindow::default();
+            self.windows_at_min = 0;
+            return Some(LimitUpdate::new(
+                self.config.min_concurrency,
+                ChangeReason::MeasuringMinRtt,
+            ));
+        }
+        let end = *self.next_window_end.get_or_insert(now);
+        if now < end {
+            return None;
+        }
+        self.next_window_end = Some(now.saturating_add(Self::nanos(self.config.update_interval)));
+        let sample = self.take_percentile()?;
+        self.sample_rtt_micros = Some(sample);
+        let new = self.new_limit(limit, sample);
+        let min = self.config.min_concurrency;
+        if limit == min && new == min {
+            self.windows_at_min += 1;
+            if self.windows_at_min >= MIN_WINDOWS_BEFORE_REMEASURE {
+                // The minRTT is likely wrong: measure it again at the next tick.
+                self.next_min_rtt = Some(now);
+            }
+        } else {
+            self.windows_at_min = 0;
+        }
+        let reason = if new < limit {
+            ChangeReason::LatencyRose
+        } else {
+            ChangeReason::Grew
+        };
+        (new != limit).then(|| LimitUpdate::new(new, reason))
+    }
+}
+
+impl LimitAlgorithm for EnvoyGradient {
+    fn initial_limit(&self) -> u32 {
+        self.config.min_concurrency
+    }
+
+    fn on_sample(&mut self, sample: &Sample, now_nanos: u64, limit: u32) -> Option<LimitUpdate> {
+        let ticked = self.tick(now_nanos, limit);
+        // Calls started before a minRTT measurement do not count in it.
+        if sample.started_nanos < self.epoch {
+            return ticked;
+        }
+        self.window.add(sample);
+        if !(self.measuring && self.window.count() >= u64::from(self.config.min_rtt_request_count))
+        {
+            return ticked;
+        }
+        if let Some(min_rtt) = self.take_percentile() {
+            self.min_rtt_micros = Some(min_rtt);
+        }
+        self.measuring = false;
+        let interval = self.jittered(self.config.min_rtt_interval);
+        self.next_min_rtt = Some(now_nanos.saturating_add(Self::nanos(interval)));
+        self.next_window_end =
+            Some(now_nanos.saturating_add(Self::nanos(self.config.update_interval)));
+        Some(LimitUpdate::new(
+            self.deferred_limit,
+            ChangeReason::MinRttMeasured,
+        ))
+    }
+
+    fn estimates(&self) -> RttEstimates {
+        RttEstimates {
+            baseline: self.min_rtt_micros.map(Duration::from_micros),
+            latest: self.sample_rtt_micros.map(Duration::from_micros),
+        }
+    }
+}

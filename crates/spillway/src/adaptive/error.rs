@@ -1,0 +1,123 @@
+//! A configuration of an adaptive limit that cannot be used.
+
+use std::error::Error;
+use std::fmt;
+
+/// An adaptive limit's configuration that cannot be used: which algorithm, which field, why.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::adaptive::Gradient2Config;
+///
+/// let err = Gradient2Config { min_limit: 50, max_limit: 10, ..Default::default() }
+///     .validate()
+///     .unwrap_err();
+/// assert_eq!(err.field(), "max_limit");
+/// assert_eq!(err.to_string(), "gradient2: `max_limit` must be at least `min_limit` (50), got 10");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdaptiveError {
+    algorithm: &'static str,
+    field: &'static str,
+    problem: String,
+}
+
+impl AdaptiveError {
+    pub(crate) fn new(algorithm: &'static str, field: &'static str, problem: String) -> Self {
+        Self {
+            algorithm,
+            field,
+            problem,
+        }
+    }
+
+    /// The algorithm: `gradient2`, `vegas`, `aimd` or `envoy_gradient`.
+    pub fn algorithm(&self) -> &'static str {
+        self.algorithm
+    }
+
+    /// The field at fault.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+}
+
+impl fmt::Display for AdaptiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: `{}` {}", self.algorithm, self.field, self.problem)
+    }
+}
+
+impl Error for AdaptiveError {}
+
+/// Checks shared by every configuration.
+pub(crate) struct Check {
+    pub(crate) algorithm: &'static str,
+}
+
+impl Check {
+    /// `value` must be at least 1.
+    pub(crate) fn positive(&self, field: &'static str, value: u32) -> Result<(), AdaptiveError> {
+        if value == 0 {
+            return Err(AdaptiveError::new(
+                self.algorithm,
+                field,
+                "must be at least 1, got 0".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `low <= high` (`high` named `field`, `low` named `low_field`).
+    pub(crate) fn ordered(
+        &self,
+        low_field: &'static str,
+        low: u32,
+        field: &'static str,
+        high: u32,
+    ) -> Result<(), AdaptiveError> {
+        if high < low {
+            return Err(AdaptiveError::new(
+                self.algorithm,
+                field,
+                format!("must be at least `{low_field}` ({low}), got {high}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `value` finite and within `low..=high`.
+    pub(crate) fn within(
+        &self,
+        field: &'static str,
+        value: f64,
+        low: f64,
+        high: f64,
+    ) -> Result<(), AdaptiveError> {
+        if !(value.is_finite() && (low..=high).contains(&value)) {
+            return Err(AdaptiveError::new(
+                self.algorithm,
+                field,
+                format!("must be a number from {low} to {high}, got {value}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `value` not zero.
+    pub(crate) fn nonzero_duration(
+        &self,
+        field: &'static str,
+        value: std::time::Duration,
+    ) -> Result<(), AdaptiveError> {
+        if value.is_zero() {
+            return Err(AdaptiveError::new(
+                self.algorithm,
+                field,
+                "must be longer than 0".to_owned(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,325 @@
+//! The adaptive limiter: admits exactly up to the limit in force, and moves the limit with its
+//! algorithm.
+
+use super::algorithm::{ChangeReason, LimitAlgorithm, RttEstimates};
+use super::sample::Sample;
+use crate::clock::{AnyClock, Clock, SystemClock};
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
+use crossbeam_utils::CachePadded;
+use std::fmt;
+use std::time::Duration;
+
+/// The in-flight count's bits of the state word; the limit is in the high half.
+const IN_FLIGHT: u64 = u32::MAX as u64;
+
+fn split(state: u64) -> (u32, u32) {
+    ((state >> 32) as u32, (state & IN_FLIGHT) as u32)
+}
+
+/// An adaptive concurrency limit: at most `limit` calls in flight, the limit moved by a
+/// [`LimitAlgorithm`] from the latency of the calls that complete.
+///
+/// The limit and the in-flight count share one atomic word, and a call is admitted by
+/// compare-and-swap on it: an admission never takes the count above the limit in force at that
+/// moment, however threads interleave with each other and with limit changes (proven with loom).
+/// A limit that falls below the calls already in flight admits nothing until enough of them end.
+/// Every completed call's sample reaches the algorithm, one at a time, under a lock taken once
+/// per completion: none is lost to a race.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::adaptive::{AdaptiveLimiter, Aimd, AimdConfig};
+/// use spillway::ManualClock;
+///
+/// let clock = ManualClock::new();
+/// let aimd = Aimd::new(AimdConfig { initial_limit: 2, min_limit: 1, ..Default::default() })?;
+/// let limiter = AdaptiveLimiter::with_clock(aimd, clock.clone());
+/// let first = limiter.try_acquire().unwrap();
+/// let second = limiter.try_acquire().unwrap();
+/// let refused = limiter.try_acquire().unwrap_err();
+/// assert_eq!((refused.limit, refused.in_flight), (2, 2));
+/// clock.advance_millis(5);
+/// drop(first); // in time, with the limit in use: AIMD adds 1
+/// assert_eq!(limiter.state().limit, 3);
+/// second.dropped(); // a timeout: AIMD backs off to (int) (3 x 0.9) = 2
+/// assert_eq!(limiter.state().limit, 2);
+/// assert_eq!(limiter.state().last_change.as_str(), "dropped");
+/// # Ok::<(), spillway::adaptive::AdaptiveError>(())
+/// ```
+pub struct AdaptiveLimiter {
+    /// The limit (high half) and the calls in flight (low half).
+    state: CachePadded<AtomicU64>,
+    control: Mutex<Control>,
+    refusals: AtomicU64,
+    clock: AnyClock,
+}
+
+/// What moves the limit, under the lock.
+struct Control {
+    algorithm: Box<dyn LimitAlgorithm>,
+    samples: u64,
+    updates: u64,
+    last_change: ChangeReason,
+}
+
+/// A call an [`AdaptiveLimiter`] refused: the limit and the calls in flight it saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdaptiveRefusal {
+    /// The limit in force.
+    pub limit: u32,
+    /// Calls in flight (at least the limit).
+    pub in_flight: u32,
+}
+
+/// How a call ended, for the algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Completed: its RTT is a sample.
+    Success,
+    /// Dropped (timed out, or refused downstream for overload): a sample that counts as a drop.
+    Dropped,
+    /// Not a sample (cancelled by its caller, failed before doing any work).
+    Ignore,
+}
+
+/// What an [`AdaptiveLimiter`] is doing now, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdaptiveState {
+    /// The limit in force.
+    pub limit: u32,
+    /// Calls in flight.
+    pub in_flight: u32,
+    /// Samples given to the algorithm.
+    pub samples: u64,
+    /// Times the algorithm changed the limit.
+    pub updates: u64,
+    /// Calls refused at the limit.
+    pub refusals: u64,
+    /// Why the limit last changed.
+    pub last_change: ChangeReason,
+    /// The algorithm's RTT estimates.
+    pub estimates: RttEstimates,
+}
+
+impl AdaptiveLimiter {
+    /// A limiter on the system clock, moved by `algorithm`.
+    pub fn new(algorithm: impl LimitAlgorithm) -> Self {
+        Self::with_clock(algorithm, SystemClock::new())
+    }
+
+    /// A limiter reading `clock` (a [`ManualClock`](crate::ManualClock) in tests).
+    pub fn with_clock<C: Clock>(algorithm: impl LimitAlgorithm, clock: C) -> Self {
+        let limit = algorithm.initial_limit().max(1);
+        Self {
+            state: CachePadded::new(AtomicU64::new(u64::from(limit) << 32)),
+            control: Mutex::new(Control {
+                algorithm: Box::new(algorithm),
+                samples: 0,
+                updates: 0,
+                last_change: ChangeReason::Initial,
+            }),
+            refusals: AtomicU64::new(0),
+            clock: AnyClock::from_clock(clock),
+        }
+    }
+
+    /// Admits a call if fewer than the limit are in flight, by compare-and-swap on the limit and
+    /// the count together. The permit's drop (or [`AdaptivePermit::dropped`],
+    /// [`AdaptivePermit::ignore`]) ends the call and gives its sample to the algorithm.
+    ///
+    /// # Errors
+    ///
+    /// An [`AdaptiveRefusal`] with the limit and the count seen, when at the limit.
+    pub fn try_acquire(&self) -> Result<AdaptivePermit<'_>, AdaptiveRefusal> {
+        let ticket = self.admit()?;
+        Ok(AdaptivePermit {
+            limiter: self,
+            ticket,
+            outcome: Outcome::Success,
+        })
+    }
+
+    /// [`try_acquire`](Self::try_acquire) as a ticket, for callers that end the call
+    /// themselves with [`release`](Self::release) (a simulation, an owned wrapper).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    pub fn admit(&self) -> Result<Ticket, AdaptiveRefusal> {
+        let admitted = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
+                let (limit, in_flight) = split(state);
+                (in_flight < limit).then_some(state + 1)
+            });
+        match admitted {
+            Ok(previous) => {
+                let (limit, in_flight) = split(previous);
+                Ok(Ticket {
+                    started_nanos: self.clock.now_nanos(),
+                    in_flight: in_flight + 1,
+                    limit,
+                })
+            }
+            Err(state) => {
+                self.refusals.fetch_add(1, Ordering::Relaxed);
+                let (limit, in_flight) = split(state);
+                Err(AdaptiveRefusal { limit, in_flight })
+            }
+        }
+    }
+
+    /// Ends the call of `ticket` now with `outcome`: one fewer in flight, and (unless ignored)
+    /// its sample to the algorithm, which may move the limit. Each ticket must be released
+    /// once.
+    pub fn release(&self, ticket: Ticket, outcome: Outcome) {
+        self.end(ticket.started_nanos, ticket.in_flight, outcome);
+    }
+
+    fn end(&self, started_nanos: u64, in_flight: u32, outcome: Outcome) {
+        // The count is above 0 while the ticket is held: this never borrows from the limit.
+        self.state.fetch_sub(1, Ordering::AcqRel);
+        if outcome == Outcome::Ignore {
+            return;
+        }
+        let now = self.clock.now_nanos();
+        let sample = Sample {
+            started_nanos,
+            rtt: Duration::from_nanos(now.saturating_sub(started_nanos)),
+            in_flight,
+            dropped: outcome == Outcome::Dropped,
+        };
+        let mut control = self.control();
+        control.samples += 1;
+        let limit = split(self.state.load(Ordering::Acquire)).0;
+        if let Some(update) = control.algorithm.on_sample(&sample, now, limit) {
+            control.updates += 1;
+            control.last_change = update.reason;
+            self.set_limit(update.limit.max(1));
+        }
+    }
+
+    /// Sets the limit, keeping the in-flight count (under the control lock: one writer).
+    fn set_limit(&self, limit: u32) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
+                Some(u64::from(limit) << 32 | (state & IN_FLIGHT))
+            });
+    }
+
+    fn control(&self) -> MutexGuard<'_, Control> {
+        // A panic in an algorithm leaves its state as it was: keep using it.
+        self.control
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The limit in force.
+    pub fn limit(&self) -> u32 {
+        split(self.state.load(Ordering::Acquire)).0
+    }
+
+    /// Calls in flight.
+    pub fn in_flight(&self) -> u32 {
+        split(self.state.load(Ordering::Acquire)).1
+    }
+
+    /// Everything, read now (takes the lock briefly).
+    pub fn state(&self) -> AdaptiveState {
+        let control = self.control();
+        let (limit, in_flight) = split(self.state.load(Ordering::Acquire));
+        AdaptiveState {
+            limit,
+            in_flight,
+            samples: control.samples,
+            updates: control.updates,
+            refusals: self.refusals.load(Ordering::Relaxed),
+            last_change: control.last_change,
+            estimates: control.algorithm.estimates(),
+        }
+    }
+}
+
+impl fmt::Debug for AdaptiveLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (limit, in_flight) = split(self.state.load(Ordering::Relaxed));
+        f.debug_struct("AdaptiveLimiter")
+            .field("limit", &limit)
+            .field("in_flight", &in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An admission by [`AdaptiveLimiter::admit`], to hand back to
+/// [`AdaptiveLimiter::release`] once (it is neither `Clone` nor `Copy`).
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a ticket holds a place until it is released"]
+pub struct Ticket {
+    started_nanos: u64,
+    in_flight: u32,
+    limit: u32,
+}
+
+impl Ticket {
+    /// When the call was admitted, on the limiter's clock.
+    pub fn started_nanos(&self) -> u64 {
+        self.started_nanos
+    }
+
+    /// Calls in flight just after this one was admitted, itself included.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// The limit in force when it was admitted (at least [`in_flight`](Self::in_flight)).
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+}
+
+/// A call an [`AdaptiveLimiter`] admitted. Dropping it ends the call as a success; end it with
+/// [`dropped`](Self::dropped) on a timeout or an overload refusal downstream, or with
+/// [`ignore`](Self::ignore) when its latency says nothing (cancelled, failed before any work).
+#[must_use = "a permit ends its call when dropped"]
+pub struct AdaptivePermit<'a> {
+    limiter: &'a AdaptiveLimiter,
+    ticket: Ticket,
+    outcome: Outcome,
+}
+
+impl AdaptivePermit<'_> {
+    /// The admission: its start, the in-flight count and the limit at that moment.
+    pub fn ticket(&self) -> &Ticket {
+        &self.ticket
+    }
+
+    /// Ends the call as dropped.
+    pub fn dropped(mut self) {
+        self.outcome = Outcome::Dropped;
+    }
+
+    /// Ends the call without a sample.
+    pub fn ignore(mut self) {
+        self.outcome = Outcome::Ignore;
+    }
+}
+
+impl Drop for AdaptivePermit<'_> {
+    fn drop(&mut self) {
+        let ticket = &self.ticket;
+        self.limiter
+            .end(ticket.started_nanos, ticket.in_flight, self.outcome);
+    }
+}
+
+impl fmt::Debug for AdaptivePermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptivePermit")
+            .field("ticket", &self.ticket)
+            .field("outcome", &self.outcome)
+            .finish()
+    }
+}

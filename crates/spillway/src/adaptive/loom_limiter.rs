@@ -1,0 +1,73 @@
+//! Model-checked adaptive limiter (run with `RUSTFLAGS="--cfg spillway_loom"`): admissions race
+//! each other, releases and the limit changes those releases make.
+
+use super::{AdaptiveLimiter, LimitAlgorithm, LimitUpdate, Outcome, RttEstimates, Sample};
+use crate::sync::{AtomicU64, Ordering};
+use crate::ManualClock;
+use loom::sync::Arc;
+use loom::thread;
+
+/// Lowers the limit to 1 on the first sample and raises it to 2 on the next, and so on.
+#[derive(Debug)]
+struct Seesaw {
+    samples: u32,
+}
+
+impl LimitAlgorithm for Seesaw {
+    fn initial_limit(&self) -> u32 {
+        2
+    }
+
+    fn on_sample(&mut self, _: &Sample, _: u64, _: u32) -> Option<LimitUpdate> {
+        self.samples += 1;
+        let limit = if self.samples % 2 == 1 { 1 } else { 2 };
+        Some(LimitUpdate::new(limit, super::ChangeReason::Grew))
+    }
+
+    fn estimates(&self) -> RttEstimates {
+        RttEstimates::default()
+    }
+}
+
+/// Two callers and the main thread race through admissions and releases while each release
+/// moves the limit between 1 and 2: the calls held never exceed the largest limit (2), no
+/// admission is made above the limit it saw, every release's sample reaches the algorithm, and
+/// the count ends at 0 with the limit where the last sample put it.
+#[test]
+fn admissions_never_pass_the_limit_and_no_sample_is_lost() {
+    loom::model(|| {
+        let limiter = Arc::new(AdaptiveLimiter::with_clock(
+            Seesaw { samples: 0 },
+            ManualClock::new(),
+        ));
+        let held = Arc::new(AtomicU64::new(0));
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                let (limiter, held) = (limiter.clone(), held.clone());
+                thread::spawn(move || {
+                    let Ok(ticket) = limiter.admit() else {
+                        return 0;
+                    };
+                    assert!(ticket.in_flight() <= ticket.limit());
+                    assert!(held.fetch_add(1, Ordering::AcqRel) < 2);
+                    held.fetch_sub(1, Ordering::AcqRel);
+                    limiter.release(ticket, Outcome::Success);
+                    1
+                })
+            })
+            .collect();
+        let mine = limiter.admit().ok();
+        let mine_admitted = mine.is_some();
+        if let Some(ticket) = mine {
+            assert!(held.fetch_add(1, Ordering::AcqRel) < 2);
+            held.fetch_sub(1, Ordering::AcqRel);
+            limiter.release(ticket, Outcome::Success);
+        }
+        let admitted: u64 =
+            callers.into_iter().map(|c| c.join().unwrap()).sum::<u64>() + u64::from(mine_admitted);
+        let state = limiter.state();
+        assert_eq!(state.in_flight, 0);
+        assert_eq!(state.samples, admitted, "a sample was lost");
+        assert_eq!(state.limit, if admitted % 2 == 1 { 1 } else { 2 });
+    });
+}
