@@ -1,6 +1,10 @@
 //! The protections the lab compares, each built from spillway's public rules.
 
 use crate::params::{LabError, LabParams};
+use spillway::adaptive::{
+    AdaptiveError, AdaptiveLimiter, Aimd, AimdConfig, EnvoyGradient, EnvoyGradientConfig,
+    Gradient2, Gradient2Config, Vegas, VegasConfig,
+};
 use spillway::flow::FlowRule;
 use spillway::system::{bbr_limit, ManualProbe, MinRtEstimate, SystemRule};
 use spillway::{ManualClock, Resource, Spillway};
@@ -37,18 +41,75 @@ pub enum Strategy {
     /// ([`MinRtEstimate::BucketAverage`] over 10 s: the calmest second's mean RT) in place of
     /// Sentinel's fastest single call.
     BbrBucketAverage,
+    /// An adaptive concurrency limit, Netflix's Gradient2 with its defaults but a floor of 1
+    /// (Netflix's 20 is above a small service's concurrency).
+    Gradient2,
+    /// An adaptive concurrency limit, Netflix's Vegas with its defaults.
+    Vegas,
+    /// An adaptive concurrency limit, AIMD with Netflix's defaults but a floor of 1; a call
+    /// whose client timed out before it ended counts as a drop.
+    Aimd,
+    /// An adaptive concurrency limit, Envoy's gradient controller with its defaults.
+    EnvoyGradient,
 }
 
 impl Strategy {
     /// Every strategy, in the order the tables list them.
-    pub const ALL: [Strategy; 6] = [
+    pub const ALL: [Strategy; 10] = [
         Strategy::None,
         Strategy::StaticQps,
         Strategy::StaticConcurrency,
         Strategy::SentinelSystem,
         Strategy::Bbr,
         Strategy::BbrBucketAverage,
+        Strategy::Gradient2,
+        Strategy::Vegas,
+        Strategy::Aimd,
+        Strategy::EnvoyGradient,
     ];
+
+    /// Whether the `spillway` binary's configuration file can express this strategy (the
+    /// loopback lab runs only those).
+    pub fn in_binary(&self) -> bool {
+        !self.is_adaptive()
+    }
+
+    /// Whether this is an adaptive concurrency limit ([`spillway::adaptive`]).
+    pub fn is_adaptive(&self) -> bool {
+        matches!(
+            self,
+            Strategy::Gradient2 | Strategy::Vegas | Strategy::Aimd | Strategy::EnvoyGradient
+        )
+    }
+
+    /// This strategy's adaptive limiter on `clock`, if it is one.
+    fn adaptive(&self, clock: &ManualClock) -> Result<Option<AdaptiveLimiter>, AdaptiveError> {
+        let clock = clock.clone();
+        Ok(Some(match self {
+            Strategy::Gradient2 => AdaptiveLimiter::with_clock(
+                Gradient2::new(Gradient2Config {
+                    min_limit: 1,
+                    ..Gradient2Config::default()
+                })?,
+                clock,
+            ),
+            Strategy::Vegas => {
+                AdaptiveLimiter::with_clock(Vegas::with_seed(VegasConfig::default(), 1)?, clock)
+            }
+            Strategy::Aimd => AdaptiveLimiter::with_clock(
+                Aimd::new(AimdConfig {
+                    min_limit: 1,
+                    ..AimdConfig::default()
+                })?,
+                clock,
+            ),
+            Strategy::EnvoyGradient => AdaptiveLimiter::with_clock(
+                EnvoyGradient::with_seed(EnvoyGradientConfig::default(), 1)?,
+                clock,
+            ),
+            _ => return Ok(None),
+        }))
+    }
 
     /// The name in tables and JSON.
     pub fn name(&self) -> &'static str {
@@ -59,6 +120,10 @@ impl Strategy {
             Strategy::SentinelSystem => "sentinel_system",
             Strategy::Bbr => "bbr",
             Strategy::BbrBucketAverage => "bbr_bucket_average",
+            Strategy::Gradient2 => "gradient2",
+            Strategy::Vegas => "vegas",
+            Strategy::Aimd => "aimd",
+            Strategy::EnvoyGradient => "envoy_gradient",
         }
     }
 
@@ -81,6 +146,10 @@ impl Strategy {
                 SENTINEL_LOAD_PER_CORE * f64::from(params.workers)
             ),
             Strategy::Bbr => "system rule: BBR on every entry (no load gate)".into(),
+            Strategy::Gradient2 => "adaptive: Netflix Gradient2, floor 1".into(),
+            Strategy::Vegas => "adaptive: Netflix Vegas".into(),
+            Strategy::Aimd => "adaptive: AIMD, floor 1, client timeouts as drops".into(),
+            Strategy::EnvoyGradient => "adaptive: Envoy's gradient controller".into(),
             Strategy::BbrBucketAverage => {
                 "system rule: BBR on every entry, min RT as the calmest second's mean over 10 s"
                     .into()
@@ -108,7 +177,8 @@ impl Strategy {
                 window: BUCKET_AVERAGE_WINDOW,
             })),
             Strategy::SentinelSystem => gate_open.then(|| bbr(MinRtEstimate::Exact)),
-            Strategy::None | Strategy::StaticQps => None,
+            // The adaptive limits' limit is read from their limiter (see `Protection`).
+            _ => None,
         }
     }
 
@@ -148,6 +218,9 @@ impl Strategy {
                 .load_system_rules(vec![SystemRule::new("sentinel-load")
                     .with_highest_system_load(SENTINEL_LOAD_PER_CORE * workers)])
                 .map_err(|e| e.to_string()),
+            Strategy::Gradient2 | Strategy::Vegas | Strategy::Aimd | Strategy::EnvoyGradient => {
+                Ok(())
+            }
             Strategy::Bbr | Strategy::BbrBucketAverage => {
                 // No gate: any load above 0 switches BBR on, and the probe always reads 1.
                 probe.set_load(1.0);
@@ -167,7 +240,11 @@ impl Strategy {
         let resource = spillway
             .resource(RESOURCE)
             .map_err(|err| LabError::new("strategy", err.to_string()))?;
+        let adaptive = self
+            .adaptive(clock)
+            .map_err(|err| LabError::new("strategy", err.to_string()))?;
         Ok(Protection {
+            adaptive,
             reads_load: *self == Strategy::SentinelSystem,
             spillway,
             resource,
@@ -182,9 +259,11 @@ impl fmt::Display for Strategy {
     }
 }
 
-/// A built protection: the instance, its resource and the probe the simulation feeds.
+/// A built protection: the instance, its resource, the probe the simulation feeds, and the
+/// adaptive limiter in front of the resource, if any.
 #[derive(Debug)]
 pub(crate) struct Protection {
+    pub(crate) adaptive: Option<AdaptiveLimiter>,
     pub(crate) spillway: Spillway,
     pub(crate) resource: Resource,
     pub(crate) probe: ManualProbe,

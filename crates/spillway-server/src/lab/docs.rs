@@ -39,11 +39,12 @@ pub(super) async fn write_all(
         None
     } else {
         let real_params = LoopbackParams::default();
+        let in_binary = strategies.iter().filter(|s| s.in_binary()).count();
         eprintln!(
             "loopback lab: {} strategies x {} scenarios (about {} minutes)",
-            strategies.len(),
+            in_binary,
             scenarios().len(),
-            (strategies.len() * 110 + 60) / 60
+            (in_binary * 110 + 60) / 60
         );
         Some(loopback::run_lab(&real_params, strategies, &scenarios()).await?)
     };
