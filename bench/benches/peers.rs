@@ -306,6 +306,62 @@ fn dubbo(c: &mut Criterion) {
     }
 }
 
+/// Group `adaptive/{N}t`: an adaptive concurrency limit admitting and releasing one call (its
+/// sample reaching the algorithm), never at the limit: spillway's `AdaptiveLimiter` with
+/// Envoy's gradient controller and with AIMD, next to governor's `check` and tokio's
+/// `Semaphore::try_acquire` + release (what a user would pick instead: a rate limit, or a fixed
+/// concurrency limit).
+fn adaptive(c: &mut Criterion) {
+    use spillway::adaptive::{
+        AdaptiveLimiter, Aimd, AimdConfig, EnvoyGradient, EnvoyGradientConfig,
+    };
+    let envoy = AdaptiveLimiter::new(
+        EnvoyGradient::new(EnvoyGradientConfig {
+            min_concurrency: 1_000,
+            max_limit: 1_000,
+            ..EnvoyGradientConfig::default()
+        })
+        .unwrap(),
+    );
+    let aimd = AdaptiveLimiter::new(
+        Aimd::new(AimdConfig {
+            initial_limit: 1_000,
+            min_limit: 1_000,
+            max_limit: 1_000,
+            ..AimdConfig::default()
+        })
+        .unwrap(),
+    );
+    let governor = RateLimiter::direct(Quota::per_second(NonZeroU32::MAX));
+    let semaphore = tokio::sync::Semaphore::new(tokio::sync::Semaphore::MAX_PERMITS);
+    for threads in [1, 2] {
+        let mut group = c.benchmark_group(format!("adaptive/{threads}t"));
+        group.bench_function("spillway_envoy_gradient_acquire_release", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || drop(black_box(envoy.try_acquire())))
+            })
+        });
+        group.bench_function("spillway_aimd_acquire_release", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || drop(black_box(aimd.try_acquire())))
+            })
+        });
+        group.bench_function("governor_check", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || {
+                    black_box(governor.check().is_ok());
+                })
+            })
+        });
+        group.bench_function("tokio_semaphore_try_acquire", |b| {
+            b.iter_custom(|iters| {
+                run_parallel(threads, iters, || drop(black_box(semaphore.try_acquire())))
+            })
+        });
+        group.finish();
+    }
+}
+
 /// Drives one request through a tower service whose readiness and response are immediate: poll
 /// ready, call, poll the response future once, drop the response (and with it the body).
 fn one_request<S, B>(service: &mut S) -> http::StatusCode
@@ -396,5 +452,13 @@ fn layer(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, admit, qps_rule, rate_limiter, dubbo, layer);
+criterion_group!(
+    benches,
+    admit,
+    qps_rule,
+    rate_limiter,
+    dubbo,
+    adaptive,
+    layer
+);
 criterion_main!(benches);
