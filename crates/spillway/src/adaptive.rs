@@ -63,6 +63,8 @@ mod exp_avg;
 mod gradient2;
 mod limiter;
 mod random;
+mod rule;
+mod rule_set;
 mod sample;
 mod sampling;
 mod vegas;
@@ -78,6 +80,8 @@ pub use gradient2::{Gradient2, Gradient2Config};
 pub use limiter::{
     AdaptiveLimiter, AdaptivePermit, AdaptiveRefusal, AdaptiveState, Outcome, Ticket,
 };
+pub use rule::{validate_adaptive_rules, AdaptiveAlgorithm, AdaptiveRule, AdaptiveRuleError};
+pub(crate) use rule_set::{AdaptiveRuleSet, InstalledAdaptive};
 pub use sample::{Sample, SampleWindow};
 pub use sampling::{Sampling, WindowPolicy};
 pub use vegas::{Vegas, VegasConfig};

@@ -29,6 +29,9 @@ pub enum BlockKind {
     Breaker,
     /// A system rule ([`SystemRule`](crate::system::SystemRule)), by the check named.
     System(crate::system::SystemCheck),
+    /// An adaptive concurrency limit ([`AdaptiveRule`](crate::adaptive::AdaptiveRule)) at its
+    /// limit; observed is the calls in flight, threshold the limit.
+    Adaptive,
 }
 
 impl BlockKind {
@@ -45,6 +48,7 @@ impl BlockKind {
             BlockKind::Accepts => "accepts",
             BlockKind::Breaker => "breaker",
             BlockKind::System(_) => "system",
+            BlockKind::Adaptive => "adaptive",
         }
     }
 }

@@ -1,11 +1,12 @@
 //! What every resource of one [`Spillway`](crate::Spillway) shares.
 
+use crate::adaptive::{AdaptiveRuleSet, InstalledAdaptive};
 use crate::breaker::{BreakerRuleSet, Listeners};
 use crate::clock::AnyClock;
 use crate::flow::FlowRuleSet;
 use crate::stats::{NodeConfig, ResourceNode};
 use crate::system::{SystemProbe, SystemRules};
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +26,11 @@ pub(crate) struct Core {
     /// The system rules as loaded, and whether any is (checked first, with a relaxed load).
     pub(crate) system: ArcSwap<SystemRules>,
     pub(crate) has_system: AtomicBool,
+    /// The adaptive rules as loaded; the one on all inbound traffic, and whether there is one
+    /// (checked with a relaxed load).
+    pub(crate) adaptive: ArcSwap<AdaptiveRuleSet>,
+    pub(crate) inbound_adaptive: ArcSwapOption<InstalledAdaptive>,
+    pub(crate) has_inbound_adaptive: AtomicBool,
     /// Where system rules read load and CPU usage.
     pub(crate) probe: Arc<dyn SystemProbe>,
     /// Held while rules are loaded and while a resource is registered, so that a new resource

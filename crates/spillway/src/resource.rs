@@ -5,6 +5,7 @@ mod children;
 pub use children::OVERFLOW_ORIGIN;
 pub(crate) use children::{ChildNodes, ChildSlot};
 
+use crate::adaptive::InstalledAdaptive;
 use crate::block::BlockError;
 use crate::breaker::ResourceBreakers;
 use crate::clock::{AnyClock, Clock};
@@ -56,6 +57,9 @@ pub(crate) struct ResourceInner {
     /// This resource's circuit breakers, swapped whole when breaker rules are loaded.
     pub(crate) breakers: ArcSwapOption<ResourceBreakers>,
     pub(crate) has_breakers: AtomicBool,
+    /// This resource's adaptive limit, swapped whole when adaptive rules are loaded.
+    pub(crate) adaptive: ArcSwapOption<InstalledAdaptive>,
+    pub(crate) has_adaptive: AtomicBool,
     /// The instance's clock, a copy of `core.clock` (reading the same time): entries read it
     /// one load closer than through `core`.
     pub(crate) clock: AnyClock,
@@ -67,6 +71,7 @@ impl Resource {
         let config = core.node_config;
         let flow = core.flow.load().by_resource.get(&*name).cloned();
         let breakers = core.breakers.load().by_resource.get(&*name).cloned();
+        let adaptive = core.adaptive.load().by_resource.get(&*name).cloned();
         let resource = Self {
             inner: Arc::new(ResourceInner {
                 name_number: crate::intern::intern_numbered(&name).number,
@@ -75,6 +80,8 @@ impl Resource {
                 origins: ChildNodes::new(core.max_origins, config),
                 entrances: ChildNodes::new(core.max_origins, config),
                 flow: InstalledRules::new(),
+                has_adaptive: AtomicBool::new(adaptive.is_some()),
+                adaptive: ArcSwapOption::new(adaptive),
                 has_breakers: AtomicBool::new(breakers.is_some()),
                 breakers: ArcSwapOption::new(breakers),
                 clock: core.clock.clone(),
@@ -182,6 +189,19 @@ impl ResourceInner {
         } else {
             self.has_breakers.store(false, Ordering::Release);
             self.breakers.store(None);
+        }
+    }
+
+    /// Installs this resource's adaptive limit (under the core's rules lock), flag ordered as
+    /// in [`set_breakers`](Self::set_breakers).
+    pub(crate) fn set_adaptive(&self, adaptive: Option<Arc<InstalledAdaptive>>) {
+        use std::sync::atomic::Ordering;
+        if adaptive.is_some() {
+            self.adaptive.store(adaptive);
+            self.has_adaptive.store(true, Ordering::Release);
+        } else {
+            self.has_adaptive.store(false, Ordering::Release);
+            self.adaptive.store(None);
         }
     }
 }

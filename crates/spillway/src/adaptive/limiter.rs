@@ -52,6 +52,8 @@ pub struct AdaptiveLimiter {
     state: CachePadded<AtomicU64>,
     control: Mutex<Control>,
     refusals: AtomicU64,
+    /// The latest sample's RTT in nanoseconds (0: none yet), for a refusal's retry-after hint.
+    latest_rtt: AtomicU64,
     clock: AnyClock,
 }
 
@@ -111,17 +113,23 @@ impl AdaptiveLimiter {
 
     /// A limiter reading `clock` (a [`ManualClock`](crate::ManualClock) in tests).
     pub fn with_clock<C: Clock>(algorithm: impl LimitAlgorithm, clock: C) -> Self {
+        Self::with_any_clock(Box::new(algorithm), AnyClock::from_clock(clock))
+    }
+
+    /// A limiter on a spillway's clock, for a rule.
+    pub(crate) fn with_any_clock(algorithm: Box<dyn LimitAlgorithm>, clock: AnyClock) -> Self {
         let limit = algorithm.initial_limit().max(1);
         Self {
             state: CachePadded::new(AtomicU64::new(u64::from(limit) << 32)),
+            latest_rtt: AtomicU64::new(0),
             control: Mutex::new(Control {
-                algorithm: Box::new(algorithm),
+                algorithm,
                 samples: 0,
                 updates: 0,
                 last_change: ChangeReason::Initial,
             }),
             refusals: AtomicU64::new(0),
-            clock: AnyClock::from_clock(clock),
+            clock,
         }
     }
 
@@ -148,6 +156,16 @@ impl AdaptiveLimiter {
     ///
     /// As [`try_acquire`](Self::try_acquire).
     pub fn admit(&self) -> Result<Ticket, AdaptiveRefusal> {
+        let (limit, in_flight) = self.admit_counted()?;
+        Ok(Ticket {
+            started_nanos: self.clock.now_nanos(),
+            in_flight,
+            limit,
+        })
+    }
+
+    /// The admission itself: the limit seen and the in-flight count after it.
+    fn admit_counted(&self) -> Result<(u32, u32), AdaptiveRefusal> {
         let admitted = self
             .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
@@ -157,17 +175,45 @@ impl AdaptiveLimiter {
         match admitted {
             Ok(previous) => {
                 let (limit, in_flight) = split(previous);
-                Ok(Ticket {
-                    started_nanos: self.clock.now_nanos(),
-                    in_flight: in_flight + 1,
-                    limit,
-                })
+                Ok((limit, in_flight + 1))
             }
             Err(state) => {
                 self.refusals.fetch_add(1, Ordering::Relaxed);
                 let (limit, in_flight) = split(state);
                 Err(AdaptiveRefusal { limit, in_flight })
             }
+        }
+    }
+
+    /// Takes a place for an entry (the entry path: the entry's own start time makes the sample
+    /// when it ends, see [`end_place`](Self::end_place)).
+    pub(crate) fn take_place(&self) -> Result<(), AdaptiveRefusal> {
+        self.admit_counted().map(|_| ())
+    }
+
+    /// Gives back a place taken with [`take_place`](Self::take_place): a sample of a call that
+    /// started at `started_nanos` (its in-flight count the calls in flight as it ends, itself
+    /// included), or none for [`Outcome::Ignore`]. A place given back to a limiter that holds
+    /// none (a rule replaced while the entry ran) is not counted.
+    pub(crate) fn end_place(&self, started_nanos: u64, outcome: Outcome) {
+        let released = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
+                (state & IN_FLIGHT > 0).then(|| state - 1)
+            });
+        let Ok(previous) = released else {
+            return;
+        };
+        if outcome != Outcome::Ignore {
+            self.sample(started_nanos, split(previous).1, outcome);
+        }
+    }
+
+    /// The latest sample's RTT, for a retry-after hint.
+    pub(crate) fn latest_rtt(&self) -> Option<Duration> {
+        match self.latest_rtt.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(Duration::from_nanos(nanos)),
         }
     }
 
@@ -184,6 +230,11 @@ impl AdaptiveLimiter {
         if outcome == Outcome::Ignore {
             return;
         }
+        self.sample(started_nanos, in_flight, outcome);
+    }
+
+    /// Gives the algorithm the sample of a call that started at `started_nanos` and ends now.
+    fn sample(&self, started_nanos: u64, in_flight: u32, outcome: Outcome) {
         let now = self.clock.now_nanos();
         let sample = Sample {
             started_nanos,
@@ -191,6 +242,8 @@ impl AdaptiveLimiter {
             in_flight,
             dropped: outcome == Outcome::Dropped,
         };
+        self.latest_rtt
+            .store(now.saturating_sub(started_nanos), Ordering::Relaxed);
         let mut control = self.control();
         control.samples += 1;
         let limit = split(self.state.load(Ordering::Acquire)).0;

@@ -1,4 +1,5 @@
-use super::places::release_limited;
+use super::places::{end_adaptive, release_limited, LIMITED_ADAPTIVE_ANY};
+use crate::adaptive::Outcome;
 use crate::clock::Clock;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::{ResourceNode, ShortLine};
@@ -203,7 +204,12 @@ impl EntryState {
         for_each_node!(resource, self.origin, self.entrance, self.inbound, |node| {
             node.record_exit(slot, now, rt_micros, count, error);
         });
-        release_limited(resource, self.origin, self.entrance, self.limited);
+        if self.limited & LIMITED_ADAPTIVE_ANY != 0 {
+            // The call ran: its RT is a sample for the adaptive limits.
+            end_adaptive(resource, self.limited, self.started_nanos, Outcome::Success);
+        }
+        let others = self.limited & !LIMITED_ADAPTIVE_ANY;
+        release_limited(resource, self.origin, self.entrance, others);
         // Relaxed, as the rule flags on entry.
         if resource.has_breakers.load(Ordering::Relaxed) {
             feed_breakers(resource, self.started_nanos, now, rt_micros, error);

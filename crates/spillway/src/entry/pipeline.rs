@@ -10,12 +10,14 @@
 //!    rule (QPS reject rules every caller meets) and nothing follows, the gate decides on a short
 //!    path (`gate_check.rs`); otherwise, or while a reload rewrites the gate, the rule set does
 //!    (`flow_check.rs`). Rules in shadow mode count what they would refuse and refuse nothing.
-//! 4. **Breakers**: the resource's circuit breakers (Sentinel's `DegradeSlot`). This file.
-//! 5. **Admit, queue or refuse**: an admission counts on every node of the entry
+//! 4. **Adaptive limits**: the resource's adaptive concurrency limit, and the one on all
+//!    inbound traffic (`adaptive/`). This file.
+//! 5. **Breakers**: the resource's circuit breakers (Sentinel's `DegradeSlot`). This file.
+//! 6. **Admit, queue or refuse**: an admission counts on every node of the entry
 //!    (`guard.rs`); a queued one waits for its slot (`pending.rs`); a refusal gives back what
 //!    the earlier steps reserved (`held.rs`), is counted (`refusal.rs`) and returned as a
 //!    [`BlockError`].
-//! 6. **Exit**: the [`Entry`](super::Entry)'s drop records the completion and gives back its
+//! 7. **Exit**: the [`Entry`](super::Entry)'s drop records the completion and gives back its
 //!    places (`guard.rs`).
 //!
 //! A step with nothing to check costs one flag test; a resource without rules admits after
@@ -26,9 +28,10 @@ use super::flow_check::{check_flow, Caller};
 use super::gate_check::check_gate;
 use super::held::{give_back, Held};
 use super::pending::{Queue, Queued};
-use super::places::{release_limited, LIMITED_INBOUND};
+use super::places::{release_limited, LIMITED_ADAPTIVE, LIMITED_ADAPTIVE_INBOUND, LIMITED_INBOUND};
 use super::refusal::{count_refusal, refusal_error};
 use super::{EntryState, TrafficType};
+use crate::adaptive::{AdaptiveRefusal, InstalledAdaptive};
 use crate::block::{BlockError, BlockKind};
 use crate::breaker::BreakerBlock;
 use crate::clock::Clock;
@@ -44,6 +47,7 @@ use crate::system::{SystemBlock, SystemCheck};
 struct Steps {
     system: bool,
     flow: bool,
+    adaptive: bool,
     breakers: bool,
 }
 
@@ -53,6 +57,8 @@ impl Steps {
         Self {
             system: inbound && resource.core.has_system.load(Ordering::Relaxed),
             flow: resource.flow.present(),
+            adaptive: resource.has_adaptive.load(Ordering::Relaxed)
+                || (inbound && resource.core.has_inbound_adaptive.load(Ordering::Relaxed)),
             breakers: resource.has_breakers.load(Ordering::Relaxed),
         }
     }
@@ -99,16 +105,16 @@ impl<'a> EntryBuilder<'a> {
                 }
             }
         }
-        // No flow rule and no breaker: admitted.
-        if !steps.flow && !steps.breakers {
+        // No flow rule, adaptive limit or breaker: admitted.
+        if !steps.flow && !steps.adaptive && !steps.breakers {
             return ready(admit!(place));
         }
 
-        // 3. Flow: the gate's short path when it holds every rule and no breaker follows,
+        // 3. Flow: the gate's short path when it holds every rule and no other step follows,
         // else the rule set.
         let mut guard = None;
         if steps.flow {
-            if !steps.breakers && !self.prioritized {
+            if !steps.adaptive && !steps.breakers && !self.prioritized {
                 if let Some(read) = inner.flow.gate() {
                     match check_gate(inner, &read, now, count) {
                         Ok(()) => return ready(admit!(place)),
@@ -160,14 +166,21 @@ impl<'a> EntryBuilder<'a> {
             }
         }
 
-        // 4. Breakers.
+        // 4. Adaptive limits.
+        if steps.adaptive {
+            if let Err(error) = take_adaptive(inner, inbound, &mut held) {
+                refuse!(rules.map(|rules| &**rules), error);
+            }
+        }
+
+        // 5. Breakers.
         if steps.breakers {
             if let Err(error) = pass_breakers(inner, now, &mut held) {
                 refuse!(rules.map(|rules| &**rules), error);
             }
         }
 
-        // 5. Admit or queue.
+        // 6. Admit or queue.
         match (queue_for, rules) {
             (Some((wait, occupied)), Some(rules)) => queued(Queued {
                 wait,
@@ -200,7 +213,52 @@ fn refusal<R>(
     refused(refusal_error(inner, current, threshold, rule_id, now))
 }
 
-/// Step 4, Sentinel's `DegradeSlot`: the resource's breakers; probe places taken are noted in
+/// Step 4: the resource's adaptive limit, then the one on all inbound traffic; each place
+/// taken is noted in `held` (and given back with it if a later check refuses).
+#[inline(never)]
+fn take_adaptive(inner: &ResourceInner, inbound: bool, held: &mut Held) -> Result<(), BlockError> {
+    if inner.has_adaptive.load(Ordering::Relaxed) {
+        if let Some(adaptive) = inner.adaptive.load().as_ref() {
+            adaptive
+                .limiter
+                .take_place()
+                .map_err(|refusal| adaptive_blocked(inner, adaptive, refusal))?;
+            held.limited |= LIMITED_ADAPTIVE;
+        }
+    }
+    if inbound && inner.core.has_inbound_adaptive.load(Ordering::Relaxed) {
+        if let Some(adaptive) = inner.core.inbound_adaptive.load().as_ref() {
+            adaptive
+                .limiter
+                .take_place()
+                .map_err(|refusal| adaptive_blocked(inner, adaptive, refusal))?;
+            held.limited |= LIMITED_ADAPTIVE_INBOUND;
+        }
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn adaptive_blocked(
+    inner: &ResourceInner,
+    adaptive: &InstalledAdaptive,
+    refusal: AdaptiveRefusal,
+) -> BlockError {
+    let error = BlockError::new(
+        BlockKind::Adaptive,
+        inner.name_number,
+        f64::from(refusal.in_flight),
+        f64::from(refusal.limit),
+    )
+    .with_rule(adaptive.id_number);
+    match adaptive.limiter.latest_rtt() {
+        Some(rtt) => error.with_retry_after(rtt),
+        None => error,
+    }
+}
+
+/// Step 5, Sentinel's `DegradeSlot`: the resource's breakers; probe places taken are noted in
 /// `held`.
 #[inline(never)]
 fn pass_breakers(inner: &ResourceInner, now: u64, held: &mut Held) -> Result<(), BlockError> {

@@ -1,6 +1,7 @@
-//! The places an admission holds on exact in-flight counters (concurrency rules and a system
-//! rule's `max_concurrency`), named by bit, and giving them back.
+//! The places an admission holds on exact in-flight counters (concurrency rules, a system
+//! rule's `max_concurrency`, adaptive limits), named by bit, and giving them back.
 
+use crate::adaptive::Outcome;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
 use crate::sync::Ordering;
@@ -13,6 +14,27 @@ pub(crate) const LIMITED_ORIGIN: u8 = 2;
 pub(crate) const LIMITED_ENTRANCE: u8 = 4;
 /// ... on the global inbound node's (a system rule's `max_concurrency`).
 pub(crate) const LIMITED_INBOUND: u8 = 8;
+/// ... under the resource's adaptive limit.
+pub(crate) const LIMITED_ADAPTIVE: u8 = 16;
+/// ... under the adaptive limit on all inbound traffic.
+pub(crate) const LIMITED_ADAPTIVE_INBOUND: u8 = 32;
+/// Both adaptive places.
+pub(crate) const LIMITED_ADAPTIVE_ANY: u8 = LIMITED_ADAPTIVE | LIMITED_ADAPTIVE_INBOUND;
+
+/// Gives back the adaptive places `limited` says are held, each with the sample of a call that
+/// started at `started` (none for [`Outcome::Ignore`]).
+pub(crate) fn end_adaptive(resource: &ResourceInner, limited: u8, started: u64, outcome: Outcome) {
+    if limited & LIMITED_ADAPTIVE != 0 {
+        if let Some(adaptive) = resource.adaptive.load().as_ref() {
+            adaptive.limiter.end_place(started, outcome);
+        }
+    }
+    if limited & LIMITED_ADAPTIVE_INBOUND != 0 {
+        if let Some(adaptive) = resource.core.inbound_adaptive.load().as_ref() {
+            adaptive.limiter.end_place(started, outcome);
+        }
+    }
+}
 
 /// Gives back the places on exact in-flight counters that `limited` says are held.
 #[inline]
@@ -47,4 +69,6 @@ fn release_places(resource: &ResourceInner, origin: ChildSlot, entrance: ChildSl
     if limited & LIMITED_INBOUND != 0 {
         release(Some(&resource.core.inbound));
     }
+    // Given back without a sample: the call did not run.
+    end_adaptive(resource, limited, 0, Outcome::Ignore);
 }

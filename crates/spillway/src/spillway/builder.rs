@@ -1,6 +1,7 @@
 //! Building a [`Spillway`]: its clock, caps, windows and system probe.
 
 use super::{Inner, Spillway, DEFAULT_MAX_ORIGINS};
+use crate::adaptive::AdaptiveRuleSet;
 use crate::breaker::BreakerRuleSet;
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::core::Core;
@@ -8,7 +9,7 @@ use crate::flow::FlowRuleSet;
 use crate::registry::{OverflowPolicy, Registry, DEFAULT_MAX_RESOURCES};
 use crate::stats::{NodeConfig, ResourceNode};
 use crate::system::{LinuxProbe, SystemProbe, SystemRules};
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -110,6 +111,9 @@ impl SpillwayBuilder {
             breaker_listeners: Arc::default(),
             system: ArcSwap::from_pointee(SystemRules::default()),
             has_system: AtomicBool::new(false),
+            adaptive: ArcSwap::from_pointee(AdaptiveRuleSet::default()),
+            inbound_adaptive: ArcSwapOption::new(None),
+            has_inbound_adaptive: AtomicBool::new(false),
             probe: self
                 .probe
                 .unwrap_or_else(|| Arc::new(LinuxProbe::global().clone())),

@@ -1,0 +1,164 @@
+//! An adaptive limit as a rule of the entry path: on one resource, or on all inbound traffic.
+
+use super::error::AdaptiveError;
+use super::{
+    Aimd, AimdConfig, EnvoyGradient, EnvoyGradientConfig, Gradient2, Gradient2Config,
+    LimitAlgorithm, Vegas, VegasConfig,
+};
+use crate::rule_error::RuleError;
+use std::collections::HashSet;
+
+/// The error of an adaptive rule that cannot be used (a [`RuleError`] of kind `"adaptive"`).
+pub type AdaptiveRuleError = RuleError;
+
+/// Which algorithm an [`AdaptiveRule`] runs, with its settings.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AdaptiveAlgorithm {
+    /// [`Gradient2`].
+    Gradient2(Gradient2Config),
+    /// [`Vegas`].
+    Vegas(VegasConfig),
+    /// [`Aimd`].
+    Aimd(AimdConfig),
+    /// [`EnvoyGradient`].
+    EnvoyGradient(EnvoyGradientConfig),
+}
+
+impl AdaptiveAlgorithm {
+    /// The algorithm, built (its jitter drawn at random).
+    ///
+    /// # Errors
+    ///
+    /// An [`AdaptiveError`] if its settings do not validate.
+    pub fn build(&self) -> Result<Box<dyn LimitAlgorithm>, AdaptiveError> {
+        Ok(match self {
+            AdaptiveAlgorithm::Gradient2(config) => Box::new(Gradient2::new(*config)?),
+            AdaptiveAlgorithm::Vegas(config) => Box::new(Vegas::new(*config)?),
+            AdaptiveAlgorithm::Aimd(config) => Box::new(Aimd::new(*config)?),
+            AdaptiveAlgorithm::EnvoyGradient(config) => Box::new(EnvoyGradient::new(*config)?),
+        })
+    }
+
+    fn validate(&self) -> Result<(), AdaptiveError> {
+        match self {
+            AdaptiveAlgorithm::Gradient2(config) => config.validate(),
+            AdaptiveAlgorithm::Vegas(config) => config.validate(),
+            AdaptiveAlgorithm::Aimd(config) => config.validate(),
+            AdaptiveAlgorithm::EnvoyGradient(config) => config.validate(),
+        }
+    }
+}
+
+/// An adaptive concurrency limit checked on every entry of one resource, or of every inbound
+/// entry (`resource: None`, like the system rule), with the other rules: after the flow rules,
+/// before the breakers, all or nothing. A refusal is a
+/// [`BlockError`](crate::BlockError) of kind [`BlockKind::Adaptive`](crate::BlockKind::Adaptive)
+/// naming the rule, with the limit as threshold, the calls in flight as observed value, and the
+/// latest RTT as a retry-after hint. Each entry's exit gives the algorithm its RTT.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveRule, AimdConfig};
+/// use spillway::{BlockKind, ManualClock, Spillway};
+///
+/// let spillway = Spillway::new_with_clock(ManualClock::new());
+/// let aimd = AimdConfig { initial_limit: 1, min_limit: 1, ..Default::default() };
+/// spillway.load_adaptive_rules(vec![AdaptiveRule::resource(
+///     "search-adaptive",
+///     "GET /search",
+///     AdaptiveAlgorithm::Aimd(aimd),
+/// )])?;
+/// let first = spillway.entry("GET /search").enter()?;
+/// let err = spillway.entry("GET /search").enter().unwrap_err();
+/// assert_eq!((err.kind(), err.rule_id()), (BlockKind::Adaptive, Some("search-adaptive")));
+/// assert_eq!((err.observed(), err.threshold()), (1.0, 1.0));
+/// drop(first); // in time, the limit in use: AIMD grows to 2
+/// assert_eq!(spillway.adaptive_state("search-adaptive").unwrap().limit, 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AdaptiveRule {
+    /// Unique id, named in errors and blocks.
+    pub id: String,
+    /// The resource it limits; `None` for every inbound entry, whatever its resource.
+    pub resource: Option<String>,
+    /// The algorithm and its settings.
+    pub algorithm: AdaptiveAlgorithm,
+}
+
+impl AdaptiveRule {
+    /// A rule on `resource`.
+    pub fn resource(
+        id: impl Into<String>,
+        resource: impl Into<String>,
+        algorithm: AdaptiveAlgorithm,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            resource: Some(resource.into()),
+            algorithm,
+        }
+    }
+
+    /// A rule on all inbound traffic.
+    pub fn inbound(id: impl Into<String>, algorithm: AdaptiveAlgorithm) -> Self {
+        Self {
+            id: id.into(),
+            resource: None,
+            algorithm,
+        }
+    }
+}
+
+/// Checks a set of adaptive rules: ids non-empty and unique, at most one rule per resource and
+/// one for all inbound traffic, and each algorithm's settings (the field named as the
+/// algorithm's, for example `algorithm.min_limit`).
+///
+/// # Errors
+///
+/// An [`AdaptiveRuleError`] naming the first rule and field at fault.
+pub fn validate_adaptive_rules(rules: &[AdaptiveRule]) -> Result<(), AdaptiveRuleError> {
+    let mut ids = HashSet::new();
+    let mut scopes = HashSet::new();
+    for (index, rule) in rules.iter().enumerate() {
+        let error =
+            |field, problem: String| RuleError::new("adaptive", index, &rule.id, field, problem);
+        if rule.id.is_empty() {
+            return Err(error("id", "must not be empty".to_owned()));
+        }
+        if !ids.insert(rule.id.as_str()) {
+            return Err(error("id", "is used by an earlier rule".to_owned()));
+        }
+        if rule.resource.as_deref() == Some("") {
+            return Err(error("resource", "must not be empty".to_owned()));
+        }
+        if !scopes.insert(rule.resource.as_deref()) {
+            let scope = match &rule.resource {
+                Some(resource) => format!("resource `{resource}`"),
+                None => "all inbound traffic".to_owned(),
+            };
+            return Err(error(
+                "resource",
+                format!("{scope} already has an adaptive rule"),
+            ));
+        }
+        if let Err(err) = rule.algorithm.validate() {
+            return Err(RuleError::new(
+                "adaptive",
+                index,
+                &rule.id,
+                algorithm_field(err.field()),
+                err.to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `algorithm.<field>`, as a `'static` name.
+fn algorithm_field(field: &'static str) -> &'static str {
+    crate::intern::intern(&format!("algorithm.{field}"))
+}
