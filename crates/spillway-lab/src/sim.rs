@@ -14,7 +14,6 @@ use crate::strategy::{Protection, Strategy, SENTINEL_LOAD_PER_CORE};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
-use spillway::adaptive::{Outcome as AdaptiveOutcome, Ticket};
 use spillway::system::SystemProbe;
 use spillway::{ManualClock, OwnedAdmission, OwnedEntry, OwnedPending};
 use std::collections::VecDeque;
@@ -83,13 +82,6 @@ impl WorkDistribution {
     }
 }
 
-/// What an admitted attempt holds until its work ends: its entry, and its place under an
-/// adaptive limit.
-struct Held {
-    entry: OwnedEntry,
-    ticket: Option<Ticket>,
-}
-
 /// One run of one strategy in one scenario.
 pub(crate) struct Run<'p> {
     params: &'p LabParams,
@@ -104,9 +96,9 @@ pub(crate) struct Run<'p> {
     requests: Vec<Request>,
     attempts: Vec<Attempt>,
     /// Admitted attempts waiting for a worker, in order.
-    queue: VecDeque<(u32, Held)>,
+    queue: VecDeque<(u32, OwnedEntry)>,
     /// What each worker holds.
-    workers: Vec<Option<(u32, Held)>>,
+    workers: Vec<Option<(u32, OwnedEntry)>>,
     idle: Vec<u32>,
     /// Paced admissions, by attempt.
     paced: Vec<(u32, OwnedPending)>,
@@ -223,31 +215,6 @@ impl<'p> Run<'p> {
         let attempt = u32::try_from(self.attempts.len()).unwrap_or(u32::MAX);
         self.requests[request as usize].attempts += 1;
         let first = self.requests[request as usize].attempts == 1;
-        // An adaptive limit stands in front of the entry path (it is not a rule of it yet).
-        let ticket = match self
-            .protection
-            .adaptive
-            .as_ref()
-            .map(|limiter| limiter.admit())
-        {
-            Some(Err(_)) => {
-                self.protection.resource.record_block(1);
-                self.attempts.push(Attempt {
-                    request,
-                    record: AttemptRecord {
-                        sent: at,
-                        first,
-                        outcome: Some(Outcome::Refused),
-                        admitted: false,
-                        ended: None,
-                    },
-                });
-                self.retry_or_give_up(at, request);
-                return;
-            }
-            Some(Ok(ticket)) => Some(ticket),
-            None => None,
-        };
         let admission = self.protection.resource.entry().inbound().try_enter_owned();
         let mut record = Attempt {
             request,
@@ -263,7 +230,7 @@ impl<'p> Run<'p> {
             Ok(OwnedAdmission::Ready(entry)) => {
                 record.record.admitted = true;
                 self.attempts.push(record);
-                self.start_or_queue(at, attempt, Held { entry, ticket });
+                self.start_or_queue(at, attempt, entry);
             }
             Ok(OwnedAdmission::Queued(pending)) => {
                 record.record.admitted = true;
@@ -290,53 +257,37 @@ impl<'p> Run<'p> {
             return; // its client left, and the slot was given back
         };
         let (_, pending) = self.paced.swap_remove(index);
-        let entry = pending.enter();
-        self.start_or_queue(
-            at,
-            attempt,
-            Held {
-                entry,
-                ticket: None,
-            },
-        );
+        self.start_or_queue(at, attempt, pending.enter());
     }
 
-    fn start_or_queue(&mut self, at: u64, attempt: u32, held: Held) {
+    fn start_or_queue(&mut self, at: u64, attempt: u32, entry: OwnedEntry) {
         match self.idle.pop() {
-            Some(worker) => self.start(at, worker, attempt, held),
-            None => self.queue.push_back((attempt, held)),
+            Some(worker) => self.start(at, worker, attempt, entry),
+            None => self.queue.push_back((attempt, entry)),
         }
     }
 
-    fn start(&mut self, at: u64, worker: u32, attempt: u32, held: Held) {
+    fn start(&mut self, at: u64, worker: u32, attempt: u32, entry: OwnedEntry) {
         let request = self.attempts[attempt as usize].request as usize;
         let factor = self.scenario.slowdown_at(Duration::from_nanos(at));
         let work = (self.requests[request].work as f64 * factor) as u64;
-        self.workers[worker as usize] = Some((attempt, held));
+        self.workers[worker as usize] = Some((attempt, entry));
         self.agenda.schedule(at + work, Event::Complete { worker });
     }
 
     fn complete(&mut self, at: u64, worker: u32) {
-        let Some((attempt, held)) = self.workers[worker as usize].take() else {
+        let Some((attempt, entry)) = self.workers[worker as usize].take() else {
             return;
         };
-        drop(held.entry); // spillway records the RT and the exit at `at`
+        drop(entry); // spillway records the RT and the exit at `at`
         let record = &mut self.attempts[attempt as usize].record;
-        if let (Some(limiter), Some(ticket)) = (&self.protection.adaptive, held.ticket) {
-            // Work its client no longer waits for is a drop to the adaptive limit.
-            let outcome = match record.outcome {
-                Some(Outcome::TimedOut) => AdaptiveOutcome::Dropped,
-                _ => AdaptiveOutcome::Success,
-            };
-            limiter.release(ticket, outcome);
-        }
         record.ended = Some(at);
         if record.outcome.is_none() {
             record.outcome = Some(Outcome::Answered);
             self.open_requests -= 1;
         }
         match self.queue.pop_front() {
-            Some((next, held)) => self.start(at, worker, next, held),
+            Some((next, entry)) => self.start(at, worker, next, entry),
             None => self.idle.push(worker),
         }
     }
@@ -396,9 +347,6 @@ impl<'p> Run<'p> {
 
     /// The concurrency the protection admits now, where it has one.
     fn limit(&self) -> Option<f64> {
-        if let Some(limiter) = &self.protection.adaptive {
-            return Some(f64::from(limiter.limit()));
-        }
         let threshold = SENTINEL_LOAD_PER_CORE * f64::from(self.params.workers);
         let gate_open = self.protection.probe.load() > threshold;
         self.strategy

@@ -2,8 +2,7 @@
 
 use crate::params::{LabError, LabParams};
 use spillway::adaptive::{
-    AdaptiveError, AdaptiveLimiter, Aimd, AimdConfig, EnvoyGradient, EnvoyGradientConfig,
-    Gradient2, Gradient2Config, Vegas, VegasConfig,
+    AdaptiveAlgorithm, AdaptiveRule, AimdConfig, EnvoyGradientConfig, Gradient2Config, VegasConfig,
 };
 use spillway::flow::FlowRule;
 use spillway::system::{bbr_limit, ManualProbe, MinRtEstimate, SystemRule};
@@ -16,6 +15,9 @@ pub const RESOURCE: &str = "GET /work";
 
 /// Sentinel's documented starting point for `highestSystemLoad`: 2.5 per CPU core.
 pub const SENTINEL_LOAD_PER_CORE: f64 = 2.5;
+
+/// The id of an adaptive strategy's rule.
+const ADAPTIVE_RULE: &str = "adaptive";
 
 /// How far back [`Strategy::BbrBucketAverage`] looks for its calmest second.
 const BUCKET_AVERAGE_WINDOW: Duration = Duration::from_secs(10);
@@ -41,13 +43,13 @@ pub enum Strategy {
     /// ([`MinRtEstimate::BucketAverage`] over 10 s: the calmest second's mean RT) in place of
     /// Sentinel's fastest single call.
     BbrBucketAverage,
-    /// An adaptive concurrency limit, Netflix's Gradient2 with its defaults but a floor of 1
-    /// (Netflix's 20 is above a small service's concurrency).
+    /// An adaptive concurrency limit (a rule on all inbound traffic): Netflix's Gradient2 with
+    /// its defaults but a floor of 1 (Netflix's 20 is above a small service's concurrency).
     Gradient2,
     /// An adaptive concurrency limit, Netflix's Vegas with its defaults.
     Vegas,
-    /// An adaptive concurrency limit, AIMD with Netflix's defaults but a floor of 1; a call
-    /// whose client timed out before it ended counts as a drop.
+    /// An adaptive concurrency limit, AIMD with Netflix's defaults but a floor of 1 and the
+    /// clients' timeout: a call slower than that counts as a drop.
     Aimd,
     /// An adaptive concurrency limit, Envoy's gradient controller with its defaults.
     EnvoyGradient,
@@ -82,33 +84,27 @@ impl Strategy {
         )
     }
 
-    /// This strategy's adaptive limiter on `clock`, if it is one.
-    fn adaptive(&self, clock: &ManualClock) -> Result<Option<AdaptiveLimiter>, AdaptiveError> {
-        let clock = clock.clone();
-        Ok(Some(match self {
-            Strategy::Gradient2 => AdaptiveLimiter::with_clock(
-                Gradient2::new(Gradient2Config {
-                    min_limit: 1,
-                    ..Gradient2Config::default()
-                })?,
-                clock,
-            ),
-            Strategy::Vegas => {
-                AdaptiveLimiter::with_clock(Vegas::with_seed(VegasConfig::default(), 1)?, clock)
+    /// This strategy's adaptive rule (on all inbound traffic), if it is one. Its jitter is
+    /// seeded, so that runs repeat exactly.
+    fn adaptive_rule(&self, params: &LabParams) -> Option<AdaptiveRule> {
+        let algorithm = match self {
+            Strategy::Gradient2 => AdaptiveAlgorithm::Gradient2(Gradient2Config {
+                min_limit: 1,
+                ..Gradient2Config::default()
+            }),
+            Strategy::Vegas => AdaptiveAlgorithm::Vegas(VegasConfig::default()),
+            Strategy::Aimd => AdaptiveAlgorithm::Aimd(AimdConfig {
+                min_limit: 1,
+                // A call slower than its client's timeout is a drop.
+                timeout: params.client_timeout,
+                ..AimdConfig::default()
+            }),
+            Strategy::EnvoyGradient => {
+                AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig::default())
             }
-            Strategy::Aimd => AdaptiveLimiter::with_clock(
-                Aimd::new(AimdConfig {
-                    min_limit: 1,
-                    ..AimdConfig::default()
-                })?,
-                clock,
-            ),
-            Strategy::EnvoyGradient => AdaptiveLimiter::with_clock(
-                EnvoyGradient::with_seed(EnvoyGradientConfig::default(), 1)?,
-                clock,
-            ),
-            _ => return Ok(None),
-        }))
+            _ => return None,
+        };
+        Some(AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1))
     }
 
     /// The name in tables and JSON.
@@ -148,7 +144,10 @@ impl Strategy {
             Strategy::Bbr => "system rule: BBR on every entry (no load gate)".into(),
             Strategy::Gradient2 => "adaptive: Netflix Gradient2, floor 1".into(),
             Strategy::Vegas => "adaptive: Netflix Vegas".into(),
-            Strategy::Aimd => "adaptive: AIMD, floor 1, client timeouts as drops".into(),
+            Strategy::Aimd => format!(
+                "adaptive: AIMD, floor 1, calls over the client timeout ({:?}) as drops",
+                params.client_timeout
+            ),
             Strategy::EnvoyGradient => "adaptive: Envoy's gradient controller".into(),
             Strategy::BbrBucketAverage => {
                 "system rule: BBR on every entry, min RT as the calmest second's mean over 10 s"
@@ -177,8 +176,12 @@ impl Strategy {
                 window: BUCKET_AVERAGE_WINDOW,
             })),
             Strategy::SentinelSystem => gate_open.then(|| bbr(MinRtEstimate::Exact)),
-            // The adaptive limits' limit is read from their limiter (see `Protection`).
-            _ => None,
+            Strategy::Gradient2 | Strategy::Vegas | Strategy::Aimd | Strategy::EnvoyGradient => {
+                spillway
+                    .adaptive_state(ADAPTIVE_RULE)
+                    .map(|state| f64::from(state.limit))
+            }
+            Strategy::None | Strategy::StaticQps => None,
         }
     }
 
@@ -219,7 +222,9 @@ impl Strategy {
                     .with_highest_system_load(SENTINEL_LOAD_PER_CORE * workers)])
                 .map_err(|e| e.to_string()),
             Strategy::Gradient2 | Strategy::Vegas | Strategy::Aimd | Strategy::EnvoyGradient => {
-                Ok(())
+                spillway
+                    .load_adaptive_rules(self.adaptive_rule(params).into_iter().collect())
+                    .map_err(|e| e.to_string())
             }
             Strategy::Bbr | Strategy::BbrBucketAverage => {
                 // No gate: any load above 0 switches BBR on, and the probe always reads 1.
@@ -240,11 +245,7 @@ impl Strategy {
         let resource = spillway
             .resource(RESOURCE)
             .map_err(|err| LabError::new("strategy", err.to_string()))?;
-        let adaptive = self
-            .adaptive(clock)
-            .map_err(|err| LabError::new("strategy", err.to_string()))?;
         Ok(Protection {
-            adaptive,
             reads_load: *self == Strategy::SentinelSystem,
             spillway,
             resource,
@@ -259,11 +260,9 @@ impl fmt::Display for Strategy {
     }
 }
 
-/// A built protection: the instance, its resource, the probe the simulation feeds, and the
-/// adaptive limiter in front of the resource, if any.
+/// A built protection: the instance, its resource and the probe the simulation feeds.
 #[derive(Debug)]
 pub(crate) struct Protection {
-    pub(crate) adaptive: Option<AdaptiveLimiter>,
     pub(crate) spillway: Spillway,
     pub(crate) resource: Resource,
     pub(crate) probe: ManualProbe,

@@ -26,17 +26,26 @@ pub enum AdaptiveAlgorithm {
 }
 
 impl AdaptiveAlgorithm {
-    /// The algorithm, built (its jitter drawn at random).
+    /// The algorithm, built; its jitter (Vegas's probes, Envoy's minRTT schedule) drawn from
+    /// `seed`, or at random without one.
     ///
     /// # Errors
     ///
     /// An [`AdaptiveError`] if its settings do not validate.
-    pub fn build(&self) -> Result<Box<dyn LimitAlgorithm>, AdaptiveError> {
-        Ok(match self {
-            AdaptiveAlgorithm::Gradient2(config) => Box::new(Gradient2::new(*config)?),
-            AdaptiveAlgorithm::Vegas(config) => Box::new(Vegas::new(*config)?),
-            AdaptiveAlgorithm::Aimd(config) => Box::new(Aimd::new(*config)?),
-            AdaptiveAlgorithm::EnvoyGradient(config) => Box::new(EnvoyGradient::new(*config)?),
+    pub fn build(&self, seed: Option<u64>) -> Result<Box<dyn LimitAlgorithm>, AdaptiveError> {
+        Ok(match (self, seed) {
+            (AdaptiveAlgorithm::Gradient2(config), _) => Box::new(Gradient2::new(*config)?),
+            (AdaptiveAlgorithm::Vegas(config), Some(seed)) => {
+                Box::new(Vegas::with_seed(*config, seed)?)
+            }
+            (AdaptiveAlgorithm::Vegas(config), None) => Box::new(Vegas::new(*config)?),
+            (AdaptiveAlgorithm::Aimd(config), _) => Box::new(Aimd::new(*config)?),
+            (AdaptiveAlgorithm::EnvoyGradient(config), Some(seed)) => {
+                Box::new(EnvoyGradient::with_seed(*config, seed)?)
+            }
+            (AdaptiveAlgorithm::EnvoyGradient(config), None) => {
+                Box::new(EnvoyGradient::new(*config)?)
+            }
         })
     }
 
@@ -87,6 +96,10 @@ pub struct AdaptiveRule {
     pub resource: Option<String>,
     /// The algorithm and its settings.
     pub algorithm: AdaptiveAlgorithm,
+    /// Where the algorithm's jitter comes from: a seed, for runs that must repeat exactly (a
+    /// simulation, a test); `None` (the default) draws it at random, so that instances started
+    /// together do not re-measure in step.
+    pub seed: Option<u64>,
 }
 
 impl AdaptiveRule {
@@ -100,6 +113,7 @@ impl AdaptiveRule {
             id: id.into(),
             resource: Some(resource.into()),
             algorithm,
+            seed: None,
         }
     }
 
@@ -109,7 +123,14 @@ impl AdaptiveRule {
             id: id.into(),
             resource: None,
             algorithm,
+            seed: None,
         }
+    }
+
+    /// Draws the algorithm's jitter from `seed` (see [`seed`](Self::seed)).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
     }
 }
 

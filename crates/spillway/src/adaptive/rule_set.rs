@@ -47,7 +47,7 @@ impl AdaptiveRuleSet {
             let installed = match kept.iter().find(|old| old.rule == rule) {
                 Some(old) => Arc::clone(old),
                 None => {
-                    let algorithm = rule.algorithm.build().map_err(|err| {
+                    let algorithm = rule.algorithm.build(rule.seed).map_err(|err| {
                         RuleError::new("adaptive", index, &rule.id, err.field(), err.to_string())
                     })?;
                     Arc::new(InstalledAdaptive {
