@@ -159,6 +159,7 @@ impl Admin {
             "flow": spillway.flow_rules(),
             "system": spillway.system_rules(),
             "breaker": spillway.breaker_rules(),
+            "adaptive": spillway.adaptive_rules(),
         })
     }
 
@@ -190,6 +191,7 @@ impl Admin {
             "config": config,
             "probe": { "load": probe.load(), "cpu_usage": probe.cpu_usage() },
             "breakers": breakers,
+            "adaptive": adaptive_states(spillway),
         })
     }
 
@@ -309,6 +311,31 @@ impl Admin {
             Err(err) => invalid(err),
         }
     }
+}
+
+/// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the
+/// reason of the last change, samples, updates and refusals.
+fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
+    let millis = |rtt: Option<std::time::Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1e3);
+    spillway
+        .adaptive_rules()
+        .iter()
+        .filter_map(|rule| {
+            let state = spillway.adaptive_state(&rule.id)?;
+            Some(json!({
+                "rule": rule.id,
+                "resource": rule.resource,
+                "limit": state.limit,
+                "in_flight": state.in_flight,
+                "baseline_rtt_ms": millis(state.estimates.baseline),
+                "latest_rtt_ms": millis(state.estimates.latest),
+                "last_change": state.last_change.as_str(),
+                "samples": state.samples,
+                "updates": state.updates,
+                "refusals": state.refusals,
+            }))
+        })
+        .collect()
 }
 
 /// Compares without stopping at the first difference.

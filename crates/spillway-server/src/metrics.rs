@@ -175,6 +175,54 @@ impl Collector for Live {
             "Circuit breaker state: 0 closed, 1 open, 2 half-open",
             &mut breakers.into_iter(),
         )?;
+        let adaptive: Vec<_> = self
+            .spillway
+            .adaptive_rules()
+            .into_iter()
+            .filter_map(|rule| {
+                let state = self.spillway.adaptive_state(&rule.id)?;
+                let resource = rule.resource.clone().unwrap_or_else(|| "*".to_owned());
+                Some((rule.id, resource, state))
+            })
+            .collect();
+        let labels = |id: &str, resource: &str| {
+            vec![("rule", id.to_owned()), ("resource", resource.to_owned())]
+        };
+        gauge(
+            &mut encoder,
+            "spillway_adaptive_limit",
+            "An adaptive rule's concurrency limit now, by rule (resource \"*\": all inbound)",
+            &mut adaptive
+                .iter()
+                .map(|(id, resource, state)| (labels(id, resource), f64::from(state.limit))),
+        )?;
+        gauge(
+            &mut encoder,
+            "spillway_adaptive_in_flight",
+            "Calls holding a place under an adaptive rule, by rule",
+            &mut adaptive
+                .iter()
+                .map(|(id, resource, state)| (labels(id, resource), f64::from(state.in_flight))),
+        )?;
+        gauge(
+            &mut encoder,
+            "spillway_adaptive_baseline_rtt_seconds",
+            "An adaptive rule's baseline RTT (minRTT, no-load or long-term RTT), by rule",
+            &mut adaptive.iter().filter_map(|(id, resource, state)| {
+                let rtt = state.estimates.baseline?;
+                Some((labels(id, resource), rtt.as_secs_f64()))
+            }),
+        )?;
+        let mut refusals = encoder.encode_descriptor(
+            "spillway_adaptive_refusals",
+            "Calls an adaptive rule refused at its limit, by rule",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (id, resource, state) in &adaptive {
+            prometheus_client::metrics::counter::ConstCounter::new(state.refusals)
+                .encode(refusals.encode_family(&labels(id, resource))?)?;
+        }
         let flow_rules = self.spillway.flow_rules();
         let mut shadow = encoder.encode_descriptor(
             "spillway_flow_rule_shadow_refusals",
@@ -197,6 +245,7 @@ impl Collector for Live {
             ("flow", flow_rules.len()),
             ("system", self.spillway.system_rules().len()),
             ("breaker", self.spillway.breaker_rules().len()),
+            ("adaptive", adaptive.len()),
         ];
         gauge(
             &mut encoder,

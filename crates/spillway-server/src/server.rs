@@ -32,6 +32,14 @@ pub fn apply_rules(
             .map(|r| r.get_ref().clone())
             .collect(),
     )?;
+    // An adaptive rule that stays the same keeps its limiter (its limit and estimates).
+    spillway.load_adaptive_rules(
+        config
+            .adaptive
+            .iter()
+            .map(|r| r.get_ref().clone())
+            .collect(),
+    )?;
     Ok(())
 }
 

@@ -293,6 +293,42 @@ async fn a_shadow_rule_counts_its_refusals_by_rule_and_admits() {
 }
 
 #[tokio::test]
+async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
+    let h =
+        start("[[adaptive]]\nid = \"service\"\nalgorithm = { type = \"envoy_gradient\" }\n").await;
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["adaptive"][0]["id"], "service");
+    let (_, status) = get(h.admin, "/api/status").await;
+    let adaptive = &json(&status)["adaptive"][0];
+    assert_eq!(adaptive["rule"], "service");
+    // Envoy's controller starts at its minimum concurrency, measuring the minRTT.
+    assert_eq!(adaptive["limit"], 3);
+    assert_eq!(adaptive["last_change"], "initial");
+    let (_, text) = get(h.admin, "/metrics").await;
+    let samples = parse_prometheus(&text);
+    let value = |series: &str| {
+        samples
+            .iter()
+            .find(|(s, _)| s == series)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    };
+    assert_eq!(
+        value(r#"spillway_adaptive_limit{rule="service",resource="*"}"#),
+        3.0
+    );
+    assert_eq!(
+        value(r#"spillway_adaptive_in_flight{rule="service",resource="*"}"#),
+        0.0
+    );
+    assert_eq!(
+        value(r#"spillway_adaptive_refusals_total{rule="service",resource="*"}"#),
+        0.0
+    );
+    assert_eq!(value(r#"spillway_rules{kind="adaptive"}"#), 1.0);
+}
+
+#[tokio::test]
 async fn a_good_reload_applies_and_a_bad_one_changes_nothing() {
     let h = start(ORDERS_QPS_1).await;
     std::fs::write(

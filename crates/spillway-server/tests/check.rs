@@ -44,11 +44,21 @@ id = \"orders-errors\"
 resource = \"orders\"
 strategy = {{ type = \"error_ratio\", threshold = 0.5 }}
 retry_timeout = \"10s\"
+
+[[adaptive]]
+id = \"service\"
+algorithm = {{ type = \"envoy_gradient\", min_rtt_interval = \"30s\" }}
+
+[[adaptive]]
+id = \"orders-adaptive\"
+resource = \"orders\"
+algorithm = {{ type = \"gradient2\", min_limit = 1 }}
 "
     );
     let config = parse(&text, "spillway.toml").unwrap();
     assert_eq!(config.routes.len(), 1);
     assert_eq!(config.default.unwrap().get_ref().resource, "unmatched");
+    assert_eq!(config.adaptive.len(), 2);
 }
 
 #[test]
@@ -96,6 +106,21 @@ strategy = {{ type = \"error_count\", threshold = 3 }}
         error(&breaker),
         "spillway.toml:8:1: `breaker[0].retry_timeout`: must be longer than zero"
     );
+    let adaptive = format!(
+        "{UPSTREAM}
+[[adaptive]]
+id = \"service\"
+algorithm = {{ type = \"envoy_gradient\", min_concurrency = 0 }}
+"
+    );
+    assert_eq!(
+        error(&adaptive),
+        "spillway.toml:7:1: `adaptive[0].algorithm.min_concurrency`: must be at least 1, got 0"
+    );
+    let unknown = error(&format!(
+        "{UPSTREAM}\n[[adaptive]]\nid = \"x\"\nalgorithm = {{ type = \"fancy\" }}\n"
+    ));
+    assert!(unknown.contains("unknown variant `fancy`"), "{unknown}");
 }
 
 #[test]

@@ -374,6 +374,38 @@ async fn a_system_rule_guards_every_route() {
 }
 
 #[tokio::test]
+async fn an_adaptive_rule_refuses_past_its_limit_and_learns_from_each_response() {
+    let h = start(
+        r#"
+[[route]]
+resource = "hold"
+path = "/hold"
+upstream = "app"
+
+[[adaptive]]
+id = "hold-adaptive"
+resource = "hold"
+algorithm = { type = "aimd", initial_limit = 1, min_limit = 1 }
+"#,
+    )
+    .await;
+    let held = h.hold("hold").await;
+    let (status, _, body) = h.get("/hold").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        body.contains("blocked by adaptive rule hold-adaptive"),
+        "{body}"
+    );
+    h.release.notify_one(); // stored if the upstream is not waiting yet
+    assert_eq!(held.await.unwrap(), StatusCode::OK);
+    // The response was a sample: in time, with the limit in use, AIMD grows.
+    let state = h.spillway.adaptive_state("hold-adaptive").unwrap();
+    assert_eq!((state.samples, state.limit, state.in_flight), (1, 2, 0));
+    assert_eq!(state.refusals, 1);
+    h.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_configured_blocked_response_replaces_the_429() {
     let h = start(&format!(
         "{ROUTES}\n[blocked]\nstatus = 503\nbody = \"busy, try later\\n\"\n\n[[flow]]\nid = \"none\"\nresource = \"orders\"\ncount = 0\n"

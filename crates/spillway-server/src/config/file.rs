@@ -1,6 +1,7 @@
 //! The shape of `spillway.toml`.
 
 use serde::{Deserialize, Serialize};
+use spillway::adaptive::AdaptiveRule;
 use spillway::breaker::BreakerRule;
 use spillway::flow::FlowRule;
 use spillway::system::SystemRule;
@@ -63,6 +64,10 @@ pub struct Config {
     /// Circuit breaker rules.
     #[serde(default, rename = "breaker")]
     pub breakers: Vec<Spanned<BreakerRule>>,
+    /// Adaptive concurrency rules (spillway's `AdaptiveRule`): on one route's resource, or on
+    /// all inbound traffic.
+    #[serde(default)]
+    pub adaptive: Vec<Spanned<AdaptiveRule>>,
 }
 
 /// The proxy's listener.

@@ -87,6 +87,10 @@ impl Check<'_> {
             spillway::breaker::validate_breaker_rules(rules)
                 .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
         })?;
+        self.rules(&config.adaptive, "adaptive", |rules| {
+            spillway::adaptive::validate_adaptive_rules(rules)
+                .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
+        })?;
         if let Some(blocked) = &config.blocked {
             let (span, item) = (blocked.span(), blocked.get_ref());
             if !(400..=599).contains(&item.status) {

@@ -9,6 +9,11 @@ use std::time::Duration;
 
 /// AIMD's settings; the defaults are Netflix's (`AIMDLimit.Builder`), updated on every sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct AimdConfig {
     /// The limit before any sample (Netflix: 20).
     pub initial_limit: u32,
@@ -19,6 +24,7 @@ pub struct AimdConfig {
     /// The limit is multiplied by this on a drop, from 0.5 to below 1 (Netflix: 0.9).
     pub backoff_ratio: f64,
     /// A call slower than this counts as a drop (Netflix: 5 s).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub timeout: Duration,
     /// When the limit is updated (default: every sample).
     pub sampling: Sampling,

@@ -12,10 +12,17 @@ use std::time::Duration;
 /// maximum of 1000); Envoy requires the two intervals, and spillway defaults them to Envoy's
 /// documented example (60 s between minRTT measurements, 100 ms sample windows).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct EnvoyGradientConfig {
     /// How long each sample window lasts (Envoy's `concurrency_update_interval`).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub update_interval: Duration,
     /// Time between minRTT measurements (Envoy's `min_rtt_calc_params.interval`).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub min_rtt_interval: Duration,
     /// Each interval is lengthened by up to this fraction at random, 0 to 1 (Envoy: 0.15).
     pub jitter: f64,

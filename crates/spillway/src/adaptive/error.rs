@@ -41,6 +41,11 @@ impl AdaptiveError {
     pub fn field(&self) -> &'static str {
         self.field
     }
+
+    /// What is wrong with it.
+    pub fn problem(&self) -> &str {
+        &self.problem
+    }
 }
 
 impl fmt::Display for AdaptiveError {

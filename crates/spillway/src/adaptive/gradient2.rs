@@ -11,6 +11,11 @@ use std::time::Duration;
 /// Gradient2's settings; the defaults are Netflix's (`Gradient2Limit.Builder`), sampled through
 /// Netflix's default `WindowedLimit`.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct Gradient2Config {
     /// The limit before any sample (Netflix: 20).
     pub initial_limit: u32,

@@ -13,6 +13,11 @@ pub type AdaptiveRuleError = RuleError;
 
 /// Which algorithm an [`AdaptiveRule`] runs, with its settings.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(tag = "type", rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum AdaptiveAlgorithm {
     /// [`Gradient2`].
@@ -88,17 +93,24 @@ impl AdaptiveAlgorithm {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(deny_unknown_fields)
+)]
 #[non_exhaustive]
 pub struct AdaptiveRule {
     /// Unique id, named in errors and blocks.
     pub id: String,
     /// The resource it limits; `None` for every inbound entry, whatever its resource.
+    #[cfg_attr(feature = "serde", serde(default))]
     pub resource: Option<String>,
     /// The algorithm and its settings.
     pub algorithm: AdaptiveAlgorithm,
     /// Where the algorithm's jitter comes from: a seed, for runs that must repeat exactly (a
     /// simulation, a test); `None` (the default) draws it at random, so that instances started
     /// together do not re-measure in step.
+    #[cfg_attr(feature = "serde", serde(default))]
     pub seed: Option<u64>,
 }
 
@@ -172,7 +184,7 @@ pub fn validate_adaptive_rules(rules: &[AdaptiveRule]) -> Result<(), AdaptiveRul
                 index,
                 &rule.id,
                 algorithm_field(err.field()),
-                err.to_string(),
+                err.problem(),
             ));
         }
     }
@@ -182,4 +194,61 @@ pub fn validate_adaptive_rules(rules: &[AdaptiveRule]) -> Result<(), AdaptiveRul
 /// `algorithm.<field>`, as a `'static` name.
 fn algorithm_field(field: &'static str) -> &'static str {
     crate::intern::intern(&format!("algorithm.{field}"))
+}
+
+#[cfg(all(test, feature = "serde", not(spillway_loom)))]
+mod serde_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_rule_reads_from_json_with_defaults_and_round_trips() {
+        let rule: AdaptiveRule = serde_json::from_str(
+            r#"{"id": "api", "resource": "GET /api",
+                "algorithm": {"type": "envoy_gradient", "min_rtt_interval": "30s"}}"#,
+        )
+        .unwrap();
+        let expected = AdaptiveRule::resource(
+            "api",
+            "GET /api",
+            AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig {
+                min_rtt_interval: Duration::from_secs(30),
+                ..EnvoyGradientConfig::default()
+            }),
+        );
+        assert_eq!(rule, expected);
+        let text = serde_json::to_string(&rule).unwrap();
+        assert_eq!(serde_json::from_str::<AdaptiveRule>(&text).unwrap(), rule);
+
+        let inbound: AdaptiveRule = serde_json::from_str(
+            r#"{"id": "all", "algorithm": {"type": "gradient2", "min_limit": 1,
+                "sampling": {"type": "window", "min_time": "100ms", "max_time": "100ms"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(inbound.resource, None);
+        let AdaptiveAlgorithm::Gradient2(config) = inbound.algorithm else {
+            panic!("gradient2");
+        };
+        assert_eq!(config.min_limit, 1);
+        assert_eq!(config.initial_limit, 20, "Netflix's default");
+        assert_eq!(
+            config.sampling,
+            crate::adaptive::Sampling::Window(crate::adaptive::WindowPolicy {
+                min_time: Duration::from_millis(100),
+                max_time: Duration::from_millis(100),
+                ..Default::default()
+            })
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_algorithms_are_errors() {
+        let unknown = serde_json::from_str::<AdaptiveRule>(
+            r#"{"id": "x", "algorithm": {"type": "aimd", "backof_ratio": 0.5}}"#,
+        );
+        assert!(unknown.unwrap_err().to_string().contains("backof_ratio"));
+        let algorithm =
+            serde_json::from_str::<AdaptiveRule>(r#"{"id": "x", "algorithm": {"type": "bbr"}}"#);
+        assert!(algorithm.unwrap_err().to_string().contains("bbr"));
+    }
 }

@@ -7,6 +7,11 @@ use std::time::Duration;
 
 /// When an algorithm looks at its samples.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)
+)]
 pub enum Sampling {
     /// On every sample, with that sample's RTT and in-flight count (Netflix's algorithms used
     /// bare, as its `SimpleLimiter` does by default).
@@ -20,14 +25,22 @@ pub enum Sampling {
 /// due, and lasts twice its smallest RTT, within `min_time..=max_time`; a window of fewer than
 /// `min_samples` samples is discarded, and so is any sample faster than `min_rtt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct WindowPolicy {
     /// Shortest window (Netflix: 1 s).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub min_time: Duration,
     /// Longest window (Netflix: 1 s).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub max_time: Duration,
     /// Fewest samples for a window to count (Netflix: 10).
     pub min_samples: u32,
     /// Samples faster than this are ignored (Netflix: 100 µs).
+    #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub min_rtt: Duration,
 }
 

@@ -11,6 +11,11 @@ use std::time::Duration;
 /// Vegas's settings; the defaults are Netflix's (`VegasLimit.Builder`), updated on every
 /// sample as Netflix's limiters use it by default.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default, deny_unknown_fields)
+)]
 pub struct VegasConfig {
     /// The limit before any sample (Netflix: 20).
     pub initial_limit: u32,
