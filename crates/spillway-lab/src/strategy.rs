@@ -71,9 +71,9 @@ impl Strategy {
     ];
 
     /// Whether the `spillway` binary's configuration file can express this strategy (the
-    /// loopback lab runs only those).
+    /// loopback lab runs only those): every one can.
     pub fn in_binary(&self) -> bool {
-        !self.is_adaptive()
+        true
     }
 
     /// Whether this is an adaptive concurrency limit ([`spillway::adaptive`]).
@@ -84,9 +84,9 @@ impl Strategy {
         )
     }
 
-    /// This strategy's adaptive rule (on all inbound traffic), if it is one. Its jitter is
-    /// seeded, so that runs repeat exactly.
-    fn adaptive_rule(&self, params: &LabParams) -> Option<AdaptiveRule> {
+    /// This strategy's adaptive rule (on all inbound traffic) for `params`, if it is one. Its
+    /// jitter is seeded, so that runs repeat exactly.
+    pub fn adaptive_rule(&self, params: &LabParams) -> Option<AdaptiveRule> {
         let algorithm = match self {
             Strategy::Gradient2 => AdaptiveAlgorithm::Gradient2(Gradient2Config {
                 min_limit: 1,

@@ -108,13 +108,25 @@ fn sentinel_threshold() -> f64 {
     SENTINEL_LOAD_PER_CORE * cpus as f64
 }
 
+/// `rule` as the configuration file's `[[adaptive]]` table.
+fn adaptive_toml(rule: spillway::adaptive::AdaptiveRule) -> Result<String, toml::ser::Error> {
+    #[derive(serde::Serialize)]
+    struct File {
+        adaptive: Vec<spillway::adaptive::AdaptiveRule>,
+    }
+    toml::to_string(&File {
+        adaptive: vec![rule],
+    })
+}
+
 /// The proxy configuration of `strategy` in front of `upstream`.
 fn config_text(
     strategy: Strategy,
+    lab: &spillway_lab::LabParams,
     upstream: std::net::SocketAddr,
     shape: &UpstreamShape,
     capacity: f64,
-) -> String {
+) -> Result<String, toml::ser::Error> {
     let mut text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
          [default]\nresource = \"{}\"\nupstream = \"app\"\n",
@@ -139,12 +151,41 @@ fn config_text(
              min_rt = { type = \"bucket_average\", window = \"10s\" }\n"
             .to_string(),
         Strategy::None => String::new(),
-        // Not expressible in the file: `run_lab` skips them.
-        _ => String::new(),
+        // The simulated lab's rule, written as the file's `[[adaptive]]`.
+        _ => match strategy.adaptive_rule(lab) {
+            Some(rule) => adaptive_toml(rule)?,
+            None => String::new(),
+        },
     };
     text.push('\n');
     text.push_str(&rules);
-    text
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each strategy's file parses, and an adaptive strategy's holds the simulated lab's rule.
+    #[test]
+    fn every_strategy_s_file_parses_with_the_simulated_lab_s_rules() {
+        let params = LoopbackParams::default();
+        let lab = params.lab_params();
+        let upstream = "127.0.0.1:9".parse().unwrap();
+        for strategy in Strategy::ALL {
+            let text = config_text(strategy, &lab, upstream, &params.upstream, 350.0).unwrap();
+            let parsed = config::parse(&text, "lab.toml").unwrap();
+            let adaptive: Vec<_> = parsed
+                .adaptive
+                .iter()
+                .map(|r| r.get_ref().clone())
+                .collect();
+            assert_eq!(
+                adaptive,
+                strategy.adaptive_rule(&lab).into_iter().collect::<Vec<_>>()
+            );
+        }
+    }
 }
 
 /// Runs `strategy` in `scenario` against a fresh upstream and proxy.
@@ -163,10 +204,11 @@ pub async fn run_point(
     let config = config::parse(
         &config_text(
             strategy,
+            &lab,
             upstream.addr(),
             &params.upstream,
             params.capacity(),
-        ),
+        )?,
         "lab.toml",
     )?;
     // Sentinel's strategy reads the host's load1; the BBR-only ones get a probe whose load (1)
