@@ -162,32 +162,6 @@ fn config_text(
     Ok(text)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each strategy's file parses, and an adaptive strategy's holds the simulated lab's rule.
-    #[test]
-    fn every_strategy_s_file_parses_with_the_simulated_lab_s_rules() {
-        let params = LoopbackParams::default();
-        let lab = params.lab_params();
-        let upstream = "127.0.0.1:9".parse().unwrap();
-        for strategy in Strategy::ALL {
-            let text = config_text(strategy, &lab, upstream, &params.upstream, 350.0).unwrap();
-            let parsed = config::parse(&text, "lab.toml").unwrap();
-            let adaptive: Vec<_> = parsed
-                .adaptive
-                .iter()
-                .map(|r| r.get_ref().clone())
-                .collect();
-            assert_eq!(
-                adaptive,
-                strategy.adaptive_rule(&lab).into_iter().collect::<Vec<_>>()
-            );
-        }
-    }
-}
-
 /// Runs `strategy` in `scenario` against a fresh upstream and proxy.
 ///
 /// # Errors
@@ -465,4 +439,30 @@ pub async fn run_lab(
 /// A duration in ns, saturating.
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each strategy's file parses, and an adaptive strategy's holds the simulated lab's rule.
+    #[test]
+    fn every_strategy_s_file_parses_with_the_simulated_lab_s_rules() {
+        let params = LoopbackParams::default();
+        let lab = params.lab_params();
+        let upstream = "127.0.0.1:9".parse().unwrap();
+        for strategy in Strategy::ALL {
+            let text = config_text(strategy, &lab, upstream, &params.upstream, 350.0).unwrap();
+            let parsed = config::parse(&text, "lab.toml").unwrap();
+            let adaptive: Vec<_> = parsed
+                .adaptive
+                .iter()
+                .map(|r| r.get_ref().clone())
+                .collect();
+            assert_eq!(
+                adaptive,
+                strategy.adaptive_rule(&lab).into_iter().collect::<Vec<_>>()
+            );
+        }
+    }
 }
