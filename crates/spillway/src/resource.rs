@@ -15,7 +15,7 @@ use crate::flow::InstalledRules;
 use crate::stats::{NodeStats, ResourceNode, WindowSnapshot};
 use arc_swap::ArcSwapOption;
 use std::fmt;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 
 /// A resource: something spillway counts and protects (an endpoint, a method, a downstream).
@@ -56,10 +56,11 @@ pub(crate) struct ResourceInner {
     pub(crate) flow: InstalledRules,
     /// This resource's circuit breakers, swapped whole when breaker rules are loaded.
     pub(crate) breakers: ArcSwapOption<ResourceBreakers>,
-    pub(crate) has_breakers: AtomicBool,
+    /// Which checks after the flow rules this resource has (`LATER_*` bits): one load tells an
+    /// entry whether it may skip them all.
+    pub(crate) later: AtomicU8,
     /// This resource's adaptive limit, swapped whole when adaptive rules are loaded.
     pub(crate) adaptive: ArcSwapOption<InstalledAdaptive>,
-    pub(crate) has_adaptive: AtomicBool,
     /// The instance's clock, a copy of `core.clock` (reading the same time): entries read it
     /// one load closer than through `core`.
     pub(crate) clock: AnyClock,
@@ -80,9 +81,18 @@ impl Resource {
                 origins: ChildNodes::new(core.max_origins, config),
                 entrances: ChildNodes::new(core.max_origins, config),
                 flow: InstalledRules::new(),
-                has_adaptive: AtomicBool::new(adaptive.is_some()),
+                later: AtomicU8::new(
+                    if adaptive.is_some() {
+                        LATER_ADAPTIVE
+                    } else {
+                        0
+                    } | if breakers.is_some() {
+                        LATER_BREAKERS
+                    } else {
+                        0
+                    },
+                ),
                 adaptive: ArcSwapOption::new(adaptive),
-                has_breakers: AtomicBool::new(breakers.is_some()),
                 breakers: ArcSwapOption::new(breakers),
                 clock: core.clock.clone(),
                 core,
@@ -178,6 +188,32 @@ impl Resource {
     }
 }
 
+/// The resource has circuit breakers.
+pub(crate) const LATER_BREAKERS: u8 = 1;
+/// The resource has an adaptive limit.
+pub(crate) const LATER_ADAPTIVE: u8 = 2;
+
+impl ResourceInner {
+    /// Whether the resource has breakers. Relaxed, as every rule flag: a stale answer only
+    /// delays seeing a load by a moment.
+    #[inline(always)]
+    pub(crate) fn has_breakers(&self) -> bool {
+        self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_BREAKERS != 0
+    }
+
+    /// Whether the resource has an adaptive limit (relaxed, likewise).
+    #[inline(always)]
+    pub(crate) fn has_adaptive(&self) -> bool {
+        self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_ADAPTIVE != 0
+    }
+
+    /// Whether the resource has any check after its flow rules (relaxed, likewise).
+    #[inline(always)]
+    pub(crate) fn has_later_checks(&self) -> bool {
+        self.later.load(std::sync::atomic::Ordering::Relaxed) != 0
+    }
+}
+
 impl ResourceInner {
     /// Installs this resource's breakers (under the core's rules lock), flag ordered as in
     /// [`InstalledRules::install`].
@@ -185,9 +221,9 @@ impl ResourceInner {
         use std::sync::atomic::Ordering;
         if breakers.is_some() {
             self.breakers.store(breakers);
-            self.has_breakers.store(true, Ordering::Release);
+            self.later.fetch_or(LATER_BREAKERS, Ordering::Release);
         } else {
-            self.has_breakers.store(false, Ordering::Release);
+            self.later.fetch_and(!LATER_BREAKERS, Ordering::Release);
             self.breakers.store(None);
         }
     }
@@ -198,9 +234,9 @@ impl ResourceInner {
         use std::sync::atomic::Ordering;
         if adaptive.is_some() {
             self.adaptive.store(adaptive);
-            self.has_adaptive.store(true, Ordering::Release);
+            self.later.fetch_or(LATER_ADAPTIVE, Ordering::Release);
         } else {
-            self.has_adaptive.store(false, Ordering::Release);
+            self.later.fetch_and(!LATER_ADAPTIVE, Ordering::Release);
             self.adaptive.store(None);
         }
     }

@@ -3,7 +3,7 @@ use crate::adaptive::Outcome;
 use crate::clock::Clock;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::{ResourceNode, ShortLine};
-use crate::sync::{cached_thread_slot, thread_slot, Ordering};
+use crate::sync::{cached_thread_slot, thread_slot};
 use std::fmt;
 
 /// What an entry must remember to record its completion.
@@ -177,7 +177,7 @@ impl EntryState {
         // Relaxed, as the rule flags on entry.
         if self.limited != 0
             || !ChildSlot::both_none(self.origin, self.entrance)
-            || resource.has_breakers.load(Ordering::Relaxed)
+            || resource.has_breakers()
         {
             return None;
         }
@@ -211,7 +211,7 @@ impl EntryState {
         let others = self.limited & !LIMITED_ADAPTIVE_ANY;
         release_limited(resource, self.origin, self.entrance, others);
         // Relaxed, as the rule flags on entry.
-        if resource.has_breakers.load(Ordering::Relaxed) {
+        if resource.has_breakers() {
             feed_breakers(resource, self.started_nanos, now, rt_micros, error);
         }
     }

@@ -47,8 +47,8 @@ use crate::system::{SystemBlock, SystemCheck};
 struct Steps {
     system: bool,
     flow: bool,
-    adaptive: bool,
-    breakers: bool,
+    /// An adaptive limit or a breaker applies: steps 4 and 5, out of line.
+    later: bool,
 }
 
 impl Steps {
@@ -57,9 +57,8 @@ impl Steps {
         Self {
             system: inbound && resource.core.has_system.load(Ordering::Relaxed),
             flow: resource.flow.present(),
-            adaptive: resource.has_adaptive.load(Ordering::Relaxed)
+            later: resource.has_later_checks()
                 || (inbound && resource.core.has_inbound_adaptive.load(Ordering::Relaxed)),
-            breakers: resource.has_breakers.load(Ordering::Relaxed),
         }
     }
 }
@@ -106,7 +105,7 @@ impl<'a> EntryBuilder<'a> {
             }
         }
         // No flow rule, adaptive limit or breaker: admitted.
-        if !steps.flow && !steps.adaptive && !steps.breakers {
+        if !steps.flow && !steps.later {
             return ready(admit!(place));
         }
 
@@ -114,7 +113,7 @@ impl<'a> EntryBuilder<'a> {
         // else the rule set.
         let mut guard = None;
         if steps.flow {
-            if !steps.adaptive && !steps.breakers && !self.prioritized {
+            if !steps.later && !self.prioritized {
                 if let Some(read) = inner.flow.gate() {
                     match check_gate(inner, &read, now, count) {
                         Ok(()) => return ready(admit!(place)),
@@ -166,16 +165,9 @@ impl<'a> EntryBuilder<'a> {
             }
         }
 
-        // 4. Adaptive limits.
-        if steps.adaptive {
-            if let Err(error) = take_adaptive(inner, inbound, &mut held) {
-                refuse!(rules.map(|rules| &**rules), error);
-            }
-        }
-
-        // 5. Breakers.
-        if steps.breakers {
-            if let Err(error) = pass_breakers(inner, now, &mut held) {
+        // 4 and 5. Adaptive limits, then breakers.
+        if steps.later {
+            if let Err(error) = later_steps(inner, inbound, now, &mut held) {
                 refuse!(rules.map(|rules| &**rules), error);
             }
         }
@@ -213,11 +205,27 @@ fn refusal<R>(
     refused(refusal_error(inner, current, threshold, rule_id, now))
 }
 
+/// Steps 4 and 5, out of line (most entries skip both): the adaptive limits, then the breakers;
+/// what each takes is noted in `held`.
+#[inline(never)]
+fn later_steps(
+    inner: &ResourceInner,
+    inbound: bool,
+    now: u64,
+    held: &mut Held,
+) -> Result<(), BlockError> {
+    take_adaptive(inner, inbound, held)?;
+    if inner.has_breakers() {
+        pass_breakers(inner, now, held)?;
+    }
+    Ok(())
+}
+
 /// Step 4: the resource's adaptive limit, then the one on all inbound traffic; each place
 /// taken is noted in `held` (and given back with it if a later check refuses).
-#[inline(never)]
+#[inline]
 fn take_adaptive(inner: &ResourceInner, inbound: bool, held: &mut Held) -> Result<(), BlockError> {
-    if inner.has_adaptive.load(Ordering::Relaxed) {
+    if inner.has_adaptive() {
         if let Some(adaptive) = inner.adaptive.load().as_ref() {
             adaptive
                 .limiter
@@ -260,7 +268,7 @@ fn adaptive_blocked(
 
 /// Step 5, Sentinel's `DegradeSlot`: the resource's breakers; probe places taken are noted in
 /// `held`.
-#[inline(never)]
+#[inline]
 fn pass_breakers(inner: &ResourceInner, now: u64, held: &mut Held) -> Result<(), BlockError> {
     let breakers = inner.breakers.load();
     let Some(breakers) = breakers.as_ref() else {
