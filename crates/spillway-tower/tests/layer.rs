@@ -440,3 +440,36 @@ async fn a_shadow_rule_admits_and_marks_the_request_and_the_response_queued_or_n
         2
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_rule_refuses_past_its_limit_and_learns_from_each_response() {
+    use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveRule, AimdConfig};
+    let spillway = spillway();
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource(
+            "slow-adaptive",
+            "GET /slow",
+            AdaptiveAlgorithm::Aimd(AimdConfig {
+                initial_limit: 1,
+                min_limit: 1,
+                ..AimdConfig::default()
+            }),
+        )])
+        .unwrap();
+    let app = app(&spillway);
+    // One request in flight for 100 ms holds the only place.
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { app.oneshot(get_request("/slow")).await.unwrap().status() }
+    });
+    tokio::task::yield_now().await;
+    while spillway.adaptive_state("slow-adaptive").unwrap().in_flight == 0 {
+        tokio::task::yield_now().await;
+    }
+    let refused = app.clone().oneshot(get_request("/slow")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(first.await.unwrap(), StatusCode::OK);
+    // Its 100 ms response, with the limit in use, was a sample: AIMD grew the limit.
+    let state = spillway.adaptive_state("slow-adaptive").unwrap();
+    assert_eq!((state.samples, state.limit, state.refusals), (1, 2, 1));
+}
