@@ -93,8 +93,8 @@ async fn show(seconds: u64) -> Result<(), BoxError> {
     say!("  GET /api/report  paced at 40/s, queueing up to 50 ms");
     say!("  GET /api/flaky   a breaker: opens at 50% errors, probes after 3 s");
     say!("                   (the upstream fails it from 3 s to 7 s)");
-    say!("  every request    system rule: at most 8 in flight (twice the workers, as the");
-    say!("                   overload lab recommends for a known capacity)");
+    say!("  every request    adaptive rule: Envoy's gradient controller, no capacity number");
+    say!("                   (as the overload lab recommends when the capacity is unknown)");
     say!("load: each path's offered rate ramps from 50 to 300 req/s\n");
 
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
