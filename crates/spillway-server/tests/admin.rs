@@ -214,6 +214,15 @@ fn parse_prometheus(text: &str) -> Vec<(String, f64)> {
     samples
 }
 
+/// The value of `series` among `samples` (parsed from `text`); panics with the text if absent.
+fn sample(samples: &[(String, f64)], text: &str, series: &str) -> f64 {
+    samples
+        .iter()
+        .find(|(s, _)| s == series)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+}
+
 #[tokio::test]
 async fn metrics_are_prometheus_text() {
     let h = start(ORDERS_QPS_1).await;
@@ -225,13 +234,7 @@ async fn metrics_are_prometheus_text() {
     let (status, text) = get(h.admin, "/metrics").await;
     assert_eq!(status, StatusCode::OK);
     let samples = parse_prometheus(&text);
-    let value = |series: &str| {
-        samples
-            .iter()
-            .find(|(s, _)| s == series)
-            .map(|(_, v)| *v)
-            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-    };
+    let value = |series: &str| sample(&samples, &text, series);
     assert_eq!(
         value(r#"spillway_requests_total{resource="orders",outcome="pass",reason=""}"#),
         1.0
@@ -265,13 +268,7 @@ async fn a_shadow_rule_counts_its_refusals_by_rule_and_admits() {
     }
     let (_, text) = get(h.admin, "/metrics").await;
     let samples = parse_prometheus(&text);
-    let value = |series: &str| {
-        samples
-            .iter()
-            .find(|(s, _)| s == series)
-            .map(|(_, v)| *v)
-            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-    };
+    let value = |series: &str| sample(&samples, &text, series);
     assert_eq!(
         value(r#"spillway_flow_rule_shadow_refusals_total{rule="orders-try",resource="orders"}"#),
         2.0
@@ -306,13 +303,7 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
     assert_eq!(adaptive["last_change"], "initial");
     let (_, text) = get(h.admin, "/metrics").await;
     let samples = parse_prometheus(&text);
-    let value = |series: &str| {
-        samples
-            .iter()
-            .find(|(s, _)| s == series)
-            .map(|(_, v)| *v)
-            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
-    };
+    let value = |series: &str| sample(&samples, &text, series);
     assert_eq!(
         value(r#"spillway_adaptive_limit{rule="service",resource="*"}"#),
         3.0

@@ -52,20 +52,7 @@ impl AimdConfig {
     /// An [`AdaptiveError`] naming the first field at fault.
     pub fn validate(&self) -> Result<(), AdaptiveError> {
         let check = Check { algorithm: "aimd" };
-        check.positive("min_limit", self.min_limit)?;
-        check.ordered("min_limit", self.min_limit, "max_limit", self.max_limit)?;
-        check.ordered(
-            "min_limit",
-            self.min_limit,
-            "initial_limit",
-            self.initial_limit,
-        )?;
-        check.ordered(
-            "initial_limit",
-            self.initial_limit,
-            "max_limit",
-            self.max_limit,
-        )?;
+        check.limits(self.min_limit, self.initial_limit, self.max_limit)?;
         check.within("backoff_ratio", self.backoff_ratio, 0.5, 1.0)?;
         if self.backoff_ratio >= 1.0 {
             return Err(AdaptiveError::new(

@@ -92,6 +92,15 @@ impl Check {
         Ok(())
     }
 
+    /// Limits at least 1 and ordered: `min <= initial <= max` (fields `min_limit`,
+    /// `initial_limit`, `max_limit`).
+    pub(crate) fn limits(&self, min: u32, initial: u32, max: u32) -> Result<(), AdaptiveError> {
+        self.positive("min_limit", min)?;
+        self.ordered("min_limit", min, "max_limit", max)?;
+        self.ordered("min_limit", min, "initial_limit", initial)?;
+        self.ordered("initial_limit", initial, "max_limit", max)
+    }
+
     /// `value` finite and within `low..=high`.
     pub(crate) fn within(
         &self,

@@ -63,20 +63,7 @@ impl Gradient2Config {
         let check = Check {
             algorithm: "gradient2",
         };
-        check.positive("min_limit", self.min_limit)?;
-        check.ordered("min_limit", self.min_limit, "max_limit", self.max_limit)?;
-        check.ordered(
-            "min_limit",
-            self.min_limit,
-            "initial_limit",
-            self.initial_limit,
-        )?;
-        check.ordered(
-            "initial_limit",
-            self.initial_limit,
-            "max_limit",
-            self.max_limit,
-        )?;
+        check.limits(self.min_limit, self.initial_limit, self.max_limit)?;
         check.within("smoothing", self.smoothing, 0.0, 1.0)?;
         check.within("rtt_tolerance", self.rtt_tolerance, 1.0, 100.0)?;
         check.positive("long_window", self.long_window)?;
