@@ -263,6 +263,10 @@ impl Proxy {
                 tracing::debug!(resource = %route.resource, %upstream, %status, "upstream failed");
                 if let Some(entry) = entry.as_mut() {
                     entry.mark_error();
+                    // Timed out: to an adaptive limit, a drop.
+                    if status == StatusCode::GATEWAY_TIMEOUT {
+                        entry.mark_dropped();
+                    }
                 }
                 metrics.count(&route.resource, "error", "");
                 metrics.observe(&route.resource, arrived.elapsed());

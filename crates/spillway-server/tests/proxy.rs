@@ -327,6 +327,20 @@ async fn an_upstream_slower_than_the_timeout_is_a_504_and_an_error() {
     assert_eq!((stats.total_error, stats.concurrency), (1, 0));
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_upstream_timeout_is_a_drop_to_an_adaptive_rule() {
+    let h = start(
+        "[default]\nresource = \"all\"\nupstream = \"app\"\n\n[[adaptive]]\nid = \"all-aimd\"\n\
+         resource = \"all\"\nalgorithm = { type = \"aimd\", min_limit = 1 }\n",
+    )
+    .await;
+    assert_eq!(h.status("/hold").await, StatusCode::GATEWAY_TIMEOUT);
+    let state = h.spillway.adaptive_state("all-aimd").unwrap();
+    // AIMD backs off on a drop: (int) (20 x 0.9).
+    assert_eq!((state.limit, state.last_change.as_str()), (18, "dropped"));
+    assert_eq!(state.in_flight, 0);
+}
+
 #[tokio::test]
 async fn the_origin_header_selects_origin_rules() {
     let h = start(

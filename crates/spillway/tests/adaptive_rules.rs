@@ -199,3 +199,24 @@ fn a_reload_keeps_an_unchanged_rule_s_limiter_and_a_bad_one_changes_nothing() {
     let state = spillway.adaptive_state("r-adaptive").unwrap();
     assert_eq!((state.limit, state.samples), (4, 0));
 }
+
+#[test]
+fn a_dropped_entry_is_a_drop_to_its_adaptive_limit() {
+    let (spillway, clock) = manual();
+    let aimd = AdaptiveAlgorithm::Aimd(AimdConfig {
+        initial_limit: 10,
+        min_limit: 1,
+        ..AimdConfig::default()
+    });
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource("r-aimd", "r", aimd)])
+        .unwrap();
+    let mut entry = spillway.entry("r").enter().unwrap();
+    clock.advance_millis(5); // fast, but it timed out for its caller
+    entry.mark_dropped();
+    drop(entry);
+    let state = spillway.adaptive_state("r-aimd").unwrap();
+    assert_eq!((state.limit, state.last_change.as_str()), (9, "dropped"));
+    // A drop is not an error.
+    assert_eq!(spillway.resource("r").unwrap().stats().total_error, 0);
+}

@@ -15,6 +15,9 @@ pub(crate) struct EntryState {
     pub(crate) count: u32,
     pub(crate) inbound: bool,
     pub(crate) error: bool,
+    /// The call was dropped (timed out, or refused downstream for overload): an adaptive limit
+    /// takes its end as a drop.
+    pub(crate) dropped: bool,
     /// `LIMITED_*` bits: exact in-flight counters this entry holds a place on.
     pub(crate) limited: u8,
     /// The id number of the first rule in shadow mode that would have refused the entry, or
@@ -80,6 +83,7 @@ impl EntryState {
             count,
             inbound,
             error: false,
+            dropped: false,
             limited,
             shadow: NO_SHADOW,
         }
@@ -205,8 +209,13 @@ impl EntryState {
             node.record_exit(slot, now, rt_micros, count, error);
         });
         if self.limited & LIMITED_ADAPTIVE_ANY != 0 {
-            // The call ran: its RT is a sample for the adaptive limits.
-            end_adaptive(resource, self.limited, self.started_nanos, Outcome::Success);
+            // The call ran: its RT is a sample for the adaptive limits, or a drop.
+            let outcome = if self.dropped {
+                Outcome::Dropped
+            } else {
+                Outcome::Success
+            };
+            end_adaptive(resource, self.limited, self.started_nanos, outcome);
         }
         let others = self.limited & !LIMITED_ADAPTIVE_ANY;
         release_limited(resource, self.origin, self.entrance, others);
@@ -282,6 +291,14 @@ impl Entry<'_> {
     /// Sets whether the call failed.
     pub fn set_error(&mut self, error: bool) {
         self.state.error = error;
+    }
+
+    /// Marks the call as dropped: it timed out, or was refused downstream for overload. An
+    /// adaptive limit ([`AdaptiveRule`](crate::adaptive::AdaptiveRule)) takes its end as a drop
+    /// (AIMD and Vegas shrink on one) rather than as a latency sample. It does not mark an error;
+    /// [`mark_error`](Self::mark_error) does.
+    pub fn mark_dropped(&mut self) {
+        self.state.dropped = true;
     }
 
     /// Whether the call is marked as failed.

@@ -34,6 +34,11 @@ impl OwnedEntry {
         self.state.error = true;
     }
 
+    /// Marks the call as dropped (see [`Entry::mark_dropped`](crate::Entry::mark_dropped)).
+    pub fn mark_dropped(&mut self) {
+        self.state.dropped = true;
+    }
+
     /// Sets whether the call failed.
     pub fn set_error(&mut self, error: bool) {
         self.state.error = error;
