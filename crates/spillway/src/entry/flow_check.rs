@@ -168,6 +168,13 @@ fn check_rule(
         wait: 0,
         occupied: false,
     };
+    let mut paced = |reserved, retry_after| match queue(held, index, reserved) {
+        Some(wait) => RuleOutcome::Go {
+            wait,
+            occupied: false,
+        },
+        None => refuse(node.pass_qps(now), compiled.rule.count, retry_after),
+    };
     match &*compiled.controller {
         Controller::Reject(controller, ring) => {
             let admissions = ring.map(|ring| resource.flow.ring(ring));
@@ -205,32 +212,15 @@ fn check_rule(
                 refuse(current as f64, allowed, until_next_bucket(node, now))
             }
         },
-        Controller::Throttle(controller) => {
-            match queue(held, index, controller.reserve(now, count)) {
-                Some(wait) => RuleOutcome::Go {
-                    wait,
-                    occupied: false,
-                },
-                None => refuse(
-                    node.pass_qps(now),
-                    compiled.rule.count,
-                    Duration::from_nanos(controller.cost_nanos(count)),
-                ),
-            }
-        }
-        Controller::WarmUpThrottle(controller) => {
-            match queue(held, index, controller.reserve(node, now, count)) {
-                Some(wait) => RuleOutcome::Go {
-                    wait,
-                    occupied: false,
-                },
-                None => refuse(
-                    node.pass_qps(now),
-                    compiled.rule.count,
-                    until_next_bucket(node, now),
-                ),
-            }
-        }
+        // A pacing rule: a slot now or after a wait, or a refusal with a retry-after hint.
+        Controller::Throttle(controller) => paced(
+            controller.reserve(now, count),
+            Duration::from_nanos(controller.cost_nanos(count)),
+        ),
+        Controller::WarmUpThrottle(controller) => paced(
+            controller.reserve(node, now, count),
+            until_next_bucket(node, now),
+        ),
         Controller::Concurrency { count: limit } => {
             match concurrency(selected, held, *limit, count, compiled.rule.shadow) {
                 None => go,
