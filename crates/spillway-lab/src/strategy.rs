@@ -2,7 +2,8 @@
 
 use crate::params::{LabError, LabParams};
 use spillway::adaptive::{
-    AdaptiveAlgorithm, AdaptiveRule, AimdConfig, EnvoyGradientConfig, Gradient2Config, VegasConfig,
+    AdaptiveAlgorithm, AdaptiveRule, AimdConfig, BbrConfig, EnvoyGradientConfig, Gradient2Config,
+    VegasConfig,
 };
 use spillway::flow::FlowRule;
 use spillway::system::{bbr_limit, ManualProbe, MinRtEstimate, SystemRule};
@@ -53,17 +54,22 @@ pub enum Strategy {
     Aimd,
     /// An adaptive concurrency limit, Envoy's gradient controller with its defaults.
     EnvoyGradient,
+    /// An adaptive concurrency limit, spillway's probing BBR ([`spillway::adaptive::Bbr`])
+    /// with its defaults: the BBR check's `max rate x RT`, with a robust RT and BBR's gain
+    /// cycle.
+    BbrProbe,
 }
 
 impl Strategy {
     /// Every strategy, in the order the tables list them.
-    pub const ALL: [Strategy; 10] = [
+    pub const ALL: [Strategy; 11] = [
         Strategy::None,
         Strategy::StaticQps,
         Strategy::StaticConcurrency,
         Strategy::SentinelSystem,
         Strategy::Bbr,
         Strategy::BbrBucketAverage,
+        Strategy::BbrProbe,
         Strategy::Gradient2,
         Strategy::Vegas,
         Strategy::Aimd,
@@ -80,7 +86,11 @@ impl Strategy {
     pub fn is_adaptive(&self) -> bool {
         matches!(
             self,
-            Strategy::Gradient2 | Strategy::Vegas | Strategy::Aimd | Strategy::EnvoyGradient
+            Strategy::Gradient2
+                | Strategy::Vegas
+                | Strategy::Aimd
+                | Strategy::EnvoyGradient
+                | Strategy::BbrProbe
         )
     }
 
@@ -102,6 +112,7 @@ impl Strategy {
             Strategy::EnvoyGradient => {
                 AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig::default())
             }
+            Strategy::BbrProbe => AdaptiveAlgorithm::Bbr(BbrConfig::default()),
             _ => return None,
         };
         Some(AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1))
@@ -120,6 +131,7 @@ impl Strategy {
             Strategy::Vegas => "vegas",
             Strategy::Aimd => "aimd",
             Strategy::EnvoyGradient => "envoy_gradient",
+            Strategy::BbrProbe => "bbr_probe",
         }
     }
 
@@ -149,6 +161,9 @@ impl Strategy {
                 params.client_timeout
             ),
             Strategy::EnvoyGradient => "adaptive: Envoy's gradient controller".into(),
+            Strategy::BbrProbe => {
+                "adaptive: BBR with a robust RT (calmest round's mean) and BBR's gain cycle".into()
+            }
             Strategy::BbrBucketAverage => {
                 "system rule: BBR on every entry, min RT as the calmest second's mean over 10 s"
                     .into()
@@ -176,12 +191,11 @@ impl Strategy {
                 window: BUCKET_AVERAGE_WINDOW,
             })),
             Strategy::SentinelSystem => gate_open.then(|| bbr(MinRtEstimate::Exact)),
-            Strategy::Gradient2 | Strategy::Vegas | Strategy::Aimd | Strategy::EnvoyGradient => {
-                spillway
-                    .adaptive_state(ADAPTIVE_RULE)
-                    .map(|state| f64::from(state.limit))
-            }
             Strategy::None | Strategy::StaticQps => None,
+            _ if self.is_adaptive() => spillway
+                .adaptive_state(ADAPTIVE_RULE)
+                .map(|state| f64::from(state.limit)),
+            _ => None,
         }
     }
 
@@ -221,11 +235,6 @@ impl Strategy {
                 .load_system_rules(vec![SystemRule::new("sentinel-load")
                     .with_highest_system_load(SENTINEL_LOAD_PER_CORE * workers)])
                 .map_err(|e| e.to_string()),
-            Strategy::Gradient2 | Strategy::Vegas | Strategy::Aimd | Strategy::EnvoyGradient => {
-                spillway
-                    .load_adaptive_rules(self.adaptive_rule(params).into_iter().collect())
-                    .map_err(|e| e.to_string())
-            }
             Strategy::Bbr | Strategy::BbrBucketAverage => {
                 // No gate: any load above 0 switches BBR on, and the probe always reads 1.
                 probe.set_load(1.0);
@@ -240,6 +249,10 @@ impl Strategy {
                     .load_system_rules(vec![rule])
                     .map_err(|e| e.to_string())
             }
+            // The adaptive strategies.
+            _ => spillway
+                .load_adaptive_rules(self.adaptive_rule(params).into_iter().collect())
+                .map_err(|e| e.to_string()),
         };
         loaded.map_err(|err| LabError::new("strategy", err))?;
         let resource = spillway

@@ -57,6 +57,7 @@
 
 mod aimd;
 mod algorithm;
+mod bbr;
 mod envoy_gradient;
 mod error;
 mod exp_avg;
@@ -74,6 +75,7 @@ mod loom_limiter;
 
 pub use aimd::{Aimd, AimdConfig};
 pub use algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
+pub use bbr::{Bbr, BbrConfig};
 pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig};
 pub use error::AdaptiveError;
 pub use gradient2::{Gradient2, Gradient2Config};

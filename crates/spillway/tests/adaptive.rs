@@ -3,8 +3,9 @@
 //! it falls, never leaves its bounds, and Envoy's controller measures its minRTT on schedule.
 
 use spillway::adaptive::{
-    AdaptiveLimiter, Aimd, AimdConfig, ChangeReason, EnvoyGradient, EnvoyGradientConfig, Gradient2,
-    Gradient2Config, LimitAlgorithm, Outcome, Ticket, Vegas, VegasConfig,
+    AdaptiveLimiter, Aimd, AimdConfig, Bbr, BbrConfig, ChangeReason, EnvoyGradient,
+    EnvoyGradientConfig, Gradient2, Gradient2Config, LimitAlgorithm, Outcome, Ticket, Vegas,
+    VegasConfig,
 };
 use spillway::ManualClock;
 use std::cmp::Reverse;
@@ -170,6 +171,14 @@ fn envoy() -> EnvoyGradient {
     .unwrap()
 }
 
+fn bbr() -> Bbr {
+    Bbr::new(BbrConfig {
+        initial_limit: 2,
+        ..BbrConfig::default()
+    })
+    .unwrap()
+}
+
 /// Each algorithm's steady limit, as a multiple of the service's concurrency: it must settle
 /// above it (the workers kept busy) and within a few times it (the queue kept short).
 fn assert_settles(name: &str, trace: &Trace, low: f64, high: f64) {
@@ -189,6 +198,8 @@ fn each_limit_settles_near_the_service_s_concurrency() {
     assert_settles("vegas", &run(vegas(), 60, None), 1.0, 3.0);
     assert_settles("aimd", &run(aimd(), 60, None), 1.0, 2.5);
     assert_settles("envoy", &run(envoy(), 60, None), 1.0, 2.0);
+    // BBR: the bandwidth-delay product, 1.25 x it one round in 8 and 0.75 x it the next.
+    assert_settles("bbr", &run(bbr(), 60, None), 0.95, 1.1);
 }
 
 /// Three quarters of the workers stop for 10 s: the service's concurrency falls from 8 to 2, a
@@ -206,6 +217,7 @@ fn each_limit_shrinks_when_latency_rises_and_recovers_when_it_falls() {
         ("vegas", run(vegas(), 60, Some(slowdown))),
         ("aimd", run(aimd(), 60, Some(slowdown))),
         ("envoy", run(envoy(), 60, Some(slowdown))),
+        ("bbr", run(bbr(), 60, Some(slowdown))),
     ] {
         let before = trace.mean_limit(second(10.0), second(20.0));
         let during = trace.mean_limit(second(25.0), second(30.0));
@@ -237,6 +249,106 @@ fn no_limit_leaves_its_bounds() {
     assert!(trace.min_limit() >= 1 && trace.max_limit() <= 1000);
     let trace = run(envoy(), 30, Some(slowdown));
     assert!(trace.min_limit() >= 3 && trace.max_limit() <= 1000);
+    let bounded = Bbr::new(BbrConfig {
+        min_limit: 4,
+        initial_limit: 4,
+        max_limit: 6,
+        ..BbrConfig::default()
+    })
+    .unwrap();
+    let trace = run(bounded, 30, Some(slowdown));
+    assert!(trace.min_limit() >= 4 && trace.max_limit() <= 6);
+}
+
+/// The trap of Sentinel's BBR check: every call takes 5 times as long for 5 s. While they do,
+/// the service's concurrency is unchanged (a fifth of the rate, five times the RT), and once
+/// they are fast again, the limit must not stay at the slow service's rate times the fast RT.
+#[test]
+fn bbr_keeps_the_concurrency_through_a_slowdown_and_probes_back_at_once() {
+    let slowdown = Slowdown {
+        from: second(20.0),
+        to: second(25.0),
+        factor: 5,
+        workers: WORKERS,
+    };
+    let trace = run(bbr(), 40, Some(slowdown));
+    let before = trace.mean_limit(second(10.0), second(20.0));
+    assert!((7.5..=9.0).contains(&before), "before: {before:.1}");
+    let during = trace.mean_limit(second(22.0), second(25.0));
+    assert!(
+        during >= 0.8 * IDEAL,
+        "the limit fell to {during:.1} during the slowdown"
+    );
+    // Within 2 s of the end (the last slow calls end 50 ms after it), back near 8.
+    let after = trace.mean_limit(second(25.5), second(27.0));
+    assert!(after >= 0.9 * IDEAL, "after: {after:.1}");
+    // The gain cycle ran all along: probes above the product and drains below it.
+    let reasons: Vec<ChangeReason> = trace.changes.iter().map(|(_, reason)| *reason).collect();
+    for reason in [
+        ChangeReason::Grew,
+        ChangeReason::Probing,
+        ChangeReason::Draining,
+        ChangeReason::BandwidthDelay,
+    ] {
+        assert!(reasons.contains(&reason), "no {reason} in {reasons:?}");
+    }
+}
+
+/// Every 10 s (BBR's interval), the limit drops to 4 until 20 calls admitted since then have
+/// completed, and comes back.
+#[test]
+fn bbr_measures_its_rtt_again_on_schedule() {
+    let trace = run(bbr(), 45, None);
+    let at = |wanted: ChangeReason| -> Vec<u64> {
+        trace
+            .changes
+            .iter()
+            .filter(|(_, reason)| *reason == wanted)
+            .map(|(at, _)| *at)
+            .collect()
+    };
+    let starts = at(ChangeReason::MeasuringMinRtt);
+    let ends = at(ChangeReason::MinRttMeasured);
+    assert_eq!(starts.len(), 4, "measurements began at {starts:?}");
+    assert_eq!(ends.len(), 4, "measurements ended at {ends:?}");
+    for (start, end) in starts.iter().zip(&ends) {
+        // 20 calls of 10 ms, 4 at a time, after the ones in flight: 50 to 70 ms.
+        assert!(
+            (start + 40 * MS..=start + 80 * MS).contains(end),
+            "a measurement from {start} to {end}"
+        );
+        let during: Vec<u32> = trace
+            .limits
+            .iter()
+            .filter(|(at, _)| (*start..*end).contains(at))
+            .map(|(_, limit)| *limit)
+            .collect();
+        assert!(during.iter().all(|limit| *limit == 4), "{during:?}");
+    }
+    for pair in starts.windows(2) {
+        // 10 s after the end of the last one, at the next round's end.
+        let gap = pair[1] - pair[0];
+        assert!(
+            (second(10.0)..=second(10.3)).contains(&gap),
+            "{:.3} s between measurements",
+            gap as f64 / 1e9
+        );
+    }
+}
+
+/// From a limit of 2, the start doubles the limit each round the limit binds, until the rate
+/// stops growing: well before 8 rounds (800 ms) the limit has reached the service's 8.
+#[test]
+fn bbr_starts_fast() {
+    let trace = run(bbr(), 2, None);
+    let reached = trace
+        .limits
+        .iter()
+        .find(|(_, limit)| f64::from(*limit) >= IDEAL)
+        .map(|(at, _)| *at)
+        .expect("the limit reached the service's concurrency");
+    assert!(reached <= second(0.8), "reached 8 at {reached} ns");
+    assert!(trace.max_limit() <= 2 * WORKERS as u32 + 1);
 }
 
 #[test]
@@ -266,6 +378,33 @@ fn envoy_measures_its_min_rtt_on_schedule() {
 
 #[test]
 fn bad_configurations_are_errors_that_name_the_field() {
+    let bbr = |config: BbrConfig| Bbr::new(config).unwrap_err();
+    let err = bbr(BbrConfig {
+        round: Duration::ZERO,
+        ..BbrConfig::default()
+    });
+    assert_eq!((err.algorithm(), err.field()), ("bbr", "round"));
+    let err = bbr(BbrConfig {
+        probe_gain: f64::INFINITY,
+        ..BbrConfig::default()
+    });
+    assert_eq!(err.field(), "probe_gain");
+    let err = bbr(BbrConfig {
+        drain_gain: 1.5,
+        ..BbrConfig::default()
+    });
+    assert_eq!(err.field(), "drain_gain");
+    let err = bbr(BbrConfig {
+        min_limit: 20,
+        ..BbrConfig::default()
+    });
+    assert_eq!(err.field(), "initial_limit");
+    let err = bbr(BbrConfig {
+        filter_rounds: 0,
+        ..BbrConfig::default()
+    });
+    assert_eq!(err.field(), "filter_rounds");
+
     let gradient2 = |config: Gradient2Config| Gradient2::new(config).unwrap_err();
     let err = gradient2(Gradient2Config {
         min_limit: 0,

@@ -12,8 +12,8 @@ use std::time::Duration;
 /// tests.
 ///
 /// spillway ships [`Gradient2`](super::Gradient2), [`Vegas`](super::Vegas),
-/// [`Aimd`](super::Aimd) and [`EnvoyGradient`](super::EnvoyGradient); implement this trait for
-/// another.
+/// [`Aimd`](super::Aimd), [`EnvoyGradient`](super::EnvoyGradient) and [`Bbr`](super::Bbr);
+/// implement this trait for another.
 pub trait LimitAlgorithm: fmt::Debug + Send + 'static {
     /// The limit before any sample.
     fn initial_limit(&self) -> u32;
@@ -62,11 +62,19 @@ pub enum ChangeReason {
     MeasuringMinRtt,
     /// The no-load RTT was measured again and the limit restored.
     MinRttMeasured,
+    /// A probe: the limit was raised above the measured bandwidth-delay product, to find out
+    /// whether the service delivers more ([`Bbr`](super::Bbr)'s probing round).
+    Probing,
+    /// The limit was lowered below the bandwidth-delay product, to drain the queue a probe or
+    /// the start built ([`Bbr`](super::Bbr)).
+    Draining,
+    /// The limit was set to the measured bandwidth-delay product ([`Bbr`](super::Bbr)).
+    BandwidthDelay,
 }
 
 impl ChangeReason {
     /// A short name for metrics and logs: `initial`, `grew`, `latency_rose`, `dropped`,
-    /// `measuring_min_rtt`, `min_rtt_measured`.
+    /// `measuring_min_rtt`, `min_rtt_measured`, `probing`, `draining`, `bandwidth_delay`.
     pub fn as_str(self) -> &'static str {
         match self {
             ChangeReason::Initial => "initial",
@@ -75,6 +83,9 @@ impl ChangeReason {
             ChangeReason::Dropped => "dropped",
             ChangeReason::MeasuringMinRtt => "measuring_min_rtt",
             ChangeReason::MinRttMeasured => "min_rtt_measured",
+            ChangeReason::Probing => "probing",
+            ChangeReason::Draining => "draining",
+            ChangeReason::BandwidthDelay => "bandwidth_delay",
         }
     }
 }

@@ -2,8 +2,8 @@
 
 use super::error::AdaptiveError;
 use super::{
-    Aimd, AimdConfig, EnvoyGradient, EnvoyGradientConfig, Gradient2, Gradient2Config,
-    LimitAlgorithm, Vegas, VegasConfig,
+    Aimd, AimdConfig, Bbr, BbrConfig, EnvoyGradient, EnvoyGradientConfig, Gradient2,
+    Gradient2Config, LimitAlgorithm, Vegas, VegasConfig,
 };
 use crate::rule_error::RuleError;
 use std::collections::HashSet;
@@ -28,6 +28,8 @@ pub enum AdaptiveAlgorithm {
     Aimd(AimdConfig),
     /// [`EnvoyGradient`].
     EnvoyGradient(EnvoyGradientConfig),
+    /// [`Bbr`].
+    Bbr(BbrConfig),
 }
 
 impl AdaptiveAlgorithm {
@@ -51,6 +53,7 @@ impl AdaptiveAlgorithm {
             (AdaptiveAlgorithm::EnvoyGradient(config), None) => {
                 Box::new(EnvoyGradient::new(*config)?)
             }
+            (AdaptiveAlgorithm::Bbr(config), _) => Box::new(Bbr::new(*config)?),
         })
     }
 
@@ -60,6 +63,7 @@ impl AdaptiveAlgorithm {
             AdaptiveAlgorithm::Vegas(config) => config.validate(),
             AdaptiveAlgorithm::Aimd(config) => config.validate(),
             AdaptiveAlgorithm::EnvoyGradient(config) => config.validate(),
+            AdaptiveAlgorithm::Bbr(config) => config.validate(),
         }
     }
 }
@@ -248,7 +252,7 @@ mod serde_tests {
         );
         assert!(unknown.unwrap_err().to_string().contains("backof_ratio"));
         let algorithm =
-            serde_json::from_str::<AdaptiveRule>(r#"{"id": "x", "algorithm": {"type": "bbr"}}"#);
-        assert!(algorithm.unwrap_err().to_string().contains("bbr"));
+            serde_json::from_str::<AdaptiveRule>(r#"{"id": "x", "algorithm": {"type": "tcp"}}"#);
+        assert!(algorithm.unwrap_err().to_string().contains("tcp"));
     }
 }
