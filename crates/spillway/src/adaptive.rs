@@ -18,6 +18,7 @@
 //! | [`Vegas`] | RTT against the smallest RTT seen (the queue it implies) | on every sample | Netflix |
 //! | [`Aimd`] | drops and timeouts only | on every sample | Netflix |
 //! | [`EnvoyGradient`] | a percentile of each window's RTTs against a periodically measured minRTT | every window (100 ms) | Envoy |
+//! | [`Bbr`] | the largest rate times the calmest round's mean RT (the bandwidth-delay product), probing above it one round in 8 | every round (100 ms) | TCP BBR; Sentinel's system rule |
 //!
 //! - **Latency-based, no tuning:** [`EnvoyGradient`] re-measures its baseline on a schedule (at
 //!   a minimal limit, briefly), so a baseline that moves is found again; its windows are short,
@@ -27,6 +28,10 @@
 //!   minimum, which suits RPCs whose latency varies widely call to call; it is slow on purpose
 //!   (1 s windows, smoothing 0.2), so it ramps up slowly after a shrink.
 //! - **[`Vegas`]** grows fast while it sees no queue, and needs a clean minimum RTT.
+//! - **[`Bbr`]** is Sentinel's BBR check (`maxSuccessQps x minRt`) made to recover: it needs
+//!   no latency target at all, only the rate and the RT the service shows, and probes for more
+//!   capacity every 8 rounds. It keeps p99 lowest, but refuses more at offered loads near
+//!   capacity than the gradient controllers do.
 //! - **[`Aimd`]** when latency says little (very mixed work) but timeouts and overload
 //!   refusals do.
 //!

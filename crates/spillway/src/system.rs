@@ -15,6 +15,12 @@
 //!
 //! Load them with [`Spillway::load_system_rules`](crate::Spillway::load_system_rules).
 //!
+//! The BBR check is kept exactly as Sentinel has it. Its limit is measured on the traffic it
+//! admits, so once it shrinks nothing makes it grow, and its minimum RT is the fastest single
+//! call: after a slowdown it can hold a service at a fraction of its capacity. A BBR that
+//! probes upward and measures the RT robustly is [`adaptive::Bbr`](crate::adaptive::Bbr), as an
+//! adaptive rule on all inbound traffic; the overload lab measures both (`docs/overload.md`).
+//!
 //! # Deviations from Sentinel
 //!
 //! - Response times are microseconds, not milliseconds: the BBR limit of a service whose calls
