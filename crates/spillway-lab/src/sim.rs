@@ -239,7 +239,8 @@ impl<'p> Run<'p> {
                     .schedule(at + nanos(pending.wait()), Event::Admit { attempt });
                 self.paced.push((attempt, pending));
             }
-            Err(_) => {
+            // No strategy gives its adaptive limit a queue: nothing waits for a place.
+            Ok(OwnedAdmission::Waiting(_)) | Err(_) => {
                 record.record.outcome = Some(Outcome::Refused);
                 self.attempts.push(record);
                 self.retry_or_give_up(at, request);

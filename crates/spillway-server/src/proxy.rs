@@ -17,7 +17,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsConfig, TpsLimiter};
-use spillway::{BlockError, BlockKind, OwnedAdmission};
+use spillway::{BlockError, BlockKind};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -222,13 +222,14 @@ impl Proxy {
             Some(origin) => builder.origin(origin).try_enter_owned(),
             None => builder.try_enter_owned(),
         };
+        // A pacing rule's wait, or one in an adaptive limit's queue.
+        let admission = match admission {
+            Ok(admission) => spillway_tower::admit_owned(admission).await,
+            Err(err) => Err(err),
+        };
         let metrics = &self.inner.metrics;
         let mut entry = match admission {
-            Ok(OwnedAdmission::Ready(entry)) => Some(entry),
-            Ok(OwnedAdmission::Queued(pending)) => {
-                tokio::time::sleep(pending.wait()).await;
-                Some(pending.enter())
-            }
+            Ok(entry) => Some(entry),
             Err(err) if shadow => {
                 metrics.count(&route.resource, "shadow_block", err.kind().as_str());
                 tracing::info!(resource = %route.resource, reason = %err, "shadow mode: would block");

@@ -43,7 +43,7 @@ mod rate_limiter;
 pub use accepts::{AcceptLimit, AcceptsState, AtCapacity, LimitedListener, LimitedStream};
 pub use active::acquire_active;
 pub use clock::TokioClock;
-pub use entry::enter;
+pub use entry::{admit_owned, enter};
 pub use protect::{
     grpc_resource_exhausted, too_many_requests, ResponseBody, ResponseFuture, Spillway,
     SpillwayLayer,

@@ -68,6 +68,7 @@ mod error;
 mod exp_avg;
 mod gradient2;
 mod limiter;
+mod queue;
 mod random;
 mod rule;
 mod rule_set;
@@ -84,9 +85,12 @@ pub use bbr::{Bbr, BbrConfig};
 pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig};
 pub use error::AdaptiveError;
 pub use gradient2::{Gradient2, Gradient2Config};
+pub(crate) use limiter::NoPlace;
 pub use limiter::{
     AdaptiveLimiter, AdaptivePermit, AdaptiveRefusal, AdaptiveState, Outcome, Ticket,
 };
+pub use queue::{AdaptiveQueue, QueueOrder};
+pub(crate) use queue::{Granted, WaitSlot};
 pub use rule::{validate_adaptive_rules, AdaptiveAlgorithm, AdaptiveRule, AdaptiveRuleError};
 pub(crate) use rule_set::{AdaptiveRuleSet, InstalledAdaptive};
 pub use sample::{Sample, SampleWindow};

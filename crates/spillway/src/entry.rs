@@ -12,12 +12,14 @@ mod pipeline;
 mod places;
 mod refusal;
 mod traffic;
+mod waiting;
 
 pub use builder::{Admission, EntryBuilder, OwnedAdmission};
 pub use guard::Entry;
 pub use owned::OwnedEntry;
 pub use pending::{OwnedPending, Pending};
 pub use traffic::TrafficType;
+pub use waiting::{OwnedWaiting, Waiting};
 
 pub(crate) use guard::EntryState;
 pub(crate) use held::{MAX_COUNTED, MAX_QUEUED};

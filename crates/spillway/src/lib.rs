@@ -174,7 +174,8 @@ struct ReadmeDoctests;
 pub use block::{BlockError, BlockKind};
 pub use clock::{Clock, CoarseClock, ManualClock, StdClock, SystemClock, DEFAULT_COARSE_TICK};
 pub use entry::{
-    Admission, Entry, EntryBuilder, OwnedAdmission, OwnedEntry, OwnedPending, Pending, TrafficType,
+    Admission, Entry, EntryBuilder, OwnedAdmission, OwnedEntry, OwnedPending, OwnedWaiting,
+    Pending, TrafficType, Waiting,
 };
 pub use rate_limiter::{RateLimiter, RateLimiterError, Reservation};
 pub use registry::{OverflowPolicy, DEFAULT_MAX_RESOURCES, OVERFLOW_RESOURCE};

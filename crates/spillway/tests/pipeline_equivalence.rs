@@ -164,6 +164,7 @@ fn enter_spillway<'a>(
             let wait = pending.wait();
             (pending.enter(), wait)
         }
+        Ok(Admission::Waiting(_)) => unreachable!("no adaptive rule here, so no queue for one"),
         Err(err) => {
             let outcome = Outcome::Refused {
                 rule: err.rule_id().unwrap_or("?").to_owned(),

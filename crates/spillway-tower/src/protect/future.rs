@@ -1,24 +1,24 @@
 use super::body::ResponseBody;
-use super::config::{default_is_error, is_grpc, ClassifyFn};
+use super::config::{default_is_error, is_grpc, ClassifyFn, Config};
 use super::shadow::ShadowRefusal;
 use http::Response;
 use pin_project_lite::pin_project;
-use spillway::{OwnedEntry, OwnedPending};
+use spillway::{BlockError, OwnedAdmission, OwnedEntry};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use tokio::time::Sleep;
 use tower::Service;
 
 pin_project! {
     /// The response future of [`Spillway`](super::Spillway): waits out a pacing rule on a
-    /// tokio timer if the request was queued, then runs the inner service's future, or is the
-    /// ready response of a blocked request.
+    /// tokio timer if the request was queued, or for a place in a full adaptive limit's queue
+    /// (refused with the blocked response after the queue's timeout), then runs the inner
+    /// service's future; or is the ready response of a blocked request.
     ///
-    /// Dropped while it waits, it gives the queue slot back; dropped while the service runs,
-    /// the entry completes.
+    /// Dropped while it waits, it gives the queue slot back and leaves the adaptive queue;
+    /// dropped while the service runs, the entry completes.
     pub struct ResponseFuture<F, S, R> {
         #[pin]
         state: State<F, S, R>,
@@ -46,12 +46,14 @@ pin_project! {
     }
 }
 
-/// A queued call: the wait, the admission it leads to, and the call to make then.
+/// The wait of a queued admission ([`admit_owned`](crate::admit_owned)).
+type Admitting = Pin<Box<dyn Future<Output = Result<OwnedEntry, BlockError>> + Send>>;
+
+/// A queued call: the wait, the call to make after it, and what answers a refusal.
 struct Waiting<S, R> {
-    sleep: Pin<Box<Sleep>>,
-    pending: Option<OwnedPending>,
+    admitting: Admitting,
     call: Option<(S, R)>,
-    classify: Option<Arc<ClassifyFn>>,
+    config: Arc<Config>,
 }
 
 impl<F, S, R> ResponseFuture<F, S, R> {
@@ -66,18 +68,17 @@ impl<F, S, R> ResponseFuture<F, S, R> {
     }
 
     pub(super) fn waiting(
-        pending: OwnedPending,
+        admission: OwnedAdmission,
         service: S,
         request: R,
-        classify: Option<Arc<ClassifyFn>>,
+        config: Arc<Config>,
     ) -> Self {
         Self {
             state: State::Waiting {
                 waiting: Box::new(Waiting {
-                    sleep: Box::pin(tokio::time::sleep(pending.wait())),
-                    pending: Some(pending),
+                    admitting: Box::pin(crate::admit_owned(admission)),
                     call: Some((service, request)),
-                    classify,
+                    config,
                 }),
             },
         }
@@ -104,17 +105,26 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Waiting { waiting } => {
-                    ready!(waiting.sleep.as_mut().poll(cx));
-                    let (Some(pending), Some((mut service, request))) =
-                        (waiting.pending.take(), waiting.call.take())
-                    else {
+                    let admitted = ready!(waiting.admitting.as_mut().poll(cx));
+                    let Some((mut service, request)) = waiting.call.take() else {
                         unreachable!("a waiting state is left as soon as its wait ends");
                     };
-                    let entry = pending.enter();
+                    let entry = match admitted {
+                        Ok(entry) => entry,
+                        Err(err) => {
+                            let (parts, _body) = request.into_parts();
+                            let config = &waiting.config;
+                            let response = (config.blocked)(&err, &parts, &config.spillway);
+                            this.state.set(State::Blocked {
+                                response: Some(Box::new(response)),
+                            });
+                            continue;
+                        }
+                    };
                     let mut request = request;
                     ShadowRefusal::mark(&entry, request.extensions_mut());
                     let future = service.call(request);
-                    let classify = waiting.classify.take();
+                    let classify = waiting.config.classify.clone();
                     this.state.set(State::Calling {
                         future,
                         entry: Some(entry),

@@ -111,11 +111,11 @@ impl<S> Spillway<S> {
                 let future = self.inner.call(request);
                 ResponseFuture::calling(future, entry, self.config.classify.clone())
             }
-            Ok(OwnedAdmission::Queued(pending)) => {
-                // The ready service waits with the request; this one takes its place.
+            Ok(admission) => {
+                // Queued: the ready service waits with the request; this one takes its place.
                 let fresh = self.inner.clone();
                 let ready = std::mem::replace(&mut self.inner, fresh);
-                ResponseFuture::waiting(pending, ready, request, self.config.classify.clone())
+                ResponseFuture::waiting(admission, ready, request, Arc::clone(&self.config))
             }
             Err(err) => {
                 let (parts, _body) = request.into_parts();

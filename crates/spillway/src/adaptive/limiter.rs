@@ -2,11 +2,14 @@
 //! algorithm.
 
 use super::algorithm::{ChangeReason, LimitAlgorithm, RttEstimates};
+use super::queue::{AdaptiveQueue, WaitSlot, Waiters};
 use super::sample::Sample;
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 use crossbeam_utils::CachePadded;
+use std::collections::VecDeque;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The in-flight count's bits of the state word; the limit is in the high half.
@@ -55,6 +58,15 @@ pub struct AdaptiveLimiter {
     /// The latest sample's RTT in nanoseconds (0: none yet), for a refusal's retry-after hint.
     latest_rtt: AtomicU64,
     clock: AnyClock,
+    /// The callers waiting for a place, when the rule has a queue.
+    waiters: Option<Waiters>,
+}
+
+/// Why an entry did not get a place at once: refused, or waiting in the queue.
+#[derive(Debug)]
+pub(crate) enum NoPlace {
+    Refused(AdaptiveRefusal),
+    Waiting(Arc<WaitSlot>),
 }
 
 /// What moves the limit, under the lock.
@@ -97,8 +109,13 @@ pub struct AdaptiveState {
     pub samples: u64,
     /// Times the algorithm changed the limit.
     pub updates: u64,
-    /// Calls refused at the limit.
+    /// Calls refused at the limit (with a queue: refused because it was full, or after
+    /// waiting out its timeout).
     pub refusals: u64,
+    /// Callers waiting in the queue now (0 without one).
+    pub waiting: u64,
+    /// Callers that waited out the queue's timeout, since the limiter was made.
+    pub queue_timeouts: u64,
     /// Why the limit last changed.
     pub last_change: ChangeReason,
     /// The algorithm's RTT estimates.
@@ -130,7 +147,14 @@ impl AdaptiveLimiter {
             }),
             refusals: AtomicU64::new(0),
             clock,
+            waiters: None,
         }
+    }
+
+    /// The limiter with a queue of callers that wait for a place (see [`AdaptiveQueue`]).
+    pub(crate) fn with_queue(mut self, queue: Option<AdaptiveQueue>) -> Self {
+        self.waiters = queue.map(Waiters::new);
+        self
     }
 
     /// Admits a call if fewer than the limit are in flight, by compare-and-swap on the limit and
@@ -166,6 +190,27 @@ impl AdaptiveLimiter {
 
     /// The admission itself: the limit seen and the in-flight count after it.
     fn admit_counted(&self) -> Result<(u32, u32), AdaptiveRefusal> {
+        self.admit_uncounted().inspect_err(|_| {
+            self.refusals.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+
+    /// An admission below the limit, unless callers wait for a place (they go first): the
+    /// limit seen and the in-flight count after it.
+    fn admit_uncounted(&self) -> Result<(u32, u32), AdaptiveRefusal> {
+        if self
+            .waiters
+            .as_ref()
+            .is_some_and(|waiters| waiters.len() > 0)
+        {
+            let (limit, in_flight) = split(self.state.load(Ordering::Acquire));
+            return Err(AdaptiveRefusal { limit, in_flight });
+        }
+        self.increment()
+    }
+
+    /// One more call in flight, if below the limit.
+    fn increment(&self) -> Result<(u32, u32), AdaptiveRefusal> {
         let admitted = self
             .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
@@ -178,7 +223,6 @@ impl AdaptiveLimiter {
                 Ok((limit, in_flight + 1))
             }
             Err(state) => {
-                self.refusals.fetch_add(1, Ordering::Relaxed);
                 let (limit, in_flight) = split(state);
                 Err(AdaptiveRefusal { limit, in_flight })
             }
@@ -186,9 +230,66 @@ impl AdaptiveLimiter {
     }
 
     /// Takes a place for an entry (the entry path: the entry's own start time makes the sample
-    /// when it ends, see [`end_place`](Self::end_place)).
-    pub(crate) fn take_place(&self) -> Result<(), AdaptiveRefusal> {
-        self.admit_counted().map(|_| ())
+    /// when it ends, see [`end_place`](Self::end_place)). Over the limit, an entry that
+    /// `can_wait` joins the queue, if the rule has one with room.
+    pub(crate) fn take_place(&self, can_wait: bool) -> Result<(), NoPlace> {
+        let Err(refusal) = self.admit_uncounted() else {
+            return Ok(());
+        };
+        if let (true, Some(waiters)) = (can_wait, &self.waiters) {
+            let mut queue = waiters.lock();
+            if let Some(slot) = waiters.join(&mut queue) {
+                // A place freed since the check above is handed over now.
+                self.hand_over_locked(waiters, &mut queue);
+                return Err(NoPlace::Waiting(slot));
+            }
+        }
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        Err(NoPlace::Refused(refusal))
+    }
+
+    /// The queue's settings, when the rule has one.
+    pub(crate) fn queue(&self) -> Option<&AdaptiveQueue> {
+        self.waiters.as_ref().map(|waiters| &waiters.config)
+    }
+
+    /// A caller stops waiting: out of the queue, or, if it was handed a place meanwhile, the
+    /// place goes to the next one. A caller that `timed_out` is counted as refused; returns
+    /// the refusal it gets.
+    pub(crate) fn stop_waiting(&self, slot: &Arc<WaitSlot>, timed_out: bool) -> AdaptiveRefusal {
+        if let Some(waiters) = &self.waiters {
+            let mut queue = waiters.lock();
+            if slot.is_granted() {
+                drop(queue);
+                self.end_place(0, Outcome::Ignore);
+            } else {
+                waiters.leave(&mut queue, slot);
+            }
+            if timed_out {
+                waiters.count_timeout();
+                self.refusals.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let (limit, in_flight) = split(self.state.load(Ordering::Acquire));
+        AdaptiveRefusal { limit, in_flight }
+    }
+
+    /// Hands places free under the limit to waiting callers, in the queue's order.
+    fn hand_over(&self) {
+        if let Some(waiters) = &self.waiters {
+            let mut queue = waiters.lock();
+            self.hand_over_locked(waiters, &mut queue);
+        }
+    }
+
+    fn hand_over_locked(&self, waiters: &Waiters, queue: &mut VecDeque<Arc<WaitSlot>>) {
+        while let Some(slot) = waiters.next(queue) {
+            if self.increment().is_err() {
+                waiters.put_back(queue, slot);
+                return;
+            }
+            Waiters::grant(&slot);
+        }
     }
 
     /// Gives back a place taken with [`take_place`](Self::take_place): a sample of a call that
@@ -207,6 +308,7 @@ impl AdaptiveLimiter {
         if outcome != Outcome::Ignore {
             self.sample(started_nanos, split(previous).1, outcome);
         }
+        self.hand_over();
     }
 
     /// The latest sample's RTT, for a retry-after hint.
@@ -227,10 +329,10 @@ impl AdaptiveLimiter {
     fn end(&self, started_nanos: u64, in_flight: u32, outcome: Outcome) {
         // The count is above 0 while the ticket is held: this never borrows from the limit.
         self.state.fetch_sub(1, Ordering::AcqRel);
-        if outcome == Outcome::Ignore {
-            return;
+        if outcome != Outcome::Ignore {
+            self.sample(started_nanos, in_flight, outcome);
         }
-        self.sample(started_nanos, in_flight, outcome);
+        self.hand_over();
     }
 
     /// Gives the algorithm the sample of a call that started at `started_nanos` and ends now.
@@ -290,6 +392,8 @@ impl AdaptiveLimiter {
             samples: control.samples,
             updates: control.updates,
             refusals: self.refusals.load(Ordering::Relaxed),
+            waiting: self.waiters.as_ref().map_or(0, Waiters::len),
+            queue_timeouts: self.waiters.as_ref().map_or(0, Waiters::timeouts),
             last_change: control.last_change,
             estimates: control.algorithm.estimates(),
         }

@@ -2,7 +2,7 @@
 
 use super::error::AdaptiveError;
 use super::{
-    Aimd, AimdConfig, Bbr, BbrConfig, EnvoyGradient, EnvoyGradientConfig, Gradient2,
+    AdaptiveQueue, Aimd, AimdConfig, Bbr, BbrConfig, EnvoyGradient, EnvoyGradientConfig, Gradient2,
     Gradient2Config, LimitAlgorithm, Vegas, VegasConfig,
 };
 use crate::rule_error::RuleError;
@@ -116,6 +116,10 @@ pub struct AdaptiveRule {
     /// together do not re-measure in step.
     #[cfg_attr(feature = "serde", serde(default))]
     pub seed: Option<u64>,
+    /// A queue for callers that can wait briefly for a place while the limit is full (see
+    /// [`AdaptiveQueue`]); `None` (the default) refuses them at once.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub queue: Option<AdaptiveQueue>,
 }
 
 impl AdaptiveRule {
@@ -130,6 +134,7 @@ impl AdaptiveRule {
             resource: Some(resource.into()),
             algorithm,
             seed: None,
+            queue: None,
         }
     }
 
@@ -140,12 +145,19 @@ impl AdaptiveRule {
             resource: None,
             algorithm,
             seed: None,
+            queue: None,
         }
     }
 
     /// Draws the algorithm's jitter from `seed` (see [`seed`](Self::seed)).
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+
+    /// Lets callers that can wait queue for a place (see [`AdaptiveQueue`]).
+    pub fn with_queue(mut self, queue: AdaptiveQueue) -> Self {
+        self.queue = Some(queue);
         self
     }
 }
@@ -188,6 +200,15 @@ pub fn validate_adaptive_rules(rules: &[AdaptiveRule]) -> Result<(), AdaptiveRul
                 index,
                 &rule.id,
                 algorithm_field(err.field()),
+                err.problem(),
+            ));
+        }
+        if let Some(Err(err)) = rule.queue.as_ref().map(AdaptiveQueue::validate) {
+            return Err(RuleError::new(
+                "adaptive",
+                index,
+                &rule.id,
+                err.field(),
                 err.problem(),
             ));
         }

@@ -52,7 +52,8 @@ impl AdaptiveRuleSet {
                     })?;
                     Arc::new(InstalledAdaptive {
                         id_number: crate::intern::intern_numbered(&rule.id).number,
-                        limiter: AdaptiveLimiter::with_any_clock(algorithm, clock.clone()),
+                        limiter: AdaptiveLimiter::with_any_clock(algorithm, clock.clone())
+                            .with_queue(rule.queue),
                         rule,
                     })
                 }

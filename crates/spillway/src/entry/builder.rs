@@ -1,4 +1,5 @@
 use super::pending::{rebase_probes, OwnedPending, Pending, PendingState, Queued};
+use super::waiting::{OwnedWaiting, Waiting, WaitingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
 use crate::block::BlockError;
 use crate::clock::Clock;
@@ -49,6 +50,10 @@ pub enum Admission<'a> {
     /// Admitted after [`Pending::wait`]: a queue slot is reserved; wait, then
     /// [`Pending::enter`]. Dropping the `Pending` gives the slot back.
     Queued(Pending<'a>),
+    /// Waiting for a place under a full adaptive limit, in its queue: await
+    /// [`Waiting::granted`] for at most [`Waiting::timeout`], then [`Waiting::resume`].
+    /// Dropping the `Waiting` leaves the queue.
+    Waiting(Waiting<'a>),
 }
 
 impl<'a> EntryBuilder<'a> {
@@ -136,7 +141,8 @@ impl<'a> EntryBuilder<'a> {
         (origin, entrance)
     }
 
-    /// Attempts the entry without waiting: admitted now, queued (with the wait), or refused.
+    /// Attempts the entry without waiting: admitted now, queued by a pacing rule (with the
+    /// wait), waiting in an adaptive limit's queue, or refused.
     ///
     /// # Errors
     ///
@@ -147,13 +153,18 @@ impl<'a> EntryBuilder<'a> {
         let (count, inbound) = (self.count, self.traffic == TrafficType::Inbound);
         self.run(
             resource,
+            true,
             |state| {
                 Ok(Admission::Ready(Entry {
                     resource: inner,
                     state,
                 }))
             },
-            |queued| {
+            |mut queued| {
+                if let Some(place) = queued.place.take() {
+                    let state = WaitingState::new(place, queued, count, inbound);
+                    return Ok(Admission::Waiting(Waiting::new(inner, state)));
+                }
                 Ok(Admission::Queued(Pending::new(
                     inner,
                     PendingState::new(queued, count, inbound),
@@ -165,6 +176,8 @@ impl<'a> EntryBuilder<'a> {
 
     /// Attempts the entry, waiting on the clock if a pacing rule queues it
     /// ([`Clock::sleep`](crate::Clock::sleep): the thread sleeps, a `ManualClock` advances).
+    /// It does not wait in an adaptive limit's queue: over a full limit it is refused (use
+    /// [`try_enter`](Self::try_enter) to wait there).
     ///
     /// # Errors
     ///
@@ -175,6 +188,7 @@ impl<'a> EntryBuilder<'a> {
         let inner = &*resource.inner;
         self.run(
             resource,
+            false,
             |state| {
                 Ok(Entry {
                     resource: inner,
@@ -194,6 +208,7 @@ impl<'a> EntryBuilder<'a> {
     /// Waits out a queued admission on the clock, then counts it.
     #[inline(never)]
     fn after_wait(&self, inner: &ResourceInner, queued: Queued<'_>) -> EntryState {
+        debug_assert!(queued.place.is_none(), "`enter` does not wait for a place");
         inner.clock.sleep(queued.wait);
         let now = inner.clock.now_nanos();
         rebase_probes(inner, &queued.held, now);
@@ -260,13 +275,21 @@ impl<'a> EntryBuilder<'a> {
         let (count, inbound) = (self.count, self.traffic == TrafficType::Inbound);
         self.run(
             resource,
+            true,
             |state| {
                 Ok(OwnedAdmission::Ready(OwnedEntry {
                     resource: resource.clone(),
                     state,
                 }))
             },
-            |queued| {
+            |mut queued| {
+                if let Some(place) = queued.place.take() {
+                    let state = WaitingState::new(place, queued, count, inbound);
+                    return Ok(OwnedAdmission::Waiting(OwnedWaiting::new(
+                        resource.clone(),
+                        state,
+                    )));
+                }
                 Ok(OwnedAdmission::Queued(OwnedPending::new(
                     resource.clone(),
                     PendingState::new(queued, count, inbound),
@@ -284,6 +307,8 @@ pub enum OwnedAdmission {
     Ready(OwnedEntry),
     /// Admitted after [`OwnedPending::wait`]; dropping it gives the slot back.
     Queued(OwnedPending),
+    /// Waiting for a place under a full adaptive limit (see [`Admission::Waiting`]).
+    Waiting(OwnedWaiting),
 }
 
 impl fmt::Debug for EntryBuilder<'_> {

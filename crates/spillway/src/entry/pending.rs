@@ -1,6 +1,7 @@
 //! Entries a pacing rule queued: reserved now, entered after a wait, or given back.
 
 use super::held::{give_back, Held};
+use super::pipeline::PlaceWait;
 use super::{Entry, EntryState, OwnedEntry};
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
@@ -9,18 +10,22 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A queued admission, handed to the way in that asked: how long to wait, what is held, the
-/// rules that hold it, and the entry's nodes.
+/// A queued admission, handed to the way in that asked: how long a pacing rule makes it wait
+/// (when `paced`), the place it waits for under an adaptive limit (if any), when it was
+/// decided, what is held, the rules that hold it, and the entry's nodes.
 pub(super) struct Queued<'r> {
     pub(super) wait: Duration,
+    pub(super) paced: bool,
+    pub(super) place: Option<PlaceWait>,
+    pub(super) decided: u64,
     pub(super) held: Held,
-    pub(super) rules: &'r Arc<ResourceRules>,
+    pub(super) rules: Option<&'r Arc<ResourceRules>>,
     pub(super) queue: Queue,
 }
 
 /// What a queued entry holds, whoever holds the resource.
 pub(crate) struct PendingState {
-    rules: Arc<ResourceRules>,
+    rules: Option<Arc<ResourceRules>>,
     queue: Queue,
     held: Held,
     wait: Duration,
@@ -31,11 +36,30 @@ pub(crate) struct PendingState {
 
 impl PendingState {
     pub(super) fn new(queued: Queued<'_>, count: u32, inbound: bool) -> Self {
+        Self::paced(
+            queued.rules.cloned(),
+            queued.queue,
+            queued.held,
+            queued.wait,
+            count,
+            inbound,
+        )
+    }
+
+    /// An entry a pacing rule holds for `wait` from now.
+    pub(super) fn paced(
+        rules: Option<Arc<ResourceRules>>,
+        queue: Queue,
+        held: Held,
+        wait: Duration,
+        count: u32,
+        inbound: bool,
+    ) -> Self {
         Self {
-            rules: Arc::clone(queued.rules),
-            queue: queued.queue,
-            held: queued.held,
-            wait: queued.wait,
+            rules,
+            queue,
+            held,
+            wait,
             count,
             inbound,
             done: false,
@@ -67,7 +91,7 @@ impl PendingState {
         }
         give_back(
             resource,
-            Some(&self.rules),
+            self.rules.as_deref(),
             self.queue.origin,
             self.queue.entrance,
             &self.held,

@@ -11,7 +11,9 @@
 //!    path (`gate_check.rs`); otherwise, or while a reload rewrites the gate, the rule set does
 //!    (`flow_check.rs`). Rules in shadow mode count what they would refuse and refuse nothing.
 //! 4. **Adaptive limits**: the resource's adaptive concurrency limit, and the one on all
-//!    inbound traffic (`adaptive/`). This file.
+//!    inbound traffic (`adaptive/`). This file. Over a limit with a queue, an entry that can
+//!    wait is handed back waiting for a place (`waiting.rs`), and goes on from here once it has
+//!    one.
 //! 5. **Breakers**: the resource's circuit breakers (Sentinel's `DegradeSlot`). This file.
 //! 6. **Admit, queue or refuse**: an admission counts on every node of the entry
 //!    (`guard.rs`); a queued one waits for its slot (`pending.rs`); a refusal gives back what
@@ -31,7 +33,7 @@ use super::pending::{Queue, Queued};
 use super::places::{release_limited, LIMITED_ADAPTIVE, LIMITED_ADAPTIVE_INBOUND, LIMITED_INBOUND};
 use super::refusal::{count_refusal, refusal_error};
 use super::{EntryState, TrafficType};
-use crate::adaptive::{AdaptiveRefusal, InstalledAdaptive};
+use crate::adaptive::{AdaptiveRefusal, InstalledAdaptive, NoPlace, WaitSlot};
 use crate::block::{BlockError, BlockKind};
 use crate::breaker::BreakerBlock;
 use crate::clock::Clock;
@@ -39,6 +41,7 @@ use crate::flow::{try_increment, Decision};
 use crate::resource::{Resource, ResourceInner};
 use crate::sync::Ordering;
 use crate::system::{SystemBlock, SystemCheck};
+use std::sync::Arc;
 
 /// Which steps have something to check, read from the resource's flags. Relaxed: a stale flag
 /// only delays seeing a rule load by a moment, as a stale rule set would; the rules themselves
@@ -64,13 +67,15 @@ impl Steps {
 }
 
 impl<'a> EntryBuilder<'a> {
-    /// Runs the pipeline for `resource`: an admission is handed to `ready`, a queued one to
-    /// `queued`, a refusal (already counted) to `refused`. Each way in builds its own result in
-    /// these closures, so that none is copied through another.
+    /// Runs the pipeline for `resource`: an admission is handed to `ready`, a queued one
+    /// (paced, or waiting for a place if it `can_wait`) to `queued`, a refusal (already
+    /// counted) to `refused`. Each way in builds its own result in these closures, so that
+    /// none is copied through another.
     #[inline(always)]
     pub(super) fn run<R>(
         &self,
         resource: &'a Resource,
+        can_wait: bool,
         ready: impl FnOnce(EntryState) -> R,
         queued: impl FnOnce(Queued<'_>) -> R,
         refused: impl FnOnce(BlockError) -> R,
@@ -166,26 +171,33 @@ impl<'a> EntryBuilder<'a> {
         }
 
         // 4 and 5. Adaptive limits, then breakers.
+        let mut place = None;
         if steps.later {
-            if let Err(error) = later_steps(inner, inbound, now, &mut held) {
-                refuse!(rules.map(|rules| &**rules), error);
+            match later_steps(inner, inbound, now, &mut held, can_wait, Resume::Start) {
+                Ok(()) => {}
+                Err(Later::Refused(error)) => refuse!(rules.map(|rules| &**rules), error),
+                Err(Later::Waiting(wait)) => place = Some(wait),
             }
         }
 
         // 6. Admit or queue.
-        match (queue_for, rules) {
-            (Some((wait, occupied)), Some(rules)) => queued(Queued {
-                wait,
-                held,
-                rules,
-                queue: Queue {
-                    origin,
-                    entrance,
-                    occupied,
-                },
-            }),
-            _ => ready(admit!(held.limited).with_shadow(held.shadow())),
+        if queue_for.is_none() && place.is_none() {
+            return ready(admit!(held.limited).with_shadow(held.shadow()));
         }
+        let (wait, occupied) = queue_for.unwrap_or_default();
+        queued(Queued {
+            wait,
+            paced: queue_for.is_some(),
+            place,
+            decided: now,
+            held,
+            rules,
+            queue: Queue {
+                origin,
+                entrance,
+                occupied,
+            },
+        })
     }
 }
 
@@ -205,50 +217,90 @@ fn refusal<R>(
     refused(refusal_error(inner, current, threshold, rule_id, now))
 }
 
-/// Steps 4 and 5, out of line (most entries skip both): the adaptive limits, then the breakers;
-/// what each takes is noted in `held`.
+/// Where steps 4 and 5 begin: at the start, or, for an entry that waited for a place, after
+/// the limit that gave it one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Resume {
+    Start,
+    InboundAdaptive,
+    Breakers,
+}
+
+/// Why steps 4 and 5 did not pass an entry.
+pub(super) enum Later {
+    Refused(BlockError),
+    /// Waiting in an adaptive limit's queue.
+    Waiting(PlaceWait),
+}
+
+/// An entry waiting for a place under an adaptive limit: its slot in the queue, the limit
+/// (as installed when it joined), and the place's `LIMITED_*` bit.
+#[derive(Debug)]
+pub(crate) struct PlaceWait {
+    pub(super) slot: Arc<WaitSlot>,
+    pub(super) adaptive: Arc<InstalledAdaptive>,
+    pub(super) limited: u8,
+}
+
+/// Steps 4 and 5 from `from`, out of line (most entries skip both): the adaptive limits, then
+/// the breakers; what each takes is noted in `held`.
 #[inline(never)]
-fn later_steps(
+pub(super) fn later_steps(
     inner: &ResourceInner,
     inbound: bool,
     now: u64,
     held: &mut Held,
-) -> Result<(), BlockError> {
-    take_adaptive(inner, inbound, held)?;
+    can_wait: bool,
+    from: Resume,
+) -> Result<(), Later> {
+    if from == Resume::Start && inner.has_adaptive() {
+        if let Some(adaptive) = inner.adaptive.load().as_ref() {
+            take_adaptive(inner, adaptive, LIMITED_ADAPTIVE, can_wait, held)?;
+        }
+    }
+    if from != Resume::Breakers
+        && inbound
+        && inner.core.has_inbound_adaptive.load(Ordering::Relaxed)
+    {
+        if let Some(adaptive) = inner.core.inbound_adaptive.load().as_ref() {
+            take_adaptive(inner, adaptive, LIMITED_ADAPTIVE_INBOUND, can_wait, held)?;
+        }
+    }
     if inner.has_breakers() {
-        pass_breakers(inner, now, held)?;
+        pass_breakers(inner, now, held).map_err(Later::Refused)?;
     }
     Ok(())
 }
 
-/// Step 4: the resource's adaptive limit, then the one on all inbound traffic; each place
-/// taken is noted in `held` (and given back with it if a later check refuses).
+/// Step 4, for one adaptive limit: a place, noted in `held` as `limited` (and given back with
+/// it if a later check refuses), or a refusal, or a wait in the limit's queue.
 #[inline]
-fn take_adaptive(inner: &ResourceInner, inbound: bool, held: &mut Held) -> Result<(), BlockError> {
-    if inner.has_adaptive() {
-        if let Some(adaptive) = inner.adaptive.load().as_ref() {
-            adaptive
-                .limiter
-                .take_place()
-                .map_err(|refusal| adaptive_blocked(inner, adaptive, refusal))?;
-            held.limited |= LIMITED_ADAPTIVE;
+fn take_adaptive(
+    inner: &ResourceInner,
+    adaptive: &Arc<InstalledAdaptive>,
+    limited: u8,
+    can_wait: bool,
+    held: &mut Held,
+) -> Result<(), Later> {
+    match adaptive.limiter.take_place(can_wait) {
+        Ok(()) => {
+            held.limited |= limited;
+            Ok(())
         }
-    }
-    if inbound && inner.core.has_inbound_adaptive.load(Ordering::Relaxed) {
-        if let Some(adaptive) = inner.core.inbound_adaptive.load().as_ref() {
-            adaptive
-                .limiter
-                .take_place()
-                .map_err(|refusal| adaptive_blocked(inner, adaptive, refusal))?;
-            held.limited |= LIMITED_ADAPTIVE_INBOUND;
+        Err(NoPlace::Refused(refusal)) => {
+            Err(Later::Refused(adaptive_blocked(inner, adaptive, refusal)))
         }
+        Err(NoPlace::Waiting(slot)) => Err(Later::Waiting(PlaceWait {
+            slot,
+            adaptive: Arc::clone(adaptive),
+            limited,
+        })),
     }
-    Ok(())
 }
 
 #[cold]
 #[inline(never)]
-fn adaptive_blocked(
+pub(super) fn adaptive_blocked(
     inner: &ResourceInner,
     adaptive: &InstalledAdaptive,
     refusal: AdaptiveRefusal,
