@@ -105,3 +105,103 @@ fn a_moving_limit_stays_within_its_bounds_and_loses_no_sample() {
     ));
     assert!((2..=6).contains(&state.limit));
 }
+
+/// Eight threads through a resource with an adaptive limit of 3 and a queue: each waits for a
+/// place (spinning on its grant, giving up after a while) or takes one at once. The entries
+/// held never exceed 3, every wait ends granted-and-resumed, given up, or dropped, and the
+/// limiter ends with nothing in flight and nobody waiting.
+#[test]
+fn waiting_entries_never_pass_the_limit_and_the_queue_empties() {
+    use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule};
+    use spillway::{Admission, Spillway};
+
+    const LIMIT: u64 = 3;
+    let spillway = Spillway::new_with_clock(ManualClock::new());
+    let aimd = AimdConfig {
+        initial_limit: LIMIT as u32,
+        min_limit: LIMIT as u32,
+        max_limit: LIMIT as u32,
+        ..AimdConfig::default()
+    };
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource(
+            "r-adaptive",
+            "r",
+            AdaptiveAlgorithm::Aimd(aimd),
+        )
+        .with_queue(AdaptiveQueue {
+            capacity: 4,
+            ..AdaptiveQueue::default()
+        })])
+        .unwrap();
+    let held = AtomicU64::new(0);
+    let most = AtomicU64::new(0);
+    let (entered, gave_up, dropped) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    std::thread::scope(|s| {
+        for thread in 0..THREADS {
+            let (spillway, held, most) = (&spillway, &held, &most);
+            let (entered, gave_up, dropped) = (&entered, &gave_up, &dropped);
+            s.spawn(move || {
+                for i in 0..PER_THREAD / 4 {
+                    let entry = match spillway.entry("r").try_enter() {
+                        Ok(Admission::Ready(entry)) => entry,
+                        Ok(Admission::Waiting(waiting)) => {
+                            let mut spins = 0;
+                            while !waiting.is_granted() && spins < 200 {
+                                std::thread::yield_now();
+                                spins += 1;
+                            }
+                            match (waiting.is_granted(), (i + thread) % 5) {
+                                // Sometimes a caller goes away, granted or not.
+                                (_, 0) => {
+                                    drop(waiting);
+                                    dropped.fetch_add(1, Ordering::Relaxed);
+                                    continue;
+                                }
+                                (true, _) => match waiting.resume() {
+                                    Ok(Admission::Ready(entry)) => entry,
+                                    other => panic!("granted, then {other:?}"),
+                                },
+                                (false, _) => {
+                                    waiting.give_up();
+                                    gave_up.fetch_add(1, Ordering::Relaxed);
+                                    continue;
+                                }
+                            }
+                        }
+                        Ok(Admission::Queued(_)) => panic!("no pacing rule"),
+                        Err(_) => continue,
+                    };
+                    entered.fetch_add(1, Ordering::Relaxed);
+                    let now = held.fetch_add(1, Ordering::AcqRel) + 1;
+                    most.fetch_max(now, Ordering::Relaxed);
+                    std::thread::yield_now();
+                    held.fetch_sub(1, Ordering::AcqRel);
+                    drop(entry);
+                }
+            });
+        }
+    });
+    let most = most.load(Ordering::Relaxed);
+    assert!(
+        most <= LIMIT,
+        "{most} held at once, over the limit of {LIMIT}"
+    );
+    let state = spillway.adaptive_state("r-adaptive").unwrap();
+    assert_eq!((state.in_flight, state.waiting), (0, 0));
+    assert_eq!(state.queue_timeouts, gave_up.load(Ordering::Relaxed));
+    let entered = entered.load(Ordering::Relaxed);
+    assert!(
+        entered > 0 && state.samples == entered,
+        "{state:?}, {entered} entered"
+    );
+    let stats = spillway.resource("r").unwrap().stats();
+    assert_eq!(stats.total_pass, entered);
+    // Every attempt ended one way: entered, gave up, went away, or refused at once.
+    let refused_at_once = state.refusals - state.queue_timeouts;
+    let ended = entered
+        + gave_up.load(Ordering::Relaxed)
+        + dropped.load(Ordering::Relaxed)
+        + refused_at_once;
+    assert_eq!(ended, THREADS * (PER_THREAD / 4));
+}

@@ -71,3 +71,80 @@ fn admissions_never_pass_the_limit_and_no_sample_is_lost() {
         assert_eq!(state.limit, if admitted % 2 == 1 { 1 } else { 2 });
     });
 }
+
+/// Never moves the limit.
+#[derive(Debug)]
+struct Fixed(u32);
+
+impl LimitAlgorithm for Fixed {
+    fn initial_limit(&self) -> u32 {
+        self.0
+    }
+
+    fn on_sample(&mut self, _: &Sample, _: u64, _: u32) -> Option<LimitUpdate> {
+        None
+    }
+
+    fn estimates(&self) -> RttEstimates {
+        RttEstimates::default()
+    }
+}
+
+fn queued(limit: u32) -> AdaptiveLimiter {
+    AdaptiveLimiter::with_clock(Fixed(limit), ManualClock::new())
+        .with_queue(Some(super::AdaptiveQueue::default()))
+}
+
+/// A caller joins the queue of a full limit of 1 while the only call in flight ends: whatever
+/// the interleaving, the freed place is not lost. The caller either takes it at once or is
+/// handed it in the queue, and the count ends at 0 once it leaves.
+#[test]
+fn a_place_freed_while_a_caller_joins_the_queue_is_handed_over() {
+    loom::model(|| {
+        let limiter = Arc::new(queued(1));
+        limiter.take_place(false).expect("the first place");
+        let joining = {
+            let limiter = limiter.clone();
+            thread::spawn(move || match limiter.take_place(true) {
+                // Took the freed place, or waits in the queue (handed it, now or later).
+                Ok(()) | Err(super::NoPlace::Waiting(_)) => {}
+                Err(super::NoPlace::Refused(_)) => panic!("the queue had room"),
+            })
+        };
+        limiter.end_place(0, Outcome::Ignore);
+        joining.join().unwrap();
+        let state = limiter.state();
+        assert_eq!(
+            (state.in_flight, state.waiting),
+            (1, 0),
+            "the place was lost"
+        );
+        limiter.end_place(0, Outcome::Ignore);
+        assert_eq!(limiter.state().in_flight, 0);
+    });
+}
+
+/// A waiting caller gives up while the call in flight ends and hands it the place: the place
+/// ends either with nobody (the caller left first) or passed back (it was handed the place,
+/// then left), never held by no one, never twice.
+#[test]
+fn a_caller_leaving_while_it_is_handed_a_place_gives_the_place_back() {
+    loom::model(|| {
+        let limiter = Arc::new(queued(1));
+        limiter.take_place(false).expect("the first place");
+        let Err(super::NoPlace::Waiting(slot)) = limiter.take_place(true) else {
+            panic!("the limit of 1 is full");
+        };
+        let leaving = {
+            let limiter = limiter.clone();
+            thread::spawn(move || {
+                limiter.stop_waiting(&slot, true);
+            })
+        };
+        limiter.end_place(0, Outcome::Ignore);
+        leaving.join().unwrap();
+        let state = limiter.state();
+        assert_eq!((state.in_flight, state.waiting), (0, 0));
+        assert_eq!((state.queue_timeouts, state.refusals), (1, 1));
+    });
+}
