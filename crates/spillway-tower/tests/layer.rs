@@ -473,3 +473,123 @@ async fn an_adaptive_rule_refuses_past_its_limit_and_learns_from_each_response()
     let state = spillway.adaptive_state("slow-adaptive").unwrap();
     assert_eq!((state.samples, state.limit, state.refusals), (1, 2, 1));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_adaptive_queue_holds_a_request_until_a_place_frees_and_refuses_after_its_timeout() {
+    use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig};
+    let spillway = spillway();
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource(
+            "slow-adaptive",
+            "GET /slow",
+            AdaptiveAlgorithm::Aimd(AimdConfig {
+                initial_limit: 1,
+                min_limit: 1,
+                max_limit: 1,
+                ..AimdConfig::default()
+            }),
+        )
+        .with_queue(AdaptiveQueue {
+            capacity: 1,
+            timeout: Duration::from_millis(150),
+            ..AdaptiveQueue::default()
+        })])
+        .unwrap();
+    let app = app(&spillway);
+    let start = tokio::time::Instant::now();
+    let send = |app: &_| {
+        let app: Router = Clone::clone(app);
+        tokio::spawn(async move {
+            let status = app.oneshot(get_request("/slow")).await.unwrap().status();
+            (status, start.elapsed())
+        })
+    };
+    // The first holds the only place for 100 ms; the second waits for it in the queue.
+    let first = send(&app);
+    while spillway.adaptive_state("slow-adaptive").unwrap().in_flight == 0 {
+        tokio::task::yield_now().await;
+    }
+    let second = send(&app);
+    while spillway.adaptive_state("slow-adaptive").unwrap().waiting == 0 {
+        tokio::task::yield_now().await;
+    }
+    // The queue of 1 is full: a third is refused at once.
+    let refused = app.clone().oneshot(get_request("/slow")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let ms = Duration::from_millis;
+    assert_eq!(first.await.unwrap(), (StatusCode::OK, ms(100)));
+    assert_eq!(second.await.unwrap(), (StatusCode::OK, ms(200)));
+
+    // Behind a request of 100 ms, one that may wait only 50 ms is refused when they are up.
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource(
+            "slow-adaptive",
+            "GET /slow",
+            AdaptiveAlgorithm::Aimd(AimdConfig {
+                initial_limit: 1,
+                min_limit: 1,
+                max_limit: 1,
+                ..AimdConfig::default()
+            }),
+        )
+        .with_queue(AdaptiveQueue {
+            timeout: ms(50),
+            ..AdaptiveQueue::default()
+        })])
+        .unwrap();
+    let start_again = tokio::time::Instant::now();
+    let third = send(&app);
+    while spillway.adaptive_state("slow-adaptive").unwrap().in_flight == 0 {
+        tokio::task::yield_now().await;
+    }
+    let timed_out = app.clone().oneshot(get_request("/slow")).await.unwrap();
+    assert_eq!(timed_out.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(start_again.elapsed(), ms(50));
+    assert_eq!(third.await.unwrap().0, StatusCode::OK);
+    let state = spillway.adaptive_state("slow-adaptive").unwrap();
+    assert_eq!(
+        (state.queue_timeouts, state.waiting, state.in_flight),
+        (1, 0, 0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_dropped_while_it_waits_in_an_adaptive_queue_leaves_it() {
+    use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig};
+    let spillway = spillway();
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource(
+            "slow-adaptive",
+            "GET /slow",
+            AdaptiveAlgorithm::Aimd(AimdConfig {
+                initial_limit: 1,
+                min_limit: 1,
+                max_limit: 1,
+                ..AimdConfig::default()
+            }),
+        )
+        .with_queue(AdaptiveQueue::default())])
+        .unwrap();
+    let app = app(&spillway);
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { app.oneshot(get_request("/slow")).await.unwrap().status() }
+    });
+    while spillway.adaptive_state("slow-adaptive").unwrap().in_flight == 0 {
+        tokio::task::yield_now().await;
+    }
+    // A client that gives up after 20 ms: its request future is dropped in the queue.
+    let gone = tokio::time::timeout(
+        Duration::from_millis(20),
+        app.clone().oneshot(get_request("/slow")),
+    )
+    .await;
+    assert!(gone.is_err());
+    let state = spillway.adaptive_state("slow-adaptive").unwrap();
+    assert_eq!((state.waiting, state.queue_timeouts), (0, 0));
+    assert_eq!(first.await.unwrap(), StatusCode::OK);
+    let state = spillway.adaptive_state("slow-adaptive").unwrap();
+    assert_eq!(state.in_flight, 0, "the freed place went to no one");
+    let stats = spillway.resource("GET /slow").unwrap().stats();
+    assert_eq!((stats.total_pass, stats.total_block), (1, 0));
+}

@@ -77,3 +77,44 @@ async fn a_dropped_queued_entry_gives_its_slot_back() {
     assert_eq!(start.elapsed(), Duration::from_millis(70));
     assert_eq!(spillway.resource("r").unwrap().stats().total_pass, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn enter_waits_in_an_adaptive_queue_and_gives_up_after_its_timeout() {
+    use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig};
+    use spillway::BlockKind;
+    let spillway = Spillway::new_with_clock(TokioClock::new());
+    let one = AimdConfig {
+        initial_limit: 1,
+        min_limit: 1,
+        max_limit: 1,
+        ..AimdConfig::default()
+    };
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource(
+            "one",
+            "r",
+            AdaptiveAlgorithm::Aimd(one),
+        )
+        .with_queue(AdaptiveQueue {
+            timeout: Duration::from_millis(80),
+            ..AdaptiveQueue::default()
+        })])
+        .unwrap();
+    let start = Instant::now();
+    let first = enter(spillway.entry("r")).await.unwrap();
+    // Nobody frees the place: the wait ends with the queue's timeout, refused.
+    let err = enter(spillway.entry("r")).await.unwrap_err();
+    assert_eq!(
+        (err.kind(), start.elapsed()),
+        (BlockKind::Adaptive, Duration::from_millis(80))
+    );
+    // The place freed 30 ms into a wait ends it then.
+    let (second, ()) = tokio::join!(enter(spillway.entry("r")), async {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        drop(first);
+    });
+    assert!(second.is_ok());
+    assert_eq!(start.elapsed(), Duration::from_millis(110));
+    let state = spillway.adaptive_state("one").unwrap();
+    assert_eq!((state.queue_timeouts, state.in_flight), (1, 1));
+}
