@@ -314,7 +314,7 @@ impl Admin {
 }
 
 /// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the
-/// reason of the last change, samples, updates and refusals.
+/// reason of the last change, samples, updates, refusals, and its queue (waiting, timeouts).
 fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
     let millis = |rtt: Option<std::time::Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1e3);
     spillway
@@ -333,6 +333,8 @@ fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
                 "samples": state.samples,
                 "updates": state.updates,
                 "refusals": state.refusals,
+                "waiting": state.waiting,
+                "queue_timeouts": state.queue_timeouts,
             }))
         })
         .collect()

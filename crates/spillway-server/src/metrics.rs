@@ -213,15 +213,36 @@ impl Collector for Live {
                 Some((labels(id, resource), rtt.as_secs_f64()))
             }),
         )?;
-        let mut refusals = encoder.encode_descriptor(
-            "spillway_adaptive_refusals",
-            "Calls an adaptive rule refused at its limit, by rule",
-            None,
-            prometheus_client::metrics::MetricType::Counter,
+        gauge(
+            &mut encoder,
+            "spillway_adaptive_waiting",
+            "Requests waiting in an adaptive rule's queue now, by rule",
+            &mut adaptive
+                .iter()
+                .map(|(id, resource, state)| (labels(id, resource), state.waiting as f64)),
         )?;
-        for (id, resource, state) in &adaptive {
-            prometheus_client::metrics::counter::ConstCounter::new(state.refusals)
-                .encode(refusals.encode_family(&labels(id, resource))?)?;
+        for (name, help, read) in [
+            (
+                "spillway_adaptive_refusals",
+                "Calls an adaptive rule refused at its limit (its queue full, or waited out), by rule",
+                (|state| state.refusals) as fn(&spillway::adaptive::AdaptiveState) -> u64,
+            ),
+            (
+                "spillway_adaptive_queue_timeouts",
+                "Requests refused after waiting out an adaptive rule's queue timeout, by rule",
+                |state| state.queue_timeouts,
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for (id, resource, state) in &adaptive {
+                prometheus_client::metrics::counter::ConstCounter::new(read(state))
+                    .encode(family.encode_family(&labels(id, resource))?)?;
+            }
         }
         let flow_rules = self.spillway.flow_rules();
         let mut shadow = encoder.encode_descriptor(

@@ -291,10 +291,21 @@ async fn a_shadow_rule_counts_its_refusals_by_rule_and_admits() {
 
 #[tokio::test]
 async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
-    let h =
-        start("[[adaptive]]\nid = \"service\"\nalgorithm = { type = \"envoy_gradient\" }\n").await;
+    let h = start(
+        "[[adaptive]]\nid = \"service\"\nalgorithm = { type = \"envoy_gradient\" }\n\
+         [[adaptive]]\nid = \"orders-bbr\"\nresource = \"orders\"\n\
+         algorithm = { type = \"bbr\", probe_rtt_interval = \"5s\" }\n\
+         queue = { capacity = 5, order = \"lifo\", timeout = \"50ms\" }\n",
+    )
+    .await;
     let (_, rules) = get(h.admin, "/api/rules").await;
-    assert_eq!(json(&rules)["adaptive"][0]["id"], "service");
+    let rules = json(&rules);
+    assert_eq!(rules["adaptive"][0]["id"], "service");
+    let bbr = &rules["adaptive"][1];
+    assert_eq!(bbr["algorithm"]["type"], "bbr");
+    assert_eq!(bbr["algorithm"]["probe_rtt_interval"], "5s");
+    assert_eq!(bbr["queue"]["order"], "lifo");
+    assert_eq!(bbr["queue"]["timeout"], "50ms");
     let (_, status) = get(h.admin, "/api/status").await;
     let adaptive = &json(&status)["adaptive"][0];
     assert_eq!(adaptive["rule"], "service");
@@ -316,7 +327,26 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
         value(r#"spillway_adaptive_refusals_total{rule="service",resource="*"}"#),
         0.0
     );
-    assert_eq!(value(r#"spillway_rules{kind="adaptive"}"#), 1.0);
+    assert_eq!(
+        value(r#"spillway_adaptive_limit{rule="orders-bbr",resource="orders"}"#),
+        10.0,
+        "BBR's initial limit"
+    );
+    assert_eq!(
+        value(r#"spillway_adaptive_waiting{rule="orders-bbr",resource="orders"}"#),
+        0.0
+    );
+    assert_eq!(
+        value(r#"spillway_adaptive_queue_timeouts_total{rule="orders-bbr",resource="orders"}"#),
+        0.0
+    );
+    assert_eq!(value(r#"spillway_rules{kind="adaptive"}"#), 2.0);
+    let (_, status) = get(h.admin, "/api/status").await;
+    let bbr = &json(&status)["adaptive"][1];
+    assert_eq!(
+        (bbr["waiting"].as_u64(), bbr["queue_timeouts"].as_u64()),
+        (Some(0), Some(0))
+    );
 }
 
 #[tokio::test]

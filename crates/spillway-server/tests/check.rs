@@ -121,6 +121,31 @@ algorithm = {{ type = \"envoy_gradient\", min_concurrency = 0 }}
         "{UPSTREAM}\n[[adaptive]]\nid = \"x\"\nalgorithm = {{ type = \"fancy\" }}\n"
     ));
     assert!(unknown.contains("unknown variant `fancy`"), "{unknown}");
+    let queue = |fields: &str| {
+        error(&format!(
+            "{UPSTREAM}\n[[adaptive]]\nid = \"q\"\nalgorithm = {{ type = \"bbr\" }}\nqueue = {{ {fields} }}\n"
+        ))
+    };
+    assert_eq!(
+        queue("capacity = 0"),
+        "spillway.toml:8:1: `adaptive[0].queue.capacity`: must be at least 1, got 0"
+    );
+    assert_eq!(
+        queue("timeout = \"2m\""),
+        "spillway.toml:8:1: `adaptive[0].queue.timeout`: must be at most 60s, got 120s"
+    );
+    let order = queue("order = \"random\"");
+    assert!(
+        order.contains("unknown variant `random`, expected `fifo` or `lifo`"),
+        "{order}"
+    );
+    let bbr = error(&format!(
+        "{UPSTREAM}\n[[adaptive]]\nid = \"b\"\nalgorithm = {{ type = \"bbr\", drain_gain = 3 }}\n"
+    ));
+    assert_eq!(
+        bbr,
+        "spillway.toml:7:1: `adaptive[0].algorithm.drain_gain`: must be a number from 0.5 to 1, got 3"
+    );
 }
 
 #[test]
