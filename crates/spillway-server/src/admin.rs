@@ -42,6 +42,7 @@ struct RulesBody {
     flow: Option<Vec<FlowRule>>,
     system: Option<Vec<SystemRule>>,
     breaker: Option<Vec<BreakerRule>>,
+    adaptive: Option<Vec<spillway::adaptive::AdaptiveRule>>,
 }
 
 impl Admin {
@@ -272,6 +273,11 @@ impl Admin {
                 return invalid(err.to_string());
             }
         }
+        if let Some(adaptive) = &rules.adaptive {
+            if let Err(err) = spillway::adaptive::validate_adaptive_rules(adaptive) {
+                return invalid(err.to_string());
+            }
+        }
         if let Some(file) = &file {
             // Written first: if the file cannot take the rules, nothing changes.
             let written = crate::persist::write_rules(
@@ -280,6 +286,7 @@ impl Admin {
                     flow: rules.flow.as_deref(),
                     system: rules.system.as_deref(),
                     breakers: rules.breaker.as_deref(),
+                    adaptive: rules.adaptive.as_deref(),
                 },
             );
             if let Err(err) = written {
@@ -302,6 +309,12 @@ impl Admin {
             if let Some(breaker) = rules.breaker {
                 spillway
                     .load_breaker_rules(breaker)
+                    .map_err(|e| e.to_string())?;
+            }
+            if let Some(adaptive) = rules.adaptive {
+                // Rules that stay the same keep their limiters (limit, RT estimates, queue).
+                spillway
+                    .load_adaptive_rules(adaptive)
                     .map_err(|e| e.to_string())?;
             }
             Ok(())

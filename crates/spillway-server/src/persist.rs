@@ -2,6 +2,7 @@
 //! rest of the file (other sections, comments, layout) as it was.
 
 use serde::Serialize;
+use spillway::adaptive::AdaptiveRule;
 use spillway::breaker::BreakerRule;
 use spillway::flow::FlowRule;
 use spillway::system::SystemRule;
@@ -17,6 +18,8 @@ pub(crate) struct Rules<'a> {
     pub(crate) system: Option<&'a [SystemRule]>,
     #[serde(rename = "breaker", skip_serializing_if = "Option::is_none")]
     pub(crate) breakers: Option<&'a [BreakerRule]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) adaptive: Option<&'a [AdaptiveRule]>,
 }
 
 /// Writes `table`'s sub-tables as inline tables.
@@ -49,9 +52,10 @@ pub(crate) fn write_rules(path: &Path, rules: &Rules<'_>) -> Result<(), String> 
         ("flow", rules.flow.is_some()),
         ("system", rules.system.is_some()),
         ("breaker", rules.breakers.is_some()),
+        ("adaptive", rules.adaptive.is_some()),
     ];
     // New rules go after everything else, each a `[[kind]]` table with its nested fields
-    // (behavior, strategy) inline, as one would write them by hand.
+    // (behavior, strategy, algorithm, queue) inline, as one would write them by hand.
     let mut position = document
         .iter()
         .flat_map(|(_, item)| {

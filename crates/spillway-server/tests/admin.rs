@@ -448,3 +448,51 @@ async fn the_dashboard_is_one_page_over_the_api() {
     assert!(page.starts_with("<!doctype html>"));
     assert!(page.contains("fetch(\"/api/resources\")") && page.contains("fetch(\"/api/status\")"));
 }
+
+#[tokio::test]
+async fn adaptive_rules_are_replaced_and_persisted_through_the_api() {
+    let h = start(ORDERS_QPS_1).await;
+    let body = r#"{"adaptive": [
+        {"id": "orders-g2", "resource": "orders",
+         "algorithm": {"type": "gradient2", "min_limit": 2,
+                       "sampling": {"type": "window", "min_time": "100ms", "max_time": "100ms"}},
+         "queue": {"capacity": 10, "order": "lifo", "timeout": "20ms"}}]}"#;
+    let (status, response) = call(
+        h.admin,
+        Method::PUT,
+        "/api/rules?persist=true",
+        Some(TOKEN),
+        Bytes::from(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert_eq!(json(&response)["adaptive"][0]["queue"]["order"], "lifo");
+    let (_, status_body) = get(h.admin, "/api/status").await;
+    assert_eq!(
+        json(&status_body)["adaptive"][0]["limit"],
+        20,
+        "Gradient2's initial limit"
+    );
+    // The file holds the rule as one would write it, and loads back the same.
+    let text = std::fs::read_to_string(&h.file).unwrap();
+    assert!(text.contains("[[adaptive]]"), "{text}");
+    assert!(
+        text.contains(r#"queue = { capacity = 10, order = "lifo", timeout = "20ms" }"#),
+        "{text}"
+    );
+    let reread = config::load(&h.file).unwrap();
+    let rule = reread.adaptive[0].get_ref();
+    assert_eq!(rule.id, "orders-g2");
+    assert_eq!(rule.queue.map(|queue| queue.capacity), Some(10));
+    // A bad rule is refused whole, naming the field, and changes nothing.
+    let (status, response) = put_rules(
+        &h,
+        Some(TOKEN),
+        r#"{"adaptive": [{"id": "x", "algorithm": {"type": "bbr", "probe_gain": 0.5}}]}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(response.contains("algorithm.probe_gain"), "{response}");
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["adaptive"][0]["id"], "orders-g2");
+}
