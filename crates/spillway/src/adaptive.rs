@@ -39,6 +39,14 @@
 //! Netflix's defaults (20) suit services with many workers. Which one protects best, and with
 //! which settings, is measured in the overload lab (`spillway lab`, `docs/overload.md`).
 //!
+//! # Rules, and a queue
+//!
+//! In a [`Spillway`](crate::Spillway), an [`AdaptiveRule`] puts a limit on one resource, or on
+//! all inbound traffic, checked with the other rules. By default a call over the limit is
+//! refused at once; with an [`AdaptiveQueue`], callers that can wait (async ones, through
+//! [`EntryBuilder::try_enter`](crate::EntryBuilder::try_enter) and `spillway-tower`) wait
+//! briefly for a place in FIFO or LIFO order, and a finishing call hands its place to the next.
+//!
 //! # Examples
 //!
 //! ```
