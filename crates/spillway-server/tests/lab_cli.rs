@@ -105,8 +105,8 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         (
             vec!["--strategies", "magic"],
             "error: lab parameter `strategies`: unknown strategy `magic`; known: none, static_qps, \
-             static_concurrency, sentinel_system, bbr, bbr_bucket_average, gradient2, vegas, aimd, \
-             envoy_gradient",
+             static_concurrency, sentinel_system, bbr, bbr_bucket_average, bbr_probe, gradient2, vegas, \
+             aimd, envoy_gradient",
         ),
     ] {
         // Full mode, so that a bad option is refused before anything runs or is written.
