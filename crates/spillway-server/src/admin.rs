@@ -7,7 +7,6 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
@@ -28,12 +27,27 @@ const DASHBOARD: &str = include_str!("dashboard.html");
 pub const MAX_BODY: usize = 1 << 20;
 
 /// The admin API's state.
+///
+/// Its security model: with a token configured, every request needs it (`Authorization:
+/// Bearer <token>`) but the dashboard's page itself (which holds no data, and asks for the
+/// token) and, if [`with_public_metrics`](Self::with_public_metrics), `GET /metrics`. On a
+/// loopback address, a request whose `Host` is not a loopback name (or one of
+/// [`with_allowed_hosts`](Self::with_allowed_hosts)) is refused with 403, so that a web page
+/// cannot reach the API through DNS rebinding.
 #[derive(Debug, Clone)]
 pub struct Admin {
     proxy: Proxy,
     reloader: Option<Arc<Reloader>>,
     token: Option<String>,
+    metrics_public: bool,
+    allowed_hosts: Arc<Vec<String>>,
+    /// Whether the listener is on loopback (set by [`run`](Self::run); checked by `Host`).
+    loopback: bool,
 }
+
+/// How long an admin connection may take to send a request head (and stay idle between
+/// requests).
+const ADMIN_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A `PUT /api/rules` body: the rule kinds to replace (a kind left out stays as it is).
 #[derive(Debug, Deserialize)]
@@ -46,51 +60,123 @@ struct RulesBody {
 }
 
 impl Admin {
-    /// The admin API of `proxy`; `token`, if set, is required for writes.
+    /// The admin API of `proxy`; `token`, if set, is required for every request (see
+    /// [`Admin`]).
     pub fn new(proxy: Proxy, reloader: Option<Arc<Reloader>>, token: Option<String>) -> Self {
         Self {
             proxy,
             reloader,
             token,
+            metrics_public: false,
+            allowed_hosts: Arc::new(Vec::new()),
+            loopback: true,
         }
     }
 
-    /// Serves on `listener` until `shutdown` completes.
+    /// Serves `GET /metrics` without the token (for a scraper that cannot send one).
+    pub fn with_public_metrics(mut self, public: bool) -> Self {
+        self.metrics_public = public;
+        self
+    }
+
+    /// Host names (without port, lower case) accepted in `Host` besides the loopback ones.
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.allowed_hosts = Arc::new(hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect());
+        self
+    }
+
+    /// Whether `Host` names this API: on a loopback listener, a loopback name or an allowed
+    /// host; elsewhere, any (the token guards it) unless allowed hosts are set.
+    fn host_allowed<B>(&self, request: &Request<B>) -> bool {
+        if !self.loopback && self.allowed_hosts.is_empty() {
+            return true;
+        }
+        let Some(host) = request
+            .headers()
+            .get(header::HOST)
+            .and_then(|value| value.to_str().ok())
+        else {
+            return false;
+        };
+        let host = host.trim().to_ascii_lowercase();
+        // Without its port: `name:port`, `[v6]:port`.
+        let name = match host.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or(""),
+            None => host
+                .rsplit_once(':')
+                .map_or(host.as_str(), |(name, _)| name),
+        };
+        let loopback_name = name == "localhost"
+            || name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        (self.loopback && loopback_name) || self.allowed_hosts.iter().any(|h| h == name)
+    }
+
+    /// Serves on `listener` until `shutdown` completes. Accept errors do not stop it: it
+    /// pauses, logs and counts them (as the proxy's listener does), so that the admin API stays
+    /// reachable once descriptors free up.
     ///
     /// # Errors
     ///
-    /// An accept error that is not transient.
+    /// None today; the `Result` is kept for errors a future listener may not recover from.
     pub async fn run(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()>,
     ) -> io::Result<()> {
         let mut shutdown = std::pin::pin!(shutdown);
+        let mut this = self;
+        this.loopback = listener
+            .local_addr()
+            .map_or(true, |addr| addr.ip().is_loopback());
+        let counts = this.proxy.admin_listener_counts().clone();
+        let builder = crate::conn::http1_builder(ADMIN_HEADER_TIMEOUT);
         loop {
-            let (stream, _) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(_) => continue,
-                },
+            let accept = crate::conn::accept_with_backoff("admin", &counts, || listener.accept());
+            let (stream, peer) = tokio::select! {
+                accepted = accept => accepted,
                 () = &mut shutdown => return Ok(()),
             };
-            let admin = self.clone();
+            crate::conn::prepare(&stream, peer);
+            let (admin, counts, builder) = (this.clone(), counts.clone(), builder.clone());
             tokio::spawn(async move {
                 let service = service_fn(move |request| {
                     let admin = admin.clone();
                     async move { Ok::<_, Infallible>(admin.handle(request).await) }
                 });
-                let _ = http1::Builder::new()
+                let result = builder
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
+                crate::conn::ended(&counts, peer, result);
             });
         }
     }
 
     /// Answers one admin request.
     pub async fn handle(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        if !self.host_allowed(&request) {
+            return error(
+                StatusCode::FORBIDDEN,
+                "this Host is not allowed: use a loopback name, or add it to admin.allowed_hosts",
+            );
+        }
         let path = request.uri().path().to_owned();
-        match (request.method().clone(), path.as_str()) {
+        let open = match path.as_str() {
+            // The dashboard's page holds no data; it asks for the token.
+            "/" => true,
+            "/metrics" => self.metrics_public,
+            _ => false,
+        };
+        if !open && !self.authorized(&request) {
+            return unauthorized();
+        }
+        // HEAD is answered as GET (hyper sends the head without the body).
+        let method = match request.method() {
+            &Method::HEAD => Method::GET,
+            method => method.clone(),
+        };
+        match (method, path.as_str()) {
             (Method::GET, "/") => {
                 let mut response =
                     Response::new(Full::new(Bytes::from_static(DASHBOARD.as_bytes())));
@@ -104,23 +190,51 @@ impl Admin {
             (Method::GET, "/api/rules") => json_response(StatusCode::OK, &self.rules()),
             (Method::PUT, "/api/rules") => self.put_rules(request).await,
             (Method::GET, "/api/status") => json_response(StatusCode::OK, &self.status()),
-            (Method::POST, "/api/reload") => self.reload(&request),
-            (Method::GET, "/metrics") => match self.proxy.render_metrics() {
-                Ok(text) => {
-                    let mut response = Response::new(Full::new(Bytes::from(text)));
-                    response.headers_mut().insert(
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-                    );
+            (Method::POST, "/api/reload") => self.reload().await,
+            (Method::GET, "/metrics") => self.metrics(&request),
+            (_, path) => match allowed_methods(path) {
+                Some(allow) => {
+                    let mut response =
+                        error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here");
+                    response
+                        .headers_mut()
+                        .insert(header::ALLOW, HeaderValue::from_static(allow));
                     response
                 }
-                Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "cannot render metrics"),
+                None => error(StatusCode::NOT_FOUND, "no such endpoint"),
             },
-            (_, "/api/resources" | "/api/rules" | "/api/status" | "/api/reload" | "/metrics") => {
-                error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")
-            }
-            _ => error(StatusCode::NOT_FOUND, "no such endpoint"),
         }
+    }
+
+    /// The metrics, in the format the scraper asks for: OpenMetrics text when `Accept` allows
+    /// it (what Prometheus asks for first), else Prometheus text 0.0.4 (the same without the
+    /// final `# EOF`).
+    fn metrics<B>(&self, request: &Request<B>) -> Response<Full<Bytes>> {
+        let Ok(text) = self.proxy.render_metrics() else {
+            return error(StatusCode::INTERNAL_SERVER_ERROR, "cannot render metrics");
+        };
+        let openmetrics = request
+            .headers()
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .any(|accept| accept.contains("application/openmetrics-text"));
+        let (text, content_type) = if openmetrics {
+            (
+                text,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )
+        } else {
+            let text = text
+                .strip_suffix("# EOF\n")
+                .map_or(text.clone(), str::to_owned);
+            (text, "text/plain; version=0.0.4; charset=utf-8")
+        };
+        let mut response = Response::new(Full::new(Bytes::from(text)));
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
     }
 
     fn resources(&self) -> Value {
@@ -190,7 +304,11 @@ impl Admin {
         json!({
             "version": env!("CARGO_PKG_VERSION"),
             "config": config,
-            "probe": { "load": probe.load(), "cpu_usage": probe.cpu_usage() },
+            // Absent (null) until the probe's first sample (the probe reads -1 then).
+            "probe": {
+                "load": Some(probe.load()).filter(|load| *load >= 0.0),
+                "cpu_usage": Some(probe.cpu_usage()).filter(|cpu| *cpu >= 0.0),
+            },
             "breakers": breakers,
             "adaptive": adaptive_states(spillway),
         })
@@ -205,16 +323,15 @@ impl Admin {
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .is_some_and(|given| constant_time_eq(given.as_bytes(), token.as_bytes()))
+            .and_then(|value| value.split_once(' '))
+            // The scheme is case-insensitive (RFC 9110 section 11.1).
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .is_some_and(|(_, given)| constant_time_eq(given.trim().as_bytes(), token.as_bytes()))
     }
 
-    fn reload<B>(&self, request: &Request<B>) -> Response<Full<Bytes>> {
-        if !self.authorized(request) {
-            return unauthorized();
-        }
+    async fn reload(&self) -> Response<Full<Bytes>> {
         match &self.reloader {
-            Some(reloader) => match reloader.reload() {
+            Some(reloader) => match reloader.reload_off_runtime().await {
                 Ok(()) => json_response(StatusCode::OK, &json!({ "reloaded": true })),
                 Err(err) => error(StatusCode::UNPROCESSABLE_ENTITY, &err.to_string()),
             },
@@ -226,9 +343,6 @@ impl Admin {
     }
 
     async fn put_rules(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
-        if !self.authorized(&request) {
-            return unauthorized();
-        }
         let persist = request
             .uri()
             .query()
@@ -353,6 +467,17 @@ fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
         .collect()
 }
 
+/// The methods an endpoint allows (HEAD wherever GET is), for a 405's `Allow`; `None` for no
+/// such endpoint.
+fn allowed_methods(path: &str) -> Option<&'static str> {
+    match path {
+        "/" | "/api/resources" | "/api/status" | "/metrics" => Some("GET, HEAD"),
+        "/api/rules" => Some("GET, HEAD, PUT"),
+        "/api/reload" => Some("POST"),
+        _ => None,
+    }
+}
+
 /// Compares without stopping at the first difference.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -375,7 +500,7 @@ fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
 fn unauthorized() -> Response<Full<Bytes>> {
     let mut response = error(
         StatusCode::UNAUTHORIZED,
-        "writes need `Authorization: Bearer <token>` with the admin token",
+        "the admin API needs `Authorization: Bearer <token>` with the admin token",
     );
     response
         .headers_mut()

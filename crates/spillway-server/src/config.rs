@@ -12,4 +12,4 @@ pub use file::{
     ActivesLimit, AdminConfig, BlockedResponse, Config, DefaultRoute, ListenerConfig, Route,
     TpsLimit, Upstream,
 };
-pub use validate::{admin_token, load, parse};
+pub use validate::{admin_token, load, parse, MAX_FILE_BYTES};

@@ -12,8 +12,10 @@
 
 pub mod admin;
 pub mod config;
+mod conn;
 pub mod demo;
 pub mod lab;
+mod log_sampled;
 mod metrics;
 mod persist;
 mod proxy;
@@ -22,6 +24,6 @@ mod router;
 mod server;
 pub mod upstream;
 
-pub use proxy::{Proxy, ProxyBody};
+pub use proxy::{normalize_path, PathError, Proxy, ProxyBody};
 pub use router::{Pattern, Router};
 pub use server::{apply_rules, Server};

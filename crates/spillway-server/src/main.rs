@@ -45,7 +45,33 @@ enum Command {
     },
 }
 
-/// Runs the proxy, the admin API and the reloader until Ctrl-C, then drains.
+/// Completes on the first SIGINT (Ctrl-C) or SIGTERM (what Kubernetes, Docker and systemd
+/// send to stop a process); returns the signal's name.
+async fn stop_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = terminate.recv() => "SIGTERM",
+            },
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM; Ctrl-C only");
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "SIGINT"
+    }
+}
+
+/// Runs the proxy, the admin API and the reloader until SIGINT or SIGTERM, then drains: the
+/// listeners close at once, and requests in flight get up to `listener.drain_timeout` to end.
 async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     let spillway = spillway::Spillway::new();
     let server = match Server::bind(&config, spillway).await {
@@ -71,7 +97,9 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
         proxy,
         Some(reloader.clone()),
         config::admin_token(&config.admin),
-    );
+    )
+    .with_public_metrics(config.admin.metrics_public)
+    .with_allowed_hosts(config.admin.allowed_hosts.clone());
     if let (Ok(addr), Ok(admin_addr)) = (server.local_addr(), admin_listener.local_addr()) {
         tracing::info!(proxy = %addr, admin = %admin_addr, "spillway listening");
     }
@@ -81,12 +109,28 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     };
     let watching = tokio::spawn(reloader.watch());
     let admin_task = tokio::spawn(admin.run(admin_listener, stopped(stop_rx.clone())));
-    let proxy_task = tokio::spawn(server.run(stopped(stop_rx)));
-    let _ = tokio::signal::ctrl_c().await;
-    tracing::info!("shutting down: draining requests in flight");
+    let mut proxy_task = tokio::spawn(server.run(stopped(stop_rx)));
+    let signal = stop_signal().await;
+    let deadline = config.listener.drain_timeout;
+    tracing::info!(
+        signal,
+        ?deadline,
+        "shutting down: draining requests in flight"
+    );
     let _ = stop_tx.send(true);
     watching.abort();
-    let (proxy_result, _) = tokio::join!(proxy_task, admin_task);
+    let proxy_result = match tokio::time::timeout(deadline, &mut proxy_task).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!(
+                ?deadline,
+                "the drain deadline passed: cutting the requests left"
+            );
+            proxy_task.abort();
+            Ok(Ok(()))
+        }
+    };
+    let _ = admin_task.await;
     match proxy_result {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(err)) => {
@@ -105,9 +149,12 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
 fn init_logs() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPILLWAY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in a log file or a collector.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 

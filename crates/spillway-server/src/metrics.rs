@@ -1,5 +1,6 @@
 //! `GET /metrics`: Prometheus text format, from the proxy's counters and spillway's live state.
 
+use crate::conn::ListenerCounts;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
@@ -42,7 +43,11 @@ fn latency_histogram() -> Histogram {
 }
 
 impl Metrics {
-    pub(crate) fn new(spillway: spillway::Spillway) -> Self {
+    pub(crate) fn new(
+        spillway: spillway::Spillway,
+        proxy: ListenerCounts,
+        admin: ListenerCounts,
+    ) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = Family::<ResourceLabel, Histogram>::new_with_constructor(
@@ -59,6 +64,7 @@ impl Metrics {
             latency.clone(),
         );
         registry.register_collector(Box::new(Live { spillway }));
+        registry.register_collector(Box::new(Listeners { proxy, admin }));
         Self {
             registry,
             requests,
@@ -91,6 +97,51 @@ impl Metrics {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
         Ok(text)
+    }
+}
+
+/// The listeners' counters, read at each scrape: accept errors, connections closed for a slow
+/// request head, request bodies that stalled.
+#[derive(Debug)]
+struct Listeners {
+    proxy: ListenerCounts,
+    admin: ListenerCounts,
+}
+
+impl Collector for Listeners {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        let listeners = [("proxy", &self.proxy), ("admin", &self.admin)];
+        for (name, help, read) in [
+            (
+                "spillway_accept_errors",
+                "Errors accepting connections (out of file descriptors, ...), by listener",
+                ListenerCounts::accept_errors as fn(&ListenerCounts) -> u64,
+            ),
+            (
+                "spillway_header_timeouts",
+                "Connections closed because a request head did not arrive within the header \
+                 timeout (slow or idle clients), by listener",
+                ListenerCounts::header_timeouts,
+            ),
+            (
+                "spillway_body_timeouts",
+                "Requests answered 408 because their body stalled past the body timeout, by \
+                 listener",
+                ListenerCounts::body_timeouts,
+            ),
+        ] {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for (listener, counts) in listeners {
+                prometheus_client::metrics::counter::ConstCounter::new(read(counts))
+                    .encode(family.encode_family(&[("listener", listener)])?)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -88,7 +88,73 @@ pub(crate) fn write_rules(path: &Path, rules: &Rules<'_>) -> Result<(), String> 
     let name = path.display().to_string();
     crate::config::parse(&new_text, &name)
         .map_err(|err| format!("the result would not load: {err}"))?;
-    let temporary = path.with_extension("toml.tmp");
-    std::fs::write(&temporary, new_text).map_err(|err| format!("cannot write: {err}"))?;
-    std::fs::rename(&temporary, path).map_err(|err| format!("cannot replace the file: {err}"))
+    replace(path, new_text.as_bytes())
+}
+
+/// Replaces the file at `path` with `contents` in one rename, as it was in all but its text: a
+/// symbolic link is followed (the file it points to is replaced, the link stays), and the new
+/// file keeps the old one's permissions, owner and group. The new text and the directory entry
+/// are synced to disk before this returns.
+fn replace(path: &Path, contents: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    let target =
+        std::fs::canonicalize(path).map_err(|err| format!("cannot find the file: {err}"))?;
+    let metadata =
+        std::fs::metadata(&target).map_err(|err| format!("cannot read its permissions: {err}"))?;
+    let directory = target
+        .parent()
+        .ok_or_else(|| "the file has no directory".to_owned())?;
+    let file_name = target
+        .file_name()
+        .ok_or_else(|| "the path names no file".to_owned())?
+        .to_string_lossy();
+    let temporary = directory.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    let written = (|| -> Result<(), String> {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+            options.mode(metadata.permissions().mode() & 0o7777);
+        }
+        let mut file = options
+            .open(&temporary)
+            .map_err(|err| format!("cannot write next to it: {err}"))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            // The mode again: the process's umask narrowed the one given at creation.
+            file.set_permissions(metadata.permissions())
+                .map_err(|err| format!("cannot keep its permissions: {err}"))?;
+            let created = file
+                .metadata()
+                .map_err(|err| format!("cannot read the new file: {err}"))?;
+            if (created.uid(), created.gid()) != (metadata.uid(), metadata.gid()) {
+                std::os::unix::fs::fchown(&file, Some(metadata.uid()), Some(metadata.gid()))
+                    .map_err(|err| {
+                        format!(
+                            "cannot keep its owner and group ({}:{}): {err}",
+                            metadata.uid(),
+                            metadata.gid()
+                        )
+                    })?;
+            }
+        }
+        file.write_all(contents)
+            .map_err(|err| format!("cannot write: {err}"))?;
+        file.sync_all()
+            .map_err(|err| format!("cannot sync the new file: {err}"))
+    })();
+    if let Err(err) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(err);
+    }
+    if let Err(err) = std::fs::rename(&temporary, &target) {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(format!("cannot replace the file: {err}"));
+    }
+    // The rename itself reaches the disk with its directory.
+    std::fs::File::open(directory)
+        .and_then(|directory| directory.sync_all())
+        .map_err(|err| format!("replaced, but cannot sync its directory: {err}"))
 }

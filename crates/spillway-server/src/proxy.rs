@@ -3,10 +3,14 @@
 
 mod body;
 mod forward;
+mod path;
+mod timed_body;
 
 pub use body::ProxyBody;
+pub use path::{normalize_path, PathError};
 
 use crate::config::Config;
+use crate::conn::ListenerCounts;
 use crate::metrics::Metrics;
 use crate::router::Router;
 use arc_swap::ArcSwap;
@@ -38,6 +42,7 @@ pub(crate) struct Table {
     routes: Vec<RouteInfo>,
     default: RouteInfo,
     timeout: Duration,
+    body_timeout: Duration,
     blocked: Option<crate::config::BlockedResponse>,
     shadow: bool,
 }
@@ -87,6 +92,7 @@ impl Table {
             routes,
             default,
             timeout: config.listener.upstream_timeout,
+            body_timeout: config.listener.body_timeout,
             blocked: config.blocked.as_ref().map(|b| b.get_ref().clone()),
             shadow: config.listener.shadow,
         }
@@ -98,6 +104,22 @@ impl Table {
             .and_then(|index| self.routes.get(index))
             .unwrap_or(&self.default)
     }
+}
+
+/// Puts the request's path in normal form ([`normalize_path`]), keeping its query.
+fn normalize_uri<B>(request: &mut Request<B>) -> Result<(), PathError> {
+    let uri = request.uri();
+    let std::borrow::Cow::Owned(path) = normalize_path(uri.path())? else {
+        return Ok(());
+    };
+    let path_and_query = match uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path,
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(path_and_query.parse().map_err(|_| PathError::NotAbsolute)?);
+    *request.uri_mut() = Uri::from_parts(parts).map_err(|_| PathError::NotAbsolute)?;
+    Ok(())
 }
 
 /// The proxy: spillway, the Dubbo limiters, the routing table and the upstream client. Cheap
@@ -115,7 +137,12 @@ struct Inner {
     tps: TpsLimiter,
     executes: ExecuteLimiter,
     actives: ActiveLimiter,
-    client: Client<HttpConnector, Incoming>,
+    client: Client<HttpConnector, timed_body::TimedBody>,
+    /// The proxy's and the admin API's listeners' counts (accept errors, timeouts).
+    counts: ListenerCounts,
+    admin_counts: ListenerCounts,
+    /// Shadow mode's log lines, one a second at most.
+    shadow_log: crate::log_sampled::Sampled,
 }
 
 impl Proxy {
@@ -124,9 +151,13 @@ impl Proxy {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new()).build(connector);
+        let (counts, admin_counts) = (ListenerCounts::default(), ListenerCounts::default());
         Self {
             inner: Arc::new(Inner {
-                metrics: Metrics::new(spillway.clone()),
+                metrics: Metrics::new(spillway.clone(), counts.clone(), admin_counts.clone()),
+                counts,
+                admin_counts,
+                shadow_log: crate::log_sampled::Sampled::new(Duration::from_secs(1)),
                 origin_header: config
                     .listener
                     .origin_header
@@ -148,6 +179,16 @@ impl Proxy {
         &self.inner.spillway
     }
 
+    /// The proxy listener's counts.
+    pub(crate) fn listener_counts(&self) -> &ListenerCounts {
+        &self.inner.counts
+    }
+
+    /// The admin listener's counts (kept here, with the metrics that render them).
+    pub(crate) fn admin_listener_counts(&self) -> &ListenerCounts {
+        &self.inner.admin_counts
+    }
+
     /// The metrics in Prometheus text format.
     ///
     /// # Errors
@@ -165,10 +206,14 @@ impl Proxy {
     /// Handles one request from `peer`.
     pub async fn handle(
         &self,
-        request: Request<Incoming>,
+        mut request: Request<Incoming>,
         peer: std::net::SocketAddr,
     ) -> Response<ProxyBody> {
         let arrived = tokio::time::Instant::now();
+        // Routed and forwarded in normal form, so that no spelling of a path misses its route.
+        if let Err(err) = normalize_uri(&mut request) {
+            return ProxyBody::text(StatusCode::BAD_REQUEST, format!("bad path: {err}\n"));
+        }
         let table = self.inner.table.load_full();
         let route = table.route(&request);
         let Some(upstream) = route.upstream.clone() else {
@@ -232,7 +277,7 @@ impl Proxy {
             Ok(entry) => Some(entry),
             Err(err) if shadow => {
                 metrics.count(&route.resource, "shadow_block", err.kind().as_str());
-                tracing::info!(resource = %route.resource, reason = %err, "shadow mode: would block");
+                self.shadow_logged(&route.resource, &err.to_string());
                 None
             }
             Err(err) => {
@@ -244,13 +289,16 @@ impl Proxy {
             // A flow rule in shadow mode would have refused it.
             Some(rule) => {
                 metrics.count(&route.resource, "shadow_block", BlockKind::Flow.as_str());
-                tracing::info!(resource = %route.resource, rule, "shadow rule: would block");
+                self.shadow_logged(&route.resource, &format!("shadow rule {rule}"));
             }
             None if entry.is_some() => metrics.count(&route.resource, "pass", ""),
             None => {}
         }
-        let timeout = table.timeout;
-        match forward::send(&self.inner.client, request, &upstream, peer, timeout).await {
+        let timeouts = forward::Timeouts {
+            upstream: table.timeout,
+            body: table.body_timeout,
+        };
+        match forward::send(&self.inner.client, request, &upstream, peer, timeouts).await {
             Ok(response) => {
                 let error = response.status().is_server_error();
                 if let Some(entry) = entry.as_mut() {
@@ -259,6 +307,13 @@ impl Proxy {
                 metrics.count(&route.resource, if error { "error" } else { "success" }, "");
                 metrics.observe(&route.resource, arrived.elapsed());
                 response.map(|body| ProxyBody::upstream(body, entry, permits))
+            }
+            Err(StatusCode::REQUEST_TIMEOUT) => {
+                // The client stalled its body: not the upstream's failure.
+                tracing::debug!(resource = %route.resource, %peer, "request body stalled");
+                self.inner.counts.count_body_timeout();
+                metrics.observe(&route.resource, arrived.elapsed());
+                ProxyBody::text(StatusCode::REQUEST_TIMEOUT, "request body timed out\n")
             }
             Err(status) => {
                 tracing::debug!(resource = %route.resource, %upstream, %status, "upstream failed");
@@ -273,6 +328,14 @@ impl Proxy {
                 metrics.observe(&route.resource, arrived.elapsed());
                 ProxyBody::text(status, status.canonical_reason().unwrap_or("error"))
             }
+        }
+    }
+
+    /// Logs a request shadow mode would have blocked: at most one line a second, with the
+    /// count since the last line (the metrics count each one).
+    fn shadow_logged(&self, resource: &str, reason: &str) {
+        if let Some(count) = self.inner.shadow_log.note(tokio::time::Instant::now()) {
+            tracing::info!(%resource, %reason, count, "shadow mode: would block (count: since the last such line)");
         }
     }
 
@@ -292,7 +355,7 @@ impl Proxy {
         }
         if table.shadow {
             metrics.count(resource, "shadow_block", err.kind().as_str());
-            tracing::info!(%resource, reason = %err, "shadow mode: would block");
+            self.shadow_logged(resource, &err.to_string());
             return None;
         }
         metrics.count(resource, "block", err.kind().as_str());

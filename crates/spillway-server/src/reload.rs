@@ -86,6 +86,19 @@ impl Reloader {
         }
     }
 
+    /// [`reload`](Self::reload) on a blocking thread: reading and parsing a large file must
+    /// not stall the runtime's workers, which serve the requests.
+    pub async fn reload_off_runtime(self: &Arc<Self>) -> Result<(), config::ConfigError> {
+        let this = Arc::clone(self);
+        match tokio::task::spawn_blocking(move || this.reload()).await {
+            Ok(result) => result,
+            Err(err) => Err(config::ConfigError::file(
+                &self.path.display().to_string(),
+                format!("the reload failed: {err}"),
+            )),
+        }
+    }
+
     /// Reloads when the file's modification time changes (checked once a second) and on
     /// SIGHUP, until the task is dropped.
     pub async fn watch(self: Arc<Self>) {
@@ -113,11 +126,11 @@ impl Reloader {
                         changed
                     };
                     if changed {
-                        let _ = self.reload();
+                        let _ = self.reload_off_runtime().await;
                     }
                 }
                 _ = hangup_received => {
-                    let _ = self.reload();
+                    let _ = self.reload_off_runtime().await;
                 }
             }
         }

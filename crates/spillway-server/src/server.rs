@@ -1,8 +1,8 @@
 //! `spillway serve`: the proxy's listener and connections, with graceful shutdown.
 
 use crate::config::Config;
+use crate::conn;
 use crate::proxy::Proxy;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use spillway_tower::LimitedListener;
@@ -48,6 +48,7 @@ pub fn apply_rules(
 pub struct Server {
     listener: LimitedListener,
     proxy: Proxy,
+    header_timeout: std::time::Duration,
 }
 
 impl Server {
@@ -66,6 +67,7 @@ impl Server {
         Ok(Self {
             listener,
             proxy: Proxy::new(config, spillway),
+            header_timeout: config.listener.header_timeout,
         })
     }
 
@@ -86,23 +88,26 @@ impl Server {
     /// Serves until `shutdown` completes, then stops accepting and waits for the requests in
     /// flight to finish (graceful shutdown).
     ///
+    /// Accept errors (out of file descriptors) do not stop it: it pauses, logs and counts
+    /// them, and goes on accepting once it can.
+    ///
     /// # Errors
     ///
-    /// An accept error the listener cannot recover from.
+    /// None today; the `Result` is kept for errors a future listener may not recover from.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let open = Arc::new((AtomicUsize::new(0), Notify::new()));
         let mut shutdown = std::pin::pin!(shutdown);
+        let counts = self.proxy.listener_counts().clone();
+        let builder = conn::http1_builder(self.header_timeout);
         loop {
+            let accept = conn::accept_with_backoff("proxy", &counts, || self.listener.accept());
             let (stream, peer) = tokio::select! {
-                accepted = self.listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(err) if is_transient(&err) => continue,
-                    Err(err) => return Err(err),
-                },
+                accepted = accept => accepted,
                 () = &mut shutdown => break,
             };
-            let proxy = self.proxy.clone();
+            conn::prepare(stream.get_ref(), peer);
+            let (proxy, counts, builder) = (self.proxy.clone(), counts.clone(), builder.clone());
             let mut stop = stop_rx.clone();
             let open = open.clone();
             open.0.fetch_add(1, Ordering::AcqRel);
@@ -111,15 +116,10 @@ impl Server {
                     let proxy = proxy.clone();
                     async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
                 });
-                let connection =
-                    http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                let connection = builder.serve_connection(TokioIo::new(stream), service);
                 let mut connection = std::pin::pin!(connection);
                 tokio::select! {
-                    result = connection.as_mut() => {
-                        if let Err(err) = result {
-                            tracing::debug!(%peer, error = %err, "connection ended with an error");
-                        }
-                    }
+                    result = connection.as_mut() => conn::ended(&counts, peer, result),
                     () = stopped(&mut stop) => {
                         // Finish the request in flight, then close.
                         connection.as_mut().graceful_shutdown();
@@ -131,6 +131,8 @@ impl Server {
                 }
             });
         }
+        // New connections are refused at once while the ones open drain.
+        drop(self.listener);
         let _ = stop_tx.send(true);
         loop {
             let mut drained = std::pin::pin!(open.1.notified());
@@ -149,14 +151,4 @@ impl Server {
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     // An error means the server is gone: stop too.
     let _ = stop.wait_for(|stop| *stop).await;
-}
-
-/// Accept errors that pass (a connection reset before it was accepted, too many open files).
-fn is_transient(err: &io::Error) -> bool {
-    matches!(
-        err.kind(),
-        io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::Interrupted
-    ) || err.raw_os_error() == Some(24)
 }

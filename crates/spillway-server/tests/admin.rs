@@ -82,8 +82,9 @@ async fn call(
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// A read, with the token (every admin request needs it when one is configured).
 async fn get(addr: SocketAddr, path: &str) -> (StatusCode, String) {
-    call(addr, Method::GET, path, None, Bytes::new()).await
+    call(addr, Method::GET, path, Some(TOKEN), Bytes::new()).await
 }
 
 async fn put_rules(h: &Harness, token: Option<&str>, body: &str) -> (StatusCode, String) {
@@ -134,9 +135,15 @@ async fn statistics_rules_and_status_read_back() {
 
     assert_eq!(get(h.admin, "/nope").await.0, StatusCode::NOT_FOUND);
     assert_eq!(
-        call(h.admin, Method::DELETE, "/api/rules", None, Bytes::new())
-            .await
-            .0,
+        call(
+            h.admin,
+            Method::DELETE,
+            "/api/rules",
+            Some(TOKEN),
+            Bytes::new()
+        )
+        .await
+        .0,
         StatusCode::METHOD_NOT_ALLOWED
     );
 }
@@ -446,7 +453,7 @@ async fn the_dashboard_is_one_page_over_the_api() {
     let (status, page) = get(h.admin, "/").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.starts_with("<!doctype html>"));
-    assert!(page.contains("fetch(\"/api/resources\")") && page.contains("fetch(\"/api/status\")"));
+    assert!(page.contains("api(\"/api/resources\")") && page.contains("api(\"/api/status\")"));
 }
 
 #[tokio::test]
@@ -495,4 +502,245 @@ async fn adaptive_rules_are_replaced_and_persisted_through_the_api() {
     assert!(response.contains("algorithm.probe_gain"), "{response}");
     let (_, rules) = get(h.admin, "/api/rules").await;
     assert_eq!(json(&rules)["adaptive"][0]["id"], "orders-g2");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn persisting_keeps_the_file_s_permissions_and_writes_through_a_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = start(ORDERS_QPS_1).await;
+    // The file holds the admin token: readable by its owner and group only.
+    std::fs::set_permissions(&h.file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let (status, response) = call(
+        h.admin,
+        Method::PUT,
+        "/api/rules?persist=true",
+        Some(TOKEN),
+        Bytes::from(r#"{"flow": []}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    let mode = std::fs::metadata(&h.file).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640, "the mode changed to {mode:o}");
+
+    // A configuration reached through a symbolic link (a mounted ConfigMap, a deploy link):
+    // the file it points to is replaced, and the link stays a link.
+    let directory = h.file.parent().unwrap();
+    let real = directory.join("real.toml");
+    std::fs::rename(&h.file, &real).unwrap();
+    std::os::unix::fs::symlink(&real, &h.file).unwrap();
+    let body = r#"{"flow": [{"id": "orders-qps", "resource": "orders", "count": 9}]}"#;
+    let (status, response) = call(
+        h.admin,
+        Method::PUT,
+        "/api/rules?persist=true",
+        Some(TOKEN),
+        Bytes::from(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert!(std::fs::symlink_metadata(&h.file)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let reread = config::load(&real).unwrap();
+    assert_eq!(reread.flow[0].get_ref().count, 9.0);
+    assert_eq!(
+        std::fs::metadata(&real).unwrap().permissions().mode() & 0o7777,
+        0o640
+    );
+    // No temporary file is left behind.
+    let left: Vec<_> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .filter(|name| name.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Sends a GET with `headers` (name, value) and no token unless given among them.
+async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> StatusCode {
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut request = Request::builder().uri(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    client
+        .request(request.body(Empty::new()).unwrap())
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn with_a_token_every_admin_request_needs_it_but_the_dashboard_page() {
+    let h = start(ORDERS_QPS_1).await;
+    for path in [
+        "/api/resources",
+        "/api/rules",
+        "/api/status",
+        "/metrics",
+        "/nope",
+    ] {
+        assert_eq!(
+            get_with(h.admin, path, &[]).await,
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+        let wrong = get_with(h.admin, path, &[("authorization", "Bearer nope")]).await;
+        assert_eq!(wrong, StatusCode::UNAUTHORIZED, "{path}");
+    }
+    assert_eq!(get_with(h.admin, "/", &[]).await, StatusCode::OK);
+    // The scheme is case-insensitive.
+    let lower = format!("bearer {TOKEN}");
+    assert_eq!(
+        get_with(h.admin, "/api/status", &[("authorization", &lower)]).await,
+        StatusCode::OK
+    );
+    let (status, _) = call(h.admin, Method::POST, "/api/reload", None, Bytes::new()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn metrics_can_be_opened_to_a_scraper_without_the_token() {
+    let h = start(ORDERS_QPS_1).await;
+    let listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let proxy = {
+        let config = config::load(&h.file).unwrap();
+        Server::bind(&config, spillway::Spillway::new())
+            .await
+            .unwrap()
+            .proxy()
+            .clone()
+    };
+    let api = Admin::new(proxy, None, Some(TOKEN.into())).with_public_metrics(true);
+    tokio::spawn(api.run(listener, std::future::pending()));
+    assert_eq!(get_with(addr, "/metrics", &[]).await, StatusCode::OK);
+    assert_eq!(
+        get_with(addr, "/api/status", &[]).await,
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[tokio::test]
+async fn on_loopback_a_foreign_host_is_refused_against_dns_rebinding() {
+    let h = start(ORDERS_QPS_1).await;
+    let bearer = format!("Bearer {TOKEN}");
+    let port = h.admin.port();
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+        "LOCALHOST".to_owned(),
+    ] {
+        let status = get_with(
+            h.admin,
+            "/api/status",
+            &[("host", &host), ("authorization", &bearer)],
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{host}");
+    }
+    for host in [format!("evil.example:{port}"), "10.0.0.1".to_owned()] {
+        let status = get_with(
+            h.admin,
+            "/api/status",
+            &[("host", &host), ("authorization", &bearer)],
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{host}");
+    }
+    // A name the operator allows.
+    let listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let config = config::load(&h.file).unwrap();
+    let server = Server::bind(&config, spillway::Spillway::new())
+        .await
+        .unwrap();
+    let api = Admin::new(server.proxy().clone(), None, None)
+        .with_allowed_hosts(vec!["Spillway.Internal".into()]);
+    tokio::spawn(api.run(listener, std::future::pending()));
+    let allowed = get_with(addr, "/api/status", &[("host", "spillway.internal:80")]).await;
+    assert_eq!(allowed, StatusCode::OK);
+    let foreign = get_with(addr, "/api/status", &[("host", "evil.example")]).await;
+    assert_eq!(foreign, StatusCode::FORBIDDEN);
+}
+
+/// A request with the token and `headers`: status, headers and body.
+async fn exchange(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, http::HeaderMap, String) {
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("authorization", format!("Bearer {TOKEN}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client
+        .request(request.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_wrong_method_gets_405_with_allow_and_head_is_answered_as_get() {
+    let h = start(ORDERS_QPS_1).await;
+    for (method, path, allow) in [
+        (Method::DELETE, "/api/rules", "GET, HEAD, PUT"),
+        (Method::GET, "/api/reload", "POST"),
+        (Method::POST, "/metrics", "GET, HEAD"),
+    ] {
+        let (status, headers, _) = exchange(h.admin, method, path, &[]).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        assert_eq!(headers["allow"], allow, "{path}");
+    }
+    let (status, headers, body) = exchange(h.admin, Method::HEAD, "/api/status", &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["content-type"], "application/json");
+    assert!(body.is_empty());
+    // Until the probe's first sample, load and CPU are absent, not -1.
+    let (_, _, status) = exchange(h.admin, Method::GET, "/api/status", &[]).await;
+    let probe = &json(&status)["probe"];
+    for reading in ["load", "cpu_usage"] {
+        assert!(
+            probe[reading].is_null() || probe[reading].as_f64().unwrap() >= 0.0,
+            "{probe}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn metrics_are_openmetrics_when_asked_and_prometheus_text_otherwise() {
+    let h = start(ORDERS_QPS_1).await;
+    let openmetrics = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+    let (_, headers, text) =
+        exchange(h.admin, Method::GET, "/metrics", &[("accept", openmetrics)]).await;
+    assert_eq!(
+        headers["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let (_, headers, text) = exchange(h.admin, Method::GET, "/metrics", &[]).await;
+    assert_eq!(
+        headers["content-type"],
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    assert!(!text.contains("# EOF"), "{text}");
+    assert!(
+        text.contains("spillway_accept_errors_total{listener=\"proxy\"} 0"),
+        "{text}"
+    );
 }

@@ -101,3 +101,35 @@ fn a_reader_that_goes_away_ends_the_demo_and_check_quietly() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+#[test]
+fn an_endless_or_huge_file_is_refused_with_its_size_not_read_whole() {
+    // `/dev/zero` never ends: read past the cap, refused at once.
+    let output = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(["check", "--config", "/dev/zero"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("/dev/zero: is larger than 4 MiB"),
+        "{stderr}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.toml");
+    std::fs::write(&path, "#".repeat(5 << 20)).unwrap();
+    let (ok, _, stderr) = {
+        let output = Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .args(["check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        (
+            output.status.success(),
+            (),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    assert!(!ok);
+    assert!(stderr.contains("is larger than 4 MiB"), "{stderr}");
+}

@@ -40,6 +40,38 @@ async fn upstream(release: Arc<Notify>) -> SocketAddr {
                                 release.notified().await;
                                 "released".to_owned()
                             }
+                            "/upload" => {
+                                // Reads the whole body before it answers.
+                                let body = request.into_body().collect().await;
+                                match body {
+                                    Ok(body) => format!("got {}", body.to_bytes().len()),
+                                    Err(_) => "body failed".to_owned(),
+                                }
+                            }
+                            "/headers" => {
+                                // Every header it got, one `name: value` line each.
+                                let mut lines: Vec<String> = request
+                                    .headers()
+                                    .iter()
+                                    .map(|(name, value)| {
+                                        format!(
+                                            "{name}: {}",
+                                            String::from_utf8_lossy(value.as_bytes())
+                                        )
+                                    })
+                                    .collect();
+                                lines.sort();
+                                lines.join("\n")
+                            }
+                            "/hop" => {
+                                // A header its `Connection` names: for this hop only.
+                                let mut response = Response::new(Full::new(Bytes::from("hop")));
+                                let headers = response.headers_mut();
+                                headers.insert("connection", "x-upstream-secret".parse().unwrap());
+                                headers.insert("x-upstream-secret", "1".parse().unwrap());
+                                headers.insert("x-kept", "2".parse().unwrap());
+                                return Ok(response);
+                            }
                             _ if path.starts_with("/echo") => {
                                 let forwarded = request
                                     .headers()
@@ -65,6 +97,7 @@ async fn upstream(release: Arc<Notify>) -> SocketAddr {
 
 struct Harness {
     proxy: SocketAddr,
+    handle: spillway_server::Proxy,
     spillway: spillway::Spillway,
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
     release: Arc<Notify>,
@@ -87,12 +120,14 @@ async fn start_with(listener: &str, rules: &str) -> Harness {
     let spillway = spillway::Spillway::new();
     let server = Server::bind(&config, spillway.clone()).await.unwrap();
     let proxy = server.local_addr().unwrap();
+    let handle = server.proxy().clone();
     let (stop, stopped) = oneshot::channel();
     let serving = tokio::spawn(server.run(async {
         let _ = stopped.await;
     }));
     Harness {
         proxy,
+        handle,
         spillway,
         client: Client::builder(TokioExecutor::new()).build_http(),
         release,
@@ -129,6 +164,11 @@ impl Harness {
             tokio::task::yield_now().await;
         }
         held
+    }
+
+    /// The metrics text, as `/metrics` serves it.
+    fn metrics(&self) -> String {
+        self.handle.render_metrics().unwrap()
     }
 
     fn stats(&self, resource: &str) -> spillway::stats::NodeStats {
@@ -549,5 +589,158 @@ tps = { rate = 1, interval = "1h" }
     );
     let orders = h.stats("orders");
     assert_eq!((orders.total_pass, orders.total_block), (2, 1));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_spelling_of_a_path_meets_its_route_and_is_forwarded_in_normal_form() {
+    let h = start(&format!("{ROUTES}\n[default]\nupstream = \"app\"\n")).await;
+    for path in [
+        "//echo/users/7",
+        "/echo//users/7",
+        "/x/../echo/users/7",
+        "/echo/./users/7",
+        "/%65cho/users/%37",
+        "/%2e%2e/echo/users/7?q=%2F",
+    ] {
+        let (status, _, body) = h.get(path).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::OK, "/echo/users/7 127.0.0.1"),
+            "{path}"
+        );
+    }
+    assert_eq!(h.stats("user").total_pass, 6, "each met the route's rules");
+    assert_eq!(h.stats("unmatched").total_pass, 0, "none went unmatched");
+    // What cannot be routed safely is refused.
+    for path in [
+        "/echo%2Fusers/7",
+        "/echo/users/7%5C",
+        "/echo/users/%00",
+        "/echo/%zz",
+    ] {
+        let (status, _, body) = h.get(path).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(body.starts_with("bad path: "), "{body}");
+    }
+    h.shutdown().await;
+}
+
+/// Connects to the proxy and writes `bytes`, then reads until the proxy closes the
+/// connection (or an hour of paused time passes): what it read.
+async fn raw_exchange(proxy: SocketAddr, bytes: &[u8]) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    let mut read = Vec::new();
+    let closed = tokio::time::timeout(
+        std::time::Duration::from_secs(3600),
+        stream.read_to_end(&mut read),
+    )
+    .await;
+    closed
+        .ok()
+        .map(|_| String::from_utf8_lossy(&read).into_owned())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_request_head_and_an_idle_kept_alive_connection_are_closed() {
+    let h = start_with("header_timeout = \"5s\"", ROUTES).await;
+    let start = tokio::time::Instant::now();
+    // Half a head, then nothing (slowloris).
+    let read = raw_exchange(h.proxy, b"GET /orders HTTP/1.1\r\nHost: x\r\n").await;
+    assert!(read.is_some(), "the connection stayed open");
+    assert!(start.elapsed() >= std::time::Duration::from_secs(5));
+    assert!(start.elapsed() < std::time::Duration::from_secs(3600));
+    // A whole request, answered, then an idle keep-alive: closed after the same timeout.
+    let start = tokio::time::Instant::now();
+    let read = raw_exchange(h.proxy, b"GET /orders HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("closed once idle");
+    assert!(read.starts_with("HTTP/1.1 200"), "{read}");
+    assert!(start.elapsed() >= std::time::Duration::from_secs(5));
+    let metrics = h.metrics();
+    assert!(
+        metrics.contains(r#"spillway_header_timeouts_total{listener="proxy"} 2"#),
+        "{metrics}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_body_that_stalls_gets_408_and_frees_its_place() {
+    let h = start_with(
+        "body_timeout = \"2s\"",
+        &format!(
+            "{ROUTES}\n[[route]]\nresource = \"upload\"\npath = \"/upload\"\nupstream = \"app\"\n"
+        ),
+    )
+    .await;
+    // 10 of the 100 bytes promised, then nothing.
+    let read = raw_exchange(
+        h.proxy,
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789",
+    )
+    .await
+    .expect("answered");
+    assert!(read.starts_with("HTTP/1.1 408"), "{read}");
+    assert_eq!(h.stats("upload").concurrency, 0, "the place was freed");
+    let metrics = h.metrics();
+    assert!(
+        metrics.contains(r#"spillway_body_timeouts_total{listener="proxy"} 1"#),
+        "{metrics}"
+    );
+    // A body that arrives in time goes through.
+    let read = raw_exchange(
+        h.proxy,
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+    )
+    .await
+    .expect("answered and closed");
+    assert!(
+        read.starts_with("HTTP/1.1 200") && read.ends_with("got 5"),
+        "{read}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn hop_by_hop_headers_stop_here_and_the_peer_is_appended_to_the_forwarding_lists() {
+    let h = start(&format!(
+        "{ROUTES}\n[[route]]\nresource = \"misc\"\npath = \"/headers\"\nupstream = \"app\"\n\
+         [[route]]\nresource = \"hop\"\npath = \"/hop\"\nupstream = \"app\"\n"
+    ))
+    .await;
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let request = Request::builder()
+        .uri(format!("http://{}/headers", h.proxy))
+        .header("connection", "x-client-secret")
+        .header("x-client-secret", "1")
+        .header("proxy-connection", "keep-alive")
+        .header("x-forwarded-for", "10.1.1.1")
+        .header("x-forwarded-for", "10.2.2.2")
+        .header("forwarded", "for=10.1.1.1")
+        .header("x-kept", "yes")
+        .body(Empty::new())
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let seen = String::from_utf8_lossy(&body).into_owned();
+    assert!(!seen.contains("x-client-secret"), "{seen}");
+    assert!(!seen.contains("proxy-connection"), "{seen}");
+    assert!(seen.contains("x-kept: yes"), "{seen}");
+    assert!(
+        seen.contains("x-forwarded-for: 10.1.1.1, 10.2.2.2, 127.0.0.1"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("forwarded: for=10.1.1.1, for=127.0.0.1"),
+        "{seen}"
+    );
+    // And on the way back.
+    let (status, headers, _) = h.get("/hop").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!headers.contains_key("x-upstream-secret"), "{headers:?}");
+    assert_eq!(headers["x-kept"], "2");
     h.shutdown().await;
 }

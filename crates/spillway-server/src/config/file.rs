@@ -22,6 +22,18 @@ fn default_upstream_timeout() -> Duration {
     Duration::from_secs(30)
 }
 
+fn default_header_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_body_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_drain_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
 fn default_actives_timeout() -> Duration {
     Duration::from_secs(1)
 }
@@ -86,6 +98,19 @@ pub struct ListenerConfig {
     /// Longest an upstream may take to answer before the proxy returns 504.
     #[serde(default = "default_upstream_timeout", with = "humantime_serde")]
     pub upstream_timeout: Duration,
+    /// Longest a connection may take to send a whole request head, counted from its opening
+    /// and, on a kept-alive connection, from the end of the previous response (so it is also
+    /// the keep-alive idle timeout); past it the connection is closed.
+    #[serde(default = "default_header_timeout", with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// Longest the proxy waits for the next bytes of a request body it is forwarding; past it
+    /// the request gets 408 and the upstream request is abandoned.
+    #[serde(default = "default_body_timeout", with = "humantime_serde")]
+    pub body_timeout: Duration,
+    /// On SIGTERM or SIGINT, how long requests in flight get to end before the process exits
+    /// anyway (the listeners close at once).
+    #[serde(default = "default_drain_timeout", with = "humantime_serde")]
+    pub drain_timeout: Duration,
     /// A request header that names the caller (the origin of `limit_app` rules), if any.
     #[serde(default)]
     pub origin_header: Option<String>,
@@ -102,6 +127,9 @@ impl Default for ListenerConfig {
             max_connections: 0,
             at_capacity: AtCapacity::Pause,
             upstream_timeout: default_upstream_timeout(),
+            header_timeout: default_header_timeout(),
+            body_timeout: default_body_timeout(),
+            drain_timeout: default_drain_timeout(),
             origin_header: None,
             shadow: false,
         }
@@ -137,10 +165,17 @@ pub struct AdminConfig {
     /// Address to listen on (default 127.0.0.1:9090, loopback only).
     #[serde(default = "default_admin_listen")]
     pub listen: SocketAddr,
-    /// Bearer token required for writes (`PUT /api/rules`); required when `listen` is not
-    /// loopback. `SPILLWAY_ADMIN_TOKEN` in the environment overrides it.
+    /// Bearer token required for every admin request (but the dashboard's page and, if
+    /// `metrics_public`, `/metrics`); required when `listen` is not loopback. `SPILLWAY_ADMIN_TOKEN` in the environment overrides it.
     #[serde(default)]
     pub token: Option<String>,
+    /// Serve `GET /metrics` without the token (for a scraper that cannot send one).
+    #[serde(default)]
+    pub metrics_public: bool,
+    /// Host names accepted in `Host` besides the loopback ones (on a loopback listener, any
+    /// other is refused with 403, against DNS rebinding; elsewhere, when set, only these).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for AdminConfig {
@@ -148,6 +183,8 @@ impl Default for AdminConfig {
         Self {
             listen: default_admin_listen(),
             token: None,
+            metrics_public: false,
+            allowed_hosts: Vec::new(),
         }
     }
 }

@@ -14,11 +14,29 @@ use toml::Spanned;
 ///
 /// A [`ConfigError`] naming the file, line and field of the first problem.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    use std::io::Read as _;
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|err| ConfigError::file(&name, format!("cannot read: {err}")))?;
+    let cannot_read = |err: std::io::Error| ConfigError::file(&name, format!("cannot read: {err}"));
+    let file = std::fs::File::open(path).map_err(cannot_read)?;
+    // Read at most one byte past the cap: a huge file (or `/dev/zero`) costs no more.
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot_read)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ConfigError::file(
+            &name,
+            format!("is larger than {} MiB", MAX_FILE_BYTES >> 20),
+        ));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ConfigError::file(&name, "is not UTF-8 text".to_owned()))?;
     parse(&text, &name)
 }
+
+/// The largest configuration file read: far above any real one (a file of 10,000 rules is
+/// about 1 MiB), small enough that reading and parsing it stays quick.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// Checks a configuration's text; `file` names it in errors.
 ///
@@ -126,6 +144,22 @@ impl Check<'_> {
                     admin.listen
                 ),
             ));
+        }
+        let listener = &config.listener;
+        for (key, value) in [
+            ("upstream_timeout", listener.upstream_timeout),
+            ("header_timeout", listener.header_timeout),
+            ("body_timeout", listener.body_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError::at(
+                    self.file,
+                    self.text,
+                    self.key_offset(&(0..self.text.len()), key).map(|at| at..at),
+                    Some(format!("listener.{key}")),
+                    "must be longer than 0",
+                ));
+            }
         }
         Ok(())
     }

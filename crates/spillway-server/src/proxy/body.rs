@@ -51,8 +51,8 @@ impl ProxyBody {
     }
 
     /// A plain-text response of the proxy's own.
-    pub(crate) fn text(status: StatusCode, text: &'static str) -> Response<Self> {
-        let mut response = Response::new(Self::full(Bytes::from_static(text.as_bytes())));
+    pub(crate) fn text(status: StatusCode, text: impl Into<Bytes>) -> Response<Self> {
+        let mut response = Response::new(Self::full(text.into()));
         *response.status_mut() = status;
         response.headers_mut().insert(
             header::CONTENT_TYPE,

@@ -1,0 +1,197 @@
+//! What the proxy's and the admin API's listeners share: accepting with a back-off on errors,
+//! and serving each connection with `TCP_NODELAY` and a deadline for each request head.
+
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioTimer;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// First pause after an accept error; it doubles up to [`MAX_BACKOFF`] while errors go on.
+const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+/// Longest pause between accept attempts while they fail.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Counts of one listener's troubles, for metrics; cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ListenerCounts {
+    inner: Arc<Counts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    accept_errors: AtomicU64,
+    header_timeouts: AtomicU64,
+    body_timeouts: AtomicU64,
+}
+
+impl ListenerCounts {
+    /// Accept errors (out of file descriptors, and the like).
+    pub(crate) fn accept_errors(&self) -> u64 {
+        self.inner.accept_errors.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed because a request head did not arrive in time.
+    pub(crate) fn header_timeouts(&self) -> u64 {
+        self.inner.header_timeouts.load(Ordering::Relaxed)
+    }
+
+    /// Requests whose body stalled past the body timeout.
+    pub(crate) fn body_timeouts(&self) -> u64 {
+        self.inner.body_timeouts.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_body_timeout(&self) {
+        self.inner.body_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Accepts the next connection from `accept`, pausing after each error (5 ms, doubling up to
+/// 1 s) instead of retrying at once: out of file descriptors, an accept loop that retries at
+/// once spins a core and starves everything else. The first error of a run is logged as a
+/// warning and the end of the run as a note; each is counted.
+pub(crate) async fn accept_with_backoff<S, F, A>(
+    name: &str,
+    counts: &ListenerCounts,
+    mut accept: F,
+) -> (S, SocketAddr)
+where
+    F: FnMut() -> A,
+    A: Future<Output = io::Result<(S, SocketAddr)>>,
+{
+    let mut failed = 0u64;
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        match accept().await {
+            Ok(accepted) => {
+                if failed > 0 {
+                    tracing::info!(listener = name, errors = failed, "accepting again");
+                }
+                return accepted;
+            }
+            Err(err) => {
+                counts.inner.accept_errors.fetch_add(1, Ordering::Relaxed);
+                if failed == 0 {
+                    tracing::warn!(
+                        listener = name,
+                        error = %err,
+                        "cannot accept connections; retrying with a back-off"
+                    );
+                }
+                failed += 1;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// How long a connection may take to send each request head: from its opening, and between
+/// requests on a kept-alive connection. Past it the connection is closed.
+pub(crate) fn http1_builder(header_timeout: Duration) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    builder
+}
+
+/// Sets `TCP_NODELAY` on an accepted connection: a response whose head and body leave in two
+/// writes must not wait for the client's delayed ACK (about 40 ms a request).
+pub(crate) fn prepare(stream: &tokio::net::TcpStream, peer: SocketAddr) {
+    if let Err(err) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, error = %err, "cannot set TCP_NODELAY");
+    }
+}
+
+/// Notes how a connection ended: a request head that did not come in time is counted.
+pub(crate) fn ended(counts: &ListenerCounts, peer: SocketAddr, result: Result<(), hyper::Error>) {
+    if let Err(err) = result {
+        if err.is_timeout() {
+            counts.inner.header_timeouts.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%peer, "closed: no request head in time");
+        } else {
+            tracing::debug!(%peer, error = %err, "connection ended with an error");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+    use tokio::time::Instant;
+
+    #[tokio::test]
+    async fn an_accepted_connection_sends_without_delay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let _client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (stream, peer) = listener.accept().await.unwrap();
+        assert!(!stream.nodelay().unwrap(), "Nagle is on by default");
+        prepare(&stream, peer);
+        assert!(stream.nodelay().unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn accept_errors_back_off_doubling_and_are_counted() {
+        // Seven errors (EMFILE), then a connection.
+        let results: Mutex<VecDeque<io::Result<((), SocketAddr)>>> = Mutex::new(
+            (0..7)
+                .map(|_| Err(io::Error::from_raw_os_error(24)))
+                .chain([Ok(((), "127.0.0.1:1".parse().unwrap()))])
+                .collect(),
+        );
+        let attempts = Mutex::new(Vec::new());
+        let start = Instant::now();
+        let counts = ListenerCounts::default();
+        let ((), peer) = accept_with_backoff("test", &counts, || {
+            attempts.lock().unwrap().push(start.elapsed());
+            let next = results.lock().unwrap().pop_front().unwrap();
+            async move { next }
+        })
+        .await;
+        assert_eq!(peer.port(), 1);
+        assert_eq!(counts.accept_errors(), 7);
+        let ms = |ms| Duration::from_millis(ms);
+        // 5, 10, 20, 40, 80, 160, 320 ms apart: never at once.
+        assert_eq!(
+            *attempts.lock().unwrap(),
+            [
+                ms(0),
+                ms(5),
+                ms(15),
+                ms(35),
+                ms(75),
+                ms(155),
+                ms(315),
+                ms(635)
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_back_off_stops_growing_at_one_second() {
+        let calls = AtomicU64::new(0);
+        let start = Instant::now();
+        let counts = ListenerCounts::default();
+        let ((), _) = accept_with_backoff("test", &counts, || {
+            let n = calls.fetch_add(1, Ordering::Relaxed);
+            async move {
+                if n < 20 {
+                    Err(io::Error::from_raw_os_error(24))
+                } else {
+                    Ok(((), "127.0.0.1:1".parse().unwrap()))
+                }
+            }
+        })
+        .await;
+        // 5 ms doubling to 640 ms (8 pauses, 1,275 ms in all), then 12 pauses of 1 s.
+        assert_eq!(start.elapsed(), Duration::from_millis(1_275 + 12_000));
+    }
+}

@@ -1,0 +1,210 @@
+//! Request paths in one normal form, before routing and forwarding: otherwise `//api/x`,
+//! `/x/../api/x` and `/%61pi/x` would miss a route on `/api` (and its limits) while the upstream
+//! serves each as `/api/x`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// Why a request path is refused (the proxy answers 400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathError {
+    /// Not an absolute path (`*`, or no leading `/`).
+    NotAbsolute,
+    /// A `%` not followed by two hex digits.
+    BadEscape,
+    /// An encoded `/` or `\` (`%2F`, `%5C`): upstreams disagree on whether it separates
+    /// segments, so a route cannot be matched safely.
+    EscapedSlash,
+    /// A backslash, which some servers take for a `/`.
+    Backslash,
+    /// An encoded NUL (`%00`).
+    Nul,
+}
+
+impl fmt::Display for PathError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PathError::NotAbsolute => "the path must start with /",
+            PathError::BadEscape => "a % in the path is not followed by two hex digits",
+            PathError::EscapedSlash => "the path holds an encoded / or \\ (%2F, %5C)",
+            PathError::Backslash => "the path holds a \\",
+            PathError::Nul => "the path holds an encoded NUL (%00)",
+        })
+    }
+}
+
+/// RFC 3986's unreserved characters: an escape of one means the character itself.
+fn unreserved(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
+}
+
+fn hex(byte: u8) -> Option<u8> {
+    match byte {
+        b'0'..=b'9' => Some(byte - b'0'),
+        b'a'..=b'f' => Some(byte - b'a' + 10),
+        b'A'..=b'F' => Some(byte - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Whether `path` is already in normal form: the common case, checked without allocating.
+fn is_normal(path: &str) -> bool {
+    let bytes = path.as_bytes();
+    if bytes.contains(&b'%') || bytes.contains(&b'\\') {
+        return false;
+    }
+    !path.contains("//")
+        && !path.contains("/./")
+        && !path.contains("/../")
+        && !path.ends_with("/.")
+        && !path.ends_with("/..")
+}
+
+/// The normal form of a request path (without its query): escapes of unreserved characters
+/// decoded (`%61` is `a`) and every other escape in upper case (`%2f` would be `%2F`, but is
+/// refused), runs of `/` merged into one, and `.` and `..` segments removed as RFC 3986
+/// (section 5.2.4) removes them, never above the root. A trailing `/` is kept.
+///
+/// # Errors
+///
+/// A [`PathError`] for a path that cannot be routed safely.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_server::normalize_path;
+///
+/// assert_eq!(normalize_path("/api/x").unwrap(), "/api/x");
+/// assert_eq!(normalize_path("//api//x").unwrap(), "/api/x");
+/// assert_eq!(normalize_path("/x/../api/./x").unwrap(), "/api/x");
+/// assert_eq!(normalize_path("/%61pi/%7e%E2%82%ac").unwrap(), "/api/~%E2%82%AC");
+/// assert!(normalize_path("/api%2Fx").is_err());
+/// ```
+pub fn normalize_path(path: &str) -> Result<Cow<'_, str>, PathError> {
+    if !path.starts_with('/') {
+        return Err(PathError::NotAbsolute);
+    }
+    if is_normal(path) {
+        return Ok(Cow::Borrowed(path));
+    }
+    // Decode the escapes of unreserved characters, upper-case the others.
+    let bytes = path.as_bytes();
+    let mut decoded = String::with_capacity(path.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        match byte {
+            b'%' => {
+                let (Some(high), Some(low)) = (
+                    bytes.get(at + 1).copied().and_then(hex),
+                    bytes.get(at + 2).copied().and_then(hex),
+                ) else {
+                    return Err(PathError::BadEscape);
+                };
+                let value = high << 4 | low;
+                match value {
+                    b'/' | b'\\' => return Err(PathError::EscapedSlash),
+                    0 => return Err(PathError::Nul),
+                    value if unreserved(value) => decoded.push(char::from(value)),
+                    value => {
+                        decoded.push('%');
+                        decoded.push_str(&format!("{value:02X}"));
+                    }
+                }
+                at += 3;
+            }
+            b'\\' => return Err(PathError::Backslash),
+            _ => {
+                // Bytes up to the next escape, copied whole (the path is valid UTF-8, and a
+                // `%` or `\` is never inside a multi-byte character).
+                let end = bytes[at..]
+                    .iter()
+                    .position(|b| matches!(b, b'%' | b'\\'))
+                    .map_or(bytes.len(), |offset| at + offset);
+                decoded.push_str(&path[at..end]);
+                at = end;
+            }
+        }
+    }
+    // Merge slashes and remove dot segments.
+    let mut segments: Vec<&str> = Vec::new();
+    let mut trailing = decoded.ends_with('/');
+    for segment in decoded.split('/').filter(|segment| !segment.is_empty()) {
+        trailing = false;
+        match segment {
+            "." => trailing = true,
+            ".." => {
+                segments.pop();
+                trailing = true;
+            }
+            segment => segments.push(segment),
+        }
+    }
+    let mut normal = String::with_capacity(decoded.len());
+    for segment in &segments {
+        normal.push('/');
+        normal.push_str(segment);
+    }
+    if trailing || segments.is_empty() {
+        normal.push('/');
+    }
+    Ok(Cow::Owned(normal))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_take_one_normal_form() {
+        for (path, normal) in [
+            ("/", "/"),
+            ("/api", "/api"),
+            ("/api/", "/api/"),
+            ("//api/x", "/api/x"),
+            ("/api//x///y", "/api/x/y"),
+            ("/x/../api/x", "/api/x"),
+            ("/../../api", "/api"),
+            ("/api/.", "/api/"),
+            ("/api/..", "/"),
+            ("/api/x/..", "/api/"),
+            ("/./api/./x", "/api/x"),
+            ("/%61pi/x", "/api/x"),
+            ("/%2e%2e/api", "/api"),
+            ("/a/%2E%2E/api", "/api"),
+            ("/api/%7e%2d%5f", "/api/~-_"),
+            ("/api/%e2%82%ac", "/api/%E2%82%AC"),
+            ("/api/%20x", "/api/%20x"),
+            ("/api/€", "/api/€"),
+            ("/api/...", "/api/..."),
+            ("/api/.x", "/api/.x"),
+        ] {
+            assert_eq!(normalize_path(path).unwrap(), normal, "{path}");
+        }
+    }
+
+    #[test]
+    fn an_already_normal_path_is_not_copied() {
+        assert!(matches!(normalize_path("/api/x"), Ok(Cow::Borrowed(_))));
+        assert!(matches!(normalize_path("/api/x/"), Ok(Cow::Borrowed(_))));
+    }
+
+    #[test]
+    fn ambiguous_paths_are_refused() {
+        for (path, error) in [
+            ("*", PathError::NotAbsolute),
+            ("api", PathError::NotAbsolute),
+            ("", PathError::NotAbsolute),
+            ("/api%2Fx", PathError::EscapedSlash),
+            ("/api%2fx", PathError::EscapedSlash),
+            ("/api%5Cx", PathError::EscapedSlash),
+            ("/api\\x", PathError::Backslash),
+            ("/api%00", PathError::Nul),
+            ("/api%", PathError::BadEscape),
+            ("/api%4", PathError::BadEscape),
+            ("/api%zz", PathError::BadEscape),
+        ] {
+            assert_eq!(normalize_path(path).unwrap_err(), error, "{path}");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! `spillway serve` stopped as an orchestrator stops it: SIGTERM closes the listener at once
+//! and lets the request in flight finish, then the process exits 0. Every wait is on an event
+//! (a log line, a channel, a connection refused, the exit) with a deadline.
+
+#![cfg(unix)]
+
+use spillway::{Clock, SystemClock};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Whether `DEADLINE` has passed since `start` (nanoseconds on the system clock).
+fn past_deadline(clock: &SystemClock, start: u64) -> bool {
+    clock.now_nanos().saturating_sub(start) > DEADLINE.as_nanos() as u64
+}
+
+/// A free loopback port (bound, then released for the child to take).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// An upstream that tells `arrived` of each request and answers it once `release` says so.
+fn upstream(arrived: mpsc::Sender<()>, release: mpsc::Receiver<()>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                if stream.read(&mut byte).unwrap_or(0) == 0 {
+                    break;
+                }
+                head.push(byte[0]);
+            }
+            let _ = arrived.send(());
+            if release.recv_timeout(DEADLINE).is_err() {
+                return;
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        }
+    });
+    addr
+}
+
+#[test]
+fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
+    let (arrived_tx, arrived) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let upstream = upstream(arrived_tx, release_rx);
+    let (port, admin_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spillway.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[listener]\nlisten = \"127.0.0.1:{port}\"\n[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\
+             [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\
+             [default]\nupstream = \"app\"\n"
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            let _ = lines_tx.send(line);
+        }
+    });
+    let wait_for_line = |needle: &str| loop {
+        let line = lines
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("no `{needle}` in the log"));
+        // Not a terminal: no colour codes in the log.
+        assert!(!line.contains('\u{1b}'), "ANSI codes in {line:?}");
+        if line.contains(needle) {
+            return;
+        }
+    };
+    wait_for_line("spillway listening");
+    let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+
+    // A request in flight, held at the upstream.
+    let (answer_tx, answer) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stream = TcpStream::connect(proxy).unwrap();
+        stream
+            .write_all(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut response = Vec::new();
+        let mut buffer = [0u8; 1024];
+        while !response.ends_with(b"ok") {
+            match stream.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => response.extend_from_slice(&buffer[..n]),
+            }
+        }
+        let _ = answer_tx.send(String::from_utf8_lossy(&response).into_owned());
+    });
+    arrived
+        .recv_timeout(DEADLINE)
+        .expect("the request reached the upstream");
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    wait_for_line("shutting down");
+    // The listener closes: new connections are refused, not left hanging.
+    let clock = SystemClock::new();
+    let start = clock.now_nanos();
+    while TcpStream::connect(proxy).is_ok() {
+        assert!(
+            !past_deadline(&clock, start),
+            "still accepting while draining"
+        );
+        std::thread::yield_now();
+    }
+    // The request in flight ends normally, and then the process exits 0.
+    release.send(()).unwrap();
+    let response = answer.recv_timeout(DEADLINE).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let start = clock.now_nanos();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(!past_deadline(&clock, start), "did not exit after draining");
+        std::thread::yield_now();
+    };
+    assert!(status.success(), "{status}");
+}
