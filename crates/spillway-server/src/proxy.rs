@@ -210,13 +210,17 @@ impl Proxy {
         peer: std::net::SocketAddr,
     ) -> Response<ProxyBody> {
         let arrived = tokio::time::Instant::now();
+        let table = self.inner.table.load_full();
         // Routed and forwarded in normal form, so that no spelling of a path misses its route.
         if let Err(err) = normalize_uri(&mut request) {
+            self.inner
+                .metrics
+                .count(&table.default.resource, "bad_path", "");
             return ProxyBody::text(StatusCode::BAD_REQUEST, format!("bad path: {err}\n"));
         }
-        let table = self.inner.table.load_full();
         let route = table.route(&request);
         let Some(upstream) = route.upstream.clone() else {
+            self.inner.metrics.count(&route.resource, "no_route", "");
             return ProxyBody::text(StatusCode::NOT_FOUND, "no route matches\n");
         };
         let spillway = &self.inner.spillway;

@@ -223,6 +223,14 @@ async fn routes_map_requests_to_resources_and_forward_them() {
 async fn without_a_default_upstream_unmatched_paths_get_404() {
     let h = start(ROUTES).await;
     assert_eq!(h.status("/nothing").await, StatusCode::NOT_FOUND);
+    assert_eq!(h.status("/bad%2Fpath").await, StatusCode::BAD_REQUEST);
+    let metrics = h.metrics();
+    for outcome in ["no_route", "bad_path"] {
+        let series = format!(
+            "spillway_requests_total{{resource=\"unmatched\",outcome=\"{outcome}\",reason=\"\"}} 1"
+        );
+        assert!(metrics.contains(&series), "no {series} in\n{metrics}");
+    }
     h.shutdown().await;
 }
 
