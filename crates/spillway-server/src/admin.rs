@@ -292,11 +292,15 @@ impl Admin {
         let config = match &self.reloader {
             Some(reloader) => {
                 let state = reloader.state();
+                let last_reload = state.last_reload_nanos.map(|nanos| nanos as f64 / 1e9);
                 json!({
                     "file": reloader.path().display().to_string(),
                     "reloads": state.reloads,
+                    "failures": state.failures,
+                    "last_reload_unix_seconds": last_reload,
                     "last_error": state.last_error,
                     "restart_needed": state.restart_needed,
+                    "restart_fields": state.restart_fields,
                 })
             }
             None => Value::Null,

@@ -47,6 +47,7 @@ impl Metrics {
         spillway: spillway::Spillway,
         proxy: ListenerCounts,
         admin: ListenerCounts,
+        reloads: std::sync::Arc<std::sync::Mutex<crate::reload::ConfigState>>,
     ) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
@@ -65,6 +66,7 @@ impl Metrics {
         );
         registry.register_collector(Box::new(Live { spillway }));
         registry.register_collector(Box::new(Listeners { proxy, admin }));
+        registry.register_collector(Box::new(Reloads { state: reloads }));
         Self {
             registry,
             requests,
@@ -140,6 +142,67 @@ impl Collector for Listeners {
                 prometheus_client::metrics::counter::ConstCounter::new(read(counts))
                     .encode(family.encode_family(&[("listener", listener)])?)?;
             }
+        }
+        Ok(())
+    }
+}
+
+/// The configuration file's reloads, read at each scrape.
+#[derive(Debug)]
+struct Reloads {
+    state: std::sync::Arc<std::sync::Mutex<crate::reload::ConfigState>>,
+}
+
+impl Collector for Reloads {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let counters = [
+            (
+                "spillway_config_reloads",
+                "Reloads of the configuration file applied",
+                state.reloads,
+            ),
+            (
+                "spillway_config_reload_failures",
+                "Reloads refused: a bad file (nothing changed), or a file gone",
+                state.failures,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            prometheus_client::metrics::counter::ConstCounter::new(value).encode(family)?;
+        }
+        let gauges = [
+            (
+                "spillway_config_last_reload_timestamp_seconds",
+                "When the last good reload was applied (Unix time; 0: none since start)",
+                state
+                    .last_reload_nanos
+                    .map_or(0.0, |nanos| nanos as f64 / 1e9),
+            ),
+            (
+                "spillway_config_restart_needed",
+                "1 if a reload changed settings that only a restart applies",
+                f64::from(u8::from(state.restart_needed)),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            ConstGauge::new(value).encode(family)?;
         }
         Ok(())
     }

@@ -143,6 +143,8 @@ struct Inner {
     admin_counts: ListenerCounts,
     /// Shadow mode's log lines, one a second at most.
     shadow_log: crate::log_sampled::Sampled,
+    /// The configuration file's reloads (kept by the reloader, read by the metrics).
+    config_state: Arc<std::sync::Mutex<crate::reload::ConfigState>>,
 }
 
 impl Proxy {
@@ -152,9 +154,16 @@ impl Proxy {
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new()).build(connector);
         let (counts, admin_counts) = (ListenerCounts::default(), ListenerCounts::default());
+        let config_state = Arc::default();
         Self {
             inner: Arc::new(Inner {
-                metrics: Metrics::new(spillway.clone(), counts.clone(), admin_counts.clone()),
+                metrics: Metrics::new(
+                    spillway.clone(),
+                    counts.clone(),
+                    admin_counts.clone(),
+                    Arc::clone(&config_state),
+                ),
+                config_state,
                 counts,
                 admin_counts,
                 shadow_log: crate::log_sampled::Sampled::new(Duration::from_secs(1)),
@@ -182,6 +191,11 @@ impl Proxy {
     /// The proxy listener's counts.
     pub(crate) fn listener_counts(&self) -> &ListenerCounts {
         &self.inner.counts
+    }
+
+    /// The configuration file's reload state (the reloader keeps it; the metrics read it).
+    pub(crate) fn config_state(&self) -> &Arc<std::sync::Mutex<crate::reload::ConfigState>> {
+        &self.inner.config_state
     }
 
     /// The admin listener's counts (kept here, with the metrics that render them).

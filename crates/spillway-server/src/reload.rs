@@ -8,15 +8,51 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// The configuration's state, for `GET /api/status`.
+/// The configuration's state, for `GET /api/status` and the metrics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConfigState {
     /// Reloads applied since start.
     pub reloads: u64,
+    /// Reloads refused (a bad or missing file) since start.
+    pub failures: u64,
+    /// When the last good reload was applied, Unix-epoch nanoseconds on the spillway's clock
+    /// (none yet: `None`).
+    pub last_reload_nanos: Option<u64>,
     /// The error of the last reload that failed, until one succeeds.
     pub last_error: Option<String>,
-    /// A reload changed the listeners, which only a restart applies.
+    /// A reload changed settings that only a restart applies.
     pub restart_needed: bool,
+    /// Which settings those are (`listener.listen`, `admin.token`, ...).
+    pub restart_fields: Vec<&'static str>,
+}
+
+/// The settings read once, at start: a reload that changes one of them applies the rest and
+/// reports it as needing a restart. Everything else (rules, routes, upstreams, `blocked`,
+/// `listener.shadow`, `listener.upstream_timeout`, `listener.body_timeout`) applies at once.
+pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
+    let (a, b) = (&running.listener, &new.listener);
+    let (x, y) = (&running.admin, &new.admin);
+    [
+        ("listener.listen", a.listen != b.listen),
+        (
+            "listener.max_connections",
+            a.max_connections != b.max_connections,
+        ),
+        ("listener.at_capacity", a.at_capacity != b.at_capacity),
+        (
+            "listener.header_timeout",
+            a.header_timeout != b.header_timeout,
+        ),
+        ("listener.drain_timeout", a.drain_timeout != b.drain_timeout),
+        ("listener.origin_header", a.origin_header != b.origin_header),
+        ("admin.listen", x.listen != y.listen),
+        ("admin.token", x.token != y.token),
+        ("admin.metrics_public", x.metrics_public != y.metrics_public),
+        ("admin.allowed_hosts", x.allowed_hosts != y.allowed_hosts),
+    ]
+    .into_iter()
+    .filter_map(|(field, changed)| changed.then_some(field))
+    .collect()
 }
 
 /// Re-reads a configuration file into a running proxy.
@@ -25,7 +61,8 @@ pub struct Reloader {
     path: PathBuf,
     running: Mutex<Config>,
     proxy: Proxy,
-    state: Mutex<ConfigState>,
+    /// Shared with the proxy's metrics.
+    state: Arc<Mutex<ConfigState>>,
     modified: Mutex<Option<SystemTime>>,
 }
 
@@ -36,8 +73,8 @@ impl Reloader {
         Arc::new(Self {
             path,
             running: Mutex::new(config),
+            state: Arc::clone(proxy.config_state()),
             proxy,
-            state: Mutex::new(ConfigState::default()),
             modified: Mutex::new(modified),
         })
     }
@@ -65,21 +102,39 @@ impl Reloader {
             })?;
             self.proxy.set_routes(&config);
             let mut running = lock(&self.running);
-            let restart = running.listener != config.listener || running.admin != config.admin;
+            let restart = restart_fields(&running, &config);
+            // What needs a restart is still the started value: compare with that next time.
+            let (listener, admin) = (running.listener.clone(), running.admin.clone());
             *running = config;
+            if !restart.is_empty() {
+                running.listener.listen = listener.listen;
+                running.listener.max_connections = listener.max_connections;
+                running.listener.at_capacity = listener.at_capacity;
+                running.listener.header_timeout = listener.header_timeout;
+                running.listener.drain_timeout = listener.drain_timeout;
+                running.listener.origin_header = listener.origin_header;
+                running.admin = admin;
+            }
             Ok(restart)
         });
         let mut state = lock(&self.state);
         match result {
             Ok(restart) => {
                 state.reloads += 1;
+                state.last_reload_nanos = Some(self.proxy.spillway().clock().now_nanos());
                 state.last_error = None;
-                state.restart_needed |= restart;
-                tracing::info!(file = %self.path.display(), restart_needed = state.restart_needed, "configuration reloaded");
+                state.restart_needed = !restart.is_empty();
+                state.restart_fields = restart;
+                tracing::info!(
+                    file = %self.path.display(),
+                    restart_needed = ?state.restart_fields,
+                    "configuration reloaded"
+                );
                 Ok(())
             }
             Err(err) => {
                 tracing::warn!(error = %err, "reload refused; the running configuration stays");
+                state.failures += 1;
                 state.last_error = Some(err.to_string());
                 Err(err)
             }
@@ -96,6 +151,31 @@ impl Reloader {
                 &self.path.display().to_string(),
                 format!("the reload failed: {err}"),
             )),
+        }
+    }
+
+    /// Whether the file changed since the last look (its modification time). A file that is
+    /// gone, or cannot be read, is reported once (logged, and shown as the status's
+    /// `last_error`) until it is back; the running configuration stays.
+    pub fn file_changed(&self) -> bool {
+        match std::fs::metadata(&self.path).and_then(|m| m.modified()) {
+            Ok(modified) => {
+                let mut last = lock(&self.modified);
+                let changed = *last != Some(modified);
+                *last = Some(modified);
+                changed
+            }
+            Err(err) => {
+                let mut last = lock(&self.modified);
+                if last.take().is_some() {
+                    let message = format!("{}: cannot read: {err}", self.path.display());
+                    tracing::warn!(error = %message, "the configuration file is gone; the running configuration stays");
+                    let mut state = lock(&self.state);
+                    state.failures += 1;
+                    state.last_error = Some(message);
+                }
+                false
+            }
         }
     }
 
@@ -118,14 +198,7 @@ impl Reloader {
             let hangup_received = std::future::pending::<Option<()>>();
             tokio::select! {
                 _ = tick.tick() => {
-                    let modified = std::fs::metadata(&self.path).and_then(|m| m.modified()).ok();
-                    let changed = {
-                        let mut last = lock(&self.modified);
-                        let changed = modified.is_some() && modified != *last;
-                        *last = modified;
-                        changed
-                    };
-                    if changed {
+                    if self.file_changed() {
                         let _ = self.reload_off_runtime().await;
                     }
                 }

@@ -744,3 +744,52 @@ async fn metrics_are_openmetrics_when_asked_and_prometheus_text_otherwise() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_reload_says_truly_what_needs_a_restart_and_a_missing_file_is_reported() {
+    let h = start(ORDERS_QPS_1).await;
+    // Settings that apply at once: not reported.
+    let applied_at_once = file_text(ORDERS_QPS_1).replace(
+        "listen = \"127.0.0.1:0\"\n",
+        "listen = \"127.0.0.1:0\"\nshadow = true\nupstream_timeout = \"5s\"\nbody_timeout = \"3s\"\n",
+    );
+    std::fs::write(&h.file, applied_at_once).unwrap();
+    h.reloader.reload().unwrap();
+    let state = h.reloader.state();
+    assert_eq!((state.reloads, state.restart_needed), (1, false));
+    assert!(state.restart_fields.is_empty());
+    assert!(state.last_reload_nanos.is_some());
+    // The listener's address and the admin token: applied only by a restart, and said so.
+    let restart = file_text(ORDERS_QPS_1)
+        .replace("listen = \"127.0.0.1:0\"", "listen = \"127.0.0.1:1\"")
+        + "\n[admin]\ntoken = \"other\"\n";
+    std::fs::write(&h.file, restart).unwrap();
+    h.reloader.reload().unwrap();
+    let state = h.reloader.state();
+    assert!(state.restart_needed);
+    assert_eq!(state.restart_fields, ["listener.listen", "admin.token"]);
+    let (_, status) = get(h.admin, "/api/status").await;
+    let config = &json(&status)["config"];
+    assert_eq!(config["restart_fields"][0], "listener.listen");
+    assert_eq!(config["reloads"], 2);
+    // The file goes away: reported once, the running configuration stays.
+    std::fs::remove_file(&h.file).unwrap();
+    assert!(!h.reloader.file_changed());
+    assert!(!h.reloader.file_changed());
+    let state = h.reloader.state();
+    assert_eq!(state.failures, 1);
+    assert!(
+        state.last_error.as_deref().unwrap().contains("cannot read"),
+        "{state:?}"
+    );
+    let (_, text) = get(h.admin, "/metrics").await;
+    assert!(text.contains("spillway_config_reloads_total 2"), "{text}");
+    assert!(
+        text.contains("spillway_config_reload_failures_total 1"),
+        "{text}"
+    );
+    assert!(text.contains("spillway_config_restart_needed 1"), "{text}");
+    // Back again: a change, reloaded.
+    std::fs::write(&h.file, file_text(ORDERS_QPS_1)).unwrap();
+    assert!(h.reloader.file_changed());
+}
