@@ -7,9 +7,9 @@ mod error;
 mod file;
 mod validate;
 
-pub use error::ConfigError;
+pub use error::{ConfigError, Problem};
 pub use file::{
     ActivesLimit, AdminConfig, BlockedResponse, Config, DefaultRoute, ListenerConfig, Route,
     TpsLimit, Upstream,
 };
-pub use validate::{admin_token, load, parse, MAX_FILE_BYTES};
+pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES};

@@ -171,23 +171,47 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Check { config } => match config::load(&config) {
-            Ok(_) => {
-                // A reader that went away (`| head`) changes nothing: the file is good.
-                let _ = writeln!(std::io::stdout(), "{}: ok", config.display());
-                ExitCode::SUCCESS
+        Command::Check { config: path } => {
+            let name = path.display().to_string();
+            let checked = config::read(&path).and_then(|text| {
+                let config = config::parse(&text, &name)?;
+                Ok(config::warnings(&config, &text, &name))
+            });
+            match checked {
+                Ok(warnings) => {
+                    for warning in warnings {
+                        eprintln!("warning: {warning}");
+                    }
+                    // A reader that went away (`| head`) changes nothing: the file is good.
+                    let _ = writeln!(std::io::stdout(), "{name}: ok");
+                    ExitCode::SUCCESS
+                }
+                Err(err) => {
+                    for problem in err.problems() {
+                        eprintln!("error: {problem}");
+                    }
+                    ExitCode::FAILURE
+                }
             }
-            Err(err) => {
-                eprintln!("error: {err}");
-                ExitCode::FAILURE
-            }
-        },
+        }
         Command::Serve { config: path } => {
             init_logs();
-            let config = match config::load(&path) {
-                Ok(config) => config,
+            let name = path.display().to_string();
+            let loaded = config::read(&path).and_then(|text| {
+                let config = config::parse(&text, &name)?;
+                Ok((config::warnings(&config, &text, &name), config))
+            });
+            let config = match loaded {
+                Ok((warnings, config)) => {
+                    for warning in warnings {
+                        tracing::warn!("{warning}");
+                    }
+                    config
+                }
                 Err(err) => {
-                    eprintln!("error: {err}");
+                    for problem in err.problems() {
+                        eprintln!("error: {problem}");
+                    }
                     return ExitCode::FAILURE;
                 }
             };

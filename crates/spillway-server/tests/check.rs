@@ -191,3 +191,95 @@ fn a_blocked_response_needs_an_error_status() {
         "spillway.toml:2:1: `blocked.status`: must be an error status (400 to 599), got 200"
     );
 }
+
+#[test]
+fn every_problem_is_reported_in_file_order() {
+    let text = "\
+[listener]
+listen = \"127.0.0.1:8080\"
+origin_header = \"bad header\"
+
+[admin]
+listen = \"127.0.0.1:8080\"
+token = \"  \"
+
+[[upstream]]
+name = \"app\"
+url = \"https://127.0.0.1:3000\"
+
+[[route]]
+resource = \"orders\"
+methods = [\"get\"]
+path = \"/orders\"
+upstream = \"nope\"
+
+[[flow]]
+id = \"a\"
+resource = \"orders\"
+count = -1
+
+[[flow]]
+id = \"a\"
+resource = \"orders\"
+count = 5
+
+[[flow]]
+id = \"c\"
+resource = \"orders\"
+count = 5
+grade = \"concurrency\"
+behavior = { type = \"throttle\", max_queueing_time = \"1s\" }
+";
+    let err = parse(text, "spillway.toml").unwrap_err();
+    let lines: Vec<String> = err.problems().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            "spillway.toml:3:1: `listener.origin_header`: `bad header` is not a valid header name",
+            "spillway.toml:6:1: `admin.listen`: 127.0.0.1:8080 is the proxy's address too \
+             (`listener.listen`): give each its own",
+            "spillway.toml:7:1: `admin.token`: must not be blank: remove it to run without a \
+             token (loopback only)",
+            "spillway.toml:11:1: `upstream[0].url`: `https://127.0.0.1:3000` must start with \
+             http:// (TLS to upstreams is not supported yet)",
+            "spillway.toml:15:1: `route[0].methods`: `get` must be upper case: methods are \
+             case-sensitive, and clients send `GET`",
+            "spillway.toml:17:1: `route[0].upstream`: no upstream is named `nope`",
+            "spillway.toml:22:1: `flow[0].count`: must be finite and at least 0, got -1",
+            "spillway.toml:34:1: `flow[2].behavior`: must be reject for a concurrency rule \
+             (warm-up and throttling pace QPS)",
+        ],
+        "{err}"
+    );
+    // Display prints them all, one a line; the accessors describe the first.
+    assert_eq!(err.to_string().lines().count(), lines.len());
+    assert_eq!(err.field(), Some("listener.origin_header"));
+}
+
+#[test]
+fn an_admin_error_points_at_the_admin_table_s_line() {
+    let text = "[listener]\nlisten = \"127.0.0.1:8080\"\n\n[admin]\nlisten = \"0.0.0.0:9090\"\n";
+    assert!(
+        error(text).starts_with("spillway.toml:5:1: `admin.listen`: 0.0.0.0:9090 is not loopback"),
+        "{}",
+        error(text)
+    );
+}
+
+#[test]
+fn a_rule_no_route_produces_is_a_warning_and_the_file_stays_good() {
+    let text = format!(
+        "{UPSTREAM}\n[[route]]\nresource = \"orders\"\npath = \"/orders\"\nupstream = \"app\"\n\n\
+         [[flow]]\nid = \"typo\"\nresource = \"ordres\"\ncount = 5\n\n\
+         [[flow]]\nid = \"default\"\nresource = \"unmatched\"\ncount = 5\n"
+    );
+    let config = parse(&text, "spillway.toml").unwrap();
+    let warnings = spillway_server::config::warnings(&config, &text, "spillway.toml");
+    assert_eq!(
+        warnings,
+        [
+            "spillway.toml:12:1: `flow[0].resource`: no route produces `ordres`, so this rule \
+          never applies"
+        ]
+    );
+}

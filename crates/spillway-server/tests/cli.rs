@@ -133,3 +133,27 @@ fn an_endless_or_huge_file_is_refused_with_its_size_not_read_whole() {
     assert!(!ok);
     assert!(stderr.contains("is larger than 4 MiB"), "{stderr}");
 }
+
+#[test]
+fn check_prints_every_problem_and_the_warnings() {
+    let (ok, _, stderr) = check(
+        "[[flow]]\nid = \"x\"\nresource = \"a\"\ncount = -2\n\n\
+         [[flow]]\nid = \"y\"\nresource = \"a\"\ncount = -3\n",
+    );
+    assert!(!ok);
+    assert_eq!(
+        stderr.lines().collect::<Vec<_>>(),
+        [
+            "error: FILE:4:1: `flow[0].count`: must be finite and at least 0, got -2",
+            "error: FILE:9:1: `flow[1].count`: must be finite and at least 0, got -3",
+        ]
+    );
+    let (ok, stdout, stderr) = check("[[flow]]\nid = \"x\"\nresource = \"a\"\ncount = 2\n");
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "FILE: ok\n");
+    assert_eq!(
+        stderr,
+        "warning: FILE:3:1: `flow[0].resource`: no route produces `a`, so this rule never \
+         applies\n"
+    );
+}

@@ -4,13 +4,12 @@ use std::error::Error;
 use std::fmt;
 use std::ops::Range;
 
-/// A configuration that cannot be used: where (file, line, column), which field, and what is
-/// wrong.
+/// One problem of a configuration: where (file, line, column), which field, and what is wrong.
 ///
 /// Its `Display` is `file:line:column: field: message`, as compilers print errors, so editors
 /// and terminals link to the spot.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
+pub struct Problem {
     file: String,
     line: usize,
     column: usize,
@@ -18,48 +17,13 @@ pub struct ConfigError {
     message: String,
 }
 
-impl ConfigError {
-    /// An error at byte `span` of `text` (line and column counted from 1).
-    pub(crate) fn at(
-        file: &str,
-        text: &str,
-        span: Option<Range<usize>>,
-        field: Option<String>,
-        message: impl Into<String>,
-    ) -> Self {
-        let offset = span.map_or(0, |span| span.start.min(text.len()));
-        let before = &text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = before
-            .rfind('\n')
-            .map_or(offset, |newline| offset - newline - 1)
-            + 1;
-        Self {
-            file: file.to_owned(),
-            line,
-            column,
-            field,
-            message: message.into(),
-        }
-    }
-
-    /// An error about the file as a whole (it cannot be read).
-    pub(crate) fn file(file: &str, message: impl Into<String>) -> Self {
-        Self {
-            file: file.to_owned(),
-            line: 0,
-            column: 0,
-            field: None,
-            message: message.into(),
-        }
-    }
-
+impl Problem {
     /// The file.
     pub fn file_name(&self) -> &str {
         &self.file
     }
 
-    /// The line (from 1; 0 when the error is about the whole file).
+    /// The line (from 1; 0 when the problem is about the whole file).
     pub fn line(&self) -> usize {
         self.line
     }
@@ -80,7 +44,7 @@ impl ConfigError {
     }
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {
             write!(f, "{}: ", self.file)?;
@@ -91,6 +55,112 @@ impl fmt::Display for ConfigError {
             write!(f, "`{field}`: ")?;
         }
         f.write_str(&self.message)
+    }
+}
+
+/// A configuration that cannot be used: every problem found, in file order (at least one).
+/// The accessors describe the first; [`problems`](Self::problems) lists them all.
+///
+/// Its `Display` is one `file:line:column: field: message` line per problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    problems: Vec<Problem>,
+}
+
+impl ConfigError {
+    /// An error at byte `span` of `text` (line and column counted from 1).
+    pub(crate) fn at(
+        file: &str,
+        text: &str,
+        span: Option<Range<usize>>,
+        field: Option<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        let offset = span.map_or(0, |span| span.start.min(text.len()));
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before
+            .rfind('\n')
+            .map_or(offset, |newline| offset - newline - 1)
+            + 1;
+        Self::one(Problem {
+            file: file.to_owned(),
+            line,
+            column,
+            field,
+            message: message.into(),
+        })
+    }
+
+    /// An error about the file as a whole (it cannot be read).
+    pub(crate) fn file(file: &str, message: impl Into<String>) -> Self {
+        Self::one(Problem {
+            file: file.to_owned(),
+            line: 0,
+            column: 0,
+            field: None,
+            message: message.into(),
+        })
+    }
+
+    fn one(problem: Problem) -> Self {
+        Self {
+            problems: vec![problem],
+        }
+    }
+
+    /// The problems of `errors` together, in file order; `None` if there are none.
+    pub(crate) fn all(errors: Vec<ConfigError>) -> Option<Self> {
+        let mut problems: Vec<Problem> = errors.into_iter().flat_map(|e| e.problems).collect();
+        // Stable: problems at one spot keep the order they were found in.
+        problems.sort_by_key(|problem| (problem.line, problem.column));
+        (!problems.is_empty()).then_some(Self { problems })
+    }
+
+    /// Every problem, in file order.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    fn first(&self) -> &Problem {
+        &self.problems[0]
+    }
+
+    /// The file.
+    pub fn file_name(&self) -> &str {
+        self.first().file_name()
+    }
+
+    /// The first problem's line (from 1; 0 when it is about the whole file).
+    pub fn line(&self) -> usize {
+        self.first().line()
+    }
+
+    /// The first problem's column (from 1).
+    pub fn column(&self) -> usize {
+        self.first().column()
+    }
+
+    /// The first problem's field, as a dotted path (`flow[1].count`), when it has one.
+    pub fn field(&self) -> Option<&str> {
+        self.first().field()
+    }
+
+    /// What is wrong, first.
+    pub fn message(&self) -> &str {
+        self.first().message()
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, problem) in self.problems.iter().enumerate() {
+            if index > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
     }
 }
 

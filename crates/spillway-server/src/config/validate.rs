@@ -2,6 +2,7 @@
 //! routes and upstreams.
 
 use super::{Config, ConfigError};
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::ops::Range;
@@ -14,6 +15,15 @@ use toml::Spanned;
 ///
 /// A [`ConfigError`] naming the file, line and field of the first problem.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    parse(&read(path)?, &path.display().to_string())
+}
+
+/// The text of the file at `path`, read whole if it is at most [`MAX_FILE_BYTES`] long.
+///
+/// # Errors
+///
+/// A [`ConfigError`] if it cannot be read, is longer, or is not UTF-8.
+pub fn read(path: &Path) -> Result<String, ConfigError> {
     use std::io::Read as _;
     let name = path.display().to_string();
     let cannot_read = |err: std::io::Error| ConfigError::file(&name, format!("cannot read: {err}"));
@@ -29,9 +39,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             format!("is larger than {} MiB", MAX_FILE_BYTES >> 20),
         ));
     }
-    let text = String::from_utf8(bytes)
-        .map_err(|_| ConfigError::file(&name, "is not UTF-8 text".to_owned()))?;
-    parse(&text, &name)
+    String::from_utf8(bytes).map_err(|_| ConfigError::file(&name, "is not UTF-8 text".to_owned()))
 }
 
 /// The largest configuration file read: far above any real one (a file of 10,000 rules is
@@ -42,35 +50,66 @@ pub const MAX_FILE_BYTES: u64 = 4 << 20;
 ///
 /// # Errors
 ///
-/// A [`ConfigError`] naming the file, line and field of the first problem.
+/// A [`ConfigError`] with every problem found, in file order, each naming its line and field.
+/// A file that is not valid TOML of the right shape stops at its first syntax or type error.
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     let config: Config = toml::from_str(text)
         .map_err(|err| ConfigError::at(file, text, err.span(), None, err.message().trim_end()))?;
-    Check { text, file }.all(&config)?;
-    Ok(config)
+    let check = Check {
+        text,
+        file,
+        problems: RefCell::new(Vec::new()),
+    };
+    check.all(&config);
+    match ConfigError::all(check.problems.into_inner()) {
+        Some(error) => Err(error),
+        None => Ok(config),
+    }
 }
 
 struct Check<'a> {
     text: &'a str,
     file: &'a str,
+    problems: RefCell<Vec<ConfigError>>,
 }
 
 impl Check<'_> {
-    /// An error in the item at `span`, pointing at `key` inside it when the key is written there.
-    fn error(
-        &self,
-        span: Range<usize>,
-        path: String,
-        key: &str,
-        message: impl Into<String>,
-    ) -> ConfigError {
+    /// Notes a problem in the item at `span`, pointing at `key` inside it when the key is
+    /// written there.
+    fn problem(&self, span: Range<usize>, path: String, key: &str, message: impl Into<String>) {
         let at = self.key_offset(&span, key).unwrap_or(span.start);
         let field = if key.is_empty() {
             path
         } else {
             format!("{path}.{key}")
         };
-        ConfigError::at(self.file, self.text, Some(at..at), Some(field), message)
+        let error = ConfigError::at(self.file, self.text, Some(at..at), Some(field), message);
+        self.problems.borrow_mut().push(error);
+    }
+
+    /// Notes a problem with `key` of the table `[section]` (pointing at the key if it is
+    /// written, else at the table, else at the top).
+    fn section_problem(&self, section: &str, key: &str, message: impl Into<String>) {
+        let span = self.section_span(section).unwrap_or(0..0);
+        self.problem(span, section.to_owned(), key, message);
+    }
+
+    /// Where the table `[name]` is written: from its header to the next table's.
+    fn section_span(&self, name: &str) -> Option<Range<usize>> {
+        let header = format!("[{name}]");
+        let mut offset = 0;
+        let mut start = None;
+        for line in self.text.split_inclusive('\n') {
+            let trimmed = line.trim();
+            if start.is_some() && trimmed.starts_with('[') {
+                return start.map(|start| start..offset);
+            }
+            if trimmed == header || trimmed.starts_with(&format!("{header} ")) {
+                start = Some(offset);
+            }
+            offset += line.len();
+        }
+        start.map(|start| start..self.text.len())
     }
 
     /// Where `key` (its first segment) is assigned inside `span`, if it is.
@@ -90,61 +129,51 @@ impl Check<'_> {
         None
     }
 
-    fn all(&self, config: &Config) -> Result<(), ConfigError> {
-        let upstreams = self.upstreams(&config.upstreams)?;
-        self.routes(config, &upstreams)?;
+    fn all(&self, config: &Config) {
+        self.listener(config);
+        let upstreams = self.upstreams(&config.upstreams);
+        self.routes(config, &upstreams);
         self.rules(&config.flow, "flow", |rules| {
             spillway::flow::validate_flow_rules(rules)
                 .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
-        })?;
+        });
         self.rules(&config.system, "system", |rules| {
             spillway::system::validate_system_rules(rules)
                 .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
-        })?;
+        });
         self.rules(&config.breakers, "breaker", |rules| {
             spillway::breaker::validate_breaker_rules(rules)
                 .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
-        })?;
+        });
         self.rules(&config.adaptive, "adaptive", |rules| {
             spillway::adaptive::validate_adaptive_rules(rules)
                 .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
-        })?;
+        });
         if let Some(blocked) = &config.blocked {
             let (span, item) = (blocked.span(), blocked.get_ref());
             if !(400..=599).contains(&item.status) {
-                return Err(self.error(
-                    span,
+                self.problem(
+                    span.clone(),
                     "blocked".into(),
                     "status",
                     format!("must be an error status (400 to 599), got {}", item.status),
-                ));
+                );
             }
             if let Some(content_type) = &item.content_type {
                 if http::HeaderValue::from_str(content_type).is_err() {
-                    return Err(self.error(
+                    self.problem(
                         span,
                         "blocked".into(),
                         "content_type",
                         "is not a valid header value",
-                    ));
+                    );
                 }
             }
         }
-        let admin = &config.admin;
-        if !is_loopback(admin.listen.ip()) && admin_token(admin).is_none() {
-            return Err(ConfigError::at(
-                self.file,
-                self.text,
-                self.key_offset(&(0..self.text.len()), "listen")
-                    .map(|at| at..at),
-                Some("admin.listen".into()),
-                format!(
-                    "{} is not loopback: set `admin.token` (or SPILLWAY_ADMIN_TOKEN) so that \
-                     writes need a bearer token",
-                    admin.listen
-                ),
-            ));
-        }
+        self.admin(config);
+    }
+
+    fn listener(&self, config: &Config) {
         let listener = &config.listener;
         for (key, value) in [
             ("upstream_timeout", listener.upstream_timeout),
@@ -152,88 +181,120 @@ impl Check<'_> {
             ("body_timeout", listener.body_timeout),
         ] {
             if value.is_zero() {
-                return Err(ConfigError::at(
-                    self.file,
-                    self.text,
-                    self.key_offset(&(0..self.text.len()), key).map(|at| at..at),
-                    Some(format!("listener.{key}")),
-                    "must be longer than 0",
-                ));
+                self.section_problem("listener", key, "must be longer than 0");
             }
         }
-        Ok(())
+        if let Some(name) = &listener.origin_header {
+            if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                self.section_problem(
+                    "listener",
+                    "origin_header",
+                    format!("`{name}` is not a valid header name"),
+                );
+            }
+        }
     }
 
-    fn upstreams<'c>(
-        &self,
-        upstreams: &'c [Spanned<super::Upstream>],
-    ) -> Result<HashSet<&'c str>, ConfigError> {
+    fn admin(&self, config: &Config) {
+        let admin = &config.admin;
+        if admin
+            .token
+            .as_deref()
+            .is_some_and(|token| token.trim().is_empty())
+        {
+            self.section_problem(
+                "admin",
+                "token",
+                "must not be blank: remove it to run without a token (loopback only)",
+            );
+        }
+        if !is_loopback(admin.listen.ip()) && admin_token(admin).is_none() {
+            self.section_problem(
+                "admin",
+                "listen",
+                format!(
+                    "{} is not loopback: set `admin.token` (or SPILLWAY_ADMIN_TOKEN) so that \
+                     the admin API needs a bearer token",
+                    admin.listen
+                ),
+            );
+        }
+        if admin.listen == config.listener.listen && admin.listen.port() != 0 {
+            self.section_problem(
+                "admin",
+                "listen",
+                format!(
+                    "{} is the proxy's address too (`listener.listen`): give each its own",
+                    admin.listen
+                ),
+            );
+        }
+    }
+
+    fn upstreams<'c>(&self, upstreams: &'c [Spanned<super::Upstream>]) -> HashSet<&'c str> {
         let mut names = HashSet::new();
         for (index, upstream) in upstreams.iter().enumerate() {
             let (span, item) = (upstream.span(), upstream.get_ref());
             let path = format!("upstream[{index}]");
             if item.name.is_empty() {
-                return Err(self.error(span, path, "name", "must not be empty"));
-            }
-            if !names.insert(item.name.as_str()) {
-                return Err(self.error(
-                    span,
-                    path,
+                self.problem(span.clone(), path.clone(), "name", "must not be empty");
+            } else if !names.insert(item.name.as_str()) {
+                self.problem(
+                    span.clone(),
+                    path.clone(),
                     "name",
                     format!("`{}` names another upstream too", item.name),
-                ));
+                );
             }
             if let Err(problem) = check_url(&item.url) {
-                return Err(self.error(span, path, "url", problem));
+                self.problem(span, path, "url", problem);
             }
         }
-        Ok(names)
+        names
     }
 
-    fn routes(&self, config: &Config, upstreams: &HashSet<&str>) -> Result<(), ConfigError> {
-        let mut resources = HashSet::new();
+    fn routes(&self, config: &Config, upstreams: &HashSet<&str>) {
         for (index, route) in config.routes.iter().enumerate() {
             let (span, item) = (route.span(), route.get_ref());
             let path = format!("route[{index}]");
+            let problem = |key: &str, message: String| {
+                self.problem(span.clone(), path.clone(), key, message);
+            };
             if item.resource.is_empty() {
-                return Err(self.error(span, path, "resource", "must not be empty"));
+                problem("resource", "must not be empty".into());
             }
-            resources.insert(item.resource.as_str());
-            if let Err(problem) = crate::router::Pattern::parse(&item.path) {
-                return Err(self.error(span, path, "path", problem));
+            if let Err(message) = crate::router::Pattern::parse(&item.path) {
+                problem("path", message);
             }
             for method in &item.methods {
                 if http::Method::from_bytes(method.as_bytes()).is_err() {
-                    return Err(self.error(
-                        span,
-                        path,
+                    problem("methods", format!("`{method}` is not an HTTP method"));
+                } else if method.bytes().any(|byte| byte.is_ascii_lowercase()) {
+                    problem(
                         "methods",
-                        format!("`{method}` is not an HTTP method"),
-                    ));
+                        format!(
+                            "`{method}` must be upper case: methods are case-sensitive, and \
+                             clients send `{}`",
+                            method.to_ascii_uppercase()
+                        ),
+                    );
                 }
             }
             if !upstreams.contains(item.upstream.as_str()) {
-                return Err(self.error(
-                    span,
-                    path,
+                problem(
                     "upstream",
                     format!("no upstream is named `{}`", item.upstream),
-                ));
+                );
             }
             if item.actives.is_some_and(|a| a.max == 0) {
-                return Err(self.error(span, path, "actives.max", "must be at least 1"));
+                problem("actives.max", "must be at least 1".into());
             }
             if item.executes == Some(0) {
-                return Err(self.error(span, path, "executes", "must be at least 1"));
+                problem("executes", "must be at least 1".into());
             }
             if let Some(tps) = item.tps {
                 if tps.rate == 0 || tps.interval.is_zero() {
-                    return Err(self.error(
-                        span,
-                        path,
-                        "tps",
-                        "needs a rate and an interval above 0",
-                    ));
+                    problem("tps", "needs a rate and an interval above 0".into());
                 }
             }
         }
@@ -241,30 +302,89 @@ impl Check<'_> {
             let (span, item) = (default.span(), default.get_ref());
             if let Some(upstream) = &item.upstream {
                 if !upstreams.contains(upstream.as_str()) {
-                    return Err(self.error(
+                    self.problem(
                         span,
                         "default".into(),
                         "upstream",
                         format!("no upstream is named `{upstream}`"),
-                    ));
+                    );
                 }
             }
         }
-        Ok(())
     }
 
+    /// Notes every rule of `kind` at fault, each with its first problem: the set is checked,
+    /// the rule at fault noted and set aside, and the rest checked again, until they pass.
     fn rules<T: Clone>(
         &self,
         rules: &[Spanned<T>],
         kind: &str,
         validate: impl Fn(&[T]) -> Result<(), (usize, &'static str, String)>,
-    ) -> Result<(), ConfigError> {
-        let plain: Vec<T> = rules.iter().map(|rule| rule.get_ref().clone()).collect();
-        validate(&plain).map_err(|(index, field, problem)| {
-            let span = rules[index].span();
-            self.error(span, format!("{kind}[{index}]"), field, problem)
-        })
+    ) {
+        let mut left: Vec<usize> = (0..rules.len()).collect();
+        loop {
+            let plain: Vec<T> = left.iter().map(|&i| rules[i].get_ref().clone()).collect();
+            let Err((at, field, problem)) = validate(&plain) else {
+                return;
+            };
+            let Some(&index) = left.get(at) else {
+                return;
+            };
+            self.problem(
+                rules[index].span(),
+                format!("{kind}[{index}]"),
+                field,
+                problem,
+            );
+            left.remove(at);
+        }
     }
+}
+
+/// Rules that name a resource no route (nor the default route) produces: they never apply.
+/// Each is a line `file:line:column: `kind[i].resource`: ...`, for `check` to print as a
+/// warning and `serve` to log.
+pub fn warnings(config: &Config, text: &str, file: &str) -> Vec<String> {
+    let mut produced: HashSet<&str> = config
+        .routes
+        .iter()
+        .map(|route| route.get_ref().resource.as_str())
+        .collect();
+    produced.insert(
+        config
+            .default
+            .as_ref()
+            .map_or("unmatched", |default| default.get_ref().resource.as_str()),
+    );
+    let check = Check {
+        text,
+        file,
+        problems: RefCell::new(Vec::new()),
+    };
+    let note = |kind: &str, index: usize, span: Range<usize>, resource: &str| {
+        if !produced.contains(resource) {
+            check.problem(
+                span,
+                format!("{kind}[{index}]"),
+                "resource",
+                format!("no route produces `{resource}`, so this rule never applies"),
+            );
+        }
+    };
+    for (index, rule) in config.flow.iter().enumerate() {
+        note("flow", index, rule.span(), &rule.get_ref().resource);
+    }
+    for (index, rule) in config.breakers.iter().enumerate() {
+        note("breaker", index, rule.span(), &rule.get_ref().resource);
+    }
+    for (index, rule) in config.adaptive.iter().enumerate() {
+        if let Some(resource) = &rule.get_ref().resource {
+            note("adaptive", index, rule.span(), resource);
+        }
+    }
+    ConfigError::all(check.problems.into_inner())
+        .map(|all| all.problems().iter().map(ToString::to_string).collect())
+        .unwrap_or_default()
 }
 
 /// The admin token: the environment's `SPILLWAY_ADMIN_TOKEN`, else the file's.
