@@ -45,26 +45,52 @@ enum Command {
     },
 }
 
-/// Completes on the first SIGINT (Ctrl-C) or SIGTERM (what Kubernetes, Docker and systemd
-/// send to stop a process); returns the signal's name.
-async fn stop_signal() -> &'static str {
+/// The signals `serve` handles, registered before it says it is listening: a signal sent from
+/// then on is handled, never the default action (which ends the process at once).
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT",
-                _ = terminate.recv() => "SIGTERM",
-            },
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot listen for SIGTERM; Ctrl-C only");
-                let _ = tokio::signal::ctrl_c().await;
-                "SIGINT"
+    terminate: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    /// Held so that SIGHUP is handled from the start (the reloader takes its own).
+    #[cfg(unix)]
+    _hangup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn register() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let registered = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(signal) => Some(signal),
+                Err(err) => {
+                    tracing::warn!(error = %err, signal = name, "cannot handle the signal");
+                    None
+                }
+            };
+            Self {
+                terminate: registered(SignalKind::terminate(), "SIGTERM"),
+                interrupt: registered(SignalKind::interrupt(), "SIGINT"),
+                _hangup: registered(SignalKind::hangup(), "SIGHUP"),
             }
         }
+        #[cfg(not(unix))]
+        Self {}
     }
-    #[cfg(not(unix))]
-    {
+
+    /// Completes on the first SIGINT (Ctrl-C) or SIGTERM (what Kubernetes, Docker and systemd
+    /// send to stop a process); returns the signal's name.
+    async fn stop(&mut self) -> &'static str {
+        #[cfg(unix)]
+        if let (Some(terminate), Some(interrupt)) =
+            (self.terminate.as_mut(), self.interrupt.as_mut())
+        {
+            return tokio::select! {
+                _ = interrupt.recv() => "SIGINT",
+                _ = terminate.recv() => "SIGTERM",
+            };
+        }
         let _ = tokio::signal::ctrl_c().await;
         "SIGINT"
     }
@@ -100,6 +126,7 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     )
     .with_public_metrics(config.admin.metrics_public)
     .with_allowed_hosts(config.admin.allowed_hosts.clone());
+    let mut signals = Signals::register();
     if let (Ok(addr), Ok(admin_addr)) = (server.local_addr(), admin_listener.local_addr()) {
         tracing::info!(proxy = %addr, admin = %admin_addr, "spillway listening");
     }
@@ -110,7 +137,7 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     let watching = tokio::spawn(reloader.watch());
     let admin_task = tokio::spawn(admin.run(admin_listener, stopped(stop_rx.clone())));
     let mut proxy_task = tokio::spawn(server.run(stopped(stop_rx)));
-    let signal = stop_signal().await;
+    let signal = signals.stop().await;
     let deadline = config.listener.drain_timeout;
     tracing::info!(
         signal,

@@ -1,5 +1,6 @@
-//! Hot reload: the configuration file is re-read when it changes (polled once a second) or on
-//! SIGHUP; a good file is applied, a bad one changes nothing and is reported.
+//! Hot reload: the configuration file is re-read when it changes (watched through the OS's
+//! file notifications, `notify`) or on SIGHUP; a good file is applied, a bad one changes nothing
+//! and is reported.
 
 use crate::config::{self, Config};
 use crate::proxy::Proxy;
@@ -63,19 +64,46 @@ pub struct Reloader {
     proxy: Proxy,
     /// Shared with the proxy's metrics.
     state: Arc<Mutex<ConfigState>>,
-    modified: Mutex<Option<SystemTime>>,
+    /// What the file was at the last look: its modification time, size and inode.
+    modified: Mutex<Option<FileStamp>>,
+    /// Woken after every reload attempt (for tests and the status to wait on).
+    attempted: tokio::sync::Notify,
+}
+
+/// What tells one version of the file from the next: a rename over it (as editors and
+/// orchestrators write) changes the inode even within one modification-time tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+impl FileStamp {
+    fn of(metadata: &std::fs::Metadata) -> Self {
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(metadata);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Self {
+            modified: metadata.modified().ok(),
+            len: metadata.len(),
+            inode,
+        }
+    }
 }
 
 impl Reloader {
     /// A reloader of `path` for `proxy`, which runs `config` (read from `path`).
     pub fn new(path: PathBuf, config: Config, proxy: Proxy) -> Arc<Self> {
-        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        let modified = std::fs::metadata(&path).ok().map(|m| FileStamp::of(&m));
         Arc::new(Self {
             path,
             running: Mutex::new(config),
             state: Arc::clone(proxy.config_state()),
             proxy,
             modified: Mutex::new(modified),
+            attempted: tokio::sync::Notify::new(),
         })
     }
 
@@ -145,24 +173,34 @@ impl Reloader {
     /// not stall the runtime's workers, which serve the requests.
     pub async fn reload_off_runtime(self: &Arc<Self>) -> Result<(), config::ConfigError> {
         let this = Arc::clone(self);
-        match tokio::task::spawn_blocking(move || this.reload()).await {
+        let result = match tokio::task::spawn_blocking(move || this.reload()).await {
             Ok(result) => result,
             Err(err) => Err(config::ConfigError::file(
                 &self.path.display().to_string(),
                 format!("the reload failed: {err}"),
             )),
-        }
+        };
+        self.attempted.notify_waiters();
+        result
     }
 
-    /// Whether the file changed since the last look (its modification time). A file that is
+    /// Completes after the next reload attempt, good or bad. Attempts count from the first
+    /// poll, or from `enable` on the pinned future.
+    pub fn attempted(&self) -> tokio::sync::futures::Notified<'_> {
+        self.attempted.notified()
+    }
+
+    /// Whether the file changed since the last look (its modification time, size or inode). A
+    /// file that is
     /// gone, or cannot be read, is reported once (logged, and shown as the status's
     /// `last_error`) until it is back; the running configuration stays.
     pub fn file_changed(&self) -> bool {
-        match std::fs::metadata(&self.path).and_then(|m| m.modified()) {
-            Ok(modified) => {
+        match std::fs::metadata(&self.path) {
+            Ok(metadata) => {
+                let stamp = FileStamp::of(&metadata);
                 let mut last = lock(&self.modified);
-                let changed = *last != Some(modified);
-                *last = Some(modified);
+                let changed = *last != Some(stamp);
+                *last = Some(stamp);
                 changed
             }
             Err(err) => {
@@ -179,13 +217,23 @@ impl Reloader {
         }
     }
 
-    /// Reloads when the file's modification time changes (checked once a second) and on
-    /// SIGHUP, until the task is dropped.
+    /// Reloads when the file changes and on SIGHUP, until the task is dropped. The file's
+    /// directory is watched (so that a file replaced by a rename, as editors, `kubectl` and
+    /// deploy tools write it, is seen); if the OS cannot watch it, the file is polled once a
+    /// second instead.
     pub async fn watch(self: Arc<Self>) {
         #[cfg(unix)]
         let mut hangup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let (events, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let watcher = self.watcher(events);
+        // Without notifications, a look once a second; with them, only as a backstop.
+        let every = if watcher.is_some() {
+            Duration::from_secs(60)
+        } else {
+            Duration::from_secs(1)
+        };
+        let mut tick = tokio::time::interval(every);
         loop {
             #[cfg(unix)]
             let hangup_received = async {
@@ -197,14 +245,54 @@ impl Reloader {
             #[cfg(not(unix))]
             let hangup_received = std::future::pending::<Option<()>>();
             tokio::select! {
-                _ = tick.tick() => {
-                    if self.file_changed() {
-                        let _ = self.reload_off_runtime().await;
-                    }
+                _ = tick.tick() => {}
+                Some(()) = changes.recv() => {
+                    // A burst of events (write, then rename) is one change.
+                    while changes.try_recv().is_ok() {}
                 }
                 _ = hangup_received => {
                     let _ = self.reload_off_runtime().await;
+                    continue;
                 }
+            }
+            if self.file_changed() {
+                let _ = self.reload_off_runtime().await;
+            }
+        }
+    }
+
+    /// A watcher of the file's directory that sends on `events` for any event about the file;
+    /// `None` (logged) if the OS refuses.
+    fn watcher(
+        &self,
+        events: tokio::sync::mpsc::UnboundedSender<()>,
+    ) -> Option<notify::RecommendedWatcher> {
+        use notify::Watcher as _;
+        let directory = match self.path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = self.path.file_name().map(ToOwned::to_owned);
+        let handler = move |event: notify::Result<notify::Event>| {
+            let about_the_file = event.is_ok_and(|event| {
+                event
+                    .paths
+                    .iter()
+                    .any(|path| path.file_name() == name.as_deref())
+            });
+            if about_the_file {
+                let _ = events.send(());
+            }
+        };
+        let watched = notify::recommended_watcher(handler).and_then(|mut watcher| {
+            watcher.watch(&directory, notify::RecursiveMode::NonRecursive)?;
+            Ok(watcher)
+        });
+        match watched {
+            Ok(watcher) => Some(watcher),
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot watch the configuration file; polling it once a second");
+                None
             }
         }
     }

@@ -793,3 +793,45 @@ async fn a_reload_says_truly_what_needs_a_restart_and_a_missing_file_is_reported
     std::fs::write(&h.file, file_text(ORDERS_QPS_1)).unwrap();
     assert!(h.reloader.file_changed());
 }
+
+#[tokio::test]
+async fn the_watcher_reloads_a_file_written_in_place_or_renamed_over() {
+    let h = start(ORDERS_QPS_1).await;
+    tokio::spawn(h.reloader.clone().watch());
+    // Written in place (the watcher may also see the first write as it starts: wait for the
+    // count, not for one attempt).
+    let wait_for_reloads = |count: u64| {
+        let reloader = h.reloader.clone();
+        async move {
+            tokio::time::timeout(std::time::Duration::from_secs(20), async {
+                while reloader.state().reloads < count {
+                    let attempted = reloader.attempted();
+                    tokio::pin!(attempted);
+                    attempted.as_mut().enable();
+                    if reloader.state().reloads >= count {
+                        break;
+                    }
+                    attempted.await;
+                }
+            })
+            .await
+            .expect("reloaded within 20 s");
+        }
+    };
+    let in_place = file_text("[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 2\n");
+    std::fs::write(&h.file, in_place).unwrap();
+    wait_for_reloads(1).await;
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["flow"][0]["count"], 2.0);
+    // Renamed over, as editors and deploy tools replace a file.
+    let next = h.file.with_extension("next");
+    std::fs::write(
+        &next,
+        file_text("[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 3\n"),
+    )
+    .unwrap();
+    std::fs::rename(&next, &h.file).unwrap();
+    wait_for_reloads(2).await;
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["flow"][0]["count"], 3.0);
+}

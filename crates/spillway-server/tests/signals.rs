@@ -147,3 +147,51 @@ fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
     };
     assert!(status.success(), "{status}");
 }
+
+#[test]
+fn sighup_reloads_the_file() {
+    let (port, admin_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spillway.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[listener]\nlisten = \"127.0.0.1:{port}\"\n[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n"
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            let _ = lines_tx.send(line);
+        }
+    });
+    let wait_for_line = |needle: &str| loop {
+        let line = lines
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("no `{needle}` in the log"));
+        if line.contains(needle) {
+            return;
+        }
+    };
+    wait_for_line("spillway listening");
+    // The file is unchanged: only the signal can make this reload.
+    let hup = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    wait_for_line("configuration reloaded");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+}
