@@ -174,7 +174,8 @@ impl Proxy {
                     .and_then(|name| http::HeaderName::from_bytes(name.as_bytes()).ok()),
                 spillway,
                 table: ArcSwap::from_pointee(Table::new(config)),
-                tps: TpsLimiter::new(),
+                // On tokio's clock, as the spillway in the tests and the actives' waits are.
+                tps: TpsLimiter::new_with_clock(spillway_tower::TokioClock::new()),
                 executes: ExecuteLimiter::new(),
                 // Waits run on tokio timers: time them on tokio's clock too.
                 actives: ActiveLimiter::new_with_clock(spillway_tower::TokioClock::new()),

@@ -30,9 +30,9 @@ async fn start(rules: &str) -> Harness {
     let file = dir.path().join("spillway.toml");
     std::fs::write(&file, file_text(rules)).unwrap();
     let config = config::load(&file).unwrap();
-    let server = Server::bind(&config, spillway::Spillway::new())
-        .await
-        .unwrap();
+    // On tokio's clock, paused in the tests: no window rolls over in the middle of a test.
+    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
+    let server = Server::bind(&config, spillway).await.unwrap();
     let proxy = server.local_addr().unwrap();
     let reloader = Reloader::new(file.clone(), config, server.proxy().clone());
     let admin_listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
@@ -104,7 +104,7 @@ fn json(text: &str) -> Value {
 
 const ORDERS_QPS_1: &str = "[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 1\n";
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn statistics_rules_and_status_read_back() {
     let h = start(ORDERS_QPS_1).await;
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
@@ -148,7 +148,7 @@ async fn statistics_rules_and_status_read_back() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn writes_need_the_token_and_bad_bodies_change_nothing() {
     let h = start(ORDERS_QPS_1).await;
     let replacement = r#"{"flow": [{"id": "orders-qps", "resource": "orders", "count": 100}]}"#;
@@ -230,7 +230,7 @@ fn sample(samples: &[(String, f64)], text: &str, series: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {series} in\n{text}"))
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn metrics_are_prometheus_text() {
     let h = start(ORDERS_QPS_1).await;
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
@@ -263,7 +263,7 @@ async fn metrics_are_prometheus_text() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_shadow_rule_counts_its_refusals_by_rule_and_admits() {
     let h =
         start("[[flow]]\nid = \"orders-try\"\nresource = \"orders\"\ncount = 1\nshadow = true\n")
@@ -296,7 +296,7 @@ async fn a_shadow_rule_counts_its_refusals_by_rule_and_admits() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
     let h = start(
         "[[adaptive]]\nid = \"service\"\nalgorithm = { type = \"envoy_gradient\" }\n\
@@ -356,7 +356,7 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_good_reload_applies_and_a_bad_one_changes_nothing() {
     let h = start(ORDERS_QPS_1).await;
     std::fs::write(
@@ -413,7 +413,7 @@ async fn a_good_reload_applies_and_a_bad_one_changes_nothing() {
     assert_eq!(h.reloader.state().reloads, 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn persisted_rules_are_written_into_the_file_keeping_the_rest() {
     let h = start(ORDERS_QPS_1).await;
     let with_comment = std::fs::read_to_string(&h.file)
@@ -447,7 +447,7 @@ async fn persisted_rules_are_written_into_the_file_keeping_the_rest() {
     assert_eq!(std::fs::read_to_string(&h.file).unwrap(), text);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_dashboard_is_one_page_over_the_api() {
     let h = start(ORDERS_QPS_1).await;
     let (status, page) = get(h.admin, "/").await;
@@ -456,7 +456,7 @@ async fn the_dashboard_is_one_page_over_the_api() {
     assert!(page.contains("api(\"/api/resources\")") && page.contains("api(\"/api/status\")"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn adaptive_rules_are_replaced_and_persisted_through_the_api() {
     let h = start(ORDERS_QPS_1).await;
     let body = r#"{"adaptive": [
@@ -505,7 +505,7 @@ async fn adaptive_rules_are_replaced_and_persisted_through_the_api() {
 }
 
 #[cfg(unix)]
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn persisting_keeps_the_file_s_permissions_and_writes_through_a_symlink() {
     use std::os::unix::fs::PermissionsExt;
     let h = start(ORDERS_QPS_1).await;
@@ -572,7 +572,7 @@ async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Sta
         .status()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn with_a_token_every_admin_request_needs_it_but_the_dashboard_page() {
     let h = start(ORDERS_QPS_1).await;
     for path in [
@@ -601,7 +601,7 @@ async fn with_a_token_every_admin_request_needs_it_but_the_dashboard_page() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn metrics_can_be_opened_to_a_scraper_without_the_token() {
     let h = start(ORDERS_QPS_1).await;
     let listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
@@ -623,7 +623,7 @@ async fn metrics_can_be_opened_to_a_scraper_without_the_token() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn on_loopback_a_foreign_host_is_refused_against_dns_rebinding() {
     let h = start(ORDERS_QPS_1).await;
     let bearer = format!("Bearer {TOKEN}");
@@ -695,7 +695,7 @@ async fn exchange(
     )
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_wrong_method_gets_405_with_allow_and_head_is_answered_as_get() {
     let h = start(ORDERS_QPS_1).await;
     for (method, path, allow) in [
@@ -722,7 +722,7 @@ async fn a_wrong_method_gets_405_with_allow_and_head_is_answered_as_get() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn metrics_are_openmetrics_when_asked_and_prometheus_text_otherwise() {
     let h = start(ORDERS_QPS_1).await;
     let openmetrics = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
@@ -745,7 +745,7 @@ async fn metrics_are_openmetrics_when_asked_and_prometheus_text_otherwise() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_reload_says_truly_what_needs_a_restart_and_a_missing_file_is_reported() {
     let h = start(ORDERS_QPS_1).await;
     // Settings that apply at once: not reported.
@@ -794,6 +794,8 @@ async fn a_reload_says_truly_what_needs_a_restart_and_a_missing_file_is_reported
     assert!(h.reloader.file_changed());
 }
 
+// Real time: the file notifications come from another thread, which paused time would not wait
+// for.
 #[tokio::test]
 async fn the_watcher_reloads_a_file_written_in_place_or_renamed_over() {
     let h = start(ORDERS_QPS_1).await;

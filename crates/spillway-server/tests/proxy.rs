@@ -1,5 +1,6 @@
 //! The proxy end to end on loopback: an in-process upstream, the proxy in front, and requests
-//! through it. Every wait is on an event (a response, a channel), never on time.
+//! through it. Every wait is on an event (a response, a channel), never on time; time is
+//! tokio's, paused, so that rules' windows cannot roll over in the middle of a test.
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -117,7 +118,9 @@ async fn start_with(listener: &str, rules: &str) -> Harness {
         "[listener]\nlisten = \"127.0.0.1:0\"\norigin_header = \"x-caller\"\n{listener}\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
     );
     let config = parse(&text, "test.toml").unwrap();
-    let spillway = spillway::Spillway::new();
+    // On tokio's clock, paused in the tests: statistics windows, timers and waits move
+    // together, and no window rolls over between two requests of a test.
+    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
     let server = Server::bind(&config, spillway.clone()).await.unwrap();
     let proxy = server.local_addr().unwrap();
     let handle = server.proxy().clone();
@@ -199,7 +202,7 @@ path = "/fail"
 upstream = "app"
 "#;
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn routes_map_requests_to_resources_and_forward_them() {
     let h = start(&format!("{ROUTES}\n[default]\nupstream = \"app\"\n")).await;
     let (status, _, body) = h.get("/echo/users/7?x=1").await;
@@ -219,7 +222,7 @@ async fn routes_map_requests_to_resources_and_forward_them() {
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn without_a_default_upstream_unmatched_paths_get_404() {
     let h = start(ROUTES).await;
     assert_eq!(h.status("/nothing").await, StatusCode::NOT_FOUND);
@@ -234,7 +237,7 @@ async fn without_a_default_upstream_unmatched_paths_get_404() {
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_flow_rule_blocks_with_429_and_its_headers() {
     let h = start(&format!(
         "{ROUTES}\n[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 2\n"
@@ -253,7 +256,7 @@ async fn a_flow_rule_blocks_with_429_and_its_headers() {
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_breaker_opens_on_upstream_5xx() {
     let h = start(&format!(
         "{ROUTES}\n[[breaker]]\nid = \"fail-errors\"\nresource = \"fail\"\nretry_timeout = \"60s\"\nmin_request_amount = 2\nstrategy = {{ type = \"error_count\", threshold = 1 }}\n"
@@ -268,7 +271,7 @@ async fn a_breaker_opens_on_upstream_5xx() {
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn tps_limits_a_route() {
     let h = start(
         r#"
@@ -289,7 +292,7 @@ tps = { rate = 2, interval = "1h" }
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn executes_refuses_past_its_limit_while_a_request_is_held() {
     let h = start(
         r#"
@@ -310,7 +313,7 @@ executes = 1
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_unreachable_upstream_is_a_502_and_an_error() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let dead = closed.local_addr().unwrap();
@@ -319,7 +322,9 @@ async fn an_unreachable_upstream_is_a_502_and_an_error() {
         "[listener]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"dead\"\nurl = \"http://{dead}\"\n[default]\nresource = \"dead\"\nupstream = \"dead\"\n"
     );
     let config = parse(&text, "test.toml").unwrap();
-    let spillway = spillway::Spillway::new();
+    // On tokio's clock, paused in the tests: statistics windows, timers and waits move
+    // together, and no window rolls over between two requests of a test.
+    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
     let server = Server::bind(&config, spillway.clone()).await.unwrap();
     let proxy = server.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -337,7 +342,7 @@ async fn an_unreachable_upstream_is_a_502_and_an_error() {
     serving.await.unwrap().unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn shutdown_drains_a_request_in_flight() {
     let h = start("[default]\nresource = \"all\"\nupstream = \"app\"\n").await;
     let in_flight = {
@@ -389,7 +394,7 @@ async fn an_upstream_timeout_is_a_drop_to_an_adaptive_rule() {
     assert_eq!(state.in_flight, 0);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_origin_header_selects_origin_rules() {
     let h = start(
         r#"
@@ -421,7 +426,7 @@ limit_app = "batch"
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_system_rule_guards_every_route() {
     let h = start(&format!(
         "{ROUTES}\n[default]\nupstream = \"app\"\n\n[[system]]\nid = \"guard\"\nqps = 2\n"
@@ -435,7 +440,7 @@ async fn a_system_rule_guards_every_route() {
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_adaptive_rule_refuses_past_its_limit_and_learns_from_each_response() {
     let h = start(
         r#"
@@ -467,7 +472,7 @@ algorithm = { type = "aimd", initial_limit = 1, min_limit = 1 }
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_configured_blocked_response_replaces_the_429() {
     let h = start(&format!(
         "{ROUTES}\n[blocked]\nstatus = 503\nbody = \"busy, try later\\n\"\n\n[[flow]]\nid = \"none\"\nresource = \"orders\"\ncount = 0\n"
@@ -506,7 +511,7 @@ actives = { max = 1, timeout = "200ms" }
     assert_eq!(held.await.unwrap(), StatusCode::OK);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_connection_cap_closes_connections_past_it() {
     let release = Arc::new(Notify::new());
     let upstream = upstream(release.clone()).await;
@@ -514,7 +519,9 @@ async fn the_connection_cap_closes_connections_past_it() {
         "[listener]\nlisten = \"127.0.0.1:0\"\nmax_connections = 1\nat_capacity = \"close\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n[default]\nresource = \"all\"\nupstream = \"app\"\n"
     );
     let config = parse(&text, "test.toml").unwrap();
-    let spillway = spillway::Spillway::new();
+    // On tokio's clock, paused in the tests: statistics windows, timers and waits move
+    // together, and no window rolls over between two requests of a test.
+    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
     let server = Server::bind(&config, spillway.clone()).await.unwrap();
     let proxy = server.local_addr().unwrap();
     tokio::spawn(server.run(std::future::pending()));
@@ -540,7 +547,7 @@ async fn the_connection_cap_closes_connections_past_it() {
     assert_eq!(held.await.unwrap().unwrap(), StatusCode::OK);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn shadow_mode_counts_what_would_block_and_forwards_it() {
     let h = start_with(
         "shadow = true",
@@ -558,7 +565,7 @@ async fn shadow_mode_counts_what_would_block_and_forwards_it() {
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_rule_in_shadow_mode_forwards_what_it_would_block_and_the_others_still_block() {
     let h = start(&format!(
         "{ROUTES}\n[[flow]]\nid = \"try-0\"\nresource = \"orders\"\ncount = 0\nshadow = true\n\n[[flow]]\nid = \"limit-2\"\nresource = \"orders\"\ncount = 2\n"
@@ -576,7 +583,7 @@ async fn a_rule_in_shadow_mode_forwards_what_it_would_block_and_the_others_still
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn shadow_mode_lets_dubbo_limits_through_too() {
     let h = start_with(
         "shadow = true",
@@ -600,7 +607,7 @@ tps = { rate = 1, interval = "1h" }
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn every_spelling_of_a_path_meets_its_route_and_is_forwarded_in_normal_form() {
     let h = start(&format!("{ROUTES}\n[default]\nupstream = \"app\"\n")).await;
     for path in [
@@ -712,7 +719,7 @@ async fn a_request_body_that_stalls_gets_408_and_frees_its_place() {
     h.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn hop_by_hop_headers_stop_here_and_the_peer_is_appended_to_the_forwarding_lists() {
     let h = start(&format!(
         "{ROUTES}\n[[route]]\nresource = \"misc\"\npath = \"/headers\"\nupstream = \"app\"\n\
