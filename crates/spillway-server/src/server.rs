@@ -10,9 +10,6 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use tokio::sync::{watch, Notify};
 
 /// Loads the rules of `config` into `spillway`.
 ///
@@ -95,8 +92,9 @@ impl Server {
     ///
     /// None today; the `Result` is kept for errors a future listener may not recover from.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let open = Arc::new((AtomicUsize::new(0), Notify::new()));
+        // hyper-util's: each connection is watched; at shutdown, each finishes the request in
+        // flight and closes, and `shutdown` completes once all have.
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = std::pin::pin!(shutdown);
         let counts = self.proxy.listener_counts().clone();
         let builder = conn::http1_builder(self.header_timeout);
@@ -107,48 +105,18 @@ impl Server {
                 () = &mut shutdown => break,
             };
             conn::prepare(stream.get_ref(), peer);
-            let (proxy, counts, builder) = (self.proxy.clone(), counts.clone(), builder.clone());
-            let mut stop = stop_rx.clone();
-            let open = open.clone();
-            open.0.fetch_add(1, Ordering::AcqRel);
-            tokio::spawn(async move {
-                let service = service_fn(move |request| {
-                    let proxy = proxy.clone();
-                    async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
-                });
-                let connection = builder.serve_connection(TokioIo::new(stream), service);
-                let mut connection = std::pin::pin!(connection);
-                tokio::select! {
-                    result = connection.as_mut() => conn::ended(&counts, peer, result),
-                    () = stopped(&mut stop) => {
-                        // Finish the request in flight, then close.
-                        connection.as_mut().graceful_shutdown();
-                        let _ = connection.as_mut().await;
-                    }
-                }
-                if open.0.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    open.1.notify_waiters();
-                }
+            let (proxy, counts) = (self.proxy.clone(), counts.clone());
+            let service = service_fn(move |request| {
+                let proxy = proxy.clone();
+                async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
             });
+            let connection =
+                graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+            tokio::spawn(async move { conn::ended(&counts, peer, connection.await) });
         }
         // New connections are refused at once while the ones open drain.
         drop(self.listener);
-        let _ = stop_tx.send(true);
-        loop {
-            let mut drained = std::pin::pin!(open.1.notified());
-            // Registered before the check, so the last connection's notice is not missed.
-            drained.as_mut().enable();
-            if open.0.load(Ordering::Acquire) == 0 {
-                break;
-            }
-            drained.await;
-        }
+        graceful.shutdown().await;
         Ok(())
     }
-}
-
-/// Completes when the server is told to stop.
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    // An error means the server is gone: stop too.
-    let _ = stop.wait_for(|stop| *stop).await;
 }
