@@ -4,21 +4,21 @@
 use crate::proxy::Proxy;
 use crate::reload::Reloader;
 use bytes::Bytes;
-use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use spillway::breaker::BreakerRule;
 use spillway::flow::FlowRule;
 use spillway::system::{SystemProbe, SystemRule};
-use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+mod router;
 
 /// The dashboard: one page that polls `/api/resources` and `/api/status` every second.
 const DASHBOARD: &str = include_str!("dashboard.html");
@@ -141,68 +141,12 @@ impl Admin {
             crate::conn::prepare(&stream, peer);
             let (admin, counts, builder) = (this.clone(), counts.clone(), builder.clone());
             tokio::spawn(async move {
-                let service = service_fn(move |request| {
-                    let admin = admin.clone();
-                    async move { Ok::<_, Infallible>(admin.handle(request).await) }
-                });
+                let service = TowerToHyperService::new(router::router(admin));
                 let result = builder
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
                 crate::conn::ended(&counts, peer, result);
             });
-        }
-    }
-
-    /// Answers one admin request.
-    pub async fn handle(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
-        if !self.host_allowed(&request) {
-            return error(
-                StatusCode::FORBIDDEN,
-                "this Host is not allowed: use a loopback name, or add it to admin.allowed_hosts",
-            );
-        }
-        let path = request.uri().path().to_owned();
-        let open = match path.as_str() {
-            // The dashboard's page holds no data; it asks for the token.
-            "/" => true,
-            "/metrics" => self.metrics_public,
-            _ => false,
-        };
-        if !open && !self.authorized(&request) {
-            return unauthorized();
-        }
-        // HEAD is answered as GET (hyper sends the head without the body).
-        let method = match request.method() {
-            &Method::HEAD => Method::GET,
-            method => method.clone(),
-        };
-        match (method, path.as_str()) {
-            (Method::GET, "/") => {
-                let mut response =
-                    Response::new(Full::new(Bytes::from_static(DASHBOARD.as_bytes())));
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("text/html; charset=utf-8"),
-                );
-                response
-            }
-            (Method::GET, "/api/resources") => json_response(StatusCode::OK, &self.resources()),
-            (Method::GET, "/api/rules") => json_response(StatusCode::OK, &self.rules()),
-            (Method::PUT, "/api/rules") => self.put_rules(request).await,
-            (Method::GET, "/api/status") => json_response(StatusCode::OK, &self.status()),
-            (Method::POST, "/api/reload") => self.reload().await,
-            (Method::GET, "/metrics") => self.metrics(&request),
-            (_, path) => match allowed_methods(path) {
-                Some(allow) => {
-                    let mut response =
-                        error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here");
-                    response
-                        .headers_mut()
-                        .insert(header::ALLOW, HeaderValue::from_static(allow));
-                    response
-                }
-                None => error(StatusCode::NOT_FOUND, "no such endpoint"),
-            },
         }
     }
 
@@ -346,7 +290,7 @@ impl Admin {
         }
     }
 
-    async fn put_rules(&self, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn put_rules(&self, request: Request<axum::body::Body>) -> Response<Full<Bytes>> {
         let persist = request
             .uri()
             .query()
@@ -469,17 +413,6 @@ fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
             }))
         })
         .collect()
-}
-
-/// The methods an endpoint allows (HEAD wherever GET is), for a 405's `Allow`; `None` for no
-/// such endpoint.
-fn allowed_methods(path: &str) -> Option<&'static str> {
-    match path {
-        "/" | "/api/resources" | "/api/status" | "/metrics" => Some("GET, HEAD"),
-        "/api/rules" => Some("GET, HEAD, PUT"),
-        "/api/reload" => Some("POST"),
-        _ => None,
-    }
 }
 
 /// Compares without stopping at the first difference.

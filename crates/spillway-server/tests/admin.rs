@@ -699,9 +699,9 @@ async fn exchange(
 async fn a_wrong_method_gets_405_with_allow_and_head_is_answered_as_get() {
     let h = start(ORDERS_QPS_1).await;
     for (method, path, allow) in [
-        (Method::DELETE, "/api/rules", "GET, HEAD, PUT"),
+        (Method::DELETE, "/api/rules", "GET,HEAD,PUT"),
         (Method::GET, "/api/reload", "POST"),
-        (Method::POST, "/metrics", "GET, HEAD"),
+        (Method::POST, "/metrics", "GET,HEAD"),
     ] {
         let (status, headers, _) = exchange(h.admin, method, path, &[]).await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}");

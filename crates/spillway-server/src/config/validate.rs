@@ -342,8 +342,8 @@ impl Check<'_> {
 }
 
 /// Rules that name a resource no route (nor the default route) produces: they never apply.
-/// Each is a line `file:line:column: `kind[i].resource`: ...`, for `check` to print as a
-/// warning and `serve` to log.
+/// Each is a line of `file:line:column:`, the field (`flow[0].resource`) and why, for `check`
+/// to print as a warning and `serve` to log.
 pub fn warnings(config: &Config, text: &str, file: &str) -> Vec<String> {
     let mut produced: HashSet<&str> = config
         .routes

@@ -1,0 +1,86 @@
+//! The admin API's routes, on axum's router, behind one guard: the `Host` check and the token.
+
+use super::{error, json_response, unauthorized, Admin};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use http::{header, HeaderValue, StatusCode};
+use http_body_util::Full;
+
+/// Every endpoint. axum answers a known path with a method it does not take with 405 and an
+/// `Allow` header, and a `HEAD` as the `GET` without its body.
+pub(super) fn router(admin: Admin) -> Router {
+    Router::new()
+        .route("/", get(dashboard))
+        .route("/api/resources", get(resources))
+        .route("/api/rules", get(rules).put(put_rules))
+        .route("/api/status", get(status))
+        .route("/api/reload", post(reload))
+        .route("/metrics", get(metrics))
+        .fallback(|| async { body(error(StatusCode::NOT_FOUND, "no such endpoint")) })
+        .layer(middleware::from_fn_with_state(admin.clone(), guard))
+        .with_state(admin)
+}
+
+/// The one check before any endpoint: a `Host` this API answers to, then the token (but for
+/// the dashboard's page and, if public, the metrics).
+async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Response {
+    if !admin.host_allowed(&request) {
+        return body(error(
+            StatusCode::FORBIDDEN,
+            "this Host is not allowed: use a loopback name, or add it to admin.allowed_hosts",
+        ));
+    }
+    let open = match request.uri().path() {
+        // The dashboard's page holds no data; it asks for the token.
+        "/" => true,
+        "/metrics" => admin.metrics_public,
+        _ => false,
+    };
+    if !open && !admin.authorized(&request) {
+        return body(unauthorized());
+    }
+    next.run(request).await
+}
+
+fn body(response: http::Response<Full<Bytes>>) -> Response {
+    response.map(Body::new)
+}
+
+async fn dashboard() -> Response {
+    let mut response =
+        http::Response::new(Full::new(Bytes::from_static(super::DASHBOARD.as_bytes())));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    body(response)
+}
+
+async fn resources(State(admin): State<Admin>) -> Response {
+    body(json_response(StatusCode::OK, &admin.resources()))
+}
+
+async fn rules(State(admin): State<Admin>) -> Response {
+    body(json_response(StatusCode::OK, &admin.rules()))
+}
+
+async fn put_rules(State(admin): State<Admin>, request: Request) -> Response {
+    body(admin.put_rules(request).await)
+}
+
+async fn status(State(admin): State<Admin>) -> Response {
+    body(json_response(StatusCode::OK, &admin.status()))
+}
+
+async fn reload(State(admin): State<Admin>) -> Response {
+    body(admin.reload().await)
+}
+
+async fn metrics(State(admin): State<Admin>, request: Request) -> Response {
+    body(admin.metrics(&request))
+}
