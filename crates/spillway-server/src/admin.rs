@@ -236,7 +236,7 @@ impl Admin {
         let config = match &self.reloader {
             Some(reloader) => {
                 let state = reloader.state();
-                let last_reload = state.last_reload_nanos.map(|nanos| nanos as f64 / 1e9);
+                let last_reload = state.last_reload_unix_seconds;
                 json!({
                     "file": reloader.path().display().to_string(),
                     "reloads": state.reloads,

@@ -102,6 +102,65 @@ impl Metrics {
     }
 }
 
+/// Labels of one series: `(name, value)` pairs.
+type Labels<'a> = Vec<(&'a str, String)>;
+
+/// Writes one counter family: a series per row.
+fn counters<'a>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Labels<'a>, u64)>,
+) -> Result<(), fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Counter,
+    )?;
+    for (labels, value) in rows {
+        prometheus_client::metrics::counter::ConstCounter::new(value)
+            .encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// Writes one metric without labels, of `kind`, with `value` (a counter's is whole).
+fn single(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    kind: prometheus_client::metrics::MetricType,
+    value: f64,
+) -> Result<(), fmt::Error> {
+    let family = encoder.encode_descriptor(name, help, None, kind)?;
+    match kind {
+        prometheus_client::metrics::MetricType::Counter => {
+            prometheus_client::metrics::counter::ConstCounter::new(value as u64).encode(family)
+        }
+        _ => ConstGauge::new(value).encode(family),
+    }
+}
+
+/// Writes one gauge family: a series per row.
+fn gauges<'a>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Labels<'a>, f64)>,
+) -> Result<(), fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Gauge,
+    )?;
+    for (labels, value) in rows {
+        ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
 /// The listeners' counters, read at each scrape: accept errors, connections closed for a slow
 /// request head, request bodies that stalled.
 #[derive(Debug)]
@@ -132,16 +191,9 @@ impl Collector for Listeners {
                 ListenerCounts::body_timeouts,
             ),
         ] {
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Counter,
-            )?;
-            for (listener, counts) in listeners {
-                prometheus_client::metrics::counter::ConstCounter::new(read(counts))
-                    .encode(family.encode_family(&[("listener", listener)])?)?;
-            }
+            let rows = listeners
+                .map(|(listener, counts)| (vec![("listener", listener.to_owned())], read(counts)));
+            counters(&mut encoder, name, help, rows)?;
         }
         Ok(())
     }
@@ -160,7 +212,7 @@ impl Collector for Reloads {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
-        let counters = [
+        let totals = [
             (
                 "spillway_config_reloads",
                 "Reloads of the configuration file applied",
@@ -172,22 +224,15 @@ impl Collector for Reloads {
                 state.failures,
             ),
         ];
-        for (name, help, value) in counters {
-            let family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Counter,
-            )?;
-            prometheus_client::metrics::counter::ConstCounter::new(value).encode(family)?;
+        for (name, help, value) in totals {
+            let kind = prometheus_client::metrics::MetricType::Counter;
+            single(&mut encoder, name, help, kind, value as f64)?;
         }
-        let gauges = [
+        let readings = [
             (
                 "spillway_config_last_reload_timestamp_seconds",
                 "When the last good reload was applied (Unix time; 0: none since start)",
-                state
-                    .last_reload_nanos
-                    .map_or(0.0, |nanos| nanos as f64 / 1e9),
+                state.last_reload_unix_seconds.unwrap_or(0.0),
             ),
             (
                 "spillway_config_restart_needed",
@@ -195,14 +240,9 @@ impl Collector for Reloads {
                 f64::from(u8::from(state.restart_needed)),
             ),
         ];
-        for (name, help, value) in gauges {
-            let family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Gauge,
-            )?;
-            ConstGauge::new(value).encode(family)?;
+        for (name, help, value) in readings {
+            let kind = prometheus_client::metrics::MetricType::Gauge;
+            single(&mut encoder, name, help, kind, value)?;
         }
         Ok(())
     }
@@ -218,47 +258,31 @@ struct Live {
 impl Collector for Live {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
         let snapshot = self.spillway.snapshot();
-        let gauge = |encoder: &mut DescriptorEncoder<'_>,
-                     name: &str,
-                     help: &str,
-                     rows: &mut dyn Iterator<Item = (Vec<(&str, String)>, f64)>|
-         -> Result<(), fmt::Error> {
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Gauge,
-            )?;
-            for (labels, value) in rows {
-                ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
-            }
-            Ok(())
-        };
-        gauge(
+        gauges(
             &mut encoder,
             "spillway_concurrency",
             "Requests in flight, by resource",
-            &mut snapshot.resources.iter().map(|r| {
+            snapshot.resources.iter().map(|r| {
                 (
                     vec![("resource", r.name.to_string())],
                     r.stats.concurrency as f64,
                 )
             }),
         )?;
-        gauge(
+        gauges(
             &mut encoder,
             "spillway_pass_qps",
             "Admitted per second over the sliding second window, by resource",
-            &mut snapshot
+            snapshot
                 .resources
                 .iter()
                 .map(|r| (vec![("resource", r.name.to_string())], r.stats.pass_qps)),
         )?;
-        gauge(
+        gauges(
             &mut encoder,
             "spillway_block_qps",
             "Refused per second over the sliding second window, by resource",
-            &mut snapshot
+            snapshot
                 .resources
                 .iter()
                 .map(|r| (vec![("resource", r.name.to_string())], r.stats.block_qps)),
@@ -283,11 +307,11 @@ impl Collector for Live {
                 )
             })
             .collect();
-        gauge(
+        gauges(
             &mut encoder,
             "spillway_breaker_state",
             "Circuit breaker state: 0 closed, 1 open, 2 half-open",
-            &mut breakers.into_iter(),
+            breakers,
         )?;
         let adaptive: Vec<_> = self
             .spillway
@@ -302,36 +326,36 @@ impl Collector for Live {
         let labels = |id: &str, resource: &str| {
             vec![("rule", id.to_owned()), ("resource", resource.to_owned())]
         };
-        gauge(
+        gauges(
             &mut encoder,
             "spillway_adaptive_limit",
             "An adaptive rule's concurrency limit now, by rule (resource \"*\": all inbound)",
-            &mut adaptive
+            adaptive
                 .iter()
                 .map(|(id, resource, state)| (labels(id, resource), f64::from(state.limit))),
         )?;
-        gauge(
+        gauges(
             &mut encoder,
             "spillway_adaptive_in_flight",
             "Calls holding a place under an adaptive rule, by rule",
-            &mut adaptive
+            adaptive
                 .iter()
                 .map(|(id, resource, state)| (labels(id, resource), f64::from(state.in_flight))),
         )?;
-        gauge(
+        gauges(
             &mut encoder,
             "spillway_adaptive_baseline_rtt_seconds",
             "An adaptive rule's baseline RTT (minRTT, no-load or long-term RTT), by rule",
-            &mut adaptive.iter().filter_map(|(id, resource, state)| {
+            adaptive.iter().filter_map(|(id, resource, state)| {
                 let rtt = state.estimates.baseline?;
                 Some((labels(id, resource), rtt.as_secs_f64()))
             }),
         )?;
-        gauge(
+        gauges(
             &mut encoder,
             "spillway_adaptive_waiting",
             "Requests waiting in an adaptive rule's queue now, by rule",
-            &mut adaptive
+            adaptive
                 .iter()
                 .map(|(id, resource, state)| (labels(id, resource), state.waiting as f64)),
         )?;
@@ -347,46 +371,40 @@ impl Collector for Live {
                 |state| state.queue_timeouts,
             ),
         ] {
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Counter,
-            )?;
-            for (id, resource, state) in &adaptive {
-                prometheus_client::metrics::counter::ConstCounter::new(read(state))
-                    .encode(family.encode_family(&labels(id, resource))?)?;
-            }
+            let rows = adaptive
+                .iter()
+                .map(|(id, resource, state)| (labels(id, resource), read(state)));
+            counters(&mut encoder, name, help, rows)?;
         }
         let flow_rules = self.spillway.flow_rules();
-        let mut shadow = encoder.encode_descriptor(
+        let shadow = flow_rules
+            .iter()
+            .filter(|rule| rule.shadow)
+            .filter_map(|rule| {
+                let stats = self.spillway.flow_rule_stats(&rule.id)?;
+                let labels = vec![
+                    ("rule", rule.id.clone()),
+                    ("resource", rule.resource.clone()),
+                ];
+                Some((labels, stats.shadow_refusals))
+            });
+        counters(
+            &mut encoder,
             "spillway_flow_rule_shadow_refusals",
             "Requests a flow rule in shadow mode would have refused (it admitted them), by rule",
-            None,
-            prometheus_client::metrics::MetricType::Counter,
+            shadow,
         )?;
-        for rule in flow_rules.iter().filter(|rule| rule.shadow) {
-            let Some(stats) = self.spillway.flow_rule_stats(&rule.id) else {
-                continue;
-            };
-            let labels = [
-                ("rule", rule.id.clone()),
-                ("resource", rule.resource.clone()),
-            ];
-            prometheus_client::metrics::counter::ConstCounter::new(stats.shadow_refusals)
-                .encode(shadow.encode_family(&labels)?)?;
-        }
         let rules = [
             ("flow", flow_rules.len()),
             ("system", self.spillway.system_rules().len()),
             ("breaker", self.spillway.breaker_rules().len()),
             ("adaptive", adaptive.len()),
         ];
-        gauge(
+        gauges(
             &mut encoder,
             "spillway_rules",
             "Rules loaded, by kind",
-            &mut rules
+            rules
                 .into_iter()
                 .map(|(kind, n)| (vec![("kind", kind.to_owned())], n as f64)),
         )?;

@@ -7,7 +7,7 @@
 use spillway::{Clock, SystemClock};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -25,6 +25,50 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// `spillway serve` on a file holding `config`: the child, and its log's lines as they come.
+fn serve(dir: &std::path::Path, config: &str) -> (Child, mpsc::Receiver<String>) {
+    let path = dir.join("spillway.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines_tx, lines) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { return };
+            let _ = lines_tx.send(line);
+        }
+    });
+    (child, lines)
+}
+
+/// Reads the log until a line holds `needle` (within the deadline); no line may hold colour
+/// codes, since the log is not a terminal.
+fn wait_for_line(lines: &mpsc::Receiver<String>, needle: &str) {
+    loop {
+        let line = lines
+            .recv_timeout(DEADLINE)
+            .unwrap_or_else(|_| panic!("no `{needle}` in the log"));
+        assert!(!line.contains('\u{1b}'), "ANSI codes in {line:?}");
+        if line.contains(needle) {
+            return;
+        }
+    }
+}
+
+/// Sends `signal` (`TERM`, `HUP`) to `child`.
+fn send(signal: &str, child: &Child) {
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
 }
 
 /// An upstream that tells `arrived` of each request and answers it once `release` says so.
@@ -59,41 +103,15 @@ fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
     let upstream = upstream(arrived_tx, release_rx);
     let (port, admin_port) = (free_port(), free_port());
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("spillway.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let (mut child, lines) = serve(
+        dir.path(),
+        &format!(
             "[listener]\nlisten = \"127.0.0.1:{port}\"\n[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\
              [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\
              [default]\nupstream = \"app\"\n"
         ),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines_tx, lines) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { return };
-            let _ = lines_tx.send(line);
-        }
-    });
-    let wait_for_line = |needle: &str| loop {
-        let line = lines
-            .recv_timeout(DEADLINE)
-            .unwrap_or_else(|_| panic!("no `{needle}` in the log"));
-        // Not a terminal: no colour codes in the log.
-        assert!(!line.contains('\u{1b}'), "ANSI codes in {line:?}");
-        if line.contains(needle) {
-            return;
-        }
-    };
-    wait_for_line("spillway listening");
+    );
+    wait_for_line(&lines, "spillway listening");
     let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
 
     // A request in flight, held at the upstream.
@@ -117,12 +135,8 @@ fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
         .recv_timeout(DEADLINE)
         .expect("the request reached the upstream");
 
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
-    wait_for_line("shutting down");
+    send("TERM", &child);
+    wait_for_line(&lines, "shutting down");
     // The listener closes: new connections are refused, not left hanging.
     let clock = SystemClock::new();
     let start = clock.now_nanos();
@@ -152,46 +166,16 @@ fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
 fn sighup_reloads_the_file() {
     let (port, admin_port) = (free_port(), free_port());
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("spillway.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let (mut child, lines) = serve(
+        dir.path(),
+        &format!(
             "[listener]\nlisten = \"127.0.0.1:{port}\"\n[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n"
         ),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines_tx, lines) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { return };
-            let _ = lines_tx.send(line);
-        }
-    });
-    let wait_for_line = |needle: &str| loop {
-        let line = lines
-            .recv_timeout(DEADLINE)
-            .unwrap_or_else(|_| panic!("no `{needle}` in the log"));
-        if line.contains(needle) {
-            return;
-        }
-    };
-    wait_for_line("spillway listening");
+    );
+    wait_for_line(&lines, "spillway listening");
     // The file is unchanged: only the signal can make this reload.
-    let hup = Command::new("kill")
-        .args(["-HUP", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(hup.success());
-    wait_for_line("configuration reloaded");
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
+    send("HUP", &child);
+    wait_for_line(&lines, "configuration reloaded");
+    send("TERM", &child);
     let _ = child.wait();
 }
