@@ -96,12 +96,21 @@ pub(super) fn read(path: &Path) -> Option<String> {
     fs::read_to_string(path).ok()
 }
 
+/// A number as the kernel writes one: finite and at least 0 (`f64`'s parser also takes `nan`,
+/// `inf` and negatives, which no counter of the kernel's is).
+fn reading(text: &str) -> Option<f64> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|value| value.is_finite() && *value >= 0.0)
+}
+
 /// cgroup v2 `cpu.max` (`"$QUOTA $PERIOD"`, or `"max $PERIOD"` for none): the quota in CPUs.
 pub(super) fn parse_cpu_max(text: &str) -> Option<f64> {
     let mut fields = text.split_whitespace();
-    let quota = fields.next()?.parse::<f64>().ok()?;
-    let period = fields.next()?.parse::<f64>().ok()?;
-    (quota > 0.0 && period > 0.0).then(|| quota / period)
+    let quota = reading(fields.next()?)?;
+    let period = reading(fields.next()?)?;
+    let cpus = quota / period;
+    (quota > 0.0 && period > 0.0 && cpus.is_finite() && cpus > 0.0).then_some(cpus)
 }
 
 /// The value of `key` in a flat keyed file (`cpu.stat`: `"usage_usec 123"` lines).
@@ -116,10 +125,10 @@ pub(super) fn keyed(text: &str, key: &str) -> Option<u64> {
 /// task waited for CPU.
 pub(super) fn psi_some_avg10(text: &str) -> Option<f64> {
     let line = text.lines().find(|line| line.starts_with("some "))?;
-    line.split_whitespace()
-        .find_map(|field| field.strip_prefix("avg10="))?
-        .parse()
-        .ok()
+    reading(
+        line.split_whitespace()
+            .find_map(|field| field.strip_prefix("avg10="))?,
+    )
 }
 
 /// The aggregate `cpu` line of `/proc/stat`: (idle, total) jiffies, idle counting iowait.
@@ -134,12 +143,15 @@ pub(super) fn proc_stat_cpu(text: &str) -> Option<(u64, u64)> {
         return None;
     }
     // user nice system idle iowait irq softirq steal (guest time is already in user).
-    let total = values.iter().take(8).sum();
-    let idle = values[3] + values.get(4).copied().unwrap_or(0);
+    let total = values
+        .iter()
+        .take(8)
+        .fold(0u64, |sum, value| sum.saturating_add(*value));
+    let idle = values[3].saturating_add(values.get(4).copied().unwrap_or(0));
     Some((idle, total))
 }
 
 /// The first field of `/proc/loadavg`: load1.
 pub(super) fn load1(text: &str) -> Option<f64> {
-    text.split_whitespace().next()?.parse().ok()
+    reading(text.split_whitespace().next()?)
 }

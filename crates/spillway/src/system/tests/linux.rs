@@ -192,3 +192,45 @@ fn unreadable_files_give_unknown_readings() {
     fixture.two_samples(&probe, |_| {});
     assert_eq!((probe.load(), probe.cpu_usage()), (-1.0, -1.0));
 }
+
+/// What no kernel writes, but a parser must survive: `nan`, `inf`, negative numbers, counters
+/// that would overflow when summed. Each reading stays unknown rather than NaN or infinite, and
+/// nothing panics (found by the `probe` fuzz target's properties).
+#[test]
+fn readings_a_kernel_never_writes_are_unknown_not_nan() {
+    let fixture = Fixture::new();
+    fixture.write("proc/loadavg", "nan 0 0 1/1 1\n");
+    fixture.write(
+        "proc/stat",
+        "cpu  18446744073709551615 1 1 18446744073709551615 1 0 0 0 0 0\n",
+    );
+    let probe = fixture.probe(LoadSignal::Auto);
+    fixture.two_samples(&probe, |_| {});
+    assert_eq!(probe.load(), -1.0);
+    assert!((0.0..=1.0).contains(&probe.cpu_usage()) || probe.cpu_usage() == -1.0);
+
+    let fixture = Fixture::new();
+    fixture.write("cgroup/cgroup.controllers", "cpu\n");
+    fixture.write("cgroup/cpu.max", "inf inf\n");
+    let probe = fixture.probe(LoadSignal::Auto);
+    probe.refresh();
+    assert_eq!(
+        probe.cpu_source(),
+        ("host", None),
+        "an infinite quota is no quota"
+    );
+
+    let fixture = Fixture::new();
+    fixture.write("cgroup/cgroup.controllers", "cpu\n");
+    fixture.write("cgroup/cpu.max", "200000 100000\n");
+    fixture.write("cgroup/cpu.stat", "usage_usec 1000000\nthrottled_usec 0\n");
+    fixture.write(
+        "cgroup/cpu.pressure",
+        "some avg10=nan avg60=0 avg300=0 total=0\n",
+    );
+    let probe = fixture.probe(LoadSignal::Auto);
+    fixture.two_samples(&probe, |f| {
+        f.write("cgroup/cpu.stat", "usage_usec 2000000\nthrottled_usec 0\n");
+    });
+    assert!(probe.load().is_finite(), "{}", probe.load());
+}
