@@ -314,32 +314,11 @@ impl Admin {
                 )
             }
         };
-        let rules: RulesBody = match serde_json::from_slice(&body) {
+        let rules = match parse_rules_body(&body) {
             Ok(rules) => rules,
-            Err(err) => return error(StatusCode::BAD_REQUEST, &format!("bad JSON: {err}")),
+            Err((status, message)) => return error(status, &message),
         };
-        // Validate every kind before applying any, so a bad body changes nothing.
         let invalid = |err: String| error(StatusCode::UNPROCESSABLE_ENTITY, &err);
-        if let Some(flow) = &rules.flow {
-            if let Err(err) = spillway::flow::validate_flow_rules(flow) {
-                return invalid(err.to_string());
-            }
-        }
-        if let Some(system) = &rules.system {
-            if let Err(err) = spillway::system::validate_system_rules(system) {
-                return invalid(err.to_string());
-            }
-        }
-        if let Some(breaker) = &rules.breaker {
-            if let Err(err) = spillway::breaker::validate_breaker_rules(breaker) {
-                return invalid(err.to_string());
-            }
-        }
-        if let Some(adaptive) = &rules.adaptive {
-            if let Err(err) = spillway::adaptive::validate_adaptive_rules(adaptive) {
-                return invalid(err.to_string());
-            }
-        }
         if let Some(file) = &file {
             // Written first: if the file cannot take the rules, nothing changes.
             let written = crate::persist::write_rules(
@@ -413,6 +392,51 @@ fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
             }))
         })
         .collect()
+}
+
+/// A `PUT /api/rules` body, read and checked as the admin API reads it: every kind it holds is
+/// checked before any is applied, so a bad body changes nothing.
+///
+/// # Errors
+///
+/// What is wrong: malformed JSON, or a rule at fault (named with its field).
+///
+/// # Examples
+///
+/// ```
+/// use spillway_server::admin::check_rules_body;
+///
+/// assert!(check_rules_body(br#"{"flow": [{"id": "a", "resource": "r", "count": 5}]}"#).is_ok());
+/// let err = check_rules_body(br#"{"flow": [{"id": "a", "resource": "r", "count": -5}]}"#);
+/// assert!(err.unwrap_err().contains("count"));
+/// ```
+pub fn check_rules_body(body: &[u8]) -> Result<(), String> {
+    parse_rules_body(body)
+        .map(|_| ())
+        .map_err(|(_, message)| message)
+}
+
+/// The body's rule kinds, or the status and message of what is wrong (400: malformed, 422: a
+/// rule at fault).
+fn parse_rules_body(body: &[u8]) -> Result<RulesBody, (StatusCode, String)> {
+    let rules: RulesBody = serde_json::from_slice(body)
+        .map_err(|err| (StatusCode::BAD_REQUEST, format!("bad JSON: {err}")))?;
+    let invalid = |err: String| (StatusCode::UNPROCESSABLE_ENTITY, err);
+    if let Some(flow) = &rules.flow {
+        spillway::flow::validate_flow_rules(flow).map_err(|err| invalid(err.to_string()))?;
+    }
+    if let Some(system) = &rules.system {
+        spillway::system::validate_system_rules(system).map_err(|err| invalid(err.to_string()))?;
+    }
+    if let Some(breaker) = &rules.breaker {
+        spillway::breaker::validate_breaker_rules(breaker)
+            .map_err(|err| invalid(err.to_string()))?;
+    }
+    if let Some(adaptive) = &rules.adaptive {
+        spillway::adaptive::validate_adaptive_rules(adaptive)
+            .map_err(|err| invalid(err.to_string()))?;
+    }
+    Ok(rules)
 }
 
 /// Compares without stopping at the first difference.
