@@ -474,20 +474,26 @@ async fn an_adaptive_rule_refuses_past_its_limit_and_learns_from_each_response()
     assert_eq!((state.samples, state.limit, state.refusals), (1, 2, 1));
 }
 
+/// An adaptive limit held at one call in flight (AIMD that never moves).
+fn one_at_a_time() -> spillway::adaptive::AdaptiveAlgorithm {
+    use spillway::adaptive::{AdaptiveAlgorithm, AimdConfig};
+    AdaptiveAlgorithm::Aimd(AimdConfig {
+        initial_limit: 1,
+        min_limit: 1,
+        max_limit: 1,
+        ..AimdConfig::default()
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_adaptive_queue_holds_a_request_until_a_place_frees_and_refuses_after_its_timeout() {
-    use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig};
+    use spillway::adaptive::{AdaptiveQueue, AdaptiveRule};
     let spillway = spillway();
     spillway
         .load_adaptive_rules(vec![AdaptiveRule::resource(
             "slow-adaptive",
             "GET /slow",
-            AdaptiveAlgorithm::Aimd(AimdConfig {
-                initial_limit: 1,
-                min_limit: 1,
-                max_limit: 1,
-                ..AimdConfig::default()
-            }),
+            one_at_a_time(),
         )
         .with_queue(AdaptiveQueue {
             capacity: 1,
@@ -525,12 +531,7 @@ async fn an_adaptive_queue_holds_a_request_until_a_place_frees_and_refuses_after
         .load_adaptive_rules(vec![AdaptiveRule::resource(
             "slow-adaptive",
             "GET /slow",
-            AdaptiveAlgorithm::Aimd(AimdConfig {
-                initial_limit: 1,
-                min_limit: 1,
-                max_limit: 1,
-                ..AimdConfig::default()
-            }),
+            one_at_a_time(),
         )
         .with_queue(AdaptiveQueue {
             timeout: ms(50),
@@ -555,18 +556,13 @@ async fn an_adaptive_queue_holds_a_request_until_a_place_frees_and_refuses_after
 
 #[tokio::test(start_paused = true)]
 async fn a_request_dropped_while_it_waits_in_an_adaptive_queue_leaves_it() {
-    use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig};
+    use spillway::adaptive::{AdaptiveQueue, AdaptiveRule};
     let spillway = spillway();
     spillway
         .load_adaptive_rules(vec![AdaptiveRule::resource(
             "slow-adaptive",
             "GET /slow",
-            AdaptiveAlgorithm::Aimd(AimdConfig {
-                initial_limit: 1,
-                min_limit: 1,
-                max_limit: 1,
-                ..AimdConfig::default()
-            }),
+            one_at_a_time(),
         )
         .with_queue(AdaptiveQueue::default())])
         .unwrap();
