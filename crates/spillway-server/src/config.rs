@@ -10,6 +10,6 @@ mod validate;
 pub use error::{ConfigError, Problem};
 pub use file::{
     ActivesLimit, AdminConfig, BlockedResponse, Config, DefaultRoute, ListenerConfig, Route,
-    TpsLimit, Upstream,
+    TlsFiles, TpsLimit, Upstream, UpstreamProtocol,
 };
 pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES};

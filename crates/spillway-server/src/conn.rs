@@ -2,7 +2,8 @@
 //! and serving each connection with `TCP_NODELAY` and a deadline for each request head.
 
 use hyper::server::conn::http1;
-use hyper_util::rt::TokioTimer;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::server::conn::auto;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -99,6 +100,29 @@ pub(crate) fn http1_builder(header_timeout: Duration) -> http1::Builder {
     builder
 }
 
+/// The proxy's connections: HTTP/1.1 with [`http1_builder`]'s head deadline, and HTTP/2
+/// with pings that close a connection whose peer stopped answering, and hyper's caps on
+/// concurrent streams and on reset floods.
+pub(crate) fn proxy_builder(header_timeout: Duration) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(H2_PING_INTERVAL)
+        .keep_alive_timeout(H2_PING_INTERVAL)
+        .max_concurrent_streams(H2_MAX_STREAMS);
+    builder
+}
+
+/// How often an HTTP/2 connection is pinged, and how long an answer may take.
+const H2_PING_INTERVAL: Duration = Duration::from_secs(20);
+/// Streams an HTTP/2 client may have open at once on one connection.
+const H2_MAX_STREAMS: u32 = 256;
+
 /// Sets `TCP_NODELAY` on an accepted connection: a response whose head and body leave in two
 /// writes must not wait for the client's delayed ACK (about 40 ms a request).
 pub(crate) fn prepare(stream: &tokio::net::TcpStream, peer: SocketAddr) {
@@ -107,11 +131,23 @@ pub(crate) fn prepare(stream: &tokio::net::TcpStream, peer: SocketAddr) {
     }
 }
 
+/// Counts a connection closed because nothing (or no whole request head) came in time.
+pub(crate) fn count_header_timeout(counts: &ListenerCounts) {
+    counts.inner.header_timeouts.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Notes how a connection ended: a request head that did not come in time is counted.
-pub(crate) fn ended(counts: &ListenerCounts, peer: SocketAddr, result: Result<(), hyper::Error>) {
+pub(crate) fn ended<E>(counts: &ListenerCounts, peer: SocketAddr, result: Result<(), E>)
+where
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     if let Err(err) = result {
-        if err.is_timeout() {
-            counts.inner.header_timeouts.fetch_add(1, Ordering::Relaxed);
+        let err = err.into();
+        let timeout = err
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_timeout);
+        if timeout {
+            count_header_timeout(counts);
             tracing::debug!(%peer, "closed: no request head in time");
         } else {
             tracing::debug!(%peer, error = %err, "connection ended with an error");

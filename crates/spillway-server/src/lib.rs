@@ -22,8 +22,9 @@ mod proxy;
 pub mod reload;
 mod router;
 mod server;
+pub mod tls;
 pub mod upstream;
 
-pub use proxy::{normalize_path, PathError, Proxy, ProxyBody};
+pub use proxy::{normalize_path, PathError, Prepared, Proxy, ProxyBody};
 pub use router::{Pattern, Router};
 pub use server::{apply_rules, Server};

@@ -202,6 +202,9 @@ fn main() -> ExitCode {
             let name = path.display().to_string();
             let checked = config::read(&path).and_then(|text| {
                 let config = config::parse(&text, &name)?;
+                // The files it names: certificate, key, CA files.
+                spillway_server::Prepared::new(&config)
+                    .map_err(|err| config::ConfigError::file(&name, err))?;
                 Ok(config::warnings(&config, &text, &name))
             });
             match checked {

@@ -2,6 +2,7 @@
 //! rules, forward it to its upstream, and hold its places until the response body ends.
 
 mod body;
+mod client;
 mod forward;
 mod path;
 mod timed_body;
@@ -17,9 +18,6 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsConfig, TpsLimiter};
 use spillway::{BlockError, BlockKind};
 use std::sync::Arc;
@@ -29,7 +27,7 @@ use std::time::Duration;
 #[derive(Debug)]
 pub(crate) struct RouteInfo {
     pub(crate) resource: String,
-    pub(crate) upstream: Option<Uri>,
+    pub(crate) upstream: Option<Arc<client::Upstream>>,
     pub(crate) tps: Option<TpsConfig>,
     pub(crate) executes: Option<u32>,
     pub(crate) actives: Option<(u32, Duration)>,
@@ -48,15 +46,20 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    pub(crate) fn new(config: &Config) -> Self {
-        let upstream = |name: &str| {
-            config
-                .upstreams
-                .iter()
-                .map(|u| u.get_ref())
-                .find(|u| u.name == name)
-                .and_then(|u| u.url.trim_end_matches('/').parse::<Uri>().ok())
-        };
+    /// The table of `config`, with a client for each upstream.
+    ///
+    /// # Errors
+    ///
+    /// An upstream's `ca` file cannot be read or holds no good certificate.
+    pub(crate) fn new(config: &Config) -> Result<Self, String> {
+        let mut upstreams = std::collections::HashMap::new();
+        for upstream in &config.upstreams {
+            let upstream = upstream.get_ref();
+            let ready = client::Upstream::new(upstream)
+                .map_err(|err| format!("upstream `{}`: {err}", upstream.name))?;
+            upstreams.insert(upstream.name.as_str(), Arc::new(ready));
+        }
+        let upstream = |name: &str| upstreams.get(name).cloned();
         let routes = config
             .routes
             .iter()
@@ -87,7 +90,7 @@ impl Table {
                 actives: None,
             },
         };
-        Self {
+        Ok(Self {
             router: Router::new(config),
             routes,
             default,
@@ -95,7 +98,7 @@ impl Table {
             body_timeout: config.listener.body_timeout,
             blocked: config.blocked.as_ref().map(|b| b.get_ref().clone()),
             shadow: config.listener.shadow,
-        }
+        })
     }
 
     fn route(&self, request: &Request<Incoming>) -> &RouteInfo {
@@ -122,8 +125,35 @@ fn normalize_uri<B>(request: &mut Request<B>) -> Result<(), PathError> {
     Ok(())
 }
 
-/// The proxy: spillway, the Dubbo limiters, the routing table and the upstream client. Cheap
-/// to clone.
+/// What a configuration needs from files (its upstreams' CA files, the listener's certificate
+/// and key), read and checked, ready for [`Proxy::install`]: a reload prepares this first, so
+/// that a bad file changes nothing.
+#[derive(Debug)]
+pub struct Prepared {
+    table: Table,
+    cert: Option<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl Prepared {
+    /// Reads what `config` (already checked) names in files.
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read or is not what it should be; the message names it.
+    pub fn new(config: &Config) -> Result<Self, String> {
+        let cert = match &config.listener.tls {
+            Some(files) => Some(crate::tls::certified_key(files)?),
+            None => None,
+        };
+        Ok(Self {
+            table: Table::new(config)?,
+            cert,
+        })
+    }
+}
+
+/// The proxy: spillway, the Dubbo limiters, the routing table with its upstreams' clients,
+/// and the listener's TLS. Cheap to clone.
 #[derive(Clone)]
 pub struct Proxy {
     inner: Arc<Inner>,
@@ -137,7 +167,8 @@ struct Inner {
     tps: TpsLimiter,
     executes: ExecuteLimiter,
     actives: ActiveLimiter,
-    client: Client<HttpConnector, timed_body::TimedBody>,
+    /// The listener's TLS, if it terminates TLS.
+    tls: Option<crate::tls::ServerTls>,
     /// The proxy's and the admin API's listeners' counts (accept errors, timeouts).
     counts: ListenerCounts,
     admin_counts: ListenerCounts,
@@ -149,13 +180,19 @@ struct Inner {
 
 impl Proxy {
     /// A proxy for `config` (already checked), with `spillway` holding its rules.
-    pub fn new(config: &Config, spillway: spillway::Spillway) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+    ///
+    /// # Errors
+    ///
+    /// As [`Prepared::new`].
+    pub fn new(config: &Config, spillway: spillway::Spillway) -> Result<Self, String> {
+        let prepared = Prepared::new(config)?;
+        let tls = match prepared.cert {
+            Some(cert) => Some(crate::tls::ServerTls::new(cert)?),
+            None => None,
+        };
         let (counts, admin_counts) = (ListenerCounts::default(), ListenerCounts::default());
         let config_state = Arc::default();
-        Self {
+        Ok(Self {
             inner: Arc::new(Inner {
                 metrics: Metrics::new(
                     spillway.clone(),
@@ -173,15 +210,20 @@ impl Proxy {
                     .as_deref()
                     .and_then(|name| http::HeaderName::from_bytes(name.as_bytes()).ok()),
                 spillway,
-                table: ArcSwap::from_pointee(Table::new(config)),
+                table: ArcSwap::from_pointee(prepared.table),
                 // On tokio's clock, as the spillway in the tests and the actives' waits are.
                 tps: TpsLimiter::new_with_clock(spillway_tower::TokioClock::new()),
                 executes: ExecuteLimiter::new(),
                 // Waits run on tokio timers: time them on tokio's clock too.
                 actives: ActiveLimiter::new_with_clock(spillway_tower::TokioClock::new()),
-                client,
+                tls,
             }),
-        }
+        })
+    }
+
+    /// The listener's TLS, if it terminates TLS.
+    pub fn tls(&self) -> Option<&crate::tls::ServerTls> {
+        self.inner.tls.as_ref()
     }
 
     /// The spillway requests go through.
@@ -213,9 +255,14 @@ impl Proxy {
         self.inner.metrics.render()
     }
 
-    /// Replaces the routing table (the rules are loaded into the spillway separately).
-    pub fn set_routes(&self, config: &Config) {
-        self.inner.table.store(Arc::new(Table::new(config)));
+    /// Replaces the routing table and upstreams, and the listener's certificate if it has
+    /// TLS (the rules are loaded into the spillway separately). Turning TLS on or off takes a
+    /// restart.
+    pub fn install(&self, prepared: Prepared) {
+        self.inner.table.store(Arc::new(prepared.table));
+        if let (Some(tls), Some(cert)) = (&self.inner.tls, prepared.cert) {
+            tls.replace(cert);
+        }
     }
 
     /// Handles one request from `peer`.
@@ -226,6 +273,7 @@ impl Proxy {
     ) -> Response<ProxyBody> {
         let arrived = tokio::time::Instant::now();
         let table = self.inner.table.load_full();
+        let grpc = spillway_tower::grpc::is_grpc(request.headers());
         // Routed and forwarded in normal form, so that no spelling of a path misses its route.
         if let Err(err) = normalize_uri(&mut request) {
             self.inner
@@ -245,7 +293,7 @@ impl Proxy {
         let mut permits = body::Permits::default();
         if let Some(tps) = route.tps {
             if let Err(err) = self.inner.tps.try_acquire(&route.resource, tps) {
-                if let Some(response) = self.refused(&route.resource, &err, &table) {
+                if let Some(response) = self.refused(&route.resource, &err, &table, grpc) {
                     return response;
                 }
             }
@@ -254,7 +302,7 @@ impl Proxy {
             match self.inner.executes.try_acquire(&route.resource, max) {
                 Ok(permit) => permits.execute = Some(permit),
                 Err(err) => {
-                    if let Some(response) = self.refused(&route.resource, &err, &table) {
+                    if let Some(response) = self.refused(&route.resource, &err, &table, grpc) {
                         return response;
                     }
                 }
@@ -268,7 +316,7 @@ impl Proxy {
             match permit {
                 Ok(permit) => permits.active = Some(permit),
                 Err(err) => {
-                    if let Some(response) = self.refused(&route.resource, &err, &table) {
+                    if let Some(response) = self.refused(&route.resource, &err, &table, grpc) {
                         return response;
                     }
                 }
@@ -301,7 +349,7 @@ impl Proxy {
             }
             Err(err) => {
                 metrics.count(&route.resource, "block", err.kind().as_str());
-                return blocked(spillway, &err, table.blocked.as_ref());
+                return blocked(spillway, &err, table.blocked.as_ref(), grpc);
             }
         };
         match entry.as_ref().and_then(|entry| entry.shadow_rule()) {
@@ -317,15 +365,29 @@ impl Proxy {
             upstream: table.timeout,
             body: table.body_timeout,
         };
-        match forward::send(&self.inner.client, request, &upstream, peer, timeouts).await {
-            Ok(response) => {
-                let error = response.status().is_server_error();
+        // The client's side of an upgrade (WebSocket), taken before the request goes on.
+        let upgrading = forward::upgrade_of(&request).map(|_| hyper::upgrade::on(&mut request));
+        match forward::send(&upstream, request, peer, timeouts).await {
+            Ok(mut response) => {
+                let grpc = spillway_tower::grpc::is_grpc(response.headers());
+                let error =
+                    spillway_tower::grpc::is_error(response.status(), response.headers(), grpc);
                 if let Some(entry) = entry.as_mut() {
                     entry.set_error(error);
                 }
                 metrics.count(&route.resource, if error { "error" } else { "success" }, "");
                 metrics.observe(&route.resource, arrived.elapsed());
-                response.map(|body| ProxyBody::upstream(body, entry, permits))
+                if let (StatusCode::SWITCHING_PROTOCOLS, Some(client)) =
+                    (response.status(), upgrading)
+                {
+                    // The tunnel holds the entry and the permits until it closes: one long
+                    // request against the route's limits.
+                    let upstream_side = hyper::upgrade::on(&mut response);
+                    let resource = route.resource.clone();
+                    tokio::spawn(tunnel(client, upstream_side, (entry, permits), resource));
+                    return response.map(|_| ProxyBody::full(Bytes::new()));
+                }
+                response.map(|body| ProxyBody::upstream(body, entry, permits, grpc))
             }
             Err(StatusCode::REQUEST_TIMEOUT) => {
                 // The client stalled its body: not the upstream's failure.
@@ -335,7 +397,7 @@ impl Proxy {
                 ProxyBody::text(StatusCode::REQUEST_TIMEOUT, "request body timed out\n")
             }
             Err(status) => {
-                tracing::debug!(resource = %route.resource, %upstream, %status, "upstream failed");
+                tracing::debug!(resource = %route.resource, upstream = %upstream.uri, %status, "upstream failed");
                 if let Some(entry) = entry.as_mut() {
                     entry.mark_error();
                     // Timed out: to an adaptive limit, a drop.
@@ -365,6 +427,7 @@ impl Proxy {
         resource: &str,
         err: &BlockError,
         table: &Table,
+        grpc: bool,
     ) -> Option<Response<ProxyBody>> {
         let spillway = &self.inner.spillway;
         let metrics = &self.inner.metrics;
@@ -378,7 +441,7 @@ impl Proxy {
             return None;
         }
         metrics.count(resource, "block", err.kind().as_str());
-        Some(blocked(spillway, err, table.blocked.as_ref()))
+        Some(blocked(spillway, err, table.blocked.as_ref(), grpc))
     }
 }
 
@@ -391,13 +454,47 @@ impl std::fmt::Debug for Proxy {
     }
 }
 
-/// The response of a blocked request: the default 429 (with `Retry-After` and the `RateLimit`
-/// fields), or the configured status and body (keeping `Retry-After`).
+/// Copies bytes both ways between the client and the upstream of an upgraded connection until
+/// either side closes, holding the request's entry and permits until then.
+async fn tunnel(
+    client: hyper::upgrade::OnUpgrade,
+    upstream: hyper::upgrade::OnUpgrade,
+    held: (Option<spillway::OwnedEntry>, body::Permits),
+    resource: String,
+) {
+    let (mut entry, permits) = held;
+    let (client, upstream) = tokio::join!(client, upstream);
+    let result = match (client, upstream) {
+        (Ok(client), Ok(upstream)) => {
+            let mut client = hyper_util::rt::TokioIo::new(client);
+            let mut upstream = hyper_util::rt::TokioIo::new(upstream);
+            tokio::io::copy_bidirectional(&mut client, &mut upstream)
+                .await
+                .map(|_| ())
+        }
+        (Err(err), _) | (_, Err(err)) => Err(std::io::Error::other(err)),
+    };
+    if let Err(err) = result {
+        tracing::debug!(%resource, error = %err, "upgraded connection failed");
+        if let Some(entry) = entry.as_mut() {
+            entry.mark_error();
+        }
+    }
+    drop((entry, permits));
+}
+
+/// The response of a blocked request: gRPC `RESOURCE_EXHAUSTED` to a gRPC call, else the
+/// default 429 (with `Retry-After` and the `RateLimit` fields), or the configured status and
+/// body (keeping `Retry-After`).
 fn blocked(
     spillway: &spillway::Spillway,
     err: &BlockError,
     configured: Option<&crate::config::BlockedResponse>,
+    grpc: bool,
 ) -> Response<ProxyBody> {
+    if grpc {
+        return spillway_tower::grpc_resource_exhausted(err).map(ProxyBody::full);
+    }
     let mut response = spillway_tower::too_many_requests(err, spillway);
     if let Some(configured) = configured {
         if let Ok(status) = StatusCode::from_u16(configured.status) {

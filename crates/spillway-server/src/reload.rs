@@ -28,7 +28,8 @@ pub struct ConfigState {
 
 /// The settings read once, at start: a reload that changes one of them applies the rest and
 /// reports it as needing a restart. Everything else (rules, routes, upstreams, `blocked`,
-/// `listener.shadow`, `listener.upstream_timeout`, `listener.body_timeout`) applies at once.
+/// `listener.shadow`, `listener.upstream_timeout`, `listener.body_timeout`, and a new
+/// certificate and key for a listener that has TLS) applies at once.
 pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
     let (a, b) = (&running.listener, &new.listener);
     let (x, y) = (&running.admin, &new.admin);
@@ -45,6 +46,8 @@ pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
         ),
         ("listener.drain_timeout", a.drain_timeout != b.drain_timeout),
         ("listener.origin_header", a.origin_header != b.origin_header),
+        // A new certificate or key applies at once; TLS on or off takes a restart.
+        ("listener.tls", a.tls.is_some() != b.tls.is_some()),
         ("admin.listen", x.listen != y.listen),
         ("admin.token", x.token != y.token),
         ("admin.metrics_public", x.metrics_public != y.metrics_public),
@@ -123,11 +126,14 @@ impl Reloader {
     ///
     /// The file's first problem.
     pub fn reload(&self) -> Result<(), config::ConfigError> {
+        let file_error =
+            |err: String| config::ConfigError::file(&self.path.display().to_string(), err);
         let result = config::load(&self.path).and_then(|config| {
-            apply_rules(self.proxy.spillway(), &config).map_err(|err| {
-                config::ConfigError::file(&self.path.display().to_string(), err.to_string())
-            })?;
-            self.proxy.set_routes(&config);
+            // What the file names in other files is read first: a bad one changes nothing.
+            let prepared = crate::proxy::Prepared::new(&config).map_err(file_error)?;
+            apply_rules(self.proxy.spillway(), &config)
+                .map_err(|err| file_error(err.to_string()))?;
+            self.proxy.install(prepared);
             let mut running = lock(&self.running);
             let restart = restart_fields(&running, &config);
             // What needs a restart is still the started value: compare with that next time.
@@ -140,6 +146,9 @@ impl Reloader {
                 running.listener.header_timeout = listener.header_timeout;
                 running.listener.drain_timeout = listener.drain_timeout;
                 running.listener.origin_header = listener.origin_header;
+                if running.listener.tls.is_some() != listener.tls.is_some() {
+                    running.listener.tls = listener.tls;
+                }
                 running.admin = admin;
             }
             Ok(restart)

@@ -1,11 +1,14 @@
-//! `spillway serve`: the proxy's listener and connections, with graceful shutdown.
+//! `spillway serve`: the proxy's listener and connections (HTTP/1.1 and HTTP/2, in cleartext
+//! or over TLS), with graceful shutdown.
 
 use crate::config::Config;
 use crate::conn;
 use crate::proxy::Proxy;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use spillway_tower::LimitedListener;
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::Watcher;
+use spillway_tower::{LimitedListener, LimitedStream};
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
@@ -61,9 +64,11 @@ impl Server {
         let listener = tokio::net::TcpListener::bind(config.listener.listen).await?;
         let listener = LimitedListener::new(listener, config.listener.max_connections)
             .at_capacity(config.listener.at_capacity);
+        let proxy = Proxy::new(config, spillway)
+            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
         Ok(Self {
             listener,
-            proxy: Proxy::new(config, spillway),
+            proxy,
             header_timeout: config.listener.header_timeout,
         })
     }
@@ -97,7 +102,7 @@ impl Server {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = std::pin::pin!(shutdown);
         let counts = self.proxy.listener_counts().clone();
-        let builder = conn::http1_builder(self.header_timeout);
+        let builder = conn::proxy_builder(self.header_timeout);
         loop {
             let accept = conn::accept_with_backoff("proxy", &counts, || self.listener.accept());
             let (stream, peer) = tokio::select! {
@@ -105,18 +110,87 @@ impl Server {
                 () = &mut shutdown => break,
             };
             conn::prepare(stream.get_ref(), peer);
-            let (proxy, counts) = (self.proxy.clone(), counts.clone());
-            let service = service_fn(move |request| {
-                let proxy = proxy.clone();
-                async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
-            });
-            let connection =
-                graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-            tokio::spawn(async move { conn::ended(&counts, peer, connection.await) });
+            let connection = Connection {
+                proxy: self.proxy.clone(),
+                builder: builder.clone(),
+                watcher: graceful.watcher(),
+                peer,
+                header_timeout: self.header_timeout,
+            };
+            tokio::spawn(connection.serve(stream));
         }
         // New connections are refused at once while the ones open drain.
         drop(self.listener);
         graceful.shutdown().await;
         Ok(())
     }
+}
+
+/// One accepted connection, to serve.
+struct Connection {
+    proxy: Proxy,
+    builder: auto::Builder<hyper_util::rt::TokioExecutor>,
+    watcher: Watcher,
+    peer: SocketAddr,
+    header_timeout: std::time::Duration,
+}
+
+impl Connection {
+    /// The TLS handshake if the listener has TLS, then HTTP/1.1 or HTTP/2 (by ALPN, or by the
+    /// client's first bytes in cleartext) until the connection closes. The handshake and the
+    /// client's first bytes must come within the header timeout, or the connection is closed
+    /// (and counted as a header timeout).
+    async fn serve(self, stream: LimitedStream) {
+        let counts = self.proxy.listener_counts().clone();
+        let peer = self.peer;
+        let opened = tokio::time::timeout(self.header_timeout, async {
+            // In cleartext, wait for the first bytes here: HTTP/2 is told from HTTP/1.1 by
+            // them, and a client that sends none must not hold the connection.
+            let mut first = [0u8; 1];
+            stream.get_ref().peek(&mut first).await?;
+            match self.proxy.tls() {
+                Some(tls) => tls
+                    .acceptor()
+                    .accept(stream)
+                    .await
+                    .map(|tls| Io::Tls(Box::new(tls))),
+                None => Ok(Io::Plain(stream)),
+            }
+        })
+        .await;
+        match opened {
+            Ok(Ok(Io::Plain(stream))) => self.http(TokioIo::new(stream)).await,
+            Ok(Ok(Io::Tls(stream))) => self.http(TokioIo::new(stream)).await,
+            Ok(Err(err)) => {
+                tracing::debug!(%peer, error = %err, "connection failed before its first request");
+            }
+            Err(_elapsed) => {
+                conn::count_header_timeout(&counts);
+                tracing::debug!(%peer, "closed: nothing sent in time");
+            }
+        }
+    }
+
+    async fn http<I>(self, io: TokioIo<I>)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (proxy, peer) = (self.proxy, self.peer);
+        let counts = proxy.listener_counts().clone();
+        let service = service_fn(move |request| {
+            let proxy = proxy.clone();
+            async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
+        });
+        let connection = self
+            .builder
+            .serve_connection_with_upgrades(io, service)
+            .into_owned();
+        conn::ended(&counts, peer, self.watcher.watch(connection).await);
+    }
+}
+
+/// A client connection, in cleartext or over TLS.
+enum Io {
+    Plain(LimitedStream),
+    Tls(Box<tokio_rustls::server::TlsStream<LimitedStream>>),
 }

@@ -165,10 +165,21 @@ fn routes_must_name_known_upstreams_and_valid_paths() {
         )),
         "spillway.toml:9:1: `route[0].methods`: `G ET` is not an HTTP method"
     );
-    let bad_url = "[[upstream]]\nname = \"app\"\nurl = \"https://x\"\n";
+    let bad_url = "[[upstream]]\nname = \"app\"\nurl = \"ftp://x\"\n";
     assert_eq!(
         error(bad_url),
-        "spillway.toml:3:1: `upstream[0].url`: `https://x` must start with http:// (TLS to upstreams is not supported yet)"
+        "spillway.toml:3:1: `upstream[0].url`: `ftp://x` must start with http:// or https://"
+    );
+    let ca_on_cleartext = "[[upstream]]\nname = \"app\"\nurl = \"http://x\"\nca = \"ca.pem\"\n";
+    assert_eq!(
+        error(ca_on_cleartext),
+        "spillway.toml:4:1: `upstream[0].ca`: is for https:// upstreams, and `http://x` is not one"
+    );
+    let bad_protocol = "[[upstream]]\nname = \"app\"\nurl = \"http://x\"\nprotocol = \"h3\"\n";
+    assert!(
+        error(bad_protocol).contains("unknown variant `h3`"),
+        "{}",
+        error(bad_protocol)
     );
 }
 
@@ -205,7 +216,7 @@ token = \"  \"
 
 [[upstream]]
 name = \"app\"
-url = \"https://127.0.0.1:3000\"
+url = \"ftp://127.0.0.1:3000\"
 
 [[route]]
 resource = \"orders\"
@@ -240,8 +251,8 @@ behavior = { type = \"throttle\", max_queueing_time = \"1s\" }
              (`listener.listen`): give each its own",
             "spillway.toml:7:1: `admin.token`: must not be blank: remove it to run without a \
              token (loopback only)",
-            "spillway.toml:11:1: `upstream[0].url`: `https://127.0.0.1:3000` must start with \
-             http:// (TLS to upstreams is not supported yet)",
+            "spillway.toml:11:1: `upstream[0].url`: `ftp://127.0.0.1:3000` must start with \
+             http:// or https://",
             "spillway.toml:15:1: `route[0].methods`: `get` must be upper case: methods are \
              case-sensitive, and clients send `GET`",
             "spillway.toml:17:1: `route[0].upstream`: no upstream is named `nope`",

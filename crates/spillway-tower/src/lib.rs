@@ -37,6 +37,7 @@ mod accepts;
 mod active;
 mod clock;
 mod entry;
+pub mod grpc;
 pub mod protect;
 mod rate_limiter;
 

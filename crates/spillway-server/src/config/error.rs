@@ -92,8 +92,8 @@ impl ConfigError {
         })
     }
 
-    /// An error about the file as a whole (it cannot be read).
-    pub(crate) fn file(file: &str, message: impl Into<String>) -> Self {
+    /// An error about the file as a whole (it cannot be read, or a file it names cannot).
+    pub fn file(file: &str, message: impl Into<String>) -> Self {
         Self::one(Problem {
             file: file.to_owned(),
             line: 0,

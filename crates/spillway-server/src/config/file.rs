@@ -118,6 +118,21 @@ pub struct ListenerConfig {
     /// logged, and forwarded anyway. For trying rules on live traffic.
     #[serde(default)]
     pub shadow: bool,
+    /// Terminate TLS (HTTP/1.1 and HTTP/2, chosen by ALPN) with this certificate and key;
+    /// unset: cleartext (HTTP/1.1, and HTTP/2 with prior knowledge).
+    #[serde(default)]
+    pub tls: Option<TlsFiles>,
+}
+
+/// A certificate chain and its private key, PEM files (paths relative to the working
+/// directory). Read at start and again at every reload.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// The certificate chain, leaf first.
+    pub cert: std::path::PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: std::path::PathBuf,
 }
 
 impl Default for ListenerConfig {
@@ -132,6 +147,7 @@ impl Default for ListenerConfig {
             drain_timeout: default_drain_timeout(),
             origin_header: None,
             shadow: false,
+            tls: None,
         }
     }
 }
@@ -189,14 +205,37 @@ impl Default for AdminConfig {
     }
 }
 
-/// An upstream: a name and a base URL (`http://host:port`).
+/// An upstream: a name, a base URL (`http://host:port` or `https://host:port`) and the HTTP
+/// version to speak to it.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Upstream {
     /// The name routes use.
     pub name: String,
-    /// `http://host:port`, optionally with a path prefix.
+    /// `http://host:port` or `https://host:port`, optionally with a path prefix.
     pub url: String,
+    /// Which HTTP version to speak: `auto` (the default: HTTP/1.1 in cleartext, the one ALPN
+    /// picks over TLS), `http1`, or `http2` (in cleartext with prior knowledge, as gRPC
+    /// servers expect).
+    #[serde(default)]
+    pub protocol: UpstreamProtocol,
+    /// For `https://`: a PEM file of the certificate authorities to trust instead of the
+    /// bundled public ones (Mozilla's, from `webpki-roots`).
+    #[serde(default)]
+    pub ca: Option<std::path::PathBuf>,
+}
+
+/// The HTTP version the proxy speaks to an upstream.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 in cleartext; over TLS, HTTP/2 or HTTP/1.1 as ALPN agrees.
+    #[default]
+    Auto,
+    /// HTTP/1.1 only.
+    Http1,
+    /// HTTP/2 only: with prior knowledge in cleartext (h2c), by ALPN over TLS.
+    Http2,
 }
 
 /// A route: which requests, which resource, which upstream, and per-route Dubbo limits.

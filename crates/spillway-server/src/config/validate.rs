@@ -246,8 +246,15 @@ impl Check<'_> {
                     format!("`{}` names another upstream too", item.name),
                 );
             }
-            if let Err(problem) = check_url(&item.url) {
-                self.problem(span, path, "url", problem);
+            match check_url(&item.url) {
+                Err(problem) => self.problem(span, path, "url", problem),
+                Ok(uri) if item.ca.is_some() && uri.scheme_str() != Some("https") => self.problem(
+                    span,
+                    path,
+                    "ca",
+                    format!("is for https:// upstreams, and `{}` is not one", item.url),
+                ),
+                Ok(_) => {}
             }
         }
         names
@@ -399,15 +406,13 @@ fn is_loopback(ip: IpAddr) -> bool {
     ip.is_loopback()
 }
 
-/// An upstream URL the proxy can use: `http://host:port[/prefix]`.
+/// An upstream URL the proxy can use: `http://host:port[/prefix]` or `https://...`.
 fn check_url(url: &str) -> Result<http::Uri, String> {
     let uri: http::Uri = url
         .parse()
         .map_err(|err| format!("`{url}` is not a URL: {err}"))?;
-    if uri.scheme_str() != Some("http") {
-        return Err(format!(
-            "`{url}` must start with http:// (TLS to upstreams is not supported yet)"
-        ));
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(format!("`{url}` must start with http:// or https://"));
     }
     if uri.authority().is_none() {
         return Err(format!("`{url}` has no host"));

@@ -30,16 +30,24 @@ enum Kind {
         /// Dropped (ending the entry and giving the permits back) when the body ends. No
         /// entry in shadow mode when the rules would have blocked.
         held: Option<(Option<OwnedEntry>, Permits)>,
+        /// A gRPC response: a status other than OK in its trailers is an error.
+        grpc: bool,
     },
     Full(Option<Bytes>),
 }
 
 impl ProxyBody {
-    pub(crate) fn upstream(body: Incoming, entry: Option<OwnedEntry>, permits: Permits) -> Self {
+    pub(crate) fn upstream(
+        body: Incoming,
+        entry: Option<OwnedEntry>,
+        permits: Permits,
+        grpc: bool,
+    ) -> Self {
         Self {
             kind: Kind::Upstream {
                 body,
                 held: Some((entry, permits)),
+                grpc,
             },
         }
     }
@@ -71,9 +79,17 @@ impl Body for ProxyBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         match &mut self.kind {
-            Kind::Upstream { body, held } => {
+            Kind::Upstream { body, held, grpc } => {
                 let polled = Pin::new(body).poll_frame(cx);
                 match &polled {
+                    Poll::Ready(Some(Ok(frame))) if *grpc => {
+                        let failed = frame
+                            .trailers_ref()
+                            .is_some_and(spillway_tower::grpc::has_error_status);
+                        if let (true, Some((Some(entry), _))) = (failed, held.as_mut()) {
+                            entry.mark_error();
+                        }
+                    }
                     Poll::Ready(None) => drop(held.take()),
                     Poll::Ready(Some(Err(_))) => {
                         if let Some((mut entry, permits)) = held.take() {

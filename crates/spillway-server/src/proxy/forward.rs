@@ -1,11 +1,10 @@
 //! Sending a request on to its upstream.
 
+use super::client::Upstream;
 use super::timed_body::TimedBody;
-use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION};
-use http::{Request, Response, StatusCode, Uri};
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
+use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -74,6 +73,27 @@ pub(crate) fn add_forwarded(headers: &mut HeaderMap, peer: SocketAddr) {
     append_to_list(headers, FORWARDED, &element);
 }
 
+/// The protocol an HTTP/1.1 request asks to switch to (`Upgrade`, with `upgrade` among its
+/// `Connection` options), if any.
+pub(crate) fn upgrade_of<B>(request: &Request<B>) -> Option<HeaderValue> {
+    let headers = request.headers();
+    let asked = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|option| option.trim().eq_ignore_ascii_case("upgrade"));
+    (request.version() == Version::HTTP_11 && asked)
+        .then(|| headers.get(UPGRADE).cloned())
+        .flatten()
+}
+
+/// Marks a message as switching to `protocol`, after its hop-by-hop headers went.
+fn set_upgrade(headers: &mut HeaderMap, protocol: HeaderValue) {
+    headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(UPGRADE, protocol);
+}
+
 /// How long a forwarded request may take.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timeouts {
@@ -84,34 +104,66 @@ pub(crate) struct Timeouts {
 }
 
 /// Forwards `request` to `upstream` (its path appended to the upstream's), within `timeouts`.
+/// A request that asks for an upgrade (WebSocket) goes on an HTTP/1.1 connection with its
+/// `Connection: upgrade` and `Upgrade`, and so does the upstream's 101; `TE: trailers` (which
+/// gRPC sends) is kept, as HTTP/2 allows.
 ///
 /// # Errors
 ///
-/// 502 Bad Gateway when the upstream cannot be reached or fails mid-response head, 504
-/// Gateway Timeout when it does not answer in time, 408 Request Timeout when the client's body
-/// stalls.
+/// 502 Bad Gateway when the upstream cannot be reached, fails mid-response head, or speaks
+/// HTTP/2 only and the request asks for an upgrade; 504 Gateway Timeout when it does not
+/// answer in time; 408 Request Timeout when the client's body stalls.
 pub(crate) async fn send(
-    client: &Client<HttpConnector, TimedBody>,
+    upstream: &Upstream,
     request: Request<Incoming>,
-    upstream: &Uri,
     peer: SocketAddr,
     timeouts: Timeouts,
 ) -> Result<Response<Incoming>, StatusCode> {
+    let upgrade = upgrade_of(&request);
+    let client = match &upgrade {
+        Some(_) => upstream.upgrades.as_ref().ok_or(StatusCode::BAD_GATEWAY)?,
+        None => &upstream.client,
+    };
     let (mut parts, body) = request.into_parts();
     let stalled = Arc::new(AtomicBool::new(false));
     let body = TimedBody::new(body, timeouts.body, Arc::clone(&stalled));
+    // An HTTP/2 client names the host in the URI only: keep it for the upstream, as an
+    // HTTP/1.1 client's `Host` is kept.
+    if !parts.headers.contains_key(HOST) {
+        if let Some(host) = parts.uri.authority().and_then(|a| a.as_str().parse().ok()) {
+            parts.headers.insert(HOST, host);
+        }
+    }
     let path = parts.uri.path_and_query().map_or("/", |path| path.as_str());
-    let base = upstream.path().trim_end_matches('/');
-    let authority = upstream.authority().map_or("", |a| a.as_str());
-    parts.uri = format!("http://{authority}{base}{path}")
+    let base = upstream.uri.path().trim_end_matches('/');
+    let scheme = upstream.uri.scheme_str().unwrap_or("http");
+    let authority = upstream.uri.authority().map_or("", |a| a.as_str());
+    parts.uri = format!("{scheme}://{authority}{base}{path}")
         .parse()
         .map_err(|_| StatusCode::BAD_REQUEST)?;
+    // The pool picks the upstream's version; the request asks for none.
+    parts.version = Version::HTTP_11;
+    let trailers = parts.headers.get(TE).is_some_and(|te| te == "trailers");
     strip_hop_by_hop(&mut parts.headers);
+    if trailers {
+        parts
+            .headers
+            .insert(TE, HeaderValue::from_static("trailers"));
+    }
+    if let Some(protocol) = upgrade {
+        set_upgrade(&mut parts.headers, protocol);
+    }
     add_forwarded(&mut parts.headers, peer);
     let request = Request::from_parts(parts, body);
     match tokio::time::timeout(timeouts.upstream, client.request(request)).await {
         Ok(Ok(mut response)) => {
+            let switching = (response.status() == StatusCode::SWITCHING_PROTOCOLS)
+                .then(|| response.headers().get(UPGRADE).cloned())
+                .flatten();
             strip_hop_by_hop(response.headers_mut());
+            if let Some(protocol) = switching {
+                set_upgrade(response.headers_mut(), protocol);
+            }
             Ok(response)
         }
         Ok(Err(_)) if stalled.load(Ordering::Acquire) => Err(StatusCode::REQUEST_TIMEOUT),
@@ -151,6 +203,29 @@ mod tests {
         strip_hop_by_hop(&mut map);
         let left: Vec<&str> = map.keys().map(HeaderName::as_str).collect();
         assert_eq!(left, ["x-kept"]);
+    }
+
+    #[test]
+    fn an_upgrade_needs_both_headers_on_http1() {
+        let request = |connection: &str, version| {
+            Request::builder()
+                .version(version)
+                .header(CONNECTION, connection)
+                .header(UPGRADE, "websocket")
+                .body(())
+                .unwrap()
+        };
+        assert_eq!(
+            upgrade_of(&request("keep-alive, Upgrade", Version::HTTP_11)).unwrap(),
+            "websocket"
+        );
+        assert!(upgrade_of(&request("keep-alive", Version::HTTP_11)).is_none());
+        assert!(upgrade_of(&request("upgrade", Version::HTTP_2)).is_none());
+        let no_protocol = Request::builder()
+            .header(CONNECTION, "upgrade")
+            .body(())
+            .unwrap();
+        assert!(upgrade_of(&no_protocol).is_none());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! What a blocked request gets: HTTP 429 with `Retry-After` and the IETF `RateLimit` fields, or
 //! gRPC `RESOURCE_EXHAUSTED`.
 
-use super::config::{is_grpc, GRPC_STATUS};
+use crate::grpc::{is_grpc, GRPC_STATUS};
 use http::HeaderName;
 use std::fmt::Write;
 

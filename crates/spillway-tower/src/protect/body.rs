@@ -1,4 +1,4 @@
-use super::config::grpc_error;
+use crate::grpc::has_error_status;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
@@ -69,7 +69,7 @@ where
                 let polled = body.poll_frame(cx);
                 match &polled {
                     Poll::Ready(Some(Ok(frame))) => {
-                        let failed = *grpc && frame.trailers_ref().is_some_and(grpc_error);
+                        let failed = *grpc && frame.trailers_ref().is_some_and(has_error_status);
                         if let (true, Some(entry)) = (failed, entry.as_mut()) {
                             entry.mark_error();
                         }

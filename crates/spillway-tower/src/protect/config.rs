@@ -2,7 +2,7 @@
 //! is classified, and what a blocked request gets.
 
 use bytes::Bytes;
-use http::{request, HeaderMap, HeaderName, Response, StatusCode};
+use http::{request, HeaderMap, Response, StatusCode};
 use spillway::{BlockError, Resource, TrafficType};
 use std::fmt;
 use std::sync::Arc;
@@ -70,28 +70,4 @@ impl fmt::Debug for Config {
             .field("traffic", &self.traffic)
             .finish_non_exhaustive()
     }
-}
-
-/// `grpc-status`, parsed once.
-pub(super) const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
-
-/// The default classification: a 5xx status, or (for a gRPC response, `grpc` being
-/// [`is_grpc`] of its headers) a gRPC status other than OK in the headers (a trailers-only
-/// response). gRPC statuses in trailers are checked as the body ends.
-pub(super) fn default_is_error(status: StatusCode, headers: &HeaderMap, grpc: bool) -> bool {
-    status.is_server_error() || (grpc && grpc_error(headers))
-}
-
-/// Whether `headers` (or trailers) carry a gRPC status other than 0 (OK).
-pub(super) fn grpc_error(headers: &HeaderMap) -> bool {
-    headers
-        .get(GRPC_STATUS)
-        .is_some_and(|status| status.as_bytes() != b"0")
-}
-
-/// Whether a message is gRPC (its content type is `application/grpc`, with any suffix).
-pub(super) fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"))
 }

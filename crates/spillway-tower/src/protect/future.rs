@@ -1,6 +1,7 @@
 use super::body::ResponseBody;
-use super::config::{default_is_error, is_grpc, ClassifyFn, Config};
+use super::config::{ClassifyFn, Config};
 use super::shadow::ShadowRefusal;
+use crate::grpc::{is_error as default_is_error, is_grpc};
 use http::Response;
 use pin_project_lite::pin_project;
 use spillway::{BlockError, OwnedAdmission, OwnedEntry};

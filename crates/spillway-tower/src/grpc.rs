@@ -1,0 +1,41 @@
+//! How a gRPC message is told apart and classified, shared by the layer and the `spillway`
+//! binary's proxy.
+//!
+//! ```
+//! use http::{HeaderMap, HeaderValue, StatusCode};
+//! use spillway_tower::grpc;
+//!
+//! let mut headers = HeaderMap::new();
+//! headers.insert("content-type", HeaderValue::from_static("application/grpc+proto"));
+//! assert!(grpc::is_grpc(&headers));
+//! // A trailers-only response with a status other than OK is an error, under HTTP 200.
+//! headers.insert("grpc-status", HeaderValue::from_static("14"));
+//! assert!(grpc::is_error(StatusCode::OK, &headers, true));
+//! ```
+
+use http::{HeaderMap, HeaderName, StatusCode};
+
+/// `grpc-status`, parsed once.
+pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+
+/// Whether a message is gRPC: its content type is `application/grpc`, with any suffix.
+pub fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"))
+}
+
+/// Whether `headers` (or trailers) carry a gRPC status other than 0 (OK).
+pub fn has_error_status(headers: &HeaderMap) -> bool {
+    headers
+        .get(GRPC_STATUS)
+        .is_some_and(|status| status.as_bytes() != b"0")
+}
+
+/// The default classification of a response head: a 5xx status, or (for a gRPC response,
+/// `grpc` being [`is_grpc`] of its headers) a gRPC status other than OK in the headers (a
+/// trailers-only response). A gRPC status in the trailers is checked with
+/// [`has_error_status`] as the body ends.
+pub fn is_error(status: StatusCode, headers: &HeaderMap, grpc: bool) -> bool {
+    status.is_server_error() || (grpc && has_error_status(headers))
+}
