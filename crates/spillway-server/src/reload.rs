@@ -318,3 +318,25 @@ fn unix_seconds_now() -> f64 {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TlsFiles;
+
+    #[test]
+    fn a_new_certificate_applies_at_once_and_tls_on_or_off_takes_a_restart() {
+        let files = |name: &str| TlsFiles {
+            cert: format!("{name}.crt").into(),
+            key: format!("{name}.key").into(),
+        };
+        let plain = crate::config::parse("", "t.toml").unwrap();
+        let mut tls = plain.clone();
+        tls.listener.tls = Some(files("a"));
+        let mut renewed = tls.clone();
+        renewed.listener.tls = Some(files("b"));
+        assert!(restart_fields(&tls, &renewed).is_empty());
+        assert_eq!(restart_fields(&plain, &tls), ["listener.tls"]);
+        assert_eq!(restart_fields(&tls, &plain), ["listener.tls"]);
+    }
+}

@@ -125,8 +125,8 @@ impl ServerTls {
         self.resolver.current.store(cert);
     }
 
-    /// The acceptor, for handshakes.
-    pub(crate) fn acceptor(&self) -> &TlsAcceptor {
+    /// The acceptor, for handshakes: its certificate is the one in use at each handshake.
+    pub fn acceptor(&self) -> &TlsAcceptor {
         &self.acceptor
     }
 }

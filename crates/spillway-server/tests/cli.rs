@@ -157,3 +157,23 @@ fn check_prints_every_problem_and_the_warnings() {
          applies\n"
     );
 }
+
+#[test]
+fn check_reads_the_files_a_configuration_names() {
+    let (ok, _, stderr) = check(
+        "[listener]\ntls = { cert = \"/nonexistent/cert.pem\", key = \"/nonexistent/key.pem\" }\n",
+    );
+    assert!(!ok);
+    assert!(
+        stderr.starts_with("error: FILE: /nonexistent/cert.pem: cannot read"),
+        "{stderr}"
+    );
+    let (ok, _, stderr) = check(
+        "[[upstream]]\nname = \"app\"\nurl = \"https://localhost:1\"\nca = \"/nonexistent/ca.pem\"\n",
+    );
+    assert!(!ok);
+    assert!(
+        stderr.starts_with("error: FILE: upstream `app`: /nonexistent/ca.pem: cannot read"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,467 @@
+//! The protocols a gateway must speak, end to end on loopback through the proxy: HTTP/2 with
+//! prior knowledge, TLS with ALPN (and a certificate swapped by a reload), a real gRPC client
+//! and server (tonic), a WebSocket echo, and HTTPS upstreams. Every wait is on an event with
+//! a timeout; no test depends on the machine's speed.
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use http::{Request, Response, StatusCode, Version};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use spillway_server::config::parse;
+use spillway_server::{Prepared, Server};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Longest any one step may take before the test fails (never reached when it passes).
+const STEP: Duration = Duration::from_secs(20);
+
+async fn step<F: std::future::Future>(what: &str, future: F) -> F::Output {
+    tokio::time::timeout(STEP, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: no answer in {STEP:?}"))
+}
+
+/// An upstream answering every request with its HTTP version and `Host`
+/// (`HTTP/1.1 host`), over `tls` if given, with HTTP/1.1 and HTTP/2 (by ALPN, or by the
+/// first bytes in cleartext).
+async fn version_upstream(tls: Option<tokio_rustls::TlsAcceptor>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let service = service_fn(|request: Request<Incoming>| async move {
+                    let host = request
+                        .headers()
+                        .get("host")
+                        .and_then(|h| h.to_str().ok())
+                        .unwrap_or("-")
+                        .to_owned();
+                    let text = format!("{:?} {host}", request.version());
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(text))))
+                });
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                let _ = match tls {
+                    Some(tls) => match tls.accept(stream).await {
+                        Ok(stream) => {
+                            builder
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await
+                        }
+                        Err(_) => return,
+                    },
+                    None => {
+                        builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await
+                    }
+                };
+            });
+        }
+    });
+    addr
+}
+
+/// A certificate authority and a `localhost` certificate it signed, as PEM files in `dir`
+/// under `prefix`: `{prefix}ca.pem`, `{prefix}cert.pem`, `{prefix}key.pem`.
+fn certificates(dir: &Path, prefix: &str) -> (PathBuf, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_key = KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    let write = |name: &str, text: String| {
+        let path = dir.join(format!("{prefix}{name}"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    (
+        write("ca.pem", ca.pem()),
+        write("cert.pem", leaf.pem()),
+        write("key.pem", leaf_key.serialize_pem()),
+    )
+}
+
+fn tls_client_config(ca: &Path) -> rustls::ClientConfig {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+/// An HTTPS client trusting `ca`, offering HTTP/2 and HTTP/1.1 (`h2`), or HTTP/1.1 only.
+fn https_client(ca: &Path, h2: bool) -> HttpsClient {
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls_client_config(ca))
+        .https_only();
+    let connector = if h2 {
+        builder.enable_all_versions().build()
+    } else {
+        builder.enable_http1().build()
+    };
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+/// The proxy in-process, serving `config` until dropped.
+struct Proxy {
+    addr: SocketAddr,
+    handle: spillway_server::Proxy,
+    spillway: spillway::Spillway,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn proxy(config: &str) -> Proxy {
+    let config = parse(config, "test.toml").unwrap();
+    let spillway = spillway::Spillway::new();
+    let server = Server::bind(&config, spillway.clone()).await.unwrap();
+    let addr = server.local_addr().unwrap();
+    let handle = server.proxy().clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    Proxy {
+        addr,
+        handle,
+        spillway,
+        _stop: stop,
+    }
+}
+
+fn routed(listener: &str, upstream: &str, extra: &str) -> String {
+    format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\n{listener}\n\n[[upstream]]\nname = \"app\"\n{upstream}\n\n\
+         [[route]]\nresource = \"app\"\npath = \"/\"\nupstream = \"app\"\n{extra}"
+    )
+}
+
+async fn body_text(response: Response<Incoming>) -> String {
+    let body = step("body", response.into_body().collect()).await.unwrap();
+    String::from_utf8_lossy(&body.to_bytes()).into_owned()
+}
+
+#[tokio::test]
+async fn http2_with_prior_knowledge_and_http1_share_the_cleartext_port() {
+    let upstream = version_upstream(None).await;
+    let p = proxy(&routed("", &format!("url = \"http://{upstream}\""), "")).await;
+    let uri: http::Uri = format!("http://{}/x", p.addr).parse().unwrap();
+
+    let h2c: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let response = step("h2c", h2c.get(uri.clone())).await.unwrap();
+    assert_eq!(response.version(), Version::HTTP_2);
+    assert_eq!(response.status(), StatusCode::OK);
+    // The upstream got HTTP/1.1 with the client's authority as `Host`.
+    assert_eq!(body_text(response).await, format!("HTTP/1.1 {}", p.addr));
+
+    let h1: Client<HttpConnector, Empty<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let response = step("http/1.1", h1.get(uri)).await.unwrap();
+    assert_eq!(response.version(), Version::HTTP_11);
+    assert_eq!(body_text(response).await, format!("HTTP/1.1 {}", p.addr));
+    assert_eq!(p.spillway.resource("app").unwrap().stats().total_pass, 2);
+}
+
+#[tokio::test]
+async fn tls_offers_http2_and_http1_by_alpn_and_a_reload_swaps_the_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificates(dir.path(), "");
+    let upstream = version_upstream(None).await;
+    let text = routed(
+        &format!(
+            "tls = {{ cert = \"{}\", key = \"{}\" }}",
+            cert.display(),
+            key.display()
+        ),
+        &format!("url = \"http://{upstream}\""),
+        "",
+    );
+    let p = proxy(&text).await;
+    let uri: http::Uri = format!("https://localhost:{}/x", p.addr.port())
+        .parse()
+        .unwrap();
+
+    let response = step("h2", https_client(&ca, true).get(uri.clone()))
+        .await
+        .unwrap();
+    assert_eq!(response.version(), Version::HTTP_2);
+    assert!(body_text(response).await.starts_with("HTTP/1.1"));
+    let response = step("http/1.1", https_client(&ca, false).get(uri.clone()))
+        .await
+        .unwrap();
+    assert_eq!(response.version(), Version::HTTP_11);
+
+    // A new certificate from another authority, at the same paths: applied by a reload.
+    let (new_ca, new_cert, new_key) = certificates(dir.path(), "new-");
+    std::fs::rename(new_cert, &cert).unwrap();
+    std::fs::rename(new_key, &key).unwrap();
+    let config = parse(&text, "test.toml").unwrap();
+    p.handle.install(Prepared::new(&config).unwrap());
+    let response = step(
+        "new certificate",
+        https_client(&new_ca, true).get(uri.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let refused = step("old authority", https_client(&ca, true).get(uri)).await;
+    assert!(refused.is_err(), "the old certificate is still served");
+}
+
+#[tokio::test]
+async fn a_certificate_or_key_that_cannot_be_read_stops_the_start_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, cert, _) = certificates(dir.path(), "");
+    let text = routed(
+        &format!(
+            "tls = {{ cert = \"{}\", key = \"{}\" }}",
+            cert.display(),
+            dir.path().join("missing-key.pem").display()
+        ),
+        "url = \"http://127.0.0.1:1\"",
+        "",
+    );
+    let config = parse(&text, "test.toml").unwrap();
+    let err = Server::bind(&config, spillway::Spillway::new())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("missing-key.pem: cannot read"),
+        "{err}"
+    );
+}
+
+/// Connects and sends nothing (or, over TLS, no handshake): what the proxy does.
+async fn silent(addr: SocketAddr) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut read = Vec::new();
+    tokio::time::timeout(Duration::from_secs(3600), stream.read_to_end(&mut read))
+        .await
+        .expect("the silent connection stayed open")
+        .unwrap();
+    read
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, cert, key) = certificates(dir.path(), "");
+    for tls in [
+        String::new(),
+        format!(
+            "tls = {{ cert = \"{}\", key = \"{}\" }}",
+            cert.display(),
+            key.display()
+        ),
+    ] {
+        let p = proxy(&routed(
+            &format!("header_timeout = \"5s\"\n{tls}"),
+            "url = \"http://127.0.0.1:1\"",
+            "",
+        ))
+        .await;
+        let start = tokio::time::Instant::now();
+        assert!(silent(p.addr).await.is_empty());
+        assert!(start.elapsed() >= Duration::from_secs(5));
+        let metrics = p.handle.render_metrics().unwrap();
+        assert!(
+            metrics.contains(r#"spillway_header_timeouts_total{listener="proxy"} 1"#),
+            "{metrics}"
+        );
+    }
+}
+
+/// A gRPC server (tonic's health service) in cleartext HTTP/2, as gRPC servers are run.
+async fn grpc_upstream() -> SocketAddr {
+    let (reporter, service) = tonic_health::server::health_reporter();
+    reporter
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    let incoming =
+        tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = incoming.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _keep = reporter;
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming)
+            .await
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_grpc_call_passes_through_and_a_limit_answers_resource_exhausted() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let upstream = grpc_upstream().await;
+    let p = proxy(&routed(
+        "",
+        &format!("url = \"http://{upstream}\"\nprotocol = \"http2\""),
+        "",
+    ))
+    .await;
+    let endpoint = tonic::transport::Channel::from_shared(format!("http://{}", p.addr)).unwrap();
+    let mut client = HealthClient::new(step("connect", endpoint.connect()).await.unwrap());
+    let check = |service: &str| {
+        tonic::Request::new(HealthCheckRequest {
+            service: service.to_owned(),
+        })
+    };
+
+    let answer = step("check", client.check(check(""))).await.unwrap();
+    assert_eq!(answer.into_inner().status, 1, "SERVING");
+    let resource = p.spillway.resource("app").unwrap();
+    assert_eq!(resource.stats().total_error, 0);
+
+    // A gRPC error status (NOT_FOUND, trailers-only under HTTP 200) is an error.
+    let status = step("unknown", client.check(check("no.Such")))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::NotFound);
+    assert_eq!(resource.stats().total_error, 1);
+
+    // A limit: the gRPC client gets RESOURCE_EXHAUSTED with the rule's words.
+    p.spillway
+        .load_flow_rules(vec![spillway::flow::FlowRule::qps("none", "app", 0.0)])
+        .unwrap();
+    let status = step("limited", client.check(check(""))).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("none"), "{status:?}");
+}
+
+/// A WebSocket server that echoes every message back.
+async fn websocket_echo() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(message)) = socket.next().await {
+                    if message.is_close() || socket.send(message).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_websocket_is_tunnelled_and_holds_its_place_until_it_closes() {
+    use tokio_tungstenite::tungstenite::Message;
+    let upstream = websocket_echo().await;
+    let p = proxy(&routed(
+        "",
+        &format!("url = \"http://{upstream}\""),
+        "executes = 1\n",
+    ))
+    .await;
+    let stream = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    let (mut socket, response) = step(
+        "handshake",
+        tokio_tungstenite::client_async(format!("ws://{}/chat", p.addr), stream),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::SWITCHING_PROTOCOLS);
+    step("send", socket.send(Message::text("hello")))
+        .await
+        .unwrap();
+    let echoed = step("echo", socket.next()).await.unwrap().unwrap();
+    assert_eq!(echoed, Message::text("hello"));
+
+    // The open socket is one request in flight: `executes = 1` refuses a second one.
+    let client: Client<HttpConnector, Empty<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    let uri: http::Uri = format!("http://{}/plain", p.addr).parse().unwrap();
+    let refused = step("second", client.get(uri.clone())).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let resource = p.spillway.resource("app").unwrap();
+    assert_eq!(resource.stats().concurrency, 1);
+
+    // Closed: its place is free again.
+    step("close", socket.close(None)).await.unwrap();
+    drop(socket);
+    step("place freed", async {
+        while resource.stats().concurrency != 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    let again = step("after close", client.get(uri)).await.unwrap();
+    assert_ne!(again.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+#[tokio::test]
+async fn an_https_upstream_speaks_the_version_alpn_picks_and_needs_a_trusted_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificates(dir.path(), "");
+    let server_tls =
+        spillway_server::tls::ServerTls::load(&spillway_server::config::TlsFiles { cert, key })
+            .unwrap();
+    let upstream = version_upstream(Some(server_tls.acceptor().clone())).await;
+    let url = format!("url = \"https://localhost:{}\"", upstream.port());
+    let client: Client<HttpConnector, Empty<Bytes>> =
+        Client::builder(TokioExecutor::new()).build_http();
+    for (protocol, expected) in [
+        ("auto", "HTTP/2.0"),
+        ("http1", "HTTP/1.1"),
+        ("http2", "HTTP/2.0"),
+    ] {
+        let p = proxy(&routed(
+            "",
+            &format!(
+                "{url}\nprotocol = \"{protocol}\"\nca = \"{}\"",
+                ca.display()
+            ),
+            "",
+        ))
+        .await;
+        let uri: http::Uri = format!("http://{}/x", p.addr).parse().unwrap();
+        let response = step(protocol, client.get(uri)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{protocol}");
+        let text = body_text(response).await;
+        assert!(text.starts_with(expected), "{protocol}: {text}");
+    }
+    // Without the CA, the bundled public roots do not trust it: 502.
+    let p = proxy(&routed("", &url, "")).await;
+    let uri: http::Uri = format!("http://{}/x", p.addr).parse().unwrap();
+    let response = step("untrusted", client.get(uri)).await.unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+}
