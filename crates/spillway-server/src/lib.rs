@@ -14,6 +14,7 @@ pub mod admin;
 pub mod config;
 mod conn;
 pub mod demo;
+mod idle;
 pub mod lab;
 mod log_sampled;
 mod metrics;

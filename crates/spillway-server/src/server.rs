@@ -171,21 +171,36 @@ impl Connection {
         }
     }
 
+    /// Serves requests until the connection closes, or until no request has been in flight
+    /// for the header timeout (HTTP/1.1 closes itself then, with its head deadline; HTTP/2
+    /// has none, and a client that answers pings would hold its connection for ever).
     async fn http<I>(self, io: TokioIo<I>)
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (proxy, peer) = (self.proxy, self.peer);
         let counts = proxy.listener_counts().clone();
+        let activity = crate::idle::Activity::default();
+        let requests = activity.clone();
         let service = service_fn(move |request| {
-            let proxy = proxy.clone();
-            async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
+            let (proxy, busy) = (proxy.clone(), requests.busy());
+            async move {
+                let response = proxy.handle(request, peer).await;
+                Ok::<_, Infallible>(response.map(|body| body.busy_until_sent(busy)))
+            }
         });
         let connection = self
             .builder
             .serve_connection_with_upgrades(io, service)
             .into_owned();
-        conn::ended(&counts, peer, self.watcher.watch(connection).await);
+        tokio::select! {
+            ended = self.watcher.watch(connection) => conn::ended(&counts, peer, ended),
+            () = activity.idle_for(self.header_timeout) => {
+                // Dropping the connection closes it; no request is in flight on it.
+                conn::count_header_timeout(&counts);
+                tracing::debug!(%peer, "closed: idle");
+            }
+        }
     }
 }
 

@@ -465,3 +465,39 @@ async fn an_https_upstream_speaks_the_version_alpn_picks_and_needs_a_trusted_cer
     let response = step("untrusted", client.get(uri)).await.unwrap();
     assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_http2_connection_is_closed_after_the_header_timeout() {
+    let upstream = version_upstream(None).await;
+    let p = proxy(&routed(
+        "header_timeout = \"5s\"",
+        &format!("url = \"http://{upstream}\""),
+        "",
+    ))
+    .await;
+    let stream = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    let connection = tokio::spawn(connection);
+    let request = Request::get(format!("http://{}/x", p.addr))
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.version(), Version::HTTP_2);
+    assert!(body_text(response).await.starts_with("HTTP/1.1"));
+    let answered = tokio::time::Instant::now();
+    // Nothing more is asked: the proxy closes the connection once idle for 5 s.
+    tokio::time::timeout(Duration::from_secs(3600), connection)
+        .await
+        .expect("the idle connection stayed open")
+        .unwrap()
+        .ok();
+    assert!(answered.elapsed() >= Duration::from_secs(5));
+    let metrics = p.handle.render_metrics().unwrap();
+    assert!(
+        metrics.contains(r#"spillway_header_timeouts_total{listener="proxy"} 1"#),
+        "{metrics}"
+    );
+}

@@ -21,6 +21,8 @@ pub(crate) struct Permits {
 #[derive(Debug)]
 pub struct ProxyBody {
     kind: Kind,
+    /// Counts the request as in flight on its connection until the body is dropped.
+    busy: Option<crate::idle::Busy>,
 }
 
 #[derive(Debug)]
@@ -49,13 +51,21 @@ impl ProxyBody {
                 held: Some((entry, permits)),
                 grpc,
             },
+            busy: None,
         }
     }
 
     pub(crate) fn full(bytes: Bytes) -> Self {
         Self {
             kind: Kind::Full((!bytes.is_empty()).then_some(bytes)),
+            busy: None,
         }
+    }
+
+    /// Keeps `busy` (its request in flight on the connection) until the body is dropped.
+    pub(crate) fn busy_until_sent(mut self, busy: crate::idle::Busy) -> Self {
+        self.busy = Some(busy);
+        self
     }
 
     /// A plain-text response of the proxy's own.
