@@ -2,22 +2,37 @@
 //! HTTP/2 has no head deadline between requests, and a client that answers pings would
 //! otherwise hold its connection for ever.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
+use tokio::time::Instant;
 
-/// One connection's requests in flight (a request counts until its response body ends).
-/// Cheap to clone.
-#[derive(Debug, Clone, Default)]
+/// One connection's requests in flight (a request counts until its response body ends), and
+/// when the last one ended. Cheap to clone; a request costs two atomic updates and a clock
+/// read, and the watch wakes once per timeout at most.
+#[derive(Debug, Clone)]
 pub(crate) struct Activity {
     state: Arc<State>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     in_flight: AtomicUsize,
-    changed: Notify,
+    /// When the last request ended, in nanoseconds from `opened`.
+    last_end: AtomicU64,
+    opened: Instant,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self {
+            state: Arc::new(State {
+                in_flight: AtomicUsize::new(0),
+                last_end: AtomicU64::new(0),
+                opened: Instant::now(),
+            }),
+        }
+    }
 }
 
 /// A request in flight, until dropped.
@@ -28,16 +43,18 @@ pub(crate) struct Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.state.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.state.changed.notify_waiters();
+        let state = &self.state;
+        let since = u64::try_from(state.opened.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        state.last_end.fetch_max(since, Ordering::Relaxed);
+        // Release: whoever reads the count then reads this end time or a later one.
+        state.in_flight.fetch_sub(1, Ordering::Release);
     }
 }
 
 impl Activity {
     /// Counts a request in flight until the guard is dropped.
     pub(crate) fn busy(&self) -> Busy {
-        self.state.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.state.changed.notify_waiters();
+        self.state.in_flight.fetch_add(1, Ordering::Relaxed);
         Busy {
             state: Arc::clone(&self.state),
         }
@@ -45,19 +62,23 @@ impl Activity {
 
     /// Completes once no request has been in flight for `timeout`.
     pub(crate) async fn idle_for(&self, timeout: Duration) {
+        let state = &self.state;
         loop {
-            let changed = self.state.changed.notified();
-            let mut changed = std::pin::pin!(changed);
-            // Registered before the count is read: no change between the two is missed.
-            changed.as_mut().enable();
-            if self.state.in_flight.load(Ordering::Acquire) == 0 {
-                tokio::select! {
-                    () = tokio::time::sleep(timeout) => return,
-                    () = changed => {}
-                }
-            } else {
-                changed.await;
+            if state.in_flight.load(Ordering::Acquire) > 0 {
+                // Busy: look again in a while.
+                tokio::time::sleep(timeout).await;
+                continue;
             }
+            let last_end = Duration::from_nanos(state.last_end.load(Ordering::Relaxed));
+            let idle_until = state.opened + last_end + timeout;
+            if Instant::now() >= idle_until {
+                // A request may have started since the count was read: look once more.
+                if state.in_flight.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                continue;
+            }
+            tokio::time::sleep_until(idle_until).await;
         }
     }
 }
@@ -65,7 +86,6 @@ impl Activity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::time::Instant;
 
     #[tokio::test(start_paused = true)]
     async fn idle_counts_from_the_end_of_the_last_request() {
