@@ -12,4 +12,4 @@ pub use file::{
     ActivesLimit, AdminConfig, BlockedResponse, Config, DefaultRoute, ListenerConfig, Route,
     TlsFiles, TpsLimit, Upstream, UpstreamProtocol,
 };
-pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES};
+pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES, MAX_PROBLEMS};

@@ -294,3 +294,44 @@ fn a_rule_no_route_produces_is_a_warning_and_the_file_stays_good() {
         ]
     );
 }
+
+#[test]
+fn a_file_with_thousands_of_bad_rules_lists_the_first_hundred_and_says_it_stopped() {
+    let mut text = String::new();
+    for i in 0..5_000 {
+        text.push_str(&format!(
+            "[[flow]]\nid = \"r{i}\"\nresource = \"a\"\ncount = -1\n\n"
+        ));
+    }
+    let err = parse(&text, "spillway.toml").unwrap_err();
+    let problems = err.problems();
+    assert_eq!(problems.len(), spillway_server::config::MAX_PROBLEMS + 1);
+    assert_eq!(
+        problems[0].to_string(),
+        "spillway.toml:4:1: `flow[0].count`: must be finite and at least 0, got -1"
+    );
+    let last = problems.last().unwrap().to_string();
+    assert!(
+        last.ends_with("stopped after 100 problems: fix these and check again"),
+        "{last}"
+    );
+}
+
+#[test]
+fn thousands_of_rules_no_route_produces_give_a_hundred_warnings_and_a_count() {
+    let mut text = String::new();
+    for i in 0..5_000 {
+        text.push_str(&format!(
+            "[[flow]]\nid = \"r{i}\"\nresource = \"nowhere{}\"\ncount = 1\n\n",
+            i % 100
+        ));
+    }
+    let config = parse(&text, "spillway.toml").unwrap();
+    let warnings = spillway_server::config::warnings(&config, &text, "spillway.toml");
+    assert_eq!(warnings.len(), 101);
+    assert!(warnings[0].starts_with("spillway.toml:3:1: `flow[0].resource`: no route produces"));
+    assert_eq!(
+        warnings[100],
+        "spillway.toml: and 4900 more rules no route produces"
+    );
+}

@@ -76,13 +76,19 @@ impl ConfigError {
         field: Option<String>,
         message: impl Into<String>,
     ) -> Self {
-        let offset = span.map_or(0, |span| span.start.min(text.len()));
-        let before = &text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = before
-            .rfind('\n')
-            .map_or(offset, |newline| offset - newline - 1)
-            + 1;
+        let offset = span.map_or(0, |span| span.start);
+        Self::at_offset(file, &LineIndex::new(text), offset, field, message)
+    }
+
+    /// An error at byte `offset` of the text `lines` indexes.
+    pub(crate) fn at_offset(
+        file: &str,
+        lines: &LineIndex,
+        offset: usize,
+        field: Option<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        let (line, column) = lines.position(offset);
         Self::one(Problem {
             file: file.to_owned(),
             line,
@@ -165,3 +171,50 @@ impl fmt::Display for ConfigError {
 }
 
 impl Error for ConfigError {}
+
+/// Where each line of a text starts, to turn byte offsets into lines and columns in
+/// logarithmic time (a file with many problems is not scanned once per problem).
+#[derive(Debug)]
+pub(crate) struct LineIndex {
+    /// Byte offset of each line's start; the first is 0.
+    starts: Vec<usize>,
+    len: usize,
+}
+
+impl LineIndex {
+    pub(crate) fn new(text: &str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(at, _)| at + 1))
+            .collect();
+        Self {
+            starts,
+            len: text.len(),
+        }
+    }
+
+    /// Line and column (in bytes), both from 1, of byte `offset` (clamped to the text).
+    pub(crate) fn position(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.len);
+        let line = self.starts.partition_point(|&start| start <= offset);
+        let start = self.starts[line - 1];
+        (line, offset - start + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LineIndex;
+
+    #[test]
+    fn positions_count_lines_and_columns_from_one() {
+        let text = "ab\ncd\n\nef";
+        let lines = LineIndex::new(text);
+        assert_eq!(lines.position(0), (1, 1));
+        assert_eq!(lines.position(2), (1, 3)); // the newline itself
+        assert_eq!(lines.position(3), (2, 1));
+        assert_eq!(lines.position(6), (3, 1));
+        assert_eq!(lines.position(8), (4, 2));
+        assert_eq!(lines.position(100), (4, 3)); // past the end: the end
+        assert_eq!(LineIndex::new("").position(0), (1, 1));
+    }
+}

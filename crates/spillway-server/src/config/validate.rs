@@ -1,6 +1,7 @@
 //! Reading and checking a configuration: syntax, types, every rule, and the references between
 //! routes and upstreams.
 
+use super::error::LineIndex;
 use super::{Config, ConfigError};
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -55,25 +56,46 @@ pub const MAX_FILE_BYTES: u64 = 4 << 20;
 pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
     let config: Config = toml::from_str(text)
         .map_err(|err| ConfigError::at(file, text, err.span(), None, err.message().trim_end()))?;
-    let check = Check {
-        text,
-        file,
-        problems: RefCell::new(Vec::new()),
-    };
+    let check = Check::new(text, file);
     check.all(&config);
-    match ConfigError::all(check.problems.into_inner()) {
+    let mut problems = check.problems.into_inner();
+    if problems.len() > MAX_PROBLEMS {
+        problems.truncate(MAX_PROBLEMS);
+        problems.push(ConfigError::at(
+            file,
+            text,
+            Some(text.len()..text.len()),
+            None,
+            format!("stopped after {MAX_PROBLEMS} problems: fix these and check again"),
+        ));
+    }
+    match ConfigError::all(problems) {
         Some(error) => Err(error),
         None => Ok(config),
     }
 }
 
+/// Most problems one check lists: a file with thousands of bad rules is checked in about the
+/// time a good one takes (each rule kind is checked again after each rule at fault).
+pub const MAX_PROBLEMS: usize = 100;
+
 struct Check<'a> {
     text: &'a str,
     file: &'a str,
+    lines: LineIndex,
     problems: RefCell<Vec<ConfigError>>,
 }
 
-impl Check<'_> {
+impl<'a> Check<'a> {
+    fn new(text: &'a str, file: &'a str) -> Self {
+        Self {
+            text,
+            file,
+            lines: LineIndex::new(text),
+            problems: RefCell::new(Vec::new()),
+        }
+    }
+
     /// Notes a problem in the item at `span`, pointing at `key` inside it when the key is
     /// written there.
     fn problem(&self, span: Range<usize>, path: String, key: &str, message: impl Into<String>) {
@@ -83,7 +105,7 @@ impl Check<'_> {
         } else {
             format!("{path}.{key}")
         };
-        let error = ConfigError::at(self.file, self.text, Some(at..at), Some(field), message);
+        let error = ConfigError::at_offset(self.file, &self.lines, at, Some(field), message);
         self.problems.borrow_mut().push(error);
     }
 
@@ -329,14 +351,17 @@ impl Check<'_> {
         validate: impl Fn(&[T]) -> Result<(), (usize, &'static str, String)>,
     ) {
         let mut left: Vec<usize> = (0..rules.len()).collect();
+        let mut plain: Vec<T> = rules.iter().map(|rule| rule.get_ref().clone()).collect();
         loop {
-            let plain: Vec<T> = left.iter().map(|&i| rules[i].get_ref().clone()).collect();
             let Err((at, field, problem)) = validate(&plain) else {
                 return;
             };
             let Some(&index) = left.get(at) else {
                 return;
             };
+            if self.problems.borrow().len() > MAX_PROBLEMS {
+                return;
+            }
             self.problem(
                 rules[index].span(),
                 format!("{kind}[{index}]"),
@@ -344,6 +369,7 @@ impl Check<'_> {
                 problem,
             );
             left.remove(at);
+            plain.remove(at);
         }
     }
 }
@@ -363,11 +389,7 @@ pub fn warnings(config: &Config, text: &str, file: &str) -> Vec<String> {
             .as_ref()
             .map_or("unmatched", |default| default.get_ref().resource.as_str()),
     );
-    let check = Check {
-        text,
-        file,
-        problems: RefCell::new(Vec::new()),
-    };
+    let check = Check::new(text, file);
     let note = |kind: &str, index: usize, span: Range<usize>, resource: &str| {
         if !produced.contains(resource) {
             check.problem(
@@ -389,9 +411,15 @@ pub fn warnings(config: &Config, text: &str, file: &str) -> Vec<String> {
             note("adaptive", index, rule.span(), resource);
         }
     }
-    ConfigError::all(check.problems.into_inner())
+    let mut lines: Vec<String> = ConfigError::all(check.problems.into_inner())
         .map(|all| all.problems().iter().map(ToString::to_string).collect())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    if lines.len() > MAX_PROBLEMS {
+        let more = lines.len() - MAX_PROBLEMS;
+        lines.truncate(MAX_PROBLEMS);
+        lines.push(format!("{file}: and {more} more rules no route produces"));
+    }
+    lines
 }
 
 /// The admin token: the environment's `SPILLWAY_ADMIN_TOKEN`, else the file's.
