@@ -106,13 +106,23 @@ async fn connection(
         non_2xx: 0,
         errors: 0,
     };
-    let authority = url.authority().map_or("127.0.0.1:80", |a| a.as_str()).to_owned();
-    let mut sender = None;
+    let authority = url
+        .authority()
+        .map_or("127.0.0.1:80", |a| a.as_str())
+        .to_owned();
+    let mut sender: Option<hyper::client::conn::http1::SendRequest<Empty<Bytes>>> = None;
     let mut scheduled = first;
     let mut previous_done = first;
     while scheduled < end {
         tokio::time::sleep_until(scheduled).await;
-        if sender.is_none() {
+        // A connection the server closed after its last answer (`Connection: close`, or
+        // nginx's `keepalive_requests`) is opened again before sending, not counted as an
+        // error.
+        let usable = match sender.as_mut() {
+            Some(client) => client.ready().await.is_ok(),
+            None => false,
+        };
+        if !usable {
             sender = open(&authority).await;
         }
         let Some(client) = sender.as_mut() else {
@@ -122,7 +132,11 @@ async fn connection(
         };
         let sent = Instant::now();
         // Held back by the previous answer: the wait counts from the schedule.
-        let from = if previous_done > scheduled { scheduled } else { sent };
+        let from = if previous_done > scheduled {
+            scheduled
+        } else {
+            sent
+        };
         let request = http::Request::get(url.clone())
             .header(http::header::HOST, authority.as_str())
             .body(Empty::<Bytes>::new())
