@@ -387,7 +387,11 @@ impl Proxy {
                     tokio::spawn(tunnel(client, upstream_side, (entry, permits), resource));
                     return response.map(|_| ProxyBody::full(Bytes::new()));
                 }
-                response.map(|body| ProxyBody::upstream(body, entry, permits, grpc))
+                let (parts, body) = response.into_parts();
+                let mut body = ProxyBody::upstream(body, entry, permits, grpc);
+                let left = table.timeout.saturating_sub(arrived.elapsed());
+                body.read_ahead(left).await;
+                Response::from_parts(parts, body)
             }
             Err(StatusCode::REQUEST_TIMEOUT) => {
                 // The client stalled its body: not the upstream's failure.

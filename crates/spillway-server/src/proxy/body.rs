@@ -9,6 +9,10 @@ use spillway::dubbo::{ActivePermit, ExecutePermit};
 use spillway::OwnedEntry;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// Largest upstream body the proxy reads ahead of its head (see [`ProxyBody::read_ahead`]).
+pub(crate) const READ_AHEAD_MAX: u64 = 64 * 1024;
 
 /// Places a request holds under Dubbo limits, given back with the body.
 #[derive(Debug, Default)]
@@ -34,6 +38,8 @@ enum Kind {
         held: Option<(Option<OwnedEntry>, Permits)>,
         /// A gRPC response: a status other than OK in its trailers is an error.
         grpc: bool,
+        /// The first frame, read ahead by [`ProxyBody::read_ahead`].
+        first: Option<Result<Frame<Bytes>, hyper::Error>>,
     },
     Full(Option<Bytes>),
 }
@@ -50,6 +56,7 @@ impl ProxyBody {
                 body,
                 held: Some((entry, permits)),
                 grpc,
+                first: None,
             },
             busy: None,
         }
@@ -59,6 +66,29 @@ impl ProxyBody {
         Self {
             kind: Kind::Full((!bytes.is_empty()).then_some(bytes)),
             busy: None,
+        }
+    }
+
+    /// For a small upstream body of known length (at most [`READ_AHEAD_MAX`] bytes), waits up
+    /// to `within` for its first frame, so that the response's head and its first bytes leave
+    /// in one write: one TCP segment instead of two, which halves the work of the proxy's and
+    /// the client's network stacks for small responses. A body that does not come in time
+    /// is left to stream as it comes; any other body streams at once.
+    pub(crate) async fn read_ahead(&mut self, within: Duration) {
+        let Kind::Upstream { body, first, .. } = &mut self.kind else {
+            return;
+        };
+        let small = body
+            .size_hint()
+            .exact()
+            .is_some_and(|len| len > 0 && len <= READ_AHEAD_MAX);
+        if !small || first.is_some() || body.is_end_stream() {
+            return;
+        }
+        let next = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx));
+        // Nothing is lost if it times out: no frame was taken.
+        if let Ok(Some(frame)) = tokio::time::timeout(within, next).await {
+            *first = Some(frame);
         }
     }
 
@@ -89,8 +119,16 @@ impl Body for ProxyBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         match &mut self.kind {
-            Kind::Upstream { body, held, grpc } => {
-                let polled = Pin::new(body).poll_frame(cx);
+            Kind::Upstream {
+                body,
+                held,
+                grpc,
+                first,
+            } => {
+                let polled = match first.take() {
+                    Some(frame) => Poll::Ready(Some(frame)),
+                    None => Pin::new(body).poll_frame(cx),
+                };
                 match &polled {
                     Poll::Ready(Some(Ok(frame))) if *grpc => {
                         let failed = frame
@@ -119,14 +157,26 @@ impl Body for ProxyBody {
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Upstream { body, .. } => body.is_end_stream(),
+            Kind::Upstream { body, first, .. } => first.is_none() && body.is_end_stream(),
             Kind::Full(bytes) => bytes.is_none(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Upstream { body, .. } => body.size_hint(),
+            Kind::Upstream { body, first, .. } => {
+                let ahead = match first {
+                    Some(Ok(frame)) => frame.data_ref().map_or(0, |data| data.len() as u64),
+                    _ => 0,
+                };
+                let mut hint = body.size_hint();
+                // The upper bound first: a lower bound above it would panic.
+                if let Some(upper) = hint.upper() {
+                    hint.set_upper(upper + ahead);
+                }
+                hint.set_lower(hint.lower() + ahead);
+                hint
+            }
             Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
         }
     }
