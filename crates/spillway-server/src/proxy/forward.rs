@@ -10,18 +10,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
 /// Headers that describe one connection, not the message (RFC 9110 section 7.6.1, with the
 /// obsolete `proxy-connection`): never forwarded, nor are the headers `Connection` names.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-connection",
+/// Names, not strings: a string would be parsed into a name at every removal.
+const HOP_BY_HOP: [HeaderName; 9] = [
+    CONNECTION,
+    KEEP_ALIVE,
+    http::header::PROXY_AUTHENTICATE,
+    http::header::PROXY_AUTHORIZATION,
+    TE,
+    http::header::TRAILER,
+    http::header::TRANSFER_ENCODING,
+    UPGRADE,
+    PROXY_CONNECTION,
 ];
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -33,7 +37,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
-        .chain(headers.get_all("proxy-connection").iter())
+        .chain(headers.get_all(PROXY_CONNECTION).iter())
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
@@ -41,7 +45,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in HOP_BY_HOP {
+    for name in &HOP_BY_HOP {
         headers.remove(name);
     }
 }
@@ -49,6 +53,13 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// Appends `element` to the list header `name`: every earlier line of it, byte for byte, joined
 /// with `, ` into one.
 fn append_to_list(headers: &mut HeaderMap, name: HeaderName, element: &str) {
+    if !headers.contains_key(&name) {
+        // The common case: the first hop.
+        if let Ok(value) = HeaderValue::from_str(element) {
+            headers.insert(name, value);
+        }
+        return;
+    }
     let mut list = Vec::new();
     for value in headers.get_all(&name) {
         list.extend_from_slice(value.as_bytes());
