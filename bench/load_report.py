@@ -36,6 +36,12 @@ def open_loop(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def cpu_per_request(path: Path, rate: int, duration: float) -> float:
+    """Microseconds of CPU (user and system) a process spent per request sent in a run."""
+    ticks, per_second = (int(x) for x in path.read_text().split())
+    return ticks / per_second * 1e6 / (rate * duration)
+
+
 def report(work: Path, limit: float, duration: float, rates: list, split_rate: int,
            nginx: str) -> str:
     targets = ("direct", "nginx", "spillway")
@@ -72,7 +78,10 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
         "Latency is measured open loop by `bench/src/bin/open_loop.rs`: requests leave at a fixed "
         f"rate over {fixed[rates[0]]['direct']['connections']} kept-alive connections whatever the "
         "server does, and a request held back by a late answer is timed from when it should have "
-        "left (no coordinated omission). The first second of each run is not recorded.",
+        "left (no coordinated omission). The first second of each run is not recorded. CPU per "
+        "request is the process's user and system time over the run (from `/proc`, in 10 ms "
+        "ticks) divided by the requests sent; on loopback the sender's system time includes "
+        "delivering its segments to the receiver.",
         "",
         "| | direct to the upstream | through nginx | through spillway | added by nginx | added by spillway |",
         "|---|---:|---:|---:|---:|---:|",
@@ -81,6 +90,10 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
         lines.append(row(f"p50 at {rate} req/s", fixed[rate], "p50_ms"))
         lines.append(row(f"p99 at {rate} req/s", fixed[rate], "p99_ms"))
         lines.append(achieved(f"achieved at {rate} req/s", fixed[rate]))
+        cpu = {t: cpu_per_request(work / f"cpu_{rate}_{t}.txt", rate, duration) for t in targets}
+        lines.append(f"| CPU per request at {rate} req/s (the upstream's direct, the proxy's "
+                     f"through one) | {cpu['direct']:.0f} µs | {cpu['nginx']:.0f} µs | "
+                     f"{cpu['spillway']:.0f} µs | | |")
     lines += [
         "",
         "Max throughput, closed loop (wrk, 2 threads, 64 connections):",
