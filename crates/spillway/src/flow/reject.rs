@@ -58,7 +58,8 @@ impl QpsReject {
     /// [`check`](Self::check) for a prioritized entry (Sentinel's `DefaultController` with
     /// `prioritized = true`): over the count, it may borrow room from the buckets of `node`'s
     /// second window that leave within `occupy_timeout`. It then books the borrowed passes
-    /// (the node's waiting count for that bucket, and its occupied passes now) and returns
+    /// (the node's waiting count for that bucket, and, as Sentinel's `addOccupiedPass` does,
+    /// passes and occupied passes in the minute window now) and returns
     /// [`Decision::Occupied`] with the wait; the entry goes after it without counting a pass.
     ///
     /// # Examples
@@ -80,7 +81,11 @@ impl QpsReject {
     ///     limit.check_prioritized(&node, now, 1, timeout),
     ///     Decision::Occupied(Duration::from_millis(250)),
     /// );
-    /// assert_eq!(node.occupied_pass_qps(now), 1.0);
+    /// // Counted now in the minute window, as a pass and an occupied pass; the second window
+    /// // counts it once its bucket is current, and its occupied-pass rate stays 0 (Sentinel's).
+    /// assert_eq!(node.minute_window().snapshot(now).pass, 3);
+    /// assert_eq!(node.minute_window().snapshot(now).occupied_pass, 1);
+    /// assert_eq!(node.occupied_pass_qps(now), 0.0);
     /// ```
     pub fn check_prioritized(
         &self,

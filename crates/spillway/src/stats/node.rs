@@ -186,10 +186,15 @@ impl ResourceNode {
         self.add_both(slot, now_nanos, Event::Block, count);
     }
 
-    /// Records `count` admissions on a future window's quota (Sentinel's occupied pass: counted
-    /// in the second window only).
+    /// Records `count` admissions on a future window's quota, as Sentinel's
+    /// `StatisticNode.addOccupiedPass` does: in the minute window, now, as passes and as
+    /// occupied passes. The second window counts them as passes of the bucket they were
+    /// borrowed from (its waiting count), once that bucket becomes current; its
+    /// occupied-pass count is never written, so [`occupied_pass_qps`](Self::occupied_pass_qps)
+    /// reads 0, as Sentinel's does.
     pub fn add_occupied_pass(&self, now_nanos: u64, count: u64) {
-        self.second.add(now_nanos, Event::OccupiedPass, count);
+        self.minute.add(now_nanos, Event::OccupiedPass, count);
+        self.minute.add(now_nanos, Event::Pass, count);
     }
 
     /// Records `count` completions after `rt_micros`; `error` counts them as errors too.
@@ -308,7 +313,10 @@ impl ResourceNode {
         self.second.rate(now_nanos, Event::Error)
     }
 
-    /// Occupied (borrowed) passes per second.
+    /// Occupied (borrowed) passes per second in the second window: Sentinel's
+    /// `occupiedPassQps`, which reads 0, since borrowed passes are counted as occupied in the
+    /// minute window only (see [`add_occupied_pass`](Self::add_occupied_pass)); the minute
+    /// window's [`snapshot`](SlidingWindow::snapshot) has them.
     pub fn occupied_pass_qps(&self, now_nanos: u64) -> f64 {
         self.second.rate(now_nanos, Event::OccupiedPass)
     }

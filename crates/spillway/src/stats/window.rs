@@ -37,8 +37,8 @@ use std::sync::atomic::AtomicBool;
 /// entry writes only the second window, each accumulator hands its finished bucket to both
 /// rings when its owner moves on, and the minute window's reads count the accumulators still
 /// holding one of its buckets, inside the same consistency check. Its reads are exactly what an
-/// independently written minute window would give (occupied passes stay in the second window,
-/// as Sentinel counts them).
+/// independently written minute window would give. (Borrowed passes are the exception, written
+/// to the minute window directly, as Sentinel's `addOccupiedPass` writes them.)
 ///
 /// # Roll-over without lost or misfiled counts
 ///

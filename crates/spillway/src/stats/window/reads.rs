@@ -49,8 +49,8 @@ impl View<'_> {
     fn held(&self, slot: usize) -> impl Iterator<Item = (&Line, u64)> {
         self.window
             .lines()
-            // A feeding window's occupied passes are its own (Sentinel counts them in the
-            // second window only).
+            // Occupied passes are written to the minute window itself (Sentinel's
+            // `addOccupiedPass`), never through the window feeding it.
             .filter(move |&(_, ratio)| ratio == 0 || slot != Event::OccupiedPass.slot())
             .filter_map(|(line, ratio)| {
                 held_bucket(line.state_relaxed()).map(|id| (line, id / ratio.max(1)))
