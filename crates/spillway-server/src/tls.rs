@@ -84,7 +84,8 @@ impl ServerTls {
     ///
     /// # Errors
     ///
-    /// As [`certified_key`].
+    /// A file that cannot be read, holds no certificate or key, or a key that is not the
+    /// certificate's: the message names the file.
     pub fn load(files: &TlsFiles) -> Result<Self, String> {
         Self::new(certified_key(files)?)
     }
@@ -114,7 +115,7 @@ impl ServerTls {
     ///
     /// # Errors
     ///
-    /// As [`certified_key`].
+    /// As [`load`](Self::load).
     pub fn reload(&self, files: &TlsFiles) -> Result<(), String> {
         self.replace(certified_key(files)?);
         Ok(())
