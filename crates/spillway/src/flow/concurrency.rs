@@ -1,5 +1,6 @@
 //! An exact concurrency limit: check and count in one atomic step.
 
+use super::{Decision, FlowStats};
 use crate::sync::{AtomicU64, Ordering};
 
 /// At most `count` entries in flight, exactly: Sentinel's `DefaultController` for the thread
@@ -59,6 +60,44 @@ impl ConcurrencyLimit {
     /// The count.
     pub fn count(&self) -> f64 {
         self.count
+    }
+
+    /// Sentinel's check itself, against any node: `DefaultController.canPass` for the thread
+    /// grade, which blocks when `curThreadNum + acquire > count`, with `stats`'
+    /// [`concurrency`](FlowStats::concurrency) as `curThreadNum`. It reads and counts nothing
+    /// of this limit's own: it is the controller alone, for testing it and reusing it on a node
+    /// of your own. The arithmetic is Java's: the in-flight count is cast to a 32-bit `int`
+    /// (its low bits), the sum wraps as an `int` does, and it is compared with `count` as a
+    /// double.
+    ///
+    /// Unlike [`try_acquire`](Self::try_acquire), it does not take the place: callers checking
+    /// at once may all pass on one reading, as Sentinel's do.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::{ConcurrencyLimit, Decision};
+    /// use spillway::stats::{NodeConfig, ResourceNode};
+    ///
+    /// let node = ResourceNode::new(NodeConfig::default());
+    /// node.increase_concurrency();
+    /// let limit = ConcurrencyLimit::new(2.0);
+    /// assert_eq!(limit.check(&node, 1), Decision::Pass); // 1 + 1 <= 2
+    /// assert_eq!(limit.check(&node, 2), Decision::Block); // 1 + 2 > 2
+    /// node.increase_concurrency();
+    /// assert_eq!(limit.check(&node, 1), Decision::Block);
+    /// assert_eq!(limit.in_flight(), 0); // its own count is not involved
+    /// ```
+    pub fn check(&self, stats: &impl FlowStats, acquire: u32) -> Decision {
+        // Java: `int curCount = (int) node.curThreadNum(); curCount + acquireCount > count`.
+        // `as i32` keeps the low 32 bits, as Java's (int) cast does; the sum wraps as an int.
+        let current = stats.concurrency() as i32;
+        let sum = current.wrapping_add(acquire as i32);
+        if f64::from(sum) > self.count {
+            Decision::Block
+        } else {
+            Decision::Pass
+        }
     }
 }
 
