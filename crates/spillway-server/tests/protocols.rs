@@ -34,42 +34,54 @@ async fn step<F: std::future::Future>(what: &str, future: F) -> F::Output {
 /// (`HTTP/1.1 host`), over `tls` if given, with HTTP/1.1 and HTTP/2 (by ALPN, or by the
 /// first bytes in cleartext).
 async fn version_upstream(tls: Option<tokio_rustls::TlsAcceptor>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let tls = tls.clone();
-            tokio::spawn(async move {
-                let service = service_fn(|request: Request<Incoming>| async move {
-                    let host = request
-                        .headers()
-                        .get("host")
-                        .and_then(|h| h.to_str().ok())
-                        .unwrap_or("-")
-                        .to_owned();
-                    let text = format!("{:?} {host}", request.version());
-                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(text))))
-                });
-                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                let _ = match tls {
-                    Some(tls) => match tls.accept(stream).await {
-                        Ok(stream) => {
-                            builder
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await
-                        }
-                        Err(_) => return,
-                    },
-                    None => {
+    serve_each(move |stream| {
+        let tls = tls.clone();
+        async move {
+            let service = service_fn(|request: Request<Incoming>| async move {
+                let host = request
+                    .headers()
+                    .get("host")
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or("-")
+                    .to_owned();
+                let text = format!("{:?} {host}", request.version());
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(text))))
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let _ = match tls {
+                Some(tls) => match tls.accept(stream).await {
+                    Ok(stream) => {
                         builder
                             .serve_connection(TokioIo::new(stream), service)
                             .await
                     }
-                };
-            });
+                    Err(_) => return,
+                },
+                None => {
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                }
+            };
+        }
+    })
+    .await
+}
+
+/// A loopback listener whose every accepted connection is handed to `serve` on a task of
+/// its own; its address.
+async fn serve_each<F, Fut>(serve: F) -> SocketAddr
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            if let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream));
+            }
         }
     });
     addr
@@ -360,26 +372,17 @@ async fn a_grpc_call_passes_through_and_a_limit_answers_resource_exhausted() {
 
 /// A WebSocket server that echoes every message back.
 async fn websocket_echo() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            tokio::spawn(async move {
-                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
-                    return;
-                };
-                while let Some(Ok(message)) = socket.next().await {
-                    if message.is_close() || socket.send(message).await.is_err() {
-                        break;
-                    }
-                }
-            });
+    serve_each(|stream| async move {
+        let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+            return;
+        };
+        while let Some(Ok(message)) = socket.next().await {
+            if message.is_close() || socket.send(message).await.is_err() {
+                break;
+            }
         }
-    });
-    addr
+    })
+    .await
 }
 
 #[tokio::test]
