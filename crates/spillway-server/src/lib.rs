@@ -26,6 +26,6 @@ mod server;
 pub mod tls;
 pub mod upstream;
 
-pub use proxy::{normalize_path, PathError, Prepared, Proxy, ProxyBody};
+pub use proxy::{normalize_path, PathError, Peer, Prepared, Proxy, ProxyBody};
 pub use router::{Pattern, Router};
 pub use server::{apply_rules, Server};

@@ -8,6 +8,11 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// mimalloc: per-thread free lists, no arena locks, no `mprotect` as glibc's per-thread heaps grow
+/// and shrink under a proxy's request-sized allocations.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "spillway",

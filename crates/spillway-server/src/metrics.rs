@@ -74,6 +74,32 @@ impl Metrics {
         }
     }
 
+    /// The series of `resource` that every request touches (its passes, successes, errors and
+    /// response times), looked up once: counting through them is an atomic add, with no label
+    /// to hash or allocate.
+    pub(crate) fn resource(&self, resource: &str) -> ResourceMetrics {
+        let counter = |outcome| {
+            self.requests
+                .get_or_create(&RequestLabels {
+                    resource: resource.to_owned(),
+                    outcome,
+                    reason: "",
+                })
+                .clone()
+        };
+        ResourceMetrics {
+            pass: counter("pass"),
+            success: counter("success"),
+            error: counter("error"),
+            latency: self
+                .latency
+                .get_or_create(&ResourceLabel {
+                    resource: resource.to_owned(),
+                })
+                .clone(),
+        }
+    }
+
     /// Counts a request's outcome.
     pub(crate) fn count(&self, resource: &str, outcome: &'static str, reason: &'static str) {
         self.requests
@@ -85,20 +111,31 @@ impl Metrics {
             .inc();
     }
 
-    /// Records the time to a response head.
-    pub(crate) fn observe(&self, resource: &str, elapsed: Duration) {
-        self.latency
-            .get_or_create(&ResourceLabel {
-                resource: resource.to_owned(),
-            })
-            .observe(elapsed.as_secs_f64());
-    }
-
     /// The text exposition.
     pub(crate) fn render(&self) -> Result<String, fmt::Error> {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
         Ok(text)
+    }
+}
+
+/// One resource's series in [`Metrics`] that every request touches, shared with the families
+/// (a handle, not a copy): see [`Metrics::resource`].
+#[derive(Debug, Clone)]
+pub(crate) struct ResourceMetrics {
+    /// `outcome="pass"`.
+    pub(crate) pass: Counter,
+    /// `outcome="success"`.
+    pub(crate) success: Counter,
+    /// `outcome="error"`.
+    pub(crate) error: Counter,
+    latency: Histogram,
+}
+
+impl ResourceMetrics {
+    /// Records the time to a response head.
+    pub(crate) fn observe(&self, elapsed: Duration) {
+        self.latency.observe(elapsed.as_secs_f64());
     }
 }
 

@@ -8,11 +8,12 @@ mod path;
 mod timed_body;
 
 pub use body::ProxyBody;
+pub use forward::Peer;
 pub use path::{normalize_path, PathError};
 
 use crate::config::Config;
 use crate::conn::ListenerCounts;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ResourceMetrics};
 use crate::router::Router;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -31,6 +32,27 @@ pub(crate) struct RouteInfo {
     pub(crate) tps: Option<TpsConfig>,
     pub(crate) executes: Option<u32>,
     pub(crate) actives: Option<(u32, Duration)>,
+    /// Its resource's series that every request touches, looked up at its first request.
+    metrics: std::sync::OnceLock<ResourceMetrics>,
+}
+
+impl RouteInfo {
+    fn new(resource: String, upstream: Option<Arc<client::Upstream>>) -> Self {
+        Self {
+            resource,
+            upstream,
+            tps: None,
+            executes: None,
+            actives: None,
+            metrics: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Its resource's series in `metrics`.
+    fn metrics(&self, metrics: &Metrics) -> &ResourceMetrics {
+        self.metrics
+            .get_or_init(|| metrics.resource(&self.resource))
+    }
 }
 
 /// The routing table of one configuration (swapped whole on reload).
@@ -66,29 +88,19 @@ impl Table {
             .map(|route| {
                 let route = route.get_ref();
                 RouteInfo {
-                    resource: route.resource.clone(),
-                    upstream: upstream(&route.upstream),
                     tps: route.tps.map(|tps| TpsConfig::new(tps.rate, tps.interval)),
                     executes: route.executes,
                     actives: route.actives.map(|a| (a.max, a.timeout)),
+                    ..RouteInfo::new(route.resource.clone(), upstream(&route.upstream))
                 }
             })
             .collect();
         let default = match &config.default {
-            Some(default) => RouteInfo {
-                resource: default.get_ref().resource.clone(),
-                upstream: default.get_ref().upstream.as_deref().and_then(upstream),
-                tps: None,
-                executes: None,
-                actives: None,
-            },
-            None => RouteInfo {
-                resource: "unmatched".to_owned(),
-                upstream: None,
-                tps: None,
-                executes: None,
-                actives: None,
-            },
+            Some(default) => RouteInfo::new(
+                default.get_ref().resource.clone(),
+                default.get_ref().upstream.as_deref().and_then(upstream),
+            ),
+            None => RouteInfo::new("unmatched".to_owned(), None),
         };
         Ok(Self {
             router: Router::new(config),
@@ -266,11 +278,7 @@ impl Proxy {
     }
 
     /// Handles one request from `peer`.
-    pub async fn handle(
-        &self,
-        mut request: Request<Incoming>,
-        peer: std::net::SocketAddr,
-    ) -> Response<ProxyBody> {
+    pub async fn handle(&self, mut request: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
         let arrived = tokio::time::Instant::now();
         let table = self.inner.table.load_full();
         let grpc = spillway_tower::grpc::is_grpc(request.headers());
@@ -340,6 +348,7 @@ impl Proxy {
             Err(err) => Err(err),
         };
         let metrics = &self.inner.metrics;
+        let counters = route.metrics(metrics);
         let mut entry = match admission {
             Ok(entry) => Some(entry),
             Err(err) if shadow => {
@@ -358,7 +367,9 @@ impl Proxy {
                 metrics.count(&route.resource, "shadow_block", BlockKind::Flow.as_str());
                 self.shadow_logged(&route.resource, &format!("shadow rule {rule}"));
             }
-            None if entry.is_some() => metrics.count(&route.resource, "pass", ""),
+            None if entry.is_some() => {
+                counters.pass.inc();
+            }
             None => {}
         }
         let timeouts = forward::Timeouts {
@@ -375,8 +386,13 @@ impl Proxy {
                 if let Some(entry) = entry.as_mut() {
                     entry.set_error(error);
                 }
-                metrics.count(&route.resource, if error { "error" } else { "success" }, "");
-                metrics.observe(&route.resource, arrived.elapsed());
+                if error {
+                    &counters.error
+                } else {
+                    &counters.success
+                }
+                .inc();
+                counters.observe(arrived.elapsed());
                 if let (StatusCode::SWITCHING_PROTOCOLS, Some(client)) =
                     (response.status(), upgrading)
                 {
@@ -395,9 +411,9 @@ impl Proxy {
             }
             Err(StatusCode::REQUEST_TIMEOUT) => {
                 // The client stalled its body: not the upstream's failure.
-                tracing::debug!(resource = %route.resource, %peer, "request body stalled");
+                tracing::debug!(resource = %route.resource, peer = %peer.addr(), "request body stalled");
                 self.inner.counts.count_body_timeout();
-                metrics.observe(&route.resource, arrived.elapsed());
+                counters.observe(arrived.elapsed());
                 ProxyBody::text(StatusCode::REQUEST_TIMEOUT, "request body timed out\n")
             }
             Err(status) => {
@@ -409,8 +425,8 @@ impl Proxy {
                         entry.mark_dropped();
                     }
                 }
-                metrics.count(&route.resource, "error", "");
-                metrics.observe(&route.resource, arrived.elapsed());
+                counters.error.inc();
+                counters.observe(arrived.elapsed());
                 ProxyBody::text(status, status.canonical_reason().unwrap_or("error"))
             }
         }

@@ -13,6 +13,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// Loads the rules of `config` into `spillway`.
 ///
@@ -182,10 +183,11 @@ impl Connection {
         let counts = proxy.listener_counts().clone();
         let activity = crate::idle::Activity::default();
         let requests = activity.clone();
+        let client = Arc::new(crate::proxy::Peer::new(peer));
         let service = service_fn(move |request| {
-            let (proxy, busy) = (proxy.clone(), requests.busy());
+            let (proxy, busy, client) = (proxy.clone(), requests.busy(), Arc::clone(&client));
             async move {
-                let response = proxy.handle(request, peer).await;
+                let response = proxy.handle(request, &client).await;
                 Ok::<_, Infallible>(response.map(|body| body.busy_until_sent(busy)))
             }
         });

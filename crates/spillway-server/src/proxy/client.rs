@@ -3,6 +3,7 @@
 
 use super::timed_body::TimedBody;
 use crate::config::{self, UpstreamProtocol};
+use http::uri::{self, PathAndQuery};
 use http::Uri;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -25,6 +26,23 @@ pub(crate) struct Upstream {
 }
 
 impl Upstream {
+    /// The URI of `path` (a request's path and query, in normal form) at this upstream: its
+    /// path appended to the upstream's base path. None if the two do not make a URI.
+    pub(crate) fn uri_for(&self, path: Option<&PathAndQuery>) -> Option<Uri> {
+        let mut parts = uri::Parts::default();
+        parts.scheme = self.uri.scheme().cloned();
+        parts.authority = self.uri.authority().cloned();
+        let base = self.uri.path().trim_end_matches('/');
+        parts.path_and_query = Some(match path {
+            // The common case: the request's own, shared, not copied.
+            Some(path) if base.is_empty() => path.clone(),
+            Some(path) => format!("{base}{path}").parse().ok()?,
+            None if base.is_empty() => PathAndQuery::from_static("/"),
+            None => format!("{base}/").parse().ok()?,
+        });
+        Uri::from_parts(parts).ok()
+    }
+
     /// The clients of `upstream` (a checked one: its URL parses).
     ///
     /// # Errors
@@ -77,4 +95,42 @@ fn pool(tls: rustls::ClientConfig, protocol: UpstreamProtocol) -> HttpClient {
         client.http2_only(true);
     }
     client.build(connector)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(url: &str) -> Upstream {
+        Upstream::new(&config::Upstream {
+            name: "app".to_owned(),
+            url: url.to_owned(),
+            protocol: UpstreamProtocol::Auto,
+            ca: None,
+        })
+        .unwrap()
+    }
+
+    fn uri_for(upstream: &Upstream, path: Option<&str>) -> String {
+        let path = path.map(|path| path.parse::<PathAndQuery>().unwrap());
+        upstream.uri_for(path.as_ref()).unwrap().to_string()
+    }
+
+    #[test]
+    fn a_request_path_is_appended_to_the_upstream_base_path() {
+        let bare = upstream("http://127.0.0.1:8081");
+        assert_eq!(
+            uri_for(&bare, Some("/api/x?a=1&b")),
+            "http://127.0.0.1:8081/api/x?a=1&b"
+        );
+        assert_eq!(uri_for(&bare, None), "http://127.0.0.1:8081/");
+        let slash = upstream("https://backend.example/");
+        assert_eq!(uri_for(&slash, Some("/x")), "https://backend.example/x");
+        let based = upstream("http://10.0.0.1:9000/v2/");
+        assert_eq!(
+            uri_for(&based, Some("/orders?id=7")),
+            "http://10.0.0.1:9000/v2/orders?id=7"
+        );
+        assert_eq!(uri_for(&based, None), "http://10.0.0.1:9000/v2/");
+    }
 }

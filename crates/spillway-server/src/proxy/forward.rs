@@ -34,6 +34,10 @@ const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
 /// Removes the hop-by-hop headers: those `Connection` and `Proxy-Connection` name, then the
 /// fixed ones.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages have none: one look at each name, without hashing, tells.
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
@@ -52,12 +56,10 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Appends `element` to the list header `name`: every earlier line of it, byte for byte, joined
 /// with `, ` into one.
-fn append_to_list(headers: &mut HeaderMap, name: HeaderName, element: &str) {
+fn append_to_list(headers: &mut HeaderMap, name: HeaderName, element: &HeaderValue) {
     if !headers.contains_key(&name) {
         // The common case: the first hop.
-        if let Ok(value) = HeaderValue::from_str(element) {
-            headers.insert(name, value);
-        }
+        headers.insert(name, element.clone());
         return;
     }
     let mut list = Vec::new();
@@ -72,16 +74,45 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, element: &str) {
     }
 }
 
-/// Adds `peer` as the last hop: to `X-Forwarded-For`, and as a `for=` element of `Forwarded`
-/// (RFC 7239, an IPv6 address in quotes and brackets).
-pub(crate) fn add_forwarded(headers: &mut HeaderMap, peer: SocketAddr) {
-    let ip = peer.ip();
-    append_to_list(headers, X_FORWARDED_FOR, &ip.to_string());
-    let element = match ip {
-        std::net::IpAddr::V4(ip) => format!("for={ip}"),
-        std::net::IpAddr::V6(ip) => format!("for=\"[{ip}]\""),
-    };
-    append_to_list(headers, FORWARDED, &element);
+/// A client connection's peer, with its elements of the forwarding headers written once for
+/// all the requests of the connection.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    addr: SocketAddr,
+    /// Its `X-Forwarded-For` element: the address.
+    forwarded_for: HeaderValue,
+    /// Its `Forwarded` element (RFC 7239): `for=` the address, an IPv6 one in quotes and
+    /// brackets.
+    forwarded: HeaderValue,
+}
+
+impl Peer {
+    /// The peer at `addr`.
+    pub fn new(addr: SocketAddr) -> Self {
+        let ip = addr.ip();
+        let forwarded = match ip {
+            std::net::IpAddr::V4(ip) => format!("for={ip}"),
+            std::net::IpAddr::V6(ip) => format!("for=\"[{ip}]\""),
+        };
+        // An address and these elements are made of visible ASCII only.
+        let value = |text: String| HeaderValue::try_from(text).expect("an address is ASCII");
+        Self {
+            addr,
+            forwarded_for: value(ip.to_string()),
+            forwarded: value(forwarded),
+        }
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+/// Adds `peer` as the last hop: to `X-Forwarded-For`, and as a `for=` element of `Forwarded`.
+pub(crate) fn add_forwarded(headers: &mut HeaderMap, peer: &Peer) {
+    append_to_list(headers, X_FORWARDED_FOR, &peer.forwarded_for);
+    append_to_list(headers, FORWARDED, &peer.forwarded);
 }
 
 /// The protocol an HTTP/1.1 request asks to switch to (`Upgrade`, with `upgrade` among its
@@ -127,7 +158,7 @@ pub(crate) struct Timeouts {
 pub(crate) async fn send(
     upstream: &Upstream,
     request: Request<Incoming>,
-    peer: SocketAddr,
+    peer: &Peer,
     timeouts: Timeouts,
 ) -> Result<Response<Incoming>, StatusCode> {
     let upgrade = upgrade_of(&request);
@@ -145,13 +176,9 @@ pub(crate) async fn send(
             parts.headers.insert(HOST, host);
         }
     }
-    let path = parts.uri.path_and_query().map_or("/", |path| path.as_str());
-    let base = upstream.uri.path().trim_end_matches('/');
-    let scheme = upstream.uri.scheme_str().unwrap_or("http");
-    let authority = upstream.uri.authority().map_or("", |a| a.as_str());
-    parts.uri = format!("{scheme}://{authority}{base}{path}")
-        .parse()
-        .map_err(|_| StatusCode::BAD_REQUEST)?;
+    parts.uri = upstream
+        .uri_for(parts.uri.path_and_query())
+        .ok_or(StatusCode::BAD_REQUEST)?;
     // The pool picks the upstream's version; the request asks for none.
     parts.version = Version::HTTP_11;
     let trailers = parts.headers.get(TE).is_some_and(|te| te == "trailers");
@@ -217,6 +244,22 @@ mod tests {
     }
 
     #[test]
+    fn a_message_without_hop_by_hop_headers_keeps_all_it_has() {
+        let mut map = headers(&[
+            ("host", b"example"),
+            ("x-trace", b"1"),
+            ("x-trace", b"2"),
+            ("content-length", b"0"),
+        ]);
+        let before = map.clone();
+        strip_hop_by_hop(&mut map);
+        assert_eq!(map, before);
+        map.append(TE, HeaderValue::from_static("gzip"));
+        strip_hop_by_hop(&mut map);
+        assert_eq!(map, before);
+    }
+
+    #[test]
     fn an_upgrade_needs_both_headers_on_http1() {
         let request = |connection: &str, version| {
             Request::builder()
@@ -241,20 +284,20 @@ mod tests {
 
     #[test]
     fn the_peer_is_appended_to_every_forwarding_list() {
-        let peer: SocketAddr = "10.0.0.9:1234".parse().unwrap();
+        let peer = Peer::new("10.0.0.9:1234".parse().unwrap());
         let mut map = headers(&[
             ("x-forwarded-for", b"1.1.1.1"),
             ("x-forwarded-for", b"2.2.2.2, \xff"),
             ("forwarded", b"for=1.1.1.1;proto=https"),
         ]);
-        add_forwarded(&mut map, peer);
+        add_forwarded(&mut map, &peer);
         assert_eq!(
             map.get_all(X_FORWARDED_FOR).iter().collect::<Vec<_>>(),
             [&b"1.1.1.1, 2.2.2.2, \xff, 10.0.0.9"[..]]
         );
         assert_eq!(map[FORWARDED], "for=1.1.1.1;proto=https, for=10.0.0.9");
         let mut fresh = HeaderMap::new();
-        add_forwarded(&mut fresh, "[2001:db8::1]:80".parse().unwrap());
+        add_forwarded(&mut fresh, &Peer::new("[2001:db8::1]:80".parse().unwrap()));
         assert_eq!(fresh[X_FORWARDED_FOR], "2001:db8::1");
         assert_eq!(fresh[FORWARDED], "for=\"[2001:db8::1]\"");
     }
