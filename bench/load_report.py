@@ -118,7 +118,11 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
         f"throughput), driven at full speed with 64 connections: offered {offered:.0f} req/s "
         f"({offered / limit:.1f}x the limit), admitted {admitted:.0f} req/s "
         f"({admitted / limit:.3f} of the limit), refused with 429: {over['limited']}, "
-        f"other statuses: {over['other']}.",
+        f"other statuses: {over['other']}. Over its 1 s of two 500 ms buckets, Sentinel's "
+        "window admits at most the limit in any two consecutive buckets. Under steady overload "
+        "one bucket of each pair takes the whole limit, and a run of T seconds spans 2T + 1 "
+        "buckets, so it sees up to T + 1 such buckets (1.1 of the limit for 10 s), 1.05 of the "
+        "limit on average: the rule working as Sentinel's does.",
         "",
     ]
     return "\n".join(lines)
