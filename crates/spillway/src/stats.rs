@@ -25,7 +25,7 @@ pub use event::Event;
 pub use node::{NodeConfig, NodeStats, ResourceNode};
 pub(crate) use short_line::ShortLine;
 pub use striped::StripedCounter;
-pub use window::{SlidingWindow, WindowSnapshot};
+pub use window::{Bucket, SlidingWindow, WindowSnapshot};
 pub use window_config::{WindowConfig, WindowConfigError, DEFAULT_MAX_RT, MAX_BUCKETS};
 
 pub use striped::default_stripes;

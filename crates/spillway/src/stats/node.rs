@@ -367,8 +367,10 @@ impl ResourceNode {
             if wait >= timeout {
                 break;
             }
-            let at = u64::try_from(earliest).unwrap_or(0);
-            let bucket_pass = window.bucket_pass(now, at) as i128;
+            // Java: rollingCounterInSecond.getWindowPass(earliestTime) (null, so 0, before
+            // the epoch).
+            let bucket_pass =
+                u64::try_from(earliest).map_or(0, |at| window.window_pass(at)) as i128;
             if ((current_pass + borrowed + i128::from(acquire) - bucket_pass) as f64) <= max_count {
                 return Some(Duration::from_nanos(wait as u64));
             }

@@ -121,6 +121,12 @@ impl Ring {
         filed
     }
 
+    /// The bucket the slot of `id` holds (the newest claimed for it), if any.
+    pub(super) fn held(&self, id: u64) -> Option<u64> {
+        let start = self.starts[self.slot(id)].load(Ordering::Acquire) & !ROLLING;
+        start.checked_sub(1)
+    }
+
     /// The cells of bucket `id`, if its slot holds it.
     #[inline]
     pub(super) fn bucket(&self, id: u64) -> Option<&Cells> {

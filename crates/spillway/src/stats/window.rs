@@ -355,17 +355,6 @@ impl SlidingWindow {
         self.borrowed_sum(current + 1, current + self.buckets)
     }
 
-    /// Passes of the bucket holding `at_nanos`, if it is in the window at `now_nanos`
-    /// (Sentinel's `getWindowPass`), borrowed passes included.
-    pub fn bucket_pass(&self, now_nanos: u64, at_nanos: u64) -> u64 {
-        let (oldest, newest) = self.live_range(now_nanos);
-        let id = at_nanos / self.bucket_nanos;
-        if id < oldest || id > newest {
-            return 0;
-        }
-        self.consistent(|view| view.value(id, Event::Pass.slot()))
-    }
-
     /// The bucket length in nanoseconds.
     pub fn bucket_nanos(&self) -> u64 {
         self.bucket_nanos
@@ -479,8 +468,10 @@ impl fmt::Debug for SlidingWindow {
     }
 }
 
+mod buckets;
 mod reads;
 #[cfg(all(test, not(spillway_loom)))]
 mod tests;
 
+pub use buckets::Bucket;
 pub use reads::WindowSnapshot;

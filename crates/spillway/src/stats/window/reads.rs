@@ -44,6 +44,11 @@ pub(super) struct View<'a> {
 }
 
 impl View<'_> {
+    /// The window read.
+    pub(super) fn window(&self) -> &SlidingWindow {
+        self.window
+    }
+
     /// The lines and the bucket each holds (busy or unused lines hold none).
     #[inline]
     fn held(&self, slot: usize) -> impl Iterator<Item = (&Line, u64)> {
@@ -154,19 +159,16 @@ impl SlidingWindow {
         self.consistent(|view| view.value(id, event.slot()))
     }
 
-    /// `event` in the bucket before the current one (0 if that bucket is not held), as
-    /// Sentinel's `previousWindowPass` / `previousWindowBlock`.
+    /// `event` in the previous bucket, as Sentinel's `previousWindowPass` /
+    /// `previousWindowBlock` read it: `currentWindow()`, then `getPreviousWindow()` (see
+    /// [`previous_bucket`](Self::previous_bucket)); 0 if there is none. With a single bucket,
+    /// that is the current bucket, as in Sentinel.
     pub fn previous(&self, now_nanos: u64, event: Event) -> u64 {
-        match self.previous_id(now_nanos) {
-            Some(id) => self.consistent(|view| view.value(id, event.slot())),
-            None => 0,
-        }
-    }
-
-    fn previous_id(&self, now_nanos: u64) -> Option<u64> {
-        self.id_at(now_nanos)
-            .checked_sub(1)
-            .filter(|_| self.buckets > 1)
+        let current = Some(self.id_at(now_nanos));
+        self.consistent(|view| {
+            view.previous_of(now_nanos, current)
+                .map_or(0, |id| view.value(id, event.slot()))
+        })
     }
 
     /// Largest per-bucket sum of `event` in the window, at least 1: Sentinel's `maxSuccess`.
@@ -220,8 +222,11 @@ impl SlidingWindow {
     /// All counts of the bucket before the current one (a complete bucket: with one-second
     /// buckets, the previous second, as Sentinel's per-second metric log reads it).
     pub fn previous_snapshot(&self, now_nanos: u64) -> WindowSnapshot {
-        let previous = self.previous_id(now_nanos).map(|id| (id, id));
-        self.consistent(|view| self.snapshot_of(view, previous))
+        let current = Some(self.id_at(now_nanos));
+        self.consistent(|view| {
+            let previous = view.previous_of(now_nanos, current).map(|id| (id, id));
+            self.snapshot_of(view, previous)
+        })
     }
 
     fn snapshot_of(&self, view: &View<'_>, range: Option<(u64, u64)>) -> WindowSnapshot {

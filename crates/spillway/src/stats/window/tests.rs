@@ -160,10 +160,18 @@ fn a_slot_idle_long_enough_for_tags_to_wrap_is_reset() {
 }
 
 #[test]
-fn one_bucket_window_has_no_previous_bucket() {
+fn one_bucket_windows_previous_bucket_is_the_current_one_as_in_sentinel() {
+    // Sentinel's `previousWindowPass`: `currentWindow()` resets the only slot to the current
+    // bucket, then `getPreviousWindow()` reads that slot and lets it through.
     let w = SlidingWindow::new(WindowConfig::new(1, Duration::from_secs(1)).unwrap());
     w.add(at(0), Event::Pass, 1);
-    assert_eq!(w.previous(at(999), Event::Pass), 0);
+    assert_eq!(w.previous(at(999), Event::Pass), 1);
+    assert_eq!(
+        w.previous(at(1_000), Event::Pass),
+        0,
+        "reset by the read's currentWindow"
+    );
+    assert_eq!(w.previous_snapshot(at(999)).pass, 1);
     assert_eq!(w.sum(at(999), Event::Pass), 1);
     assert_eq!(w.sum(at(1_000), Event::Pass), 0);
 }
@@ -222,7 +230,8 @@ proptest! {
             prop_assert_eq!(w.sum(now, Event::Pass), expected);
             let previous: u64 = adds
                 .iter()
-                .filter(|(id, _)| buckets > 1 && *id + 1 == current)
+                // Sentinel's: the bucket before; with one bucket, the current one.
+                .filter(|(id, _)| if buckets > 1 { *id + 1 == current } else { *id == current })
                 .map(|(_, n)| n)
                 .sum();
             prop_assert_eq!(w.previous(now, Event::Pass), previous);
