@@ -24,9 +24,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let spillway = spillway::Spillway::new();
     spillway.load_flow_rules(vec![
         FlowRule::qps("hello-qps", "GET /hello", 5.0),
-        FlowRule::qps("export-pace", "GET /export", 10.0).with_behavior(Behavior::Throttle {
-            max_queueing_time: Duration::from_secs(2),
-        }),
+        FlowRule::qps("export-pace", "GET /export", 10.0)
+            .with_behavior(Behavior::throttle(Duration::from_secs(2))),
     ])?;
     spillway.load_breaker_rules(vec![BreakerRule::new(
         "flaky-errors",

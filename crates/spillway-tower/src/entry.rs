@@ -23,7 +23,7 @@ use spillway::{Admission, BlockError, Entry, EntryBuilder, OwnedAdmission, Owned
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let spillway = Spillway::new_with_clock(TokioClock::new());
 /// spillway.load_flow_rules(vec![FlowRule::qps("pace", "export", 10.0)
-///     .with_behavior(Behavior::Throttle { max_queueing_time: Duration::from_secs(1) })])?;
+///     .with_behavior(Behavior::throttle(Duration::from_secs(1)))])?;
 /// let first = enter(spillway.entry("export")).await?;
 /// let second = enter(spillway.entry("export")).await?; // waited 100 ms on a timer
 /// assert_eq!(second.started_at_nanos() - first.started_at_nanos(), 100_000_000);

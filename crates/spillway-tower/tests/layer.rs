@@ -109,9 +109,7 @@ async fn throttled_requests_wait_on_the_timer_and_are_served_in_order() {
     let spillway = spillway();
     spillway
         .load_flow_rules(vec![FlowRule::qps("pace", "GET /hello", 10.0)
-            .with_behavior(Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            })])
+            .with_behavior(Behavior::throttle(Duration::from_secs(1)))])
         .unwrap();
     let app = app(&spillway);
     let start = Instant::now();
@@ -145,9 +143,7 @@ async fn a_dropped_waiter_gives_its_slot_to_the_next() {
     let spillway = spillway();
     spillway
         .load_flow_rules(vec![FlowRule::qps("pace", "GET /hello", 10.0)
-            .with_behavior(Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            })])
+            .with_behavior(Behavior::throttle(Duration::from_secs(1)))])
         .unwrap();
     let app = app(&spillway);
     let start = Instant::now();
@@ -398,9 +394,8 @@ async fn a_shadow_rule_admits_and_marks_the_request_and_the_response_queued_or_n
     spillway
         .load_flow_rules(vec![
             FlowRule::qps("try-1", "GET /seen", 1.0).with_shadow(true),
-            FlowRule::qps("pace", "GET /seen", 10.0).with_behavior(Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            }),
+            FlowRule::qps("pace", "GET /seen", 10.0)
+                .with_behavior(Behavior::throttle(Duration::from_secs(1))),
         ])
         .unwrap();
     // The handler says which shadow rule its request carries.

@@ -42,11 +42,8 @@ async fn a_dropped_acquire_gives_its_slot_back() {
 async fn queued_entries_wait_in_order_and_count_when_they_enter() {
     let spillway = Spillway::new_with_clock(TokioClock::new());
     spillway
-        .load_flow_rules(vec![FlowRule::qps("pace", "r", 4.0).with_behavior(
-            Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            },
-        )])
+        .load_flow_rules(vec![FlowRule::qps("pace", "r", 4.0)
+            .with_behavior(Behavior::throttle(Duration::from_secs(1)))])
         .unwrap();
     let start = Instant::now();
     for expected_ms in [0, 250, 500] {
@@ -61,11 +58,8 @@ async fn queued_entries_wait_in_order_and_count_when_they_enter() {
 async fn a_dropped_queued_entry_gives_its_slot_back() {
     let spillway = Spillway::new_with_clock(TokioClock::new());
     spillway
-        .load_flow_rules(vec![FlowRule::qps("pace", "r", 10.0).with_behavior(
-            Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            },
-        )])
+        .load_flow_rules(vec![FlowRule::qps("pace", "r", 10.0)
+            .with_behavior(Behavior::throttle(Duration::from_secs(1)))])
         .unwrap();
     drop(enter(spillway.entry("r")).await.unwrap());
     let abandoned =

@@ -232,11 +232,8 @@ fn a_waiting_entry_holds_the_flow_rules_places_and_a_drop_gives_them_back() {
 fn a_paced_entry_that_waited_for_its_place_waits_only_what_is_left_of_its_pacing() {
     let (spillway, clock) = limited(1, queue(10, QueueOrder::Fifo));
     spillway
-        .load_flow_rules(vec![FlowRule::qps("r-pace", "r", 10.0).with_behavior(
-            Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            },
-        )])
+        .load_flow_rules(vec![FlowRule::qps("r-pace", "r", 10.0)
+            .with_behavior(Behavior::throttle(Duration::from_secs(1)))])
         .unwrap();
     let first = ready(spillway.entry("r").try_enter());
     // Paced 100 ms after the first, and over the adaptive limit: it waits for a place first.

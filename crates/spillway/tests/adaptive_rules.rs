@@ -127,11 +127,8 @@ fn an_inbound_rule_limits_every_inbound_entry_and_no_outbound_one() {
 fn a_queued_entry_holds_its_adaptive_place_while_it_waits() {
     let (spillway, clock) = manual();
     spillway
-        .load_flow_rules(vec![FlowRule::qps("pace", "r", 10.0).with_behavior(
-            Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            },
-        )])
+        .load_flow_rules(vec![FlowRule::qps("pace", "r", 10.0)
+            .with_behavior(Behavior::throttle(Duration::from_secs(1)))])
         .unwrap();
     spillway
         .load_adaptive_rules(vec![AdaptiveRule::resource("r-adaptive", "r", aimd(2))])

@@ -61,9 +61,8 @@ fn entry_and_exit_with_rules_allocate_nothing() {
                 period: Duration::from_secs(10),
                 cold_factor: 3,
             }),
-            FlowRule::qps("throttle", "t", 1_000_000.0).with_behavior(Behavior::Throttle {
-                max_queueing_time: Duration::ZERO,
-            }),
+            FlowRule::qps("throttle", "t", 1_000_000.0)
+                .with_behavior(Behavior::throttle(Duration::ZERO)),
         ])
         .unwrap();
     let resources: Vec<_> = ["r", "w", "t"]

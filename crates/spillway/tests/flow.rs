@@ -253,11 +253,9 @@ fn a_rule_loaded_on_a_busy_resource_counts_the_passes_before_it() {
 fn throttled_entries_wait_on_the_clock_in_order() {
     let (spillway, _clock) = manual();
     spillway
-        .load_flow_rules(vec![FlowRule::qps("t", "r", 5.0).with_behavior(
-            Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            },
-        )])
+        .load_flow_rules(vec![
+            FlowRule::qps("t", "r", 5.0).with_behavior(Behavior::throttle(Duration::from_secs(1)))
+        ])
         .unwrap();
     let mut starts = Vec::new();
     for _ in 0..3 {
@@ -268,14 +266,32 @@ fn throttled_entries_wait_on_the_clock_in_order() {
 }
 
 #[test]
+fn a_throttle_rule_paces_count_per_its_stat_duration() {
+    // 3 per 100 ms (Sentinel's statDurationMs = 100): nanosecond pacing, 33.333333 ms apart.
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("t", "r", 3.0).with_behavior(
+            Behavior::Throttle {
+                max_queueing_time: Duration::from_secs(1),
+                stat_duration: Duration::from_millis(100),
+            },
+        )])
+        .unwrap();
+    let mut starts = Vec::new();
+    for _ in 0..4 {
+        let entry = spillway.entry("r").enter().unwrap();
+        starts.push(entry.started_at_nanos() - T0_MS * 1_000_000);
+    }
+    assert_eq!(starts, [0, 33_333_333, 66_666_666, 99_999_999]);
+}
+
+#[test]
 fn a_dropped_waiter_gives_its_slot_back() {
     let (spillway, _clock) = manual();
     spillway
-        .load_flow_rules(vec![FlowRule::qps("t", "r", 10.0).with_behavior(
-            Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            },
-        )])
+        .load_flow_rules(vec![
+            FlowRule::qps("t", "r", 10.0).with_behavior(Behavior::throttle(Duration::from_secs(1)))
+        ])
         .unwrap();
     let first = spillway.entry("r").try_enter().unwrap();
     assert!(matches!(first, Admission::Ready(_)));
@@ -302,9 +318,7 @@ fn a_later_block_gives_back_earlier_reservations() {
     spillway
         .load_flow_rules(vec![
             FlowRule::concurrency("c", "r", 10.0),
-            FlowRule::qps("t", "r", 10.0).with_behavior(Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            }),
+            FlowRule::qps("t", "r", 10.0).with_behavior(Behavior::throttle(Duration::from_secs(1))),
             FlowRule::qps("q", "r", 1.0),
         ])
         .unwrap();
@@ -316,9 +330,7 @@ fn a_later_block_gives_back_earlier_reservations() {
     spillway
         .load_flow_rules(vec![
             FlowRule::concurrency("c", "r", 10.0),
-            FlowRule::qps("t", "r", 10.0).with_behavior(Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            }),
+            FlowRule::qps("t", "r", 10.0).with_behavior(Behavior::throttle(Duration::from_secs(1))),
         ])
         .unwrap();
     let Admission::Queued(next) = spillway.entry("r").try_enter().unwrap() else {

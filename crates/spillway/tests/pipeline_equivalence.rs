@@ -45,8 +45,10 @@ impl RuleSpec {
                 period: Duration::from_secs(2),
                 cold_factor: 3,
             }),
+            // Per second or per 500 ms: both of Sentinel's pacings, by the count.
             2 => FlowRule::qps(id, RESOURCE, count).with_behavior(Behavior::Throttle {
                 max_queueing_time: Duration::from_millis(400),
+                stat_duration: Duration::from_millis(if self.count % 2 == 0 { 500 } else { 1_000 }),
             }),
             3 => FlowRule::qps(id, RESOURCE, count).with_behavior(Behavior::WarmUpThrottle {
                 period: Duration::from_secs(2),

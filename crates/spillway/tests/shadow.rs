@@ -73,7 +73,7 @@ fn a_shadow_throttle_never_queues_and_refuses_what_the_throttle_would() {
     let max_queueing_time = Duration::from_millis(500);
     spillway
         .load_flow_rules(vec![FlowRule::qps("pace-10", "r", 10.0)
-            .with_behavior(Behavior::Throttle { max_queueing_time })
+            .with_behavior(Behavior::throttle(max_queueing_time))
             .with_shadow(true)])
         .unwrap();
     // The same arrivals through a standalone throttle: what it would decide.

@@ -259,7 +259,7 @@ impl<'a> EntryBuilder<'a> {
     /// let clock = ManualClock::new();
     /// let spillway = Spillway::new_with_clock(clock.clone());
     /// spillway.load_flow_rules(vec![FlowRule::qps("pace", "export", 10.0)
-    ///     .with_behavior(Behavior::Throttle { max_queueing_time: Duration::from_secs(1) })])?;
+    ///     .with_behavior(Behavior::throttle(Duration::from_secs(1)))])?;
     /// let _first = spillway.entry("export").try_enter_owned()?;
     /// let OwnedAdmission::Queued(pending) = spillway.entry("export").try_enter_owned()? else {
     ///     unreachable!("paced 100 ms apart")

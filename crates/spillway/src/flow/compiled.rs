@@ -36,9 +36,14 @@ impl Controller {
                 period,
                 cold_factor,
             } => Controller::WarmUp(WarmUp::new(rule.count, period, cold_factor)),
-            Behavior::Throttle { max_queueing_time } => {
-                Controller::Throttle(Throttle::new(rule.count, max_queueing_time))
-            }
+            Behavior::Throttle {
+                max_queueing_time,
+                stat_duration,
+            } => Controller::Throttle(match super::throttle::stat_duration_ms(stat_duration) {
+                Some(stat) => Throttle::per(rule.count, stat, max_queueing_time),
+                // Validation refuses such a rule; unvalidated, it is per second.
+                None => Throttle::new(rule.count, max_queueing_time),
+            }),
             Behavior::WarmUpThrottle {
                 period,
                 cold_factor,

@@ -31,6 +31,40 @@ fn default_cold_factor() -> u32 {
     DEFAULT_COLD_FACTOR
 }
 
+/// Sentinel's default `statDurationMs`: one second.
+#[cfg(feature = "serde")]
+fn default_stat_duration() -> Duration {
+    Duration::from_secs(1)
+}
+
+impl Behavior {
+    /// [`Behavior::Throttle`] with `count` per second: calls paced `1 / count` seconds apart,
+    /// each queued at most `max_queueing_time`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::{Behavior, FlowRule};
+    /// use std::time::Duration;
+    ///
+    /// let rule = FlowRule::qps("paced", "export", 10.0)
+    ///     .with_behavior(Behavior::throttle(Duration::from_millis(500)));
+    /// assert_eq!(
+    ///     rule.behavior,
+    ///     Behavior::Throttle {
+    ///         max_queueing_time: Duration::from_millis(500),
+    ///         stat_duration: Duration::from_secs(1),
+    ///     }
+    /// );
+    /// ```
+    pub fn throttle(max_queueing_time: Duration) -> Self {
+        Behavior::Throttle {
+            max_queueing_time,
+            stat_duration: Duration::from_secs(1),
+        }
+    }
+}
+
 #[cfg(feature = "serde")]
 fn default_occupy_timeout() -> Duration {
     DEFAULT_OCCUPY_TIMEOUT
@@ -56,11 +90,21 @@ pub enum Behavior {
         #[cfg_attr(feature = "serde", serde(default = "default_cold_factor"))]
         cold_factor: u32,
     },
-    /// Pace calls evenly, queueing each for at most `max_queueing_time` (the leaky bucket).
+    /// Pace calls evenly, `count` per `stat_duration`, queueing each for at most
+    /// `max_queueing_time` (the leaky bucket: Sentinel's `ThrottlingController`, see
+    /// [`Throttle`](super::Throttle)). [`Behavior::throttle`] makes one with the default
+    /// `stat_duration` of one second.
     Throttle {
         /// Longest a call may wait for its slot.
         #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
         max_queueing_time: Duration,
+        /// The duration `count` is per (Sentinel's `statDurationMs`): a whole number of
+        /// milliseconds, at least 1 ms; one second by default.
+        #[cfg_attr(
+            feature = "serde",
+            serde(with = "humantime_serde", default = "default_stat_duration")
+        )]
+        stat_duration: Duration,
     },
     /// Warm up, and pace calls at the current rate.
     WarmUpThrottle {

@@ -116,7 +116,17 @@ pub fn validate_flow_rules(rules: &[FlowRule]) -> Result<(), FlowRuleError> {
                     );
                 }
             }
-            Behavior::Throttle { .. } => {}
+            Behavior::Throttle { stat_duration, .. } => {
+                if super::throttle::stat_duration_ms(stat_duration).is_none() {
+                    return fail(
+                        "behavior.stat_duration",
+                        format!(
+                            "must be a whole number of milliseconds from 1 ms to {} ms, got {stat_duration:?}",
+                            u32::MAX
+                        ),
+                    );
+                }
+            }
         }
         if rule.limit_app == LimitApp::Origin(String::new()) {
             return fail("limit_app", "must not be empty".into());

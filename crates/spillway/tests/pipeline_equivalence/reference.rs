@@ -69,8 +69,16 @@ impl RefRule {
                     cold_factor,
                 },
             ) => Controller::WarmUp(WarmUp::new(count, period, cold_factor)),
-            (_, Behavior::Throttle { max_queueing_time }) => {
-                Controller::Throttle(Throttle::new(count, max_queueing_time))
+            (
+                _,
+                Behavior::Throttle {
+                    max_queueing_time,
+                    stat_duration,
+                },
+            ) => {
+                let stat = u32::try_from(stat_duration.as_millis()).expect("a validated rule");
+                let stat = std::num::NonZeroU32::new(stat).expect("a validated rule");
+                Controller::Throttle(Throttle::per(count, stat, max_queueing_time))
             }
             (
                 _,

@@ -109,11 +109,8 @@ fn a_flow_refusal_comes_before_the_breakers_and_takes_no_probe() {
 fn a_probe_abandoned_while_queued_gives_its_place_back() {
     let s = setup(vec![errors("b", "api").with_half_open_probes(2)]);
     s.spillway
-        .load_flow_rules(vec![FlowRule::qps("pace", "api", 10.0).with_behavior(
-            Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            },
-        )])
+        .load_flow_rules(vec![FlowRule::qps("pace", "api", 10.0)
+            .with_behavior(Behavior::throttle(Duration::from_secs(1)))])
         .unwrap();
     open_then_wait(&s);
     let Ok(Admission::Ready(first)) = s.spillway.entry("api").try_enter() else {

@@ -46,3 +46,28 @@ fn unknown_fields_are_refused() {
     let err = serde_json::from_str::<FlowRule>(json).unwrap_err();
     assert!(err.to_string().contains("unknown field `cuont`"), "{err}");
 }
+
+#[test]
+fn a_throttle_is_per_second_unless_its_stat_duration_says_otherwise() {
+    let json = r#"[
+        {"id": "a", "resource": "r", "count": 5,
+         "behavior": {"type": "throttle", "max_queueing_time": "50ms"}},
+        {"id": "b", "resource": "r", "count": 5,
+         "behavior": {"type": "throttle", "max_queueing_time": "50ms", "stat_duration": "500ms"}}
+    ]"#;
+    let rules: Vec<FlowRule> = serde_json::from_str(json).unwrap();
+    assert_eq!(
+        rules[0].behavior,
+        Behavior::throttle(Duration::from_millis(50))
+    );
+    assert_eq!(
+        rules[1].behavior,
+        Behavior::Throttle {
+            max_queueing_time: Duration::from_millis(50),
+            stat_duration: Duration::from_millis(500),
+        }
+    );
+    let back: Vec<FlowRule> =
+        serde_json::from_str(&serde_json::to_string(&rules).unwrap()).unwrap();
+    assert_eq!(back, rules);
+}

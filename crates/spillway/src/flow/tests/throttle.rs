@@ -136,3 +136,81 @@ fn concurrent_callers_never_share_a_slot_or_exceed_the_queue() {
     let slots: HashSet<u128> = admitted.iter().copied().collect();
     assert_eq!(slots, (0..=10).map(|i| i * 100_000_000).collect());
 }
+
+fn per(count: f64, stat_ms: u32, max_queueing: Duration) -> Throttle {
+    Throttle::per(
+        count,
+        std::num::NonZeroU32::new(stat_ms).unwrap(),
+        max_queueing,
+    )
+}
+
+#[test]
+fn sentinels_switch_between_millisecond_and_nanosecond_pacing() {
+    // useNanoSeconds = statDurationMs % Math.round(count) != 0 || count / statDurationMs > 1
+    let cases = [
+        (10.0, 1_000, false), // 1000 % 10 == 0
+        (1_000.0, 1_000, false),
+        (1_001.0, 1_000, true), // more than one a millisecond
+        (3.0, 1_000, true),     // 1000 % 3 != 0
+        (4.4, 1_000, false),    // Math.round(4.4) = 4 divides 1000
+        (4.5, 1_000, false),    // Math.round(4.5) = 5 divides 1000
+        (5.0, 500, false),
+        (3.0, 100, true),
+        (200.0, 100, true), // 2 a millisecond
+        (0.4, 1_000, true), // Math.round(0.4) = 0: Sentinel divides by zero; nanoseconds here
+    ];
+    for (count, stat, nanos) in cases {
+        let throttle = per(count, stat, Duration::ZERO);
+        assert_eq!(throttle.paces_in_nanos(), nanos, "{count} per {stat} ms");
+    }
+    assert!(
+        !per(0.0, 1_000, Duration::ZERO).paces_in_nanos(),
+        "count 0: Sentinel's false"
+    );
+}
+
+#[test]
+fn millisecond_pacing_rounds_the_cost_and_floors_the_clock() {
+    // 4.4 a second: Sentinel paces in milliseconds, 227 ms apart (Math.round(1000 / 4.4)),
+    // not 227.27 ms.
+    let throttle = Throttle::new(4.4, Duration::from_secs(1));
+    assert_eq!(throttle.cost_nanos(1), 227_000_000);
+    assert_eq!(throttle.cost_nanos(3), 682_000_000); // Math.round(3000 / 4.4) = 682
+    let t = at_ms(0);
+    assert_eq!(throttle.check(t + 900_000, 1), Decision::Pass); // read as T0 + 0 ms
+    assert_eq!(throttle.check(t + 900_000, 1), wait_ns(227_000_000));
+    assert_eq!(throttle.check(t + 999_999, 1), wait_ns(454_000_000));
+
+    // 4 a second, 250 ms apart: a call at 350.2 ms after one at 100.7 ms passes, as Sentinel's
+    // clock reads 100 and 350; in nanoseconds it would wait 0.5 ms.
+    let throttle = Throttle::new(4.0, Duration::ZERO);
+    assert!(!throttle.paces_in_nanos());
+    assert_eq!(throttle.check(at_ms(100) + 700_000, 1), Decision::Pass);
+    assert_eq!(throttle.check(at_ms(350) + 200_000, 1), Decision::Pass);
+    assert_eq!(throttle.check(at_ms(599) + 999_999, 1), Decision::Block);
+    assert_eq!(throttle.check(at_ms(600), 1), Decision::Pass);
+}
+
+#[test]
+fn count_per_stat_duration() {
+    // 3 per 100 ms: nanoseconds, 33.333333 ms apart (Math.round(1e6 * 100 / 3)).
+    let throttle = per(3.0, 100, Duration::from_millis(100));
+    assert_eq!(throttle.cost_nanos(1), 33_333_333);
+    let t = at_ms(0);
+    assert_eq!(throttle.check(t, 1), Decision::Pass);
+    assert_eq!(throttle.check(t, 1), wait_ns(33_333_333));
+    // Two permits cost Math.round(1e6 * 200 / 3) = 66666667 ns.
+    assert_eq!(throttle.check(t, 2), wait_ns(100_000_000));
+    assert_eq!(throttle.check(t, 1), Decision::Block);
+    // 200 per 100 ms: nanoseconds, 0.5 ms apart; 2000 calls in a second, every 0.5 ms, all pass.
+    let throttle = per(200.0, 100, Duration::ZERO);
+    let passed = (0..2_000)
+        .filter(|i| throttle.check(at_ms(0) + i * 500_000, 1) == Decision::Pass)
+        .count();
+    assert_eq!(passed, 2_000);
+    // 60 per minute: milliseconds, one a second.
+    let throttle = per(60.0, 60_000, Duration::ZERO);
+    assert!(!throttle.paces_in_nanos());
+    assert_eq!(throttle.cost_nanos(1), 1_000_000_000);
+}

@@ -13,6 +13,10 @@ fn each_bad_field_is_named() {
         period,
         cold_factor,
     };
+    let paced = |stat_duration| Behavior::Throttle {
+        max_queueing_time: Duration::from_secs(1),
+        stat_duration,
+    };
     let cases = [
         (FlowRule::qps("", "r", 1.0), "id"),
         (FlowRule::qps("fine", "r", 1.0), "id"),
@@ -20,14 +24,25 @@ fn each_bad_field_is_named() {
         (FlowRule::qps("x", "r", -1.0), "count"),
         (FlowRule::qps("x", "r", f64::INFINITY), "count"),
         (
-            FlowRule::concurrency("x", "r", 1.0).with_behavior(Behavior::Throttle {
-                max_queueing_time: Duration::ZERO,
-            }),
+            FlowRule::concurrency("x", "r", 1.0).with_behavior(Behavior::throttle(Duration::ZERO)),
             "behavior",
         ),
         (
             FlowRule::qps("x", "r", 1.0).with_behavior(warm(Duration::ZERO, 3)),
             "behavior.period",
+        ),
+        (
+            FlowRule::qps("x", "r", 1.0).with_behavior(paced(Duration::ZERO)),
+            "behavior.stat_duration",
+        ),
+        (
+            FlowRule::qps("x", "r", 1.0).with_behavior(paced(Duration::from_micros(1_500))),
+            "behavior.stat_duration",
+        ),
+        (
+            FlowRule::qps("x", "r", 1.0)
+                .with_behavior(paced(Duration::from_millis(u64::from(u32::MAX) + 1))),
+            "behavior.stat_duration",
         ),
         (
             FlowRule::qps("x", "r", 1.0).with_behavior(warm(Duration::from_secs(1), 1)),
@@ -98,9 +113,8 @@ fn per_resource_caps_are_checked_before_anything_loads() {
     assert!(validate_flow_rules(&many[..MAX_RULES_PER_RESOURCE]).is_ok());
     let pacing: Vec<_> = (0..=MAX_QUEUEING_RULES_PER_RESOURCE)
         .map(|i| {
-            FlowRule::qps(format!("p{i}"), "a", 1.0).with_behavior(Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            })
+            FlowRule::qps(format!("p{i}"), "a", 1.0)
+                .with_behavior(Behavior::throttle(Duration::from_secs(1)))
         })
         .collect();
     let err = validate_flow_rules(&pacing).unwrap_err();
@@ -109,4 +123,15 @@ fn per_resource_caps_are_checked_before_anything_loads() {
         (MAX_QUEUEING_RULES_PER_RESOURCE, "resource")
     );
     assert!(err.problem().contains("queueing (throttle) flow rules"));
+}
+
+#[test]
+fn a_throttle_per_whole_milliseconds_is_valid() {
+    for millis in [1, 500, 60_000, u64::from(u32::MAX)] {
+        let rule = FlowRule::qps("x", "r", 5.0).with_behavior(Behavior::Throttle {
+            max_queueing_time: Duration::ZERO,
+            stat_duration: Duration::from_millis(millis),
+        });
+        assert_eq!(validate_flow_rules(&[rule]), Ok(()), "{millis} ms");
+    }
 }

@@ -100,11 +100,8 @@ fn a_queued_entry_keeps_its_system_place_while_it_waits() {
         .load_system_rules(vec![SystemRule::new("c").with_max_concurrency(2)])
         .unwrap();
     spillway
-        .load_flow_rules(vec![FlowRule::qps("pace", "api", 10.0).with_behavior(
-            Behavior::Throttle {
-                max_queueing_time: Duration::from_secs(1),
-            },
-        )])
+        .load_flow_rules(vec![FlowRule::qps("pace", "api", 10.0)
+            .with_behavior(Behavior::throttle(Duration::from_secs(1)))])
         .unwrap();
     let try_enter = || spillway.entry("api").inbound().try_enter();
     let Ok(Admission::Ready(first)) = try_enter() else {
