@@ -335,3 +335,32 @@ fn thousands_of_rules_no_route_produces_give_a_hundred_warnings_and_a_count() {
         "spillway.toml: and 4900 more rules no route produces"
     );
 }
+
+#[test]
+fn a_throttle_rule_per_a_stat_duration_is_checked_and_read() {
+    let rule = |stat_duration: &str| {
+        format!(
+            "{UPSTREAM}\n[[route]]\nresource = \"upload\"\npath = \"/upload\"\nupstream = \"app\"\n\n\
+             [[flow]]\nid = \"pace\"\nresource = \"upload\"\ncount = 3\n\
+             behavior = {{ type = \"throttle\", max_queueing_time = \"200ms\", \
+             stat_duration = \"{stat_duration}\" }}\n"
+        )
+    };
+    let config = parse(&rule("100ms"), "spillway.toml").unwrap();
+    assert_eq!(
+        config.flow[0].get_ref().behavior,
+        spillway::flow::Behavior::Throttle {
+            max_queueing_time: std::time::Duration::from_millis(200),
+            stat_duration: std::time::Duration::from_millis(100),
+        }
+    );
+    let text = rule("1500us");
+    let err = error(&text);
+    assert!(
+        err.contains(
+            "`flow[0].behavior.stat_duration`: must be a whole number of milliseconds from 1 ms \
+             to 4294967295 ms, got 1.5ms"
+        ),
+        "{err}"
+    );
+}
