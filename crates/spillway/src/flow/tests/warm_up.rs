@@ -181,3 +181,15 @@ fn a_new_rule_starts_cold_on_a_clock_that_starts_at_zero_late_in_its_first_secon
     assert_eq!(warm_up.check(&node, 500_000_000, 1), Decision::Pass);
     assert_eq!(warm_up.stored_tokens(), 1000);
 }
+
+/// Deliberate deviation (docs/exactness.md): 1 a second warmed over 1 s with cold factor 3 has
+/// `warningToken = (int) 1 / 2 = 0` and `maxToken = 0 + (int) (2 / 4) = 0`, no warm-up range.
+/// Sentinel's `aboveToken * slope` is `0 x Infinity = NaN` there, and every call is blocked;
+/// here the rule allows `nextUp(count)`: one call a second.
+#[test]
+fn a_warm_up_without_a_warm_up_range_allows_count() {
+    let warm_up = WarmUp::new(1.0, Duration::from_secs(1), 3);
+    assert_eq!((warm_up.warning_tokens(), warm_up.max_tokens()), (0, 0));
+    let node = node();
+    assert_eq!(drive(&warm_up, &node, 0, 3), [1, 1, 1]);
+}
