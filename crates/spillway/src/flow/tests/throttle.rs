@@ -209,6 +209,22 @@ fn count_per_stat_duration() {
         .filter(|i| throttle.check(at_ms(0) + i * 500_000, 1) == Decision::Pass)
         .count();
     assert_eq!(passed, 2_000);
+    // 3 per 2 s: 2000 % 3 != 0, nanoseconds, Math.round(1e6 * 2000 / 3) = 666666667 ns apart
+    // (in milliseconds it would be 667 ms, 1 ms a call slow).
+    let throttle = per(3.0, 2_000, Duration::from_millis(2_500));
+    assert!(throttle.paces_in_nanos());
+    let t = at_ms(0);
+    let decisions: Vec<_> = (0..5).map(|_| throttle.check(t, 1)).collect();
+    assert_eq!(
+        decisions,
+        [
+            Decision::Pass,
+            wait_ns(666_666_667),
+            wait_ns(1_333_333_334),
+            wait_ns(2_000_000_001),
+            Decision::Block, // would wait 2.67 s
+        ]
+    );
     // 60 per minute: milliseconds, one a second.
     let throttle = per(60.0, 60_000, Duration::ZERO);
     assert!(!throttle.paces_in_nanos());
