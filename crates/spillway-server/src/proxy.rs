@@ -386,12 +386,22 @@ impl Proxy {
                 if let Some(entry) = entry.as_mut() {
                     entry.set_error(error);
                 }
-                if error {
-                    &counters.error
-                } else {
-                    &counters.success
+                // A gRPC call's status usually comes in its trailers: its outcome is counted
+                // when its body ends.
+                let deferred = grpc
+                    && !error
+                    && !response
+                        .headers()
+                        .contains_key(spillway_tower::grpc::GRPC_STATUS);
+                let outcome = deferred.then(|| body::GrpcOutcome::new(counters.clone()));
+                if !deferred {
+                    if error {
+                        &counters.error
+                    } else {
+                        &counters.success
+                    }
+                    .inc();
                 }
-                .inc();
                 counters.observe(arrived.elapsed());
                 if let (StatusCode::SWITCHING_PROTOCOLS, Some(client)) =
                     (response.status(), upgrading)
@@ -404,7 +414,7 @@ impl Proxy {
                     return response.map(|_| ProxyBody::full(Bytes::new()));
                 }
                 let (parts, body) = response.into_parts();
-                let mut body = ProxyBody::upstream(body, entry, permits, grpc);
+                let mut body = ProxyBody::upstream(body, entry, permits, grpc, outcome);
                 let left = table.timeout.saturating_sub(arrived.elapsed());
                 body.read_ahead(left).await;
                 Response::from_parts(parts, body)

@@ -370,6 +370,97 @@ async fn a_grpc_call_passes_through_and_a_limit_answers_resource_exhausted() {
     assert!(status.message().contains("none"), "{status:?}");
 }
 
+/// A gRPC upstream whose every call answers one empty message and then the status its
+/// request's `x-status` header names (13, INTERNAL, without one) in the trailers, or no status
+/// at all for `x-status: none`: what a unary call that fails after its head looks like.
+async fn trailers_status_upstream() -> SocketAddr {
+    serve_each(|stream| async move {
+        let service = service_fn(|request: Request<Incoming>| async move {
+            let status = request
+                .headers()
+                .get("x-status")
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("13")
+                .to_owned();
+            let mut trailers = http::HeaderMap::new();
+            if status != "none" {
+                trailers.insert("grpc-status", status.parse().unwrap());
+            }
+            let frames = vec![
+                Ok::<_, Infallible>(http_body::Frame::data(Bytes::from_static(&[0, 0, 0, 0, 0]))),
+                Ok(http_body::Frame::trailers(trailers)),
+            ];
+            let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+            let response = Response::builder()
+                .header("content-type", "application/grpc")
+                .body(body)
+                .unwrap();
+            Ok::<_, Infallible>(response)
+        });
+        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_grpc_status_in_the_trailers_decides_the_calls_outcome_in_the_metrics_too() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::HealthCheckRequest;
+    let upstream = trailers_status_upstream().await;
+    let p = proxy(&routed(
+        "",
+        &format!("url = \"http://{upstream}\"\nprotocol = \"http2\""),
+        "",
+    ))
+    .await;
+    let endpoint = tonic::transport::Channel::from_shared(format!("http://{}", p.addr)).unwrap();
+    let mut client = HealthClient::new(step("connect", endpoint.connect()).await.unwrap());
+    let call = |status: &str| {
+        let mut request = tonic::Request::new(HealthCheckRequest {
+            service: String::new(),
+        });
+        request
+            .metadata_mut()
+            .insert("x-status", status.parse().unwrap());
+        request
+    };
+    let outcomes = |p: &Proxy| {
+        let text = p.handle.render_metrics().unwrap();
+        let value = |outcome: &str| {
+            let series = format!(
+                "spillway_requests_total{{resource=\"app\",outcome=\"{outcome}\",reason=\"\"}} "
+            );
+            text.lines()
+                .find_map(|line| line.strip_prefix(series.as_str()))
+                .map_or(0, |value| value.parse::<u64>().unwrap())
+        };
+        (value("success"), value("error"))
+    };
+
+    let answer = step("ok", client.check(call("0"))).await.unwrap();
+    assert_eq!(answer.into_inner().status, 0);
+    assert_eq!(outcomes(&p), (1, 0));
+
+    let status = step("internal", client.check(call("13")))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
+    assert_eq!(
+        outcomes(&p),
+        (1, 1),
+        "a trailers error is an error, not a success"
+    );
+
+    // No status at all: gRPC clients see a failed call, and so do the metrics and the entry.
+    let status = step("none", client.check(call("none"))).await.unwrap_err();
+    assert_ne!(status.code(), tonic::Code::Ok);
+    assert_eq!(outcomes(&p), (1, 2));
+    let resource = p.spillway.resource("app").unwrap();
+    assert_eq!(resource.stats().total_error, 2);
+}
+
 /// A WebSocket server that echoes every message back.
 async fn websocket_echo() -> SocketAddr {
     serve_each(|stream| async move {

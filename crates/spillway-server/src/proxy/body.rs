@@ -1,6 +1,7 @@
 //! The proxy's response body: the upstream's, holding the request's entry and permits until it
 //! ends, or a short text of the proxy's own.
 
+use crate::metrics::ResourceMetrics;
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
@@ -21,6 +22,47 @@ pub(crate) struct Permits {
     pub(crate) active: Option<ActivePermit>,
 }
 
+/// The outcome of a gRPC call whose status comes in its trailers, for
+/// `spillway_requests_total`: counted when the body ends or is dropped, as a success if a
+/// trailer said OK and as an error otherwise (a status other than OK, no status at all, a
+/// failed stream, or a client that went away first).
+#[derive(Debug)]
+pub(crate) struct GrpcOutcome {
+    counters: ResourceMetrics,
+    ok: bool,
+}
+
+impl GrpcOutcome {
+    pub(crate) fn new(counters: ResourceMetrics) -> Self {
+        Self {
+            counters,
+            ok: false,
+        }
+    }
+}
+
+impl Drop for GrpcOutcome {
+    fn drop(&mut self) {
+        let counter = if self.ok {
+            &self.counters.success
+        } else {
+            &self.counters.error
+        };
+        counter.inc();
+    }
+}
+
+/// What the body holds until it ends.
+#[derive(Debug)]
+struct Held {
+    /// No entry in shadow mode when the rules would have blocked.
+    entry: Option<OwnedEntry>,
+    /// Held for its drop, which gives the places back.
+    _permits: Permits,
+    /// For a gRPC call whose status is in its trailers.
+    outcome: Option<GrpcOutcome>,
+}
+
 /// A response body of the proxy.
 #[derive(Debug)]
 pub struct ProxyBody {
@@ -33,9 +75,9 @@ pub struct ProxyBody {
 enum Kind {
     Upstream {
         body: Incoming,
-        /// Dropped (ending the entry and giving the permits back) when the body ends. No
-        /// entry in shadow mode when the rules would have blocked.
-        held: Option<(Option<OwnedEntry>, Permits)>,
+        /// Dropped (ending the entry, giving the permits back and counting a deferred
+        /// outcome) when the body ends.
+        held: Option<Held>,
         /// A gRPC response: a status other than OK in its trailers is an error.
         grpc: bool,
         /// The first frame, read ahead by [`ProxyBody::read_ahead`].
@@ -45,16 +87,23 @@ enum Kind {
 }
 
 impl ProxyBody {
+    /// The upstream's `body`, holding `entry` and `permits` until it ends; for a gRPC
+    /// response (`grpc`), its trailers' status marks the entry, and counts `outcome` if given.
     pub(crate) fn upstream(
         body: Incoming,
         entry: Option<OwnedEntry>,
         permits: Permits,
         grpc: bool,
+        outcome: Option<GrpcOutcome>,
     ) -> Self {
         Self {
             kind: Kind::Upstream {
                 body,
-                held: Some((entry, permits)),
+                held: Some(Held {
+                    entry,
+                    _permits: permits,
+                    outcome,
+                }),
                 grpc,
                 first: None,
             },
@@ -130,21 +179,41 @@ impl Body for ProxyBody {
                     None => Pin::new(body).poll_frame(cx),
                 };
                 match &polled {
-                    Poll::Ready(Some(Ok(frame))) if *grpc => {
-                        let failed = frame
-                            .trailers_ref()
-                            .is_some_and(spillway_tower::grpc::has_error_status);
-                        if let (true, Some((Some(entry), _))) = (failed, held.as_mut()) {
-                            entry.mark_error();
-                        }
-                    }
-                    Poll::Ready(None) => drop(held.take()),
-                    Poll::Ready(Some(Err(_))) => {
-                        if let Some((mut entry, permits)) = held.take() {
-                            if let Some(entry) = entry.as_mut() {
+                    // Trailers are a body's last frame: the request ends here, before they are
+                    // sent on.
+                    Poll::Ready(Some(Ok(frame))) if frame.is_trailers() => {
+                        if let (Some(trailers), Some(mut held)) =
+                            (frame.trailers_ref(), held.take())
+                        {
+                            let failed = *grpc && spillway_tower::grpc::has_error_status(trailers);
+                            let status = trailers.contains_key(spillway_tower::grpc::GRPC_STATUS);
+                            // A deferred outcome needs a status here: none is a failed call.
+                            let unanswered = held.outcome.is_some() && !status;
+                            if let Some(outcome) = held.outcome.as_mut() {
+                                outcome.ok = status && !failed;
+                            }
+                            if let (true, Some(entry)) = (failed || unanswered, held.entry.as_mut())
+                            {
                                 entry.mark_error();
                             }
-                            drop((entry, permits));
+                        }
+                    }
+                    Poll::Ready(None) => {
+                        if let Some(mut held) = held.take() {
+                            // A gRPC call that ended without a status failed, as gRPC
+                            // clients see it.
+                            if held.outcome.as_ref().is_some_and(|outcome| !outcome.ok) {
+                                if let Some(entry) = held.entry.as_mut() {
+                                    entry.mark_error();
+                                }
+                            }
+                        }
+                    }
+                    Poll::Ready(Some(Err(_))) => {
+                        if let Some(mut held) = held.take() {
+                            if let Some(entry) = held.entry.as_mut() {
+                                entry.mark_error();
+                            }
                         }
                     }
                     _ => {}
