@@ -59,8 +59,8 @@ struct Held {
     entry: Option<OwnedEntry>,
     /// Held for its drop, which gives the places back.
     _permits: Permits,
-    /// For a gRPC call whose status is in its trailers.
-    outcome: Option<GrpcOutcome>,
+    /// For a gRPC call whose status is in its trailers (boxed: most responses have none).
+    outcome: Option<Box<GrpcOutcome>>,
 }
 
 /// A response body of the proxy.
@@ -102,7 +102,7 @@ impl ProxyBody {
                 held: Some(Held {
                     entry,
                     _permits: permits,
-                    outcome,
+                    outcome: outcome.map(Box::new),
                 }),
                 grpc,
                 first: None,
