@@ -50,16 +50,14 @@ enum Command {
     },
 }
 
-/// The signals `serve` handles, registered before it says it is listening: a signal sent from
-/// then on is handled, never the default action (which ends the process at once).
+/// The signals that stop `serve`, registered before it says it is listening: a signal sent from
+/// then on is handled, never the default action (which ends the process at once). SIGHUP is the
+/// reloader's ([`Reloader::start_watching`]), registered at the same point.
 struct Signals {
     #[cfg(unix)]
     terminate: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
     interrupt: Option<tokio::signal::unix::Signal>,
-    /// Held so that SIGHUP is handled from the start (the reloader takes its own).
-    #[cfg(unix)]
-    _hangup: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
@@ -77,7 +75,6 @@ impl Signals {
             Self {
                 terminate: registered(SignalKind::terminate(), "SIGTERM"),
                 interrupt: registered(SignalKind::interrupt(), "SIGINT"),
-                _hangup: registered(SignalKind::hangup(), "SIGHUP"),
             }
         }
         #[cfg(not(unix))]
@@ -132,6 +129,8 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     .with_public_metrics(config.admin.metrics_public)
     .with_allowed_hosts(config.admin.allowed_hosts.clone());
     let mut signals = Signals::register();
+    // SIGHUP reloads from here on, before the line that says the process is ready.
+    let watch = reloader.clone().start_watching();
     if let (Ok(addr), Ok(admin_addr)) = (server.local_addr(), admin_listener.local_addr()) {
         tracing::info!(proxy = %addr, admin = %admin_addr, "spillway listening");
     }
@@ -139,7 +138,7 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let watching = tokio::spawn(reloader.watch());
+    let watching = tokio::spawn(watch);
     let admin_task = tokio::spawn(admin.run(admin_listener, stopped(stop_rx.clone())));
     let mut proxy_task = tokio::spawn(server.run(stopped(stop_rx)));
     let signal = signals.stop().await;

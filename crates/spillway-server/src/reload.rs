@@ -58,6 +58,12 @@ pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
     .collect()
 }
 
+/// The reloader's SIGHUP stream, where there are signals.
+#[cfg(unix)]
+type Hangup = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+type Hangup = ();
+
 /// Re-reads a configuration file into a running proxy.
 #[derive(Debug)]
 pub struct Reloader {
@@ -230,9 +236,25 @@ impl Reloader {
     /// deploy tools write it, is seen); if the OS cannot watch it, the file is polled once a
     /// second instead.
     pub async fn watch(self: Arc<Self>) {
+        self.start_watching().await;
+    }
+
+    /// [`watch`](Self::watch), with SIGHUP handled from this call on rather than from the
+    /// returned future's first poll: `serve` calls it before it says it is listening, so that
+    /// a SIGHUP sent from then on always reloads. Must be called on a tokio runtime.
+    pub fn start_watching(self: Arc<Self>) -> impl std::future::Future<Output = ()> + Send {
         #[cfg(unix)]
-        let mut hangup =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+        #[cfg(not(unix))]
+        let hangup = ();
+        self.watch_from(hangup)
+    }
+
+    async fn watch_from(self: Arc<Self>, hangup: Hangup) {
+        #[cfg(unix)]
+        let mut hangup = hangup;
+        #[cfg(not(unix))]
+        let () = hangup;
         let (events, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
         let watcher = self.watcher(events);
         // Without notifications, a look once a second; with them, only as a backstop.
