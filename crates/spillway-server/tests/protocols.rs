@@ -311,6 +311,28 @@ async fn a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
     }
 }
 
+/// The proxy in front of the gRPC server at `upstream` (cleartext HTTP/2), and a gRPC health
+/// client connected to the proxy.
+async fn grpc_proxy(
+    upstream: SocketAddr,
+) -> (
+    Proxy,
+    tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>,
+) {
+    let p = proxy(&routed(
+        "",
+        &format!("url = \"http://{upstream}\"\nprotocol = \"http2\""),
+        "",
+    ))
+    .await;
+    let endpoint = tonic::transport::Channel::from_shared(format!("http://{}", p.addr)).unwrap();
+    let channel = step("connect", endpoint.connect()).await.unwrap();
+    (
+        p,
+        tonic_health::pb::health_client::HealthClient::new(channel),
+    )
+}
+
 /// A gRPC server (tonic's health service) in cleartext HTTP/2, as gRPC servers are run.
 async fn grpc_upstream() -> SocketAddr {
     let (reporter, service) = tonic_health::server::health_reporter();
@@ -332,17 +354,8 @@ async fn grpc_upstream() -> SocketAddr {
 
 #[tokio::test]
 async fn a_grpc_call_passes_through_and_a_limit_answers_resource_exhausted() {
-    use tonic_health::pb::health_client::HealthClient;
     use tonic_health::pb::HealthCheckRequest;
-    let upstream = grpc_upstream().await;
-    let p = proxy(&routed(
-        "",
-        &format!("url = \"http://{upstream}\"\nprotocol = \"http2\""),
-        "",
-    ))
-    .await;
-    let endpoint = tonic::transport::Channel::from_shared(format!("http://{}", p.addr)).unwrap();
-    let mut client = HealthClient::new(step("connect", endpoint.connect()).await.unwrap());
+    let (p, mut client) = grpc_proxy(grpc_upstream().await).await;
     let check = |service: &str| {
         tonic::Request::new(HealthCheckRequest {
             service: service.to_owned(),
@@ -406,17 +419,8 @@ async fn trailers_status_upstream() -> SocketAddr {
 
 #[tokio::test]
 async fn a_grpc_status_in_the_trailers_decides_the_calls_outcome_in_the_metrics_too() {
-    use tonic_health::pb::health_client::HealthClient;
     use tonic_health::pb::HealthCheckRequest;
-    let upstream = trailers_status_upstream().await;
-    let p = proxy(&routed(
-        "",
-        &format!("url = \"http://{upstream}\"\nprotocol = \"http2\""),
-        "",
-    ))
-    .await;
-    let endpoint = tonic::transport::Channel::from_shared(format!("http://{}", p.addr)).unwrap();
-    let mut client = HealthClient::new(step("connect", endpoint.connect()).await.unwrap());
+    let (p, mut client) = grpc_proxy(trailers_status_upstream().await).await;
     let call = |status: &str| {
         let mut request = tonic::Request::new(HealthCheckRequest {
             service: String::new(),

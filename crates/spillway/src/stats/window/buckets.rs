@@ -10,7 +10,6 @@
 
 use super::reads::View;
 use super::{SlidingWindow, WindowSnapshot};
-use crate::stats::event::{Event, MIN_RT_SLOT};
 
 /// One bucket of a window: where it starts and what it counted (Sentinel's
 /// `WindowWrap<MetricBucket>`).
@@ -45,18 +44,9 @@ impl View<'_> {
         window.ring.held(id).into_iter().chain(lines).max()
     }
 
-    /// Every count of bucket `id`.
+    /// Every count of bucket `id`: a snapshot of the one-bucket range.
     fn counts(&self, id: u64) -> WindowSnapshot {
-        let max_rt = self.window().max_rt_micros;
-        WindowSnapshot {
-            pass: self.value(id, Event::Pass.slot()),
-            block: self.value(id, Event::Block.slot()),
-            success: self.value(id, Event::Success.slot()),
-            error: self.value(id, Event::Error.slot()),
-            rt_micros: self.value(id, Event::Rt.slot()),
-            occupied_pass: self.value(id, Event::OccupiedPass.slot()),
-            min_rt_micros: self.value(id, MIN_RT_SLOT).min(max_rt).max(1),
-        }
+        self.window().snapshot_of(self, Some((id, id)))
     }
 
     /// The id of the bucket Sentinel's `getPreviousWindow(now)` returns. `current` is the

@@ -229,7 +229,8 @@ impl SlidingWindow {
         })
     }
 
-    fn snapshot_of(&self, view: &View<'_>, range: Option<(u64, u64)>) -> WindowSnapshot {
+    /// Every count of the buckets `range` (none: an empty window), read through `view`.
+    pub(super) fn snapshot_of(&self, view: &View<'_>, range: Option<(u64, u64)>) -> WindowSnapshot {
         let Some(range) = range else {
             return WindowSnapshot {
                 min_rt_micros: self.max_rt_micros,
