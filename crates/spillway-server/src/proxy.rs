@@ -5,6 +5,7 @@ mod body;
 mod client;
 mod forward;
 mod path;
+mod pool;
 mod timed_body;
 
 pub use body::ProxyBody;

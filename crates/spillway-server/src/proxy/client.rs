@@ -1,17 +1,12 @@
 //! The proxy's clients of one upstream: its base URL, and a connection pool speaking the HTTP
 //! version it is configured for, in cleartext or over TLS.
 
-use super::timed_body::TimedBody;
+use super::pool::Pool;
 use crate::config::{self, UpstreamProtocol};
 use http::uri::{self, PathAndQuery};
 use http::Uri;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-
-/// A pooled client for upstreams, `http://` or `https://`.
-pub(crate) type HttpClient = Client<HttpsConnector<HttpConnector>, TimedBody>;
 
 /// One upstream, ready to take requests.
 #[derive(Debug)]
@@ -19,10 +14,10 @@ pub(crate) struct Upstream {
     /// Its base URL (without a final `/`).
     pub(crate) uri: Uri,
     /// Its pool, for requests.
-    pub(crate) client: HttpClient,
+    pub(crate) client: Pool,
     /// A pool speaking HTTP/1.1 only, for upgrades (WebSocket): none if the upstream speaks
     /// HTTP/2 only.
-    pub(crate) upgrades: Option<HttpClient>,
+    pub(crate) upgrades: Option<Pool>,
 }
 
 impl Upstream {
@@ -55,15 +50,14 @@ impl Upstream {
             .parse()
             .map_err(|err| format!("`{}`: {err}", upstream.url))?;
         let tls = crate::tls::client_config(upstream.ca.as_deref())?;
-        let client = pool(tls.clone(), upstream.protocol);
+        let client = pool(tls.clone(), &uri, upstream.protocol);
         let upgrades = match upstream.protocol {
             UpstreamProtocol::Http2 => None,
-            UpstreamProtocol::Http1 => Some(client.clone()),
-            // Over TLS, ALPN may pick HTTP/2 for the main pool, where no upgrade exists.
-            UpstreamProtocol::Auto if uri.scheme_str() == Some("https") => {
-                Some(pool(tls, UpstreamProtocol::Http1))
+            // Its own connections: an upgraded one leaves the pool, and over TLS with `auto`,
+            // ALPN may pick HTTP/2 for the main pool, where no upgrade exists.
+            UpstreamProtocol::Http1 | UpstreamProtocol::Auto => {
+                Some(pool(tls, &uri, UpstreamProtocol::Http1))
             }
-            UpstreamProtocol::Auto => Some(client.clone()),
         };
         Ok(Self {
             uri,
@@ -75,7 +69,7 @@ impl Upstream {
 
 /// A pool for `protocol`: ALPN offers what it allows, and HTTP/2 alone is spoken with prior
 /// knowledge in cleartext.
-fn pool(tls: rustls::ClientConfig, protocol: UpstreamProtocol) -> HttpClient {
+fn pool(tls: rustls::ClientConfig, uri: &Uri, protocol: UpstreamProtocol) -> Pool {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.enforce_http(false);
@@ -87,14 +81,7 @@ fn pool(tls: rustls::ClientConfig, protocol: UpstreamProtocol) -> HttpClient {
         UpstreamProtocol::Http1 => builder.enable_http1().wrap_connector(http),
         UpstreamProtocol::Http2 => builder.enable_http2().wrap_connector(http),
     };
-    let mut client = Client::builder(TokioExecutor::new());
-    client
-        .timer(TokioTimer::new())
-        .pool_timer(TokioTimer::new());
-    if protocol == UpstreamProtocol::Http2 {
-        client.http2_only(true);
-    }
-    client.build(connector)
+    Pool::new(connector, uri, protocol)
 }
 
 #[cfg(test)]

@@ -193,7 +193,7 @@ pub(crate) async fn send(
     }
     add_forwarded(&mut parts.headers, peer);
     let request = Request::from_parts(parts, body);
-    match tokio::time::timeout(timeouts.upstream, client.request(request)).await {
+    match tokio::time::timeout(timeouts.upstream, client.send(request)).await {
         Ok(Ok(mut response)) => {
             let switching = (response.status() == StatusCode::SWITCHING_PROTOCOLS)
                 .then(|| response.headers().get(UPGRADE).cloned())

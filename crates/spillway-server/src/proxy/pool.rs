@@ -1,0 +1,308 @@
+//! The connections to one upstream, on hyper's connection API: a stack of idle HTTP/1.1
+//! connections, each carrying one request at a time, and at most one HTTP/2 connection, shared
+//! by every request.
+//!
+//! It does what hyper-util's general-purpose client did for the proxy, for one upstream only: no
+//! pool key to hash, no checkout racing a connect, no waiter lists.
+//! - A request takes the most recently idle HTTP/1.1 connection, or the HTTP/2 one, or a new
+//!   connection. What a new connection speaks is the configured protocol; with `auto` over TLS,
+//!   ALPN decides, and a connection that comes up as HTTP/2 is shared from then on.
+//! - An HTTP/1.1 connection goes back on the stack once its response has been read (at once, for
+//!   the usual small response read with its head; else when its body ends).
+//! - A request that a reused connection closed under before sending it (the upstream's
+//!   keep-alive timeout racing the request) is sent again on another connection, once per
+//!   connection that fails that way; a request on a new connection never is.
+//! - Idle connections are kept for [`IDLE_TIMEOUT`], at most [`MAX_IDLE`] of them.
+
+use super::timed_body::TimedBody;
+use crate::config::UpstreamProtocol;
+use http::uri::{self, Uri};
+use http::{Method, Request, Response};
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
+use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
+use hyper_util::client::legacy::connect::{Connection, HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+/// How long an idle HTTP/1.1 connection is kept (hyper-util's client default).
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Idle HTTP/1.1 connections kept per upstream; one more is closed when it becomes idle.
+pub(crate) const MAX_IDLE: usize = 1024;
+
+/// An error on the way to the upstream: connecting, a handshake, or the exchange.
+pub(crate) type Error = Box<dyn std::error::Error + Send + Sync>;
+
+type Io = MaybeHttpsStream<TokioIo<TcpStream>>;
+
+/// The connections to one upstream.
+pub(crate) struct Pool {
+    connector: HttpsConnector<HttpConnector>,
+    /// The upstream's scheme and authority.
+    origin: Uri,
+    protocol: UpstreamProtocol,
+    shared: Arc<Shared>,
+}
+
+/// What the requests and the idle reaper share.
+#[derive(Default)]
+struct Shared {
+    /// Idle HTTP/1.1 connections, the most recently used last.
+    idle: Mutex<Vec<Idle>>,
+    /// The HTTP/2 connection, if one is up.
+    http2: Mutex<Option<http2::SendRequest<TimedBody>>>,
+    /// Held while an HTTP/2 connection is made, so that a burst makes one.
+    connecting: tokio::sync::Mutex<()>,
+    /// Whether the reaper of idle connections runs.
+    reaping: AtomicBool,
+}
+
+struct Idle {
+    sender: http1::SendRequest<TimedBody>,
+    since: Instant,
+}
+
+enum Sender {
+    Http1(http1::SendRequest<TimedBody>),
+    Http2(http2::SendRequest<TimedBody>),
+}
+
+impl Pool {
+    /// A pool for `origin` (its scheme and authority are used), connecting with `connector`.
+    pub(crate) fn new(
+        connector: HttpsConnector<HttpConnector>,
+        origin: &Uri,
+        protocol: UpstreamProtocol,
+    ) -> Self {
+        let mut parts = uri::Parts::default();
+        parts.scheme = origin.scheme().cloned();
+        parts.authority = origin.authority().cloned();
+        parts.path_and_query = Some(uri::PathAndQuery::from_static("/"));
+        Self {
+            connector,
+            origin: Uri::from_parts(parts).unwrap_or_else(|_| origin.clone()),
+            protocol,
+            shared: Arc::default(),
+        }
+    }
+
+    /// Sends `request` (with an absolute URI at this upstream) and returns the response's head.
+    ///
+    /// # Errors
+    ///
+    /// The upstream cannot be reached, or the exchange failed.
+    pub(crate) async fn send(
+        &self,
+        mut request: Request<TimedBody>,
+    ) -> Result<Response<Incoming>, Error> {
+        let uri = request.uri().clone();
+        loop {
+            let (sender, reused) = self.checkout().await?;
+            let unsent = match sender {
+                Sender::Http2(mut sender) => match sender.try_send_request(request).await {
+                    Ok(response) => return Ok(response),
+                    Err(mut err) => err.take_message().ok_or_else(|| err.into_error())?,
+                },
+                Sender::Http1(mut sender) => {
+                    request_line_form(&mut request);
+                    match sender.try_send_request(request).await {
+                        Ok(response) => {
+                            self.shared.give_back(sender);
+                            return Ok(response);
+                        }
+                        Err(mut err) => err.take_message().ok_or_else(|| err.into_error())?,
+                    }
+                }
+            };
+            // Closed before the request went out: only a reused connection may be tried again,
+            // since a new one failing says the upstream cannot take it.
+            if !reused {
+                return Err(
+                    "the upstream closed a new connection before the request was sent".into(),
+                );
+            }
+            request = unsent;
+            *request.uri_mut() = uri.clone();
+        }
+    }
+
+    /// A connection to send on, and whether it was used before.
+    async fn checkout(&self) -> Result<(Sender, bool), Error> {
+        if let Some(sender) = self.shared.live_http2() {
+            return Ok((Sender::Http2(sender), true));
+        }
+        if self.protocol != UpstreamProtocol::Http2 {
+            if let Some(sender) = self.shared.take_idle() {
+                return Ok((Sender::Http1(sender), true));
+            }
+        }
+        if self.protocol == UpstreamProtocol::Http2 {
+            // One connection for a burst: the first makes it, the others then share it.
+            let _connecting = self.shared.connecting.lock().await;
+            if let Some(sender) = self.shared.live_http2() {
+                return Ok((Sender::Http2(sender), true));
+            }
+            return Ok((self.connect().await?, false));
+        }
+        Ok((self.connect().await?, false))
+    }
+
+    /// A new connection, HTTP/2 if configured or negotiated, which then becomes the shared one.
+    async fn connect(&self) -> Result<Sender, Error> {
+        let io: Io = self.connector.clone().oneshot(self.origin.clone()).await?;
+        let negotiated_h2 = io.connected().is_negotiated_h2();
+        if self.protocol == UpstreamProtocol::Http2 || negotiated_h2 {
+            let (mut sender, connection) = http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .handshake(io)
+                .await?;
+            tokio::spawn(async move {
+                if let Err(err) = connection.await {
+                    tracing::debug!(%err, "upstream HTTP/2 connection closed");
+                }
+            });
+            sender.ready().await?;
+            // With `auto`, several connections may have come up as HTTP/2 at once: the first
+            // stays, and the others close when their request is done.
+            let mut shared = lock(&self.shared.http2);
+            match shared.as_ref().filter(|kept| !kept.is_closed()) {
+                Some(kept) => return Ok(Sender::Http2(kept.clone())),
+                None => *shared = Some(sender.clone()),
+            }
+            return Ok(Sender::Http2(sender));
+        }
+        let (mut sender, connection) = http1::handshake(io).await?;
+        tokio::spawn(async move {
+            if let Err(err) = connection.with_upgrades().await {
+                tracing::debug!(%err, "upstream connection closed");
+            }
+        });
+        sender.ready().await?;
+        self.shared.start_reaping();
+        Ok(Sender::Http1(sender))
+    }
+}
+
+impl Shared {
+    /// The HTTP/2 connection, unless it is gone.
+    fn live_http2(&self) -> Option<http2::SendRequest<TimedBody>> {
+        let shared = lock(&self.http2);
+        shared
+            .as_ref()
+            .filter(|sender| !sender.is_closed())
+            .cloned()
+    }
+
+    /// The most recently idle HTTP/1.1 connection that is still open and ready.
+    fn take_idle(&self) -> Option<http1::SendRequest<TimedBody>> {
+        let now = Instant::now();
+        let mut idle = lock(&self.idle);
+        while let Some(Idle { sender, since }) = idle.pop() {
+            if sender.is_ready() && now.duration_since(since) < IDLE_TIMEOUT {
+                return Some(sender);
+            }
+        }
+        None
+    }
+
+    /// Puts an HTTP/1.1 connection back once its response has been read.
+    fn give_back(self: &Arc<Self>, mut sender: http1::SendRequest<TimedBody>) {
+        if sender.is_ready() {
+            self.park(sender);
+        } else if !sender.is_closed() {
+            // Its response body is still coming: back when it has been read.
+            let shared = Arc::downgrade(self);
+            tokio::spawn(async move {
+                if sender.ready().await.is_ok() {
+                    if let Some(shared) = shared.upgrade() {
+                        shared.park(sender);
+                    }
+                }
+            });
+        }
+    }
+
+    fn park(&self, sender: http1::SendRequest<TimedBody>) {
+        let mut idle = lock(&self.idle);
+        if idle.len() < MAX_IDLE {
+            idle.push(Idle {
+                sender,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Starts, once, the task that closes connections idle for longer than [`IDLE_TIMEOUT`]; it
+    /// ends with the pool.
+    fn start_reaping(self: &Arc<Self>) {
+        if self.reaping.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let shared: Weak<Self> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(IDLE_TIMEOUT / 3);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                let now = Instant::now();
+                let expired: Vec<Idle> = {
+                    let mut idle = lock(&shared.idle);
+                    // The oldest first: the stack is in the order they became idle.
+                    let fresh = idle
+                        .iter()
+                        .position(|entry| now.duration_since(entry.since) < IDLE_TIMEOUT)
+                        .unwrap_or(idle.len());
+                    idle.drain(..fresh).collect()
+                };
+                // Closed outside the lock.
+                drop(expired);
+            }
+        });
+    }
+}
+
+/// HTTP/1.1's request line names the path only (the upstream's `Host` is in the headers),
+/// except for CONNECT, which names the authority.
+fn request_line_form<B>(request: &mut Request<B>) {
+    let uri = request.uri();
+    let mut parts = uri::Parts::default();
+    if request.method() == Method::CONNECT {
+        parts.authority = uri.authority().cloned();
+    } else {
+        parts.path_and_query = Some(
+            uri.path_and_query()
+                .cloned()
+                .unwrap_or_else(|| uri::PathAndQuery::from_static("/")),
+        );
+    }
+    if let Ok(form) = Uri::from_parts(parts) {
+        *request.uri_mut() = form;
+    }
+}
+
+/// The lock, even if a thread panicked while holding it: the data is a list of connections,
+/// valid at every step.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("origin", &self.origin)
+            .field("protocol", &self.protocol)
+            .field("idle", &lock(&self.shared.idle).len())
+            .finish_non_exhaustive()
+    }
+}
