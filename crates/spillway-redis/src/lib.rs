@@ -1,0 +1,118 @@
+//! Cluster-wide limits for spillway on Redis: one limit for a whole fleet of processes, with no
+//! coordinator of our own.
+//!
+//! Work in progress (issue 23). What is here today:
+//! - [`SharedWindow`]: a QPS limit over Sentinel's sliding window, kept in Redis and checked
+//!   and counted in one atomic script call per request (the *strict* check), loaded by its SHA
+//!   and loaded again when Redis has forgotten it (`NOSCRIPT`, after `SCRIPT FLUSH` or a
+//!   restart).
+//! - Keys carry a hash tag (`spillway:{name}:window`), so each limit lives in one slot of a
+//!   Redis Cluster.
+//!
+//! Not yet: leased checks, the token bucket and concurrency leases, the fallback to a local
+//! share when Redis is down, and rules in `Spillway`, the tower layer and the server.
+
+use std::sync::Arc;
+
+mod window;
+
+pub use redis;
+pub use window::{Checked, SharedWindow};
+
+/// Where a shared limit reads the time.
+#[derive(Debug, Clone, Default)]
+pub enum Time {
+    /// Redis's own clock (`TIME`, in the script): one clock for every process, whatever their
+    /// machines' clocks say.
+    #[default]
+    Redis,
+    /// A spillway clock of the caller's, in milliseconds: every process sharing the limit
+    /// must read the same time, as threads sharing a [`spillway::ManualClock`] in a test do.
+    Clock(Arc<dyn spillway::Clock>),
+}
+
+impl Time {
+    /// The script's time argument: milliseconds, or -1 for Redis's clock.
+    fn now_arg(&self) -> i64 {
+        match self {
+            Self::Redis => -1,
+            Self::Clock(clock) => i64::try_from(clock.now_millis()).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+/// A failed check.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The limit's settings cannot work; the message says which and why.
+    Invalid(String),
+    /// Redis could not be reached, or answered with an error.
+    Redis(redis::RedisError),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Invalid(why) => write!(f, "invalid shared limit: {why}"),
+            Self::Redis(err) => write!(f, "redis: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Invalid(_) => None,
+            Self::Redis(err) => Some(err),
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(err: redis::RedisError) -> Self {
+        Self::Redis(err)
+    }
+}
+
+/// Checks a shared limit's name: 1 to 200 bytes, without braces (it becomes the key's hash
+/// tag, which a brace would cut short).
+fn check_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() || name.len() > 200 {
+        return Err(Error::Invalid(format!(
+            "a shared limit's name must have 1 to 200 bytes, not {}",
+            name.len()
+        )));
+    }
+    if name.contains(['{', '}']) {
+        return Err(Error::Invalid(format!(
+            "a shared limit's name cannot hold braces: {name:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// The Redis key of `name`'s `kind` of state: `spillway:{name}:kind`, the braces a hash tag, so
+/// that everything of one limit is in one cluster slot.
+fn key(name: &str, kind: &str) -> String {
+    format!("spillway:{{{name}}}:{kind}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_tagged_with_the_whole_name() {
+        assert_eq!(key("orders", "window"), "spillway:{orders}:window");
+    }
+
+    #[test]
+    fn a_name_is_short_and_has_no_braces() {
+        assert!(check_name("tenant:7/orders").is_ok());
+        for bad in ["", "a{b", "a}b", &"x".repeat(201)] {
+            let err = check_name(bad).unwrap_err();
+            assert!(matches!(err, Error::Invalid(_)), "{bad:?}: {err}");
+        }
+    }
+}

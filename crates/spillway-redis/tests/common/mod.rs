@@ -1,0 +1,79 @@
+//! A real `redis-server` for a test: on a free loopback port, in a directory of its own, with no
+//! persistence, stopped when dropped.
+
+#![allow(dead_code)] // each test file uses what it needs
+
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Longest a server may take to start (never reached when it starts).
+const START: Duration = Duration::from_secs(30);
+
+pub(crate) struct RedisServer {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts one and returns once it says it accepts connections.
+    pub(crate) async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        // A free port: the kernel's pick, released for the server to take.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--loglevel", "notice"])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|err| {
+                panic!("cannot start redis-server ({err}): install Debian's redis-server package, as .ci/run does")
+            });
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = tokio::time::timeout(START, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("Ready to accept connections") {
+                    return true;
+                }
+            }
+            false
+        });
+        assert!(
+            ready.await.unwrap_or(false),
+            "redis-server on port {port} did not become ready"
+        );
+        // Keep reading its log, so that it never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A new connection manager: a process of the fleet, as far as Redis can tell.
+    pub(crate) async fn connect(&self) -> redis::aio::ConnectionManager {
+        let client = redis::Client::open(self.url()).unwrap();
+        client.get_connection_manager().await.unwrap()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
