@@ -3,19 +3,24 @@
 //!
 //! Work in progress (issue 23). What is here today:
 //! - [`SharedWindow`]: a QPS limit over Sentinel's sliding window, kept in Redis and checked
-//!   and counted in one atomic script call per request (the *strict* check), loaded by its SHA
-//!   and loaded again when Redis has forgotten it (`NOSCRIPT`, after `SCRIPT FLUSH` or a
-//!   restart).
+//!   and counted in one atomic script call per request (the *strict* check: exact across the
+//!   fleet, a round trip per request). The script is run by its SHA and loaded again when
+//!   Redis has forgotten it (`NOSCRIPT`, after `SCRIPT FLUSH` or a restart).
+//! - [`LeasedWindow`]: the *leased* check of the same window: a process takes batches of
+//!   passes ahead of need, following its demand, and admits from them with no I/O; unused
+//!   passes go back. Its overshoot is bounded (see its docs) and tested.
 //! - Keys carry a hash tag (`spillway:{name}:window`), so each limit lives in one slot of a
 //!   Redis Cluster.
 //!
-//! Not yet: leased checks, the token bucket and concurrency leases, the fallback to a local
-//! share when Redis is down, and rules in `Spillway`, the tower layer and the server.
+//! Not yet: the token bucket and concurrency leases, the fallback to a local share when Redis
+//! is down, and rules in `Spillway`, the tower layer and the server.
 
 use std::sync::Arc;
 
+mod lease;
 mod window;
 
+pub use lease::LeasedWindow;
 pub use redis;
 pub use window::{Checked, SharedWindow};
 

@@ -120,19 +120,88 @@ impl SharedWindow {
         redis: &mut C,
         acquire: u32,
     ) -> Result<Checked, Error> {
-        let (admitted, passes, now_ms): (i64, u64, u64) = script()
+        let answer = self.call(redis, Mode::All, u64::from(acquire), 0).await?;
+        Ok(Checked {
+            admitted: answer.count > 0,
+            passes: answer.passes,
+            now_ms: answer.now_ms,
+        })
+    }
+
+    /// One script call: `mode` with `count` (and, to return passes, the bucket they were
+    /// counted in).
+    pub(crate) async fn call<C: ConnectionLike>(
+        &self,
+        redis: &mut C,
+        mode: Mode,
+        count: u64,
+        bucket_start: u64,
+    ) -> Result<Answer, Error> {
+        let (count, passes, now_ms, bucket_start): (u64, u64, u64, u64) = script()
             .key(&self.key)
             .arg(self.time.now_arg())
             .arg(self.interval_ms)
             .arg(self.buckets)
             .arg(self.limit)
-            .arg(acquire)
+            .arg(count)
+            .arg(mode.as_str())
+            .arg(bucket_start)
             .invoke_async(redis)
             .await?;
-        Ok(Checked {
-            admitted: admitted == 1,
+        Ok(Answer {
+            count,
             passes,
             now_ms,
+            bucket_start,
         })
     }
+
+    /// Passes a second it allows.
+    pub fn limit(&self) -> f64 {
+        self.limit
+    }
+
+    /// A bucket's width, in milliseconds.
+    pub fn bucket_ms(&self) -> u64 {
+        self.interval_ms / u64::from(self.buckets)
+    }
+
+    /// Where it reads the time.
+    pub fn time(&self) -> &Time {
+        &self.time
+    }
+}
+
+/// What a script call does with its count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// All of it passes, or none (Sentinel's check).
+    All,
+    /// As much of it as there is room for (a lease).
+    UpTo,
+    /// Taken back from a bucket (an unused lease).
+    Return,
+}
+
+impl Mode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::UpTo => "upto",
+            Self::Return => "return",
+        }
+    }
+}
+
+/// A script call's answer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Answer {
+    /// Passes granted, or taken back.
+    pub(crate) count: u64,
+    /// The window's passes before the call.
+    pub(crate) passes: u64,
+    /// The time of the call, on the limit's clock.
+    pub(crate) now_ms: u64,
+    /// The start of the current bucket, on the limit's clock.
+    pub(crate) bucket_start: u64,
 }

@@ -5,9 +5,15 @@
 -- KEYS[1]  the window's hash (with a hash tag, so that it lives in one cluster slot)
 -- ARGV[1]  now, in milliseconds; a negative value: Redis's own clock (TIME)
 -- ARGV[2]  interval_ms     ARGV[3]  buckets     ARGV[4]  limit (per second; may be fractional)
--- ARGV[5]  acquire (the count this request takes)
+-- ARGV[5]  count
+-- ARGV[6]  what to do with it:
+--          "all"    pass `count` if the window has room for all of it (Sentinel's check);
+--          "upto"   pass as many of `count` as the window has room for (a lease);
+--          "return" take back up to `count` passes from the bucket that starts at ARGV[7], if
+--                   that bucket is still the one its slot holds (an unused lease)
 --
--- Returns { admitted (1 or 0), the window's passes before this request, now }.
+-- Returns { passes granted (or taken back), the window's passes before, now, the current
+-- bucket's start }.
 local now = tonumber(ARGV[1])
 if now < 0 then
   local time = redis.call('TIME')
@@ -16,10 +22,25 @@ end
 local interval = tonumber(ARGV[2])
 local buckets = tonumber(ARGV[3])
 local limit = tonumber(ARGV[4])
-local acquire = tonumber(ARGV[5])
+local count = tonumber(ARGV[5])
+local mode = ARGV[6]
 local width = interval / buckets
 local start = now - now % width
 local current = math.floor(start / width) % buckets
+
+if mode == 'return' then
+  local from = tonumber(ARGV[7])
+  local slot = math.floor(from / width) % buckets
+  local values = redis.call('HMGET', KEYS[1], 't' .. slot, 'c' .. slot)
+  if tonumber(values[1]) ~= from then
+    return { 0, 0, now, start }
+  end
+  local back = math.min(count, tonumber(values[2] or 0))
+  if back > 0 then
+    redis.call('HINCRBY', KEYS[1], 'c' .. slot, -back)
+  end
+  return { back, 0, now, start }
+end
 
 local fields = {}
 for i = 0, buckets - 1 do
@@ -29,7 +50,8 @@ end
 local values = redis.call('HMGET', KEYS[1], unpack(fields))
 
 -- Buckets still in the window at `now` (Sentinel: not deprecated, now - start <= interval),
--- and not ahead of it (a time that went backwards on another process).
+-- and not ahead of it (a time that went backwards on another process); the current slot
+-- counts only if it holds the current bucket (else it is about to be reset).
 local passes = 0
 for i = 0, buckets - 1 do
   local t = tonumber(values[2 * i + 1])
@@ -40,15 +62,23 @@ for i = 0, buckets - 1 do
   end
 end
 
--- Sentinel's DefaultController: passQps + acquire > count blocks.
-if passes / (interval / 1000) + acquire > limit then
-  return { 0, passes, now }
+-- Sentinel's DefaultController: passQps + count > limit blocks. A lease takes what is left.
+local seconds = interval / 1000
+local granted = count
+if passes / seconds + count > limit then
+  if mode ~= 'upto' then
+    return { 0, passes, now, start }
+  end
+  granted = math.max(0, math.floor(limit - passes / seconds))
+  if granted == 0 then
+    return { 0, passes, now, start }
+  end
 end
 local t = tonumber(values[2 * current + 1])
 if t == start then
-  redis.call('HINCRBY', KEYS[1], 'c' .. current, acquire)
+  redis.call('HINCRBY', KEYS[1], 'c' .. current, granted)
 else
-  redis.call('HSET', KEYS[1], 't' .. current, start, 'c' .. current, acquire)
+  redis.call('HSET', KEYS[1], 't' .. current, start, 'c' .. current, granted)
 end
 redis.call('PEXPIRE', KEYS[1], interval * 2)
-return { 1, passes, now }
+return { granted, passes, now, start }
