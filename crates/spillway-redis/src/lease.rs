@@ -1,22 +1,88 @@
 //! The *leased* check of a shared window: each process takes batches of passes from Redis ahead
-//! of need and admits from them locally, so that a request never waits on the network.
+//! of need and admits from them locally, so that a request never waits on the network; and
+//! when Redis fails, a local limit of the process's fair share until it is back.
 
-use crate::window::{Mode, SharedWindow};
+use crate::window::{Beat, Mode, SharedWindow};
 use crate::Error;
 use redis::aio::ConnectionLike;
+use spillway::flow::{Decision, QpsReject};
+use spillway::stats::{NodeConfig, ResourceNode};
 use spillway::Clock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a process admits while Redis cannot be reached or answers with errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fallback {
+    /// Its fair share: the limit divided by the live processes (last known from their
+    /// heartbeats), over a local sliding window (Sentinel's, two 500 ms buckets).
+    #[default]
+    LocalShare,
+    /// Everything (fail open).
+    Open,
+    /// Nothing (fail closed).
+    Closed,
+}
+
+/// Whether a lease admits against the shared window or its fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseMode {
+    /// Passes leased from the shared window.
+    Global,
+    /// Redis failed: [`Fallback`] decides until a probe succeeds.
+    Fallback,
+}
+
+/// How a [`LeasedWindow`] leases, and what it does when Redis fails.
+#[derive(Debug, Clone)]
+pub struct LeaseSettings {
+    /// The largest batch taken at once (default 10).
+    pub max_batch: u64,
+    /// Longest one call to Redis may take before it counts as a failure (default 100 ms).
+    pub call_timeout: Duration,
+    /// While Redis fails, how often it is tried again (default 500 ms).
+    pub probe_every: Duration,
+    /// How long a heartbeat counts this process as live (default 3 s); one is sent with each
+    /// call, and at least every third of this.
+    pub heartbeat_ttl: Duration,
+    /// What to admit while Redis fails.
+    pub fallback: Fallback,
+    /// The processes assumed live before a heartbeat has been read (default 1).
+    pub assumed_processes: u64,
+    /// This process's name among those sharing the limit (default: its process id and a
+    /// counter, with the clock's reading).
+    pub member: Option<String>,
+}
+
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        Self {
+            max_batch: 10,
+            call_timeout: Duration::from_millis(100),
+            probe_every: Duration::from_millis(500),
+            heartbeat_ttl: Duration::from_secs(3),
+            fallback: Fallback::LocalShare,
+            assumed_processes: 1,
+            member: None,
+        }
+    }
+}
 
 /// A process's share of a [`SharedWindow`], taken from Redis in batches.
 ///
 /// - [`LeasedWindow::try_acquire`] admits from the passes this process holds: no I/O, no wait.
-/// - [`LeasedWindow::refill`] takes the next batch (one script call), when
-///   [`LeasedWindow::wants_refill`] says so: the passes left are below the next batch, or the
-///   lease has expired. [`LeasedWindow::drive`] does it in a task of its own.
+/// - [`LeasedWindow::refill`] takes the next batch (one script call, which also sends this
+///   process's heartbeat), when [`LeasedWindow::wants_refill`] says so: requests found the
+///   passes held short, an unused lease has expired, or a heartbeat is due.
+///   [`LeasedWindow::drive`] does it in a task of its own.
 /// - A batch follows this process's demand since the last refill, from 1 up to `max_batch`.
 /// - Passes are counted in the window when they are leased, and a lease lives one bucket
 ///   width (by this process's clock): the passes left when it expires are given back to the
 ///   bucket they were counted in, if it is still in the window.
+/// - A call that fails or takes longer than `call_timeout` switches to
+///   [`LeaseMode::Fallback`] at once; Redis is probed every `probe_every`, and the first
+///   success switches back. Each switch is logged once.
 ///
 /// **Bound.** With one refiller per process ([`LeasedWindow::drive`]), a process holds fewer than
 /// `2 x max_batch` passes at any time (it refills below one batch, and a batch is at most
@@ -24,13 +90,17 @@ use std::sync::{Arc, Mutex};
 /// consecutive buckets (the span the strict check bounds) the fleet admits at most the limit
 /// plus what its processes held when the first began: the limit plus `2 x max_batch` a process.
 /// Passes leased and not used in time are lost to the others until given back, so the fleet
-/// may admit less than the limit, never more than the bound.
+/// may admit less than the limit, never more than the bound (while Redis answers).
 #[derive(Debug)]
 pub struct LeasedWindow {
     window: SharedWindow,
     clock: Arc<dyn Clock>,
-    max_batch: u64,
+    settings: LeaseSettings,
+    member: String,
+    members_key: String,
     lease: Mutex<Lease>,
+    /// The fallback's local window.
+    local: ResourceNode,
     /// Wakes [`LeasedWindow::drive`] when a refill is wanted.
     wanted: tokio::sync::Notify,
 }
@@ -45,43 +115,97 @@ struct Lease {
     expires_ms: u64,
     /// Passes asked for (admitted or refused) since the last refill: the next batch.
     asked: u64,
-    /// No refill before this (ms, this process's clock): the window was full until its next
+    /// No lease before this (ms, this process's clock): the window was full until its next
     /// bucket.
     full_until_ms: u64,
+    /// When the last call answered (ms, this process's clock): the next heartbeat is due a
+    /// third of the TTL later.
+    answered_ms: Option<u64>,
+    /// Live processes, as the last heartbeat's answer counted them.
+    live: u64,
+    /// While Redis fails: when to try it again (ms, this process's clock).
+    probe_at_ms: Option<u64>,
 }
 
 impl LeasedWindow {
-    /// A lease of `window`'s passes, in batches of at most `max_batch`, expiring by `clock`
-    /// (for a window on [`crate::Time::Clock`], the same clock).
+    /// A lease of `window`'s passes in batches of at most `max_batch`, expiring by `clock` (for
+    /// a window on [`crate::Time::Clock`], the same clock); the other settings their defaults.
     ///
     /// # Errors
     ///
-    /// [`Error::Invalid`] if `max_batch` is 0.
+    /// As [`LeasedWindow::with_settings`].
     pub fn new(window: SharedWindow, clock: Arc<dyn Clock>, max_batch: u64) -> Result<Self, Error> {
-        if max_batch == 0 {
-            return Err(Error::Invalid("max_batch must be at least 1".to_owned()));
+        let settings = LeaseSettings {
+            max_batch,
+            ..LeaseSettings::default()
+        };
+        Self::with_settings(window, clock, settings)
+    }
+
+    /// A lease of `window`'s passes, as `settings` say.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] if `max_batch` or `assumed_processes` is 0, a duration is zero, or
+    /// `member` is empty.
+    pub fn with_settings(
+        window: SharedWindow,
+        clock: Arc<dyn Clock>,
+        settings: LeaseSettings,
+    ) -> Result<Self, Error> {
+        let invalid = |why: &str| Err(Error::Invalid(why.to_owned()));
+        if settings.max_batch == 0 {
+            return invalid("max_batch must be at least 1");
         }
+        if settings.assumed_processes == 0 {
+            return invalid("assumed_processes must be at least 1");
+        }
+        if settings.call_timeout.is_zero()
+            || settings.probe_every.is_zero()
+            || settings.heartbeat_ttl.as_millis() < 3
+        {
+            return invalid(
+                "call_timeout, probe_every and heartbeat_ttl (at least 3 ms) must be positive",
+            );
+        }
+        let member = match &settings.member {
+            Some(member) if member.is_empty() => return invalid("member must not be empty"),
+            Some(member) => member.clone(),
+            None => default_member(clock.as_ref()),
+        };
+        let lease = Lease {
+            live: settings.assumed_processes,
+            ..Lease::default()
+        };
         Ok(Self {
+            members_key: window.members_key(),
             window,
             clock,
-            max_batch,
-            lease: Mutex::new(Lease::default()),
+            settings,
+            member,
+            lease: Mutex::new(lease),
+            local: ResourceNode::new(NodeConfig::default()),
             wanted: tokio::sync::Notify::new(),
         })
     }
 
-    /// Admits `count` passes from this process's lease, or refuses: never waits, never calls
-    /// Redis. A refusal while the lease is being refilled is a refusal.
+    /// Admits `count` passes from this process's lease, or, while Redis fails, by its
+    /// fallback; or refuses. Never waits, never calls Redis. A refusal while the lease is being
+    /// refilled is a refusal.
     pub fn try_acquire(&self, count: u32) -> bool {
-        let count = u64::from(count);
-        let now = self.clock.now_millis();
+        let now_nanos = self.clock.now_nanos();
+        let now = now_nanos / 1_000_000;
         let mut lease = lock(&self.lease);
-        lease.asked = lease.asked.saturating_add(count);
-        let admitted = now < lease.expires_ms && lease.left >= count;
-        if admitted {
-            lease.left -= count;
-        }
-        let wanted = Self::wants(&lease, now, self.max_batch);
+        lease.asked = lease.asked.saturating_add(u64::from(count));
+        let admitted = if lease.probe_at_ms.is_some() {
+            self.fallback_admits(&lease, now_nanos, count)
+        } else if now < lease.expires_ms && lease.left >= u64::from(count) {
+            lease.left -= u64::from(count);
+            true
+        } else {
+            false
+        };
+        let wanted = self.wants(&lease, now);
         drop(lease);
         if wanted {
             self.wanted.notify_one();
@@ -89,25 +213,82 @@ impl LeasedWindow {
         admitted
     }
 
-    /// Whether a refill is due: the lease has expired or holds less than the next batch, and
-    /// the window was not found full in its current bucket.
+    fn fallback_admits(&self, lease: &Lease, now_nanos: u64, count: u32) -> bool {
+        match self.settings.fallback {
+            Fallback::Open => true,
+            Fallback::Closed => false,
+            Fallback::LocalShare => {
+                let share = self.window.limit() / lease.live.max(1) as f64;
+                let admitted =
+                    QpsReject::new(share).check(&self.local, now_nanos, count) == Decision::Pass;
+                if admitted {
+                    self.local.add_pass(now_nanos, u64::from(count));
+                }
+                admitted
+            }
+        }
+    }
+
+    /// Whether a refill is due: requests found the lease short (and the window was not found
+    /// full in its current bucket), an unused lease expired, a heartbeat is due, or, while
+    /// Redis fails, a probe.
     pub fn wants_refill(&self) -> bool {
-        Self::wants(&lock(&self.lease), self.clock.now_millis(), self.max_batch)
+        self.wants(&lock(&self.lease), self.clock.now_millis())
     }
 
-    fn wants(lease: &Lease, now: u64, max_batch: u64) -> bool {
+    fn wants(&self, lease: &Lease, now: u64) -> bool {
+        if let Some(probe_at) = lease.probe_at_ms {
+            return now >= probe_at;
+        }
+        now >= self.next_due(lease)
+    }
+
+    /// When a refill is next due (ms, this process's clock), if nothing changes before.
+    fn next_due(&self, lease: &Lease) -> u64 {
+        let now = self.clock.now_millis();
         let expired = now >= lease.expires_ms;
-        let low = lease.left < lease.asked.clamp(1, max_batch);
-        now >= lease.full_until_ms && (expired || low)
+        let short =
+            lease.asked > 0 && (expired || lease.left < lease.asked.min(self.settings.max_batch));
+        let mut due = u64::MAX;
+        if short {
+            due = lease.full_until_ms;
+        }
+        if lease.left > 0 {
+            // An unused lease, to give back.
+            due = due.min(lease.expires_ms);
+        }
+        let beat = self.beat_every_ms();
+        due.min(lease.answered_ms.map_or(0, |at| at + beat))
     }
 
-    /// Takes the next batch from Redis (and gives back an expired lease's passes first).
-    /// Returns the passes granted.
+    fn beat_every_ms(&self) -> u64 {
+        (self.settings.heartbeat_ttl.as_millis() as u64 / 3).max(1)
+    }
+
+    /// Takes the next batch from Redis (giving back an expired lease's passes first), with
+    /// this process's heartbeat. Returns the passes granted. A failure switches to the
+    /// fallback; a success while in it switches back.
     ///
     /// # Errors
     ///
-    /// Redis failed: the lease is as it was, less what expired.
+    /// Redis failed or took longer than the call timeout: the lease is as it was, less what
+    /// expired.
     pub async fn refill<C: ConnectionLike>(&self, redis: &mut C) -> Result<u64, Error> {
+        match self.try_refill(redis).await {
+            Ok(granted) => Ok(granted),
+            Err(err) => {
+                let now = self.clock.now_millis();
+                let mut lease = lock(&self.lease);
+                if lease.probe_at_ms.is_none() {
+                    tracing::warn!(limit = %self.window.key(), error = %err, fallback = ?self.settings.fallback, "shared limit: Redis failed, falling back until it answers");
+                }
+                lease.probe_at_ms = Some(now + self.settings.probe_every.as_millis() as u64);
+                Err(err)
+            }
+        }
+    }
+
+    async fn try_refill<C: ConnectionLike>(&self, redis: &mut C) -> Result<u64, Error> {
         let (unused, counted_in, batch) = {
             let now = self.clock.now_millis();
             let mut lease = lock(&self.lease);
@@ -116,19 +297,32 @@ impl LeasedWindow {
             } else {
                 0
             };
-            let batch = lease.asked.clamp(1, self.max_batch);
+            let batch = lease.asked.min(self.settings.max_batch);
+            let batch = if now < lease.full_until_ms { 0 } else { batch };
             lease.asked = 0;
             (unused, lease.bucket_start, batch)
         };
+        let beat = Beat {
+            key: &self.members_key,
+            member: &self.member,
+            ttl_ms: self.settings.heartbeat_ttl.as_millis() as u64,
+        };
         if unused > 0 {
-            self.window
-                .call(redis, Mode::Return, unused, counted_in)
-                .await?;
+            let call = self
+                .window
+                .call(redis, Mode::Return, unused, counted_in, None);
+            self.timed(call).await?;
         }
-        let answer = self.window.call(redis, Mode::UpTo, batch, 0).await?;
+        let call = self.window.call(redis, Mode::UpTo, batch, 0, Some(&beat));
+        let answer = self.timed(call).await?;
         let now = self.clock.now_millis();
         let bucket_ms = self.window.bucket_ms();
         let mut lease = lock(&self.lease);
+        if lease.probe_at_ms.take().is_some() {
+            tracing::info!(limit = %self.window.key(), "shared limit: Redis answers again, back to the global limit");
+        }
+        lease.answered_ms = Some(now);
+        lease.live = answer.live.max(1);
         if answer.count > 0 {
             lease.left += answer.count;
             lease.bucket_start = answer.bucket_start;
@@ -142,6 +336,17 @@ impl LeasedWindow {
         Ok(answer.count)
     }
 
+    /// `call`, within the call timeout.
+    async fn timed<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let timeout = self.settings.call_timeout;
+        tokio::time::timeout(timeout, call)
+            .await
+            .unwrap_or(Err(Error::Timeout(timeout)))
+    }
+
     /// Passes this process holds now.
     pub fn held(&self) -> u64 {
         let lease = lock(&self.lease);
@@ -152,45 +357,57 @@ impl LeasedWindow {
         }
     }
 
-    /// Refills whenever [`LeasedWindow::try_acquire`] finds one due, and at the latest when
-    /// the lease expires, until the future is dropped (run it in a task of its own). Each
-    /// refill's outcome goes to `on_refill` (the passes granted, or the error); a failed one is
-    /// tried again a bucket's width later.
+    /// Whether it admits against the shared window or its fallback.
+    pub fn mode(&self) -> LeaseMode {
+        match lock(&self.lease).probe_at_ms {
+            Some(_) => LeaseMode::Fallback,
+            None => LeaseMode::Global,
+        }
+    }
+
+    /// The processes sharing the limit, as the last heartbeat's answer counted them (before
+    /// any: `assumed_processes`).
+    pub fn live_processes(&self) -> u64 {
+        lock(&self.lease).live
+    }
+
+    /// This process's name among those sharing the limit.
+    pub fn member(&self) -> &str {
+        &self.member
+    }
+
+    /// Refills whenever [`LeasedWindow::try_acquire`] finds one due, and at the latest when the
+    /// next is due (an expiry, a heartbeat, a probe), until the future is dropped (run it in a
+    /// task of its own). Each refill's outcome goes to `on_refill` (the passes granted, or the
+    /// error).
     pub async fn drive<C: ConnectionLike>(
         &self,
         mut redis: C,
         mut on_refill: impl FnMut(Result<u64, &Error>),
     ) {
         loop {
-            let mut failed = false;
             if self.wants_refill() {
                 match self.refill(&mut redis).await {
                     Ok(granted) => on_refill(Ok(granted)),
-                    Err(err) => {
-                        on_refill(Err(&err));
-                        failed = true;
-                    }
+                    Err(err) => on_refill(Err(&err)),
                 }
             }
-            let wait = if failed {
-                // Not again at once: a bucket's width, however many requests ask.
-                self.window.bucket_ms()
-            } else {
+            let wait = {
                 let lease = lock(&self.lease);
-                let now = self.clock.now_millis();
-                lease
-                    .expires_ms
-                    .max(lease.full_until_ms)
-                    .saturating_sub(now)
-                    .max(1)
+                let due = lease.probe_at_ms.unwrap_or_else(|| self.next_due(&lease));
+                due.saturating_sub(self.clock.now_millis()).max(1)
             };
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_millis(wait),
-                self.wanted.notified(),
-            )
-            .await;
+            let _ = tokio::time::timeout(Duration::from_millis(wait), self.wanted.notified()).await;
         }
     }
+}
+
+/// A name for this process among those sharing a limit: its id, a counter (for several leases
+/// in one process) and the clock's reading.
+fn default_member(clock: &dyn Clock) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{}-{n}-{}", std::process::id(), clock.now_nanos())
 }
 
 /// The lock, even if a thread panicked while holding it: the lease is valid at every step.

@@ -20,7 +20,7 @@ use std::sync::Arc;
 mod lease;
 mod window;
 
-pub use lease::LeasedWindow;
+pub use lease::{Fallback, LeaseMode, LeaseSettings, LeasedWindow};
 pub use redis;
 pub use window::{Checked, SharedWindow};
 
@@ -54,6 +54,8 @@ pub enum Error {
     Invalid(String),
     /// Redis could not be reached, or answered with an error.
     Redis(redis::RedisError),
+    /// Redis did not answer within the call timeout.
+    Timeout(std::time::Duration),
 }
 
 impl std::fmt::Display for Error {
@@ -61,6 +63,7 @@ impl std::fmt::Display for Error {
         match self {
             Self::Invalid(why) => write!(f, "invalid shared limit: {why}"),
             Self::Redis(err) => write!(f, "redis: {err}"),
+            Self::Timeout(timeout) => write!(f, "redis: no answer within {timeout:?}"),
         }
     }
 }
@@ -68,7 +71,7 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Self::Invalid(_) => None,
+            Self::Invalid(_) | Self::Timeout(_) => None,
             Self::Redis(err) => Some(err),
         }
     }

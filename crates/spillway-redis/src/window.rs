@@ -120,40 +120,55 @@ impl SharedWindow {
         redis: &mut C,
         acquire: u32,
     ) -> Result<Checked, Error> {
-        let answer = self.call(redis, Mode::All, u64::from(acquire), 0).await?;
+        let answer = self
+            .call(redis, Mode::All, u64::from(acquire), 0, None)
+            .await?;
         Ok(Checked {
-            admitted: answer.count > 0,
+            admitted: answer.count == 1,
             passes: answer.passes,
             now_ms: answer.now_ms,
         })
     }
 
     /// One script call: `mode` with `count` (and, to return passes, the bucket they were
-    /// counted in).
+    /// counted in), and `beat`'s heartbeat if given.
     pub(crate) async fn call<C: ConnectionLike>(
         &self,
         redis: &mut C,
         mode: Mode,
         count: u64,
         bucket_start: u64,
+        beat: Option<&Beat<'_>>,
     ) -> Result<Answer, Error> {
-        let (count, passes, now_ms, bucket_start): (u64, u64, u64, u64) = script()
-            .key(&self.key)
+        let mut invocation = script().key(&self.key);
+        if let Some(beat) = beat {
+            invocation.key(beat.key);
+        }
+        invocation
             .arg(self.time.now_arg())
             .arg(self.interval_ms)
             .arg(self.buckets)
             .arg(self.limit)
             .arg(count)
             .arg(mode.as_str())
-            .arg(bucket_start)
-            .invoke_async(redis)
-            .await?;
+            .arg(bucket_start);
+        if let Some(beat) = beat {
+            invocation.arg(beat.member).arg(beat.ttl_ms);
+        }
+        let (count, passes, now_ms, bucket_start, live): (u64, u64, u64, u64, u64) =
+            invocation.invoke_async(redis).await?;
         Ok(Answer {
             count,
             passes,
             now_ms,
             bucket_start,
+            live,
         })
+    }
+
+    /// The Redis key of the processes sharing it (their heartbeats).
+    pub(crate) fn members_key(&self) -> String {
+        format!("{}:members", self.key.trim_end_matches(":window"))
     }
 
     /// Passes a second it allows.
@@ -204,4 +219,17 @@ pub(crate) struct Answer {
     pub(crate) now_ms: u64,
     /// The start of the current bucket, on the limit's clock.
     pub(crate) bucket_start: u64,
+    /// The live processes, with a heartbeat; else 0.
+    pub(crate) live: u64,
+}
+
+/// A process's heartbeat, sent with a script call.
+#[derive(Debug)]
+pub(crate) struct Beat<'a> {
+    /// The sorted set of the processes sharing the limit.
+    pub(crate) key: &'a str,
+    /// This process's name in it.
+    pub(crate) member: &'a str,
+    /// How long the heartbeat counts, in milliseconds.
+    pub(crate) ttl_ms: u64,
 }

@@ -5,8 +5,8 @@
 mod common;
 
 use common::RedisServer;
-use spillway::ManualClock;
-use spillway_redis::{LeasedWindow, SharedWindow, Time};
+use spillway::{Clock, ManualClock};
+use spillway_redis::{Fallback, LeaseMode, LeaseSettings, LeasedWindow, SharedWindow, Time};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,13 +129,17 @@ async fn the_driver_refills_when_a_request_finds_the_lease_short() {
                 .await;
         })
     };
-    // Nothing is held before the first request asks.
+    // Nothing is held before a request asks; the driver's first call may be its heartbeat.
     assert!(!lease.try_acquire(1));
-    let granted = tokio::time::timeout(Duration::from_secs(30), refills.recv())
-        .await
-        .expect("a refill within 30 s")
-        .unwrap();
-    assert_eq!(granted, Ok(1));
+    let granted = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match refills.recv().await.unwrap() {
+                Ok(0) => continue,
+                outcome => return outcome,
+            }
+        }
+    });
+    assert_eq!(granted.await.expect("a refill within 30 s"), Ok(1));
     assert!(lease.try_acquire(1));
     driver.abort();
 }
@@ -145,4 +149,155 @@ fn a_batch_of_zero_is_refused() {
     let clock = ManualClock::new();
     let err = LeasedWindow::new(window(&clock, 1.0), Arc::new(clock), 0).unwrap_err();
     assert!(err.to_string().contains("max_batch"), "{err}");
+}
+
+fn with(clock: &ManualClock, limit: f64, settings: LeaseSettings) -> LeasedWindow {
+    LeasedWindow::with_settings(window(clock, limit), Arc::new(clock.clone()), settings).unwrap()
+}
+
+/// A connection manager that gives up on a dead Redis at once (the lease's probes retry).
+async fn fast_failing(redis: &RedisServer) -> redis::aio::ConnectionManager {
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_number_of_retries(1)
+        .set_connection_timeout(Duration::from_millis(200))
+        .set_max_delay(100);
+    let client = redis::Client::open(redis.url()).unwrap();
+    client
+        .get_connection_manager_with_config(config)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn heartbeats_count_the_live_processes_and_a_silent_one_leaves() {
+    let redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let mut processes = Vec::new();
+    for _ in 0..3 {
+        processes.push((leased(&clock, 300.0, 10), redis.connect().await));
+    }
+    assert_eq!(
+        processes[0].0.live_processes(),
+        1,
+        "assumed before any heartbeat"
+    );
+    for (lease, conn) in &mut processes {
+        assert!(lease.wants_refill(), "a first heartbeat is due at once");
+        lease.refill(conn).await.unwrap();
+    }
+    let counted: Vec<u64> = processes
+        .iter()
+        .map(|(lease, _)| lease.live_processes())
+        .collect();
+    assert_eq!(counted, [1, 2, 3]);
+    // The third goes quiet; the others beat every second (a third of the 3 s TTL).
+    let (quiet, _) = processes.pop().unwrap();
+    for _ in 0..4 {
+        clock.advance_millis(1000);
+        for (lease, conn) in &mut processes {
+            assert!(lease.wants_refill());
+            lease.refill(conn).await.unwrap();
+        }
+    }
+    assert!(processes
+        .iter()
+        .all(|(lease, _)| lease.live_processes() == 2));
+    drop(quiet);
+}
+
+#[tokio::test]
+async fn redis_killed_and_restarted_falls_back_to_the_share_then_returns() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let mut processes = Vec::new();
+    for _ in 0..3 {
+        let settings = LeaseSettings::default();
+        processes.push((with(&clock, 300.0, settings), fast_failing(&redis).await));
+    }
+    for (lease, conn) in &mut processes {
+        lease.refill(conn).await.unwrap();
+    }
+    let (lease, conn) = &mut processes[2];
+    assert_eq!(lease.live_processes(), 3);
+    assert_eq!(lease.mode(), LeaseMode::Global);
+
+    redis.kill().await;
+    clock.advance_millis(2000);
+    // The first failed call switches to the fallback.
+    assert!(lease.refill(conn).await.is_err());
+    assert_eq!(lease.mode(), LeaseMode::Fallback);
+    // One request a millisecond for a second: the share, 300 / 3, passes; none fails.
+    let mut admitted = 0;
+    for _ in 0..1000 {
+        if lease.try_acquire(1) {
+            admitted += 1;
+        }
+        clock.advance_millis(1);
+    }
+    assert_eq!(admitted, 100);
+    // Probed every 500 ms while it stays down.
+    assert!(lease.wants_refill());
+    assert!(lease.refill(conn).await.is_err());
+    clock.advance_millis(499);
+    assert!(!lease.wants_refill());
+    clock.advance_millis(1);
+    assert!(lease.wants_refill());
+
+    redis.restart().await;
+    // The connection manager reconnects in the background after its failures: probe, 500 ms
+    // apart on the lease's clock, until it answers (within 30 s of real time).
+    let real = spillway::SystemClock::new();
+    let restarted = real.now_millis();
+    let mut probes = 0;
+    let recovered = tokio::time::timeout(Duration::from_secs(30), async {
+        while lease.mode() == LeaseMode::Fallback {
+            if lease.wants_refill() {
+                probes += 1;
+                let _ = lease.refill(conn).await;
+            }
+            clock.advance_millis(500);
+        }
+    });
+    recovered
+        .await
+        .expect("back to the global limit within 30 s");
+    assert_eq!(lease.mode(), LeaseMode::Global);
+    println!(
+        "back to the global limit at probe {probes}, {} ms after the restart",
+        real.now_millis() - restarted
+    );
+    // Global again: it leases from the (new, empty) window.
+    for _ in 0..5 {
+        assert!(!lease.try_acquire(1));
+    }
+    assert_eq!(lease.refill(conn).await.unwrap(), 5);
+    assert!(lease.try_acquire(1));
+}
+
+#[tokio::test]
+async fn failing_open_or_closed_admits_everything_or_nothing() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let open = with(
+        &clock,
+        10.0,
+        LeaseSettings {
+            fallback: Fallback::Open,
+            ..LeaseSettings::default()
+        },
+    );
+    let closed = with(
+        &clock,
+        10.0,
+        LeaseSettings {
+            fallback: Fallback::Closed,
+            ..LeaseSettings::default()
+        },
+    );
+    let mut conn = fast_failing(&redis).await;
+    redis.kill().await;
+    assert!(open.refill(&mut conn).await.is_err());
+    assert!(closed.refill(&mut conn).await.is_err());
+    assert!((0..100).all(|_| open.try_acquire(1)));
+    assert!((0..100).all(|_| !closed.try_acquire(1)));
 }

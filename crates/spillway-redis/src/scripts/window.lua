@@ -3,6 +3,7 @@
 -- `interval_ms`; slot i holds the start time of its bucket (field t<i>) and its passes (c<i>).
 --
 -- KEYS[1]  the window's hash (with a hash tag, so that it lives in one cluster slot)
+-- KEYS[2]  optional: the sorted set of the processes sharing it (member -> expiry, in ms)
 -- ARGV[1]  now, in milliseconds; a negative value: Redis's own clock (TIME)
 -- ARGV[2]  interval_ms     ARGV[3]  buckets     ARGV[4]  limit (per second; may be fractional)
 -- ARGV[5]  count
@@ -11,9 +12,11 @@
 --          "upto"   pass as many of `count` as the window has room for (a lease);
 --          "return" take back up to `count` passes from the bucket that starts at ARGV[7], if
 --                   that bucket is still the one its slot holds (an unused lease)
+-- ARGV[8]  with KEYS[2]: this process's member name     ARGV[9]  its heartbeat's TTL, in ms
 --
--- Returns { passes granted (or taken back), the window's passes before, now, the current
--- bucket's start }.
+-- Returns { 1 if admitted, else 0 ("all"), or the passes granted ("upto") or taken back
+-- ("return"); the window's passes before; now; the current bucket's start; the live processes
+-- (with KEYS[2]; else 0) }. A lease of 0 only beats.
 local now = tonumber(ARGV[1])
 if now < 0 then
   local time = redis.call('TIME')
@@ -28,18 +31,28 @@ local width = interval / buckets
 local start = now - now % width
 local current = math.floor(start / width) % buckets
 
+-- The heartbeat: this process lives until now + ttl; the others whose time is up are gone.
+local live = 0
+if KEYS[2] then
+  local ttl = tonumber(ARGV[9])
+  redis.call('ZADD', KEYS[2], now + ttl, ARGV[8])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('PEXPIRE', KEYS[2], ttl * 2)
+  live = redis.call('ZCARD', KEYS[2])
+end
+
 if mode == 'return' then
   local from = tonumber(ARGV[7])
   local slot = math.floor(from / width) % buckets
   local values = redis.call('HMGET', KEYS[1], 't' .. slot, 'c' .. slot)
   if tonumber(values[1]) ~= from then
-    return { 0, 0, now, start }
+    return { 0, 0, now, start, live }
   end
   local back = math.min(count, tonumber(values[2] or 0))
   if back > 0 then
     redis.call('HINCRBY', KEYS[1], 'c' .. slot, -back)
   end
-  return { back, 0, now, start }
+  return { back, 0, now, start, live }
 end
 
 local fields = {}
@@ -65,13 +78,16 @@ end
 -- Sentinel's DefaultController: passQps + count > limit blocks. A lease takes what is left.
 local seconds = interval / 1000
 local granted = count
+if count == 0 and mode == 'upto' then
+  return { 0, passes, now, start, live }
+end
 if passes / seconds + count > limit then
   if mode ~= 'upto' then
-    return { 0, passes, now, start }
+    return { 0, passes, now, start, live }
   end
   granted = math.max(0, math.floor(limit - passes / seconds))
   if granted == 0 then
-    return { 0, passes, now, start }
+    return { 0, passes, now, start, live }
   end
 end
 local t = tonumber(values[2 * current + 1])
@@ -81,4 +97,7 @@ else
   redis.call('HSET', KEYS[1], 't' .. current, start, 'c' .. current, granted)
 end
 redis.call('PEXPIRE', KEYS[1], interval * 2)
-return { granted, passes, now, start }
+if mode == 'all' then
+  return { 1, passes, now, start, live }
+end
+return { granted, passes, now, start, live }

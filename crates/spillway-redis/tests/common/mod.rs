@@ -27,38 +27,22 @@ impl RedisServer {
             .local_addr()
             .unwrap()
             .port();
-        let mut child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--loglevel", "notice"])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|err| {
-                panic!("cannot start redis-server ({err}): install Debian's redis-server package, as .ci/run does")
-            });
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let ready = tokio::time::timeout(START, async {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if line.contains("Ready to accept connections") {
-                    return true;
-                }
-            }
-            false
-        });
-        assert!(
-            ready.await.unwrap_or(false),
-            "redis-server on port {port} did not become ready"
-        );
-        // Keep reading its log, so that it never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let child = spawn(port, dir.path()).await;
         Self {
             child,
             port,
             _dir: dir,
         }
+    }
+
+    /// Kills it (SIGKILL), as a crash would, and returns once it has exited.
+    pub(crate) async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+
+    /// Starts it again on the same port, empty.
+    pub(crate) async fn restart(&mut self) {
+        self.child = spawn(self.port, self._dir.path()).await;
     }
 
     pub(crate) fn url(&self) -> String {
@@ -70,6 +54,38 @@ impl RedisServer {
         let client = redis::Client::open(self.url()).unwrap();
         client.get_connection_manager().await.unwrap()
     }
+}
+
+/// A server on `port`, once it says it accepts connections.
+async fn spawn(port: u16, dir: &std::path::Path) -> Child {
+    let mut child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--loglevel", "notice"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|err| {
+            panic!("cannot start redis-server ({err}): install Debian's redis-server package, as .ci/run does")
+        });
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = tokio::time::timeout(START, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("Ready to accept connections") {
+                return true;
+            }
+        }
+        false
+    });
+    assert!(
+        ready.await.unwrap_or(false),
+        "redis-server on port {port} did not become ready"
+    );
+    // Keep reading its log, so that it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    child
 }
 
 impl Drop for RedisServer {
