@@ -1,19 +1,22 @@
 //! Cluster-wide limits for spillway on Redis: one limit for a whole fleet of processes, with no
 //! coordinator of our own.
 //!
-//! Work in progress (issue 23). What is here today:
+//! Work in progress (issue 23); the semantics of each mode, the bound and the fallback are in
+//! `docs/cluster.md`. What is here today:
 //! - [`SharedWindow`]: a QPS limit over Sentinel's sliding window, kept in Redis and checked
 //!   and counted in one atomic script call per request (the *strict* check: exact across the
-//!   fleet, a round trip per request). The script is run by its SHA and loaded again when
-//!   Redis has forgotten it (`NOSCRIPT`, after `SCRIPT FLUSH` or a restart).
+//!   fleet, a round trip per request). Scripts run by their SHA and are loaded again when Redis
+//!   has forgotten them (`NOSCRIPT`, after `SCRIPT FLUSH` or a restart).
 //! - [`LeasedWindow`]: the *leased* check of the same window: a process takes batches of
 //!   passes ahead of need, following its demand, and admits from them with no I/O; unused
-//!   passes go back. Its overshoot is bounded (see its docs) and tested.
+//!   passes go back. Its overshoot is bounded (see its docs) and tested. When Redis fails or
+//!   is slow, it falls back at once ([`Fallback`]: the process's fair share from the fleet's
+//!   heartbeats, open or closed) and returns when a probe succeeds.
 //! - Keys carry a hash tag (`spillway:{name}:window`), so each limit lives in one slot of a
 //!   Redis Cluster.
 //!
-//! Not yet: the token bucket and concurrency leases, the fallback to a local share when Redis
-//! is down, and rules in `Spillway`, the tower layer and the server.
+//! Not yet: the token bucket and concurrency leases, and rules in `Spillway`, the tower layer
+//! and the server.
 
 use std::sync::Arc;
 
@@ -105,6 +108,11 @@ fn check_name(name: &str) -> Result<(), Error> {
 fn key(name: &str, kind: &str) -> String {
     format!("spillway:{{{name}}}:{kind}")
 }
+
+/// The examples of `docs/cluster.md`, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/cluster.md")]
+struct ClusterDocs;
 
 #[cfg(test)]
 mod tests {
