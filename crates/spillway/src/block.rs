@@ -32,6 +32,9 @@ pub enum BlockKind {
     /// An adaptive concurrency limit ([`AdaptiveRule`](crate::adaptive::AdaptiveRule)) at its
     /// limit; observed is the calls in flight, threshold the limit.
     Adaptive,
+    /// A limit shared with other processes ([`ClusterRule`](crate::cluster::ClusterRule));
+    /// observed and threshold are what its [`SharedLimit`](crate::cluster::SharedLimit) said.
+    Cluster,
 }
 
 impl BlockKind {
@@ -49,6 +52,7 @@ impl BlockKind {
             BlockKind::Breaker => "breaker",
             BlockKind::System(_) => "system",
             BlockKind::Adaptive => "adaptive",
+            BlockKind::Cluster => "cluster",
         }
     }
 }

@@ -3,6 +3,7 @@
 use crate::adaptive::{AdaptiveRuleSet, InstalledAdaptive};
 use crate::breaker::{BreakerRuleSet, Listeners};
 use crate::clock::AnyClock;
+use crate::cluster::ClusterRuleSet;
 use crate::flow::FlowRuleSet;
 use crate::stats::{NodeConfig, ResourceNode};
 use crate::system::{SystemProbe, SystemRules};
@@ -31,6 +32,8 @@ pub(crate) struct Core {
     pub(crate) adaptive: ArcSwap<AdaptiveRuleSet>,
     pub(crate) inbound_adaptive: ArcSwapOption<InstalledAdaptive>,
     pub(crate) has_inbound_adaptive: AtomicBool,
+    /// The cluster rules as loaded.
+    pub(crate) cluster: ArcSwap<ClusterRuleSet>,
     /// Where system rules read load and CPU usage.
     pub(crate) probe: Arc<dyn SystemProbe>,
     /// Held while rules are loaded and while a resource is registered, so that a new resource

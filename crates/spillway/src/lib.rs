@@ -151,6 +151,7 @@ mod block;
 mod bounded_map;
 pub mod breaker;
 mod clock;
+pub mod cluster;
 mod core;
 pub mod dubbo;
 mod entry;

@@ -9,6 +9,7 @@ use crate::adaptive::InstalledAdaptive;
 use crate::block::BlockError;
 use crate::breaker::ResourceBreakers;
 use crate::clock::{AnyClock, Clock};
+use crate::cluster::ResourceCluster;
 use crate::core::Core;
 use crate::entry::EntryBuilder;
 use crate::flow::InstalledRules;
@@ -61,6 +62,8 @@ pub(crate) struct ResourceInner {
     pub(crate) later: AtomicU8,
     /// This resource's adaptive limit, swapped whole when adaptive rules are loaded.
     pub(crate) adaptive: ArcSwapOption<InstalledAdaptive>,
+    /// This resource's cluster rules, swapped whole when cluster rules are loaded.
+    pub(crate) cluster: ArcSwapOption<ResourceCluster>,
     /// The instance's clock, a copy of `core.clock` (reading the same time): entries read it
     /// one load closer than through `core`.
     pub(crate) clock: AnyClock,
@@ -73,6 +76,7 @@ impl Resource {
         let flow = core.flow.load().by_resource.get(&*name).cloned();
         let breakers = core.breakers.load().by_resource.get(&*name).cloned();
         let adaptive = core.adaptive.load().by_resource.get(&*name).cloned();
+        let cluster = core.cluster.load().by_resource.get(&*name).cloned();
         let resource = Self {
             inner: Arc::new(ResourceInner {
                 name_number: crate::intern::intern_numbered(&name).number,
@@ -90,9 +94,10 @@ impl Resource {
                         LATER_BREAKERS
                     } else {
                         0
-                    },
+                    } | if cluster.is_some() { LATER_CLUSTER } else { 0 },
                 ),
                 adaptive: ArcSwapOption::new(adaptive),
+                cluster: ArcSwapOption::new(cluster),
                 breakers: ArcSwapOption::new(breakers),
                 clock: core.clock.clone(),
                 core,
@@ -192,6 +197,8 @@ impl Resource {
 pub(crate) const LATER_BREAKERS: u8 = 1;
 /// The resource has an adaptive limit.
 pub(crate) const LATER_ADAPTIVE: u8 = 2;
+/// The resource has cluster rules.
+pub(crate) const LATER_CLUSTER: u8 = 4;
 
 impl ResourceInner {
     /// Whether the resource has breakers. Relaxed, as every rule flag: a stale answer only
@@ -205,6 +212,12 @@ impl ResourceInner {
     #[inline(always)]
     pub(crate) fn has_adaptive(&self) -> bool {
         self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_ADAPTIVE != 0
+    }
+
+    /// Whether the resource has cluster rules (relaxed, likewise).
+    #[inline(always)]
+    pub(crate) fn has_cluster(&self) -> bool {
+        self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_CLUSTER != 0
     }
 
     /// Whether the resource has any check after its flow rules (relaxed, likewise).
@@ -225,6 +238,19 @@ impl ResourceInner {
         } else {
             self.later.fetch_and(!LATER_BREAKERS, Ordering::Release);
             self.breakers.store(None);
+        }
+    }
+
+    /// Installs this resource's cluster rules (under the core's rules lock), flag ordered as in
+    /// [`set_breakers`](Self::set_breakers).
+    pub(crate) fn set_cluster(&self, cluster: Option<Arc<ResourceCluster>>) {
+        use std::sync::atomic::Ordering;
+        if cluster.is_some() {
+            self.cluster.store(cluster);
+            self.later.fetch_or(LATER_CLUSTER, Ordering::Release);
+        } else {
+            self.later.fetch_and(!LATER_CLUSTER, Ordering::Release);
+            self.cluster.store(None);
         }
     }
 

@@ -328,6 +328,36 @@ impl Spillway {
         Ok(())
     }
 
+    /// Loads cluster rules, replacing all of them atomically; a bad set changes nothing. See
+    /// [`cluster`](crate::cluster) for an example.
+    ///
+    /// # Errors
+    ///
+    /// A [`ClusterRuleError`](crate::cluster::ClusterRuleError) naming the first rule and field
+    /// at fault.
+    pub fn load_cluster_rules(
+        &self,
+        rules: Vec<crate::cluster::ClusterRule>,
+    ) -> Result<(), crate::cluster::ClusterRuleError> {
+        let core = &self.inner.core;
+        let registry = &self.inner.registry;
+        let _lock = core.rules_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let set = crate::cluster::ClusterRuleSet::build(rules)?;
+        core.cluster.store(Arc::new(set));
+        let set = core.cluster.load();
+        for resource in registry.iter().chain(std::iter::once(registry.overflow())) {
+            resource
+                .inner
+                .set_cluster(set.by_resource.get(resource.name()).cloned());
+        }
+        Ok(())
+    }
+
+    /// The cluster rules in force, exactly as loaded.
+    pub fn cluster_rules(&self) -> Vec<crate::cluster::ClusterRule> {
+        self.inner.core.cluster.load().loaded.clone()
+    }
+
     /// The adaptive rules in force, exactly as loaded.
     pub fn adaptive_rules(&self) -> Vec<crate::adaptive::AdaptiveRule> {
         self.inner.core.adaptive.load().loaded.clone()

@@ -1,7 +1,9 @@
 //! What an admission holds until it ends or is given back: places on exact in-flight counters,
-//! probe places of half-open breakers, queue slots and admissions counted on rings.
+//! probe places of half-open breakers, queue slots, admissions counted on rings and passes of
+//! shared (cluster) limits.
 
 use super::places::release_limited;
+use crate::cluster::Taken;
 use crate::flow::{Admitted, Controller, ResourceRules, Slot};
 use crate::resource::{ChildSlot, ResourceInner};
 
@@ -27,6 +29,8 @@ pub(crate) struct Held {
     /// The id number of the first rule in shadow mode that would have refused the entry, plus
     /// one (0: none), so that the default is all zeros.
     shadow: u32,
+    /// Passes the resource's cluster rules took.
+    pub(crate) cluster: Taken,
 }
 
 /// Admissions QPS reject rules counted for one entry (at most `MAX_COUNTED`; further rules read
@@ -98,7 +102,11 @@ impl Held {
     /// Whether anything is held.
     #[inline]
     fn holds_anything(&self) -> bool {
-        self.limited != 0 || self.probes || self.queued.is_some() || self.counted.is_some()
+        self.limited != 0
+            || self.probes
+            || self.queued.is_some()
+            || self.counted.is_some()
+            || self.cluster.rules != 0
     }
 }
 
@@ -130,6 +138,11 @@ fn give_back_held(
     if held.probes {
         if let Some(breakers) = resource.breakers.load().as_ref() {
             breakers.release(held.decided);
+        }
+    }
+    if held.cluster.rules != 0 {
+        if let Some(cluster) = resource.cluster.load().as_ref() {
+            cluster.give_back(held.cluster);
         }
     }
     let Some(rules) = rules else {

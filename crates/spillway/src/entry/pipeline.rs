@@ -10,6 +10,8 @@
 //!    rule (QPS reject rules every caller meets) and nothing follows, the gate decides on a short
 //!    path (`gate_check.rs`); otherwise, or while a reload rewrites the gate, the rule set does
 //!    (`flow_check.rs`). Rules in shadow mode count what they would refuse and refuse nothing.
+//!    Then the resource's **cluster rules** (limits shared with other processes, decided from
+//!    what this process holds: `cluster.rs`), out of line with steps 4 and 5.
 //! 4. **Adaptive limits**: the resource's adaptive concurrency limit, and the one on all
 //!    inbound traffic (`adaptive/`). This file. Over a limit with a queue, an entry that can
 //!    wait is handed back waiting for a place (`waiting.rs`), and goes on from here once it has
@@ -50,7 +52,7 @@ use std::sync::Arc;
 struct Steps {
     system: bool,
     flow: bool,
-    /// An adaptive limit or a breaker applies: steps 4 and 5, out of line.
+    /// A cluster rule, an adaptive limit or a breaker applies: out of line.
     later: bool,
 }
 
@@ -173,7 +175,15 @@ impl<'a> EntryBuilder<'a> {
         // 4 and 5. Adaptive limits, then breakers.
         let mut place = None;
         if steps.later {
-            match later_steps(inner, inbound, now, &mut held, can_wait, Resume::Start) {
+            match later_steps(
+                inner,
+                inbound,
+                now,
+                count,
+                &mut held,
+                can_wait,
+                Resume::Start,
+            ) {
                 Ok(()) => {}
                 Err(Later::Refused(error)) => refuse!(rules.map(|rules| &**rules), error),
                 Err(Later::Waiting(wait)) => place = Some(wait),
@@ -242,17 +252,27 @@ pub(crate) struct PlaceWait {
     pub(super) limited: u8,
 }
 
-/// Steps 4 and 5 from `from`, out of line (most entries skip both): the adaptive limits, then
-/// the breakers; what each takes is noted in `held`.
+/// The cluster rules, then steps 4 and 5, from `from`, out of line (most entries skip them
+/// all): the adaptive limits, then the breakers; what each takes is noted in `held`.
 #[inline(never)]
 pub(super) fn later_steps(
     inner: &ResourceInner,
     inbound: bool,
     now: u64,
+    count: u32,
     held: &mut Held,
     can_wait: bool,
     from: Resume,
 ) -> Result<(), Later> {
+    if from == Resume::Start && inner.has_cluster() {
+        if let Some(cluster) = inner.cluster.load().as_ref() {
+            cluster
+                .take(count, &mut held.cluster)
+                .map_err(|(rule, refusal)| {
+                    Later::Refused(crate::cluster::blocked(inner.name_number, rule, refusal))
+                })?;
+        }
+    }
     if from == Resume::Start && inner.has_adaptive() {
         if let Some(adaptive) = inner.adaptive.load().as_ref() {
             take_adaptive(inner, adaptive, LIMITED_ADAPTIVE, can_wait, held)?;

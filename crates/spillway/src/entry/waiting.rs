@@ -112,7 +112,15 @@ impl WaitingState {
         } else {
             Resume::Breakers
         };
-        match later_steps(resource, self.inbound, now, &mut self.held, true, from) {
+        match later_steps(
+            resource,
+            self.inbound,
+            now,
+            self.count,
+            &mut self.held,
+            true,
+            from,
+        ) {
             Ok(()) => {}
             Err(Later::Refused(error)) => return Err(self.refuse(resource, error)),
             Err(Later::Waiting(place)) => {

@@ -114,6 +114,7 @@ impl SpillwayBuilder {
             adaptive: ArcSwap::from_pointee(AdaptiveRuleSet::default()),
             inbound_adaptive: ArcSwapOption::new(None),
             has_inbound_adaptive: AtomicBool::new(false),
+            cluster: ArcSwap::from_pointee(crate::cluster::ClusterRuleSet::default()),
             probe: self
                 .probe
                 .unwrap_or_else(|| Arc::new(LinuxProbe::global().clone())),

@@ -1,0 +1,241 @@
+//! Limits shared with other processes (cluster-wide limits): a step of the decision pipeline
+//! whose state lives elsewhere.
+//!
+//! The core does no I/O: a [`SharedLimit`] decides from what its process already holds (the
+//! `spillway-redis` crate's leased windows take their passes from Redis in the background), and
+//! a [`ClusterRule`] puts one in front of a resource. Cluster rules are checked after the
+//! resource's flow rules and before its adaptive limit and breakers, all or nothing with them:
+//! an entry a later step refuses gives its shared passes back.
+//!
+//! # Examples
+//!
+//! ```
+//! use spillway::cluster::{ClusterRule, SharedLimit, SharedRefusal};
+//! use spillway::{BlockKind, Spillway};
+//! use std::sync::atomic::{AtomicI64, Ordering};
+//! use std::sync::Arc;
+//!
+//! /// Passes this process holds of a fleet-wide limit (refilled elsewhere).
+//! #[derive(Debug)]
+//! struct Held(AtomicI64);
+//!
+//! impl SharedLimit for Held {
+//!     fn try_take(&self, count: u32) -> Result<(), SharedRefusal> {
+//!         let count = i64::from(count);
+//!         if self.0.fetch_sub(count, Ordering::AcqRel) >= count {
+//!             return Ok(());
+//!         }
+//!         self.0.fetch_add(count, Ordering::AcqRel);
+//!         Err(SharedRefusal::new(0.0, 1000.0))
+//!     }
+//!     fn give_back(&self, count: u32) {
+//!         self.0.fetch_add(i64::from(count), Ordering::AcqRel);
+//!     }
+//! }
+//!
+//! let spillway = Spillway::new();
+//! let fleet = Arc::new(Held(AtomicI64::new(2)));
+//! spillway.load_cluster_rules(vec![ClusterRule::new("api-fleet", "api", fleet)])?;
+//! let _a = spillway.entry("api").enter().unwrap();
+//! let _b = spillway.entry("api").enter().unwrap();
+//! let err = spillway.entry("api").enter().unwrap_err();
+//! assert_eq!((err.kind(), err.rule_id()), (BlockKind::Cluster, Some("api-fleet")));
+//! # Ok::<(), spillway::cluster::ClusterRuleError>(())
+//! ```
+
+mod rule_set;
+
+pub(crate) use rule_set::{ClusterRuleSet, ResourceCluster};
+
+use crate::rule_error::RuleError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most cluster rules on one resource.
+pub const MAX_CLUSTER_RULES_PER_RESOURCE: usize = 8;
+
+/// A limit shared with other processes, as one process sees it: it admits from what it holds,
+/// without I/O and without waiting.
+pub trait SharedLimit: Send + Sync + fmt::Debug + 'static {
+    /// Takes `count` passes, or refuses.
+    ///
+    /// # Errors
+    ///
+    /// The limit has no room for `count` now, as this process knows it.
+    fn try_take(&self, count: u32) -> Result<(), SharedRefusal>;
+
+    /// Gives back `count` passes taken by an entry that a later step refused.
+    fn give_back(&self, count: u32);
+}
+
+/// Why a [`SharedLimit`] refused: the value it saw against its threshold, and when to retry
+/// if it knows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SharedRefusal {
+    observed: f64,
+    threshold: f64,
+    retry_after: Option<Duration>,
+}
+
+impl SharedRefusal {
+    /// A refusal with `observed` against `threshold`.
+    pub fn new(observed: f64, threshold: f64) -> Self {
+        Self {
+            observed,
+            threshold,
+            retry_after: None,
+        }
+    }
+
+    /// With a hint of when to retry.
+    pub fn with_retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+}
+
+/// A [`SharedLimit`] in front of a resource.
+#[derive(Clone)]
+pub struct ClusterRule {
+    /// Names the rule in blocks and in errors.
+    pub id: String,
+    /// The resource it limits.
+    pub resource: String,
+    /// The limit, shared with the other processes.
+    pub limit: Arc<dyn SharedLimit>,
+}
+
+impl ClusterRule {
+    /// Rule `id` puts `limit` in front of `resource`.
+    pub fn new(
+        id: impl Into<String>,
+        resource: impl Into<String>,
+        limit: Arc<dyn SharedLimit>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            resource: resource.into(),
+            limit,
+        }
+    }
+}
+
+impl fmt::Debug for ClusterRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterRule")
+            .field("id", &self.id)
+            .field("resource", &self.resource)
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+impl PartialEq for ClusterRule {
+    /// The same id and resource, and the very same limit.
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.resource == other.resource
+            && std::ptr::addr_eq(Arc::as_ptr(&self.limit), Arc::as_ptr(&other.limit))
+    }
+}
+
+/// A cluster rule that cannot be used ([`RuleError`] of kind `"cluster"`).
+pub type ClusterRuleError = RuleError;
+
+/// Checks `rules`: ids present and distinct, resources named, at most
+/// [`MAX_CLUSTER_RULES_PER_RESOURCE`] per resource.
+///
+/// # Errors
+///
+/// A [`ClusterRuleError`] naming the first rule and field at fault.
+pub fn validate_cluster_rules(rules: &[ClusterRule]) -> Result<(), ClusterRuleError> {
+    let mut per_resource = std::collections::HashMap::<&str, usize>::new();
+    for (index, rule) in rules.iter().enumerate() {
+        let fault = |field, problem: String| {
+            Err(RuleError::new("cluster", index, &rule.id, field, problem))
+        };
+        if rule.id.is_empty() {
+            return fault("id", "`id` must not be empty".to_owned());
+        }
+        if rules[..index].iter().any(|earlier| earlier.id == rule.id) {
+            return fault(
+                "id",
+                format!("`id` {:?} is used by an earlier rule", rule.id),
+            );
+        }
+        if rule.resource.is_empty() {
+            return fault("resource", "`resource` must not be empty".to_owned());
+        }
+        let on_resource = per_resource.entry(&rule.resource).or_default();
+        *on_resource += 1;
+        if *on_resource > MAX_CLUSTER_RULES_PER_RESOURCE {
+            return fault(
+                "resource",
+                format!(
+                    "at most {MAX_CLUSTER_RULES_PER_RESOURCE} cluster rules per resource; `{}` has more",
+                    rule.resource
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The passes an entry's cluster rules took: the rules' bits (by position on the resource)
+/// and the count each took. Given back through the resource's rules as installed then (as
+/// breaker probes are).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Taken {
+    pub(crate) rules: u8,
+    pub(crate) count: u32,
+}
+
+impl ResourceCluster {
+    /// Step 3b: takes `count` from every rule in order; at the first refusal, gives back what
+    /// the earlier ones took and returns the refusing rule's id number with its refusal.
+    pub(crate) fn take(&self, count: u32, taken: &mut Taken) -> Result<(), (u32, SharedRefusal)> {
+        for (bit, rule) in self.rules.iter().enumerate() {
+            match rule.limit.try_take(count) {
+                Ok(()) => {
+                    taken.rules |= 1 << bit;
+                    taken.count = count;
+                }
+                Err(refusal) => {
+                    self.give_back(*taken);
+                    *taken = Taken::default();
+                    return Err((rule.id_number, refusal));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives back what `taken` says.
+    pub(crate) fn give_back(&self, taken: Taken) {
+        for (bit, rule) in self.rules.iter().enumerate() {
+            if taken.rules & (1 << bit) != 0 {
+                rule.limit.give_back(taken.count);
+            }
+        }
+    }
+}
+
+/// The block of a refusal by the cluster rule of id number `rule`.
+pub(crate) fn blocked(
+    resource_number: u32,
+    rule: u32,
+    refusal: SharedRefusal,
+) -> crate::BlockError {
+    let error = crate::BlockError::new(
+        crate::BlockKind::Cluster,
+        resource_number,
+        refusal.observed,
+        refusal.threshold,
+    )
+    .with_rule(rule);
+    match refusal.retry_after {
+        Some(after) => error.with_retry_after(after),
+        None => error,
+    }
+}
