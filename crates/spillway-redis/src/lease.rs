@@ -5,6 +5,7 @@
 use crate::window::{Beat, Mode, SharedWindow};
 use crate::Error;
 use redis::aio::ConnectionLike;
+use spillway::cluster::{SharedLimit, SharedRefusal};
 use spillway::flow::{Decision, QpsReject};
 use spillway::stats::{NodeConfig, ResourceNode};
 use spillway::Clock;
@@ -125,6 +126,9 @@ struct Lease {
     live: u64,
     /// While Redis fails: when to try it again (ms, this process's clock).
     probe_at_ms: Option<u64>,
+    /// The window's passes at the last answer, this process's batch included: a refusal's
+    /// reading.
+    window_passes: u64,
 }
 
 impl LeasedWindow {
@@ -193,38 +197,54 @@ impl LeasedWindow {
     /// fallback; or refuses. Never waits, never calls Redis. A refusal while the lease is being
     /// refilled is a refusal.
     pub fn try_acquire(&self, count: u32) -> bool {
+        self.take(count).is_ok()
+    }
+
+    /// [`LeasedWindow::try_acquire`], with what a refusal saw: the window's passes at the last
+    /// answer against the limit (in the fallback, the local pass rate against the share), and
+    /// when the window has room again if it was found full.
+    fn take(&self, count: u32) -> Result<(), SharedRefusal> {
         let now_nanos = self.clock.now_nanos();
         let now = now_nanos / 1_000_000;
         let mut lease = lock(&self.lease);
         lease.asked = lease.asked.saturating_add(u64::from(count));
-        let admitted = if lease.probe_at_ms.is_some() {
-            self.fallback_admits(&lease, now_nanos, count)
+        let taken = if lease.probe_at_ms.is_some() {
+            self.fallback_takes(&lease, now_nanos, count)
         } else if now < lease.expires_ms && lease.left >= u64::from(count) {
             lease.left -= u64::from(count);
-            true
+            Ok(())
         } else {
-            false
+            let refusal = SharedRefusal::new(lease.window_passes as f64, self.window.limit());
+            Err(match lease.full_until_ms.checked_sub(now) {
+                Some(wait) if wait > 0 => refusal.with_retry_after(Duration::from_millis(wait)),
+                _ => refusal,
+            })
         };
         let wanted = self.wants(&lease, now);
         drop(lease);
         if wanted {
             self.wanted.notify_one();
         }
-        admitted
+        taken
     }
 
-    fn fallback_admits(&self, lease: &Lease, now_nanos: u64, count: u32) -> bool {
+    fn fallback_takes(
+        &self,
+        lease: &Lease,
+        now_nanos: u64,
+        count: u32,
+    ) -> Result<(), SharedRefusal> {
         match self.settings.fallback {
-            Fallback::Open => true,
-            Fallback::Closed => false,
+            Fallback::Open => Ok(()),
+            Fallback::Closed => Err(SharedRefusal::new(0.0, 0.0)),
             Fallback::LocalShare => {
                 let share = self.window.limit() / lease.live.max(1) as f64;
-                let admitted =
-                    QpsReject::new(share).check(&self.local, now_nanos, count) == Decision::Pass;
-                if admitted {
+                if QpsReject::new(share).check(&self.local, now_nanos, count) == Decision::Pass {
                     self.local.add_pass(now_nanos, u64::from(count));
+                    Ok(())
+                } else {
+                    Err(SharedRefusal::new(self.local.pass_qps(now_nanos), share))
                 }
-                admitted
             }
         }
     }
@@ -323,6 +343,7 @@ impl LeasedWindow {
         }
         lease.answered_ms = Some(now);
         lease.live = answer.live.max(1);
+        lease.window_passes = answer.passes + answer.count;
         if answer.count > 0 {
             lease.left += answer.count;
             lease.bucket_start = answer.bucket_start;
@@ -398,6 +419,24 @@ impl LeasedWindow {
                 due.saturating_sub(self.clock.now_millis()).max(1)
             };
             let _ = tokio::time::timeout(Duration::from_millis(wait), self.wanted.notified()).await;
+        }
+    }
+}
+
+/// A leased window as a cluster rule's limit: see [`spillway::cluster`].
+impl SharedLimit for LeasedWindow {
+    fn try_take(&self, count: u32) -> Result<(), SharedRefusal> {
+        self.take(count)
+    }
+
+    /// Back to the lease it came from, unless that lease has expired (its passes then go back
+    /// to Redis with the rest). In the fallback, a local pass stays counted: the share errs
+    /// low.
+    fn give_back(&self, count: u32) {
+        let now = self.clock.now_millis();
+        let mut lease = lock(&self.lease);
+        if lease.probe_at_ms.is_none() && now < lease.expires_ms {
+            lease.left += u64::from(count);
         }
     }
 }

@@ -15,8 +15,11 @@
 //! - Keys carry a hash tag (`spillway:{name}:window`), so each limit lives in one slot of a
 //!   Redis Cluster.
 //!
-//! Not yet: the token bucket and concurrency leases, and rules in `Spillway`, the tower layer
-//! and the server.
+//! - A [`LeasedWindow`] is a [`spillway::cluster::SharedLimit`]: a
+//!   [`spillway::cluster::ClusterRule`] puts it in front of a resource, in the same decision
+//!   pipeline as the resource's local rules.
+//!
+//! Not yet: the token bucket and concurrency leases, and the server's configuration.
 
 use std::sync::Arc;
 
