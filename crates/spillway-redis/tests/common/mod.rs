@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses what it needs
 
+pub(crate) mod cluster;
+
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -21,13 +23,8 @@ impl RedisServer {
     /// Starts one and returns once it says it accepts connections.
     pub(crate) async fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        // A free port: the kernel's pick, released for the server to take.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = spawn(port, dir.path()).await;
+        let port = free_port();
+        let child = spawn(port, dir.path(), &[]).await;
         Self {
             child,
             port,
@@ -42,7 +39,7 @@ impl RedisServer {
 
     /// Starts it again on the same port, empty.
     pub(crate) async fn restart(&mut self) {
-        self.child = spawn(self.port, self._dir.path()).await;
+        self.child = spawn(self.port, self._dir.path(), &[]).await;
     }
 
     pub(crate) fn url(&self) -> String {
@@ -56,11 +53,21 @@ impl RedisServer {
     }
 }
 
-/// A server on `port`, once it says it accepts connections.
-async fn spawn(port: u16, dir: &std::path::Path) -> Child {
+/// A free loopback port: the kernel's pick, released for a server to take.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A server on `port` with `extra` arguments, once it says it accepts connections.
+pub(crate) async fn spawn(port: u16, dir: &std::path::Path, extra: &[&str]) -> Child {
     let mut child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--appendonly", "no", "--loglevel", "notice"])
+        .args(extra)
         .arg("--dir")
         .arg(dir)
         .stdout(Stdio::piped())
