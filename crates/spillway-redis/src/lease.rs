@@ -297,14 +297,50 @@ impl LeasedWindow {
         match self.try_refill(redis).await {
             Ok(granted) => Ok(granted),
             Err(err) => {
-                let now = self.clock.now_millis();
-                let mut lease = lock(&self.lease);
-                if lease.probe_at_ms.is_none() {
-                    tracing::warn!(limit = %self.window.key(), error = %err, fallback = ?self.settings.fallback, "shared limit: Redis failed, falling back until it answers");
-                }
-                lease.probe_at_ms = Some(now + self.settings.probe_every.as_millis() as u64);
+                self.failed(&err);
                 Err(err)
             }
+        }
+    }
+
+    /// Redis failed: the fallback from now on (logged once), and a probe after `probe_every`.
+    fn failed(&self, err: &Error) {
+        let now = self.clock.now_millis();
+        let mut lease = lock(&self.lease);
+        if lease.probe_at_ms.is_none() {
+            tracing::warn!(limit = %self.window.key(), error = %err, fallback = ?self.settings.fallback, "shared limit: Redis failed, falling back until it answers");
+        }
+        lease.probe_at_ms = Some(now + self.settings.probe_every.as_millis() as u64);
+    }
+
+    /// Connects to `client`'s Redis and then [`drive`](Self::drive)s, for good. Until a
+    /// connection is made (Redis down at startup), the lease is in its fallback and a
+    /// connection is tried every `probe_every`. The connection manager reconnects by itself
+    /// afterwards, each attempt within `call_timeout`.
+    pub async fn connect_and_drive(
+        &self,
+        client: redis::Client,
+        mut on_refill: impl FnMut(Result<u64, &Error>),
+    ) {
+        let timeout = self.settings.call_timeout;
+        loop {
+            let config = redis::aio::ConnectionManagerConfig::new()
+                .set_connection_timeout(timeout)
+                .set_response_timeout(timeout)
+                .set_number_of_retries(1);
+            let connected = tokio::time::timeout(
+                timeout * 4,
+                client.get_connection_manager_with_config(config),
+            )
+            .await;
+            let err = match connected {
+                Ok(Ok(redis)) => return self.drive(redis, on_refill).await,
+                Ok(Err(err)) => Error::from(err),
+                Err(_) => Error::Timeout(timeout * 4),
+            };
+            self.failed(&err);
+            on_refill(Err(&err));
+            tokio::time::sleep(self.settings.probe_every).await;
         }
     }
 
@@ -438,6 +474,14 @@ impl SharedLimit for LeasedWindow {
         if lease.probe_at_ms.is_none() && now < lease.expires_ms {
             lease.left += u64::from(count);
         }
+    }
+
+    fn in_fallback(&self) -> bool {
+        self.mode() == LeaseMode::Fallback
+    }
+
+    fn processes(&self) -> Option<u64> {
+        Some(self.live_processes())
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`upstream`]: an upstream with a known capacity, for the demo and the lab.
 
 pub mod admin;
+mod cluster;
 pub mod config;
 mod conn;
 pub mod demo;
@@ -26,6 +27,7 @@ mod server;
 pub mod tls;
 pub mod upstream;
 
+pub use cluster::ClusterLimits;
 pub use proxy::{normalize_path, PathError, Peer, Prepared, Proxy, ProxyBody};
 pub use router::{Pattern, Router};
 pub use server::{apply_rules, Server};

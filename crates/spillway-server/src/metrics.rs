@@ -413,6 +413,25 @@ impl Collector for Live {
                 .map(|(id, resource, state)| (labels(id, resource), read(state)));
             counters(&mut encoder, name, help, rows)?;
         }
+        let cluster = self.spillway.cluster_rules();
+        gauges(
+            &mut encoder,
+            "spillway_cluster_fallback",
+            "Whether a cluster rule admits by its fallback now (1: Redis out of reach) or by the shared limit (0), by rule",
+            cluster.iter().map(|rule| {
+                let fallback = if rule.limit.in_fallback() { 1.0 } else { 0.0 };
+                (labels(&rule.id, &rule.resource), fallback)
+            }),
+        )?;
+        gauges(
+            &mut encoder,
+            "spillway_cluster_instances",
+            "The instances sharing a cluster rule, as its last heartbeat's answer counted them, by rule",
+            cluster.iter().filter_map(|rule| {
+                let processes = rule.limit.processes()?;
+                Some((labels(&rule.id, &rule.resource), processes as f64))
+            }),
+        )?;
         let flow_rules = self.spillway.flow_rules();
         let shadow = flow_rules
             .iter()

@@ -189,6 +189,8 @@ struct Inner {
     shadow_log: crate::log_sampled::Sampled,
     /// The configuration file's reloads (kept by the reloader, read by the metrics).
     config_state: Arc<std::sync::Mutex<crate::reload::ConfigState>>,
+    /// The cluster rules' leases and their tasks.
+    cluster: crate::cluster::ClusterLimits,
 }
 
 impl Proxy {
@@ -230,8 +232,14 @@ impl Proxy {
                 // Waits run on tokio timers: time them on tokio's clock too.
                 actives: ActiveLimiter::new_with_clock(spillway_tower::TokioClock::new()),
                 tls,
+                cluster: crate::cluster::ClusterLimits::default(),
             }),
         })
+    }
+
+    /// The cluster rules' leases, kept across reloads.
+    pub fn cluster_limits(&self) -> &crate::cluster::ClusterLimits {
+        &self.inner.cluster
     }
 
     /// The listener's TLS, if it terminates TLS.

@@ -137,7 +137,7 @@ impl Reloader {
         let result = config::load(&self.path).and_then(|config| {
             // What the file names in other files is read first: a bad one changes nothing.
             let prepared = crate::proxy::Prepared::new(&config).map_err(file_error)?;
-            apply_rules(self.proxy.spillway(), &config)
+            apply_rules(self.proxy.spillway(), self.proxy.cluster_limits(), &config)
                 .map_err(|err| file_error(err.to_string()))?;
             self.proxy.install(prepared);
             let mut running = lock(&self.running);

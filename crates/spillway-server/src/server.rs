@@ -15,13 +15,15 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Loads the rules of `config` into `spillway`.
+/// Loads the rules of `config` into `spillway`, the cluster rules with leases from `cluster`
+/// (inside the runtime: a new cluster rule starts a task).
 ///
 /// # Errors
 ///
 /// A rule the spillway refuses (a checked configuration has none).
 pub fn apply_rules(
     spillway: &spillway::Spillway,
+    cluster: &crate::cluster::ClusterLimits,
     config: &Config,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     spillway.load_flow_rules(config.flow.iter().map(|r| r.get_ref().clone()).collect())?;
@@ -41,6 +43,7 @@ pub fn apply_rules(
             .map(|r| r.get_ref().clone())
             .collect(),
     )?;
+    spillway.load_cluster_rules(cluster.rules_for(config))?;
     Ok(())
 }
 
@@ -60,13 +63,13 @@ impl Server {
     ///
     /// If the address cannot be bound.
     pub async fn bind(config: &Config, spillway: spillway::Spillway) -> io::Result<Self> {
-        apply_rules(&spillway, config)
+        let proxy = Proxy::new(config, spillway)
+            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+        apply_rules(proxy.spillway(), proxy.cluster_limits(), config)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
         let listener = tokio::net::TcpListener::bind(config.listener.listen).await?;
         let listener = LimitedListener::new(listener, config.listener.max_connections)
             .at_capacity(config.listener.at_capacity);
-        let proxy = Proxy::new(config, spillway)
-            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
         Ok(Self {
             listener,
             proxy,

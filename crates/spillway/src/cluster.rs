@@ -67,6 +67,17 @@ pub trait SharedLimit: Send + Sync + fmt::Debug + 'static {
 
     /// Gives back `count` passes taken by an entry that a later step refused.
     fn give_back(&self, count: u32);
+
+    /// Whether it admits by a local fallback now, its shared state out of reach (for metrics
+    /// and status pages; by default never).
+    fn in_fallback(&self) -> bool {
+        false
+    }
+
+    /// The processes sharing it, as last known (for metrics; by default unknown).
+    fn processes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Why a [`SharedLimit`] refused: the value it saw against its threshold, and when to retry

@@ -80,6 +80,108 @@ pub struct Config {
     /// all inbound traffic.
     #[serde(default)]
     pub adaptive: Vec<Spanned<AdaptiveRule>>,
+    /// The Redis that cluster rules share.
+    #[serde(default)]
+    pub cluster: Option<Spanned<ClusterConfig>>,
+    /// Cluster rules: limits shared by every instance that has the same rule id.
+    #[serde(default, rename = "cluster_rule")]
+    pub cluster_rules: Vec<Spanned<ClusterRuleConfig>>,
+}
+
+/// `[cluster]`: the Redis the cluster rules share, and how they treat it.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Its URL, `redis://host:port[/db]` (or `rediss://` over TLS).
+    pub redis: String,
+    /// Longest one call may take before it counts as a failure (default 100 ms).
+    #[serde(default = "default_call_timeout", with = "humantime_serde")]
+    pub call_timeout: Duration,
+    /// While Redis fails, how often it is tried again (default 500 ms).
+    #[serde(default = "default_probe_every", with = "humantime_serde")]
+    pub probe_every: Duration,
+    /// How long a heartbeat counts this instance as live (default 3 s).
+    #[serde(default = "default_heartbeat_ttl", with = "humantime_serde")]
+    pub heartbeat_ttl: Duration,
+    /// The instances assumed live before a heartbeat has been read (default 1).
+    #[serde(default = "default_assumed_instances")]
+    pub assumed_instances: u64,
+}
+
+fn default_call_timeout() -> Duration {
+    Duration::from_millis(100)
+}
+
+fn default_probe_every() -> Duration {
+    Duration::from_millis(500)
+}
+
+fn default_heartbeat_ttl() -> Duration {
+    Duration::from_secs(3)
+}
+
+fn default_assumed_instances() -> u64 {
+    1
+}
+
+fn default_interval() -> Duration {
+    Duration::from_secs(1)
+}
+
+fn default_buckets() -> u32 {
+    2
+}
+
+fn default_max_batch() -> u64 {
+    10
+}
+
+/// `[[cluster_rule]]`: a QPS limit on a resource, shared by every instance with this rule id
+/// (Sentinel's sliding window, in Redis), checked from leased batches.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterRuleConfig {
+    /// Names the rule, and the limit in Redis: instances with the same id share it.
+    pub id: String,
+    /// The resource it limits.
+    pub resource: String,
+    /// Passes a second across all the instances.
+    pub limit: f64,
+    /// The window (default 1 s).
+    #[serde(default = "default_interval", with = "humantime_serde")]
+    pub interval: Duration,
+    /// Its buckets (default 2).
+    #[serde(default = "default_buckets")]
+    pub buckets: u32,
+    /// The largest batch an instance leases at once (default 10).
+    #[serde(default = "default_max_batch")]
+    pub max_batch: u64,
+    /// What to admit while Redis fails (default `local_share`).
+    #[serde(default)]
+    pub fallback: FallbackPolicy,
+}
+
+/// What a cluster rule admits while Redis fails.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackPolicy {
+    /// The instance's fair share: the limit divided by the live instances.
+    #[default]
+    LocalShare,
+    /// Everything.
+    Open,
+    /// Nothing.
+    Closed,
+}
+
+impl From<FallbackPolicy> for spillway_redis::Fallback {
+    fn from(policy: FallbackPolicy) -> Self {
+        match policy {
+            FallbackPolicy::LocalShare => Self::LocalShare,
+            FallbackPolicy::Open => Self::Open,
+            FallbackPolicy::Closed => Self::Closed,
+        }
+    }
 }
 
 /// The proxy's listener.

@@ -171,6 +171,12 @@ impl<'a> Check<'a> {
             spillway::adaptive::validate_adaptive_rules(rules)
                 .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
         });
+        self.rules(
+            &config.cluster_rules,
+            "cluster_rule",
+            crate::cluster::validate_rules,
+        );
+        self.cluster(config);
         if let Some(blocked) = &config.blocked {
             let (span, item) = (blocked.span(), blocked.get_ref());
             if !(400..=599).contains(&item.status) {
@@ -193,6 +199,27 @@ impl<'a> Check<'a> {
             }
         }
         self.admin(config);
+    }
+
+    /// `[cluster]`, and cluster rules without it.
+    fn cluster(&self, config: &Config) {
+        match &config.cluster {
+            Some(cluster) => {
+                if let Err((key, problem)) = crate::cluster::validate_section(cluster.get_ref()) {
+                    self.problem(cluster.span(), "cluster".into(), key, problem);
+                }
+            }
+            None => {
+                if let Some(rule) = config.cluster_rules.first() {
+                    self.problem(
+                        rule.span(),
+                        "cluster_rule[0]".into(),
+                        "",
+                        "cluster rules need a [cluster] section with the `redis` they share",
+                    );
+                }
+            }
+        }
     }
 
     fn listener(&self, config: &Config) {
@@ -410,6 +437,9 @@ pub fn warnings(config: &Config, text: &str, file: &str) -> Vec<String> {
         if let Some(resource) = &rule.get_ref().resource {
             note("adaptive", index, rule.span(), resource);
         }
+    }
+    for (index, rule) in config.cluster_rules.iter().enumerate() {
+        note("cluster_rule", index, rule.span(), &rule.get_ref().resource);
     }
     let mut lines: Vec<String> = ConfigError::all(check.problems.into_inner())
         .map(|all| all.problems().iter().map(ToString::to_string).collect())

@@ -1,0 +1,197 @@
+//! Cluster rules in the file, end to end: two proxies sharing one limit on a real
+//! `redis-server`, a Redis out of reach at startup (the fallback), and the file's checks. Waits
+//! are on events (a response, a metric), each within a timeout.
+
+#[path = "../../spillway-redis/tests/common/mod.rs"]
+mod redis_server;
+
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use redis_server::RedisServer;
+use spillway_server::config::parse;
+use spillway_server::Server;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Longest any one wait may take before the test fails (never reached when it passes).
+const STEP: Duration = Duration::from_secs(30);
+
+/// An upstream answering `ok`.
+async fn upstream() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(|_| async {
+                    Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(
+                        Bytes::from("ok"),
+                    )))
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+struct Proxy {
+    addr: SocketAddr,
+    handle: spillway_server::Proxy,
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
+    _stop: oneshot::Sender<()>,
+}
+
+/// A proxy for `/api` on `upstream`, with `cluster` (the `[cluster]` section and the rules).
+async fn proxy(upstream: SocketAddr, cluster: &str) -> Proxy {
+    let text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n[[route]]\nresource = \"api\"\npath = \"/api\"\nupstream = \"app\"\n\n{cluster}"
+    );
+    let config = parse(&text, "test.toml").unwrap();
+    let server = Server::bind(&config, spillway::Spillway::new())
+        .await
+        .unwrap();
+    let (addr, handle) = (server.local_addr().unwrap(), server.proxy().clone());
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    Proxy {
+        addr,
+        handle,
+        client: Client::builder(TokioExecutor::new()).build_http(),
+        _stop: stop,
+    }
+}
+
+impl Proxy {
+    async fn get(&self) -> (StatusCode, String) {
+        let uri = format!("http://{}/api", self.addr).parse().unwrap();
+        let response = tokio::time::timeout(STEP, self.client.get(uri))
+            .await
+            .expect("the proxy answers")
+            .unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Sends requests until one passes (the rule's first lease, or its fallback, is in).
+    async fn until_one_passes(&self) {
+        let passed = tokio::time::timeout(STEP, async {
+            while self.get().await.0 != StatusCode::OK {}
+        });
+        passed.await.expect("a request passes within the timeout");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_proxies_share_a_cluster_rule_on_redis() {
+    let redis = RedisServer::start().await;
+    let upstream = upstream().await;
+    // 1.5 a second over a 20 s window of one bucket: at most 11 passes a window for the fleet,
+    // Sentinel's `passes / 20 + 1 > 1.5` refusing the 12th.
+    let cluster = format!(
+        "[cluster]\nredis = \"{}\"\n\n[[cluster_rule]]\nid = \"api-fleet\"\nresource = \"api\"\nlimit = 1.5\ninterval = \"20s\"\nbuckets = 1\nmax_batch = 2\n",
+        redis.url()
+    );
+    let (a, b) = (
+        proxy(upstream, &cluster).await,
+        proxy(upstream, &cluster).await,
+    );
+    a.until_one_passes().await;
+    b.until_one_passes().await;
+    let mut passed = 2;
+    let mut refused = None;
+    for _ in 0..40 {
+        for proxy in [&a, &b] {
+            match proxy.get().await {
+                (StatusCode::OK, _) => passed += 1,
+                (status, body) => refused = Some((status, body)),
+            }
+        }
+    }
+    // At most 11 a window plus what the two instances held (2 x max_batch each), and the run
+    // may straddle one window's end: twice that, at most.
+    assert!(passed <= 2 * (11 + 2 * 2 * 2), "{passed} passed");
+    let (status, body) = refused.expect("some requests were refused");
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(
+        body.contains("cluster") && body.contains("api-fleet"),
+        "{body}"
+    );
+    let metrics = a.handle.render_metrics().unwrap();
+    assert!(
+        metrics.contains("spillway_cluster_fallback{rule=\"api-fleet\",resource=\"api\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(
+            r#"spillway_requests_total{resource="api",outcome="block",reason="cluster"}"#
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("spillway_cluster_instances{rule=\"api-fleet\",resource=\"api\"} 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_out_of_reach_at_startup_means_the_fallback() {
+    // A port nothing listens on: the kernel's pick, released.
+    let port = redis_server::free_port();
+    let upstream = upstream().await;
+    let cluster = format!(
+        "[cluster]\nredis = \"redis://127.0.0.1:{port}\"\nassumed_instances = 4\n\n[[cluster_rule]]\nid = \"api-fleet\"\nresource = \"api\"\nlimit = 400\n"
+    );
+    let proxy = proxy(upstream, &cluster).await;
+    // Its fair share, 400 / 4 instances, passes while Redis is out of reach.
+    proxy.until_one_passes().await;
+    let metrics = proxy.handle.render_metrics().unwrap();
+    assert!(
+        metrics.contains("spillway_cluster_fallback{rule=\"api-fleet\",resource=\"api\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn the_file_checks_cluster_rules_and_their_section() {
+    let base = "[[route]]\nresource = \"api\"\npath = \"/api\"\nupstream = \"app\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:1\"\n\n";
+    let rule = "[[cluster_rule]]\nid = \"fleet\"\nresource = \"api\"\nlimit = 10\n";
+    let cases = [
+        (format!("{base}{rule}"), "cluster_rule[0]", "need a [cluster] section"),
+        (
+            format!("{base}[cluster]\nredis = \"http://x\"\n\n{rule}"),
+            "cluster.redis",
+            "not a Redis URL",
+        ),
+        (
+            format!("{base}[cluster]\nredis = \"redis://127.0.0.1:6379\"\n\n{rule}interval = \"1500us\"\n"),
+            "cluster_rule[0].interval",
+            "whole number of milliseconds",
+        ),
+        (
+            format!("{base}[cluster]\nredis = \"redis://127.0.0.1:6379\"\n\n{rule}buckets = 3\n"),
+            "cluster_rule[0].buckets",
+            "do not divide",
+        ),
+        (
+            format!("{base}[cluster]\nredis = \"redis://127.0.0.1:6379\"\n\n{rule}\n{rule}"),
+            "cluster_rule[1].id",
+            "earlier rule",
+        ),
+    ];
+    for (text, field, why) in cases {
+        let err = parse(&text, "test.toml").unwrap_err().to_string();
+        assert!(err.contains(field) && err.contains(why), "{field}: {err}");
+    }
+}
