@@ -28,7 +28,7 @@ mod window;
 
 pub use lease::{Fallback, LeaseMode, LeaseSettings, LeasedWindow};
 pub use redis;
-pub use window::{Checked, SharedWindow};
+pub use window::{check_settings, Checked, SharedWindow};
 
 /// Where a shared limit reads the time.
 #[derive(Debug, Clone, Default)]
@@ -91,7 +91,11 @@ impl From<redis::RedisError> for Error {
 
 /// Checks a shared limit's name: 1 to 200 bytes, without braces (it becomes the key's hash
 /// tag, which a brace would cut short).
-fn check_name(name: &str) -> Result<(), Error> {
+///
+/// # Errors
+///
+/// [`Error::Invalid`], saying why.
+pub fn check_name(name: &str) -> Result<(), Error> {
     if name.is_empty() || name.len() > 200 {
         return Err(Error::Invalid(format!(
             "a shared limit's name must have 1 to 200 bytes, not {}",

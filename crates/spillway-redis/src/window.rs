@@ -80,22 +80,8 @@ impl SharedWindow {
         time: Time,
     ) -> Result<Self, Error> {
         crate::check_name(name)?;
-        if !(limit.is_finite() && limit >= 0.0) {
-            return Err(Error::Invalid(format!(
-                "limit must be a finite number >= 0, not {limit}"
-            )));
-        }
-        let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
-        if interval_ms == 0 || Duration::from_millis(interval_ms) != interval {
-            return Err(Error::Invalid(format!(
-                "interval must be a positive whole number of milliseconds, not {interval:?}"
-            )));
-        }
-        if buckets == 0 || interval_ms % u64::from(buckets) != 0 {
-            return Err(Error::Invalid(format!(
-                "{buckets} buckets do not divide an interval of {interval_ms} ms"
-            )));
-        }
+        let interval_ms = check_settings(limit, interval, buckets)
+            .map_err(|(_, problem)| Error::Invalid(problem))?;
         Ok(Self {
             key: crate::key(name, "window"),
             limit,
@@ -185,6 +171,47 @@ impl SharedWindow {
     pub fn time(&self) -> &Time {
         &self.time
     }
+}
+
+/// Checks a shared window's settings: `limit` finite and at least 0, `interval` a positive
+/// whole number of milliseconds, `buckets` dividing it. Returns the interval in milliseconds.
+///
+/// # Errors
+///
+/// The first setting at fault (`"limit"`, `"interval"` or `"buckets"`) and why.
+///
+/// ```
+/// use spillway_redis::check_settings;
+/// use std::time::Duration;
+///
+/// assert_eq!(check_settings(100.0, Duration::from_secs(1), 2), Ok(1000));
+/// assert_eq!(check_settings(100.0, Duration::from_secs(1), 3).unwrap_err().0, "buckets");
+/// ```
+pub fn check_settings(
+    limit: f64,
+    interval: Duration,
+    buckets: u32,
+) -> Result<u64, (&'static str, String)> {
+    if !(limit.is_finite() && limit >= 0.0) {
+        return Err((
+            "limit",
+            format!("limit must be a finite number >= 0, not {limit}"),
+        ));
+    }
+    let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+    if interval_ms == 0 || Duration::from_millis(interval_ms) != interval {
+        return Err((
+            "interval",
+            format!("interval must be a positive whole number of milliseconds, not {interval:?}"),
+        ));
+    }
+    if buckets == 0 || interval_ms % u64::from(buckets) != 0 {
+        return Err((
+            "buckets",
+            format!("{buckets} buckets do not divide an interval of {interval_ms} ms"),
+        ));
+    }
+    Ok(interval_ms)
 }
 
 /// What a script call does with its count.

@@ -3,65 +3,29 @@
 //! task) of every rule that stays the same.
 
 use crate::config::{ClusterConfig, ClusterRuleConfig, Config};
-use spillway::cluster::{ClusterRule, MAX_CLUSTER_RULES_PER_RESOURCE};
+use spillway::cluster::ClusterRule;
 use spillway_redis::{LeaseSettings, LeasedWindow, SharedWindow, Time};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Checks cluster rules: the first rule at fault, its field and why (as the core's validators
-/// answer, for the file's checker).
+/// Checks cluster rules with the core's and the crate's own checks: the first rule at fault,
+/// its field and why (as the core's validators answer, for the file's checker).
 pub(crate) fn validate_rules(
     rules: &[ClusterRuleConfig],
 ) -> Result<(), (usize, &'static str, String)> {
-    let mut per_resource = HashMap::<&str, usize>::new();
+    let ids: Vec<(&str, &str)> = rules
+        .iter()
+        .map(|rule| (rule.id.as_str(), rule.resource.as_str()))
+        .collect();
+    spillway::cluster::validate_cluster_rule_ids(&ids)
+        .map_err(|err| (err.index(), err.field(), err.problem().to_owned()))?;
     for (index, rule) in rules.iter().enumerate() {
-        let fault = |field, problem: String| Err((index, field, problem));
-        if rule.id.is_empty() || rule.id.len() > 200 || rule.id.contains(['{', '}']) {
-            return fault(
-                "id",
-                "`id` must have 1 to 200 bytes and no braces (it names the limit in Redis)"
-                    .to_owned(),
-            );
-        }
-        if rules[..index].iter().any(|earlier| earlier.id == rule.id) {
-            return fault(
-                "id",
-                format!("`id` {:?} is used by an earlier rule", rule.id),
-            );
-        }
-        if rule.resource.is_empty() {
-            return fault("resource", "`resource` must not be empty".to_owned());
-        }
-        if !(rule.limit.is_finite() && rule.limit >= 0.0) {
-            return fault(
-                "limit",
-                format!("must be a finite number >= 0, not {}", rule.limit),
-            );
-        }
-        let interval_ms = rule.interval.as_millis();
-        if interval_ms == 0 || std::time::Duration::from_millis(interval_ms as u64) != rule.interval
-        {
-            return fault(
-                "interval",
-                "must be a positive whole number of milliseconds".to_owned(),
-            );
-        }
-        if rule.buckets == 0 || interval_ms % u128::from(rule.buckets) != 0 {
-            return fault(
-                "buckets",
-                format!("{} buckets do not divide {interval_ms} ms", rule.buckets),
-            );
-        }
+        // The id names the limit in Redis.
+        spillway_redis::check_name(&rule.id).map_err(|err| (index, "id", err.to_string()))?;
+        spillway_redis::check_settings(rule.limit, rule.interval, rule.buckets)
+            .map_err(|(field, problem)| (index, field, problem))?;
         if rule.max_batch == 0 {
-            return fault("max_batch", "must be at least 1".to_owned());
-        }
-        let on_resource = per_resource.entry(&rule.resource).or_default();
-        *on_resource += 1;
-        if *on_resource > MAX_CLUSTER_RULES_PER_RESOURCE {
-            return fault(
-                "resource",
-                format!("at most {MAX_CLUSTER_RULES_PER_RESOURCE} cluster rules per resource"),
-            );
+            return Err((index, "max_batch", "must be at least 1".to_owned()));
         }
     }
     Ok(())

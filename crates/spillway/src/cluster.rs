@@ -161,31 +161,47 @@ pub type ClusterRuleError = RuleError;
 ///
 /// A [`ClusterRuleError`] naming the first rule and field at fault.
 pub fn validate_cluster_rules(rules: &[ClusterRule]) -> Result<(), ClusterRuleError> {
+    let ids: Vec<(&str, &str)> = rules
+        .iter()
+        .map(|rule| (rule.id.as_str(), rule.resource.as_str()))
+        .collect();
+    validate_cluster_rule_ids(&ids)
+}
+
+/// [`validate_cluster_rules`] for rules not built yet, given as `(id, resource)` pairs (a
+/// configuration file's, say).
+///
+/// # Errors
+///
+/// As [`validate_cluster_rules`].
+///
+/// ```
+/// use spillway::cluster::validate_cluster_rule_ids;
+///
+/// let err = validate_cluster_rule_ids(&[("a", "api"), ("a", "search")]).unwrap_err();
+/// assert_eq!((err.index(), err.field()), (1, "id"));
+/// ```
+pub fn validate_cluster_rule_ids(rules: &[(&str, &str)]) -> Result<(), ClusterRuleError> {
     let mut per_resource = std::collections::HashMap::<&str, usize>::new();
-    for (index, rule) in rules.iter().enumerate() {
-        let fault = |field, problem: String| {
-            Err(RuleError::new("cluster", index, &rule.id, field, problem))
-        };
-        if rule.id.is_empty() {
+    for (index, &(id, resource)) in rules.iter().enumerate() {
+        let fault =
+            |field, problem: String| Err(RuleError::new("cluster", index, id, field, problem));
+        if id.is_empty() {
             return fault("id", "`id` must not be empty".to_owned());
         }
-        if rules[..index].iter().any(|earlier| earlier.id == rule.id) {
-            return fault(
-                "id",
-                format!("`id` {:?} is used by an earlier rule", rule.id),
-            );
+        if rules[..index].iter().any(|&(earlier, _)| earlier == id) {
+            return fault("id", format!("`id` {id:?} is used by an earlier rule"));
         }
-        if rule.resource.is_empty() {
+        if resource.is_empty() {
             return fault("resource", "`resource` must not be empty".to_owned());
         }
-        let on_resource = per_resource.entry(&rule.resource).or_default();
+        let on_resource = per_resource.entry(resource).or_default();
         *on_resource += 1;
         if *on_resource > MAX_CLUSTER_RULES_PER_RESOURCE {
             return fault(
                 "resource",
                 format!(
-                    "at most {MAX_CLUSTER_RULES_PER_RESOURCE} cluster rules per resource; `{}` has more",
-                    rule.resource
+                    "at most {MAX_CLUSTER_RULES_PER_RESOURCE} cluster rules per resource; `{resource}` has more"
                 ),
             );
         }
