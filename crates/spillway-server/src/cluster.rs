@@ -144,3 +144,58 @@ fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
         task,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse;
+
+    fn config(rules: &str) -> Config {
+        // A port nothing listens on: the leases stay in their fallback, which is all this needs.
+        let text = format!("[cluster]\nredis = \"redis://127.0.0.1:1\"\n\n{rules}");
+        parse(&text, "test.toml").unwrap()
+    }
+
+    const A: &str = "[[cluster_rule]]\nid = \"a\"\nresource = \"api\"\nlimit = 10\n";
+    const B: &str = "[[cluster_rule]]\nid = \"b\"\nresource = \"api\"\nlimit = 20\n";
+
+    fn leases(limits: &ClusterLimits) -> HashMap<String, Arc<LeasedWindow>> {
+        let running = limits.running.lock().unwrap();
+        running
+            .iter()
+            .map(|(id, entry)| (id.clone(), entry.lease.clone()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_reload_keeps_the_lease_of_an_unchanged_rule_and_only_that() {
+        let limits = ClusterLimits::default();
+        assert_eq!(limits.rules_for(&config(&format!("{A}\n{B}"))).len(), 2);
+        let before = leases(&limits);
+        // `a` unchanged, `b` changed: `a` keeps its lease, `b` gets a new one.
+        let changed = B.replace("limit = 20", "limit = 30");
+        limits.rules_for(&config(&format!("{A}\n{changed}")));
+        let after = leases(&limits);
+        assert!(Arc::ptr_eq(&before["a"], &after["a"]));
+        assert!(!Arc::ptr_eq(&before["b"], &after["b"]));
+        // A rule gone from the file: its lease and task are dropped.
+        limits.rules_for(&config(A));
+        assert_eq!(leases(&limits).len(), 1);
+        // Its task, aborted, lets go of the lease when the runtime next runs it.
+        for _ in 0..100 {
+            if Arc::strong_count(&after["b"]) == 1 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            Arc::strong_count(&after["b"]),
+            1,
+            "only this test still holds it"
+        );
+        // No [cluster]: no rules.
+        let plain = parse("", "test.toml").unwrap();
+        assert!(limits.rules_for(&plain).is_empty());
+        assert!(leases(&limits).is_empty());
+    }
+}
