@@ -128,11 +128,20 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
     return "\n".join(lines)
 
 
-def splice(fragment: Path, doc: Path) -> None:
+def splice(fragment: Path, doc: Path, marker: str = "## Load test") -> None:
+    """Replaces the section of `doc` that starts with `marker` (up to the next `## ` heading,
+    or the end) with `fragment`, or appends it if there is none."""
     text = doc.read_text()
-    marker = "## Load test"
-    head = text.split(marker)[0].rstrip() + "\n\n"
-    doc.write_text(head + fragment.read_text().rstrip() + "\n")
+    if marker in text:
+        head, rest = text.split(marker, 1)
+        after = rest.find("\n## ")
+        tail = rest[after + 1:] if after >= 0 else ""
+    else:
+        head, tail = text, ""
+    body = head.rstrip() + "\n\n" + fragment.read_text().rstrip() + "\n"
+    if tail:
+        body += "\n" + tail.rstrip() + "\n"
+    doc.write_text(body)
 
 
 if __name__ == "__main__":
@@ -143,4 +152,5 @@ if __name__ == "__main__":
         print(report(Path(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]),
                      [int(rate) for rate in sys.argv[5].split()], int(sys.argv[6]), sys.argv[7]))
     elif command == "splice":
-        splice(Path(sys.argv[2]), Path(sys.argv[3]))
+        marker = sys.argv[4] if len(sys.argv) > 4 else "## Load test"
+        splice(Path(sys.argv[2]), Path(sys.argv[3]), marker)

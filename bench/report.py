@@ -137,6 +137,10 @@ def main() -> None:
     load = Path(__file__).parent / "load.md"
     if load.exists():
         out.append(load.read_text().rstrip() + "\n")
+    # Cluster limits on a real Redis (`bench/cluster`), with its own command.
+    cluster = Path(__file__).parent / "cluster.md"
+    if cluster.exists():
+        out.append(cluster.read_text().rstrip() + "\n")
     print("\n".join(out))
 
 
