@@ -28,6 +28,8 @@ const STEP: Duration = Duration::from_secs(600);
 struct Seen {
     opened: AtomicUsize,
     closed: AtomicUsize,
+    /// Told each time the proxy closes one.
+    closing: tokio::sync::Notify,
 }
 
 impl Seen {
@@ -39,11 +41,22 @@ impl Seen {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// Counts a connection the proxy closed.
+    fn close(&self) {
+        self.closed.fetch_add(1, Ordering::SeqCst);
+        self.closing.notify_waiters();
+    }
+
     /// Returns once the proxy has closed `count` connections.
     async fn until_closed(&self, count: usize) {
         let waited = tokio::time::timeout(STEP, async {
-            while self.closed() < count {
-                tokio::time::sleep(Duration::from_millis(10)).await;
+            loop {
+                // Registered before the count is read, so that no close is missed between.
+                let closing = self.closing.notified();
+                if self.closed() >= count {
+                    return;
+                }
+                closing.await;
             }
         });
         waited.await.unwrap_or_else(|_| {
@@ -79,7 +92,7 @@ async fn upstream(http2: bool) -> (SocketAddr, Arc<Seen>) {
                         .serve_connection(io, service)
                         .await
                 };
-                counting.closed.fetch_add(1, Ordering::SeqCst);
+                counting.close();
             });
         }
     });
@@ -117,7 +130,7 @@ async fn closing_upstream() -> (SocketAddr, Arc<Seen>) {
                         break;
                     }
                 }
-                counting.closed.fetch_add(1, Ordering::SeqCst);
+                counting.close();
             });
         }
     });
