@@ -1,9 +1,9 @@
-//! The *leased* check of a shared window: each process takes batches of passes from Redis ahead
+//! The *leased* check of a shared limit: each process takes batches of passes from Redis ahead
 //! of need and admits from them locally, so that a request never waits on the network; and
 //! when Redis fails, a local limit of the process's fair share until it is back.
 
-use crate::window::{Beat, Mode, SharedWindow};
-use crate::Error;
+use crate::shared::{self, Beat, Mode, Shared};
+use crate::{Error, SharedBucket, SharedWindow};
 use redis::aio::ConnectionLike;
 use spillway::cluster::{SharedLimit, SharedRefusal};
 use spillway::flow::{Decision, QpsReject};
@@ -26,16 +26,16 @@ pub enum Fallback {
     Closed,
 }
 
-/// Whether a lease admits against the shared window or its fallback.
+/// Whether a lease admits against the shared limit or its fallback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseMode {
-    /// Passes leased from the shared window.
+    /// Passes leased from the shared limit.
     Global,
     /// Redis failed: [`Fallback`] decides until a probe succeeds.
     Fallback,
 }
 
-/// How a [`LeasedWindow`] leases, and what it does when Redis fails.
+/// How a [`Leased`] limit leases, and what it does when Redis fails.
 #[derive(Debug, Clone)]
 pub struct LeaseSettings {
     /// The largest batch taken at once (default 10).
@@ -70,31 +70,40 @@ impl Default for LeaseSettings {
     }
 }
 
-/// A process's share of a [`SharedWindow`], taken from Redis in batches.
+/// A process's share of a [`SharedWindow`] or a [`SharedBucket`], taken from Redis in batches:
+/// a [`LeasedWindow`] or a [`LeasedBucket`].
 ///
-/// - [`LeasedWindow::try_acquire`] admits from the passes this process holds: no I/O, no wait.
-/// - [`LeasedWindow::refill`] takes the next batch (one script call, which also sends this
-///   process's heartbeat), when [`LeasedWindow::wants_refill`] says so: requests found the
+/// - [`Leased::try_acquire`] admits from the passes this process holds: no I/O, no wait.
+/// - [`Leased::refill`] takes the next batch (one script call, which also sends this
+///   process's heartbeat), when [`Leased::wants_refill`] says so: requests found the
 ///   passes held short, an unused lease has expired, or a heartbeat is due.
-///   [`LeasedWindow::drive`] does it in a task of its own.
-/// - A batch follows this process's demand since the last refill, from 1 up to `max_batch`.
-/// - Passes are counted in the window when they are leased, and a lease lives one bucket
-///   width (by this process's clock): the passes left when it expires are given back to the
-///   bucket they were counted in, if it is still in the window.
+///   [`Leased::drive`] does it in a task of its own.
+/// - A batch follows this process's demand: what it asked for since the last refill, at that
+///   pace over a lease's life, from 1 up to `max_batch`.
+/// - Passes are counted in the shared limit when they are leased (a window counts them in
+///   its current bucket; a bucket reserves them, as one `tryAcquire(batch)` of Guava's). A
+///   lease of a window lives one bucket width by this process's clock, and the passes left
+///   when it expires are given back to the bucket they were counted in, if it is still in the
+///   window. A lease of a bucket lives 100 ms, and its unused permits go back to the bucket
+///   (first shortening the wait it owes, then stored, up to the burst).
+/// - A refused lease is not asked again before the limit has room (a window's next bucket, a
+///   bucket's next free moment).
 /// - A call that fails or takes longer than `call_timeout` switches to
 ///   [`LeaseMode::Fallback`] at once; Redis is probed every `probe_every`, and the first
 ///   success switches back. Each switch is logged once.
 ///
-/// **Bound.** With one refiller per process ([`LeasedWindow::drive`]), a process holds fewer than
+/// **Bound.** With one refiller per process ([`Leased::drive`]), a process holds fewer than
 /// `2 x max_batch` passes at any time (it refills below one batch, and a batch is at most
-/// `max_batch`). Every pass it admits was counted in the window when leased, so in any two
-/// consecutive buckets (the span the strict check bounds) the fleet admits at most the limit
-/// plus what its processes held when the first began: the limit plus `2 x max_batch` a process.
-/// Passes leased and not used in time are lost to the others until given back, so the fleet
-/// may admit less than the limit, never more than the bound (while Redis answers).
+/// `max_batch`). Every pass it admits was counted in the shared limit when leased, so in any two
+/// consecutive buckets of a window (the span the strict check bounds) the fleet admits at most
+/// the limit plus what its processes held when the first began: the limit plus `2 x max_batch` a
+/// process. A bucket admits what Guava's limiter would grant to the leases as requests: over
+/// any span, the rate times the span, plus the burst, plus the batches (one each) paid for
+/// in advance. Passes leased and not used in time are lost to the others until given back, so
+/// the fleet may admit less than the limit, never more than the bound (while Redis answers).
 #[derive(Debug)]
-pub struct LeasedWindow {
-    window: SharedWindow,
+pub struct Leased<S: Shared> {
+    limit: S,
     clock: Arc<dyn Clock>,
     settings: LeaseSettings,
     member: String,
@@ -102,7 +111,7 @@ pub struct LeasedWindow {
     lease: Mutex<Lease>,
     /// The fallback's local window.
     local: ResourceNode,
-    /// Wakes [`LeasedWindow::drive`] when a refill is wanted.
+    /// Wakes [`Leased::drive`] when a refill is wanted.
     wanted: tokio::sync::Notify,
 }
 
@@ -110,14 +119,16 @@ pub struct LeasedWindow {
 struct Lease {
     /// Passes this process may still admit.
     left: u64,
-    /// The bucket (on the window's clock) they were counted in.
-    bucket_start: u64,
+    /// What they go back to (a window's bucket, on its clock).
+    tag: u64,
     /// When they expire, on this process's clock (ms).
     expires_ms: u64,
-    /// Passes asked for (admitted or refused) since the last refill: the next batch.
+    /// Passes asked for (admitted or refused) since the last refill.
     asked: u64,
-    /// No lease before this (ms, this process's clock): the window was full until its next
-    /// bucket.
+    /// When the last refill began (ms, this process's clock): with `asked`, this process's
+    /// demand.
+    refilled_ms: u64,
+    /// No lease before this (ms, this process's clock): the limit had no room until then.
     full_until_ms: u64,
     /// When the last call answered (ms, this process's clock): the next heartbeat is due a
     /// third of the TTL later.
@@ -126,34 +137,40 @@ struct Lease {
     live: u64,
     /// While Redis fails: when to try it again (ms, this process's clock).
     probe_at_ms: Option<u64>,
-    /// The window's passes at the last answer, this process's batch included: a refusal's
-    /// reading.
-    window_passes: u64,
+    /// What a refusal reports (the window's passes at the last answer, this process's batch
+    /// included; a bucket's rate).
+    reading: f64,
 }
 
-impl LeasedWindow {
-    /// A lease of `window`'s passes in batches of at most `max_batch`, expiring by `clock` (for
-    /// a window on [`crate::Time::Clock`], the same clock); the other settings their defaults.
+/// A process's share of a [`SharedWindow`]: see [`Leased`].
+pub type LeasedWindow = Leased<SharedWindow>;
+
+/// A process's share of a [`SharedBucket`]: see [`Leased`].
+pub type LeasedBucket = Leased<SharedBucket>;
+
+impl<S: Shared> Leased<S> {
+    /// A lease of `limit`'s passes in batches of at most `max_batch`, expiring by `clock` (for
+    /// a limit on [`crate::Time::Clock`], the same clock); the other settings their defaults.
     ///
     /// # Errors
     ///
-    /// As [`LeasedWindow::with_settings`].
-    pub fn new(window: SharedWindow, clock: Arc<dyn Clock>, max_batch: u64) -> Result<Self, Error> {
+    /// As [`Leased::with_settings`].
+    pub fn new(limit: S, clock: Arc<dyn Clock>, max_batch: u64) -> Result<Self, Error> {
         let settings = LeaseSettings {
             max_batch,
             ..LeaseSettings::default()
         };
-        Self::with_settings(window, clock, settings)
+        Self::with_settings(limit, clock, settings)
     }
 
-    /// A lease of `window`'s passes, as `settings` say.
+    /// A lease of `limit`'s passes, as `settings` say.
     ///
     /// # Errors
     ///
     /// [`Error::Invalid`] if `max_batch` or `assumed_processes` is 0, a duration is zero, or
     /// `member` is empty.
     pub fn with_settings(
-        window: SharedWindow,
+        limit: S,
         clock: Arc<dyn Clock>,
         settings: LeaseSettings,
     ) -> Result<Self, Error> {
@@ -182,8 +199,8 @@ impl LeasedWindow {
             ..Lease::default()
         };
         Ok(Self {
-            members_key: window.members_key(),
-            window,
+            members_key: shared::members_key(limit.key()),
+            limit,
             clock,
             settings,
             member,
@@ -200,9 +217,9 @@ impl LeasedWindow {
         self.take(count).is_ok()
     }
 
-    /// [`LeasedWindow::try_acquire`], with what a refusal saw: the window's passes at the last
-    /// answer against the limit (in the fallback, the local pass rate against the share), and
-    /// when the window has room again if it was found full.
+    /// [`Leased::try_acquire`], with what a refusal saw: the limit's reading at the last answer
+    /// against the limit (in the fallback, the local pass rate against the share), and when the
+    /// limit has room again if a lease found none.
     fn take(&self, count: u32) -> Result<(), SharedRefusal> {
         let now_nanos = self.clock.now_nanos();
         let now = now_nanos / 1_000_000;
@@ -214,7 +231,7 @@ impl LeasedWindow {
             lease.left -= u64::from(count);
             Ok(())
         } else {
-            let refusal = SharedRefusal::new(lease.window_passes as f64, self.window.limit());
+            let refusal = SharedRefusal::new(lease.reading, self.limit.rate());
             Err(match lease.full_until_ms.checked_sub(now) {
                 Some(wait) if wait > 0 => refusal.with_retry_after(Duration::from_millis(wait)),
                 _ => refusal,
@@ -238,7 +255,7 @@ impl LeasedWindow {
             Fallback::Open => Ok(()),
             Fallback::Closed => Err(SharedRefusal::new(0.0, 0.0)),
             Fallback::LocalShare => {
-                let share = self.window.limit() / lease.live.max(1) as f64;
+                let share = self.limit.rate() / lease.live.max(1) as f64;
                 if QpsReject::new(share).check(&self.local, now_nanos, count) == Decision::Pass {
                     self.local.add_pass(now_nanos, u64::from(count));
                     Ok(())
@@ -249,8 +266,8 @@ impl LeasedWindow {
         }
     }
 
-    /// Whether a refill is due: requests found the lease short (and the window was not found
-    /// full in its current bucket), an unused lease expired, a heartbeat is due, or, while
+    /// Whether a refill is due: requests found the lease short (and the limit was not found
+    /// without room until later), an unused lease expired, a heartbeat is due, or, while
     /// Redis fails, a probe.
     pub fn wants_refill(&self) -> bool {
         self.wants(&lock(&self.lease), self.clock.now_millis())
@@ -308,7 +325,7 @@ impl LeasedWindow {
         let now = self.clock.now_millis();
         let mut lease = lock(&self.lease);
         if lease.probe_at_ms.is_none() {
-            tracing::warn!(limit = %self.window.key(), error = %err, fallback = ?self.settings.fallback, "shared limit: Redis failed, falling back until it answers");
+            tracing::warn!(limit = %self.limit.key(), error = %err, fallback = ?self.settings.fallback, "shared limit: Redis failed, falling back until it answers");
         }
         lease.probe_at_ms = Some(now + self.settings.probe_every.as_millis() as u64);
     }
@@ -353,10 +370,15 @@ impl LeasedWindow {
             } else {
                 0
             };
-            let batch = lease.asked.min(self.settings.max_batch);
+            // The demand since the last refill, over a lease's life at the same pace; at least
+            // what was asked, at most `max_batch`.
+            let elapsed = now.saturating_sub(lease.refilled_ms).max(1);
+            let expected = lease.asked.saturating_mul(self.limit.lease_ms()) / elapsed;
+            let batch = expected.max(lease.asked).min(self.settings.max_batch);
+            lease.refilled_ms = now;
             let batch = if now < lease.full_until_ms { 0 } else { batch };
             lease.asked = 0;
-            (unused, lease.bucket_start, batch)
+            (unused, lease.tag, batch)
         };
         let beat = Beat {
             key: &self.members_key,
@@ -364,31 +386,29 @@ impl LeasedWindow {
             ttl_ms: self.settings.heartbeat_ttl.as_millis() as u64,
         };
         if unused > 0 {
-            let call = self
-                .window
-                .call(redis, Mode::Return, unused, counted_in, None);
-            self.timed(call).await?;
+            let invocation = self
+                .limit
+                .invocation(Mode::Return, unused, counted_in, None);
+            self.timed(shared::call(redis, invocation)).await?;
         }
-        let call = self.window.call(redis, Mode::UpTo, batch, 0, Some(&beat));
-        let answer = self.timed(call).await?;
+        let invocation = self.limit.invocation(Mode::UpTo, batch, 0, Some(&beat));
+        let answer = self.timed(shared::call(redis, invocation)).await?;
         let now = self.clock.now_millis();
-        let bucket_ms = self.window.bucket_ms();
         let mut lease = lock(&self.lease);
         if lease.probe_at_ms.take().is_some() {
-            tracing::info!(limit = %self.window.key(), "shared limit: Redis answers again, back to the global limit");
+            tracing::info!(limit = %self.limit.key(), "shared limit: Redis answers again, back to the global limit");
         }
         lease.answered_ms = Some(now);
         lease.live = answer.live.max(1);
-        lease.window_passes = answer.passes + answer.count;
+        lease.reading = self.limit.reading(&answer);
         if answer.count > 0 {
             lease.left += answer.count;
-            lease.bucket_start = answer.bucket_start;
-            lease.expires_ms = now + bucket_ms;
+            lease.tag = answer.tag;
+            lease.expires_ms = now + self.limit.lease_ms();
         }
         if answer.count < batch {
-            // Full: nothing more until the window's next bucket begins.
-            let next_bucket = answer.bucket_start + bucket_ms;
-            lease.full_until_ms = now + next_bucket.saturating_sub(answer.now_ms);
+            // No room: nothing more until the limit has some (on its clock, from its answer).
+            lease.full_until_ms = now + answer.free_at_ms.saturating_sub(answer.now_ms);
         }
         Ok(answer.count)
     }
@@ -414,7 +434,7 @@ impl LeasedWindow {
         }
     }
 
-    /// Whether it admits against the shared window or its fallback.
+    /// Whether it admits against the shared limit or its fallback.
     pub fn mode(&self) -> LeaseMode {
         match lock(&self.lease).probe_at_ms {
             Some(_) => LeaseMode::Fallback,
@@ -433,7 +453,7 @@ impl LeasedWindow {
         &self.member
     }
 
-    /// Refills whenever [`LeasedWindow::try_acquire`] finds one due, and at the latest when the
+    /// Refills whenever [`Leased::try_acquire`] finds one due, and at the latest when the
     /// next is due (an expiry, a heartbeat, a probe), until the future is dropped (run it in a
     /// task of its own). Each refill's outcome goes to `on_refill` (the passes granted, or the
     /// error).
@@ -459,8 +479,8 @@ impl LeasedWindow {
     }
 }
 
-/// A leased window as a cluster rule's limit: see [`spillway::cluster`].
-impl SharedLimit for LeasedWindow {
+/// A leased limit as a cluster rule's limit: see [`spillway::cluster`].
+impl<S: Shared> SharedLimit for Leased<S> {
     fn try_take(&self, count: u32) -> Result<(), SharedRefusal> {
         self.take(count)
     }

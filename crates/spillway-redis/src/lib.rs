@@ -23,11 +23,15 @@
 
 use std::sync::Arc;
 
+mod bucket;
 mod lease;
+mod shared;
 mod window;
 
-pub use lease::{Fallback, LeaseMode, LeaseSettings, LeasedWindow};
+pub use bucket::{check_bucket, Reserved, SharedBucket};
+pub use lease::{Fallback, LeaseMode, LeaseSettings, Leased, LeasedBucket, LeasedWindow};
 pub use redis;
+pub use shared::Shared;
 pub use window::{check_settings, Checked, SharedWindow};
 
 /// Where a shared limit reads the time.
@@ -48,6 +52,14 @@ impl Time {
         match self {
             Self::Redis => -1,
             Self::Clock(clock) => i64::try_from(clock.now_millis()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// The same in microseconds (a bucket's time, as Guava's).
+    fn now_micros_arg(&self) -> i64 {
+        match self {
+            Self::Redis => -1,
+            Self::Clock(clock) => i64::try_from(clock.now_nanos() / 1000).unwrap_or(i64::MAX),
         }
     }
 }

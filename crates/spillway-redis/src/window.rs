@@ -1,9 +1,10 @@
 //! A QPS limit shared by a fleet: Sentinel's sliding window, kept in Redis, checked and counted
 //! in one script call per request (the *strict* check).
 
+use crate::shared::{self, sealed, Answer, Beat, Mode, Shared};
 use crate::{Error, Time};
 use redis::aio::ConnectionLike;
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -106,55 +107,13 @@ impl SharedWindow {
         redis: &mut C,
         acquire: u32,
     ) -> Result<Checked, Error> {
-        let answer = self
-            .call(redis, Mode::All, u64::from(acquire), 0, None)
-            .await?;
+        let invocation = sealed::Sealed::invocation(self, Mode::All, u64::from(acquire), 0, None);
+        let answer = shared::call(redis, invocation).await?;
         Ok(Checked {
             admitted: answer.count == 1,
-            passes: answer.passes,
+            passes: answer.level,
             now_ms: answer.now_ms,
         })
-    }
-
-    /// One script call: `mode` with `count` (and, to return passes, the bucket they were
-    /// counted in), and `beat`'s heartbeat if given.
-    pub(crate) async fn call<C: ConnectionLike>(
-        &self,
-        redis: &mut C,
-        mode: Mode,
-        count: u64,
-        bucket_start: u64,
-        beat: Option<&Beat<'_>>,
-    ) -> Result<Answer, Error> {
-        let mut invocation = script().key(&self.key);
-        if let Some(beat) = beat {
-            invocation.key(beat.key);
-        }
-        invocation
-            .arg(self.time.now_arg())
-            .arg(self.interval_ms)
-            .arg(self.buckets)
-            .arg(self.limit)
-            .arg(count)
-            .arg(mode.as_str())
-            .arg(bucket_start);
-        if let Some(beat) = beat {
-            invocation.arg(beat.member).arg(beat.ttl_ms);
-        }
-        let (count, passes, now_ms, bucket_start, live): (u64, u64, u64, u64, u64) =
-            invocation.invoke_async(redis).await?;
-        Ok(Answer {
-            count,
-            passes,
-            now_ms,
-            bucket_start,
-            live,
-        })
-    }
-
-    /// The Redis key of the processes sharing it (their heartbeats).
-    pub(crate) fn members_key(&self) -> String {
-        format!("{}:members", self.key.trim_end_matches(":window"))
     }
 
     /// Passes a second it allows.
@@ -214,49 +173,49 @@ pub fn check_settings(
     Ok(interval_ms)
 }
 
-/// What a script call does with its count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
-    /// All of it passes, or none (Sentinel's check).
-    All,
-    /// As much of it as there is room for (a lease).
-    UpTo,
-    /// Taken back from a bucket (an unused lease).
-    Return,
-}
+impl Shared for SharedWindow {}
 
-impl Mode {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::All => "all",
-            Self::UpTo => "upto",
-            Self::Return => "return",
-        }
+impl sealed::Sealed for SharedWindow {
+    fn key(&self) -> &str {
+        &self.key
     }
-}
 
-/// A script call's answer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Answer {
-    /// Passes granted, or taken back.
-    pub(crate) count: u64,
-    /// The window's passes before the call.
-    pub(crate) passes: u64,
-    /// The time of the call, on the limit's clock.
-    pub(crate) now_ms: u64,
-    /// The start of the current bucket, on the limit's clock.
-    pub(crate) bucket_start: u64,
-    /// The live processes, with a heartbeat; else 0.
-    pub(crate) live: u64,
-}
+    fn rate(&self) -> f64 {
+        self.limit
+    }
 
-/// A process's heartbeat, sent with a script call.
-#[derive(Debug)]
-pub(crate) struct Beat<'a> {
-    /// The sorted set of the processes sharing the limit.
-    pub(crate) key: &'a str,
-    /// This process's name in it.
-    pub(crate) member: &'a str,
-    /// How long the heartbeat counts, in milliseconds.
-    pub(crate) ttl_ms: u64,
+    /// A bucket's width: unused passes go back to the bucket they were counted in.
+    fn lease_ms(&self) -> u64 {
+        self.bucket_ms()
+    }
+
+    fn invocation(
+        &self,
+        mode: Mode,
+        count: u64,
+        tag: u64,
+        beat: Option<&Beat<'_>>,
+    ) -> ScriptInvocation<'static> {
+        let mut invocation = script().key(&self.key);
+        if let Some(beat) = beat {
+            invocation.key(beat.key);
+        }
+        invocation
+            .arg(self.time.now_arg())
+            .arg(self.interval_ms)
+            .arg(self.buckets)
+            .arg(self.limit)
+            .arg(count)
+            .arg(mode.as_str())
+            .arg(tag);
+        if let Some(beat) = beat {
+            invocation.arg(beat.member).arg(beat.ttl_ms);
+        }
+        invocation
+    }
+
+    /// The window's passes, the last lease's included.
+    fn reading(&self, answer: &Answer) -> f64 {
+        (answer.level + answer.count) as f64
+    }
 }

@@ -139,7 +139,10 @@ async fn the_driver_refills_when_a_request_finds_the_lease_short() {
             }
         }
     });
-    assert_eq!(granted.await.expect("a refill within 30 s"), Ok(1));
+    // A batch of at least the one asked for (more if it came soon after the heartbeat: the
+    // demand at that pace over a lease's life), at most `max_batch`.
+    let granted = granted.await.expect("a refill within 30 s");
+    assert!(matches!(granted, Ok(1..=4)), "{granted:?}");
     assert!(lease.try_acquire(1));
     driver.abort();
 }

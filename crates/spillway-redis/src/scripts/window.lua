@@ -16,7 +16,7 @@
 --
 -- Returns { 1 if admitted, else 0 ("all"), or the passes granted ("upto") or taken back
 -- ("return"); the window's passes before; now; the current bucket's start; the live processes
--- (with KEYS[2]; else 0) }. A lease of 0 only beats.
+-- (with KEYS[2]; else 0); the next bucket's start }. A lease of 0 only beats.
 local now = tonumber(ARGV[1])
 if now < 0 then
   local time = redis.call('TIME')
@@ -46,13 +46,13 @@ if mode == 'return' then
   local slot = math.floor(from / width) % buckets
   local values = redis.call('HMGET', KEYS[1], 't' .. slot, 'c' .. slot)
   if tonumber(values[1]) ~= from then
-    return { 0, 0, now, start, live }
+    return { 0, 0, now, start, live, start + width }
   end
   local back = math.min(count, tonumber(values[2] or 0))
   if back > 0 then
     redis.call('HINCRBY', KEYS[1], 'c' .. slot, -back)
   end
-  return { back, 0, now, start, live }
+  return { back, 0, now, start, live, start + width }
 end
 
 local fields = {}
@@ -79,15 +79,15 @@ end
 local seconds = interval / 1000
 local granted = count
 if count == 0 and mode == 'upto' then
-  return { 0, passes, now, start, live }
+  return { 0, passes, now, start, live, start + width }
 end
 if passes / seconds + count > limit then
   if mode ~= 'upto' then
-    return { 0, passes, now, start, live }
+    return { 0, passes, now, start, live, start + width }
   end
   granted = math.max(0, math.floor(limit - passes / seconds))
   if granted == 0 then
-    return { 0, passes, now, start, live }
+    return { 0, passes, now, start, live, start + width }
   end
 end
 local t = tonumber(values[2 * current + 1])
@@ -98,6 +98,6 @@ else
 end
 redis.call('PEXPIRE', KEYS[1], interval * 2)
 if mode == 'all' then
-  return { 1, passes, now, start, live }
+  return { 1, passes, now, start, live, start + width }
 end
-return { granted, passes, now, start, live }
+return { granted, passes, now, start, live, start + width }
