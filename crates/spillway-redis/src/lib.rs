@@ -24,11 +24,13 @@
 use std::sync::Arc;
 
 mod bucket;
+mod concurrency;
 mod lease;
 mod shared;
 mod window;
 
 pub use bucket::{check_bucket, Reserved, SharedBucket};
+pub use concurrency::{Holding, SharedConcurrency};
 pub use lease::{Fallback, LeaseMode, LeaseSettings, Leased, LeasedBucket, LeasedWindow};
 pub use redis;
 pub use shared::Shared;
