@@ -5,7 +5,8 @@
 //! `spillway-redis` crate's leased windows take their passes from Redis in the background), and
 //! a [`ClusterRule`] puts one in front of a resource. Cluster rules are checked after the
 //! resource's flow rules and before its adaptive limit and breakers, all or nothing with them:
-//! an entry a later step refuses gives its shared passes back.
+//! an entry a later step refuses gives its shared passes back. A limit on concurrency
+//! ([`SharedLimit::held_until_exit`]) gets its passes back when the entry ends, too.
 //!
 //! # Examples
 //!
@@ -65,8 +66,15 @@ pub trait SharedLimit: Send + Sync + fmt::Debug + 'static {
     /// The limit has no room for `count` now, as this process knows it.
     fn try_take(&self, count: u32) -> Result<(), SharedRefusal>;
 
-    /// Gives back `count` passes taken by an entry that a later step refused.
+    /// Gives back `count` passes taken by an entry that a later step refused, or, for a limit
+    /// [held until exit](SharedLimit::held_until_exit), by an entry that ended.
     fn give_back(&self, count: u32);
+
+    /// Whether an admitted entry holds its passes until it ends (a concurrency limit: they are
+    /// given back when the entry exits), rather than spending them (a rate; by default).
+    fn held_until_exit(&self) -> bool {
+        false
+    }
 
     /// Whether it admits by a local fallback now, its shared state out of reach (for metrics
     /// and status pages; by default never).
@@ -210,12 +218,16 @@ pub fn validate_cluster_rule_ids(rules: &[(&str, &str)]) -> Result<(), ClusterRu
 }
 
 /// The passes an entry's cluster rules took: the rules' bits (by position on the resource)
-/// and the count each took. Given back through the resource's rules as installed then (as
-/// breaker probes are).
+/// and the count each took, and which of those rules hold them until the entry ends. Given
+/// back through the resource's rules as installed then (as adaptive places and breaker probes
+/// are): a reload that reorders a resource's concurrency rules while entries are in flight
+/// gives their passes to the rule now at their place.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Taken {
     pub(crate) rules: u8,
     pub(crate) count: u32,
+    /// The bits of `rules` whose passes are held until the entry ends.
+    pub(crate) until_exit: u8,
 }
 
 impl ResourceCluster {
@@ -227,6 +239,7 @@ impl ResourceCluster {
                 Ok(()) => {
                     taken.rules |= 1 << bit;
                     taken.count = count;
+                    taken.until_exit = taken.rules & self.until_exit;
                 }
                 Err(refusal) => {
                     self.give_back(*taken);

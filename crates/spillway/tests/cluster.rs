@@ -46,6 +46,24 @@ impl SharedLimit for Budget {
     }
 }
 
+/// A concurrency budget: passes held until the entry ends.
+#[derive(Debug)]
+struct Places(Arc<Budget>);
+
+impl SharedLimit for Places {
+    fn try_take(&self, count: u32) -> Result<(), SharedRefusal> {
+        self.0.try_take(count)
+    }
+
+    fn give_back(&self, count: u32) {
+        self.0.give_back(count);
+    }
+
+    fn held_until_exit(&self) -> bool {
+        true
+    }
+}
+
 fn spillway() -> Spillway {
     Spillway::new_with_clock(ManualClock::starting_at_millis(1_000_000))
 }
@@ -183,4 +201,63 @@ fn invalid_cluster_rules_are_refused_naming_the_rule_and_field() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn a_concurrency_limit_gets_its_passes_back_when_the_entry_ends() {
+    let spillway = spillway();
+    let places = Budget::new(2, 2.0);
+    let rate = Budget::new(100, 100.0);
+    spillway
+        .load_cluster_rules(vec![
+            ClusterRule::new("fleet-rate", "db", rate.clone()),
+            ClusterRule::new("fleet-places", "db", Arc::new(Places(places.clone()))),
+        ])
+        .unwrap();
+    let a = spillway.entry("db").enter().unwrap();
+    let b = spillway.entry("db").enter_owned().unwrap();
+    let err = spillway.entry("db").enter().unwrap_err();
+    assert_eq!(err.rule_id(), Some("fleet-places"));
+    assert_eq!((places.left(), rate.left()), (0, 98));
+    // An ended entry gives its place back (a borrowed guard and an owned one), not its rate.
+    drop(a);
+    assert_eq!((places.left(), rate.left()), (1, 98));
+    b.exit();
+    assert_eq!((places.left(), rate.left()), (2, 98));
+    // Counted by two: two places, held until the end.
+    let two = spillway.entry("db").count(2).enter().unwrap();
+    assert_eq!(places.left(), 0);
+    assert!(spillway.entry("db").enter().is_err());
+    drop(two);
+    assert_eq!((places.left(), rate.left()), (2, 96));
+}
+
+#[test]
+fn a_concurrency_limits_place_goes_back_when_a_breaker_refuses() {
+    let spillway = spillway();
+    let places = Budget::new(1, 1.0);
+    spillway
+        .load_cluster_rules(vec![ClusterRule::new(
+            "fleet-places",
+            "db",
+            Arc::new(Places(places.clone())),
+        )])
+        .unwrap();
+    spillway
+        .load_breaker_rules(vec![BreakerRule::new(
+            "db-errors",
+            "db",
+            BreakerStrategy::ErrorRatio { threshold: 0.5 },
+            Duration::from_secs(10),
+        )])
+        .unwrap();
+    // Errors open the breaker; the next entry takes the place, is refused by the breaker, and
+    // gives the place back.
+    for _ in 0..5 {
+        spillway.entry("db").enter().unwrap().mark_error();
+    }
+    assert_eq!(places.left(), 1);
+    let err = spillway.entry("db").enter().unwrap_err();
+    assert_eq!(err.kind(), BlockKind::Breaker);
+    assert_eq!(places.left(), 1);
 }

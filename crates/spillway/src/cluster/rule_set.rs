@@ -16,6 +16,8 @@ pub(crate) struct InstalledCluster {
 #[derive(Debug, Default)]
 pub(crate) struct ResourceCluster {
     pub(crate) rules: Vec<InstalledCluster>,
+    /// The bits (by position) of the rules whose passes are held until an entry ends.
+    pub(crate) until_exit: u8,
 }
 
 /// The rules as loaded.
@@ -31,14 +33,15 @@ impl ClusterRuleSet {
         validate_cluster_rules(&rules)?;
         let mut grouped: HashMap<String, ResourceCluster> = HashMap::new();
         for rule in &rules {
-            grouped
-                .entry(rule.resource.clone())
-                .or_default()
-                .rules
-                .push(InstalledCluster {
-                    id_number: crate::intern::intern_numbered(&rule.id).number,
-                    limit: Arc::clone(&rule.limit),
-                });
+            let resource = grouped.entry(rule.resource.clone()).or_default();
+            if rule.limit.held_until_exit() {
+                // At most MAX_CLUSTER_RULES_PER_RESOURCE (8) rules: the bit fits.
+                resource.until_exit |= 1 << resource.rules.len();
+            }
+            resource.rules.push(InstalledCluster {
+                id_number: crate::intern::intern_numbered(&rule.id).number,
+                limit: Arc::clone(&rule.limit),
+            });
         }
         Ok(Self {
             loaded: rules,

@@ -223,7 +223,7 @@ impl<'a> EntryBuilder<'a> {
             queued.held.limited,
             queue.occupied,
         )
-        .with_shadow(queued.held.shadow())
+        .with_held(&queued.held)
     }
 
     /// [`enter`](Self::enter), returning an owned (`'static`) entry.

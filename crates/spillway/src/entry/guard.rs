@@ -1,6 +1,8 @@
-use super::places::{end_adaptive, release_limited, LIMITED_ADAPTIVE_ANY};
+use super::held::Held;
+use super::places::{end_adaptive, release_limited, LIMITED_ADAPTIVE_ANY, LIMITED_CLUSTER};
 use crate::adaptive::Outcome;
 use crate::clock::Clock;
+use crate::cluster::Taken;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::{ResourceNode, ShortLine};
 use crate::sync::{cached_thread_slot, thread_slot};
@@ -23,6 +25,9 @@ pub(crate) struct EntryState {
     /// The id number of the first rule in shadow mode that would have refused the entry, or
     /// `NO_SHADOW`.
     pub(crate) shadow: u32,
+    /// The bits (by position on the resource) of the cluster rules whose passes the entry holds
+    /// until it ends; with `LIMITED_CLUSTER` in `limited` when any.
+    pub(crate) cluster: u8,
 }
 
 /// [`EntryState::shadow`] when no shadow rule would have refused the entry.
@@ -86,14 +91,20 @@ impl EntryState {
             dropped: false,
             limited,
             shadow: NO_SHADOW,
+            cluster: 0,
         }
     }
 
-    /// The state, noting the shadow rule that would have refused the entry, if any.
+    /// The state, noting from what the admission holds the shadow rule that would have refused
+    /// the entry, if any, and the cluster rules' passes it holds until it ends.
     #[inline(always)]
-    pub(crate) fn with_shadow(mut self, rule: Option<u32>) -> Self {
-        if let Some(rule) = rule {
+    pub(crate) fn with_held(mut self, held: &Held) -> Self {
+        if let Some(rule) = held.shadow() {
             self.shadow = rule;
+        }
+        if held.cluster.until_exit != 0 {
+            self.cluster = held.cluster.until_exit;
+            self.limited |= LIMITED_CLUSTER;
         }
         self
     }
@@ -219,6 +230,15 @@ impl EntryState {
         }
         let others = self.limited & !LIMITED_ADAPTIVE_ANY;
         release_limited(resource, self.origin, self.entrance, others);
+        if self.cluster != 0 {
+            if let Some(cluster) = resource.cluster.load().as_ref() {
+                cluster.give_back(Taken {
+                    rules: self.cluster,
+                    count: self.count,
+                    until_exit: self.cluster,
+                });
+            }
+        }
         // Relaxed, as the rule flags on entry.
         if resource.has_breakers() {
             feed_breakers(resource, self.started_nanos, now, rt_micros, error);

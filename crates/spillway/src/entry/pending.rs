@@ -81,7 +81,7 @@ impl PendingState {
             self.held.limited,
             self.queue.occupied,
         )
-        .with_shadow(self.held.shadow())
+        .with_held(&self.held)
     }
 
     /// Gives the reservations back, unless the entry was entered.

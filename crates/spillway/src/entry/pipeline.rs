@@ -192,7 +192,7 @@ impl<'a> EntryBuilder<'a> {
 
         // 6. Admit or queue.
         if queue_for.is_none() && place.is_none() {
-            return ready(admit!(held.limited).with_shadow(held.shadow()));
+            return ready(admit!(held.limited).with_held(&held));
         }
         let (wait, occupied) = queue_for.unwrap_or_default();
         queued(Queued {

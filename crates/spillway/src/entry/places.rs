@@ -18,6 +18,9 @@ pub(crate) const LIMITED_INBOUND: u8 = 8;
 pub(crate) const LIMITED_ADAPTIVE: u8 = 16;
 /// ... under the adaptive limit on all inbound traffic.
 pub(crate) const LIMITED_ADAPTIVE_INBOUND: u8 = 32;
+/// ... on the resource's cluster rules that hold passes until the entry ends (which: the entry
+/// state's `cluster` bits).
+pub(crate) const LIMITED_CLUSTER: u8 = 64;
 /// Both adaptive places.
 pub(crate) const LIMITED_ADAPTIVE_ANY: u8 = LIMITED_ADAPTIVE | LIMITED_ADAPTIVE_INBOUND;
 

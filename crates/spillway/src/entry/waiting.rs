@@ -155,7 +155,7 @@ impl WaitingState {
                 self.held.limited,
                 queue.occupied,
             )
-            .with_shadow(self.held.shadow()),
+            .with_held(&self.held),
         ))
     }
 
