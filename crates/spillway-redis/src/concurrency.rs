@@ -103,6 +103,11 @@ impl SharedConcurrency {
         &self.key
     }
 
+    /// How long a hold lasts past the holder's last call, in milliseconds.
+    pub(crate) fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
     /// The most permits in use at once.
     pub fn limit(&self) -> u64 {
         self.limit
@@ -185,7 +190,7 @@ impl SharedConcurrency {
         self.call_mode(redis, mode.as_str(), count).await
     }
 
-    async fn call_mode<C: ConnectionLike>(
+    pub(crate) async fn call_mode<C: ConnectionLike>(
         &self,
         redis: &mut C,
         mode: &str,

@@ -2,6 +2,7 @@
 //! of need and admits from them locally, so that a request never waits on the network; and
 //! when Redis fails, a local limit of the process's fair share until it is back.
 
+use crate::driver::{self, Driven};
 use crate::shared::{self, Beat, Mode, Shared};
 use crate::{Error, SharedBucket, SharedWindow};
 use redis::aio::ConnectionLike;
@@ -174,23 +175,11 @@ impl<S: Shared> Leased<S> {
         clock: Arc<dyn Clock>,
         settings: LeaseSettings,
     ) -> Result<Self, Error> {
-        let invalid = |why: &str| Err(Error::Invalid(why.to_owned()));
-        if settings.max_batch == 0 {
-            return invalid("max_batch must be at least 1");
-        }
-        if settings.assumed_processes == 0 {
-            return invalid("assumed_processes must be at least 1");
-        }
-        if settings.call_timeout.is_zero()
-            || settings.probe_every.is_zero()
-            || settings.heartbeat_ttl.as_millis() < 3
-        {
-            return invalid(
-                "call_timeout, probe_every and heartbeat_ttl (at least 3 ms) must be positive",
-            );
-        }
+        check_lease_settings(&settings)?;
         let member = match &settings.member {
-            Some(member) if member.is_empty() => return invalid("member must not be empty"),
+            Some(member) if member.is_empty() => {
+                return Err(Error::Invalid("member must not be empty".into()))
+            }
             Some(member) => member.clone(),
             None => default_member(clock.as_ref()),
         };
@@ -310,7 +299,7 @@ impl<S: Shared> Leased<S> {
     ///
     /// Redis failed or took longer than the call timeout: the lease is as it was, less what
     /// expired.
-    pub async fn refill<C: ConnectionLike>(&self, redis: &mut C) -> Result<u64, Error> {
+    pub async fn refill<C: ConnectionLike + Send>(&self, redis: &mut C) -> Result<u64, Error> {
         match self.try_refill(redis).await {
             Ok(granted) => Ok(granted),
             Err(err) => {
@@ -337,31 +326,12 @@ impl<S: Shared> Leased<S> {
     pub async fn connect_and_drive(
         &self,
         client: redis::Client,
-        mut on_refill: impl FnMut(Result<u64, &Error>),
+        on_refill: impl FnMut(Result<u64, &Error>),
     ) {
-        let timeout = self.settings.call_timeout;
-        loop {
-            let config = redis::aio::ConnectionManagerConfig::new()
-                .set_connection_timeout(timeout)
-                .set_response_timeout(timeout)
-                .set_number_of_retries(1);
-            let connected = tokio::time::timeout(
-                timeout * 4,
-                client.get_connection_manager_with_config(config),
-            )
-            .await;
-            let err = match connected {
-                Ok(Ok(redis)) => return self.drive(redis, on_refill).await,
-                Ok(Err(err)) => Error::from(err),
-                Err(_) => Error::Timeout(timeout * 4),
-            };
-            self.failed(&err);
-            on_refill(Err(&err));
-            tokio::time::sleep(self.settings.probe_every).await;
-        }
+        driver::connect_and_drive(self, client, on_refill).await;
     }
 
-    async fn try_refill<C: ConnectionLike>(&self, redis: &mut C) -> Result<u64, Error> {
+    async fn try_refill<C: ConnectionLike + Send>(&self, redis: &mut C) -> Result<u64, Error> {
         let (unused, counted_in, batch) = {
             let now = self.clock.now_millis();
             let mut lease = lock(&self.lease);
@@ -389,10 +359,11 @@ impl<S: Shared> Leased<S> {
             let invocation = self
                 .limit
                 .invocation(Mode::Return, unused, counted_in, None);
-            self.timed(shared::call(redis, invocation)).await?;
+            driver::timed(self.settings.call_timeout, shared::call(redis, invocation)).await?;
         }
         let invocation = self.limit.invocation(Mode::UpTo, batch, 0, Some(&beat));
-        let answer = self.timed(shared::call(redis, invocation)).await?;
+        let answer =
+            driver::timed(self.settings.call_timeout, shared::call(redis, invocation)).await?;
         let now = self.clock.now_millis();
         let mut lease = lock(&self.lease);
         if lease.probe_at_ms.take().is_some() {
@@ -411,17 +382,6 @@ impl<S: Shared> Leased<S> {
             lease.full_until_ms = now + answer.free_at_ms.saturating_sub(answer.now_ms);
         }
         Ok(answer.count)
-    }
-
-    /// `call`, within the call timeout.
-    async fn timed<T>(
-        &self,
-        call: impl std::future::Future<Output = Result<T, Error>>,
-    ) -> Result<T, Error> {
-        let timeout = self.settings.call_timeout;
-        tokio::time::timeout(timeout, call)
-            .await
-            .unwrap_or(Err(Error::Timeout(timeout)))
     }
 
     /// Passes this process holds now.
@@ -457,25 +417,40 @@ impl<S: Shared> Leased<S> {
     /// next is due (an expiry, a heartbeat, a probe), until the future is dropped (run it in a
     /// task of its own). Each refill's outcome goes to `on_refill` (the passes granted, or the
     /// error).
-    pub async fn drive<C: ConnectionLike>(
+    pub async fn drive<C: ConnectionLike + Send>(
         &self,
-        mut redis: C,
-        mut on_refill: impl FnMut(Result<u64, &Error>),
+        redis: C,
+        on_refill: impl FnMut(Result<u64, &Error>),
     ) {
-        loop {
-            if self.wants_refill() {
-                match self.refill(&mut redis).await {
-                    Ok(granted) => on_refill(Ok(granted)),
-                    Err(err) => on_refill(Err(&err)),
-                }
-            }
-            let wait = {
-                let lease = lock(&self.lease);
-                let due = lease.probe_at_ms.unwrap_or_else(|| self.next_due(&lease));
-                due.saturating_sub(self.clock.now_millis()).max(1)
-            };
-            let _ = tokio::time::timeout(Duration::from_millis(wait), self.wanted.notified()).await;
-        }
+        driver::drive(self, redis, on_refill).await;
+    }
+}
+
+impl<S: Shared> Driven for Leased<S> {
+    fn settings(&self) -> &LeaseSettings {
+        &self.settings
+    }
+
+    fn wants_refill(&self) -> bool {
+        Leased::wants_refill(self)
+    }
+
+    fn wait_ms(&self) -> u64 {
+        let lease = lock(&self.lease);
+        let due = lease.probe_at_ms.unwrap_or_else(|| self.next_due(&lease));
+        due.saturating_sub(self.clock.now_millis())
+    }
+
+    fn wanted(&self) -> &tokio::sync::Notify {
+        &self.wanted
+    }
+
+    fn failed(&self, err: &Error) {
+        Leased::failed(self, err);
+    }
+
+    async fn refill<C: ConnectionLike + Send>(&self, redis: &mut C) -> Result<u64, Error> {
+        Leased::refill(self, redis).await
     }
 }
 
@@ -505,6 +480,26 @@ impl<S: Shared> SharedLimit for Leased<S> {
     }
 }
 
+/// Checks lease settings: `max_batch` and `assumed_processes` at least 1, durations positive.
+pub(crate) fn check_lease_settings(settings: &LeaseSettings) -> Result<(), Error> {
+    let invalid = |why: &str| Err(Error::Invalid(why.to_owned()));
+    if settings.max_batch == 0 {
+        return invalid("max_batch must be at least 1");
+    }
+    if settings.assumed_processes == 0 {
+        return invalid("assumed_processes must be at least 1");
+    }
+    if settings.call_timeout.is_zero()
+        || settings.probe_every.is_zero()
+        || settings.heartbeat_ttl.as_millis() < 3
+    {
+        return invalid(
+            "call_timeout, probe_every and heartbeat_ttl (at least 3 ms) must be positive",
+        );
+    }
+    Ok(())
+}
+
 /// A name for this process among those sharing a limit: its id, a counter (for several leases
 /// in one process) and the clock's reading.
 fn default_member(clock: &dyn Clock) -> String {
@@ -514,7 +509,7 @@ fn default_member(clock: &dyn Clock) -> String {
 }
 
 /// The lock, even if a thread panicked while holding it: the lease is valid at every step.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -25,13 +25,16 @@ use std::sync::Arc;
 
 mod bucket;
 mod concurrency;
+mod driver;
 mod lease;
+mod places;
 mod shared;
 mod window;
 
 pub use bucket::{check_bucket, Reserved, SharedBucket};
 pub use concurrency::{Holding, SharedConcurrency};
 pub use lease::{Fallback, LeaseMode, LeaseSettings, Leased, LeasedBucket, LeasedWindow};
+pub use places::LeasedConcurrency;
 pub use redis;
 pub use shared::Shared;
 pub use window::{check_settings, Checked, SharedWindow};
