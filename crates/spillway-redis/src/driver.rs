@@ -44,28 +44,77 @@ pub(crate) async fn drive<D: Driven + Sync, C: ConnectionLike + Send>(
     }
 }
 
-/// Connects to `client`'s Redis, then [`drive`]s. Until a connection is made, the lease is in
-/// its fallback and a connection is tried every `probe_every`.
+/// Where a lease's driver connects: one Redis, or a Redis Cluster.
+///
+/// ```
+/// use spillway_redis::Target;
+/// let one = Target::from(redis::Client::open("redis://127.0.0.1:6379")?);
+/// let cluster = Target::from(redis::cluster::ClusterClient::new(vec![
+///     "redis://10.0.0.1:7000",
+///     "redis://10.0.0.2:7000",
+/// ])?);
+/// # Ok::<(), redis::RedisError>(())
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Target {
+    /// One Redis, through redis-rs's connection manager (which reconnects by itself).
+    Single(redis::Client),
+    /// A Redis Cluster, through redis-rs's cluster connection (which follows the slots).
+    Cluster(redis::cluster::ClusterClient),
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Single(client) => write!(f, "Single({:?})", client.get_connection_info().addr),
+            Self::Cluster(_) => f.write_str("Cluster"),
+        }
+    }
+}
+
+impl From<redis::Client> for Target {
+    fn from(client: redis::Client) -> Self {
+        Self::Single(client)
+    }
+}
+
+impl From<redis::cluster::ClusterClient> for Target {
+    fn from(client: redis::cluster::ClusterClient) -> Self {
+        Self::Cluster(client)
+    }
+}
+
+/// Connects to `target`, then [`drive`]s. Until a connection is made, the lease is in its
+/// fallback and a connection is tried every `probe_every`.
 pub(crate) async fn connect_and_drive<D: Driven + Sync>(
     lease: &D,
-    client: redis::Client,
+    target: Target,
     mut on_refill: impl FnMut(Result<u64, &Error>),
 ) {
     let timeout = lease.settings().call_timeout;
     loop {
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(timeout)
-            .set_response_timeout(timeout)
-            .set_number_of_retries(1);
-        let connected = tokio::time::timeout(
-            timeout * 4,
-            client.get_connection_manager_with_config(config),
-        )
-        .await;
-        let err = match connected {
-            Ok(Ok(redis)) => return drive(lease, redis, on_refill).await,
-            Ok(Err(err)) => Error::from(err),
-            Err(_) => Error::Timeout(timeout * 4),
+        let err = match &target {
+            Target::Single(client) => {
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(timeout)
+                    .set_response_timeout(timeout)
+                    .set_number_of_retries(1);
+                let connecting = client.get_connection_manager_with_config(config);
+                match tokio::time::timeout(timeout * 4, connecting).await {
+                    Ok(Ok(redis)) => return drive(lease, redis, on_refill).await,
+                    Ok(Err(err)) => Error::from(err),
+                    Err(_) => Error::Timeout(timeout * 4),
+                }
+            }
+            Target::Cluster(client) => {
+                let connecting = client.get_async_connection();
+                match tokio::time::timeout(timeout * 4, connecting).await {
+                    Ok(Ok(redis)) => return drive(lease, redis, on_refill).await,
+                    Ok(Err(err)) => Error::from(err),
+                    Err(_) => Error::Timeout(timeout * 4),
+                }
+            }
         };
         lease.failed(&err);
         on_refill(Err(&err));

@@ -2,7 +2,7 @@
 //! of need and admits from them locally, so that a request never waits on the network; and
 //! when Redis fails, a local limit of the process's fair share until it is back.
 
-use crate::driver::{self, Driven};
+use crate::driver::{self, Driven, Target};
 use crate::shared::{self, Beat, Mode, Shared};
 use crate::{Error, SharedBucket, SharedWindow};
 use redis::aio::ConnectionLike;
@@ -319,16 +319,16 @@ impl<S: Shared> Leased<S> {
         lease.probe_at_ms = Some(now + self.settings.probe_every.as_millis() as u64);
     }
 
-    /// Connects to `client`'s Redis and then [`drive`](Self::drive)s, for good. Until a
-    /// connection is made (Redis down at startup), the lease is in its fallback and a
-    /// connection is tried every `probe_every`. The connection manager reconnects by itself
-    /// afterwards, each attempt within `call_timeout`.
+    /// Connects to `target` (one Redis or a Redis Cluster) and then [`drive`](Self::drive)s, for
+    /// good. Until a connection is made (Redis down at startup), the lease is in its fallback
+    /// and a connection is tried every `probe_every`. The connection reconnects by itself
+    /// afterwards (one Redis: each attempt within `call_timeout`).
     pub async fn connect_and_drive(
         &self,
-        client: redis::Client,
+        target: impl Into<Target>,
         on_refill: impl FnMut(Result<u64, &Error>),
     ) {
-        driver::connect_and_drive(self, client, on_refill).await;
+        driver::connect_and_drive(self, target.into(), on_refill).await;
     }
 
     async fn try_refill<C: ConnectionLike + Send>(&self, redis: &mut C) -> Result<u64, Error> {
@@ -501,8 +501,17 @@ pub(crate) fn check_lease_settings(settings: &LeaseSettings) -> Result<(), Error
 }
 
 /// A name for this process among those sharing a limit: its id, a counter (for several leases
-/// in one process) and the clock's reading.
-fn default_member(clock: &dyn Clock) -> String {
+/// in one process) and the clock's reading. What a lease is named by default; a
+/// [`crate::SharedConcurrency`]'s holder can take one too.
+///
+/// ```
+/// let clock = spillway::ManualClock::new();
+/// let a = spillway_redis::default_member(&clock);
+/// let b = spillway_redis::default_member(&clock);
+/// assert_ne!(a, b);
+/// assert!(a.starts_with(&std::process::id().to_string()));
+/// ```
+pub fn default_member(clock: &dyn Clock) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     format!("{}-{n}-{}", std::process::id(), clock.now_nanos())

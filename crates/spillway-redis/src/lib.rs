@@ -33,7 +33,10 @@ mod window;
 
 pub use bucket::{check_bucket, Reserved, SharedBucket};
 pub use concurrency::{Holding, SharedConcurrency};
-pub use lease::{Fallback, LeaseMode, LeaseSettings, Leased, LeasedBucket, LeasedWindow};
+pub use driver::Target;
+pub use lease::{
+    default_member, Fallback, LeaseMode, LeaseSettings, Leased, LeasedBucket, LeasedWindow,
+};
 pub use places::LeasedConcurrency;
 pub use redis;
 pub use shared::Shared;

@@ -3,7 +3,7 @@
 //! hold when requests find it short and giving back what stays unused.
 
 use crate::concurrency::SharedConcurrency;
-use crate::driver::{self, Driven};
+use crate::driver::{self, Driven, Target};
 use crate::lease::{lock, Fallback, LeaseMode, LeaseSettings};
 use crate::Error;
 use redis::aio::ConnectionLike;
@@ -284,14 +284,14 @@ impl LeasedConcurrency {
         driver::drive(self, redis, on_refill).await;
     }
 
-    /// Connects to `client`'s Redis, then [`drive`](Self::drive)s; in the fallback until it
-    /// connects.
+    /// Connects to `target` (one Redis or a Redis Cluster), then [`drive`](Self::drive)s; in
+    /// the fallback until it connects.
     pub async fn connect_and_drive(
         &self,
-        client: redis::Client,
+        target: impl Into<Target>,
         on_refill: impl FnMut(Result<u64, &Error>),
     ) {
-        driver::connect_and_drive(self, client, on_refill).await;
+        driver::connect_and_drive(self, target.into(), on_refill).await;
     }
 }
 

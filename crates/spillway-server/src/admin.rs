@@ -259,6 +259,7 @@ impl Admin {
             },
             "breakers": breakers,
             "adaptive": adaptive_states(spillway),
+            "cluster": cluster_states(spillway),
         })
     }
 
@@ -369,6 +370,28 @@ impl Admin {
 
 /// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the
 /// reason of the last change, samples, updates, refusals, and its queue (waiting, timeouts).
+/// Each cluster rule's mode: `global` while it admits against the shared limit, `fallback`
+/// while Redis is out of reach; and the instances its last heartbeat counted.
+fn cluster_states(spillway: &spillway::Spillway) -> Vec<Value> {
+    spillway
+        .cluster_rules()
+        .iter()
+        .map(|rule| {
+            let mode = if rule.limit.in_fallback() {
+                "fallback"
+            } else {
+                "global"
+            };
+            json!({
+                "rule": rule.id,
+                "resource": rule.resource,
+                "mode": mode,
+                "instances": rule.limit.processes(),
+            })
+        })
+        .collect()
+}
+
 fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
     let millis = |rtt: Option<std::time::Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1e3);
     spillway

@@ -1,10 +1,16 @@
-//! Cluster rules from the file: checked with the rest of it, and run as leased windows on the
-//! `[cluster]` Redis, each refilled by a task of its own. A reload keeps the lease (and its
+//! Cluster rules from the file: checked with the rest of it, and run as leases (of a window, a
+//! bucket or a concurrency limit) on the `[cluster]` Redis or Redis Cluster, each refilled by a
+//! task of its own. A reload keeps the lease (and its
 //! task) of every rule that stays the same.
 
-use crate::config::{ClusterConfig, ClusterRuleConfig, Config};
-use spillway::cluster::ClusterRule;
-use spillway_redis::{LeaseSettings, LeasedWindow, SharedWindow, Time};
+use crate::config::{ClusterConfig, ClusterKind, ClusterRuleConfig, Config};
+use spillway::cluster::{ClusterRule, SharedLimit};
+use spillway_redis::redis::cluster::ClusterClient;
+use spillway_redis::redis::Client;
+use spillway_redis::{
+    LeaseSettings, LeasedBucket, LeasedConcurrency, LeasedWindow, SharedBucket, SharedConcurrency,
+    SharedWindow, Target, Time,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -20,12 +26,57 @@ pub(crate) fn validate_rules(
     spillway::cluster::validate_cluster_rule_ids(&ids)
         .map_err(|err| (err.index(), err.field(), err.problem().to_owned()))?;
     for (index, rule) in rules.iter().enumerate() {
-        // The id names the limit in Redis.
-        spillway_redis::check_name(&rule.id).map_err(|err| (index, "id", err.to_string()))?;
-        spillway_redis::check_settings(rule.limit, rule.interval, rule.buckets)
-            .map_err(|(field, problem)| (index, field, problem))?;
-        if rule.max_batch == 0 {
-            return Err((index, "max_batch", "must be at least 1".to_owned()));
+        validate_rule(rule).map_err(|(field, problem)| (index, field, problem))?;
+    }
+    Ok(())
+}
+
+/// One rule's own fields, by its kind.
+fn validate_rule(rule: &ClusterRuleConfig) -> Result<(), (&'static str, String)> {
+    // The id names the limit in Redis.
+    spillway_redis::check_name(&rule.id).map_err(|err| ("id", err.to_string()))?;
+    if rule.max_batch == 0 {
+        return Err(("max_batch", "must be at least 1".to_owned()));
+    }
+    let only_for = |field: &'static str, kind: &str| {
+        Err((
+            field,
+            format!(
+                "is for kind = \"{kind}\" rules, not kind = \"{}\"",
+                rule.kind.as_str()
+            ),
+        ))
+    };
+    if rule.kind != ClusterKind::Qps {
+        if rule.interval.is_some() {
+            return only_for("interval", "qps");
+        }
+        if rule.buckets.is_some() {
+            return only_for("buckets", "qps");
+        }
+    }
+    if rule.kind != ClusterKind::Bucket && rule.burst.is_some() {
+        return only_for("burst", "bucket");
+    }
+    match rule.kind {
+        ClusterKind::Qps => {
+            spillway_redis::check_settings(rule.limit, rule.interval(), rule.buckets())?;
+        }
+        ClusterKind::Bucket => {
+            spillway_redis::check_bucket(rule.limit, rule.burst()).map_err(
+                |(field, problem)| (if field == "rate" { "limit" } else { field }, problem),
+            )?;
+        }
+        ClusterKind::Concurrency => {
+            if !(rule.limit >= 0.0 && rule.limit.fract() == 0.0 && rule.limit <= u32::MAX as f64) {
+                return Err((
+                    "limit",
+                    format!(
+                        "a concurrency limit is a whole number of requests in flight, not {}",
+                        rule.limit
+                    ),
+                ));
+            }
         }
     }
     Ok(())
@@ -33,8 +84,31 @@ pub(crate) fn validate_rules(
 
 /// Checks `[cluster]`: the field at fault and why.
 pub(crate) fn validate_section(cluster: &ClusterConfig) -> Result<(), (&'static str, String)> {
-    if let Err(err) = spillway_redis::redis::Client::open(cluster.redis.as_str()) {
-        return Err(("redis", format!("is not a Redis URL: {err}")));
+    match (&cluster.redis, cluster.nodes.is_empty()) {
+        (Some(_), false) => {
+            return Err((
+                "nodes",
+                "give either `redis` (one Redis) or `nodes` (a Redis Cluster), not both".to_owned(),
+            ))
+        }
+        (None, true) => {
+            return Err((
+                "redis",
+                "is required: the URL of the Redis the cluster rules share (or `nodes`, a Redis Cluster's)"
+                    .to_owned(),
+            ))
+        }
+        _ => {}
+    }
+    if let Some(url) = &cluster.redis {
+        if let Err(err) = spillway_redis::redis::Client::open(url.as_str()) {
+            return Err(("redis", format!("is not a Redis URL: {err}")));
+        }
+    }
+    for node in &cluster.nodes {
+        if let Err(err) = spillway_redis::redis::Client::open(node.as_str()) {
+            return Err(("nodes", format!("{node:?} is not a Redis URL: {err}")));
+        }
     }
     if cluster.call_timeout.is_zero() {
         return Err(("call_timeout", "must be positive".to_owned()));
@@ -51,6 +125,22 @@ pub(crate) fn validate_section(cluster: &ClusterConfig) -> Result<(), (&'static 
     Ok(())
 }
 
+/// Where `section` says the rules' Redis is: one Redis, or a Redis Cluster (each call within
+/// the call timeout). None if a URL is bad (a checked file has none).
+fn target(section: &ClusterConfig) -> Option<Target> {
+    let timeout = section.call_timeout;
+    if let Some(url) = &section.redis {
+        return Client::open(url.as_str()).ok().map(Target::from);
+    }
+    let client = ClusterClient::builder(section.nodes.iter().map(String::as_str))
+        .connection_timeout(timeout)
+        .response_timeout(timeout)
+        .retries(1)
+        .build()
+        .ok()?;
+    Some(Target::from(client))
+}
+
 /// The running cluster rules: a lease and its refilling task per rule.
 #[derive(Debug, Default)]
 pub struct ClusterLimits {
@@ -61,7 +151,7 @@ pub struct ClusterLimits {
 struct Running {
     /// What it was built from: the rule and the `[cluster]` section.
     built_from: (ClusterRuleConfig, ClusterConfig),
-    lease: Arc<LeasedWindow>,
+    lease: Arc<dyn SharedLimit>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -107,14 +197,6 @@ impl ClusterLimits {
 /// A new lease for `rule` on `section`'s Redis, with the task that connects and refills it.
 /// None if the rule cannot be built (a checked file has no such rule).
 fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
-    let window = SharedWindow::new(
-        &rule.id,
-        rule.limit,
-        rule.interval,
-        rule.buckets,
-        Time::Redis,
-    )
-    .ok()?;
     let settings = LeaseSettings {
         max_batch: rule.max_batch,
         call_timeout: section.call_timeout,
@@ -124,20 +206,55 @@ fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
         assumed_processes: section.assumed_instances,
         member: None,
     };
-    let clock = Arc::new(spillway::SystemClock::new());
-    let lease = Arc::new(LeasedWindow::with_settings(window, clock, settings).ok()?);
-    let client = spillway_redis::redis::Client::open(section.redis.as_str()).ok()?;
-    let driven = lease.clone();
+    let clock: Arc<dyn spillway::Clock> = Arc::new(spillway::SystemClock::new());
+    let target = target(section)?;
     let id = rule.id.clone();
-    let task = tokio::spawn(async move {
-        driven
-            .connect_and_drive(client, |outcome| {
-                if let Err(err) = outcome {
-                    tracing::debug!(rule = %id, %err, "cluster rule: refill failed");
-                }
-            })
-            .await;
-    });
+    let on_refill = move |outcome: Result<u64, &spillway_redis::Error>| {
+        if let Err(err) = outcome {
+            tracing::debug!(rule = %id, %err, "cluster rule: refill failed");
+        }
+    };
+    // Each kind's lease, and a task driving it.
+    macro_rules! run {
+        ($lease:expr) => {{
+            let lease = Arc::new($lease.ok()?);
+            let driven = lease.clone();
+            let task = tokio::spawn(async move {
+                driven.connect_and_drive(target, on_refill).await;
+            });
+            let limit: Arc<dyn SharedLimit> = lease;
+            (limit, task)
+        }};
+    }
+    let (lease, task) = match rule.kind {
+        ClusterKind::Qps => {
+            let window = SharedWindow::new(
+                &rule.id,
+                rule.limit,
+                rule.interval(),
+                rule.buckets(),
+                Time::Redis,
+            )
+            .ok()?;
+            run!(LeasedWindow::with_settings(window, clock, settings))
+        }
+        ClusterKind::Bucket => {
+            let bucket = SharedBucket::new(&rule.id, rule.limit, rule.burst(), Time::Redis).ok()?;
+            run!(LeasedBucket::with_settings(bucket, clock, settings))
+        }
+        ClusterKind::Concurrency => {
+            let member = spillway_redis::default_member(clock.as_ref());
+            let shared = SharedConcurrency::new(
+                &rule.id,
+                rule.limit as u64,
+                &member,
+                section.heartbeat_ttl,
+                Time::Redis,
+            )
+            .ok()?;
+            run!(LeasedConcurrency::new(shared, clock, settings))
+        }
+    };
     Some(Running {
         built_from: (rule.clone(), section.clone()),
         lease,
@@ -159,7 +276,7 @@ mod tests {
     const A: &str = "[[cluster_rule]]\nid = \"a\"\nresource = \"api\"\nlimit = 10\n";
     const B: &str = "[[cluster_rule]]\nid = \"b\"\nresource = \"api\"\nlimit = 20\n";
 
-    fn leases(limits: &ClusterLimits) -> HashMap<String, Arc<LeasedWindow>> {
+    fn leases(limits: &ClusterLimits) -> HashMap<String, Arc<dyn SharedLimit>> {
         let running = limits.running.lock().unwrap();
         running
             .iter()

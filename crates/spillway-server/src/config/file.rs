@@ -92,8 +92,12 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// Its URL, `redis://host:port[/db]` (or `rediss://` over TLS).
-    pub redis: String,
+    /// One Redis: its URL, `redis://host:port[/db]` (or `rediss://` over TLS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<String>,
+    /// Or a Redis Cluster: the URLs of some of its nodes (the others are found from them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
     /// Longest one call may take before it counts as a failure (default 100 ms).
     #[serde(default = "default_call_timeout", with = "humantime_serde")]
     pub call_timeout: Duration,
@@ -124,20 +128,13 @@ fn default_assumed_instances() -> u64 {
     1
 }
 
-fn default_interval() -> Duration {
-    Duration::from_secs(1)
-}
-
-fn default_buckets() -> u32 {
-    2
-}
-
 fn default_max_batch() -> u64 {
     10
 }
 
-/// `[[cluster_rule]]`: a QPS limit on a resource, shared by every instance with this rule id
-/// (Sentinel's sliding window, in Redis), checked from leased batches.
+/// `[[cluster_rule]]`: a limit on a resource, shared by every instance with this rule id and
+/// kept in Redis, checked from leased batches: a QPS limit (Sentinel's sliding window), a rate
+/// (Guava's token bucket) or a concurrency limit.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterRuleConfig {
@@ -145,20 +142,73 @@ pub struct ClusterRuleConfig {
     pub id: String,
     /// The resource it limits.
     pub resource: String,
-    /// Passes a second across all the instances.
+    /// What it limits (default `qps`).
+    #[serde(default)]
+    pub kind: ClusterKind,
+    /// Across all the instances: passes a second (`qps`), permits a second (`bucket`), or
+    /// requests in flight at once (`concurrency`, a whole number).
     pub limit: f64,
-    /// The window (default 1 s).
-    #[serde(default = "default_interval", with = "humantime_serde")]
-    pub interval: Duration,
-    /// Its buckets (default 2).
-    #[serde(default = "default_buckets")]
-    pub buckets: u32,
+    /// `qps`: the window (default 1 s).
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub interval: Option<Duration>,
+    /// `qps`: its buckets (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<u32>,
+    /// `bucket`: the most permits stored while unused, in seconds of the rate (default 1, as
+    /// Guava's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<f64>,
     /// The largest batch an instance leases at once (default 10).
     #[serde(default = "default_max_batch")]
     pub max_batch: u64,
     /// What to admit while Redis fails (default `local_share`).
     #[serde(default)]
     pub fallback: FallbackPolicy,
+}
+
+impl ClusterRuleConfig {
+    /// `qps`: the window (1 s unless set).
+    pub fn interval(&self) -> Duration {
+        self.interval.unwrap_or(Duration::from_secs(1))
+    }
+
+    /// `qps`: its buckets (2 unless set).
+    pub fn buckets(&self) -> u32 {
+        self.buckets.unwrap_or(2)
+    }
+
+    /// `bucket`: its burst in seconds (1 unless set, as Guava's).
+    pub fn burst(&self) -> f64 {
+        self.burst.unwrap_or(1.0)
+    }
+}
+
+/// What a cluster rule limits.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterKind {
+    /// Passes a second over a sliding window (Sentinel's).
+    #[default]
+    Qps,
+    /// A rate with bursts (Guava's smooth bursty `RateLimiter`).
+    Bucket,
+    /// Requests in flight at once.
+    Concurrency,
+}
+
+impl ClusterKind {
+    /// Its name in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Qps => "qps",
+            Self::Bucket => "bucket",
+            Self::Concurrency => "concurrency",
+        }
+    }
 }
 
 /// What a cluster rule admits while Redis fails.
