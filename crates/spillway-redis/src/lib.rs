@@ -1,25 +1,23 @@
 //! Cluster-wide limits for spillway on Redis: one limit for a whole fleet of processes, with no
-//! coordinator of our own.
+//! coordinator of our own. The semantics of each kind and mode, the bounds and the fallback are
+//! in `docs/cluster.md`.
 //!
-//! Work in progress (issue 23); the semantics of each mode, the bound and the fallback are in
-//! `docs/cluster.md`. What is here today:
-//! - [`SharedWindow`]: a QPS limit over Sentinel's sliding window, kept in Redis and checked
-//!   and counted in one atomic script call per request (the *strict* check: exact across the
-//!   fleet, a round trip per request). Scripts run by their SHA and are loaded again when Redis
-//!   has forgotten them (`NOSCRIPT`, after `SCRIPT FLUSH` or a restart).
-//! - [`LeasedWindow`]: the *leased* check of the same window: a process takes batches of
-//!   passes ahead of need, following its demand, and admits from them with no I/O; unused
-//!   passes go back. Its overshoot is bounded (see its docs) and tested. When Redis fails or
-//!   is slow, it falls back at once ([`Fallback`]: the process's fair share from the fleet's
-//!   heartbeats, open or closed) and returns when a probe succeeds.
-//! - Keys carry a hash tag (`spillway:{name}:window`), so each limit lives in one slot of a
-//!   Redis Cluster.
+//! Three kinds, each checked *strictly* (one atomic script call per request: exact across the
+//! fleet, a round trip each) or from *leases* (batches taken ahead of need, admitted from with
+//! no I/O, within a documented bound):
+//! - [`SharedWindow`] / [`LeasedWindow`]: a QPS limit over Sentinel's sliding window;
+//! - [`SharedBucket`] / [`LeasedBucket`]: a rate with bursts, Guava's smooth bursty
+//!   `RateLimiter` (its arithmetic, in the script);
+//! - [`SharedConcurrency`] / [`LeasedConcurrency`]: requests in flight, places kept while their
+//!   holder's heartbeat lasts, so a dead process's places come back after its TTL.
 //!
-//! - A [`LeasedWindow`] is a [`spillway::cluster::SharedLimit`]: a
-//!   [`spillway::cluster::ClusterRule`] puts it in front of a resource, in the same decision
-//!   pipeline as the resource's local rules.
-//!
-//! Not yet: the token bucket and concurrency leases, and the server's configuration.
+//! Leases never make a request wait on Redis: a call that fails or is slow switches the limit
+//! to its [`Fallback`] at once (the process's fair share from the fleet's heartbeats, open or
+//! closed), and a probe brings it back. Each lease is a [`spillway::cluster::SharedLimit`]: a
+//! [`spillway::cluster::ClusterRule`] puts it in front of a resource, in the same decision
+//! pipeline as the resource's local rules. Keys carry a hash tag (`spillway:{name}:window`), so
+//! each limit lives in one slot of a Redis Cluster ([`Target`]). Scripts run by their SHA and
+//! are loaded again when Redis has forgotten them.
 
 use std::sync::Arc;
 
