@@ -26,17 +26,32 @@ pub(crate) trait Driven {
     ) -> impl Future<Output = Result<u64, Error>> + Send;
 }
 
-/// Refills whenever one is due, until the future is dropped.
+/// Refills whenever one is due, until the future is dropped. A failed refill leaves the
+/// connection to reconnect by itself (a connection manager does).
 pub(crate) async fn drive<D: Driven + Sync, C: ConnectionLike + Send>(
     lease: &D,
     mut redis: C,
     mut on_refill: impl FnMut(Result<u64, &Error>),
 ) {
     loop {
+        drive_until_failure(lease, &mut redis, &mut on_refill).await;
+    }
+}
+
+/// Refills whenever one is due, until a refill fails.
+async fn drive_until_failure<D: Driven + Sync, C: ConnectionLike + Send>(
+    lease: &D,
+    redis: &mut C,
+    on_refill: &mut impl FnMut(Result<u64, &Error>),
+) {
+    loop {
         if lease.wants_refill() {
-            match lease.refill(&mut redis).await {
+            match lease.refill(redis).await {
                 Ok(granted) => on_refill(Ok(granted)),
-                Err(err) => on_refill(Err(&err)),
+                Err(err) => {
+                    on_refill(Err(&err));
+                    return;
+                }
             }
         }
         let wait = Duration::from_millis(lease.wait_ms().max(1));
@@ -85,8 +100,11 @@ impl From<redis::cluster::ClusterClient> for Target {
     }
 }
 
-/// Connects to `target`, then [`drive`]s. Until a connection is made, the lease is in its
-/// fallback and a connection is tried every `probe_every`.
+/// Connects to `target`, then refills whenever one is due. Until a connection is made, the
+/// lease is in its fallback and a connection is tried every `probe_every`; after a failed
+/// refill, the connection is dropped and a new one made at the next probe, so that a Redis
+/// that comes back is found by the first probe after (not by the connection's own reconnection
+/// backoff).
 pub(crate) async fn connect_and_drive<D: Driven + Sync>(
     lease: &D,
     target: Target,
@@ -94,7 +112,7 @@ pub(crate) async fn connect_and_drive<D: Driven + Sync>(
 ) {
     let timeout = lease.settings().call_timeout;
     loop {
-        let err = match &target {
+        let failure = match &target {
             Target::Single(client) => {
                 let config = redis::aio::ConnectionManagerConfig::new()
                     .set_connection_timeout(timeout)
@@ -102,22 +120,31 @@ pub(crate) async fn connect_and_drive<D: Driven + Sync>(
                     .set_number_of_retries(1);
                 let connecting = client.get_connection_manager_with_config(config);
                 match tokio::time::timeout(timeout * 4, connecting).await {
-                    Ok(Ok(redis)) => return drive(lease, redis, on_refill).await,
-                    Ok(Err(err)) => Error::from(err),
-                    Err(_) => Error::Timeout(timeout * 4),
+                    Ok(Ok(mut redis)) => {
+                        drive_until_failure(lease, &mut redis, &mut on_refill).await;
+                        None
+                    }
+                    Ok(Err(err)) => Some(Error::from(err)),
+                    Err(_) => Some(Error::Timeout(timeout * 4)),
                 }
             }
             Target::Cluster(client) => {
                 let connecting = client.get_async_connection();
                 match tokio::time::timeout(timeout * 4, connecting).await {
-                    Ok(Ok(redis)) => return drive(lease, redis, on_refill).await,
-                    Ok(Err(err)) => Error::from(err),
-                    Err(_) => Error::Timeout(timeout * 4),
+                    Ok(Ok(mut redis)) => {
+                        drive_until_failure(lease, &mut redis, &mut on_refill).await;
+                        None
+                    }
+                    Ok(Err(err)) => Some(Error::from(err)),
+                    Err(_) => Some(Error::Timeout(timeout * 4)),
                 }
             }
         };
-        lease.failed(&err);
-        on_refill(Err(&err));
+        if let Some(err) = failure {
+            lease.failed(&err);
+            on_refill(Err(&err));
+        }
+        // The lease is in its fallback now: the next connection at its next probe.
         tokio::time::sleep(lease.settings().probe_every).await;
     }
 }

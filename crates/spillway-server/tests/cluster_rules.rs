@@ -318,6 +318,105 @@ async fn a_rule_on_a_redis_cluster_named_by_its_nodes() {
     );
 }
 
+/// Whether `proxy`'s metrics say its rule `api-fleet` admits by its fallback (`1`) or by the
+/// shared limit (`0`).
+fn in_fallback(proxy: &Proxy) -> bool {
+    let metrics = proxy.handle.render_metrics().unwrap();
+    metrics.contains("spillway_cluster_fallback{rule=\"api-fleet\",resource=\"api\"} 1")
+}
+
+/// Real time from `start` until `proxy`'s rule is seen in the fallback (`true`) or back on the
+/// shared limit, polled every 10 ms (the metric is the event).
+async fn time_until(proxy: &Proxy, fallback: bool, start: std::time::Instant) -> Duration {
+    let reached = tokio::time::timeout(STEP, async {
+        while in_fallback(proxy) != fallback {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    reached
+        .await
+        .expect("the rule changes mode within the timeout");
+    start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_under_load_means_the_share_within_1s_and_back_within_2s() {
+    let mut redis = RedisServer::start().await;
+    let upstream = upstream().await;
+    let cluster = format!(
+        "[cluster]\nredis = \"{}\"\n\n[[cluster_rule]]\nid = \"api-fleet\"\nresource = \"api\"\nlimit = 300\n",
+        redis.url()
+    );
+    let proxies = Arc::new([
+        proxy(upstream, &cluster).await,
+        proxy(upstream, &cluster).await,
+        proxy(upstream, &cluster).await,
+    ]);
+    for proxy in proxies.iter() {
+        proxy.until_one_passes().await;
+    }
+    // Load: each proxy gets a request every 2 ms, all through the kill and the restart; every
+    // answer is counted by status.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut load = Vec::new();
+    for index in 0..3 {
+        let (proxies, mut stopped) = (proxies.clone(), stopped.clone());
+        load.push(tokio::spawn(async move {
+            let (mut ok, mut refused, mut other) = (0u64, 0u64, Vec::new());
+            let mut every = tokio::time::interval(Duration::from_millis(2));
+            while !*stopped.borrow_and_update() {
+                every.tick().await;
+                match proxies[index].get().await {
+                    (StatusCode::OK, _) => ok += 1,
+                    (StatusCode::TOO_MANY_REQUESTS, _) => refused += 1,
+                    (status, body) => other.push((status, body)),
+                }
+            }
+            (ok, refused, other)
+        }));
+    }
+    let global = tokio::time::timeout(STEP, async {
+        while proxies.iter().any(in_fallback) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    global.await.expect("all three on the shared limit");
+
+    redis.kill().await;
+    let killed = std::time::Instant::now();
+    let mut to_fallback = Vec::new();
+    for proxy in proxies.iter() {
+        to_fallback.push(time_until(proxy, true, killed).await);
+    }
+    redis.restart().await;
+    let restarted = std::time::Instant::now();
+    let mut back = Vec::new();
+    for proxy in proxies.iter() {
+        back.push(time_until(proxy, false, restarted).await);
+    }
+    stop.send(true).unwrap();
+    drop(stopped);
+    for task in load {
+        let (ok, refused, other) = task.await.unwrap();
+        assert!(
+            other.is_empty(),
+            "answers other than 200 and 429: {other:?}"
+        );
+        assert!(ok > 0 && refused > 0, "{ok} passed, {refused} refused");
+    }
+    // Each time is measured from the kill (or the restart) for the first proxy, and from when
+    // the one before it was seen for the others: each is within its bound either way.
+    println!("fallback after {to_fallback:?}; back after {back:?}");
+    for elapsed in &to_fallback {
+        assert!(
+            *elapsed <= Duration::from_secs(1),
+            "fallback after {to_fallback:?}"
+        );
+    }
+    let total_back: Duration = back.iter().sum();
+    assert!(total_back <= Duration::from_secs(2), "back after {back:?}");
+}
+
 #[test]
 fn the_file_checks_cluster_rules_and_their_section() {
     let base = "[[route]]\nresource = \"api\"\npath = \"/api\"\nupstream = \"app\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:1\"\n\n";
