@@ -34,18 +34,19 @@ pub(crate) async fn drive<D: Driven + Sync, C: ConnectionLike + Send>(
     mut on_refill: impl FnMut(Result<u64, &Error>),
 ) {
     loop {
-        drive_until_failure(lease, &mut redis, &mut on_refill).await;
+        drive_until_failure(lease, &mut redis, &mut on_refill, false).await;
     }
 }
 
-/// Refills whenever one is due, until a refill fails.
+/// Refills whenever one is due (and at once if `now`), until a refill fails.
 async fn drive_until_failure<D: Driven + Sync, C: ConnectionLike + Send>(
     lease: &D,
     redis: &mut C,
     on_refill: &mut impl FnMut(Result<u64, &Error>),
+    mut now: bool,
 ) {
     loop {
-        if lease.wants_refill() {
+        if std::mem::take(&mut now) || lease.wants_refill() {
             match lease.refill(redis).await {
                 Ok(granted) => on_refill(Ok(granted)),
                 Err(err) => {
@@ -121,7 +122,8 @@ pub(crate) async fn connect_and_drive<D: Driven + Sync>(
                 let connecting = client.get_connection_manager_with_config(config);
                 match tokio::time::timeout(timeout * 4, connecting).await {
                     Ok(Ok(mut redis)) => {
-                        drive_until_failure(lease, &mut redis, &mut on_refill).await;
+                        // A new connection is a probe that succeeded: refill at once.
+                        drive_until_failure(lease, &mut redis, &mut on_refill, true).await;
                         None
                     }
                     Ok(Err(err)) => Some(Error::from(err)),
@@ -132,7 +134,8 @@ pub(crate) async fn connect_and_drive<D: Driven + Sync>(
                 let connecting = client.get_async_connection();
                 match tokio::time::timeout(timeout * 4, connecting).await {
                     Ok(Ok(mut redis)) => {
-                        drive_until_failure(lease, &mut redis, &mut on_refill).await;
+                        // A new connection is a probe that succeeded: refill at once.
+                        drive_until_failure(lease, &mut redis, &mut on_refill, true).await;
                         None
                     }
                     Ok(Err(err)) => Some(Error::from(err)),

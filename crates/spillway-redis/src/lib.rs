@@ -27,6 +27,7 @@ mod driver;
 mod lease;
 mod places;
 mod shared;
+mod strict;
 mod window;
 
 pub use bucket::{check_bucket, Reserved, SharedBucket};
@@ -38,6 +39,7 @@ pub use lease::{
 pub use places::LeasedConcurrency;
 pub use redis;
 pub use shared::Shared;
+pub use strict::Strict;
 pub use window::{check_settings, Checked, SharedWindow};
 
 /// Where a shared limit reads the time.

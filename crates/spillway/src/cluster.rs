@@ -112,6 +112,21 @@ impl SharedRefusal {
         self.retry_after = Some(after);
         self
     }
+
+    /// The value the limit saw.
+    pub fn observed(&self) -> f64 {
+        self.observed
+    }
+
+    /// The threshold it saw it against.
+    pub fn threshold(&self) -> f64 {
+        self.threshold
+    }
+
+    /// When to retry, if the limit knows.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
 }
 
 /// A [`SharedLimit`] in front of a resource.

@@ -1,0 +1,127 @@
+//! The strict check with its own connection, against a real `redis-server`: exact across
+//! processes, a bucket's semantics, and a Redis killed and restarted (the fallback with no call
+//! per request, then back at a probe).
+
+mod common;
+
+use common::RedisServer;
+use spillway::ManualClock;
+use spillway_redis::{LeaseMode, LeaseSettings, SharedBucket, SharedWindow, Strict, Time};
+use std::sync::Arc;
+use std::time::Duration;
+
+const START_MS: u64 = 1_700_000_000_000;
+const STEP: Duration = Duration::from_secs(30);
+
+/// A strict check connected to `redis`, once its connection is made.
+async fn connected<S: spillway_redis::Shared>(
+    redis: &RedisServer,
+    limit: S,
+    clock: Arc<dyn spillway::Clock>,
+    settings: LeaseSettings,
+) -> Arc<Strict<S>> {
+    let strict = Arc::new(Strict::new(limit, clock, settings).unwrap());
+    let connector = strict.clone();
+    let client = redis::Client::open(redis.url()).unwrap();
+    tokio::spawn(async move { connector.connect(client).await });
+    let made = tokio::time::timeout(STEP, async {
+        while !strict.is_connected() {
+            tokio::task::yield_now().await;
+        }
+    });
+    made.await.expect("a connection within the timeout");
+    strict
+}
+
+#[tokio::test]
+async fn three_processes_share_a_window_exactly() {
+    let redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let time = Time::Clock(Arc::new(clock.clone()));
+    let mut processes = Vec::new();
+    for _ in 0..3 {
+        let window = SharedWindow::new("orders", 100.0, Duration::from_secs(1), 2, time.clone());
+        let strict = connected(
+            &redis,
+            window.unwrap(),
+            Arc::new(clock.clone()),
+            LeaseSettings::default(),
+        );
+        processes.push(strict.await);
+    }
+    // 3 requests a millisecond for 2 s against 100 a second: one bucket of each pair takes the
+    // limit, exactly.
+    let mut buckets = vec![0u64; 4];
+    for ms in 0..2000u64 {
+        for strict in &processes {
+            if strict.check(1).await.is_ok() {
+                buckets[(ms / 500) as usize] += 1;
+            }
+        }
+        clock.advance_millis(1);
+    }
+    assert_eq!(buckets, [100, 0, 100, 0]);
+    assert!(processes.iter().all(|s| s.mode() == LeaseMode::Global));
+    assert_eq!(processes[0].live_processes(), 3);
+}
+
+#[tokio::test]
+async fn a_strict_bucket_refuses_until_its_next_free_moment() {
+    let redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let bucket = SharedBucket::new("exports", 2.0, 0.0, Time::Clock(Arc::new(clock.clone())));
+    let strict = connected(
+        &redis,
+        bucket.unwrap(),
+        Arc::new(clock.clone()),
+        LeaseSettings::default(),
+    )
+    .await;
+    assert!(strict.check(1).await.is_ok());
+    let refused = strict.check(1).await.unwrap_err();
+    assert_eq!(refused.threshold(), 2.0);
+    clock.advance_millis(499);
+    assert!(strict.check(1).await.is_err());
+    clock.advance_millis(1);
+    assert!(strict.check(1).await.is_ok());
+}
+
+#[tokio::test]
+async fn redis_killed_means_the_share_without_a_call_a_request_then_back_at_a_probe() {
+    let mut redis = RedisServer::start().await;
+    let settings = LeaseSettings {
+        probe_every: Duration::from_millis(50),
+        assumed_processes: 2,
+        ..LeaseSettings::default()
+    };
+    let clock: Arc<dyn spillway::Clock> = Arc::new(spillway::SystemClock::new());
+    let window = SharedWindow::per_second("killed", 1000.0).unwrap();
+    let strict = connected(&redis, window, clock, settings).await;
+    assert!(strict.check(1).await.is_ok());
+    assert_eq!(strict.mode(), LeaseMode::Global);
+
+    redis.kill().await;
+    // The first call fails and decides by the fallback; until the next probe no request calls
+    // Redis, so a hundred of them take no time waiting for it.
+    let _ = strict.check(1).await;
+    assert_eq!(strict.mode(), LeaseMode::Fallback);
+    let decided = tokio::time::timeout(STEP, async {
+        for _ in 0..100 {
+            let _ = strict.check(1).await;
+        }
+    });
+    decided
+        .await
+        .expect("fallback decisions never wait on Redis");
+    assert_eq!(strict.mode(), LeaseMode::Fallback);
+
+    redis.restart().await;
+    let back = tokio::time::timeout(STEP, async {
+        while strict.mode() == LeaseMode::Fallback {
+            let _ = strict.check(1).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    back.await.expect("back on the shared limit at a probe");
+    assert!(strict.check(1).await.is_ok());
+}
