@@ -213,7 +213,7 @@ async fn main() {
     // 3. Redis killed and restarted under load.
     let (fallback, recovery, share) = outage(&mut redis).await;
     out.push(format!(
-        "Redis killed (SIGKILL) under load and restarted {} s later, 3 leased processes offered {:.0}/s each against {LIMIT:.0}/s: every process was in its fallback {} ms after the kill at the latest (its next refill failing), admitted {share} a second on average over {} s of the outage (its fair share: {:.0}; a span not aligned to the local window's buckets can hold up to 1.25x), and was back on the shared limit {} ms after the restart at the latest (the connection manager reconnecting, probed every 500 ms). No request failed: a check answers yes or no.",
+        "Redis killed (SIGKILL) under load and restarted {} s later, 3 leased processes offered {:.0}/s each against {LIMIT:.0}/s: every process was in its fallback {} ms after the kill at the latest (its next refill failing), admitted {share} a second on average over {} s of the outage (its fair share: {:.0}; a span not aligned to the local window's buckets can hold up to 1.25x), and was back on the shared limit {} ms after the restart at the latest (a new connection tried every 500 ms, and a refill as soon as one is made). No request failed: a check answers yes or no.",
         OUTAGE.as_secs(),
         OFFERED as f64 / 3.0,
         fallback.as_millis(),
