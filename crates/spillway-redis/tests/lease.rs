@@ -304,3 +304,35 @@ async fn failing_open_or_closed_admits_everything_or_nothing() {
     assert!((0..100).all(|_| open.try_acquire(1)));
     assert!((0..100).all(|_| !closed.try_acquire(1)));
 }
+
+#[tokio::test]
+async fn a_lease_takes_what_single_checks_would_pass_over_a_long_window() {
+    let redis = RedisServer::start().await;
+    let mut conn = redis.connect().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let time = Time::Clock(Arc::new(clock.clone()));
+    // 1.5 a second over one 20 s bucket: Sentinel passes a check while passes / 20 + 1 <= 1.5,
+    // so 11 checks of one pass in the window; a lease of 20 gets those 11, no fewer.
+    let window = SharedWindow::new("long", 1.5, Duration::from_secs(20), 1, time.clone()).unwrap();
+    let lease = LeasedWindow::new(window, Arc::new(clock.clone()), 20).unwrap();
+    for _ in 0..20 {
+        assert!(!lease.try_acquire(1));
+    }
+    assert_eq!(lease.refill(&mut conn).await.unwrap(), 11);
+    // The strict check on the same window agrees: full.
+    let strict = SharedWindow::new("long", 1.5, Duration::from_secs(20), 1, time).unwrap();
+    assert!(!strict.try_acquire(&mut conn, 1).await.unwrap().admitted);
+    // And on a fresh one, 11 single checks pass, the 12th does not.
+    let fresh = SharedWindow::new(
+        "long-fresh",
+        1.5,
+        Duration::from_secs(20),
+        1,
+        Time::Clock(Arc::new(clock.clone())),
+    )
+    .unwrap();
+    for _ in 0..11 {
+        assert!(fresh.try_acquire(&mut conn, 1).await.unwrap().admitted);
+    }
+    assert!(!fresh.try_acquire(&mut conn, 1).await.unwrap().admitted);
+}

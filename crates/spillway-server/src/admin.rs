@@ -259,7 +259,7 @@ impl Admin {
             },
             "breakers": breakers,
             "adaptive": adaptive_states(spillway),
-            "cluster": cluster_states(spillway),
+            "cluster": cluster_states(self.proxy.cluster_limits()),
         })
     }
 
@@ -370,23 +370,22 @@ impl Admin {
 
 /// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the
 /// reason of the last change, samples, updates, refusals, and its queue (waiting, timeouts).
-/// Each cluster rule's mode: `global` while it admits against the shared limit, `fallback`
-/// while Redis is out of reach; and the instances its last heartbeat counted.
-fn cluster_states(spillway: &spillway::Spillway) -> Vec<Value> {
-    spillway
-        .cluster_rules()
-        .iter()
+/// Each cluster rule, in file order: its kind, how it is checked (`leased` or `strict`), its
+/// state (`global` while it admits against the shared limit, `fallback` while Redis is out of
+/// reach) and the instances its last answer counted.
+fn cluster_states(cluster: &crate::cluster::ClusterLimits) -> Vec<Value> {
+    cluster
+        .states()
+        .into_iter()
         .map(|rule| {
-            let mode = if rule.limit.in_fallback() {
-                "fallback"
-            } else {
-                "global"
-            };
+            let state = if rule.fallback { "fallback" } else { "global" };
             json!({
                 "rule": rule.id,
                 "resource": rule.resource,
-                "mode": mode,
-                "instances": rule.limit.processes(),
+                "kind": rule.kind,
+                "check": rule.mode,
+                "state": state,
+                "instances": rule.instances,
             })
         })
         .collect()

@@ -3,7 +3,12 @@
 //! task of its own. A reload keeps the lease (and its
 //! task) of every rule that stays the same.
 
-use crate::config::{ClusterConfig, ClusterKind, ClusterRuleConfig, Config};
+mod strict;
+
+pub(crate) use strict::StrictRule;
+
+use crate::config::{ClusterConfig, ClusterKind, ClusterMode, ClusterRuleConfig, Config};
+use arc_swap::ArcSwap;
 use spillway::cluster::{ClusterRule, SharedLimit};
 use spillway_redis::redis::cluster::ClusterClient;
 use spillway_redis::redis::Client;
@@ -57,6 +62,12 @@ fn validate_rule(rule: &ClusterRuleConfig) -> Result<(), (&'static str, String)>
     }
     if rule.kind != ClusterKind::Bucket && rule.burst.is_some() {
         return only_for("burst", "bucket");
+    }
+    if rule.kind == ClusterKind::Concurrency && rule.mode == ClusterMode::Strict {
+        return Err((
+            "mode",
+            "a concurrency rule is leased only: leased, the fleet never has more in flight than its limit already; `strict` is for qps and bucket rules".to_owned(),
+        ));
     }
     match rule.kind {
         ClusterKind::Qps => {
@@ -141,18 +152,38 @@ fn target(section: &ClusterConfig) -> Option<Target> {
     Some(Target::from(client))
 }
 
-/// The running cluster rules: a lease and its refilling task per rule.
-#[derive(Debug, Default)]
+/// The running cluster rules: a lease (or a strict check) and its task per rule.
+#[derive(Debug)]
 pub struct ClusterLimits {
-    running: Mutex<HashMap<String, Running>>,
+    running: Mutex<Vec<Running>>,
+    /// The strict rules by resource, for the proxy to await before a request's entry.
+    strict: ArcSwap<HashMap<String, Arc<[StrictRule]>>>,
+}
+
+impl Default for ClusterLimits {
+    fn default() -> Self {
+        Self {
+            running: Mutex::default(),
+            strict: ArcSwap::from_pointee(HashMap::new()),
+        }
+    }
 }
 
 #[derive(Debug)]
 struct Running {
     /// What it was built from: the rule and the `[cluster]` section.
     built_from: (ClusterRuleConfig, ClusterConfig),
-    lease: Arc<dyn SharedLimit>,
+    check: Check,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// How a rule is checked.
+#[derive(Debug, Clone)]
+enum Check {
+    /// In the decision pipeline, from a lease.
+    Leased(Arc<dyn SharedLimit>),
+    /// Awaited by the proxy, one call per request.
+    Strict(StrictRule),
 }
 
 impl Drop for Running {
@@ -161,36 +192,94 @@ impl Drop for Running {
     }
 }
 
+/// A cluster rule's state, for the metrics and the admin API.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RuleState {
+    pub(crate) id: String,
+    pub(crate) resource: String,
+    pub(crate) kind: &'static str,
+    pub(crate) mode: &'static str,
+    pub(crate) fallback: bool,
+    pub(crate) instances: Option<u64>,
+}
+
 impl ClusterLimits {
-    /// The core's cluster rules for `config` (checked): a rule that stays the same, under the
-    /// same `[cluster]`, keeps its lease; others get a new one and a task to refill it; the
-    /// tasks of rules gone stop. Call it inside the runtime.
+    /// The core's cluster rules for `config` (checked), the leased ones; the strict ones are
+    /// kept for [`ClusterLimits::strict_for`]. A rule that stays the same, under the same
+    /// `[cluster]`, keeps its lease; others get a new one and a task to refill it (or keep a
+    /// strict check's connection); the tasks of rules gone stop. Call it inside the runtime.
     pub fn rules_for(&self, config: &Config) -> Vec<ClusterRule> {
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         let Some(section) = config.cluster.as_ref().map(|c| c.get_ref()) else {
             running.clear();
+            self.strict.store(Arc::default());
             return Vec::new();
         };
-        let mut next = HashMap::new();
+        let mut next = Vec::new();
         let mut rules = Vec::new();
+        let mut strict: HashMap<String, Vec<StrictRule>> = HashMap::new();
         for rule in config.cluster_rules.iter().map(|r| r.get_ref()) {
             let built_from = (rule.clone(), section.clone());
             let kept = running
-                .remove(&rule.id)
-                .filter(|old| old.built_from == built_from);
+                .iter()
+                .position(|old| old.built_from == built_from)
+                .map(|at| running.swap_remove(at));
             let Some(entry) = kept.or_else(|| start(rule, section)) else {
                 continue;
             };
-            rules.push(ClusterRule::new(
-                &rule.id,
-                &rule.resource,
-                entry.lease.clone(),
-            ));
-            next.insert(rule.id.clone(), entry);
+            match &entry.check {
+                Check::Leased(lease) => {
+                    rules.push(ClusterRule::new(&rule.id, &rule.resource, lease.clone()));
+                }
+                Check::Strict(check) => {
+                    strict
+                        .entry(rule.resource.clone())
+                        .or_default()
+                        .push(check.clone());
+                }
+            }
+            next.push(entry);
         }
         // What is left in `running` is gone from the file: dropped, its task stopped.
         *running = next;
+        let strict = strict
+            .into_iter()
+            .map(|(resource, checks)| (resource, Arc::from(checks)))
+            .collect();
+        self.strict.store(Arc::new(strict));
         rules
+    }
+
+    /// The strict rules of `resource`, in file order; None if it has none.
+    pub(crate) fn strict_for(&self, resource: &str) -> Option<Arc<[StrictRule]>> {
+        let strict = self.strict.load();
+        if strict.is_empty() {
+            return None;
+        }
+        strict.get(resource).cloned()
+    }
+
+    /// Every rule's state, in file order.
+    pub(crate) fn states(&self) -> Vec<RuleState> {
+        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        running
+            .iter()
+            .map(|entry| {
+                let rule = &entry.built_from.0;
+                let (fallback, instances) = match &entry.check {
+                    Check::Leased(lease) => (lease.in_fallback(), lease.processes()),
+                    Check::Strict(check) => (check.in_fallback(), Some(check.instances())),
+                };
+                RuleState {
+                    id: rule.id.clone(),
+                    resource: rule.resource.clone(),
+                    kind: rule.kind.as_str(),
+                    mode: rule.mode.as_str(),
+                    fallback,
+                    instances,
+                }
+            })
+            .collect()
     }
 }
 
@@ -208,6 +297,14 @@ fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
     };
     let clock: Arc<dyn spillway::Clock> = Arc::new(spillway::SystemClock::new());
     let target = target(section)?;
+    if rule.mode == ClusterMode::Strict {
+        let (check, task) = StrictRule::start(rule, target, settings, clock)?;
+        return Some(Running {
+            built_from: (rule.clone(), section.clone()),
+            check: Check::Strict(check),
+            task,
+        });
+    }
     let id = rule.id.clone();
     let on_refill = move |outcome: Result<u64, &spillway_redis::Error>| {
         if let Err(err) = outcome {
@@ -257,7 +354,7 @@ fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
     };
     Some(Running {
         built_from: (rule.clone(), section.clone()),
-        lease,
+        check: Check::Leased(lease),
         task,
     })
 }
@@ -280,7 +377,10 @@ mod tests {
         let running = limits.running.lock().unwrap();
         running
             .iter()
-            .map(|(id, entry)| (id.clone(), entry.lease.clone()))
+            .filter_map(|entry| match &entry.check {
+                Check::Leased(lease) => Some((entry.built_from.0.id.clone(), lease.clone())),
+                Check::Strict(_) => None,
+            })
             .collect()
     }
 

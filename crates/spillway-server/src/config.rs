@@ -9,8 +9,8 @@ mod validate;
 
 pub use error::{ConfigError, Problem};
 pub use file::{
-    ActivesLimit, AdminConfig, BlockedResponse, ClusterConfig, ClusterKind, ClusterRuleConfig,
-    Config, DefaultRoute, FallbackPolicy, ListenerConfig, Route, TlsFiles, TpsLimit, Upstream,
-    UpstreamProtocol,
+    ActivesLimit, AdminConfig, BlockedResponse, ClusterConfig, ClusterKind, ClusterMode,
+    ClusterRuleConfig, Config, DefaultRoute, FallbackPolicy, ListenerConfig, Route, TlsFiles,
+    TpsLimit, Upstream, UpstreamProtocol,
 };
 pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES, MAX_PROBLEMS};

@@ -48,6 +48,7 @@ impl Metrics {
         proxy: ListenerCounts,
         admin: ListenerCounts,
         reloads: std::sync::Arc<std::sync::Mutex<crate::reload::ConfigState>>,
+        cluster: std::sync::Arc<crate::cluster::ClusterLimits>,
     ) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
@@ -64,7 +65,7 @@ impl Metrics {
             "Time from a request's arrival to its response head, by resource",
             latency.clone(),
         );
-        registry.register_collector(Box::new(Live { spillway }));
+        registry.register_collector(Box::new(Live { spillway, cluster }));
         registry.register_collector(Box::new(Listeners { proxy, admin }));
         registry.register_collector(Box::new(Reloads { state: reloads }));
         Self {
@@ -290,6 +291,8 @@ impl Collector for Reloads {
 #[derive(Debug)]
 struct Live {
     spillway: spillway::Spillway,
+    /// The cluster rules, leased and strict.
+    cluster: std::sync::Arc<crate::cluster::ClusterLimits>,
 }
 
 impl Collector for Live {
@@ -413,13 +416,13 @@ impl Collector for Live {
                 .map(|(id, resource, state)| (labels(id, resource), read(state)));
             counters(&mut encoder, name, help, rows)?;
         }
-        let cluster = self.spillway.cluster_rules();
+        let cluster = self.cluster.states();
         gauges(
             &mut encoder,
             "spillway_cluster_fallback",
             "Whether a cluster rule admits by its fallback now (1: Redis out of reach) or by the shared limit (0), by rule",
             cluster.iter().map(|rule| {
-                let fallback = if rule.limit.in_fallback() { 1.0 } else { 0.0 };
+                let fallback = if rule.fallback { 1.0 } else { 0.0 };
                 (labels(&rule.id, &rule.resource), fallback)
             }),
         )?;
@@ -428,8 +431,8 @@ impl Collector for Live {
             "spillway_cluster_instances",
             "The instances sharing a cluster rule, as its last heartbeat's answer counted them, by rule",
             cluster.iter().filter_map(|rule| {
-                let processes = rule.limit.processes()?;
-                Some((labels(&rule.id, &rule.resource), processes as f64))
+                let instances = rule.instances?;
+                Some((labels(&rule.id, &rule.resource), instances as f64))
             }),
         )?;
         let flow_rules = self.spillway.flow_rules();

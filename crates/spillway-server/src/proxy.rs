@@ -189,8 +189,8 @@ struct Inner {
     shadow_log: crate::log_sampled::Sampled,
     /// The configuration file's reloads (kept by the reloader, read by the metrics).
     config_state: Arc<std::sync::Mutex<crate::reload::ConfigState>>,
-    /// The cluster rules' leases and their tasks.
-    cluster: crate::cluster::ClusterLimits,
+    /// The cluster rules' leases and strict checks, with their tasks.
+    cluster: Arc<crate::cluster::ClusterLimits>,
 }
 
 impl Proxy {
@@ -207,6 +207,7 @@ impl Proxy {
         };
         let (counts, admin_counts) = (ListenerCounts::default(), ListenerCounts::default());
         let config_state = Arc::default();
+        let cluster = Arc::new(crate::cluster::ClusterLimits::default());
         Ok(Self {
             inner: Arc::new(Inner {
                 metrics: Metrics::new(
@@ -214,6 +215,7 @@ impl Proxy {
                     counts.clone(),
                     admin_counts.clone(),
                     Arc::clone(&config_state),
+                    Arc::clone(&cluster),
                 ),
                 config_state,
                 counts,
@@ -232,7 +234,7 @@ impl Proxy {
                 // Waits run on tokio timers: time them on tokio's clock too.
                 actives: ActiveLimiter::new_with_clock(spillway_tower::TokioClock::new()),
                 tls,
-                cluster: crate::cluster::ClusterLimits::default(),
+                cluster,
             }),
         })
     }
@@ -333,6 +335,17 @@ impl Proxy {
             match permit {
                 Ok(permit) => permits.active = Some(permit),
                 Err(err) => {
+                    if let Some(response) = self.refused(&route.resource, &err, &table, grpc) {
+                        return response;
+                    }
+                }
+            }
+        }
+        // Strict cluster rules: one Redis call each, awaited here (the decision pipeline does
+        // not await), after the Dubbo limits and before the route's local rules.
+        if let Some(strict) = self.inner.cluster.strict_for(&route.resource) {
+            for rule in strict.iter() {
+                if let Err(err) = rule.check(&route.resource).await {
                     if let Some(response) = self.refused(&route.resource, &err, &table, grpc) {
                         return response;
                     }

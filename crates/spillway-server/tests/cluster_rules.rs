@@ -195,7 +195,14 @@ async fn two_proxies_share_a_cluster_rule_on_redis() {
     let status = a.admin_status().await;
     assert_eq!(
         status["cluster"],
-        serde_json::json!([{"rule": "api-fleet", "resource": "api", "mode": "global", "instances": 2}])
+        serde_json::json!([{
+            "rule": "api-fleet",
+            "resource": "api",
+            "kind": "qps",
+            "check": "leased",
+            "state": "global",
+            "instances": 2
+        }])
     );
 }
 
@@ -216,7 +223,7 @@ async fn a_redis_out_of_reach_at_startup_means_the_fallback() {
         "{metrics}"
     );
     let status = proxy.admin_status().await;
-    assert_eq!(status["cluster"][0]["mode"], "fallback");
+    assert_eq!(status["cluster"][0]["state"], "fallback");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,6 +286,54 @@ async fn a_bucket_rule_is_one_rate_for_the_fleet() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_rule_is_one_call_a_request_and_exact() {
+    let redis = RedisServer::start().await;
+    let upstream = upstream().await;
+    // One permit every 100 s, no burst, checked with one call a request: exactly one request
+    // passes in the fleet, whichever proxy sends it (before a proxy's first answer from Redis,
+    // its fallback's share, 0.005 a second, passes nothing).
+    let cluster = format!(
+        "[cluster]\nredis = \"{}\"\nassumed_instances = 2\n\n[[cluster_rule]]\nid = \"api-strict\"\nresource = \"api\"\nkind = \"bucket\"\nmode = \"strict\"\nlimit = 0.01\nburst = 0\n",
+        redis.url()
+    );
+    let (a, b) = (
+        proxy(upstream, &cluster).await,
+        proxy(upstream, &cluster).await,
+    );
+    let mut passed = 0;
+    let global = "spillway_cluster_fallback{rule=\"api-strict\",resource=\"api\"} 0";
+    for proxy in [&a, &b] {
+        // Requests until the rule has answered from Redis (the request due at a probe asks it).
+        let reached = tokio::time::timeout(STEP, async {
+            loop {
+                let (status, body) = proxy.get().await;
+                match status {
+                    StatusCode::OK => passed += 1,
+                    _ => assert!(body.contains("api-strict"), "{body}"),
+                }
+                if proxy.handle.render_metrics().unwrap().contains(global) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        reached.await.expect("the strict rule reaches Redis");
+    }
+    for _ in 0..20 {
+        for proxy in [&a, &b] {
+            let (status, body) = proxy.get().await;
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+            assert!(body.contains("cluster rule api-strict"), "{body}");
+        }
+    }
+    assert_eq!(passed, 1);
+    let status = a.admin_status().await;
+    assert_eq!(status["cluster"][0]["check"], "strict");
+    assert_eq!(status["cluster"][0]["state"], "global");
+    assert_eq!(status["cluster"][0]["instances"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rule_on_a_redis_cluster_named_by_its_nodes() {
     let cluster = redis_server::cluster::RedisCluster::start().await;
     let upstream = upstream().await;
@@ -302,7 +357,8 @@ async fn a_rule_on_a_redis_cluster_named_by_its_nodes() {
         }
     });
     in_global.await.expect("the rule reaches the cluster");
-    let mut passed = 0;
+    proxy.until_one_passes().await;
+    let mut passed = 1;
     for _ in 0..40 {
         if proxy.get().await.0 == StatusCode::OK {
             passed += 1;
@@ -310,7 +366,7 @@ async fn a_rule_on_a_redis_cluster_named_by_its_nodes() {
     }
     // At most 11 a 20 s window plus what the instance held, and the run may straddle a
     // window's end: twice that.
-    assert!(passed > 0 && passed <= 2 * (11 + 2 * 2), "{passed} passed");
+    assert!(passed <= 2 * (11 + 2 * 2), "{passed} passed");
     let metrics = proxy.handle.render_metrics().unwrap();
     assert!(
         metrics.contains("spillway_cluster_fallback{rule=\"api-fleet\",resource=\"api\"} 0"),
@@ -327,7 +383,7 @@ fn in_fallback(proxy: &Proxy) -> bool {
 
 /// Real time from `start` until `proxy`'s rule is seen in the fallback (`true`) or back on the
 /// shared limit, polled every 10 ms (the metric is the event).
-async fn time_until(proxy: &Proxy, fallback: bool, start: std::time::Instant) -> Duration {
+async fn time_until(proxy: &Proxy, fallback: bool, start: tokio::time::Instant) -> Duration {
     let reached = tokio::time::timeout(STEP, async {
         while in_fallback(proxy) != fallback {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -383,13 +439,13 @@ async fn redis_killed_under_load_means_the_share_within_1s_and_back_within_2s() 
     global.await.expect("all three on the shared limit");
 
     redis.kill().await;
-    let killed = std::time::Instant::now();
+    let killed = tokio::time::Instant::now();
     let mut to_fallback = Vec::new();
     for proxy in proxies.iter() {
         to_fallback.push(time_until(proxy, true, killed).await);
     }
     redis.restart().await;
-    let restarted = std::time::Instant::now();
+    let restarted = tokio::time::Instant::now();
     let mut back = Vec::new();
     for proxy in proxies.iter() {
         back.push(time_until(proxy, false, restarted).await);
@@ -477,6 +533,11 @@ fn the_file_checks_cluster_rules_and_their_section() {
             format!("{base}[cluster]\nnodes = [\"redis://127.0.0.1:7000\", \"http://x\"]\n\n{rule}"),
             "cluster.nodes",
             "not a Redis URL",
+        ),
+        (
+            format!("{base}[cluster]\nredis = \"redis://127.0.0.1:6379\"\n\n{rule}kind = \"concurrency\"\nmode = \"strict\"\n"),
+            "cluster_rule[0].mode",
+            "leased only",
         ),
         (
             format!("{base}[cluster]\nredis = \"redis://127.0.0.1:6379\"\n\n{rule}kind = \"tokens\"\n"),

@@ -197,9 +197,25 @@ impl BlockError {
         self
     }
 
-    pub(crate) fn with_retry_after(mut self, after: Duration) -> Self {
+    /// With a hint of when to retry (for a [`custom`](Self::custom) block; the `Retry-After` of
+    /// a refused HTTP request).
+    pub fn with_retry_after(mut self, after: Duration) -> Self {
         self.retry_after = compact(after);
         self
+    }
+
+    /// Naming the rule `id` that refused (for a [`custom`](Self::custom) block of a rule kept
+    /// outside this crate, such as a strict cluster rule of the `spillway` binary).
+    ///
+    /// ```
+    /// use spillway::{BlockError, BlockKind};
+    ///
+    /// let err = BlockError::custom(BlockKind::Cluster, "orders", 1000.0, 1000.0)
+    ///     .with_rule_id("orders-fleet");
+    /// assert_eq!(err.rule_id(), Some("orders-fleet"));
+    /// ```
+    pub fn with_rule_id(self, id: &str) -> Self {
+        self.with_rule(crate::intern::intern_numbered(id).number)
     }
 
     /// [`with_retry_after`](Self::with_retry_after) in nanoseconds, as the block keeps it.

@@ -9,7 +9,8 @@
 -- ARGV[5]  count
 -- ARGV[6]  what to do with it:
 --          "all"    pass `count` if the window has room for all of it (Sentinel's check);
---          "upto"   pass as many of `count` as the window has room for (a lease);
+--          "upto"   pass as many of `count` as checks of one, one after the other, would pass
+--                   (a lease);
 --          "return" take back up to `count` passes from the bucket that starts at ARGV[7], if
 --                   that bucket is still the one its slot holds (an unused lease)
 -- ARGV[8]  with KEYS[2]: this process's member name     ARGV[9]  its heartbeat's TTL, in ms
@@ -75,20 +76,29 @@ for i = 0, buckets - 1 do
   end
 end
 
--- Sentinel's DefaultController: passQps + count > limit blocks. A lease takes what is left.
+-- Sentinel's DefaultController: passQps + count > limit blocks. A lease of n takes what n
+-- checks of one, one after the other, would pass: the k-th (from 0) passes while
+-- (passes + k) / seconds + 1 <= limit.
 local seconds = interval / 1000
 local granted = count
 if count == 0 and mode == 'upto' then
   return { 0, passes, now, start, live, start + width }
 end
-if passes / seconds + count > limit then
-  if mode ~= 'upto' then
-    return { 0, passes, now, start, live, start + width }
+if mode == 'upto' then
+  granted = math.floor((limit - 1) * seconds - passes) + 1
+  granted = math.max(0, math.min(count, granted))
+  -- The same comparison as one check's, so that rounding cannot grant one more or one less.
+  while granted > 0 and (passes + granted - 1) / seconds + 1 > limit do
+    granted = granted - 1
   end
-  granted = math.max(0, math.floor(limit - passes / seconds))
+  while granted < count and (passes + granted) / seconds + 1 <= limit do
+    granted = granted + 1
+  end
   if granted == 0 then
     return { 0, passes, now, start, live, start + width }
   end
+elseif passes / seconds + count > limit then
+  return { 0, passes, now, start, live, start + width }
 end
 local t = tonumber(values[2 * current + 1])
 if t == start then

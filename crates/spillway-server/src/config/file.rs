@@ -145,6 +145,9 @@ pub struct ClusterRuleConfig {
     /// What it limits (default `qps`).
     #[serde(default)]
     pub kind: ClusterKind,
+    /// How it is checked (default `leased`).
+    #[serde(default)]
+    pub mode: ClusterMode,
     /// Across all the instances: passes a second (`qps`), permits a second (`bucket`), or
     /// requests in flight at once (`concurrency`, a whole number).
     pub limit: f64,
@@ -207,6 +210,28 @@ impl ClusterKind {
             Self::Qps => "qps",
             Self::Bucket => "bucket",
             Self::Concurrency => "concurrency",
+        }
+    }
+}
+
+/// How a cluster rule is checked.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterMode {
+    /// From batches leased ahead of need: no Redis call on a request's path.
+    #[default]
+    Leased,
+    /// One Redis call per request, awaited before the route's local rules: exact, a round
+    /// trip each (`qps` and `bucket` rules).
+    Strict,
+}
+
+impl ClusterMode {
+    /// Its name in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Leased => "leased",
+            Self::Strict => "strict",
         }
     }
 }

@@ -1,0 +1,99 @@
+//! Strict cluster rules: one Redis call per request, awaited by the proxy before the route's
+//! local rules (the decision pipeline cannot await), as the Dubbo limits are.
+
+use crate::config::{ClusterKind, ClusterRuleConfig};
+use spillway::{BlockError, BlockKind};
+use spillway_redis::{LeaseMode, LeaseSettings, SharedBucket, SharedWindow, Strict, Target, Time};
+use std::sync::Arc;
+
+/// A strict cluster rule, as the proxy checks it.
+#[derive(Debug, Clone)]
+pub(crate) struct StrictRule {
+    id: Arc<str>,
+    check: StrictCheck,
+}
+
+#[derive(Debug, Clone)]
+enum StrictCheck {
+    Window(Arc<Strict<SharedWindow>>),
+    Bucket(Arc<Strict<SharedBucket>>),
+}
+
+impl StrictRule {
+    /// The rule for `rule` (a `qps` or `bucket` rule), with the task that keeps its connection
+    /// to `target`. None if it cannot be built (a checked file has no such rule).
+    pub(crate) fn start(
+        rule: &ClusterRuleConfig,
+        target: Target,
+        settings: LeaseSettings,
+        clock: Arc<dyn spillway::Clock>,
+    ) -> Option<(Self, tokio::task::JoinHandle<()>)> {
+        let (check, task) = match rule.kind {
+            ClusterKind::Qps => {
+                let window = SharedWindow::new(
+                    &rule.id,
+                    rule.limit,
+                    rule.interval(),
+                    rule.buckets(),
+                    Time::Redis,
+                )
+                .ok()?;
+                let strict = Arc::new(Strict::new(window, clock, settings).ok()?);
+                let connector = strict.clone();
+                let task = tokio::spawn(async move { connector.connect(target).await });
+                (StrictCheck::Window(strict), task)
+            }
+            ClusterKind::Bucket => {
+                let bucket =
+                    SharedBucket::new(&rule.id, rule.limit, rule.burst(), Time::Redis).ok()?;
+                let strict = Arc::new(Strict::new(bucket, clock, settings).ok()?);
+                let connector = strict.clone();
+                let task = tokio::spawn(async move { connector.connect(target).await });
+                (StrictCheck::Bucket(strict), task)
+            }
+            // Refused by the file's checks: a leased concurrency limit is exact already.
+            ClusterKind::Concurrency => return None,
+        };
+        let id = Arc::from(rule.id.as_str());
+        Some((Self { id, check }, task))
+    }
+
+    /// Counts the request and decides (one call to Redis, or the fallback with none): a
+    /// refusal is a cluster block of `resource` naming the rule.
+    pub(crate) async fn check(&self, resource: &str) -> Result<(), BlockError> {
+        let checked = match &self.check {
+            StrictCheck::Window(strict) => strict.check(1).await,
+            StrictCheck::Bucket(strict) => strict.check(1).await,
+        };
+        checked.map_err(|refusal| {
+            let err = BlockError::custom(
+                BlockKind::Cluster,
+                resource,
+                refusal.observed(),
+                refusal.threshold(),
+            )
+            .with_rule_id(&self.id);
+            match refusal.retry_after() {
+                Some(after) => err.with_retry_after(after),
+                None => err,
+            }
+        })
+    }
+
+    /// Whether it decides by its fallback now.
+    pub(crate) fn in_fallback(&self) -> bool {
+        let mode = match &self.check {
+            StrictCheck::Window(strict) => strict.mode(),
+            StrictCheck::Bucket(strict) => strict.mode(),
+        };
+        mode == LeaseMode::Fallback
+    }
+
+    /// The instances sharing it, as its last answer counted them.
+    pub(crate) fn instances(&self) -> u64 {
+        match &self.check {
+            StrictCheck::Window(strict) => strict.live_processes(),
+            StrictCheck::Bucket(strict) => strict.live_processes(),
+        }
+    }
+}
