@@ -205,7 +205,7 @@ pub(crate) struct RuleState {
 
 impl ClusterLimits {
     /// The core's cluster rules for `config` (checked), the leased ones; the strict ones are
-    /// kept for [`ClusterLimits::strict_for`]. A rule that stays the same, under the same
+    /// kept for the proxy to await. A rule that stays the same, under the same
     /// `[cluster]`, keeps its lease; others get a new one and a task to refill it (or keep a
     /// strict check's connection); the tasks of rules gone stop. Call it inside the runtime.
     pub fn rules_for(&self, config: &Config) -> Vec<ClusterRule> {
