@@ -3,7 +3,9 @@
 
 use crate::lease::LeaseSettings;
 use crate::Error;
-use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
 use std::future::Future;
 use std::time::Duration;
 
@@ -101,6 +103,68 @@ impl From<redis::cluster::ClusterClient> for Target {
     }
 }
 
+/// A connection to one Redis or to a Redis Cluster, as a driver or a
+/// [`crate::Strict`] holds it.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(redis) => redis.req_packed_command(cmd),
+            Self::Cluster(redis) => redis.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(redis) => redis.req_packed_commands(cmd, offset, count),
+            Self::Cluster(redis) => redis.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(redis) => redis.get_db(),
+            Self::Cluster(redis) => redis.get_db(),
+        }
+    }
+}
+
+/// A connection to `target`, each call within `call_timeout` (one Redis: the connection
+/// manager's own attempts too), made within four of them.
+pub(crate) async fn connect(target: &Target, call_timeout: Duration) -> Result<Connection, Error> {
+    let timeout = call_timeout * 4;
+    let connected = match target {
+        Target::Single(client) => {
+            let config = redis::aio::ConnectionManagerConfig::new()
+                .set_connection_timeout(call_timeout)
+                .set_response_timeout(call_timeout)
+                .set_number_of_retries(1);
+            let connecting = client.get_connection_manager_with_config(config);
+            tokio::time::timeout(timeout, connecting)
+                .await
+                .map(|made| made.map(Connection::Single))
+        }
+        Target::Cluster(client) => tokio::time::timeout(timeout, client.get_async_connection())
+            .await
+            .map(|made| made.map(Connection::Cluster)),
+    };
+    match connected {
+        Ok(Ok(connection)) => Ok(connection),
+        Ok(Err(err)) => Err(Error::from(err)),
+        Err(_) => Err(Error::Timeout(timeout)),
+    }
+}
+
 /// Connects to `target`, then refills whenever one is due. Until a connection is made, the
 /// lease is in its fallback and a connection is tried every `probe_every`; after a failed
 /// refill, the connection is dropped and a new one made at the next probe, so that a Redis
@@ -113,35 +177,13 @@ pub(crate) async fn connect_and_drive<D: Driven + Sync>(
 ) {
     let timeout = lease.settings().call_timeout;
     loop {
-        let failure = match &target {
-            Target::Single(client) => {
-                let config = redis::aio::ConnectionManagerConfig::new()
-                    .set_connection_timeout(timeout)
-                    .set_response_timeout(timeout)
-                    .set_number_of_retries(1);
-                let connecting = client.get_connection_manager_with_config(config);
-                match tokio::time::timeout(timeout * 4, connecting).await {
-                    Ok(Ok(mut redis)) => {
-                        // A new connection is a probe that succeeded: refill at once.
-                        drive_until_failure(lease, &mut redis, &mut on_refill, true).await;
-                        None
-                    }
-                    Ok(Err(err)) => Some(Error::from(err)),
-                    Err(_) => Some(Error::Timeout(timeout * 4)),
-                }
+        let failure = match connect(&target, timeout).await {
+            Ok(mut redis) => {
+                // A new connection is a probe that succeeded: refill at once.
+                drive_until_failure(lease, &mut redis, &mut on_refill, true).await;
+                None
             }
-            Target::Cluster(client) => {
-                let connecting = client.get_async_connection();
-                match tokio::time::timeout(timeout * 4, connecting).await {
-                    Ok(Ok(mut redis)) => {
-                        // A new connection is a probe that succeeded: refill at once.
-                        drive_until_failure(lease, &mut redis, &mut on_refill, true).await;
-                        None
-                    }
-                    Ok(Err(err)) => Some(Error::from(err)),
-                    Err(_) => Some(Error::Timeout(timeout * 4)),
-                }
-            }
+            Err(err) => Some(err),
         };
         if let Some(err) = failure {
             lease.failed(&err);

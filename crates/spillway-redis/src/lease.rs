@@ -3,12 +3,11 @@
 //! when Redis fails, a local limit of the process's fair share until it is back.
 
 use crate::driver::{self, Driven, Target};
+use crate::health::{Health, RateFallback};
 use crate::shared::{self, Beat, Mode, Shared};
 use crate::{Error, SharedBucket, SharedWindow};
 use redis::aio::ConnectionLike;
 use spillway::cluster::{SharedLimit, SharedRefusal};
-use spillway::flow::{Decision, QpsReject};
-use spillway::stats::{NodeConfig, ResourceNode};
 use spillway::Clock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -110,8 +109,8 @@ pub struct Leased<S: Shared> {
     member: String,
     members_key: String,
     lease: Mutex<Lease>,
-    /// The fallback's local window.
-    local: ResourceNode,
+    /// What it admits while Redis fails.
+    fallback: RateFallback,
     /// Wakes [`Leased::drive`] when a refill is wanted.
     wanted: tokio::sync::Notify,
 }
@@ -136,8 +135,8 @@ struct Lease {
     answered_ms: Option<u64>,
     /// Live processes, as the last heartbeat's answer counted them.
     live: u64,
-    /// While Redis fails: when to try it again (ms, this process's clock).
-    probe_at_ms: Option<u64>,
+    /// Whether Redis answers (ms, this process's clock).
+    health: Health,
     /// What a refusal reports (the window's passes at the last answer, this process's batch
     /// included; a bucket's rate).
     reading: f64,
@@ -191,10 +190,10 @@ impl<S: Shared> Leased<S> {
             members_key: shared::members_key(limit.key()),
             limit,
             clock,
+            fallback: RateFallback::new(settings.fallback),
             settings,
             member,
             lease: Mutex::new(lease),
-            local: ResourceNode::new(NodeConfig::default()),
             wanted: tokio::sync::Notify::new(),
         })
     }
@@ -214,8 +213,9 @@ impl<S: Shared> Leased<S> {
         let now = now_nanos / 1_000_000;
         let mut lease = lock(&self.lease);
         lease.asked = lease.asked.saturating_add(u64::from(count));
-        let taken = if lease.probe_at_ms.is_some() {
-            self.fallback_takes(&lease, now_nanos, count)
+        let taken = if lease.health.probe_at_ms.is_some() {
+            let rate = self.limit.rate();
+            self.fallback.takes(rate, lease.live, now_nanos, count)
         } else if now < lease.expires_ms && lease.left >= u64::from(count) {
             lease.left -= u64::from(count);
             Ok(())
@@ -234,27 +234,6 @@ impl<S: Shared> Leased<S> {
         taken
     }
 
-    fn fallback_takes(
-        &self,
-        lease: &Lease,
-        now_nanos: u64,
-        count: u32,
-    ) -> Result<(), SharedRefusal> {
-        match self.settings.fallback {
-            Fallback::Open => Ok(()),
-            Fallback::Closed => Err(SharedRefusal::new(0.0, 0.0)),
-            Fallback::LocalShare => {
-                let share = self.limit.rate() / lease.live.max(1) as f64;
-                if QpsReject::new(share).check(&self.local, now_nanos, count) == Decision::Pass {
-                    self.local.add_pass(now_nanos, u64::from(count));
-                    Ok(())
-                } else {
-                    Err(SharedRefusal::new(self.local.pass_qps(now_nanos), share))
-                }
-            }
-        }
-    }
-
     /// Whether a refill is due: requests found the lease short (and the limit was not found
     /// without room until later), an unused lease expired, a heartbeat is due, or, while
     /// Redis fails, a probe.
@@ -263,7 +242,7 @@ impl<S: Shared> Leased<S> {
     }
 
     fn wants(&self, lease: &Lease, now: u64) -> bool {
-        if let Some(probe_at) = lease.probe_at_ms {
+        if let Some(probe_at) = lease.health.probe_at_ms {
             return now >= probe_at;
         }
         now >= self.next_due(lease)
@@ -312,11 +291,14 @@ impl<S: Shared> Leased<S> {
     /// Redis failed: the fallback from now on (logged once), and a probe after `probe_every`.
     fn failed(&self, err: &Error) {
         let now = self.clock.now_millis();
-        let mut lease = lock(&self.lease);
-        if lease.probe_at_ms.is_none() {
-            tracing::warn!(limit = %self.limit.key(), error = %err, fallback = ?self.settings.fallback, "shared limit: Redis failed, falling back until it answers");
-        }
-        lease.probe_at_ms = Some(now + self.settings.probe_every.as_millis() as u64);
+        let (key, fallback, every) = (
+            self.limit.key(),
+            self.settings.fallback,
+            self.settings.probe_every,
+        );
+        lock(&self.lease)
+            .health
+            .failed(key, err, fallback, now, every);
     }
 
     /// Connects to `target` (one Redis or a Redis Cluster) and then [`drive`](Self::drive)s, for
@@ -366,9 +348,7 @@ impl<S: Shared> Leased<S> {
             driver::timed(self.settings.call_timeout, shared::call(redis, invocation)).await?;
         let now = self.clock.now_millis();
         let mut lease = lock(&self.lease);
-        if lease.probe_at_ms.take().is_some() {
-            tracing::info!(limit = %self.limit.key(), "shared limit: Redis answers again, back to the global limit");
-        }
+        lease.health.answered(self.limit.key());
         lease.answered_ms = Some(now);
         lease.live = answer.live.max(1);
         lease.reading = self.limit.reading(&answer);
@@ -396,10 +376,7 @@ impl<S: Shared> Leased<S> {
 
     /// Whether it admits against the shared limit or its fallback.
     pub fn mode(&self) -> LeaseMode {
-        match lock(&self.lease).probe_at_ms {
-            Some(_) => LeaseMode::Fallback,
-            None => LeaseMode::Global,
-        }
+        lock(&self.lease).health.mode()
     }
 
     /// The processes sharing the limit, as the last heartbeat's answer counted them (before
@@ -437,7 +414,10 @@ impl<S: Shared> Driven for Leased<S> {
 
     fn wait_ms(&self) -> u64 {
         let lease = lock(&self.lease);
-        let due = lease.probe_at_ms.unwrap_or_else(|| self.next_due(&lease));
+        let due = lease
+            .health
+            .probe_at_ms
+            .unwrap_or_else(|| self.next_due(&lease));
         due.saturating_sub(self.clock.now_millis())
     }
 
@@ -466,7 +446,7 @@ impl<S: Shared> SharedLimit for Leased<S> {
     fn give_back(&self, count: u32) {
         let now = self.clock.now_millis();
         let mut lease = lock(&self.lease);
-        if lease.probe_at_ms.is_none() && now < lease.expires_ms {
+        if lease.health.probe_at_ms.is_none() && now < lease.expires_ms {
             lease.left += u64::from(count);
         }
     }

@@ -24,6 +24,7 @@ use std::sync::Arc;
 mod bucket;
 mod concurrency;
 mod driver;
+mod health;
 mod lease;
 mod places;
 mod shared;

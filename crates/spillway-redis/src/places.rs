@@ -4,6 +4,7 @@
 
 use crate::concurrency::SharedConcurrency;
 use crate::driver::{self, Driven, Target};
+use crate::health::Health;
 use crate::lease::{lock, Fallback, LeaseMode, LeaseSettings};
 use crate::Error;
 use redis::aio::ConnectionLike;
@@ -64,8 +65,8 @@ struct Places {
     answered_ms: Option<u64>,
     /// Live processes, from the last answer.
     live: u64,
-    /// While Redis fails: when to try it again (ms).
-    probe_at_ms: Option<u64>,
+    /// Whether Redis answers.
+    health: Health,
     /// Permits in use across the fleet at the last answer.
     fleet_in_use: u64,
 }
@@ -117,7 +118,7 @@ impl LeasedConcurrency {
         let mut state = lock(&self.state);
         roll(&mut state, now);
         let limit = self.shared.limit();
-        let room = if state.probe_at_ms.is_some() {
+        let room = if state.health.probe_at_ms.is_some() {
             match self.settings.fallback {
                 Fallback::Open => u64::MAX,
                 Fallback::Closed => 0,
@@ -131,7 +132,7 @@ impl LeasedConcurrency {
             Ok(())
         } else {
             state.asked = state.asked.saturating_add(count);
-            let reading = if state.probe_at_ms.is_some() {
+            let reading = if state.health.probe_at_ms.is_some() {
                 state.in_use
             } else {
                 state.fleet_in_use
@@ -159,7 +160,7 @@ impl LeasedConcurrency {
     }
 
     fn wants(&self, state: &Places, now: u64) -> bool {
-        match state.probe_at_ms {
+        match state.health.probe_at_ms {
             Some(probe_at) => now >= probe_at,
             None => now >= self.next_due(state),
         }
@@ -227,9 +228,7 @@ impl LeasedConcurrency {
         let answer = driver::timed(self.settings.call_timeout, call).await?;
         let now = self.clock.now_millis();
         let mut state = lock(&self.state);
-        if state.probe_at_ms.take().is_some() {
-            tracing::info!(limit = %self.shared.key(), "shared limit: Redis answers again, back to the global limit");
-        }
+        state.health.answered(self.shared.key());
         state.answered_ms = Some(now);
         state.live = answer.live.max(1);
         state.fleet_in_use = answer.level;
@@ -245,11 +244,14 @@ impl LeasedConcurrency {
     /// Redis failed: the fallback from now on (logged once), and a probe after `probe_every`.
     fn failed(&self, err: &Error) {
         let now = self.clock.now_millis();
-        let mut state = lock(&self.state);
-        if state.probe_at_ms.is_none() {
-            tracing::warn!(limit = %self.shared.key(), error = %err, fallback = ?self.settings.fallback, "shared limit: Redis failed, falling back until it answers");
-        }
-        state.probe_at_ms = Some(now + self.settings.probe_every.as_millis() as u64);
+        let (key, fallback, every) = (
+            self.shared.key(),
+            self.settings.fallback,
+            self.settings.probe_every,
+        );
+        lock(&self.state)
+            .health
+            .failed(key, err, fallback, now, every);
     }
 
     /// Permits this process holds in Redis, as last answered.
@@ -264,10 +266,7 @@ impl LeasedConcurrency {
 
     /// Whether it admits against the shared limit or its fallback.
     pub fn mode(&self) -> LeaseMode {
-        match lock(&self.state).probe_at_ms {
-            Some(_) => LeaseMode::Fallback,
-            None => LeaseMode::Global,
-        }
+        lock(&self.state).health.mode()
     }
 
     /// The processes sharing the limit, as the last answer counted them.
@@ -306,7 +305,10 @@ impl Driven for LeasedConcurrency {
 
     fn wait_ms(&self) -> u64 {
         let state = lock(&self.state);
-        let due = state.probe_at_ms.unwrap_or_else(|| self.next_due(&state));
+        let due = state
+            .health
+            .probe_at_ms
+            .unwrap_or_else(|| self.next_due(&state));
         due.saturating_sub(self.clock.now_millis())
     }
 

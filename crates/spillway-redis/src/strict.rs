@@ -2,55 +2,14 @@
 //! one atomic script call per request, with the same protection from a failing Redis as a
 //! lease has (a short timeout, no calls until the next probe after a failure, a fallback).
 
-use crate::driver::Target;
-use crate::lease::{
-    check_lease_settings, default_member, lock, Fallback, LeaseMode, LeaseSettings,
-};
+use crate::driver::{connect, Connection, Target};
+use crate::health::{Health, RateFallback};
+use crate::lease::{check_lease_settings, default_member, lock, LeaseMode, LeaseSettings};
 use crate::shared::{self, Beat, Mode, Shared};
 use crate::Error;
-use redis::aio::{ConnectionLike, ConnectionManager};
-use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
 use spillway::cluster::SharedRefusal;
-use spillway::flow::{Decision, QpsReject};
-use spillway::stats::{NodeConfig, ResourceNode};
 use spillway::Clock;
 use std::sync::{Arc, Mutex};
-
-/// A connection to one Redis or to a Redis Cluster, as [`Strict`] holds it.
-#[derive(Clone)]
-enum Connection {
-    Single(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for Connection {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Single(redis) => redis.req_packed_command(cmd),
-            Self::Cluster(redis) => redis.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Single(redis) => redis.req_packed_commands(cmd, offset, count),
-            Self::Cluster(redis) => redis.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(redis) => redis.get_db(),
-            Self::Cluster(redis) => redis.get_db(),
-        }
-    }
-}
 
 /// A shared limit checked with one script call per request: exact across the fleet while Redis
 /// answers, a round trip per request.
@@ -88,8 +47,8 @@ pub struct Strict<S: Shared> {
     member: String,
     members_key: String,
     state: Mutex<State>,
-    /// The fallback's local window.
-    local: ResourceNode,
+    /// What it admits while Redis fails.
+    fallback: RateFallback,
     /// Wakes [`Strict::connect`] when the connection was dropped.
     lost: tokio::sync::Notify,
 }
@@ -97,8 +56,8 @@ pub struct Strict<S: Shared> {
 #[derive(Default)]
 struct State {
     connection: Option<Connection>,
-    /// While Redis fails: when to try it again (ms, this process's clock).
-    probe_at_ms: Option<u64>,
+    /// Whether Redis answers (ms, this process's clock).
+    health: Health,
     /// Live processes, from the last answer.
     live: u64,
 }
@@ -107,7 +66,7 @@ impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("State")
             .field("connected", &self.connection.is_some())
-            .field("probe_at_ms", &self.probe_at_ms)
+            .field("health", &self.health)
             .field("live", &self.live)
             .finish()
     }
@@ -131,17 +90,17 @@ impl<S: Shared> Strict<S> {
         };
         let state = State {
             live: settings.assumed_processes,
-            probe_at_ms: Some(0),
+            health: Health::unreached(),
             connection: None,
         };
         Ok(Self {
             members_key: shared::members_key(limit.key()),
             limit,
             clock,
+            fallback: RateFallback::new(settings.fallback),
             settings,
             member,
             state: Mutex::new(state),
-            local: ResourceNode::new(NodeConfig::default()),
             lost: tokio::sync::Notify::new(),
         })
     }
@@ -157,12 +116,12 @@ impl<S: Shared> Strict<S> {
         let now = self.clock.now_millis();
         let connection = {
             let mut state = lock(&self.state);
-            match (state.probe_at_ms, state.connection.clone()) {
+            match (state.health.probe_at_ms, state.connection.clone()) {
                 // Healthy.
                 (None, Some(connection)) => Some(connection),
                 // Failing, and a probe is due: this request is it; the next waits a period.
                 (Some(at), Some(connection)) if now >= at => {
-                    state.probe_at_ms = Some(now + self.probe_ms());
+                    state.health.probe_at_ms = Some(now + self.probe_ms());
                     Some(connection)
                 }
                 _ => None,
@@ -183,9 +142,7 @@ impl<S: Shared> Strict<S> {
         match crate::driver::timed(self.settings.call_timeout, call).await {
             Ok(answer) => {
                 let mut state = lock(&self.state);
-                if state.probe_at_ms.take().is_some() {
-                    tracing::info!(limit = %self.limit.key(), "shared limit: Redis answers again, back to the global limit");
-                }
+                state.health.answered(self.limit.key());
                 state.live = answer.live.max(1);
                 drop(state);
                 if count > 0 && answer.count == u64::from(count) {
@@ -204,6 +161,13 @@ impl<S: Shared> Strict<S> {
         }
     }
 
+    /// Admits `count` by the fallback.
+    fn fallback_takes(&self, count: u32) -> Result<(), SharedRefusal> {
+        let live = lock(&self.state).live;
+        let now = self.clock.now_nanos();
+        self.fallback.takes(self.limit.rate(), live, now, count)
+    }
+
     fn probe_ms(&self) -> u64 {
         self.settings.probe_every.as_millis() as u64
     }
@@ -212,31 +176,16 @@ impl<S: Shared> Strict<S> {
     /// probe after `probe_every`.
     fn failed(&self, err: &Error) {
         let now = self.clock.now_millis();
+        let (key, fallback, every) = (
+            self.limit.key(),
+            self.settings.fallback,
+            self.settings.probe_every,
+        );
         let mut state = lock(&self.state);
-        if state.probe_at_ms.is_none() {
-            tracing::warn!(limit = %self.limit.key(), error = %err, fallback = ?self.settings.fallback, "shared limit: Redis failed, falling back until it answers");
-        }
-        state.probe_at_ms = Some(now + self.probe_ms());
+        state.health.failed(key, err, fallback, now, every);
         state.connection = None;
         drop(state);
         self.lost.notify_one();
-    }
-
-    fn fallback_takes(&self, count: u32) -> Result<(), SharedRefusal> {
-        match self.settings.fallback {
-            Fallback::Open => Ok(()),
-            Fallback::Closed => Err(SharedRefusal::new(0.0, 0.0)),
-            Fallback::LocalShare => {
-                let now = self.clock.now_nanos();
-                let share = self.limit.rate() / lock(&self.state).live.max(1) as f64;
-                if QpsReject::new(share).check(&self.local, now, count) == Decision::Pass {
-                    self.local.add_pass(now, u64::from(count));
-                    Ok(())
-                } else {
-                    Err(SharedRefusal::new(self.local.pass_qps(now), share))
-                }
-            }
-        }
     }
 
     /// Keeps a connection to `target` for [`Strict::check`], for good (run it in a task of its
@@ -244,33 +193,11 @@ impl<S: Shared> Strict<S> {
     /// one is made), and makes a new one after a failed call drops it.
     pub async fn connect(&self, target: impl Into<Target>) {
         let target = target.into();
-        let timeout = self.settings.call_timeout * 4;
         let mut first = true;
         loop {
             let missing = lock(&self.state).connection.is_none();
             if missing {
-                let connected = match &target {
-                    Target::Single(client) => {
-                        let config = redis::aio::ConnectionManagerConfig::new()
-                            .set_connection_timeout(self.settings.call_timeout)
-                            .set_response_timeout(self.settings.call_timeout)
-                            .set_number_of_retries(1);
-                        let connecting = client.get_connection_manager_with_config(config);
-                        match tokio::time::timeout(timeout, connecting).await {
-                            Ok(Ok(redis)) => Ok(Connection::Single(redis)),
-                            Ok(Err(err)) => Err(Error::from(err)),
-                            Err(_) => Err(Error::Timeout(timeout)),
-                        }
-                    }
-                    Target::Cluster(client) => {
-                        match tokio::time::timeout(timeout, client.get_async_connection()).await {
-                            Ok(Ok(redis)) => Ok(Connection::Cluster(redis)),
-                            Ok(Err(err)) => Err(Error::from(err)),
-                            Err(_) => Err(Error::Timeout(timeout)),
-                        }
-                    }
-                };
-                match connected {
+                match connect(&target, self.settings.call_timeout).await {
                     // The next request is the probe.
                     Ok(connection) => lock(&self.state).connection = Some(connection),
                     Err(err) => {
@@ -294,10 +221,7 @@ impl<S: Shared> Strict<S> {
 
     /// Whether it decides against the shared limit or by its fallback.
     pub fn mode(&self) -> LeaseMode {
-        match lock(&self.state).probe_at_ms {
-            Some(_) => LeaseMode::Fallback,
-            None => LeaseMode::Global,
-        }
+        lock(&self.state).health.mode()
     }
 
     /// The processes sharing the limit, as the last answer counted them.

@@ -283,6 +283,17 @@ impl ClusterLimits {
     }
 }
 
+/// A `qps` rule's window in Redis (None if it cannot be built: a checked file has none).
+fn window(rule: &ClusterRuleConfig) -> Option<SharedWindow> {
+    let (interval, buckets) = (rule.interval(), rule.buckets());
+    SharedWindow::new(&rule.id, rule.limit, interval, buckets, Time::Redis).ok()
+}
+
+/// A `bucket` rule's bucket in Redis (likewise).
+fn bucket(rule: &ClusterRuleConfig) -> Option<SharedBucket> {
+    SharedBucket::new(&rule.id, rule.limit, rule.burst(), Time::Redis).ok()
+}
+
 /// A new lease for `rule` on `section`'s Redis, with the task that connects and refills it.
 /// None if the rule cannot be built (a checked file has no such rule).
 fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
@@ -324,21 +335,8 @@ fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
         }};
     }
     let (lease, task) = match rule.kind {
-        ClusterKind::Qps => {
-            let window = SharedWindow::new(
-                &rule.id,
-                rule.limit,
-                rule.interval(),
-                rule.buckets(),
-                Time::Redis,
-            )
-            .ok()?;
-            run!(LeasedWindow::with_settings(window, clock, settings))
-        }
-        ClusterKind::Bucket => {
-            let bucket = SharedBucket::new(&rule.id, rule.limit, rule.burst(), Time::Redis).ok()?;
-            run!(LeasedBucket::with_settings(bucket, clock, settings))
-        }
+        ClusterKind::Qps => run!(LeasedWindow::with_settings(window(rule)?, clock, settings)),
+        ClusterKind::Bucket => run!(LeasedBucket::with_settings(bucket(rule)?, clock, settings)),
         ClusterKind::Concurrency => {
             let member = spillway_redis::default_member(clock.as_ref());
             let shared = SharedConcurrency::new(

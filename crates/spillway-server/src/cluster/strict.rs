@@ -3,7 +3,7 @@
 
 use crate::config::{ClusterKind, ClusterRuleConfig};
 use spillway::{BlockError, BlockKind};
-use spillway_redis::{LeaseMode, LeaseSettings, SharedBucket, SharedWindow, Strict, Target, Time};
+use spillway_redis::{LeaseMode, LeaseSettings, SharedBucket, SharedWindow, Strict, Target};
 use std::sync::Arc;
 
 /// A strict cluster rule, as the proxy checks it.
@@ -28,27 +28,23 @@ impl StrictRule {
         settings: LeaseSettings,
         clock: Arc<dyn spillway::Clock>,
     ) -> Option<(Self, tokio::task::JoinHandle<()>)> {
+        // Its connection's task.
+        fn keep<S: spillway_redis::Shared>(
+            strict: &Arc<Strict<S>>,
+            target: Target,
+        ) -> tokio::task::JoinHandle<()> {
+            let connector = strict.clone();
+            tokio::spawn(async move { connector.connect(target).await })
+        }
         let (check, task) = match rule.kind {
             ClusterKind::Qps => {
-                let window = SharedWindow::new(
-                    &rule.id,
-                    rule.limit,
-                    rule.interval(),
-                    rule.buckets(),
-                    Time::Redis,
-                )
-                .ok()?;
-                let strict = Arc::new(Strict::new(window, clock, settings).ok()?);
-                let connector = strict.clone();
-                let task = tokio::spawn(async move { connector.connect(target).await });
+                let strict = Arc::new(Strict::new(super::window(rule)?, clock, settings).ok()?);
+                let task = keep(&strict, target);
                 (StrictCheck::Window(strict), task)
             }
             ClusterKind::Bucket => {
-                let bucket =
-                    SharedBucket::new(&rule.id, rule.limit, rule.burst(), Time::Redis).ok()?;
-                let strict = Arc::new(Strict::new(bucket, clock, settings).ok()?);
-                let connector = strict.clone();
-                let task = tokio::spawn(async move { connector.connect(target).await });
+                let strict = Arc::new(Strict::new(super::bucket(rule)?, clock, settings).ok()?);
+                let task = keep(&strict, target);
                 (StrictCheck::Bucket(strict), task)
             }
             // Refused by the file's checks: a leased concurrency limit is exact already.
