@@ -414,3 +414,44 @@ mod tests {
         assert!(leases(&limits).is_empty());
     }
 }
+
+#[cfg(test)]
+mod strict_tests {
+    use super::*;
+    use crate::config::parse;
+
+    fn config(rules: &str) -> Config {
+        // A port nothing listens on: the checks stay in their fallback, which is all this needs.
+        let text = format!("[cluster]\nredis = \"redis://127.0.0.1:1\"\n\n{rules}");
+        parse(&text, "test.toml").unwrap()
+    }
+
+    const STRICT: &str =
+        "[[cluster_rule]]\nid = \"s\"\nresource = \"api\"\nmode = \"strict\"\nlimit = 10\n";
+    const LEASED: &str = "[[cluster_rule]]\nid = \"l\"\nresource = \"api\"\nlimit = 10\n";
+
+    #[tokio::test]
+    async fn strict_rules_are_the_proxys_and_leased_ones_the_cores_across_reloads() {
+        let limits = ClusterLimits::default();
+        let core = limits.rules_for(&config(&format!("{STRICT}\n{LEASED}")));
+        assert_eq!(core.len(), 1, "only the leased rule is in the pipeline");
+        assert_eq!(core[0].id, "l");
+        let strict = limits.strict_for("api").expect("the strict rule");
+        assert_eq!(strict.len(), 1);
+        assert!(limits.strict_for("other").is_none());
+        let states = limits.states();
+        let modes: Vec<_> = states.iter().map(|s| (s.id.as_str(), s.mode)).collect();
+        assert_eq!(modes, [("s", "strict"), ("l", "leased")]);
+        // A strict check is in its fallback until Redis first answers.
+        assert!(states[0].fallback);
+
+        // The strict rule made leased: it leaves the proxy's list for the pipeline.
+        let leased = STRICT.replace("mode = \"strict\"\n", "");
+        let core = limits.rules_for(&config(&format!("{leased}\n{LEASED}")));
+        assert_eq!(core.len(), 2);
+        assert!(limits.strict_for("api").is_none());
+        // No [cluster]: nothing.
+        limits.rules_for(&parse("", "test.toml").unwrap());
+        assert!(limits.states().is_empty() && limits.strict_for("api").is_none());
+    }
+}
