@@ -15,6 +15,7 @@ mod cluster;
 pub mod config;
 mod conn;
 pub mod demo;
+pub mod history;
 mod idle;
 pub mod lab;
 mod log_sampled;
