@@ -47,14 +47,15 @@ impl Sample {
         u64::from(self.pass) + u64::from(self.block)
     }
 
-    /// The sum of `self` and `other` (the response times weighted by completions; the p99 the
-    /// larger one's, an upper bound); rule blocks kept where the rule is the same.
+    /// The sum of `self` and `other`: the mean response times weighted by completions, the p99
+    /// the larger one's (an upper bound); the rules' blocks are `self`'s (a sum of resources
+    /// names no rules).
     fn add(&mut self, other: &Sample) {
         let (mine, theirs) = (self.completions(), other.completions());
-        if mine + theirs > 0 {
-            let weighted =
-                u64::from(self.rt_avg_micros) * mine + u64::from(other.rt_avg_micros) * theirs;
-            self.rt_avg_micros = clamp(weighted / (mine + theirs));
+        let weighted =
+            u64::from(self.rt_avg_micros) * mine + u64::from(other.rt_avg_micros) * theirs;
+        if let Some(mean) = weighted.checked_div(mine + theirs) {
+            self.rt_avg_micros = clamp(mean);
         }
         self.rt_p99_micros = self.rt_p99_micros.max(other.rt_p99_micros);
         self.pass = self.pass.saturating_add(other.pass);
@@ -214,7 +215,7 @@ impl History {
         if newcomers.is_empty() {
             return;
         }
-        newcomers.sort_by(|a, b| b.1.traffic().cmp(&a.1.traffic()));
+        newcomers.sort_by_key(|(_, sample)| std::cmp::Reverse(sample.traffic()));
         let mut newcomers = newcomers.into_iter();
         // Free rings first.
         while self.rings.len() < self.cap {
@@ -233,7 +234,7 @@ impl History {
             .iter()
             .map(|(resource, ring)| (ring.traffic(second), resource.clone()))
             .collect();
-        quiet.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        quiet.sort_unstable_by_key(|(traffic, _)| *traffic);
         for ((resource, sample), (quiet_traffic, quiet_resource)) in rest.into_iter().zip(quiet) {
             if sample.traffic() <= quiet_traffic {
                 break;
