@@ -45,8 +45,25 @@ impl RedisCluster {
             String::from_utf8_lossy(&created.stdout)
         );
         // `redis-cli --cluster create` returns once the nodes have joined and agree on the
-        // slots; a node that has not yet marked the cluster ok answers CLUSTERDOWN, which the
-        // cluster client retries.
+        // slots, but a node marks the cluster ok a little later, and answers CLUSTERDOWN until
+        // then: wait until every node says `cluster_state:ok`.
+        let ok = tokio::time::timeout(FORM, async {
+            for port in &ports {
+                loop {
+                    let info = Command::new("redis-cli")
+                        .args(["-p", &port.to_string(), "cluster", "info"])
+                        .output()
+                        .await
+                        .expect("redis-cli runs");
+                    if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                        break;
+                    }
+                    // Polled: the node's state is only read, not announced.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        });
+        ok.await.expect("every node says the cluster is ok");
         Self {
             nodes,
             ports,
