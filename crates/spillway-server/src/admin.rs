@@ -37,12 +37,23 @@ pub const MAX_BODY: usize = 1 << 20;
 #[derive(Debug, Clone)]
 pub struct Admin {
     proxy: Proxy,
+    /// The dashboard's history and live stream.
+    feed: Arc<crate::feed::Feed>,
     reloader: Option<Arc<Reloader>>,
     token: Option<String>,
     metrics_public: bool,
     allowed_hosts: Arc<Vec<String>>,
     /// Whether the listener is on loopback (set by [`run`](Self::run); checked by `Host`).
     loopback: bool,
+}
+
+/// Stops a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// How long an admin connection may take to send a request head (and stay idle between
@@ -64,6 +75,10 @@ impl Admin {
     /// [`Admin`]).
     pub fn new(proxy: Proxy, reloader: Option<Arc<Reloader>>, token: Option<String>) -> Self {
         Self {
+            feed: Arc::new(crate::feed::Feed::new(
+                crate::feed::DEFAULT_WINDOW,
+                crate::feed::DEFAULT_RESOURCES,
+            )),
             proxy,
             reloader,
             token,
@@ -71,6 +86,11 @@ impl Admin {
             allowed_hosts: Arc::new(Vec::new()),
             loopback: true,
         }
+    }
+
+    /// The dashboard's history and live stream.
+    pub(crate) fn feed(&self) -> &crate::feed::Feed {
+        &self.feed
     }
 
     /// Serves `GET /metrics` without the token (for a scraper that cannot send one).
@@ -132,6 +152,9 @@ impl Admin {
             .map_or(true, |addr| addr.ip().is_loopback());
         let counts = this.proxy.admin_listener_counts().clone();
         let builder = crate::conn::http1_builder(ADMIN_HEADER_TIMEOUT);
+        // The dashboard's feed, for as long as this API serves.
+        let feed = tokio::spawn(this.feed.clone().run(this.proxy.clone()));
+        let _feed = AbortOnDrop(feed);
         loop {
             let accept = crate::conn::accept_with_backoff("admin", &counts, || listener.accept());
             let (stream, peer) = tokio::select! {

@@ -155,6 +155,8 @@ pub struct History {
     rule_numbers: HashMap<Arc<str>, u16>,
     /// Resources whose ring was given to a busier one.
     evictions: u64,
+    /// The newest second recorded.
+    last: Option<u64>,
 }
 
 impl History {
@@ -168,6 +170,7 @@ impl History {
             rules: Vec::new(),
             rule_numbers: HashMap::new(),
             evictions: 0,
+            last: None,
         }
     }
 
@@ -199,6 +202,7 @@ impl History {
     /// cap have one; past the cap, the busiest newcomers (by this second's traffic) take the
     /// rings of the quietest resources (by their whole window's traffic) while they are busier.
     pub fn record(&mut self, second: u64, samples: &[(Arc<str>, Sample)]) {
+        self.last = Some(self.last.map_or(second, |last| last.max(second)));
         let mut total = Sample::default();
         let mut newcomers = Vec::new();
         for (resource, sample) in samples {
@@ -264,6 +268,11 @@ impl History {
     /// The resources with a ring.
     pub fn resources(&self) -> impl Iterator<Item = &str> {
         self.rings.keys().map(|resource| &**resource)
+    }
+
+    /// The newest second recorded.
+    pub fn last_second(&self) -> Option<u64> {
+        self.last
     }
 
     /// Resources whose ring went to a busier one, since the start.

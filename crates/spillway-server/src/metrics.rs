@@ -1,6 +1,7 @@
 //! `GET /metrics`: Prometheus text format, from the proxy's counters and spillway's live state.
 
 use crate::conn::ListenerCounts;
+use crate::second::SecondCounts;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
@@ -10,6 +11,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use spillway::breaker::BreakerState;
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What happened to a request, for `spillway_requests_total`.
@@ -35,6 +37,8 @@ pub(crate) struct Metrics {
     registry: Registry,
     pub(crate) requests: Family<RequestLabels, Counter>,
     pub(crate) latency: Family<ResourceLabel, Histogram>,
+    /// Each resource's current second, for the dashboard's history, in first-use order.
+    seconds: Mutex<Vec<(Arc<str>, Arc<SecondCounts>)>>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -72,6 +76,7 @@ impl Metrics {
             registry,
             requests,
             latency,
+            seconds: Mutex::default(),
         }
     }
 
@@ -88,6 +93,17 @@ impl Metrics {
                 })
                 .clone()
         };
+        let second = {
+            let mut seconds = self.seconds.lock().unwrap_or_else(|e| e.into_inner());
+            match seconds.iter().find(|(name, _)| &**name == resource) {
+                Some((_, second)) => second.clone(),
+                None => {
+                    let second = Arc::new(SecondCounts::default());
+                    seconds.push((Arc::from(resource), second.clone()));
+                    second
+                }
+            }
+        };
         ResourceMetrics {
             pass: counter("pass"),
             success: counter("success"),
@@ -98,7 +114,16 @@ impl Metrics {
                     resource: resource.to_owned(),
                 })
                 .clone(),
+            second,
         }
+    }
+
+    /// Each resource's current second, in first-use order.
+    pub(crate) fn seconds(&self) -> Vec<(Arc<str>, Arc<SecondCounts>)> {
+        self.seconds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Counts a request's outcome.
@@ -125,18 +150,38 @@ impl Metrics {
 #[derive(Debug, Clone)]
 pub(crate) struct ResourceMetrics {
     /// `outcome="pass"`.
-    pub(crate) pass: Counter,
+    pass: Counter,
     /// `outcome="success"`.
-    pub(crate) success: Counter,
+    success: Counter,
     /// `outcome="error"`.
-    pub(crate) error: Counter,
+    error: Counter,
     latency: Histogram,
+    /// The current second's counts, for the dashboard's history.
+    second: Arc<SecondCounts>,
 }
 
 impl ResourceMetrics {
+    /// An admission.
+    pub(crate) fn passed(&self) {
+        self.pass.inc();
+        self.second.pass();
+    }
+
+    /// A completion, an error or not.
+    pub(crate) fn completed(&self, error: bool) {
+        if error { &self.error } else { &self.success }.inc();
+        self.second.complete(error);
+    }
+
+    /// A refusal by `err` (its block counted by [`Metrics::count`] with its reason).
+    pub(crate) fn blocked(&self, err: &spillway::BlockError) {
+        self.second.block(err.rule_id());
+    }
+
     /// Records the time to a response head.
     pub(crate) fn observe(&self, elapsed: Duration) {
         self.latency.observe(elapsed.as_secs_f64());
+        self.second.answered(elapsed);
     }
 }
 

@@ -254,6 +254,11 @@ impl Proxy {
         &self.inner.spillway
     }
 
+    /// Its metrics.
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
     /// The proxy listener's counts.
     pub(crate) fn listener_counts(&self) -> &ListenerCounts {
         &self.inner.counts
@@ -307,12 +312,14 @@ impl Proxy {
         };
         let spillway = &self.inner.spillway;
         let shadow = table.shadow;
+        let counters = route.metrics(&self.inner.metrics);
         // Dubbo's limits first: a refusal here never counts as a pass. In shadow mode a
         // refusal is counted and logged, and the request goes on without that limit's place.
         let mut permits = body::Permits::default();
         if let Some(tps) = route.tps {
             if let Err(err) = self.inner.tps.try_acquire(&route.resource, tps) {
-                if let Some(response) = self.refused(&route.resource, &err, &table, grpc) {
+                if let Some(response) = self.refused(&route.resource, counters, &err, &table, grpc)
+                {
                     return response;
                 }
             }
@@ -321,7 +328,9 @@ impl Proxy {
             match self.inner.executes.try_acquire(&route.resource, max) {
                 Ok(permit) => permits.execute = Some(permit),
                 Err(err) => {
-                    if let Some(response) = self.refused(&route.resource, &err, &table, grpc) {
+                    if let Some(response) =
+                        self.refused(&route.resource, counters, &err, &table, grpc)
+                    {
                         return response;
                     }
                 }
@@ -335,7 +344,9 @@ impl Proxy {
             match permit {
                 Ok(permit) => permits.active = Some(permit),
                 Err(err) => {
-                    if let Some(response) = self.refused(&route.resource, &err, &table, grpc) {
+                    if let Some(response) =
+                        self.refused(&route.resource, counters, &err, &table, grpc)
+                    {
                         return response;
                     }
                 }
@@ -346,7 +357,9 @@ impl Proxy {
         if let Some(strict) = self.inner.cluster.strict_for(&route.resource) {
             for rule in strict.iter() {
                 if let Err(err) = rule.check(&route.resource).await {
-                    if let Some(response) = self.refused(&route.resource, &err, &table, grpc) {
+                    if let Some(response) =
+                        self.refused(&route.resource, counters, &err, &table, grpc)
+                    {
                         return response;
                     }
                 }
@@ -370,7 +383,6 @@ impl Proxy {
             Err(err) => Err(err),
         };
         let metrics = &self.inner.metrics;
-        let counters = route.metrics(metrics);
         let mut entry = match admission {
             Ok(entry) => Some(entry),
             Err(err) if shadow => {
@@ -380,6 +392,7 @@ impl Proxy {
             }
             Err(err) => {
                 metrics.count(&route.resource, "block", err.kind().as_str());
+                counters.blocked(&err);
                 return blocked(spillway, &err, table.blocked.as_ref(), grpc);
             }
         };
@@ -390,7 +403,7 @@ impl Proxy {
                 self.shadow_logged(&route.resource, &format!("shadow rule {rule}"));
             }
             None if entry.is_some() => {
-                counters.pass.inc();
+                counters.passed();
             }
             None => {}
         }
@@ -417,12 +430,7 @@ impl Proxy {
                         .contains_key(spillway_tower::grpc::GRPC_STATUS);
                 let outcome = deferred.then(|| body::GrpcOutcome::new(counters.clone()));
                 if !deferred {
-                    if error {
-                        &counters.error
-                    } else {
-                        &counters.success
-                    }
-                    .inc();
+                    counters.completed(error);
                 }
                 counters.observe(arrived.elapsed());
                 if let (StatusCode::SWITCHING_PROTOCOLS, Some(client)) =
@@ -457,7 +465,7 @@ impl Proxy {
                         entry.mark_dropped();
                     }
                 }
-                counters.error.inc();
+                counters.completed(true);
                 counters.observe(arrived.elapsed());
                 ProxyBody::text(status, status.canonical_reason().unwrap_or("error"))
             }
@@ -477,6 +485,7 @@ impl Proxy {
     fn refused(
         &self,
         resource: &str,
+        counters: &ResourceMetrics,
         err: &BlockError,
         table: &Table,
         grpc: bool,
@@ -493,6 +502,7 @@ impl Proxy {
             return None;
         }
         metrics.count(resource, "block", err.kind().as_str());
+        counters.blocked(err);
         Some(blocked(spillway, err, table.blocked.as_ref(), grpc))
     }
 }

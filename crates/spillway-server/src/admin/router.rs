@@ -2,7 +2,7 @@
 
 use super::{error, json_response, unauthorized, Admin};
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Query, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -19,6 +19,8 @@ pub(super) fn router(admin: Admin) -> Router {
         .route("/api/resources", get(resources))
         .route("/api/rules", get(rules).put(put_rules))
         .route("/api/status", get(status))
+        .route("/api/history", get(history))
+        .route("/api/stream", get(stream))
         .route("/api/reload", post(reload))
         .route("/metrics", get(metrics))
         .fallback(|| async { body(error(StatusCode::NOT_FOUND, "no such endpoint")) })
@@ -71,6 +73,46 @@ async fn rules(State(admin): State<Admin>) -> Response {
 
 async fn put_rules(State(admin): State<Admin>, request: Request) -> Response {
     body(admin.put_rules(request).await)
+}
+
+/// The query of `GET /api/history`.
+#[derive(Debug, serde::Deserialize)]
+struct HistoryQuery {
+    resource: Option<String>,
+}
+
+/// `GET /api/history[?resource=NAME]`: the totals and the resources with a history, over the
+/// window up to the newest second the feed took; with `resource`, its samples too.
+async fn history(State(admin): State<Admin>, Query(query): Query<HistoryQuery>) -> Response {
+    body_json(admin.feed().history_json(query.resource.as_deref()))
+}
+
+/// `GET /api/stream`: Server-Sent Events, one `second` event a second with every resource's
+/// sample of that second (and a comment every 15 s to keep proxies from closing it).
+async fn stream(State(admin): State<Admin>) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use axum::response::IntoResponse;
+    let seconds = admin.feed().subscribe();
+    let events = futures_util::stream::unfold(seconds, |mut seconds| async move {
+        loop {
+            match seconds.recv().await {
+                Ok(second) => {
+                    let event = Event::default().event("second").data(&*second);
+                    return Some((Ok::<_, std::convert::Infallible>(event), seconds));
+                }
+                // A slow reader skips the seconds it missed.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)))
+        .into_response()
+}
+
+fn body_json(value: serde_json::Value) -> Response {
+    body(json_response(StatusCode::OK, &value))
 }
 
 async fn status(State(admin): State<Admin>) -> Response {

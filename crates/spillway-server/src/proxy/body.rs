@@ -43,12 +43,7 @@ impl GrpcOutcome {
 
 impl Drop for GrpcOutcome {
     fn drop(&mut self) {
-        let counter = if self.ok {
-            &self.counters.success
-        } else {
-            &self.counters.error
-        };
-        counter.inc();
+        self.counters.completed(!self.ok);
     }
 }
 
