@@ -453,7 +453,9 @@ async fn the_dashboard_is_one_page_over_the_api() {
     let (status, page) = get(h.admin, "/").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.starts_with("<!doctype html>"));
-    assert!(page.contains("api(\"/api/resources\")") && page.contains("api(\"/api/status\")"));
+    for endpoint in ["\"/api/history\"", "\"/api/stream\"", "\"/api/status\""] {
+        assert!(page.contains(endpoint), "{endpoint}");
+    }
 }
 
 #[tokio::test(start_paused = true)]
