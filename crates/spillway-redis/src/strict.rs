@@ -17,8 +17,8 @@ use std::sync::{Arc, Mutex};
 /// - [`Strict::check`] counts and decides in one atomic call (within `call_timeout`), sending
 ///   this process's heartbeat with it.
 /// - A call that fails or is slow switches to the fallback at once (logged once): until the
-///   next probe (every `probe_every`), requests are decided by [`Fallback`] with no call, so
-///   they do not each wait for the timeout. The request due at a probe tries Redis; the first
+///   next probe (every `probe_every`), requests are decided by [`Fallback`](crate::Fallback)
+///   with no call, so they do not each wait for the timeout. The request due at a probe tries Redis; the first
 ///   answer switches back.
 /// - [`Strict::connect`] keeps a connection: made when it is missing, dropped after a failed
 ///   call and made again at the next probe. Run it in a task of its own.
