@@ -80,6 +80,8 @@ pub struct Ring {
     samples: Box<[Sample]>,
     /// The second of the newest sample (`None`: empty).
     last: Option<u64>,
+    /// The traffic of the samples held (kept as they are written).
+    held_traffic: u64,
 }
 
 impl Ring {
@@ -88,6 +90,7 @@ impl Ring {
         Self {
             samples: vec![Sample::default(); window.max(1)].into_boxed_slice(),
             last: None,
+            held_traffic: 0,
         }
     }
 
@@ -99,19 +102,27 @@ impl Ring {
             Some(last) if second <= last => {
                 if last - second < window {
                     self.samples[(second % window) as usize].add(sample);
+                    self.held_traffic += sample.traffic();
                 }
                 return;
             }
             Some(last) => {
                 // Empty the slots of the seconds skipped (at most the whole ring).
                 for skipped in (last + 1..second).rev().take(self.samples.len()) {
-                    self.samples[(skipped % window) as usize] = Sample::default();
+                    self.put(skipped, Sample::default());
                 }
             }
             None => {}
         }
-        self.samples[(second % window) as usize] = *sample;
+        self.put(second, *sample);
         self.last = Some(second);
+    }
+
+    /// Writes second `second`'s slot, keeping the traffic held.
+    fn put(&mut self, second: u64, sample: Sample) {
+        let slot = &mut self.samples[(second % self.samples.len() as u64) as usize];
+        self.held_traffic = self.held_traffic - slot.traffic() + sample.traffic();
+        *slot = sample;
     }
 
     /// The samples of the `window` seconds up to and including `now`, oldest first: seconds
@@ -133,7 +144,11 @@ impl Ring {
 
     /// Requests decided (admitted plus refused) over the ring's seconds up to `now`.
     pub fn traffic(&self, now: u64) -> u64 {
-        self.series(now).iter().map(Sample::traffic).sum()
+        match self.last {
+            // What the ring holds is the window up to its last second.
+            Some(last) if last == now => self.held_traffic,
+            _ => self.series(now).iter().map(Sample::traffic).sum(),
+        }
     }
 
     /// Its seconds.
