@@ -93,6 +93,16 @@ impl Admin {
         &self.feed
     }
 
+    /// Keeps `window` of history per resource (whole seconds; at least one) for at most
+    /// `resources` resources (by default 5 minutes for 1,000).
+    pub fn with_history(mut self, window: std::time::Duration, resources: usize) -> Self {
+        let seconds = usize::try_from(window.as_secs())
+            .unwrap_or(usize::MAX)
+            .max(1);
+        self.feed = Arc::new(crate::feed::Feed::new(seconds, resources));
+        self
+    }
+
     /// Serves `GET /metrics` without the token (for a scraper that cannot send one).
     pub fn with_public_metrics(mut self, public: bool) -> Self {
         self.metrics_public = public;

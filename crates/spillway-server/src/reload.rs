@@ -52,6 +52,11 @@ pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
         ("admin.token", x.token != y.token),
         ("admin.metrics_public", x.metrics_public != y.metrics_public),
         ("admin.allowed_hosts", x.allowed_hosts != y.allowed_hosts),
+        ("admin.history", x.history != y.history),
+        (
+            "admin.history_resources",
+            x.history_resources != y.history_resources,
+        ),
     ]
     .into_iter()
     .filter_map(|(field, changed)| changed.then_some(field))

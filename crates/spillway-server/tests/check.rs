@@ -196,6 +196,33 @@ fn an_admin_listener_off_loopback_needs_a_token() {
 }
 
 #[test]
+fn the_dashboard_history_settings_are_checked() {
+    for (text, why) in [
+        (
+            "[admin]\nhistory = \"5s\"\n",
+            "`admin.history`: must be whole seconds from 10 s to 1 h",
+        ),
+        ("[admin]\nhistory = \"2h\"\n", "`admin.history`"),
+        ("[admin]\nhistory = \"90500ms\"\n", "`admin.history`"),
+        (
+            "[admin]\nhistory_resources = 0\n",
+            "`admin.history_resources`: must be from 1 to 100000",
+        ),
+        (
+            "[admin]\nhistory_resources = 100001\n",
+            "`admin.history_resources`",
+        ),
+    ] {
+        let err = error(text);
+        assert!(err.contains(why), "{text}: {err}");
+    }
+    let good = "[admin]\nhistory = \"15m\"\nhistory_resources = 5000\n";
+    let config = spillway_server::config::parse(good, "spillway.toml").unwrap();
+    assert_eq!(config.admin.history, std::time::Duration::from_secs(900));
+    assert_eq!(config.admin.history_resources, 5000);
+}
+
+#[test]
 fn a_blocked_response_needs_an_error_status() {
     assert_eq!(
         error("[blocked]\nstatus = 200\n"),

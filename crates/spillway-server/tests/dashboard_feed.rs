@@ -26,7 +26,8 @@ async fn start() -> (SocketAddr, SocketAddr) {
     let proxy = server.local_addr().unwrap();
     let listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let admin = listener.local_addr().unwrap();
-    let api = Admin::new(server.proxy().clone(), None, Some(TOKEN.into()));
+    let api = Admin::new(server.proxy().clone(), None, Some(TOKEN.into()))
+        .with_history(Duration::from_secs(60), 10);
     tokio::spawn(api.run(listener, std::future::pending()));
     tokio::spawn(server.run(std::future::pending()));
     (proxy, admin)
@@ -106,10 +107,13 @@ async fn the_stream_and_the_history_show_each_second() {
     assert_eq!(response.status(), StatusCode::OK);
     let history: Value =
         serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
-    assert_eq!(history["window"], 300);
+    assert_eq!(
+        (&history["window"], &history["cap"]),
+        (&60.into(), &10.into())
+    );
     assert_eq!(history["resources"][0]["resource"], "orders");
     let series = history["series"].as_array().unwrap();
-    assert_eq!(series.len(), 300);
+    assert_eq!(series.len(), 60);
     let sum = |field: &str| {
         series
             .iter()

@@ -369,6 +369,22 @@ pub struct AdminConfig {
     /// other is refused with 403, against DNS rebinding; elsewhere, when set, only these).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// How much history the dashboard keeps per resource, one sample a second (default 5 min;
+    /// whole seconds, 10 s to 1 h).
+    #[serde(default = "default_history", with = "humantime_serde")]
+    pub history: Duration,
+    /// The most resources with a history (default 1,000; 1 to 100,000): past it, the busiest
+    /// take the quietest ones' places.
+    #[serde(default = "default_history_resources")]
+    pub history_resources: usize,
+}
+
+fn default_history() -> Duration {
+    Duration::from_secs(crate::feed::DEFAULT_WINDOW as u64)
+}
+
+fn default_history_resources() -> usize {
+    crate::feed::DEFAULT_RESOURCES
 }
 
 impl Default for AdminConfig {
@@ -378,6 +394,8 @@ impl Default for AdminConfig {
             token: None,
             metrics_public: false,
             allowed_hosts: Vec::new(),
+            history: default_history(),
+            history_resources: default_history_resources(),
         }
     }
 }

@@ -257,6 +257,21 @@ impl<'a> Check<'a> {
                 "must not be blank: remove it to run without a token (loopback only)",
             );
         }
+        let history = admin.history;
+        if history.subsec_nanos() != 0 || !(10..=3600).contains(&history.as_secs()) {
+            self.section_problem(
+                "admin",
+                "history",
+                format!("must be whole seconds from 10 s to 1 h, not {history:?}"),
+            );
+        }
+        if !(1..=100_000).contains(&admin.history_resources) {
+            self.section_problem(
+                "admin",
+                "history_resources",
+                format!("must be from 1 to 100000, not {}", admin.history_resources),
+            );
+        }
         if !is_loopback(admin.listen.ip()) && admin_token(admin).is_none() {
             self.section_problem(
                 "admin",
