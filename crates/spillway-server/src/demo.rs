@@ -82,11 +82,12 @@ async fn show(seconds: u64) -> Result<(), BoxError> {
         let _ = stop_rx.await;
     }));
 
+    say!("dashboard: http://{admin_addr}/ (open it while the demo runs)");
     say!(
         "upstream: {WORKERS} workers x {WORK:?} a request (400 req/s at most; about 350 measured, \
          as tokio's timer rounds each sleep up)"
     );
-    say!("proxy on {proxy}, dashboard on http://{admin_addr}/ (while the demo runs)");
+    say!("proxy on {proxy}");
     say!("rules from the bundled demo.toml:");
     say!("  GET /api/orders  QPS 150, reject beyond");
     say!("  GET /api/search  QPS 150, warming up from 50 over 5 s");
