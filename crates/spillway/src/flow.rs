@@ -90,8 +90,8 @@ mod warm_up_throttle;
 pub use concurrency::ConcurrencyLimit;
 
 pub(crate) use admission::{whole_count, AdmissionRing, Admitted};
-pub use compiled::FlowRuleStats;
 pub(crate) use compiled::{Controller, ResourceRules};
+pub use compiled::{FlowRuleState, FlowRuleStats};
 pub(crate) use concurrency::{try_acquire_on, try_increment};
 pub use decision::Decision;
 pub(crate) use gate::GateRead;

@@ -460,6 +460,45 @@ impl Spillway {
             .map(|compiled| compiled.counters.stats())
     }
 
+    /// What the flow rule `id`'s controller holds now, if one is loaded: a warm-up rule's
+    /// allowed QPS, a pacing rule's queue, a shadow rule's refusals not made.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::{Behavior, FlowRule};
+    /// use spillway::{ManualClock, Spillway};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let spillway = Spillway::new_with_clock(clock.clone());
+    /// let paced = FlowRule::qps("paced", "jobs", 10.0).with_behavior(Behavior::Throttle {
+    ///     max_queueing_time: Duration::from_secs(1),
+    ///     stat_duration: Duration::from_secs(1),
+    /// });
+    /// spillway.load_flow_rules(vec![paced])?;
+    /// let state = spillway.flow_rule_state("paced").unwrap();
+    /// assert_eq!(state.queue_wait, Some(Duration::ZERO));
+    /// assert_eq!(state.allowed_qps, None);
+    /// # Ok::<(), spillway::flow::FlowRuleError>(())
+    /// ```
+    pub fn flow_rule_state(&self, id: &str) -> Option<crate::flow::FlowRuleState> {
+        let set = self.inner.core.flow.load();
+        let now = self.inner.core.clock.now_nanos();
+        set.by_resource
+            .values()
+            .flat_map(|rules| &rules.rules)
+            .find(|compiled| compiled.rule.id == id)
+            .map(|compiled| {
+                let (allowed_qps, queue_wait) = compiled.controller.state(now);
+                crate::flow::FlowRuleState {
+                    allowed_qps,
+                    queue_wait,
+                    shadow_refusals: compiled.counters.stats().shadow_refusals,
+                }
+            })
+    }
+
     /// Statistics of the global inbound node, read now.
     pub fn inbound_stats(&self) -> NodeStats {
         self.inner

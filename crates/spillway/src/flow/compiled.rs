@@ -77,6 +77,20 @@ impl Controller {
     }
 }
 
+impl Controller {
+    /// What the controller holds now: the QPS a warm-up allows and the wait a pacer queues.
+    pub(crate) fn state(&self, now_nanos: u64) -> (Option<f64>, Option<std::time::Duration>) {
+        match self {
+            Controller::Reject(..) | Controller::Concurrency { .. } => (None, None),
+            Controller::WarmUp(warm_up) => (Some(warm_up.allowed_qps()), None),
+            Controller::Throttle(throttle) => (None, Some(throttle.queue_wait(now_nanos))),
+            Controller::WarmUpThrottle(both) => {
+                (Some(both.allowed_qps()), Some(both.queue_wait(now_nanos)))
+            }
+        }
+    }
+}
+
 /// What a rule counts of its own.
 #[derive(Debug, Default)]
 pub(crate) struct RuleCounters {
@@ -104,6 +118,20 @@ pub struct FlowRuleStats {
     /// Entries the rule would have refused in shadow mode (see
     /// [`FlowRule::with_shadow`](super::FlowRule::with_shadow)) since a rule of its id was
     /// first loaded. Counted once per entry and rule, whatever the entry's permit count.
+    pub shadow_refusals: u64,
+}
+
+/// What a flow rule's controller holds now (see
+/// [`Spillway::flow_rule_state`](crate::Spillway::flow_rule_state)).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct FlowRuleState {
+    /// For a warm-up rule: the QPS its bucket allows at its fill as of its last check, from
+    /// `count / cold_factor` cold up to `count` warm.
+    pub allowed_qps: Option<f64>,
+    /// For a pacing rule: how long the calls already queued still wait (zero when none does).
+    pub queue_wait: Option<std::time::Duration>,
+    /// Entries the rule would have refused in shadow mode (as in [`FlowRuleStats`]).
     pub shadow_refusals: u64,
 }
 

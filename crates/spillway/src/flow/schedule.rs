@@ -71,6 +71,15 @@ impl Schedule {
         }
     }
 
+    /// How long a call arriving at `now` would wait behind the slots already reserved, before
+    /// its own cost (zero when none is pending).
+    pub(crate) fn backlog(&self, now: u64) -> Duration {
+        match self.latest.load(Ordering::Acquire) {
+            NEVER => Duration::ZERO,
+            latest => Duration::from_nanos(latest.saturating_sub(now)),
+        }
+    }
+
     /// Gives `slot` back if it is still the last one. Returns whether it was.
     pub(crate) fn cancel(&self, slot: Slot) -> bool {
         self.latest

@@ -4,6 +4,7 @@ mod concurrency;
 mod reject;
 #[cfg(feature = "serde")]
 mod serde;
+mod state;
 mod throttle;
 mod validate;
 mod warm_up;

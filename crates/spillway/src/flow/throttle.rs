@@ -159,6 +159,26 @@ impl Throttle {
         self.reserve(now_nanos, acquire).0
     }
 
+    /// How long the calls already queued still wait at `now_nanos`: the last reserved slot's
+    /// distance from now (zero when nothing waits).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::Throttle;
+    /// use std::time::Duration;
+    ///
+    /// let throttle = Throttle::new(10.0, Duration::from_secs(1));
+    /// for _ in 0..3 {
+    ///     throttle.check(0, 1); // one passes, two wait: 100 and 200 ms
+    /// }
+    /// assert_eq!(throttle.queue_wait(0), Duration::from_millis(200));
+    /// assert_eq!(throttle.queue_wait(150_000_000), Duration::from_millis(50));
+    /// ```
+    pub fn queue_wait(&self, now_nanos: u64) -> Duration {
+        self.schedule.backlog(self.clock(now_nanos))
+    }
+
     /// [`check`](Self::check), also returning the slot taken (on a pass or a wait), to give back
     /// with [`give_back`](Self::give_back) if the caller will not go after all: the entry path
     /// does so when a later rule refuses the entry.

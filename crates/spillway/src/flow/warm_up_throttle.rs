@@ -97,4 +97,16 @@ impl WarmUpThrottle {
     pub fn stored_tokens(&self) -> i64 {
         self.tokens.stored()
     }
+
+    /// The QPS paced at the bucket's current fill (as of the last check).
+    pub fn allowed_qps(&self) -> f64 {
+        self.tokens
+            .allowed_qps(self.tokens.stored())
+            .unwrap_or(self.tokens.count())
+    }
+
+    /// How long the calls already queued still wait at `now_nanos` (zero when nothing waits).
+    pub fn queue_wait(&self, now_nanos: u64) -> Duration {
+        self.schedule.backlog(now_nanos)
+    }
 }
