@@ -45,7 +45,17 @@ pub struct Admin {
     allowed_hosts: Arc<Vec<String>>,
     /// Whether the listener is on loopback (set by [`run`](Self::run); checked by `Host`).
     loopback: bool,
+    /// The breakers' last state changes.
+    transitions: Arc<crate::transitions::Transitions>,
+    /// The last writes.
+    audit: Arc<crate::audit::Audit>,
+    /// When this API was made (for the uptime).
+    started: tokio::time::Instant,
 }
+
+/// The peer of an admin connection, in each of its requests' extensions (for the audit).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub(crate) SocketAddr);
 
 /// Stops a task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -79,6 +89,9 @@ impl Admin {
                 crate::feed::DEFAULT_WINDOW,
                 crate::feed::DEFAULT_RESOURCES,
             )),
+            transitions: crate::transitions::Transitions::watch(proxy.spillway()),
+            audit: Arc::default(),
+            started: tokio::time::Instant::now(),
             proxy,
             reloader,
             token,
@@ -86,6 +99,11 @@ impl Admin {
             allowed_hosts: Arc::new(Vec::new()),
             loopback: true,
         }
+    }
+
+    /// The audit trail of writes.
+    pub(crate) fn audit(&self) -> &crate::audit::Audit {
+        &self.audit
     }
 
     /// The dashboard's history and live stream.
@@ -174,7 +192,9 @@ impl Admin {
             crate::conn::prepare(&stream, peer);
             let (admin, counts, builder) = (this.clone(), counts.clone(), builder.clone());
             tokio::spawn(async move {
-                let service = TowerToHyperService::new(router::router(admin));
+                let service = TowerToHyperService::new(
+                    router::router(admin).layer(axum::Extension(Peer(peer))),
+                );
                 let result = builder
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
@@ -282,8 +302,10 @@ impl Admin {
             }
             None => Value::Null,
         };
+        let breaker_rules = spillway.breaker_rules();
         json!({
             "version": env!("CARGO_PKG_VERSION"),
+            "uptime_seconds": self.started.elapsed().as_secs(),
             "config": config,
             // Absent (null) until the probe's first sample (the probe reads -1 then).
             "probe": {
@@ -291,8 +313,11 @@ impl Admin {
                 "cpu_usage": Some(probe.cpu_usage()).filter(|cpu| *cpu >= 0.0),
             },
             "breakers": breakers,
+            "transitions": self.transitions.json(&breaker_rules),
+            "flow": flow_states(spillway),
             "adaptive": adaptive_states(spillway),
             "cluster": cluster_states(self.proxy.cluster_limits()),
+            "audit": self.audit.json(),
         })
     }
 
@@ -311,11 +336,19 @@ impl Admin {
             .is_some_and(|(_, given)| constant_time_eq(given.trim().as_bytes(), token.as_bytes()))
     }
 
-    async fn reload(&self) -> Response<Full<Bytes>> {
+    async fn reload(&self, who: &crate::audit::Who) -> Response<Full<Bytes>> {
+        const ACTION: &str = "POST /api/reload";
         match &self.reloader {
             Some(reloader) => match reloader.reload_off_runtime().await {
-                Ok(()) => json_response(StatusCode::OK, &json!({ "reloaded": true })),
-                Err(err) => error(StatusCode::UNPROCESSABLE_ENTITY, &err.to_string()),
+                Ok(()) => {
+                    self.audit
+                        .record(who, ACTION, "applied", "the file was read again");
+                    json_response(StatusCode::OK, &json!({ "reloaded": true }))
+                }
+                Err(err) => {
+                    self.audit.record(who, ACTION, "invalid", &err.to_string());
+                    error(StatusCode::UNPROCESSABLE_ENTITY, &err.to_string())
+                }
             },
             None => error(
                 StatusCode::NOT_FOUND,
@@ -324,7 +357,15 @@ impl Admin {
         }
     }
 
+    /// `PUT /api/rules[?persist=true]`: replaces the kinds of rules the body holds, every one
+    /// checked before any is applied (so a bad body changes nothing), audited.
     async fn put_rules(&self, request: Request<axum::body::Body>) -> Response<Full<Bytes>> {
+        const ACTION: &str = "PUT /api/rules";
+        let who = crate::audit::Who::of(&request);
+        let refused = |outcome: &str, response: Response<Full<Bytes>>, why: &str| {
+            self.audit.record(&who, ACTION, outcome, why);
+            response
+        };
         let persist = request
             .uri()
             .query()
@@ -332,27 +373,23 @@ impl Admin {
         let file = match (&self.reloader, persist) {
             (Some(reloader), true) => Some(reloader.path().to_path_buf()),
             (None, true) => {
-                return error(
-                    StatusCode::CONFLICT,
-                    "persist=true needs a configuration file, and this server has none",
-                )
+                let why = "persist=true needs a configuration file, and this server has none";
+                return refused("refused", error(StatusCode::CONFLICT, why), why);
             }
             (_, false) => None,
         };
         let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
             Ok(body) => body.to_bytes(),
             Err(_) => {
-                return error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!("the body is larger than {MAX_BODY} bytes, or was cut short"),
-                )
+                let why = format!("the body is larger than {MAX_BODY} bytes, or was cut short");
+                return refused("refused", error(StatusCode::PAYLOAD_TOO_LARGE, &why), &why);
             }
         };
         let rules = match parse_rules_body(&body) {
             Ok(rules) => rules,
-            Err((status, message)) => return error(status, &message),
+            Err(err) => return refused("invalid", err.response(), &err.message),
         };
-        let invalid = |err: String| error(StatusCode::UNPROCESSABLE_ENTITY, &err);
+        let before = self.rules();
         if let Some(file) = &file {
             // Written first: if the file cannot take the rules, nothing changes.
             let written = crate::persist::write_rules(
@@ -365,44 +402,79 @@ impl Admin {
                 },
             );
             if let Err(err) = written {
-                return error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    &format!("not persisted: {err}"),
+                let why = format!("not persisted: {err}");
+                return refused(
+                    "failed",
+                    error(StatusCode::INTERNAL_SERVER_ERROR, &why),
+                    &why,
                 );
             }
         }
+        let kinds: Vec<&str> = [
+            ("flow", rules.flow.is_some()),
+            ("system", rules.system.is_some()),
+            ("breaker", rules.breaker.is_some()),
+            ("adaptive", rules.adaptive.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(kind, given)| given.then_some(kind))
+        .collect();
         let spillway = self.proxy.spillway();
-        let applied = (|| -> Result<(), String> {
+        let applied = (|| -> Result<(), spillway::RuleError> {
             if let Some(flow) = rules.flow {
-                spillway.load_flow_rules(flow).map_err(|e| e.to_string())?;
+                spillway.load_flow_rules(flow)?;
             }
             if let Some(system) = rules.system {
-                spillway
-                    .load_system_rules(system)
-                    .map_err(|e| e.to_string())?;
+                spillway.load_system_rules(system)?;
             }
             if let Some(breaker) = rules.breaker {
-                spillway
-                    .load_breaker_rules(breaker)
-                    .map_err(|e| e.to_string())?;
+                spillway.load_breaker_rules(breaker)?;
             }
             if let Some(adaptive) = rules.adaptive {
                 // Rules that stay the same keep their limiters (limit, RT estimates, queue).
-                spillway
-                    .load_adaptive_rules(adaptive)
-                    .map_err(|e| e.to_string())?;
+                spillway.load_adaptive_rules(adaptive)?;
             }
             Ok(())
         })();
-        match applied {
-            Ok(()) => json_response(StatusCode::OK, &self.rules()),
-            Err(err) => invalid(err),
+        if let Err(err) = applied {
+            let err = BodyError::rule(err);
+            return refused("invalid", err.response(), &err.message);
         }
+        let after = self.rules();
+        let mut detail: Vec<String> = kinds
+            .iter()
+            .map(|kind| crate::audit::changes(kind, &before[kind], &after[kind]))
+            .collect();
+        if file.is_some() {
+            detail.push("persisted to the file".to_owned());
+        }
+        self.audit
+            .record(&who, ACTION, "applied", &detail.join("; "));
+        json_response(StatusCode::OK, &after)
     }
 }
 
-/// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the
-/// reason of the last change, samples, updates, refusals, and its queue (waiting, timeouts).
+/// Each flow rule in load order, with what its controller holds now: a warm-up's allowed QPS,
+/// a pacer's queue wait (milliseconds), a shadow rule's refusals not made.
+fn flow_states(spillway: &spillway::Spillway) -> Vec<Value> {
+    spillway
+        .flow_rules()
+        .iter()
+        .map(|rule| {
+            let state = spillway.flow_rule_state(&rule.id).unwrap_or_default();
+            json!({
+                "rule": rule.id,
+                "resource": rule.resource,
+                "count": rule.count,
+                "shadow": rule.shadow,
+                "allowed_qps": state.allowed_qps,
+                "queue_wait_ms": state.queue_wait.map(|wait| wait.as_secs_f64() * 1e3),
+                "shadow_refusals": state.shadow_refusals,
+            })
+        })
+        .collect()
+}
+
 /// Each cluster rule, in file order: its kind, how it is checked (`leased` or `strict`), its
 /// state (`global` while it admits against the shared limit, `fallback` while Redis is out of
 /// reach) and the instances its last answer counted.
@@ -424,6 +496,8 @@ fn cluster_states(cluster: &crate::cluster::ClusterLimits) -> Vec<Value> {
         .collect()
 }
 
+/// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the
+/// reason of the last change, samples, updates, refusals, and its queue (waiting, timeouts).
 fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
     let millis = |rtt: Option<std::time::Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1e3);
     spillway
@@ -468,28 +542,62 @@ fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
 pub fn check_rules_body(body: &[u8]) -> Result<(), String> {
     parse_rules_body(body)
         .map(|_| ())
-        .map_err(|(_, message)| message)
+        .map_err(|err| err.message)
 }
 
-/// The body's rule kinds, or the status and message of what is wrong (400: malformed, 422: a
-/// rule at fault).
-fn parse_rules_body(body: &[u8]) -> Result<RulesBody, (StatusCode, String)> {
-    let rules: RulesBody = serde_json::from_slice(body)
-        .map_err(|err| (StatusCode::BAD_REQUEST, format!("bad JSON: {err}")))?;
-    let invalid = |err: String| (StatusCode::UNPROCESSABLE_ENTITY, err);
+/// What is wrong with a `PUT /api/rules` body: 400 for malformed JSON, 422 for a rule at fault,
+/// named (kind, position, id, field) so that a form can show the error by its field.
+#[derive(Debug)]
+struct BodyError {
+    status: StatusCode,
+    message: String,
+    rule: Option<spillway::RuleError>,
+}
+
+impl BodyError {
+    fn rule(err: spillway::RuleError) -> Self {
+        Self {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            message: err.to_string(),
+            rule: Some(err),
+        }
+    }
+
+    /// `{"error": message, "rule": {"kind", "index", "id", "field", "problem"}}` (no `rule` for
+    /// malformed JSON).
+    fn response(&self) -> Response<Full<Bytes>> {
+        let mut body = json!({ "error": self.message });
+        if let Some(rule) = &self.rule {
+            body["rule"] = json!({
+                "kind": rule.kind(),
+                "index": rule.index(),
+                "id": rule.id(),
+                "field": rule.field(),
+                "problem": rule.problem(),
+            });
+        }
+        json_response(self.status, &body)
+    }
+}
+
+/// The body's rule kinds, every one checked.
+fn parse_rules_body(body: &[u8]) -> Result<RulesBody, BodyError> {
+    let rules: RulesBody = serde_json::from_slice(body).map_err(|err| BodyError {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("bad JSON: {err}"),
+        rule: None,
+    })?;
     if let Some(flow) = &rules.flow {
-        spillway::flow::validate_flow_rules(flow).map_err(|err| invalid(err.to_string()))?;
+        spillway::flow::validate_flow_rules(flow).map_err(BodyError::rule)?;
     }
     if let Some(system) = &rules.system {
-        spillway::system::validate_system_rules(system).map_err(|err| invalid(err.to_string()))?;
+        spillway::system::validate_system_rules(system).map_err(BodyError::rule)?;
     }
     if let Some(breaker) = &rules.breaker {
-        spillway::breaker::validate_breaker_rules(breaker)
-            .map_err(|err| invalid(err.to_string()))?;
+        spillway::breaker::validate_breaker_rules(breaker).map_err(BodyError::rule)?;
     }
     if let Some(adaptive) = &rules.adaptive {
-        spillway::adaptive::validate_adaptive_rules(adaptive)
-            .map_err(|err| invalid(err.to_string()))?;
+        spillway::adaptive::validate_adaptive_rules(adaptive).map_err(BodyError::rule)?;
     }
     Ok(rules)
 }

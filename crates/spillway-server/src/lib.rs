@@ -11,6 +11,7 @@
 //! - [`upstream`]: an upstream with a known capacity, for the demo and the lab.
 
 pub mod admin;
+mod audit;
 mod cluster;
 pub mod config;
 mod conn;
@@ -28,6 +29,7 @@ mod router;
 mod second;
 mod server;
 pub mod tls;
+mod transitions;
 pub mod upstream;
 
 pub use cluster::ClusterLimits;

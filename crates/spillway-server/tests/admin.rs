@@ -179,6 +179,12 @@ async fn writes_need_the_token_and_bad_bodies_change_nothing() {
         json(&body)["error"],
         "flow rule #0 (id `x`): `count` must be finite and at least 0, got -1"
     );
+    // Named for a form to show by its field.
+    assert_eq!(
+        json(&body)["rule"],
+        serde_json::json!({"kind": "flow", "index": 0, "id": "x", "field": "count",
+                           "problem": "must be finite and at least 0, got -1"})
+    );
     let (_, rules) = get(h.admin, "/api/rules").await;
     assert_eq!(json(&rules)["flow"][0]["count"], 1.0, "nothing changed");
 
@@ -191,6 +197,30 @@ async fn writes_need_the_token_and_bad_bodies_change_nothing() {
     let (status, body) = put_rules(&h, Some(TOKEN), replacement).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(json(&body)["flow"][0]["count"], 100.0);
+
+    // Every write is in the audit trail, newest first: who (the peer), what, the outcome.
+    let (_, status) = get(h.admin, "/api/status").await;
+    let audit = json(&status)["audit"].as_array().unwrap().clone();
+    let outcomes: Vec<(&str, &str)> = audit
+        .iter()
+        .map(|w| {
+            (
+                w["outcome"].as_str().unwrap(),
+                w["detail"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(outcomes.len(), 7, "{outcomes:?}");
+    assert_eq!(
+        outcomes[0],
+        ("applied", "flow: changed orders-qps (count 1.0 -> 100.0)")
+    );
+    assert_eq!(outcomes[2].0, "invalid");
+    assert!(outcomes[2].1.contains("`count`"), "{outcomes:?}");
+    assert_eq!(outcomes[5], ("refused", "no valid admin token"));
+    assert_eq!(outcomes[6], ("refused", "no valid admin token"));
+    assert!(audit.iter().all(|w| w["action"] == "PUT /api/rules"
+        && w["peer"].as_str().unwrap().starts_with("127.0.0.1:")));
 }
 
 /// Checks the Prometheus text format line by line: `# HELP`/`# TYPE`/`# EOF` comments, or
@@ -838,4 +868,60 @@ async fn the_watcher_reloads_a_file_written_in_place_or_renamed_over() {
     wait_for_reloads(2).await;
     let (_, rules) = get(h.admin, "/api/rules").await;
     assert_eq!(json(&rules)["flow"][0]["count"], 3.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_status_shows_each_flow_rule_s_state_and_the_breakers_transitions_with_why() {
+    let rules = "[[flow]]\nid = \"orders-paced\"\nresource = \"orders\"\ncount = 10\nbehavior = { type = \"throttle\", max_queueing_time = \"1s\" }\n\n[[breaker]]\nid = \"orders-errors\"\nresource = \"orders\"\nretry_timeout = \"60s\"\nmin_request_amount = 2\nstrategy = { type = \"error_count\", threshold = 1 }\n";
+    let h = start(rules).await;
+    let (_, status) = get(h.admin, "/api/status").await;
+    let status = json(&status);
+    assert_eq!(status["transitions"], serde_json::json!([]));
+    assert_eq!(status["flow"][0]["rule"], "orders-paced");
+    assert_eq!(status["flow"][0]["queue_wait_ms"], 0.0);
+    assert_eq!(status["flow"][0]["allowed_qps"], Value::Null);
+    assert!(status["uptime_seconds"].is_u64());
+    // Nothing listens upstream: each admitted request is a 502, an error to the breaker. The
+    // second error crosses the threshold of 1 and opens it.
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut statuses = Vec::new();
+    for _ in 0..3 {
+        let uri = format!("http://{}/orders", h.proxy).parse().unwrap();
+        statuses.push(client.get(uri).await.unwrap().status());
+        // Past the pacer's 100 ms between calls.
+        tokio::time::advance(std::time::Duration::from_millis(150)).await;
+    }
+    assert_eq!(
+        statuses,
+        [
+            StatusCode::BAD_GATEWAY,
+            StatusCode::BAD_GATEWAY,
+            StatusCode::TOO_MANY_REQUESTS
+        ]
+    );
+    let (_, status) = get(h.admin, "/api/status").await;
+    let status = json(&status);
+    let transitions = status["transitions"].as_array().unwrap();
+    assert_eq!(transitions.len(), 1, "{transitions:?}");
+    let opened = &transitions[0];
+    assert_eq!(
+        (
+            &opened["rule"],
+            &opened["resource"],
+            &opened["from"],
+            &opened["to"]
+        ),
+        (
+            &Value::from("orders-errors"),
+            &Value::from("orders"),
+            &Value::from("closed"),
+            &Value::from("open")
+        )
+    );
+    assert_eq!(opened["why"], "2 errors in 1s over the threshold 1");
+    assert!(
+        opened["at"].as_f64().unwrap() > 1.7e9,
+        "wall time, Unix seconds"
+    );
+    assert_eq!(status["breakers"][0]["state"], "open");
 }

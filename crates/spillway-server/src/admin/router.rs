@@ -44,6 +44,14 @@ async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Resp
         _ => false,
     };
     if !open && !admin.authorized(&request) {
+        let method = request.method();
+        if method != http::Method::GET && method != http::Method::HEAD {
+            let action = format!("{method} {}", request.uri().path());
+            let who = crate::audit::Who::of(&request);
+            admin
+                .audit()
+                .record(&who, &action, "refused", "no valid admin token");
+        }
         return body(unauthorized());
     }
     next.run(request).await
@@ -119,8 +127,8 @@ async fn status(State(admin): State<Admin>) -> Response {
     body(json_response(StatusCode::OK, &admin.status()))
 }
 
-async fn reload(State(admin): State<Admin>) -> Response {
-    body(admin.reload().await)
+async fn reload(State(admin): State<Admin>, request: Request) -> Response {
+    body(admin.reload(&crate::audit::Who::of(&request)).await)
 }
 
 async fn metrics(State(admin): State<Admin>, request: Request) -> Response {
