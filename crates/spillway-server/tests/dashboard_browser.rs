@@ -451,7 +451,8 @@ async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
     let (_, rules) = admin_call(admin, http::Method::GET, "/api/rules", "").await;
     assert_eq!(rules["flow"][0]["count"], 1000.0, "nothing changed");
 
-    // A valid edit takes effect: the proxy starts refusing.
+    // A valid edit takes effect: the proxy starts refusing. It is written to the file too.
+    click(client, "#persist").await;
     count.clear().await.unwrap();
     count.send_keys("1").await.unwrap();
     click(client, "#rules-flow form.rule-form button.save").await;
@@ -473,10 +474,16 @@ async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
                   .some((li) => li.textContent.includes('orders-qps started refusing orders'));"#,
     )
     .await;
+    let file = std::fs::read_to_string(&config).unwrap();
+    assert!(
+        file.contains("count = 1.0\n") || file.contains("count = 1\n"),
+        "{file}"
+    );
     let audit = text(client, "#audit").await;
     assert!(
         audit.contains("dashboard from 127.0.0.1:")
-            && audit.contains("flow: changed orders-qps (count 1000.0 -> 1.0)"),
+            && audit
+                .contains("flow: changed orders-qps (count 1000.0 -> 1.0); persisted to the file"),
         "{audit}"
     );
 
@@ -744,6 +751,26 @@ async fn the_demo_tells_its_story() {
         "return document.querySelectorAll('#detail svg.chart').length === 4;",
     )
     .await;
+    // Nothing is wider than the window (a long rule or name wraps).
+    let wide = client
+        .execute(
+            "return [...document.querySelectorAll('body *')]
+                 .filter((n) => n.getBoundingClientRect().right > window.innerWidth)
+                 .map((n) => `${n.tagName} ${n.id} ${n.className}`);",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(wide, json!([]), "wider than the window");
+    if std::env::var_os("SPILLWAY_UPDATE_SCREENSHOT").is_some() {
+        // For the README: half a minute of history in the charts.
+        until(
+            client,
+            "half a minute",
+            "return status && status.uptime_seconds >= 30;",
+        )
+        .await;
+    }
     let png = client.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     assert!(png.len() > 20_000, "{} bytes: a blank page?", png.len());
