@@ -325,6 +325,28 @@ async fn click(client: &Client, css: &str) {
     until(client, css, &script).await;
 }
 
+/// Clicks `orders-qps`'s shadow button; waits until the page and the server agree that the
+/// rule is in shadow mode (`shadow`) or enforced.
+async fn switch_shadow(client: &Client, admin: SocketAddr, shadow: bool) {
+    const BUTTON: &str = r#"#rules-flow tr[data-id="orders-qps"] button.shadow"#;
+    click(client, BUTTON).await;
+    // The button offers the other mode.
+    let label = if shadow { "enforce" } else { "shadow" };
+    let script = format!(
+        "const b = document.querySelector({}); return b && b.textContent === '{label}';",
+        Value::from(BUTTON)
+    );
+    until(client, "the rule's mode", &script).await;
+    let (_, rules) = admin_call(admin, http::Method::GET, "/api/rules", "").await;
+    assert_eq!(rules["flow"][0]["shadow"], shadow);
+}
+
+/// The newest second the page has received.
+async fn last_second(client: &Client) -> u64 {
+    let second = client.execute("return lastSecond;", vec![]).await.unwrap();
+    second.as_u64().unwrap()
+}
+
 /// The page's text of the first element matching `css`.
 async fn text(client: &Client, css: &str) -> String {
     client
@@ -488,45 +510,14 @@ async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
     );
 
     // Shadow mode and back: in shadow the rule refuses nothing.
-    click(
-        client,
-        r#"#rules-flow tr[data-id="orders-qps"] button.shadow"#,
-    )
-    .await;
-    until(
-        client,
-        "the rule in shadow",
-        r#"const b = document.querySelector('#rules-flow tr[data-id="orders-qps"] button.shadow');
-           return b && b.textContent === 'enforce';"#,
-    )
-    .await;
-    let (_, rules) = admin_call(admin, http::Method::GET, "/api/rules", "").await;
-    assert_eq!(rules["flow"][0]["shadow"], true);
+    switch_shadow(client, admin, true).await;
     for _ in 0..5 {
         assert_eq!(get(proxy, "/orders").await, StatusCode::OK);
     }
-    click(
-        client,
-        r#"#rules-flow tr[data-id="orders-qps"] button.shadow"#,
-    )
-    .await;
-    until(
-        client,
-        "the rule enforced",
-        r#"const b = document.querySelector('#rules-flow tr[data-id="orders-qps"] button.shadow');
-           return b && b.textContent === 'shadow';"#,
-    )
-    .await;
-    let (_, rules) = admin_call(admin, http::Method::GET, "/api/rules", "").await;
-    assert_eq!(rules["flow"][0]["shadow"], false);
+    switch_shadow(client, admin, false).await;
 
     // The stream survives a reload: seconds keep coming after it.
-    let before: u64 = client
-        .execute("return lastSecond;", vec![])
-        .await
-        .unwrap()
-        .as_u64()
-        .unwrap();
+    let before = last_second(client).await;
     let (status, _) = admin_call(admin, http::Method::POST, "/api/reload", "").await;
     assert_eq!(status, StatusCode::OK);
     until(
@@ -545,12 +536,7 @@ async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
     )
     .await;
     let mut server = serve(&config).await;
-    let before: u64 = client
-        .execute("return lastSecond;", vec![])
-        .await
-        .unwrap()
-        .as_u64()
-        .unwrap();
+    let before = last_second(client).await;
     until(
         client,
         "the stream back",
