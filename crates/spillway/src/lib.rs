@@ -157,6 +157,7 @@ pub mod dubbo;
 mod entry;
 pub mod flow;
 mod intern;
+pub mod keyed;
 pub mod rate_limiter;
 mod registry;
 mod resource;

@@ -1,0 +1,389 @@
+//! One per-key rule's state: exact state for the busiest keys, in a fixed table, and fixed-size
+//! sketches for the rest.
+//!
+//! - **Exact state.** A table of `capacity` places (rounded up to a multiple of [`WAYS`]), in
+//!   sets of [`WAYS`] chosen by the key's hash, each set behind its own lock. A key with a place
+//!   is checked exactly as Sentinel's `ParamFlowChecker` checks a value: a token bucket refilled
+//!   once its `duration` has passed (reject), or a pacing schedule (throttle).
+//! - **Which keys have it.** A key without a place takes a free one in its set; in a full set,
+//!   it takes the place of the set's least busy key (by the `seen` sketch, over this window and
+//!   the last) if it is busier, unless that key was refused in this window or the last: a key
+//!   being limited keeps its place, whatever floods of other keys arrive.
+//! - **The rest.** A key without a place is limited by the `passed` sketch: it passes while its
+//!   count of passes in the current window (of `duration`, aligned to the clock) plus this call
+//!   is at most its `count`. A sketch never counts a key below its truth, so this only refuses
+//!   early. A key that takes a place starts from the same sketch: a key the sketches never saw
+//!   starts full, as in Sentinel; one they saw starts with `count` less its passes over this
+//!   window and the last, never as fresh.
+//! - **Concurrency rules** count calls in flight per key in a sketch (more than the truth only
+//!   when keys share every cell), and need no table.
+//!
+//! Memory per rule is fixed by `capacity` (see [`KeyedLimiter::heap_bytes`]).
+
+use super::sketch::{Cells, FlightSketch, WindowSketch};
+use super::{fingerprint, KeyedBehavior, KeyedRule};
+use crate::flow::{Decision, Grade};
+use crate::sync::Mutex;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Places per set of the exact-state table.
+pub const WAYS: usize = 4;
+
+/// Narrowest sketch row.
+const MIN_WIDTH: usize = 1_024;
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    /// The key's fingerprint; 0: a free place (a key hashing to 0 is stored as 1).
+    key: u64,
+    /// Reject: tokens left (Sentinel's token counter). Unused by throttle.
+    tokens: i64,
+    /// Reject: when tokens were last added; throttle: the last pass (ms).
+    last_ms: u64,
+    /// One more than the window in which the key was last refused (0: never).
+    limited: u64,
+}
+
+/// How a check was decided, for the rule's counters and the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// By the key's exact state.
+    Exact,
+    /// By the sketch (no place for the key).
+    Sketch,
+}
+
+/// What a per-key rule counted (see [`KeyedLimiter::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyedStats {
+    /// Checks decided by a key's exact state.
+    pub exact: u64,
+    /// Checks decided by the sketch, for keys without a place.
+    pub sketched: u64,
+    /// Keys that lost their place to a busier key.
+    pub evictions: u64,
+}
+
+/// The state of one per-key rule.
+#[derive(Debug)]
+pub struct KeyedLimiter {
+    behavior: KeyedBehavior,
+    /// `(long) count`.
+    count: u64,
+    burst: u64,
+    duration_ms: u64,
+    /// Exceptions by key fingerprint.
+    exceptions: HashMap<u64, u64>,
+    sets: Box<[Mutex<[Slot; WAYS]>]>,
+    seen: WindowSketch,
+    passed: WindowSketch,
+    flight: Option<FlightSketch>,
+    stats: Mutex<KeyedStats>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl KeyedLimiter {
+    /// The state of `rule` (taken as validated: see
+    /// [`validate_keyed_rules`](super::validate_keyed_rules)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::Decision;
+    /// use spillway::keyed::{fingerprint, KeyedLimiter, KeyedRule};
+    ///
+    /// let limiter = KeyedLimiter::new(&KeyedRule::qps("per-user", "api", 2.0));
+    /// let (alice, bob) = (fingerprint("alice"), fingerprint("bob"));
+    /// assert_eq!(limiter.check(alice, 1, 0), Decision::Pass);
+    /// assert_eq!(limiter.check(alice, 1, 0), Decision::Pass);
+    /// assert_eq!(limiter.check(alice, 1, 0), Decision::Block);
+    /// assert_eq!(limiter.check(bob, 1, 0), Decision::Pass); // each key its own limit
+    /// ```
+    pub fn new(rule: &KeyedRule) -> Self {
+        let width = (rule.capacity.saturating_mul(2))
+            .max(MIN_WIDTH)
+            .next_power_of_two();
+        let concurrency = rule.grade == Grade::Concurrency;
+        let sets = if concurrency {
+            0
+        } else {
+            rule.capacity.div_ceil(WAYS)
+        };
+        Self {
+            behavior: rule.behavior,
+            count: rule.count as u64,
+            burst: rule.burst,
+            duration_ms: (rule.duration.as_secs() * 1_000).max(1),
+            exceptions: rule
+                .exceptions
+                .iter()
+                .map(|e| (fingerprint(e.key.as_str()), e.count))
+                .collect(),
+            sets: (0..sets)
+                .map(|_| Mutex::new([Slot::default(); WAYS]))
+                .collect(),
+            seen: WindowSketch::new(if concurrency { 1 } else { width }),
+            passed: WindowSketch::new(if concurrency { 1 } else { width }),
+            flight: concurrency.then(|| FlightSketch::new(width)),
+            stats: Mutex::new(KeyedStats::default()),
+        }
+    }
+
+    /// The limit of the key `key` (a [`fingerprint`]).
+    fn limit_of(&self, key: u64) -> u64 {
+        self.exceptions.get(&key).copied().unwrap_or(self.count)
+    }
+
+    /// Decides `acquire` permits for the key `key` (its [`fingerprint`]) at `now_nanos`.
+    /// A `Wait` (throttle) has reserved its place in the key's schedule. For a concurrency
+    /// rule, a pass counts one call in flight until [`exit`](Self::exit).
+    pub fn check(&self, key: u64, acquire: u32, now_nanos: u64) -> Decision {
+        self.decide(key, acquire, now_nanos).0
+    }
+
+    /// A call of `key` admitted by a concurrency rule ended.
+    pub fn exit(&self, key: u64) {
+        if let Some(flight) = &self.flight {
+            flight.exit(Cells::of(key.max(1), flight.width()));
+        }
+    }
+
+    /// Calls of `key` in flight (concurrency rules; at least the truth).
+    pub fn in_flight(&self, key: u64) -> i64 {
+        self.flight.as_ref().map_or(0, |flight| {
+            flight.in_flight(Cells::of(key.max(1), flight.width()))
+        })
+    }
+
+    /// What the rule counted.
+    pub fn stats(&self) -> KeyedStats {
+        *lock(&self.stats)
+    }
+
+    /// Bytes of its table and sketches: fixed by the rule's `capacity` (and grade) whatever the
+    /// number of keys.
+    pub fn heap_bytes(&self) -> usize {
+        self.sets.len() * std::mem::size_of::<Mutex<[Slot; WAYS]>>()
+            + self.seen.heap_bytes()
+            + self.passed.heap_bytes()
+            + self.flight.as_ref().map_or(0, FlightSketch::heap_bytes)
+            + self.exceptions.capacity() * (2 * std::mem::size_of::<u64>() + 8)
+    }
+
+    pub(crate) fn decide(&self, key: u64, acquire: u32, now_nanos: u64) -> (Decision, Path) {
+        let key = key.max(1);
+        let limit = self.limit_of(key);
+        if let Some(flight) = &self.flight {
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let cells = Cells::of(key, flight.width());
+            let decision = if flight.try_enter(cells, limit) {
+                Decision::Pass
+            } else {
+                Decision::Block
+            };
+            return (decision, Path::Exact);
+        }
+        let now_ms = now_nanos / 1_000_000;
+        let window = now_ms / self.duration_ms;
+        let cells = Cells::of(key, self.seen.width());
+        self.seen.add(cells, window, 1);
+        let (decision, path) = if limit == 0 {
+            // Sentinel: a key with no tokens is always refused.
+            (Decision::Block, Path::Exact)
+        } else {
+            self.decide_qps(key, cells, limit, acquire, now_ms, window)
+        };
+        if decision.admits() {
+            self.passed.add(cells, window, u64::from(acquire));
+        }
+        let mut stats = lock(&self.stats);
+        match path {
+            Path::Exact => stats.exact += 1,
+            Path::Sketch => stats.sketched += 1,
+        }
+        (decision, path)
+    }
+
+    fn decide_qps(
+        &self,
+        key: u64,
+        cells: Cells,
+        limit: u64,
+        acquire: u32,
+        now_ms: u64,
+        window: u64,
+    ) -> (Decision, Path) {
+        let set = &self.sets[set_of(key, self.sets.len())];
+        let mut ways = lock(set);
+        let place = match ways.iter().position(|slot| slot.key == key) {
+            Some(place) => Some(place),
+            None => self.take_place(&mut ways, key, cells, limit, now_ms, window),
+        };
+        let Some(place) = place else {
+            drop(ways);
+            // No place: at most `limit` passes in this window, by the sketch.
+            let (passed, _) = self.passed.counts(cells, window);
+            let decision = if passed + u64::from(acquire) <= limit {
+                Decision::Pass
+            } else {
+                Decision::Block
+            };
+            return (decision, Path::Sketch);
+        };
+        let slot = &mut ways[place];
+        let decision = match self.behavior {
+            KeyedBehavior::Reject => self.reject(slot, limit, acquire, now_ms),
+            KeyedBehavior::Throttle { max_queueing_time } => {
+                self.throttle(slot, limit, acquire, now_ms, max_queueing_time)
+            }
+        };
+        if !decision.admits() {
+            slot.limited = window + 1;
+        }
+        (decision, Path::Exact)
+    }
+
+    /// A place for `key` in `ways`, if it gets one, its state set from the sketches.
+    fn take_place(
+        &self,
+        ways: &mut [Slot; WAYS],
+        key: u64,
+        cells: Cells,
+        limit: u64,
+        now_ms: u64,
+        window: u64,
+    ) -> Option<usize> {
+        let busy = |cells: Cells| {
+            let (current, previous) = self.seen.counts(cells, window);
+            current + previous
+        };
+        let place = match ways.iter().position(|slot| slot.key == 0) {
+            Some(free) => free,
+            None => {
+                let width = self.seen.width();
+                // Keys refused in this window or the last keep their places.
+                let (victim, victim_busy) = ways
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, slot)| slot.limited == 0 || slot.limited < window)
+                    .map(|(at, slot)| (at, busy(Cells::of(slot.key, width))))
+                    .min_by_key(|&(_, busy)| busy)?;
+                if busy(cells) <= victim_busy {
+                    return None;
+                }
+                lock(&self.stats).evictions += 1;
+                victim
+            }
+        };
+        let (seen_now, seen_before) = self.seen.counts(cells, window);
+        let (passed_now, passed_before) = self.passed.counts(cells, window);
+        // This call is the only one the sketches saw: a new key, which starts as Sentinel's
+        // do (set by the check). Otherwise, never as fresh: `limit` less what it passed.
+        let fresh = seen_now + seen_before <= 1 && passed_now + passed_before == 0;
+        ways[place] = if fresh {
+            Slot {
+                key,
+                tokens: NEW,
+                last_ms: 0,
+                limited: 0,
+            }
+        } else {
+            let left = limit.saturating_sub(passed_now + passed_before);
+            Slot {
+                key,
+                tokens: i64::try_from(left).unwrap_or(i64::MAX),
+                last_ms: now_ms,
+                limited: 0,
+            }
+        };
+        Some(place)
+    }
+
+    /// Sentinel's `passDefaultLocalCheck` on the key's bucket.
+    fn reject(&self, slot: &mut Slot, limit: u64, acquire: u32, now_ms: u64) -> Decision {
+        let acquire = u64::from(acquire);
+        let max = limit.saturating_add(self.burst);
+        if acquire > max {
+            return Decision::Block;
+        }
+        let (max, acquire) = (as_i64(max), as_i64(acquire));
+        if slot.tokens == NEW {
+            // Token never added: fill the bucket and take from it.
+            slot.tokens = max - acquire;
+            slot.last_ms = now_ms;
+            return Decision::Pass;
+        }
+        let pass_time = now_ms.saturating_sub(slot.last_ms);
+        if pass_time > self.duration_ms {
+            // Java: long toAddCount = (passTime * tokenCount) / (durationInSec * 1000);
+            let to_add = (u128::from(pass_time) * u128::from(limit)) / u128::from(self.duration_ms);
+            let to_add = i64::try_from(to_add).unwrap_or(i64::MAX);
+            let rest = slot.tokens;
+            let new = if to_add.saturating_add(rest) > max {
+                max - acquire
+            } else {
+                rest + to_add - acquire
+            };
+            if new < 0 {
+                return Decision::Block;
+            }
+            slot.tokens = new;
+            slot.last_ms = now_ms;
+            Decision::Pass
+        } else if slot.tokens - acquire >= 0 {
+            slot.tokens -= acquire;
+            Decision::Pass
+        } else {
+            Decision::Block
+        }
+    }
+
+    /// Sentinel's `passThrottleLocalCheck` on the key's schedule.
+    fn throttle(
+        &self,
+        slot: &mut Slot,
+        limit: u64,
+        acquire: u32,
+        now_ms: u64,
+        max_queueing_time: Duration,
+    ) -> Decision {
+        // Java: Math.round(1.0 * 1000 * acquireCount * rule.getDurationInSec() / tokenCount)
+        let cost = (self.duration_ms as f64 * f64::from(acquire) / limit as f64).round() as u64;
+        if slot.tokens == NEW {
+            // Never passed: pass, and start the schedule now.
+            slot.tokens = 0;
+            slot.last_ms = now_ms;
+            return Decision::Pass;
+        }
+        let expected = slot.last_ms.saturating_add(cost);
+        let max_queueing_ms = u64::try_from(max_queueing_time.as_millis()).unwrap_or(u64::MAX);
+        if expected <= now_ms || expected - now_ms < max_queueing_ms {
+            if expected > now_ms {
+                slot.last_ms = expected;
+                Decision::Wait(Duration::from_millis(expected - now_ms))
+            } else {
+                slot.last_ms = now_ms;
+                Decision::Pass
+            }
+        } else {
+            Decision::Block
+        }
+    }
+}
+
+/// A slot's state before its first check (Sentinel: no token counter yet).
+const NEW: i64 = i64::MIN;
+
+fn as_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The set of `key` among `sets` (multiply-shift on the hash's high bits).
+fn set_of(key: u64, sets: usize) -> usize {
+    ((u128::from(key.rotate_left(32)) * sets as u128) >> 64) as usize
+}

@@ -1,0 +1,232 @@
+//! Count-min sketches of a fixed size: how often each key was seen or passed in the current and
+//! the previous window, and how many of its calls are in flight. A sketch never counts a key
+//! below its true count (it can only count more, when keys share cells), which is what makes it
+//! safe to limit a key on: the error only ever refuses early.
+
+use crate::sync::{AtomicI64, AtomicU64, Ordering};
+
+/// Rows of every sketch: a key's count is the least of its cells in these rows.
+pub(crate) const ROWS: usize = 4;
+
+/// Bits of a windowed cell: the window's number (low 16 bits), then this window's count and the
+/// previous window's, 24 bits each (saturating).
+const WINDOW_BITS: u32 = 16;
+const COUNT_BITS: u32 = 24;
+const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
+const WINDOW_MASK: u64 = (1 << WINDOW_BITS) - 1;
+
+/// A key's cells: one column per row, from its 64-bit hash (double hashing).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cells([usize; ROWS]);
+
+impl Cells {
+    /// The columns of the key hashed to `hash` in rows of `width` (a power of two).
+    pub(crate) fn of(hash: u64, width: usize) -> Self {
+        let mask = width as u64 - 1;
+        // Two halves of the hash, the second odd, stepped through: distinct columns per row for
+        // keys whose hashes differ.
+        let (a, b) = (hash, (hash >> 32) | 1);
+        let mut cells = [0; ROWS];
+        for (row, cell) in cells.iter_mut().enumerate() {
+            let column = a
+                .wrapping_add(b.wrapping_mul(row as u64 + 1))
+                .rotate_left(17)
+                & mask;
+            *cell = row * width + column as usize;
+        }
+        Self(cells)
+    }
+}
+
+/// Counts per window: this window's and the previous one's, per key.
+#[derive(Debug)]
+pub(crate) struct WindowSketch {
+    width: usize,
+    cells: Box<[AtomicU64]>,
+}
+
+fn unpack(cell: u64) -> (u64, u64, u64) {
+    (
+        cell & WINDOW_MASK,
+        (cell >> WINDOW_BITS) & COUNT_MAX,
+        (cell >> (WINDOW_BITS + COUNT_BITS)) & COUNT_MAX,
+    )
+}
+
+fn pack(window: u64, current: u64, previous: u64) -> u64 {
+    (window & WINDOW_MASK)
+        | (current.min(COUNT_MAX) << WINDOW_BITS)
+        | (previous.min(COUNT_MAX) << (WINDOW_BITS + COUNT_BITS))
+}
+
+/// A cell's counts as of `window`: (this window's, the previous window's).
+fn counts_at(cell: u64, window: u64) -> (u64, u64) {
+    let (stored, current, previous) = unpack(cell);
+    let window = window & WINDOW_MASK;
+    if stored == window {
+        (current, previous)
+    } else if stored.wrapping_add(1) & WINDOW_MASK == window {
+        (0, current)
+    } else {
+        (0, 0)
+    }
+}
+
+impl WindowSketch {
+    /// A sketch `width` columns wide (a power of two) in each of its rows.
+    pub(crate) fn new(width: usize) -> Self {
+        debug_assert!(width.is_power_of_two());
+        Self {
+            width,
+            cells: (0..ROWS * width).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    pub(crate) fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Adds `n` to the key's count in `window`.
+    pub(crate) fn add(&self, cells: Cells, window: u64, n: u64) {
+        for &index in &cells.0 {
+            let cell = &self.cells[index];
+            let mut old = cell.load(Ordering::Relaxed);
+            loop {
+                let (current, previous) = counts_at(old, window);
+                let new = pack(window, current.saturating_add(n), previous);
+                // Relaxed: a count guards no other data.
+                match cell.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => break,
+                    Err(actual) => old = actual,
+                }
+            }
+        }
+    }
+
+    /// The key's counts as of `window`: (this window's, the previous window's), each at least
+    /// the true count.
+    pub(crate) fn counts(&self, cells: Cells, window: u64) -> (u64, u64) {
+        let mut least = (u64::MAX, u64::MAX);
+        for &index in &cells.0 {
+            let (current, previous) = counts_at(self.cells[index].load(Ordering::Relaxed), window);
+            least = (least.0.min(current), least.1.min(previous));
+        }
+        least
+    }
+
+    /// Bytes this sketch holds.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.cells.len() * std::mem::size_of::<AtomicU64>()
+    }
+}
+
+/// Calls in flight per key.
+#[derive(Debug)]
+pub(crate) struct FlightSketch {
+    width: usize,
+    cells: Box<[AtomicI64]>,
+}
+
+impl FlightSketch {
+    pub(crate) fn new(width: usize) -> Self {
+        debug_assert!(width.is_power_of_two());
+        Self {
+            width,
+            cells: (0..ROWS * width).map(|_| AtomicI64::new(0)).collect(),
+        }
+    }
+
+    pub(crate) fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Counts one more call of the key in flight if that keeps its count at most `limit`;
+    /// returns whether it did. Counted first, then checked, and taken back if over: two racing
+    /// calls can both be refused, never both admitted past the limit.
+    pub(crate) fn try_enter(&self, cells: Cells, limit: i64) -> bool {
+        let mut least = i64::MAX;
+        for &index in &cells.0 {
+            // AcqRel: every call's increment is ordered before the other calls' checks.
+            let now = self.cells[index].fetch_add(1, Ordering::AcqRel) + 1;
+            least = least.min(now);
+        }
+        if least <= limit {
+            return true;
+        }
+        self.exit(cells);
+        false
+    }
+
+    /// A call of the key ended.
+    pub(crate) fn exit(&self, cells: Cells) {
+        for &index in &cells.0 {
+            self.cells[index].fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The key's calls in flight (at least the true number).
+    pub(crate) fn in_flight(&self, cells: Cells) -> i64 {
+        cells
+            .0
+            .iter()
+            .map(|&index| self.cells[index].load(Ordering::Acquire))
+            .min()
+            .unwrap_or(0)
+    }
+
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.cells.len() * std::mem::size_of::<AtomicI64>()
+    }
+}
+
+#[cfg(all(test, not(spillway_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_counts_this_window_and_the_last_and_forgets_older_ones() {
+        let sketch = WindowSketch::new(1024);
+        let key = Cells::of(0x1234_5678_9abc_def0, 1024);
+        sketch.add(key, 10, 3);
+        sketch.add(key, 10, 2);
+        assert_eq!(sketch.counts(key, 10), (5, 0));
+        assert_eq!(sketch.counts(key, 11), (0, 5));
+        sketch.add(key, 11, 1);
+        assert_eq!(sketch.counts(key, 11), (1, 5));
+        assert_eq!(sketch.counts(key, 12), (0, 1));
+        assert_eq!(sketch.counts(key, 13), (0, 0));
+        // A window's number wraps at 16 bits: 65,536 windows on, a cell reads as now again
+        // (more, never less, than the truth).
+        sketch.add(key, 20, 7);
+        assert_eq!(sketch.counts(key, 20 + 65_536), (7, 0));
+    }
+
+    #[test]
+    fn counts_never_fall_below_the_truth_and_saturate() {
+        let width = 64;
+        let sketch = WindowSketch::new(width);
+        let truth: Vec<u64> = (0..500).map(|key| key % 7 + 1).collect();
+        for (key, &n) in truth.iter().enumerate() {
+            sketch.add(Cells::of(crate::keyed::fingerprint(&key), width), 1, n);
+        }
+        for (key, &n) in truth.iter().enumerate() {
+            let (current, _) = sketch.counts(Cells::of(crate::keyed::fingerprint(&key), width), 1);
+            assert!(current >= n, "key {key}: {current} < {n}");
+        }
+        let hot = Cells::of(7, width);
+        sketch.add(hot, 2, u64::MAX);
+        assert_eq!(sketch.counts(hot, 2).0, COUNT_MAX);
+    }
+
+    #[test]
+    fn in_flight_is_admitted_up_to_the_limit_and_given_back() {
+        let sketch = FlightSketch::new(256);
+        let key = Cells::of(99, 256);
+        assert!(sketch.try_enter(key, 2));
+        assert!(sketch.try_enter(key, 2));
+        assert!(!sketch.try_enter(key, 2));
+        assert_eq!(sketch.in_flight(key), 2);
+        sketch.exit(key);
+        assert!(sketch.try_enter(key, 2));
+    }
+}

@@ -1,0 +1,363 @@
+//! Event traces of per-key rules at given times (milliseconds), against Sentinel's
+//! `ParamFlowChecker` step by step; the flood of cold keys; races on one key.
+
+use super::limiter::Path;
+use super::*;
+use crate::flow::{Decision, Grade};
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+
+fn at(ms: u64) -> u64 {
+    ms * MS
+}
+
+/// Decisions for `key` at each of `times` (ms).
+fn trace(limiter: &KeyedLimiter, key: &str, times: &[u64]) -> Vec<Decision> {
+    times
+        .iter()
+        .map(|&t| limiter.check(fingerprint(key), 1, at(t)))
+        .collect()
+}
+
+use Decision::{Block, Pass};
+
+#[test]
+fn reject_refills_a_key_only_once_its_duration_has_passed() {
+    let limiter = KeyedLimiter::new(&KeyedRule::qps("r", "api", 3.0));
+    // t=0: a new key's bucket is full (3): three pass. Refilled only when more than 1000 ms have
+    // passed since the last refill: not at 1000, at 1001 with (1001 * 3) / 1000 = 3 tokens.
+    assert_eq!(
+        trace(
+            &limiter,
+            "k",
+            &[0, 0, 0, 0, 500, 1000, 1001, 1001, 1001, 1001]
+        ),
+        [Pass, Pass, Pass, Block, Block, Block, Pass, Pass, Pass, Block]
+    );
+    // 1500 ms later: (1500 * 3) / 1000 = 4 tokens, capped at the bucket's 3.
+    assert_eq!(
+        trace(&limiter, "k", &[2501, 2501, 2501, 2501]),
+        [Pass, Pass, Pass, Block]
+    );
+}
+
+#[test]
+fn a_partial_refill_adds_what_the_time_passed_earns_truncated() {
+    let limiter = KeyedLimiter::new(&KeyedRule::qps("r", "api", 4.0));
+    assert_eq!(trace(&limiter, "k", &[0, 0, 0]), [Pass, Pass, Pass]);
+    // One token left. At 1300: (1300 * 4) / 1000 = 5; 5 + 1 > 4, so the bucket is full again:
+    // 4 - 1 = 3 left after this call.
+    assert_eq!(
+        trace(&limiter, "k", &[1300, 1300, 1300, 1300, 1300]),
+        [Pass, Pass, Pass, Pass, Block]
+    );
+}
+
+#[test]
+fn burst_fills_a_new_bucket_beyond_the_count_and_duration_spreads_the_count() {
+    let rule = KeyedRule::qps("r", "api", 2.0)
+        .with_burst(2)
+        .with_duration(Duration::from_secs(2));
+    let limiter = KeyedLimiter::new(&rule);
+    assert_eq!(
+        trace(&limiter, "k", &[0, 0, 0, 0, 0]),
+        [Pass, Pass, Pass, Pass, Block]
+    );
+    // After more than 2 s: (2001 * 2) / 2000 = 2 tokens (the burst is not refilled unless the
+    // bucket would overflow).
+    assert_eq!(
+        trace(&limiter, "k", &[2001, 2001, 2001]),
+        [Pass, Pass, Block]
+    );
+    // A call for more than count + burst is refused outright.
+    assert_eq!(limiter.check(fingerprint("other"), 5, 0), Block);
+    assert_eq!(limiter.check(fingerprint("other"), 4, 0), Pass);
+}
+
+#[test]
+fn exceptions_have_their_own_limits_and_zero_refuses_everything() {
+    let rule = KeyedRule::qps("r", "api", 1.0)
+        .with_exception("vip", 3)
+        .with_exception("banned", 0);
+    let limiter = KeyedLimiter::new(&rule);
+    assert_eq!(
+        trace(&limiter, "vip", &[0, 0, 0, 0]),
+        [Pass, Pass, Pass, Block]
+    );
+    assert_eq!(trace(&limiter, "plain", &[0, 0]), [Pass, Block]);
+    assert_eq!(trace(&limiter, "banned", &[0, 5_000]), [Block, Block]);
+    // An exception is matched as text: the same characters in a `String` key match.
+    assert_eq!(
+        limiter.check(fingerprint(&String::from("vip")), 1, at(0)),
+        Block
+    );
+}
+
+#[test]
+fn throttle_paces_each_key_and_refuses_a_wait_of_the_max_queueing_time() {
+    let rule = KeyedRule::qps("r", "api", 10.0).with_behavior(KeyedBehavior::Throttle {
+        max_queueing_time: Duration::from_millis(300),
+    });
+    let limiter = KeyedLimiter::new(&rule);
+    // 100 ms apart. The first passes; each next one queues behind the last, until the wait
+    // would be 300 ms (Sentinel refuses a wait equal to the max: `expected - now < max`).
+    let wait = |ms| Decision::Wait(Duration::from_millis(ms));
+    assert_eq!(
+        trace(&limiter, "k", &[0, 0, 0, 0]),
+        [Pass, wait(100), wait(200), Block]
+    );
+    // Another key has its own schedule.
+    assert_eq!(trace(&limiter, "j", &[0, 0]), [Pass, wait(100)]);
+    // Past the schedule: passes at once and starts it again from now.
+    assert_eq!(trace(&limiter, "k", &[1_000, 1_000]), [Pass, wait(100)]);
+}
+
+#[test]
+fn concurrency_counts_each_key_in_flight() {
+    let rule = KeyedRule::concurrency("c", "api", 2.0).with_exception("vip", 3);
+    let limiter = KeyedLimiter::new(&rule);
+    let (a, vip) = (fingerprint("a"), fingerprint("vip"));
+    assert_eq!(
+        [0, 0, 0].map(|_| limiter.check(a, 1, 0)),
+        [Pass, Pass, Block]
+    );
+    assert_eq!(limiter.in_flight(a), 2);
+    limiter.exit(a);
+    assert_eq!(limiter.check(a, 1, 0), Pass);
+    assert_eq!(
+        [0, 0, 0, 0].map(|_| limiter.check(vip, 1, 0)),
+        [Pass, Pass, Pass, Block]
+    );
+    assert_eq!(limiter.heap_bytes(), KeyedLimiter::new(&rule).heap_bytes());
+}
+
+#[test]
+fn a_key_that_lost_its_place_is_not_fresh_when_it_comes_back() {
+    // One set of four places. `a` uses its whole limit without being refused (so it is not
+    // protected), then four busier keys take every place.
+    let limiter = KeyedLimiter::new(&KeyedRule::qps("r", "api", 5.0).with_capacity(WAYS));
+    let a = fingerprint("a");
+    for _ in 0..5 {
+        assert_eq!(limiter.decide(a, 1, at(10)), (Pass, Path::Exact));
+    }
+    for other in ["b", "c", "d", "e"] {
+        for _ in 0..8 {
+            limiter.check(fingerprint(other), 1, at(20));
+        }
+    }
+    assert!(limiter.stats().evictions >= 1, "{:?}", limiter.stats());
+    // Back in the same window: the sketch remembers its five passes, so it is refused, where a
+    // fresh bucket would have passed it.
+    let (decision, _) = limiter.decide(a, 1, at(30));
+    assert_eq!(decision, Block);
+    // Windows later its passes are forgotten, as its bucket would have refilled.
+    let (decision, _) = limiter.decide(a, 1, at(3_000));
+    assert_eq!(decision, Pass);
+}
+
+#[test]
+fn a_key_being_limited_keeps_its_place_against_busier_keys() {
+    // One set of four places. `limited` asks 3 times against a limit of 2: refused once. The
+    // others have limits of 1,000: never refused.
+    let mut rule = KeyedRule::qps("r", "api", 2.0).with_capacity(WAYS);
+    for key in 0..24 {
+        rule = rule.with_exception(format!("w{key}"), 1_000);
+    }
+    let limiter = KeyedLimiter::new(&rule);
+    let limited = fingerprint("limited");
+    assert_eq!(trace(&limiter, "limited", &[0, 0, 0]), [Pass, Pass, Block]);
+    // Eight keys, each busier than the last (10 calls and more), want the places: they take
+    // the other three in turn, never the limited key's, in this window and the next.
+    for (at_ms, keys) in [(100, 0..8), (1_100, 8..16)] {
+        for key in keys {
+            for _ in 0..10 + key {
+                limiter.check(fingerprint(&format!("w{key}")), 1, at(at_ms));
+            }
+        }
+        assert_eq!(limiter.decide(limited, 1, at(at_ms)).1, Path::Exact);
+    }
+    assert!(limiter.stats().evictions >= 8, "{:?}", limiter.stats());
+    // Two windows after its last refusal, it is a key like the others: the busier ones take
+    // its place.
+    for key in 16..24 {
+        for _ in 0..10 + key {
+            limiter.check(fingerprint(&format!("w{key}")), 1, at(3_500));
+        }
+    }
+    assert_eq!(limiter.decide(limited, 1, at(3_500)).1, Path::Sketch);
+}
+
+/// The hot key's admissions never exceed what its bucket allows, at any moment: a full bucket
+/// (count + burst) plus `count` per started duration.
+fn within_the_limit(
+    admitted: u64,
+    count: u64,
+    burst: u64,
+    elapsed_ms: u64,
+    duration_ms: u64,
+) -> bool {
+    admitted <= count + burst + count * (elapsed_ms / duration_ms + 1)
+}
+
+#[test]
+fn a_flood_of_a_million_cold_keys_never_evicts_the_hot_key_being_limited() {
+    const COUNT: u64 = 20;
+    let rule = KeyedRule::qps("per-user", "api", COUNT as f64).with_capacity(1_024);
+    let limiter = KeyedLimiter::new(&rule);
+    let bytes = limiter.heap_bytes();
+    let hot = fingerprint("hot");
+    let (mut admitted, mut hot_checks) = (0u64, 0u64);
+    // 10 s: a million distinct cold keys, 100,000 a second, one call each; between every 4,000
+    // of them the hot key asks once: 25 a second, a little over its limit, so that the cold
+    // keys' counts in the sketch (about 50 a cell a window) are more than its own.
+    for i in 0..1_000_000u64 {
+        let now_ms = i / 100;
+        limiter.check(fingerprint(&i), 1, at(now_ms));
+        if i % 4_000 == 0 {
+            let (decision, path) = limiter.decide(hot, 1, at(now_ms));
+            hot_checks += 1;
+            if decision.admits() {
+                admitted += 1;
+            }
+            assert!(
+                within_the_limit(admitted, COUNT, 0, now_ms, 1_000),
+                "{admitted} admitted by {now_ms} ms"
+            );
+            // Once limited, it keeps its exact state.
+            if hot_checks > COUNT + 1 {
+                assert_eq!(
+                    path,
+                    Path::Exact,
+                    "the hot key lost its place at {now_ms} ms"
+                );
+            }
+        }
+    }
+    // After its first second (where the sketch, crowded by the flood, made it start low), it
+    // got its limit at each refill: 20 every 1,040 ms (a refill needs more than 1 s since the
+    // last, and it asks every 40 ms).
+    assert!(admitted >= COUNT * 8, "{admitted}");
+    assert!(limiter.stats().evictions > 0, "the cold keys did churn");
+    assert_eq!(limiter.heap_bytes(), bytes, "memory is fixed");
+}
+
+#[test]
+fn memory_is_a_constant_of_the_capacity() {
+    let bytes = |capacity| {
+        KeyedLimiter::new(&KeyedRule::qps("r", "api", 1.0).with_capacity(capacity)).heap_bytes()
+    };
+    // 4,096 keys (the default): 1,024 sets of four places, two sketches of 4 rows x 8,192.
+    let default = bytes(DEFAULT_CAPACITY);
+    assert_eq!(
+        default,
+        1_024 * std::mem::size_of::<crate::sync::Mutex<[u64; 16]>>() + 2 * 4 * 8_192 * 8
+    );
+    assert!(bytes(1) < default && default < bytes(100_000));
+    let rule = KeyedRule::concurrency("c", "api", 1.0).with_capacity(DEFAULT_CAPACITY);
+    assert_eq!(
+        KeyedLimiter::new(&rule).heap_bytes(),
+        4 * 8_192 * 8 + 2 * 4 * 8
+    );
+}
+
+#[test]
+fn racing_threads_never_pass_a_key_beyond_its_limit() {
+    use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+    let limiter = KeyedLimiter::new(&KeyedRule::qps("r", "api", 100.0).with_burst(10));
+    let passed = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..1_000 {
+                    if limiter.check(fingerprint("k"), 1, at(0)).admits() {
+                        passed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(
+        passed.load(Ordering::Relaxed),
+        110,
+        "exactly count + burst at one instant"
+    );
+
+    let limiter = KeyedLimiter::new(&KeyedRule::concurrency("c", "api", 3.0));
+    let (in_flight, most) = (AtomicI64::new(0), AtomicI64::new(0));
+    let key = fingerprint("k");
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..5_000 {
+                    if limiter.check(key, 1, 0).admits() {
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        limiter.exit(key);
+                    }
+                }
+            });
+        }
+    });
+    assert!(
+        most.load(Ordering::SeqCst) <= 3,
+        "{} in flight",
+        most.load(Ordering::SeqCst)
+    );
+    assert_eq!(limiter.in_flight(key), 0);
+}
+
+#[test]
+fn empty_and_huge_keys_are_keys_like_any_other() {
+    let limiter = KeyedLimiter::new(&KeyedRule::qps("r", "api", 1.0));
+    let huge = "x".repeat(1 << 20);
+    assert_eq!(trace(&limiter, "", &[0, 0]), [Pass, Block]);
+    assert_eq!(trace(&limiter, &huge, &[0, 0]), [Pass, Block]);
+    assert_eq!(
+        limiter.check(fingerprint(&0u64), 1, 0),
+        Pass,
+        "a key hashing anywhere"
+    );
+    let _ = Grade::Qps;
+}
+
+#[test]
+fn invalid_rules_are_refused_by_field() {
+    let field = |rule: KeyedRule| validate_keyed_rules(&[rule]).unwrap_err().field();
+    assert_eq!(field(KeyedRule::qps("", "api", 1.0)), "id");
+    assert_eq!(field(KeyedRule::qps("r", "", 1.0)), "resource");
+    assert_eq!(field(KeyedRule::qps("r", "api", -1.0)), "count");
+    assert_eq!(field(KeyedRule::qps("r", "api", f64::NAN)), "count");
+    assert_eq!(
+        field(KeyedRule::qps("r", "api", 1.0).with_duration(Duration::ZERO)),
+        "duration"
+    );
+    assert_eq!(
+        field(KeyedRule::qps("r", "api", 1.0).with_duration(Duration::from_millis(1_500))),
+        "duration"
+    );
+    assert_eq!(
+        field(KeyedRule::qps("r", "api", 1.0).with_capacity(0)),
+        "capacity"
+    );
+    assert_eq!(
+        field(KeyedRule::concurrency("r", "api", 1.0).with_burst(1)),
+        "burst"
+    );
+    assert_eq!(
+        field(
+            KeyedRule::qps("r", "api", 1.0)
+                .with_exception("a", 1)
+                .with_exception("a", 2)
+        ),
+        "exceptions"
+    );
+    let twice = [KeyedRule::qps("r", "a", 1.0), KeyedRule::qps("r", "b", 1.0)];
+    let err = validate_keyed_rules(&twice).unwrap_err();
+    assert_eq!((err.index(), err.field()), (1, "id"));
+    assert_eq!(
+        err.to_string(),
+        "keyed rule #1 (id `r`): `id` is also the id of keyed rule #0"
+    );
+}
