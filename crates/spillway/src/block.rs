@@ -35,6 +35,9 @@ pub enum BlockKind {
     /// A limit shared with other processes ([`ClusterRule`](crate::cluster::ClusterRule));
     /// observed and threshold are what its [`SharedLimit`](crate::cluster::SharedLimit) said.
     Cluster,
+    /// A per-key limit ([`KeyedRule`](crate::keyed::KeyedRule)) on the entry's key; observed
+    /// and threshold are the key's limit.
+    Keyed,
 }
 
 impl BlockKind {
@@ -53,6 +56,7 @@ impl BlockKind {
             BlockKind::System(_) => "system",
             BlockKind::Adaptive => "adaptive",
             BlockKind::Cluster => "cluster",
+            BlockKind::Keyed => "keyed",
         }
     }
 }

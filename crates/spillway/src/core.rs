@@ -34,6 +34,8 @@ pub(crate) struct Core {
     pub(crate) has_inbound_adaptive: AtomicBool,
     /// The cluster rules as loaded.
     pub(crate) cluster: ArcSwap<ClusterRuleSet>,
+    /// The per-key rules as loaded.
+    pub(crate) keyed: ArcSwap<crate::keyed::KeyedRuleSet>,
     /// Where system rules read load and CPU usage.
     pub(crate) probe: Arc<dyn SystemProbe>,
     /// Held while rules are loaded and while a resource is registered, so that a new resource

@@ -4,11 +4,14 @@
 //!
 //! A key is any hashable value: it is reduced to a 64-bit [`fingerprint`] (no allocation, the
 //! key is never stored), so two keys whose fingerprints collide share a limit (about one pair
-//! in 2^64 / n² for n keys: once in 10^7 for a million keys). See [`KeyedLimiter`] for how the
-//! busiest keys keep exact state and what the others get.
+//! in 2^64 / n² for n keys: once in 10^7 for a million keys; per-key concurrency tells keys in
+//! flight apart by 32 bits of it, so two keys in flight at once share a count once in about
+//! 4 × 10^9 pairs, which only refuses early). See [`KeyedLimiter`] for how the busiest keys keep
+//! exact state and what the others get.
 
 mod limiter;
 mod rule;
+mod rule_set;
 mod sketch;
 mod validate;
 
@@ -17,6 +20,8 @@ mod tests;
 
 pub use limiter::{KeyedLimiter, KeyedStats, WAYS};
 pub use rule::{KeyException, KeyedBehavior, KeyedRule, DEFAULT_CAPACITY};
+pub use rule_set::MAX_KEYED_RULES_PER_RESOURCE;
+pub(crate) use rule_set::{blocked, KeyedRuleSet, KeyedTaken, ResourceKeyed};
 pub use validate::{
     validate_keyed_rules, KeyedRuleError, MAX_CAPACITY, MAX_DURATION_SECS, MAX_EXCEPTIONS,
 };
@@ -26,6 +31,20 @@ use std::hash::{BuildHasher, Hash};
 /// Seed of the key hash: fixed, so that a key's fingerprint is the same in every process (and
 /// an exception named as text matches the `&str` key with the same characters).
 const SEED: u64 = 0x5350_494c_4c57_4159;
+
+/// The 32 bits of a fingerprint that per-key concurrency counts a key by (an entry keeps them
+/// until it ends, in 4 bytes).
+pub(crate) fn digest(fingerprint: u64) -> u32 {
+    (fingerprint ^ (fingerprint >> 32)) as u32
+}
+
+/// A digest spread back over 64 bits, to pick a key's cells (SplitMix64's finaliser).
+pub(crate) fn spread(digest: u32) -> u64 {
+    let mut z = u64::from(digest).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
 
 /// A key's 64-bit fingerprint: what a per-key rule knows of it.
 ///
@@ -38,5 +57,8 @@ const SEED: u64 = 0x5350_494c_4c57_4159;
 /// assert_ne!(fingerprint("alice"), fingerprint("bob"));
 /// ```
 pub fn fingerprint<K: Hash + ?Sized>(key: &K) -> u64 {
-    foldhash::quality::FixedState::with_seed(SEED).hash_one(key)
+    // Never 0, which marks a free place in a rule's table.
+    foldhash::quality::FixedState::with_seed(SEED)
+        .hash_one(key)
+        .max(1)
 }

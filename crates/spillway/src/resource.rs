@@ -64,6 +64,8 @@ pub(crate) struct ResourceInner {
     pub(crate) adaptive: ArcSwapOption<InstalledAdaptive>,
     /// This resource's cluster rules, swapped whole when cluster rules are loaded.
     pub(crate) cluster: ArcSwapOption<ResourceCluster>,
+    /// This resource's per-key rules, swapped whole when per-key rules are loaded.
+    pub(crate) keyed: ArcSwapOption<crate::keyed::ResourceKeyed>,
     /// The instance's clock, a copy of `core.clock` (reading the same time): entries read it
     /// one load closer than through `core`.
     pub(crate) clock: AnyClock,
@@ -77,6 +79,7 @@ impl Resource {
         let breakers = core.breakers.load().by_resource.get(&*name).cloned();
         let adaptive = core.adaptive.load().by_resource.get(&*name).cloned();
         let cluster = core.cluster.load().by_resource.get(&*name).cloned();
+        let keyed = core.keyed.load().by_resource.get(&*name).cloned();
         let resource = Self {
             inner: Arc::new(ResourceInner {
                 name_number: crate::intern::intern_numbered(&name).number,
@@ -94,10 +97,12 @@ impl Resource {
                         LATER_BREAKERS
                     } else {
                         0
-                    } | if cluster.is_some() { LATER_CLUSTER } else { 0 },
+                    } | if cluster.is_some() { LATER_CLUSTER } else { 0 }
+                        | if keyed.is_some() { LATER_KEYED } else { 0 },
                 ),
                 adaptive: ArcSwapOption::new(adaptive),
                 cluster: ArcSwapOption::new(cluster),
+                keyed: ArcSwapOption::new(keyed),
                 breakers: ArcSwapOption::new(breakers),
                 clock: core.clock.clone(),
                 core,
@@ -199,6 +204,8 @@ pub(crate) const LATER_BREAKERS: u8 = 1;
 pub(crate) const LATER_ADAPTIVE: u8 = 2;
 /// The resource has cluster rules.
 pub(crate) const LATER_CLUSTER: u8 = 4;
+/// The resource has per-key rules.
+pub(crate) const LATER_KEYED: u8 = 8;
 
 impl ResourceInner {
     /// Whether the resource has breakers. Relaxed, as every rule flag: a stale answer only
@@ -218,6 +225,12 @@ impl ResourceInner {
     #[inline(always)]
     pub(crate) fn has_cluster(&self) -> bool {
         self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_CLUSTER != 0
+    }
+
+    /// Whether the resource has per-key rules (relaxed, likewise).
+    #[inline(always)]
+    pub(crate) fn has_keyed(&self) -> bool {
+        self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_KEYED != 0
     }
 
     /// Whether the resource has any check after its flow rules (relaxed, likewise).
@@ -251,6 +264,19 @@ impl ResourceInner {
         } else {
             self.later.fetch_and(!LATER_CLUSTER, Ordering::Release);
             self.cluster.store(None);
+        }
+    }
+
+    /// Installs this resource's per-key rules (under the core's rules lock), flag ordered as in
+    /// [`set_breakers`](Self::set_breakers).
+    pub(crate) fn set_keyed(&self, keyed: Option<Arc<crate::keyed::ResourceKeyed>>) {
+        use std::sync::atomic::Ordering;
+        if keyed.is_some() {
+            self.keyed.store(keyed);
+            self.later.fetch_or(LATER_KEYED, Ordering::Release);
+        } else {
+            self.later.fetch_and(!LATER_KEYED, Ordering::Release);
+            self.keyed.store(None);
         }
     }
 

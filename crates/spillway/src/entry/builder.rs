@@ -35,6 +35,8 @@ pub struct EntryBuilder<'a> {
     pub(super) entrance: Option<&'a str>,
     pub(super) traffic: TrafficType,
     pub(super) prioritized: bool,
+    /// The fingerprint of the key per-key rules limit (`None`: no key).
+    pub(super) key: Option<u64>,
 }
 
 enum Target<'a> {
@@ -73,6 +75,7 @@ impl<'a> EntryBuilder<'a> {
             entrance: None,
             traffic: TrafficType::default(),
             prioritized: false,
+            key: None,
         }
     }
 
@@ -105,6 +108,15 @@ impl<'a> EntryBuilder<'a> {
     /// `chain` rules.
     pub fn entrance(mut self, entrance: &'a str) -> Self {
         self.entrance = Some(entrance);
+        self
+    }
+
+    /// The key the resource's per-key rules ([`KeyedRule`](crate::keyed::KeyedRule)) limit the
+    /// entry by: a user, an IP, a tenant. Any hashable value, reduced to its
+    /// [`fingerprint`](crate::keyed::fingerprint) here (nothing is allocated or kept). Without
+    /// a key, per-key rules do not apply to the entry.
+    pub fn key<K: std::hash::Hash + ?Sized>(mut self, key: &K) -> Self {
+        self.key = Some(crate::keyed::fingerprint(key));
         self
     }
 

@@ -1,5 +1,7 @@
 use super::held::Held;
-use super::places::{end_adaptive, release_limited, LIMITED_ADAPTIVE_ANY, LIMITED_CLUSTER};
+use super::places::{
+    end_adaptive, release_limited, LIMITED_ADAPTIVE_ANY, LIMITED_CLUSTER, LIMITED_KEYED,
+};
 use crate::adaptive::Outcome;
 use crate::clock::Clock;
 use crate::cluster::Taken;
@@ -15,11 +17,10 @@ pub(crate) struct EntryState {
     pub(crate) entrance: ChildSlot,
     pub(crate) started_nanos: u64,
     pub(crate) count: u32,
-    pub(crate) inbound: bool,
-    pub(crate) error: bool,
-    /// The call was dropped (timed out, or refused downstream for overload): an adaptive limit
-    /// takes its end as a drop.
-    pub(crate) dropped: bool,
+    /// `INBOUND`, `ERROR` and `DROPPED` (the call was dropped: timed out, or refused downstream
+    /// for overload, which an adaptive limit takes as a drop): one byte, so that with the
+    /// places and rules it holds an entry's state is four words.
+    flags: u8,
     /// `LIMITED_*` bits: exact in-flight counters this entry holds a place on.
     pub(crate) limited: u8,
     /// The id number of the first rule in shadow mode that would have refused the entry, or
@@ -28,7 +29,20 @@ pub(crate) struct EntryState {
     /// The bits (by position on the resource) of the cluster rules whose passes the entry holds
     /// until it ends; with `LIMITED_CLUSTER` in `limited` when any.
     pub(crate) cluster: u8,
+    /// The bits of the per-key concurrency rules holding a call in flight for the entry's key
+    /// until it ends; with `LIMITED_KEYED` in `limited` when any.
+    pub(crate) keyed: u8,
+    /// The entry's key (the digest of its fingerprint that per-key concurrency counts by), when
+    /// `keyed` is not 0: 4 bytes, so that an entry stays six words.
+    pub(crate) key: u32,
 }
+
+/// [`EntryState`] flags: the entry is inbound ...
+const INBOUND: u8 = 1;
+/// ... its call failed ...
+const ERROR: u8 = 2;
+/// ... its call was dropped.
+const DROPPED: u8 = 4;
 
 /// [`EntryState::shadow`] when no shadow rule would have refused the entry.
 const NO_SHADOW: u32 = u32::MAX;
@@ -86,17 +100,17 @@ impl EntryState {
             entrance,
             started_nanos: now,
             count,
-            inbound,
-            error: false,
-            dropped: false,
+            flags: if inbound { INBOUND } else { 0 },
             limited,
             shadow: NO_SHADOW,
             cluster: 0,
+            keyed: 0,
+            key: 0,
         }
     }
 
     /// The state, noting from what the admission holds the shadow rule that would have refused
-    /// the entry, if any, and the cluster rules' passes it holds until it ends.
+    /// the entry, if any, and the cluster and per-key rules' passes it holds until it ends.
     #[inline(always)]
     pub(crate) fn with_held(mut self, held: &Held) -> Self {
         if let Some(rule) = held.shadow() {
@@ -106,7 +120,46 @@ impl EntryState {
             self.cluster = held.cluster.until_exit;
             self.limited |= LIMITED_CLUSTER;
         }
+        if held.keyed.until_exit != 0 {
+            self.keyed = held.keyed.until_exit;
+            self.key = crate::keyed::digest(held.keyed.key);
+            self.limited |= LIMITED_KEYED;
+        }
         self
+    }
+
+    /// Whether the entry is inbound.
+    #[inline(always)]
+    pub(crate) fn inbound(&self) -> bool {
+        self.flags & INBOUND != 0
+    }
+
+    /// Whether the call failed.
+    #[inline(always)]
+    pub(crate) fn error(&self) -> bool {
+        self.flags & ERROR != 0
+    }
+
+    /// Marks the call as failed or not.
+    #[inline(always)]
+    pub(crate) fn set_error(&mut self, error: bool) {
+        self.flags = if error {
+            self.flags | ERROR
+        } else {
+            self.flags & !ERROR
+        };
+    }
+
+    /// Whether the call was dropped.
+    #[inline(always)]
+    pub(crate) fn dropped(&self) -> bool {
+        self.flags & DROPPED != 0
+    }
+
+    /// Marks the call as dropped.
+    #[inline(always)]
+    pub(crate) fn set_dropped(&mut self) {
+        self.flags |= DROPPED;
     }
 
     /// The id of the first rule in shadow mode that would have refused the entry.
@@ -146,7 +199,7 @@ impl EntryState {
     /// values live and cost every exit four more saved registers.
     #[inline(always)]
     pub(crate) fn complete(&self, resource: &ResourceInner) {
-        if self.inbound {
+        if self.inbound() {
             self.complete_inbound(resource);
         } else if !self.complete_short(resource) {
             self.complete_long(resource);
@@ -204,7 +257,7 @@ impl EntryState {
     fn outcome(&self, now: u64) -> (u64, u64, u64) {
         let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
         let count = u64::from(self.count);
-        (rt_micros, count, if self.error { count } else { 0 })
+        (rt_micros, count, if self.error() { count } else { 0 })
     }
 
     /// [`complete`](Self::complete) on every node of the entry, through the window's slow steps.
@@ -215,13 +268,19 @@ impl EntryState {
         let slot = thread_slot();
         let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
         let count = u64::from(self.count);
-        let error = self.error;
-        for_each_node!(resource, self.origin, self.entrance, self.inbound, |node| {
-            node.record_exit(slot, now, rt_micros, count, error);
-        });
+        let error = self.error();
+        for_each_node!(
+            resource,
+            self.origin,
+            self.entrance,
+            self.inbound(),
+            |node| {
+                node.record_exit(slot, now, rt_micros, count, error);
+            }
+        );
         if self.limited & LIMITED_ADAPTIVE_ANY != 0 {
             // The call ran: its RT is a sample for the adaptive limits, or a drop.
-            let outcome = if self.dropped {
+            let outcome = if self.dropped() {
                 Outcome::Dropped
             } else {
                 Outcome::Success
@@ -237,6 +296,11 @@ impl EntryState {
                     count: self.count,
                     until_exit: self.cluster,
                 });
+            }
+        }
+        if self.keyed != 0 {
+            if let Some(keyed) = resource.keyed.load().as_ref() {
+                keyed.exit(self.keyed, self.key);
             }
         }
         // Relaxed, as the rule flags on entry.
@@ -305,12 +369,12 @@ pub struct Entry<'a> {
 impl Entry<'_> {
     /// Marks the call as failed: its completion also counts as an error.
     pub fn mark_error(&mut self) {
-        self.state.error = true;
+        self.state.set_error(true);
     }
 
     /// Sets whether the call failed.
     pub fn set_error(&mut self, error: bool) {
-        self.state.error = error;
+        self.state.set_error(error);
     }
 
     /// Marks the call as dropped: it timed out, or was refused downstream for overload. An
@@ -318,12 +382,12 @@ impl Entry<'_> {
     /// (AIMD and Vegas shrink on one) rather than as a latency sample. It does not mark an error;
     /// [`mark_error`](Self::mark_error) does.
     pub fn mark_dropped(&mut self) {
-        self.state.dropped = true;
+        self.state.set_dropped();
     }
 
     /// Whether the call is marked as failed.
     pub fn is_error(&self) -> bool {
-        self.state.error
+        self.state.error()
     }
 
     /// The resource's name.

@@ -1,6 +1,6 @@
 //! What an admission holds until it ends or is given back: places on exact in-flight counters,
-//! probe places of half-open breakers, queue slots, admissions counted on rings and passes of
-//! shared (cluster) limits.
+//! probe places of half-open breakers, queue slots, admissions counted on rings, passes of
+//! shared (cluster) limits and of per-key limits.
 
 use super::places::release_limited;
 use crate::cluster::Taken;
@@ -31,6 +31,8 @@ pub(crate) struct Held {
     shadow: u32,
     /// Passes the resource's cluster rules took.
     pub(crate) cluster: Taken,
+    /// What the resource's per-key rules took.
+    pub(crate) keyed: crate::keyed::KeyedTaken,
 }
 
 /// Admissions QPS reject rules counted for one entry (at most `MAX_COUNTED`; further rules read
@@ -107,6 +109,7 @@ impl Held {
             || self.queued.is_some()
             || self.counted.is_some()
             || self.cluster.rules != 0
+            || self.keyed.rules != 0
     }
 }
 
@@ -143,6 +146,11 @@ fn give_back_held(
     if held.cluster.rules != 0 {
         if let Some(cluster) = resource.cluster.load().as_ref() {
             cluster.give_back(held.cluster);
+        }
+    }
+    if held.keyed.rules != 0 {
+        if let Some(keyed) = resource.keyed.load().as_ref() {
+            keyed.give_back(held.keyed);
         }
     }
     let Some(rules) = rules else {

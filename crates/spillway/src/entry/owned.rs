@@ -31,22 +31,22 @@ pub struct OwnedEntry {
 impl OwnedEntry {
     /// Marks the call as failed: its completion also counts as an error.
     pub fn mark_error(&mut self) {
-        self.state.error = true;
+        self.state.set_error(true);
     }
 
     /// Marks the call as dropped (see [`Entry::mark_dropped`](crate::Entry::mark_dropped)).
     pub fn mark_dropped(&mut self) {
-        self.state.dropped = true;
+        self.state.set_dropped();
     }
 
     /// Sets whether the call failed.
     pub fn set_error(&mut self, error: bool) {
-        self.state.error = error;
+        self.state.set_error(error);
     }
 
     /// Whether the call is marked as failed.
     pub fn is_error(&self) -> bool {
-        self.state.error
+        self.state.error()
     }
 
     /// The resource.

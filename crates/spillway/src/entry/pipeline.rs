@@ -11,7 +11,8 @@
 //!    path (`gate_check.rs`); otherwise, or while a reload rewrites the gate, the rule set does
 //!    (`flow_check.rs`). Rules in shadow mode count what they would refuse and refuse nothing.
 //!    Then the resource's **cluster rules** (limits shared with other processes, decided from
-//!    what this process holds: `cluster.rs`), out of line with steps 4 and 5.
+//!    what this process holds: `cluster.rs`) and, for an entry with a key, its **per-key
+//!    rules** (`keyed/`), out of line with steps 4 and 5.
 //! 4. **Adaptive limits**: the resource's adaptive concurrency limit, and the one on all
 //!    inbound traffic (`adaptive/`). This file. Over a limit with a queue, an entry that can
 //!    wait is handed back waiting for a place (`waiting.rs`), and goes on from here once it has
@@ -183,8 +184,16 @@ impl<'a> EntryBuilder<'a> {
                 &mut held,
                 can_wait,
                 Resume::Start,
+                self.key,
             ) {
-                Ok(()) => {}
+                Ok(()) => {
+                    // A per-key pacing rule queued the entry: it waits for the longest queue.
+                    let wait = held.keyed.wait;
+                    if !wait.is_zero() {
+                        let (flow_wait, occupied) = queue_for.unwrap_or_default();
+                        queue_for = Some((flow_wait.max(wait), occupied));
+                    }
+                }
                 Err(Later::Refused(error)) => refuse!(rules.map(|rules| &**rules), error),
                 Err(Later::Waiting(wait)) => place = Some(wait),
             }
@@ -252,9 +261,11 @@ pub(crate) struct PlaceWait {
     pub(super) limited: u8,
 }
 
-/// The cluster rules, then steps 4 and 5, from `from`, out of line (most entries skip them
-/// all): the adaptive limits, then the breakers; what each takes is noted in `held`.
+/// The cluster rules and the per-key rules (for an entry with a `key`), then steps 4 and 5,
+/// from `from`, out of line (most entries skip them all): the adaptive limits, then the
+/// breakers; what each takes is noted in `held`.
 #[inline(never)]
+#[allow(clippy::too_many_arguments)]
 pub(super) fn later_steps(
     inner: &ResourceInner,
     inbound: bool,
@@ -263,6 +274,7 @@ pub(super) fn later_steps(
     held: &mut Held,
     can_wait: bool,
     from: Resume,
+    key: Option<u64>,
 ) -> Result<(), Later> {
     if from == Resume::Start && inner.has_cluster() {
         if let Some(cluster) = inner.cluster.load().as_ref() {
@@ -271,6 +283,17 @@ pub(super) fn later_steps(
                 .map_err(|(rule, refusal)| {
                     Later::Refused(crate::cluster::blocked(inner.name_number, rule, refusal))
                 })?;
+        }
+    }
+    if let (Resume::Start, Some(key)) = (from, key) {
+        if inner.has_keyed() {
+            if let Some(keyed) = inner.keyed.load().as_ref() {
+                keyed
+                    .take(key, count, now, &mut held.keyed)
+                    .map_err(|rule| {
+                        Later::Refused(crate::keyed::blocked(inner.name_number, rule))
+                    })?;
+            }
         }
     }
     if from == Resume::Start && inner.has_adaptive() {

@@ -21,6 +21,9 @@ pub(crate) const LIMITED_ADAPTIVE_INBOUND: u8 = 32;
 /// ... on the resource's cluster rules that hold passes until the entry ends (which: the entry
 /// state's `cluster` bits).
 pub(crate) const LIMITED_CLUSTER: u8 = 64;
+/// ... on the resource's per-key concurrency rules (which, and the key: the entry state's
+/// `keyed` and `key`).
+pub(crate) const LIMITED_KEYED: u8 = 128;
 /// Both adaptive places.
 pub(crate) const LIMITED_ADAPTIVE_ANY: u8 = LIMITED_ADAPTIVE | LIMITED_ADAPTIVE_INBOUND;
 

@@ -120,6 +120,8 @@ impl WaitingState {
             &mut self.held,
             true,
             from,
+            // Per-key rules were checked before the entry waited.
+            None,
         ) {
             Ok(()) => {}
             Err(Later::Refused(error)) => return Err(self.refuse(resource, error)),

@@ -146,17 +146,45 @@ impl KeyedLimiter {
         self.decide(key, acquire, now_nanos).0
     }
 
+    /// Gives back what a pass of `acquire` permits for `key` took, when a later check refused
+    /// the entry: a concurrency rule's call in flight; a reject rule's tokens, to the key's
+    /// bucket if the key still has its place (up to a full bucket). A pacing rule's place in
+    /// the key's schedule stays taken (the key waits longer next time, never less).
+    pub fn give_back(&self, key: u64, acquire: u32) {
+        if self.flight.is_some() {
+            self.exit(key);
+            return;
+        }
+        if self.behavior != KeyedBehavior::Reject || self.sets.is_empty() {
+            return;
+        }
+        let key = key.max(1);
+        let max = as_i64(self.limit_of(key).saturating_add(self.burst));
+        let mut ways = lock(&self.sets[set_of(key, self.sets.len())]);
+        if let Some(slot) = ways
+            .iter_mut()
+            .find(|slot| slot.key == key && slot.tokens != NEW)
+        {
+            slot.tokens = slot.tokens.saturating_add(i64::from(acquire)).min(max);
+        }
+    }
+
     /// A call of `key` admitted by a concurrency rule ended.
     pub fn exit(&self, key: u64) {
+        self.exit_digest(super::digest(key));
+    }
+
+    /// [`exit`](Self::exit) of the key of `digest`.
+    pub(crate) fn exit_digest(&self, digest: u32) {
         if let Some(flight) = &self.flight {
-            flight.exit(Cells::of(key.max(1), flight.width()));
+            flight.exit(flight_cells(flight, digest));
         }
     }
 
     /// Calls of `key` in flight (concurrency rules; at least the truth).
     pub fn in_flight(&self, key: u64) -> i64 {
         self.flight.as_ref().map_or(0, |flight| {
-            flight.in_flight(Cells::of(key.max(1), flight.width()))
+            flight.in_flight(flight_cells(flight, super::digest(key)))
         })
     }
 
@@ -180,7 +208,7 @@ impl KeyedLimiter {
         let limit = self.limit_of(key);
         if let Some(flight) = &self.flight {
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let cells = Cells::of(key, flight.width());
+            let cells = flight_cells(flight, super::digest(key));
             let decision = if flight.try_enter(cells, limit) {
                 Decision::Pass
             } else {
@@ -381,6 +409,11 @@ const NEW: i64 = i64::MIN;
 
 fn as_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The in-flight cells of the key of `digest`.
+fn flight_cells(flight: &FlightSketch, digest: u32) -> Cells {
+    Cells::of(super::spread(digest), flight.width())
 }
 
 /// The set of `key` among `sets` (multiply-shift on the hash's high bits).

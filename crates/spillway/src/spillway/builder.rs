@@ -115,6 +115,7 @@ impl SpillwayBuilder {
             inbound_adaptive: ArcSwapOption::new(None),
             has_inbound_adaptive: AtomicBool::new(false),
             cluster: ArcSwap::from_pointee(crate::cluster::ClusterRuleSet::default()),
+            keyed: ArcSwap::from_pointee(crate::keyed::KeyedRuleSet::default()),
             probe: self
                 .probe
                 .unwrap_or_else(|| Arc::new(LinuxProbe::global().clone())),
