@@ -15,6 +15,8 @@ mod rule_set;
 mod sketch;
 mod validate;
 
+#[cfg(all(test, spillway_loom))]
+mod loom_flight;
 #[cfg(all(test, not(spillway_loom)))]
 mod tests;
 
@@ -31,6 +33,38 @@ use std::hash::{BuildHasher, Hash};
 /// Seed of the key hash: fixed, so that a key's fingerprint is the same in every process (and
 /// an exception named as text matches the `&str` key with the same characters).
 const SEED: u64 = 0x5350_494c_4c57_4159;
+
+/// Positions of the keys an entry can carry (Sentinel's argument index, 0 to 3).
+pub const KEY_POSITIONS: usize = 4;
+
+/// The fingerprints of an entry's keys by position (0: none).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Keys([u64; KEY_POSITIONS]);
+
+impl Keys {
+    pub(crate) const NONE: Keys = Keys([0; KEY_POSITIONS]);
+
+    /// Sets the key at `position` (ignored past the last).
+    pub(crate) fn set(&mut self, position: usize, fingerprint: u64) {
+        if let Some(slot) = self.0.get_mut(position) {
+            *slot = fingerprint;
+        }
+    }
+
+    /// The key at `position`, if the entry has one.
+    pub(crate) fn get(&self, position: u8) -> Option<u64> {
+        self.0
+            .get(usize::from(position))
+            .copied()
+            .filter(|&key| key != 0)
+    }
+
+    /// Whether the entry has any key.
+    #[inline(always)]
+    pub(crate) fn any(&self) -> bool {
+        self.0 != [0; KEY_POSITIONS]
+    }
+}
 
 /// The 32 bits of a fingerprint that per-key concurrency counts a key by (an entry keeps them
 /// until it ends, in 4 bytes).

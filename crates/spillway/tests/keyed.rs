@@ -178,6 +178,41 @@ fn racing_threads_never_admit_a_key_beyond_its_limit() {
 }
 
 #[test]
+fn rules_on_different_key_positions_each_read_their_own_key() {
+    let (_clock, spillway) = spillway();
+    spillway
+        .load_keyed_rules(vec![
+            KeyedRule::qps("per-ip", "login", 3.0),
+            KeyedRule::qps("per-user", "login", 1.0).with_param(2),
+        ])
+        .unwrap();
+    let login = |ip: &str, user: &str| {
+        spillway
+            .entry("login")
+            .key(ip)
+            .key_at(2, user)
+            .enter()
+            .map_err(|err| err.rule_id().map(str::to_owned))
+    };
+    assert!(login("10.0.0.1", "alice").is_ok());
+    assert_eq!(
+        login("10.0.0.1", "alice").unwrap_err().as_deref(),
+        Some("per-user")
+    );
+    assert!(login("10.0.0.1", "bob").is_ok());
+    // The per-user refusal gave the IP's token back: one left of three.
+    assert!(login("10.0.0.1", "carol").is_ok());
+    assert_eq!(
+        login("10.0.0.1", "dave").unwrap_err().as_deref(),
+        Some("per-ip")
+    );
+    // An entry with only the IP is limited by the per-IP rule alone.
+    assert!(spillway.entry("login").key("10.0.0.9").enter().is_ok());
+    // A position past the last is ignored.
+    assert!(spillway.entry("login").key_at(9, "x").enter().is_ok());
+}
+
+#[test]
 fn invalid_rules_change_nothing() {
     let (_clock, spillway) = spillway();
     spillway
@@ -192,6 +227,17 @@ fn invalid_rules_change_nothing() {
         .collect();
     let err = spillway.load_keyed_rules(nine).unwrap_err();
     assert_eq!((err.index(), err.field()), (8, "resource"));
+    let err = spillway
+        .load_keyed_rules(vec![KeyedRule::qps("far", "api", 1.0).with_param(4)])
+        .unwrap_err();
+    assert_eq!(err.field(), "param");
+    let err = spillway
+        .load_keyed_rules(vec![
+            KeyedRule::concurrency("by-ip", "api", 1.0),
+            KeyedRule::concurrency("by-user", "api", 1.0).with_param(1),
+        ])
+        .unwrap_err();
+    assert_eq!((err.index(), err.field()), (1, "param"));
     assert_eq!(spillway.keyed_rules(), [KeyedRule::qps("ok", "api", 1.0)]);
     assert_eq!(admitted(&spillway, "api", "k", 3), 1);
 }

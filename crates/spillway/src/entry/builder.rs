@@ -35,8 +35,9 @@ pub struct EntryBuilder<'a> {
     pub(super) entrance: Option<&'a str>,
     pub(super) traffic: TrafficType,
     pub(super) prioritized: bool,
-    /// The fingerprint of the key per-key rules limit (`None`: no key).
-    pub(super) key: Option<u64>,
+    /// The fingerprints of the keys per-key rules limit, by position (Sentinel's argument
+    /// index); 0: none at that position.
+    pub(super) keys: crate::keyed::Keys,
 }
 
 enum Target<'a> {
@@ -75,7 +76,7 @@ impl<'a> EntryBuilder<'a> {
             entrance: None,
             traffic: TrafficType::default(),
             prioritized: false,
-            key: None,
+            keys: crate::keyed::Keys::NONE,
         }
     }
 
@@ -113,10 +114,36 @@ impl<'a> EntryBuilder<'a> {
 
     /// The key the resource's per-key rules ([`KeyedRule`](crate::keyed::KeyedRule)) limit the
     /// entry by: a user, an IP, a tenant. Any hashable value, reduced to its
-    /// [`fingerprint`](crate::keyed::fingerprint) here (nothing is allocated or kept). Without
-    /// a key, per-key rules do not apply to the entry.
-    pub fn key<K: std::hash::Hash + ?Sized>(mut self, key: &K) -> Self {
-        self.key = Some(crate::keyed::fingerprint(key));
+    /// [`fingerprint`](crate::keyed::fingerprint) here (nothing is allocated or kept). It is
+    /// the key at position 0, which rules use unless their `param` says otherwise; a rule whose
+    /// key the entry does not have does not apply to it.
+    pub fn key<K: std::hash::Hash + ?Sized>(self, key: &K) -> Self {
+        self.key_at(0, key)
+    }
+
+    /// The key at `position` (0 to 3; Sentinel's argument index), for the per-key rules whose
+    /// `param` is `position`: a per-IP rule and a per-user rule on one resource each read their
+    /// own. A position past 3 is ignored.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::keyed::KeyedRule;
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// spillway.load_keyed_rules(vec![
+    ///     KeyedRule::qps("per-ip", "login", 5.0),
+    ///     KeyedRule::qps("per-user", "login", 1.0).with_param(1),
+    /// ])?;
+    /// let login = |ip: &str, user: &str| spillway.entry("login").key(ip).key_at(1, user).enter();
+    /// assert!(login("10.0.0.1", "alice").is_ok());
+    /// let err = login("10.0.0.2", "alice").unwrap_err(); // alice's one a second is spent
+    /// assert_eq!(err.rule_id(), Some("per-user"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn key_at<K: std::hash::Hash + ?Sized>(mut self, position: usize, key: &K) -> Self {
+        self.keys.set(position, crate::keyed::fingerprint(key));
         self
     }
 

@@ -122,7 +122,7 @@ impl EntryState {
         }
         if held.keyed.until_exit != 0 {
             self.keyed = held.keyed.until_exit;
-            self.key = crate::keyed::digest(held.keyed.key);
+            self.key = held.keyed.digest;
             self.limited |= LIMITED_KEYED;
         }
         self

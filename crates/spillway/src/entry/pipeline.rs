@@ -184,7 +184,7 @@ impl<'a> EntryBuilder<'a> {
                 &mut held,
                 can_wait,
                 Resume::Start,
-                self.key,
+                self.keys,
             ) {
                 Ok(()) => {
                     // A per-key pacing rule queued the entry: it waits for the longest queue.
@@ -261,7 +261,7 @@ pub(crate) struct PlaceWait {
     pub(super) limited: u8,
 }
 
-/// The cluster rules and the per-key rules (for an entry with a `key`), then steps 4 and 5,
+/// The cluster rules and the per-key rules (for an entry with keys), then steps 4 and 5,
 /// from `from`, out of line (most entries skip them all): the adaptive limits, then the
 /// breakers; what each takes is noted in `held`.
 #[inline(never)]
@@ -274,7 +274,7 @@ pub(super) fn later_steps(
     held: &mut Held,
     can_wait: bool,
     from: Resume,
-    key: Option<u64>,
+    keys: crate::keyed::Keys,
 ) -> Result<(), Later> {
     if from == Resume::Start && inner.has_cluster() {
         if let Some(cluster) = inner.cluster.load().as_ref() {
@@ -285,11 +285,11 @@ pub(super) fn later_steps(
                 })?;
         }
     }
-    if let (Resume::Start, Some(key)) = (from, key) {
+    if from == Resume::Start && keys.any() {
         if inner.has_keyed() {
             if let Some(keyed) = inner.keyed.load().as_ref() {
                 keyed
-                    .take(key, count, now, &mut held.keyed)
+                    .take(keys, count, now, &mut held.keyed)
                     .map_err(|rule| {
                         Later::Refused(crate::keyed::blocked(inner.name_number, rule))
                     })?;

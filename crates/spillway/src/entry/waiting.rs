@@ -121,7 +121,7 @@ impl WaitingState {
             true,
             from,
             // Per-key rules were checked before the entry waited.
-            None,
+            crate::keyed::Keys::NONE,
         ) {
             Ok(()) => {}
             Err(Later::Refused(error)) => return Err(self.refuse(resource, error)),

@@ -73,6 +73,11 @@ pub struct KeyedRule {
     pub id: String,
     /// The resource it limits.
     pub resource: String,
+    /// The position of the entry's key this rule limits by (0 to 3; Sentinel's `paramIdx`):
+    /// [`EntryBuilder::key`](crate::EntryBuilder::key) sets position 0,
+    /// [`key_at`](crate::EntryBuilder::key_at) any.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub param: u8,
     /// Calls per `duration` (`qps`) or in flight (`concurrency`) per key.
     #[cfg_attr(feature = "serde", serde(default))]
     pub grade: Grade,
@@ -115,6 +120,7 @@ impl KeyedRule {
         Self {
             id: id.into(),
             resource: resource.into(),
+            param: 0,
             grade: Grade::Qps,
             count,
             behavior: KeyedBehavior::Reject,
@@ -131,6 +137,12 @@ impl KeyedRule {
             grade: Grade::Concurrency,
             ..Self::qps(id, resource, count)
         }
+    }
+
+    /// Limiting by the entry's key at `param` (0 to 3).
+    pub fn with_param(mut self, param: u8) -> Self {
+        self.param = param;
+        self
     }
 
     /// With `behavior` over the limit.

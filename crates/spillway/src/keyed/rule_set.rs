@@ -1,7 +1,7 @@
 //! The per-key rules as installed: grouped per resource, each with its limiter, and what an
 //! entry took from them.
 
-use super::{validate_keyed_rules, KeyedLimiter, KeyedRule, KeyedRuleError};
+use super::{validate_keyed_rules, KeyedLimiter, KeyedRule, KeyedRuleError, Keys};
 use crate::flow::{Decision, Grade};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -57,6 +57,23 @@ impl KeyedRuleSet {
                 ));
             }
             if rule.grade == Grade::Concurrency {
+                // An entry keeps one key's digest for its concurrency rules until it ends.
+                let other = resource
+                    .rules
+                    .iter()
+                    .find(|earlier| earlier.rule.grade == Grade::Concurrency);
+                if let Some(earlier) = other.filter(|earlier| earlier.rule.param != rule.param) {
+                    return Err(KeyedRuleError::new(
+                        "keyed",
+                        index,
+                        &rule.id,
+                        "param",
+                        format!(
+                            "must be {} like the resource's other concurrency rule `{}`",
+                            earlier.rule.param, earlier.rule.id
+                        ),
+                    ));
+                }
                 resource.until_exit |= 1 << resource.rules.len();
             }
             let limiter = match kept.get(rule.id.as_str()) {
@@ -87,13 +104,14 @@ impl KeyedRuleSet {
     }
 }
 
-/// What an entry's per-key rules took: the key, the rules' bits (by position on the resource),
-/// the count, which of them hold a call in flight until the entry ends, and the longest wait a
-/// pacing rule queued the entry for. Given back through the resource's rules as installed then
-/// (as cluster passes are).
+/// What an entry's per-key rules took: the keys, the rules' bits (by position on the
+/// resource), the count, which of them hold a call in flight until the entry ends (and the
+/// digest of their key), and the longest wait a pacing rule queued the entry for. Given back
+/// through the resource's rules as installed then (as cluster passes are).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct KeyedTaken {
-    pub(crate) key: u64,
+    pub(crate) keys: Keys,
+    pub(crate) digest: u32,
     pub(crate) rules: u8,
     pub(crate) count: u32,
     pub(crate) until_exit: u8,
@@ -105,14 +123,22 @@ impl ResourceKeyed {
     /// what the earlier ones took and returns the refusing rule.
     pub(crate) fn take(
         &self,
-        key: u64,
+        keys: Keys,
         count: u32,
         now: u64,
         taken: &mut KeyedTaken,
     ) -> Result<(), &InstalledKeyed> {
-        taken.key = key;
+        taken.keys = keys;
         taken.count = count;
         for (bit, installed) in self.rules.iter().enumerate() {
+            // A rule whose key the entry does not have does not apply.
+            let Some(key) = keys.get(installed.rule.param) else {
+                continue;
+            };
+            if installed.rule.grade == Grade::Concurrency {
+                // Validation keeps a resource's concurrency rules on one position.
+                taken.digest = super::digest(key);
+            }
             match installed.limiter.check(key, count, now) {
                 Decision::Block => {
                     self.give_back(*taken);
@@ -137,7 +163,9 @@ impl ResourceKeyed {
     pub(crate) fn give_back(&self, taken: KeyedTaken) {
         for (bit, installed) in self.rules.iter().enumerate() {
             if taken.rules & (1 << bit) != 0 {
-                installed.limiter.give_back(taken.key, taken.count);
+                if let Some(key) = taken.keys.get(installed.rule.param) {
+                    installed.limiter.give_back(key, taken.count);
+                }
             }
         }
     }

@@ -49,6 +49,16 @@ pub fn validate_keyed_rules(rules: &[KeyedRule]) -> Result<(), KeyedRuleError> {
         if rule.resource.is_empty() {
             return fail("resource", "must not be empty".into());
         }
+        if usize::from(rule.param) >= super::KEY_POSITIONS {
+            return fail(
+                "param",
+                format!(
+                    "must be from 0 to {}, got {}",
+                    super::KEY_POSITIONS - 1,
+                    rule.param
+                ),
+            );
+        }
         if !rule.count.is_finite() || rule.count < 0.0 || rule.count > u32::MAX as f64 {
             return fail(
                 "count",
