@@ -285,15 +285,11 @@ pub(super) fn later_steps(
                 })?;
         }
     }
-    if from == Resume::Start && keys.any() {
-        if inner.has_keyed() {
-            if let Some(keyed) = inner.keyed.load().as_ref() {
-                keyed
-                    .take(keys, count, now, &mut held.keyed)
-                    .map_err(|rule| {
-                        Later::Refused(crate::keyed::blocked(inner.name_number, rule))
-                    })?;
-            }
+    if from == Resume::Start && keys.any() && inner.has_keyed() {
+        if let Some(keyed) = inner.keyed.load().as_ref() {
+            keyed
+                .take(keys, count, now, &mut held.keyed)
+                .map_err(|rule| Later::Refused(crate::keyed::blocked(inner.name_number, rule)))?;
         }
     }
     if from == Resume::Start && inner.has_adaptive() {
