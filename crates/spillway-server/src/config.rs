@@ -10,7 +10,7 @@ mod validate;
 pub use error::{ConfigError, Problem};
 pub use file::{
     ActivesLimit, AdminConfig, BlockedResponse, ClusterConfig, ClusterKind, ClusterMode,
-    ClusterRuleConfig, Config, DefaultRoute, FallbackPolicy, ListenerConfig, Route, TlsFiles,
-    TpsLimit, Upstream, UpstreamProtocol,
+    ClusterRuleConfig, Config, DefaultRoute, FallbackPolicy, KeyedConfig, ListenerConfig,
+    OnMissing, Route, TlsFiles, TpsLimit, Upstream, UpstreamProtocol,
 };
 pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES, MAX_PROBLEMS};

@@ -19,6 +19,7 @@ pub mod demo;
 pub mod feed;
 pub mod history;
 mod idle;
+mod keyed;
 pub mod lab;
 mod log_sampled;
 mod metrics;

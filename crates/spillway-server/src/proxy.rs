@@ -33,6 +33,8 @@ pub(crate) struct RouteInfo {
     pub(crate) tps: Option<TpsConfig>,
     pub(crate) executes: Option<u32>,
     pub(crate) actives: Option<(u32, Duration)>,
+    /// The keys its resource's per-key rules read from each request.
+    pub(crate) keys: Vec<crate::keyed::RouteKey>,
     /// Its resource's series that every request touches, looked up at its first request.
     metrics: std::sync::OnceLock<ResourceMetrics>,
 }
@@ -45,6 +47,7 @@ impl RouteInfo {
             tps: None,
             executes: None,
             actives: None,
+            keys: Vec::new(),
             metrics: std::sync::OnceLock::new(),
         }
     }
@@ -66,6 +69,8 @@ pub(crate) struct Table {
     body_timeout: Duration,
     blocked: Option<crate::config::BlockedResponse>,
     shadow: bool,
+    /// Proxies whose forwarding headers name the client (for keys by `peer_ip`).
+    trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Table {
@@ -83,6 +88,15 @@ impl Table {
             upstreams.insert(upstream.name.as_str(), Arc::new(ready));
         }
         let upstream = |name: &str| upstreams.get(name).cloned();
+        let keyed: Vec<crate::config::KeyedConfig> = config
+            .keyed
+            .iter()
+            .map(|rule| rule.get_ref().clone())
+            .collect();
+        let (plan, _) = crate::keyed::plan(&keyed)
+            .map_err(|(index, field, why)| format!("keyed rule #{index}: `{field}` {why}"))?;
+        let trusted_proxies = crate::keyed::trusted_proxies(&config.listener.trusted_proxies)
+            .map_err(|why| format!("listener.trusted_proxies: {why}"))?;
         let routes = config
             .routes
             .iter()
@@ -92,17 +106,19 @@ impl Table {
                     tps: route.tps.map(|tps| TpsConfig::new(tps.rate, tps.interval)),
                     executes: route.executes,
                     actives: route.actives.map(|a| (a.max, a.timeout)),
+                    keys: crate::keyed::route_keys(&plan, &route.resource, Some(&route.path)),
                     ..RouteInfo::new(route.resource.clone(), upstream(&route.upstream))
                 }
             })
             .collect();
-        let default = match &config.default {
+        let mut default = match &config.default {
             Some(default) => RouteInfo::new(
                 default.get_ref().resource.clone(),
                 default.get_ref().upstream.as_deref().and_then(upstream),
             ),
             None => RouteInfo::new("unmatched".to_owned(), None),
         };
+        default.keys = crate::keyed::route_keys(&plan, &default.resource, None);
         Ok(Self {
             router: Router::new(config),
             routes,
@@ -111,6 +127,7 @@ impl Table {
             body_timeout: config.listener.body_timeout,
             blocked: config.blocked.as_ref().map(|b| b.get_ref().clone()),
             shadow: config.listener.shadow,
+            trusted_proxies,
         })
     }
 
@@ -372,7 +389,27 @@ impl Proxy {
             .and_then(|name| request.headers().get(name))
             .and_then(|value| value.to_str().ok())
             .map(str::to_owned);
-        let builder = spillway.entry(&route.resource).inbound();
+        // The keys of the resource's per-key rules; a request without one its rule requires is
+        // refused here, naming where the key was expected (never echoing a value).
+        let builder = match crate::keyed::with_keys(
+            spillway.entry(&route.resource).inbound(),
+            &route.keys,
+            &request,
+            peer.addr().ip(),
+            &table.trusted_proxies,
+        ) {
+            Ok(builder) => builder,
+            Err(missing) => {
+                metrics_missing_key(&self.inner.metrics, &route.resource);
+                return ProxyBody::text(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "this route limits requests per `{}`, and this request has none\n",
+                        missing.source
+                    ),
+                );
+            }
+        };
         let admission = match &origin {
             Some(origin) => builder.origin(origin).try_enter_owned(),
             None => builder.try_enter_owned(),
@@ -548,6 +585,11 @@ async fn tunnel(
 /// The response of a blocked request: gRPC `RESOURCE_EXHAUSTED` to a gRPC call, else the
 /// default 429 (with `Retry-After` and the `RateLimit` fields), or the configured status and
 /// body (keeping `Retry-After`).
+/// Counts a request refused for want of a per-key rule's key.
+fn metrics_missing_key(metrics: &Metrics, resource: &str) {
+    metrics.count(resource, "block", "missing_key");
+}
+
 fn blocked(
     spillway: &spillway::Spillway,
     err: &BlockError,

@@ -44,6 +44,8 @@ pub fn apply_rules(
             .collect(),
     )?;
     spillway.load_cluster_rules(cluster.rules_for(config))?;
+    // A per-key rule that stays the same keeps every key's state.
+    spillway.load_keyed_rules(crate::keyed::rules(config))?;
     Ok(())
 }
 

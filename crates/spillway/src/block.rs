@@ -65,6 +65,7 @@ impl fmt::Display for BlockKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BlockKind::System(check) => write!(f, "system {check}"),
+            BlockKind::Keyed => f.write_str("per-key"),
             kind => f.write_str(kind.as_str()),
         }
     }

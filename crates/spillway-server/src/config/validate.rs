@@ -177,6 +177,7 @@ impl<'a> Check<'a> {
             crate::cluster::validate_rules,
         );
         self.cluster(config);
+        self.keyed(config);
         if let Some(blocked) = &config.blocked {
             let (span, item) = (blocked.span(), blocked.get_ref());
             if !(400..=599).contains(&item.status) {
@@ -240,6 +241,51 @@ impl<'a> Check<'a> {
                     "origin_header",
                     format!("`{name}` is not a valid header name"),
                 );
+            }
+        }
+        if let Err(why) = crate::keyed::trusted_proxies(&listener.trusted_proxies) {
+            self.section_problem("listener", "trusted_proxies", why);
+        }
+    }
+
+    /// `[[keyed]]`: each rule's own fields and key source (every rule at fault), then keys read
+    /// from a path segment that a route producing the resource lacks.
+    fn keyed(&self, config: &Config) {
+        self.rules(&config.keyed, "keyed", |rules| {
+            crate::keyed::plan(rules).map(|_| ())
+        });
+        for (index, rule) in config.keyed.iter().enumerate() {
+            let (span, rule) = (rule.span(), rule.get_ref());
+            let Ok(crate::keyed::Source::Path(name)) = crate::keyed::Source::parse(&rule.key)
+            else {
+                continue;
+            };
+            let lacking = config
+                .routes
+                .iter()
+                .map(|route| route.get_ref())
+                .find(|route| {
+                    route.resource == rule.resource
+                        && crate::keyed::path_segment(&route.path, &name).is_none()
+                });
+            let default_produces = config
+                .default
+                .as_ref()
+                .map_or("unmatched", |default| default.get_ref().resource.as_str())
+                == rule.resource;
+            let problem = match lacking {
+                Some(route) => Some(format!(
+                    "reads `{{{name}}}` from the path, and the route `{}` to `{}` has no such segment",
+                    route.path, rule.resource
+                )),
+                None if default_produces => Some(format!(
+                    "reads `{{{name}}}` from the path, and `{}` is the default route's resource, which has no path template",
+                    rule.resource
+                )),
+                None => None,
+            };
+            if let Some(problem) = problem {
+                self.problem(span, format!("keyed[{index}]"), "key", problem);
             }
         }
     }
@@ -455,6 +501,9 @@ pub fn warnings(config: &Config, text: &str, file: &str) -> Vec<String> {
     }
     for (index, rule) in config.cluster_rules.iter().enumerate() {
         note("cluster_rule", index, rule.span(), &rule.get_ref().resource);
+    }
+    for (index, rule) in config.keyed.iter().enumerate() {
+        note("keyed", index, rule.span(), &rule.get_ref().resource);
     }
     let mut lines: Vec<String> = ConfigError::all(check.problems.into_inner())
         .map(|all| all.problems().iter().map(ToString::to_string).collect())

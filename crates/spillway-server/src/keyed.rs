@@ -1,0 +1,556 @@
+//! Per-key rules in the proxy: where each request's key comes from (the client's address, a
+//! header, a query parameter, a segment of the route's path), which position of the entry's
+//! keys each source fills, and what a request without its key gets.
+
+use crate::config::{Config, KeyedConfig, OnMissing};
+use http::header::HeaderName;
+use http::{HeaderMap, Request};
+use ipnet::IpNet;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+/// Where a key comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Source {
+    /// The client's address: the peer's, or through trusted proxies, the one they name.
+    PeerIp,
+    /// A request header (the first, if several).
+    Header(HeaderName),
+    /// A query parameter (the first, percent-decoded).
+    Query(String),
+    /// A `{name}` segment of the route's path.
+    Path(String),
+}
+
+impl Source {
+    /// Parses `peer_ip`, `header:NAME`, `query:NAME` or `path:NAME`.
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+        let named = |name: &str| -> Result<String, String> {
+            if name.is_empty() {
+                Err(format!(
+                    "`{text}` names no {}",
+                    text.split(':').next().unwrap_or("")
+                ))
+            } else {
+                Ok(name.to_owned())
+            }
+        };
+        match text.split_once(':') {
+            None if text == "peer_ip" => Ok(Source::PeerIp),
+            Some(("header", name)) => HeaderName::from_bytes(named(name)?.as_bytes())
+                .map(Source::Header)
+                .map_err(|_| format!("`{name}` is not a header name")),
+            Some(("query", name)) => named(name).map(Source::Query),
+            Some(("path", name)) => named(name).map(Source::Path),
+            _ => Err(format!(
+                "`{text}` is not a key source: `peer_ip`, `header:NAME`, `query:NAME` or `path:NAME`"
+            )),
+        }
+    }
+
+    /// As written in the file.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Source::PeerIp => "peer_ip".to_owned(),
+            Source::Header(name) => format!("header:{name}"),
+            Source::Query(name) => format!("query:{name}"),
+            Source::Path(name) => format!("path:{name}"),
+        }
+    }
+}
+
+/// The segment of `{name}` in the route path `template` (counted after the leading `/`).
+pub(crate) fn path_segment(template: &str, name: &str) -> Option<usize> {
+    let wanted = format!("{{{name}}}");
+    template
+        .strip_prefix('/')?
+        .split('/')
+        .position(|segment| segment == wanted)
+}
+
+/// Each resource's key sources, in the order their positions were given (at most
+/// [`spillway::keyed::KEY_POSITIONS`]), each with what a request without it gets.
+pub(crate) type Plan = HashMap<String, Vec<(Source, OnMissing)>>;
+
+/// The plan of `config`'s per-key rules, and each rule with its position: the sources of a
+/// resource's rules take positions in file order.
+///
+/// # Errors
+///
+/// The index of the rule at fault, the field, and why: an unknown source, more sources on one
+/// resource than positions, rules on one source that disagree on `on_missing`.
+pub(crate) fn plan(
+    rules: &[KeyedConfig],
+) -> Result<(Plan, Vec<spillway::keyed::KeyedRule>), (usize, &'static str, String)> {
+    let mut plan: Plan = HashMap::new();
+    let mut core = Vec::with_capacity(rules.len());
+    for (index, rule) in rules.iter().enumerate() {
+        let source = Source::parse(&rule.key).map_err(|why| (index, "key", why))?;
+        let sources = plan.entry(rule.resource.clone()).or_default();
+        let position = match sources.iter().position(|(known, _)| *known == source) {
+            Some(position) => {
+                if sources[position].1 != rule.on_missing {
+                    return Err((
+                        index,
+                        "on_missing",
+                        format!(
+                            "must be the same for every rule keyed by `{}` on `{}`",
+                            rule.key, rule.resource
+                        ),
+                    ));
+                }
+                position
+            }
+            None if sources.len() == spillway::keyed::KEY_POSITIONS => {
+                return Err((
+                    index,
+                    "key",
+                    format!(
+                        "`{}` has rules keyed {} ways; at most {} are read",
+                        rule.resource,
+                        sources.len() + 1,
+                        spillway::keyed::KEY_POSITIONS
+                    ),
+                ))
+            }
+            None => {
+                sources.push((source, rule.on_missing));
+                sources.len() - 1
+            }
+        };
+        // At most KEY_POSITIONS (4): it fits.
+        core.push(rule.rule(position as u8));
+    }
+    spillway::keyed::validate_keyed_rules(&core)
+        .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))?;
+    Ok((plan, core))
+}
+
+/// The per-key rules of `config`, each with its position (a checked configuration has no
+/// fault).
+pub(crate) fn rules(config: &Config) -> Vec<spillway::keyed::KeyedRule> {
+    let configs: Vec<KeyedConfig> = config.keyed.iter().map(|r| r.get_ref().clone()).collect();
+    plan(&configs).map(|(_, rules)| rules).unwrap_or_default()
+}
+
+/// One key a route reads.
+#[derive(Debug, Clone)]
+pub(crate) struct RouteKey {
+    position: usize,
+    source: RouteSource,
+    missing: OnMissing,
+    /// As written in the file, for a refusal's message.
+    described: String,
+}
+
+#[derive(Debug, Clone)]
+enum RouteSource {
+    PeerIp,
+    Header(HeaderName),
+    Query(String),
+    /// The path's segment at this index (after the leading `/`); `None`: the route's path has
+    /// no such segment, so every request lacks the key.
+    Segment(Option<usize>),
+}
+
+/// The key a request has for one source: text, so that it matches an exception written as
+/// text, or the raw bytes of a header that is not UTF-8.
+#[derive(Debug)]
+pub(crate) enum KeyValue<'r> {
+    Text(Cow<'r, str>),
+    Bytes(&'r [u8]),
+}
+
+/// What a request without a key gets, when its rule refuses it.
+#[derive(Debug)]
+pub(crate) struct Missing {
+    /// Where the key was expected (`header:x-user-id`).
+    pub(crate) source: String,
+}
+
+/// The key every request without one shares, under `on_missing = "shared"`.
+const SHARED_MISSING: &str = "\u{0}spillway:missing";
+
+/// The keys the route with path `template` (`None`: the default route) reads for `resource`.
+pub(crate) fn route_keys(plan: &Plan, resource: &str, template: Option<&str>) -> Vec<RouteKey> {
+    let Some(sources) = plan.get(resource) else {
+        return Vec::new();
+    };
+    sources
+        .iter()
+        .enumerate()
+        .map(|(position, (source, missing))| RouteKey {
+            position,
+            missing: *missing,
+            described: source.describe(),
+            source: match source {
+                Source::PeerIp => RouteSource::PeerIp,
+                Source::Header(name) => RouteSource::Header(name.clone()),
+                Source::Query(name) => RouteSource::Query(name.clone()),
+                Source::Path(name) => {
+                    RouteSource::Segment(template.and_then(|t| path_segment(t, name)))
+                }
+            },
+        })
+        .collect()
+}
+
+/// The client's address: the peer's, unless the peer is a trusted proxy, then the last
+/// address in `Forwarded` (or, without it, `X-Forwarded-For`) that is not a trusted proxy,
+/// walking from the nearest hop back (or the first, if every one is trusted).
+pub(crate) fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    if trusted.is_empty() || !is_trusted(&peer) {
+        return peer;
+    }
+    let mut hops: Vec<IpAddr> = forwarded_for(headers);
+    if hops.is_empty() {
+        hops = x_forwarded_for(headers);
+    }
+    hops.iter()
+        .rev()
+        .find(|ip| !is_trusted(ip))
+        .or(hops.first())
+        .copied()
+        .unwrap_or(peer)
+}
+
+/// The `for=` addresses of every `Forwarded` header (RFC 7239), nearest last; an element
+/// that is not an address (`unknown`, an obfuscated name) ends the list there.
+fn forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
+    let mut hops = Vec::new();
+    for value in headers.get_all(http::header::FORWARDED) {
+        let Ok(value) = value.to_str() else {
+            return Vec::new();
+        };
+        for element in value.split(',') {
+            let Some(node) = element.split(';').find_map(|pair| {
+                let (name, value) = pair.trim().split_once('=')?;
+                name.eq_ignore_ascii_case("for").then_some(value.trim())
+            }) else {
+                continue;
+            };
+            match parse_node(node.trim_matches('"')) {
+                Some(ip) => hops.push(ip),
+                None => return Vec::new(),
+            }
+        }
+    }
+    hops
+}
+
+/// `X-Forwarded-For`'s addresses, nearest last; a malformed element makes it all untrusted.
+fn x_forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
+    let mut hops = Vec::new();
+    for value in headers.get_all("x-forwarded-for") {
+        let Ok(value) = value.to_str() else {
+            return Vec::new();
+        };
+        for element in value.split(',') {
+            match parse_node(element.trim()) {
+                Some(ip) => hops.push(ip),
+                None => return Vec::new(),
+            }
+        }
+    }
+    hops
+}
+
+/// An address with or without a port: `1.2.3.4`, `1.2.3.4:80`, `[::1]`, `[::1]:80`, `::1`.
+fn parse_node(node: &str) -> Option<IpAddr> {
+    if let Ok(ip) = node.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Ok(addr) = node.parse::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    node.strip_prefix('[')
+        .and_then(|rest| rest.split(']').next())
+        .and_then(|ip| ip.parse().ok())
+}
+
+/// Parses `listener.trusted_proxies`: addresses or CIDR blocks.
+pub(crate) fn trusted_proxies(entries: &[String]) -> Result<Vec<IpNet>, String> {
+    entries
+        .iter()
+        .map(|entry| {
+            entry
+                .parse::<IpNet>()
+                .or_else(|_| entry.parse::<IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("`{entry}` is not an address or a CIDR block"))
+        })
+        .collect()
+}
+
+impl RouteKey {
+    /// This key of `request` from `peer`, if it has one.
+    fn value<'r, B>(
+        &self,
+        request: &'r Request<B>,
+        peer: IpAddr,
+        trusted: &[IpNet],
+    ) -> Option<KeyValue<'r>> {
+        match &self.source {
+            RouteSource::PeerIp => Some(KeyValue::Text(Cow::Owned(
+                client_ip(peer, request.headers(), trusted).to_string(),
+            ))),
+            RouteSource::Header(name) => {
+                let value = request.headers().get(name)?;
+                Some(match value.to_str() {
+                    Ok(text) => KeyValue::Text(Cow::Borrowed(text)),
+                    Err(_) => KeyValue::Bytes(value.as_bytes()),
+                })
+            }
+            RouteSource::Query(name) => {
+                query_value(request.uri().query()?, name).map(KeyValue::Text)
+            }
+            RouteSource::Segment(index) => {
+                let segment = request
+                    .uri()
+                    .path()
+                    .strip_prefix('/')?
+                    .split('/')
+                    .nth((*index)?)?;
+                (!segment.is_empty()).then_some(KeyValue::Text(Cow::Borrowed(segment)))
+            }
+        }
+    }
+}
+
+/// Sets `request`'s keys on `builder`, one per source of its route; a request that lacks a key
+/// whose rules refuse it gets `Err` with where the key was expected.
+pub(crate) fn with_keys<'a, B>(
+    mut builder: spillway::EntryBuilder<'a>,
+    keys: &[RouteKey],
+    request: &Request<B>,
+    peer: IpAddr,
+    trusted: &[IpNet],
+) -> Result<spillway::EntryBuilder<'a>, Missing> {
+    for key in keys {
+        builder = match (key.value(request, peer, trusted), key.missing) {
+            (Some(KeyValue::Text(text)), _) => builder.key_at(key.position, &*text),
+            (Some(KeyValue::Bytes(bytes)), _) => builder.key_at(key.position, bytes),
+            (None, OnMissing::Pass) => builder,
+            (None, OnMissing::Shared) => builder.key_at(key.position, SHARED_MISSING),
+            (None, OnMissing::Refuse) => {
+                return Err(Missing {
+                    source: key.described.clone(),
+                })
+            }
+        };
+    }
+    Ok(builder)
+}
+
+/// The first value of the query parameter `name`, percent-decoded (`+` as a space).
+fn query_value<'q>(query: &'q str, name: &str) -> Option<Cow<'q, str>> {
+    query.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(key) == name).then(|| decode(value))
+    })
+}
+
+/// Percent-decodes `text` (`+` as a space); a malformed escape stays as written, and bytes
+/// that are not UTF-8 become U+FFFD.
+fn decode(text: &str) -> Cow<'_, str> {
+    if !text.contains(['%', '+']) {
+        return Cow::Borrowed(text);
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+                match hex.and_then(|hex| u8::from_str_radix(hex, 16).ok()) {
+                    Some(byte) => {
+                        out.push(byte);
+                        i += 3;
+                        continue;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            byte => out.push(byte),
+        }
+        i += 1;
+    }
+    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(uri: &str, headers: &[(&str, &str)]) -> Request<()> {
+        let mut builder = Request::get(uri);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn sources_parse_and_name_what_is_wrong() {
+        assert_eq!(Source::parse("peer_ip"), Ok(Source::PeerIp));
+        assert_eq!(
+            Source::parse("header:X-User"),
+            Ok(Source::Header(HeaderName::from_static("x-user")))
+        );
+        assert_eq!(
+            Source::parse("query:user"),
+            Ok(Source::Query("user".into()))
+        );
+        assert_eq!(Source::parse("path:id"), Ok(Source::Path("id".into())));
+        assert!(Source::parse("header:bad name")
+            .unwrap_err()
+            .contains("not a header name"));
+        assert!(Source::parse("query:")
+            .unwrap_err()
+            .contains("names no query"));
+        assert!(Source::parse("cookie:x")
+            .unwrap_err()
+            .contains("not a key source"));
+        assert!(Source::parse("").unwrap_err().contains("not a key source"));
+    }
+
+    #[test]
+    fn the_client_is_the_peer_unless_a_trusted_proxy_names_it() {
+        let trusted = trusted_proxies(&["10.0.0.0/8".into(), "127.0.0.1".into()]).unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let headers = |pairs: &[(&str, &str)]| request("/", pairs).headers().clone();
+        let spoofed = headers(&[("x-forwarded-for", "6.6.6.6")]);
+        // An untrusted peer is the client, whatever it claims.
+        assert_eq!(client_ip(ip("8.8.8.8"), &spoofed, &trusted), ip("8.8.8.8"));
+        assert_eq!(client_ip(ip("10.1.1.1"), &spoofed, &[]), ip("10.1.1.1"));
+        // Through trusted proxies: the nearest untrusted hop, not a spoofed first one.
+        let chain = headers(&[("x-forwarded-for", "6.6.6.6, 1.2.3.4, 10.0.0.7")]);
+        assert_eq!(client_ip(ip("10.0.0.1"), &chain, &trusted), ip("1.2.3.4"));
+        let split = headers(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-for", "1.2.3.4:555"),
+        ]);
+        assert_eq!(client_ip(ip("127.0.0.1"), &split, &trusted), ip("1.2.3.4"));
+        // `Forwarded` first, IPv6 in quotes and brackets.
+        let forwarded = headers(&[
+            (
+                "forwarded",
+                r#"for="[2001:db8::1]:4711";proto=https, for=10.0.0.9"#,
+            ),
+            ("x-forwarded-for", "6.6.6.6"),
+        ]);
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &forwarded, &trusted),
+            ip("2001:db8::1")
+        );
+        // A malformed list is not believed.
+        let garbage = headers(&[("x-forwarded-for", "1.2.3.4, nonsense")]);
+        assert_eq!(
+            client_ip(ip("10.0.0.1"), &garbage, &trusted),
+            ip("10.0.0.1")
+        );
+        assert!(trusted_proxies(&["10.0.0.0/33".into()]).is_err());
+    }
+
+    #[test]
+    fn keys_come_from_headers_queries_and_path_segments() {
+        let keys = |resource_rules: &[(&str, OnMissing)], template| {
+            let plan: Plan = [(
+                "r".to_owned(),
+                resource_rules
+                    .iter()
+                    .map(|(source, missing)| (Source::parse(source).unwrap(), *missing))
+                    .collect(),
+            )]
+            .into();
+            route_keys(&plan, "r", template)
+        };
+        let peer = "9.9.9.9".parse().unwrap();
+        let read = |keys: &[RouteKey], request: &Request<()>| -> Vec<Option<String>> {
+            keys.iter()
+                .map(|key| match key.value(request, peer, &[]) {
+                    Some(KeyValue::Text(text)) => Some(text.into_owned()),
+                    Some(KeyValue::Bytes(bytes)) => Some(format!("{bytes:?}")),
+                    None => None,
+                })
+                .collect()
+        };
+        let all = keys(
+            &[
+                ("header:x-user", OnMissing::Pass),
+                ("query:user", OnMissing::Pass),
+                ("path:id", OnMissing::Pass),
+                ("peer_ip", OnMissing::Pass),
+            ],
+            Some("/users/{id}/orders"),
+        );
+        let request = request(
+            "/users/42/orders?x=1&user=a%20b+c&user=second",
+            &[("x-user", "alice")],
+        );
+        assert_eq!(
+            read(&all, &request),
+            [
+                Some("alice".into()),
+                Some("a b c".into()),
+                Some("42".into()),
+                Some("9.9.9.9".into())
+            ]
+        );
+        let bare = request_without();
+        assert_eq!(
+            read(&all, &bare),
+            [None, None, None, Some("9.9.9.9".into())]
+        );
+        // The default route has no template: a path key is always missing there.
+        let default = keys(&[("path:id", OnMissing::Pass)], None);
+        assert_eq!(read(&default, &request), [None]);
+        assert_eq!(decode("%zz%4"), "%zz%4");
+        assert_eq!(decode("%C3%A9"), "é");
+    }
+
+    fn request_without() -> Request<()> {
+        request("/users", &[])
+    }
+
+    #[test]
+    fn a_request_without_its_key_passes_shares_or_is_refused() {
+        let spillway = spillway::Spillway::new_with_clock(spillway::ManualClock::new());
+        let plan = |missing| -> Plan {
+            [(
+                "r".to_owned(),
+                vec![(Source::parse("header:x-user").unwrap(), missing)],
+            )]
+            .into()
+        };
+        let bare = request("/", &[]);
+        let peer = "1.1.1.1".parse().unwrap();
+        let refused = with_keys(
+            spillway.entry("r"),
+            &route_keys(&plan(OnMissing::Refuse), "r", None),
+            &bare,
+            peer,
+            &[],
+        );
+        assert_eq!(refused.unwrap_err().source, "header:x-user");
+        spillway
+            .load_keyed_rules(vec![spillway::keyed::KeyedRule::qps("per-user", "r", 1.0)])
+            .unwrap();
+        let shared = route_keys(&plan(OnMissing::Shared), "r", None);
+        let enter = |keys: &[RouteKey]| {
+            with_keys(spillway.entry("r"), keys, &bare, peer, &[])
+                .unwrap()
+                .enter()
+        };
+        assert!(enter(&shared).is_ok());
+        assert!(
+            enter(&shared).is_err(),
+            "requests without the key share one limit"
+        );
+        let passing = route_keys(&plan(OnMissing::Pass), "r", None);
+        assert!(enter(&passing).is_ok() && enter(&passing).is_ok());
+    }
+}

@@ -1,0 +1,168 @@
+//! Per-key rules through the proxy: keys from the client's address (through trusted proxies),
+//! a header, a query parameter and a path segment; what a request without its key gets; what
+//! a refusal says; a reload that keeps each key's state; and the file's checks. On tokio's
+//! paused clock: no window rolls over in the middle of a test.
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use spillway_server::{config, Server};
+use std::net::SocketAddr;
+
+const ROUTES: &str = "[listener]\nlisten = \"127.0.0.1:0\"\ntrusted_proxies = [\"127.0.0.0/8\"]\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:9\"\n\n[[route]]\nresource = \"users\"\npath = \"/users/{id}/orders\"\nupstream = \"app\"\n\n[[route]]\nresource = \"search\"\npath = \"/search\"\nupstream = \"app\"\n";
+
+async fn start(rules: &str) -> (SocketAddr, Server) {
+    let config = config::parse(&format!("{ROUTES}\n{rules}"), "test.toml").unwrap();
+    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
+    let server = Server::bind(&config, spillway).await.unwrap();
+    (server.local_addr().unwrap(), server)
+}
+
+/// The status and body of `GET path` with `headers`.
+async fn get(proxy: SocketAddr, path: &str, headers: &[(&str, &str)]) -> (StatusCode, String) {
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut request = Request::get(format!("http://{proxy}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client
+        .request(request.body(Empty::new()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// Of `n` requests, how many were admitted (nothing listens upstream: 502) and how many
+/// refused (429).
+async fn admitted(proxy: SocketAddr, path: &str, headers: &[(&str, &str)], n: usize) -> usize {
+    let mut admitted = 0;
+    for _ in 0..n {
+        match get(proxy, path, headers).await.0 {
+            StatusCode::BAD_GATEWAY => admitted += 1,
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("{other}"),
+        }
+    }
+    admitted
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_client_each_user_and_each_id_has_its_own_limit() {
+    let rules = "[[keyed]]\nid = \"per-client\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 3\n\n\
+                 [[keyed]]\nid = \"per-user\"\nresource = \"search\"\nkey = \"header:x-user\"\ncount = 2\nexceptions = [{ key = \"batch\", count = 5 }]\n\n\
+                 [[keyed]]\nid = \"per-id\"\nresource = \"users\"\nkey = \"path:id\"\ncount = 1\n\n\
+                 [[keyed]]\nid = \"per-query\"\nresource = \"users\"\nkey = \"query:tenant\"\ncount = 2\n";
+    let (proxy, server) = start(rules).await;
+    tokio::spawn(server.run(std::future::pending()));
+    // The peer is a trusted proxy: each client named in X-Forwarded-For has its own 3.
+    let client = |ip: &'static str| [("x-forwarded-for", ip)];
+    assert_eq!(admitted(proxy, "/search", &client("1.1.1.1"), 5).await, 3);
+    assert_eq!(admitted(proxy, "/search", &client("2.2.2.2"), 5).await, 3);
+    // Per user, within each client's limit; `batch` has 5.
+    let both = |ip: &'static str, user: &'static str| [("x-forwarded-for", ip), ("x-user", user)];
+    assert_eq!(
+        admitted(proxy, "/search", &both("3.3.3.3", "alice"), 3).await,
+        2
+    );
+    assert_eq!(
+        admitted(proxy, "/search", &both("4.4.4.4", "batch"), 3).await,
+        3
+    );
+    // Per path segment and per query parameter.
+    assert_eq!(admitted(proxy, "/users/7/orders", &[], 3).await, 1);
+    assert_eq!(admitted(proxy, "/users/8/orders", &[], 3).await, 1);
+    assert_eq!(admitted(proxy, "/users/9/orders?tenant=a", &[], 1).await, 1);
+    assert_eq!(
+        admitted(proxy, "/users/10/orders?tenant=a", &[], 1).await,
+        1
+    );
+    assert_eq!(
+        admitted(proxy, "/users/11/orders?tenant=a", &[], 1).await,
+        0
+    );
+    // A refusal names the rule and says it was per key, without the key.
+    let (status, body) = get(proxy, "/search", &both("5.5.5.5", "alice")).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(body.contains("blocked by per-key rule per-user"), "{body}");
+    assert!(
+        !body.contains("alice") && !body.contains("5.5.5.5"),
+        "{body}"
+    );
+    // Spoofed hops before the nearest untrusted one change nothing.
+    let spoofed = [("x-forwarded-for", "9.9.9.9, 1.1.1.1")];
+    assert_eq!(admitted(proxy, "/search", &spoofed, 2).await, 0);
+    // Past the second, every key has its limit again.
+    tokio::time::advance(std::time::Duration::from_millis(1_001)).await;
+    assert_eq!(admitted(proxy, "/search", &client("1.1.1.1"), 5).await, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_without_its_key_passes_is_refused_or_shares_one_limit() {
+    let rules = "[[keyed]]\nid = \"needs-user\"\nresource = \"search\"\nkey = \"header:x-user\"\non_missing = \"refuse\"\ncount = 5\n\n\
+                 [[keyed]]\nid = \"tenants\"\nresource = \"users\"\nkey = \"query:tenant\"\non_missing = \"shared\"\ncount = 2\n";
+    let (proxy, server) = start(rules).await;
+    tokio::spawn(server.run(std::future::pending()));
+    let (status, body) = get(proxy, "/search", &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        body,
+        "this route limits requests per `header:x-user`, and this request has none\n"
+    );
+    assert_eq!(admitted(proxy, "/search", &[("x-user", "u")], 1).await, 1);
+    // Without a tenant, all share one limit of 2.
+    assert_eq!(admitted(proxy, "/users/1/orders", &[], 2).await, 2);
+    assert_eq!(admitted(proxy, "/users/2/orders", &[], 2).await, 0);
+    assert_eq!(admitted(proxy, "/users/3/orders?tenant=t", &[], 2).await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_keeps_each_key_s_state_and_applies_a_change() {
+    let rule = |count: u32| {
+        format!("[[keyed]]\nid = \"per-user\"\nresource = \"search\"\nkey = \"header:x-user\"\ncount = {count}\n")
+    };
+    let (proxy, server) = start(&rule(2)).await;
+    let spillway = server.proxy().spillway().clone();
+    tokio::spawn(server.run(std::future::pending()));
+    let alice = [("x-user", "alice")];
+    assert_eq!(admitted(proxy, "/search", &alice, 1).await, 1);
+    // The same rule again: alice still has one left, not two.
+    let same = config::parse(&format!("{ROUTES}\n{}", rule(2)), "test.toml").unwrap();
+    spillway
+        .load_keyed_rules(vec![same.keyed[0].get_ref().rule(0)])
+        .unwrap();
+    assert_eq!(admitted(proxy, "/search", &alice, 3).await, 1);
+    // A changed rule starts again.
+    let changed = config::parse(&format!("{ROUTES}\n{}", rule(4)), "test.toml").unwrap();
+    spillway
+        .load_keyed_rules(vec![changed.keyed[0].get_ref().rule(0)])
+        .unwrap();
+    assert_eq!(admitted(proxy, "/search", &alice, 5).await, 4);
+}
+
+#[test]
+fn the_file_names_every_keyed_rule_at_fault() {
+    let bad = "[[keyed]]\nid = \"a\"\nresource = \"search\"\nkey = \"cookie:sid\"\ncount = 1\n\n\
+               [[keyed]]\nid = \"b\"\nresource = \"search\"\nkey = \"path:id\"\ncount = 1\n\n\
+               [[keyed]]\nid = \"c\"\nresource = \"users\"\nkey = \"path:user\"\ncount = 1\n\n\
+               [[keyed]]\nid = \"d\"\nresource = \"users\"\nkey = \"header:x-a\"\ncount = -1\n\n\
+               [[keyed]]\nid = \"e\"\nresource = \"users\"\nkey = \"header:x-a\"\non_missing = \"refuse\"\ncount = 1\n";
+    let text = format!("{ROUTES}\n{bad}").replace(
+        "trusted_proxies = [\"127.0.0.0/8\"]",
+        "trusted_proxies = [\"10.0.0.0/99\"]",
+    );
+    let err = config::parse(&text, "test.toml").unwrap_err().to_string();
+    for expected in [
+        "`listener.trusted_proxies`: `10.0.0.0/99` is not an address or a CIDR block",
+        "`keyed[0].key`: `cookie:sid` is not a key source",
+        "`keyed[1].key`: reads `{id}` from the path, and the route `/search` to `search` has no such segment",
+        "`keyed[2].key`: reads `{user}` from the path, and the route `/users/{id}/orders` to `users` has no such segment",
+        "`keyed[3].count`: must be finite, from 0 to 4294967295, got -1",
+        "`keyed[4].on_missing`: must be the same for every rule keyed by `header:x-a` on `users`",
+    ] {
+        assert!(err.contains(expected), "no `{expected}` in:\n{err}");
+    }
+}
