@@ -70,7 +70,7 @@ pub(crate) struct Table {
     blocked: Option<crate::config::BlockedResponse>,
     shadow: bool,
     /// Proxies whose forwarding headers name the client (for keys by `peer_ip`).
-    trusted_proxies: Vec<ipnet::IpNet>,
+    trusted_proxies: Vec<spillway_tower::keys::IpNet>,
 }
 
 impl Table {

@@ -38,6 +38,7 @@ mod active;
 mod clock;
 mod entry;
 pub mod grpc;
+pub mod keys;
 pub mod protect;
 mod rate_limiter;
 

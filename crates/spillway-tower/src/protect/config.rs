@@ -11,6 +11,8 @@ use std::sync::Arc;
 pub(super) type ResourceFn = dyn Fn(&request::Parts) -> String + Send + Sync;
 /// Picks a request's origin (the caller), if any.
 pub(super) type OriginFn = dyn Fn(&request::Parts) -> Option<String> + Send + Sync;
+/// Reads a request's key for per-key rules, if it has one.
+pub(super) type KeyFn = dyn Fn(&request::Parts) -> Option<String> + Send + Sync;
 /// Says whether a response (its status and headers) counts as an error.
 pub(super) type ClassifyFn = dyn Fn(StatusCode, &HeaderMap) -> bool + Send + Sync;
 /// Builds the response of a blocked request.
@@ -32,7 +34,9 @@ pub(super) enum Selector {
 impl Config {
     /// Whether a request's head is read (to name its resource or its origin).
     pub(super) fn reads_request(&self) -> bool {
-        self.origin.is_some() || matches!(self.resource, Selector::Dynamic(_))
+        self.origin.is_some()
+            || !self.keys.is_empty()
+            || matches!(self.resource, Selector::Dynamic(_))
     }
 }
 
@@ -52,6 +56,8 @@ pub(super) struct Config {
     pub(super) spillway: spillway::Spillway,
     pub(super) resource: Selector,
     pub(super) origin: Option<Arc<OriginFn>>,
+    /// The keys of per-key rules, each with its position.
+    pub(super) keys: Vec<(usize, Arc<KeyFn>)>,
     pub(super) traffic: TrafficType,
     /// `None`: [`default_is_error`].
     pub(super) classify: Option<Arc<ClassifyFn>>,

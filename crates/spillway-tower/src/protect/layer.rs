@@ -49,6 +49,7 @@ impl SpillwayLayer {
                 resource: Selector::named(&spillway, "http"),
                 spillway,
                 origin: None,
+                keys: Vec::new(),
                 traffic: TrafficType::Inbound,
                 classify: None,
                 blocked: Arc::new(default_blocked),
@@ -108,6 +109,82 @@ impl SpillwayLayer {
                 .get(name)
                 .and_then(|value| value.to_str().ok())
                 .map(str::to_owned)
+        })
+    }
+
+    /// The key at `position` of each request, for the resource's per-key rules
+    /// ([`KeyedRule`](spillway::keyed::KeyedRule) with that `param`); a request without one
+    /// is not limited by them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::keyed::KeyedRule;
+    /// use spillway_tower::SpillwayLayer;
+    ///
+    /// let spillway = spillway::Spillway::new();
+    /// spillway.load_keyed_rules(vec![KeyedRule::qps("per-tenant", "api", 50.0)])?;
+    /// let layer = SpillwayLayer::new(spillway)
+    ///     .fixed_resource("api")
+    ///     .key(0, |parts| parts.uri.host().map(str::to_owned));
+    /// # let _ = layer;
+    /// # Ok::<(), spillway::keyed::KeyedRuleError>(())
+    /// ```
+    pub fn key(
+        self,
+        position: usize,
+        key: impl Fn(&request::Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.with(|config| config.keys.push((position, Arc::new(key))))
+    }
+
+    /// The key at `position` is the value of header `name` (the first, when valid UTF-8).
+    pub fn key_header(self, position: usize, name: &'static str) -> Self {
+        self.key(position, move |parts| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned)
+        })
+    }
+
+    /// The key at `position` is the query parameter `name` (the first, percent-decoded).
+    pub fn key_query(self, position: usize, name: &'static str) -> Self {
+        self.key(position, move |parts| {
+            crate::keys::query_value(parts.uri.query()?, name).map(|value| value.into_owned())
+        })
+    }
+
+    /// The key at `position` is the client's address: the peer's (a
+    /// [`PeerAddr`](crate::keys::PeerAddr) in the request's extensions, or axum's
+    /// `ConnectInfo<SocketAddr>`), or, when the peer is one of `trusted` (proxies), the nearest
+    /// address their `Forwarded` or `X-Forwarded-For` names that is not.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway_tower::{keys, SpillwayLayer};
+    ///
+    /// let trusted = keys::trusted_proxies(&["10.0.0.0/8".into()]).unwrap();
+    /// let layer = SpillwayLayer::new(spillway::Spillway::new()).key_peer_ip(0, trusted);
+    /// # let _ = layer;
+    /// ```
+    pub fn key_peer_ip(self, position: usize, trusted: Vec<crate::keys::IpNet>) -> Self {
+        self.key(position, move |parts| {
+            let peer = peer_addr(parts)?;
+            Some(crate::keys::client_ip(peer.ip(), &parts.headers, &trusted).to_string())
+        })
+    }
+
+    /// The key at `position` is the `{name}` segment of axum's matched route template
+    /// (`/users/{id}`), as the request spells it.
+    #[cfg(feature = "axum")]
+    pub fn key_path(self, position: usize, name: &'static str) -> Self {
+        self.key(position, move |parts| {
+            let template = parts.extensions.get::<axum::extract::MatchedPath>()?;
+            let index = crate::keys::path_segment(template.as_str(), name)?;
+            crate::keys::segment(parts.uri.path(), index).map(str::to_owned)
         })
     }
 
@@ -183,4 +260,19 @@ impl fmt::Debug for SpillwayLayer {
             .field("config", &self.config)
             .finish()
     }
+}
+
+/// The peer's address from the request's extensions.
+fn peer_addr(parts: &request::Parts) -> Option<std::net::SocketAddr> {
+    if let Some(peer) = parts.extensions.get::<crate::keys::PeerAddr>() {
+        return Some(peer.0);
+    }
+    #[cfg(feature = "axum")]
+    if let Some(info) = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+    {
+        return Some(info.0);
+    }
+    None
 }

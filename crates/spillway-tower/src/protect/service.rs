@@ -51,7 +51,14 @@ fn admit(
         _ => None,
     };
     let enter = |builder: spillway::EntryBuilder<'_>| {
-        let builder = builder.traffic(config.traffic);
+        let mut builder = builder.traffic(config.traffic);
+        if let Some(parts) = parts {
+            for (position, key) in &config.keys {
+                if let Some(key) = key(parts) {
+                    builder = builder.key_at(*position, key.as_str());
+                }
+            }
+        }
         match &origin {
             Some(origin) => builder.origin(origin).try_enter_owned(),
             None => builder.try_enter_owned(),

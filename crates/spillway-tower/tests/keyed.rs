@@ -1,0 +1,100 @@
+//! Per-key rules through the layer on a real axum router, on tokio's paused clock: keys from a
+//! header, a query parameter, a path segment of the matched route, and the client's address
+//! (the peer's, or through a trusted proxy the one it names).
+#![cfg(feature = "axum")]
+
+use axum::body::Body;
+use axum::routing::get;
+use axum::Router;
+use http::{Request, StatusCode};
+use spillway::keyed::KeyedRule;
+use spillway_tower::keys::{trusted_proxies, PeerAddr};
+use spillway_tower::{SpillwayLayer, TokioClock};
+use std::net::SocketAddr;
+use tower::ServiceExt;
+
+fn app(spillway: &spillway::Spillway) -> Router {
+    let trusted = trusted_proxies(&["10.0.0.0/8".into()]).unwrap();
+    Router::new()
+        .route("/users/{id}", get(|| async { "user" }))
+        .route("/search", get(|| async { "results" }))
+        .layer(
+            SpillwayLayer::new(spillway.clone())
+                .by_route()
+                .key_peer_ip(0, trusted)
+                .key_header(1, "x-user")
+                .key_query(2, "tenant")
+                .key_path(3, "id"),
+        )
+}
+
+/// Of `n` requests to `uri` from `peer` with `headers`, how many passed.
+async fn passed(app: &Router, uri: &str, peer: &str, headers: &[(&str, &str)], n: usize) -> usize {
+    let mut passed = 0;
+    for _ in 0..n {
+        let mut request = Request::get(uri);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let mut request = request.body(Body::empty()).unwrap();
+        let peer: SocketAddr = format!("{peer}:4000").parse().unwrap();
+        request.extensions_mut().insert(PeerAddr(peer));
+        let status = app.clone().oneshot(request).await.unwrap().status();
+        match status {
+            StatusCode::OK => passed += 1,
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("{other}"),
+        }
+    }
+    passed
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_key_source_limits_its_own_keys() {
+    let spillway = spillway::Spillway::new_with_clock(TokioClock::new());
+    spillway
+        .load_keyed_rules(vec![
+            KeyedRule::qps("per-client", "GET /search", 4.0),
+            KeyedRule::qps("per-user", "GET /search", 2.0).with_param(1),
+            KeyedRule::qps("per-tenant", "GET /search", 3.0).with_param(2),
+            KeyedRule::qps("per-id", "GET /users/{id}", 1.0).with_param(3),
+        ])
+        .unwrap();
+    let app = app(&spillway);
+    // Each client its own 4; a trusted proxy's clients each theirs, spoofed hops ignored.
+    assert_eq!(passed(&app, "/search", "1.1.1.1", &[], 6).await, 4);
+    assert_eq!(passed(&app, "/search", "2.2.2.2", &[], 6).await, 4);
+    let via = |client: &'static str| [("x-forwarded-for", client)];
+    assert_eq!(
+        passed(&app, "/search", "10.0.0.1", &via("3.3.3.3"), 6).await,
+        4
+    );
+    assert_eq!(
+        passed(&app, "/search", "10.0.0.1", &via("6.6.6.6, 4.4.4.4"), 6).await,
+        4
+    );
+    // An untrusted peer's claims change nothing: it is 1.1.1.1, already at its limit.
+    assert_eq!(
+        passed(&app, "/search", "1.1.1.1", &via("5.5.5.5"), 2).await,
+        0
+    );
+    // Per user and per tenant, on fresh clients.
+    assert_eq!(
+        passed(&app, "/search", "7.0.0.1", &[("x-user", "alice")], 3).await,
+        2
+    );
+    assert_eq!(
+        passed(&app, "/search?tenant=t1", "7.0.0.2", &[], 4).await,
+        3
+    );
+    assert_eq!(
+        passed(&app, "/search?tenant=t1", "7.0.0.3", &[], 1).await,
+        0
+    );
+    // Per path segment of the matched route.
+    assert_eq!(passed(&app, "/users/1", "8.0.0.1", &[], 2).await, 1);
+    assert_eq!(passed(&app, "/users/2", "8.0.0.2", &[], 2).await, 1);
+    // A second later, every key has its limit again.
+    tokio::time::advance(std::time::Duration::from_millis(1_001)).await;
+    assert_eq!(passed(&app, "/search", "1.1.1.1", &[], 6).await, 4);
+}
