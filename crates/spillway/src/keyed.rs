@@ -20,7 +20,7 @@ mod loom_flight;
 #[cfg(all(test, not(spillway_loom)))]
 mod tests;
 
-pub use limiter::{KeyedLimiter, KeyedStats, WAYS};
+pub use limiter::{KeyedLimiter, KeyedStats, SKETCH_WIDTH, WAYS};
 pub use rule::{KeyException, KeyedBehavior, KeyedRule, DEFAULT_CAPACITY};
 pub use rule_set::MAX_KEYED_RULES_PER_RESOURCE;
 pub(crate) use rule_set::{blocked, KeyedRuleSet, KeyedTaken, ResourceKeyed};

@@ -23,15 +23,17 @@
 use super::sketch::{Cells, FlightSketch, WindowSketch};
 use super::{fingerprint, KeyedBehavior, KeyedRule};
 use crate::flow::{Decision, Grade};
-use crate::sync::Mutex;
+use crate::sync::{AtomicU64, Mutex, Ordering};
 use std::collections::HashMap;
 use std::time::Duration;
 
 /// Places per set of the exact-state table.
 pub const WAYS: usize = 4;
 
-/// Narrowest sketch row.
-const MIN_WIDTH: usize = 1_024;
+/// Columns of each sketch row: 8,192 (4 rows of 8-byte cells, 256 KiB a sketch), whatever the
+/// capacity. Keys without a place share these cells; more columns would only matter for floods
+/// of distinct keys, where they make early refusals of the keys without a place rarer.
+pub const SKETCH_WIDTH: usize = 8_192;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
@@ -41,8 +43,49 @@ struct Slot {
     tokens: i64,
     /// Reject: when tokens were last added; throttle: the last pass (ms).
     last_ms: u64,
-    /// One more than the window in which the key was last refused (0: never).
-    limited: u64,
+    /// Permits passed in the slot's window, and in the window before it.
+    passed: u32,
+    passed_before: u32,
+    /// Calls since it took its place, halved for each window since (how busy the key is).
+    busy: u16,
+    /// The window of the key's last call (its low 16 bits).
+    window: u16,
+    /// One more than the window in which the key was last refused (low 16 bits; 0: never).
+    limited: u16,
+}
+
+impl Slot {
+    /// Counts a call in `window`, aging the counts by the windows since the last.
+    fn touch(&mut self, window: u16) {
+        let since = window.wrapping_sub(self.window);
+        self.busy = self.aged(window).saturating_add(1);
+        match since {
+            0 => {}
+            1 => self.passed_before = std::mem::take(&mut self.passed),
+            _ => (self.passed, self.passed_before) = (0, 0),
+        }
+        self.window = window;
+    }
+
+    /// How busy the key is, as of `window`.
+    fn aged(&self, window: u16) -> u16 {
+        let since = window.wrapping_sub(self.window);
+        self.busy.checked_shr(u32::from(since)).unwrap_or(0)
+    }
+
+    /// Whether the key was refused in `window` or the one before (then it keeps its place).
+    fn protected(&self, window: u16) -> bool {
+        self.limited != 0 && window.wrapping_sub(self.limited.wrapping_sub(1)) <= 1
+    }
+
+    /// Its passes in `window` and the one before.
+    fn recent_passes(&self, window: u16) -> u64 {
+        match window.wrapping_sub(self.window) {
+            0 => u64::from(self.passed) + u64::from(self.passed_before),
+            1 => u64::from(self.passed),
+            _ => 0,
+        }
+    }
 }
 
 /// How a check was decided, for the rule's counters and the tests.
@@ -58,8 +101,6 @@ pub(crate) enum Path {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct KeyedStats {
-    /// Checks decided by a key's exact state.
-    pub exact: u64,
     /// Checks decided by the sketch, for keys without a place.
     pub sketched: u64,
     /// Keys that lost their place to a busier key.
@@ -80,7 +121,10 @@ pub struct KeyedLimiter {
     seen: WindowSketch,
     passed: WindowSketch,
     flight: Option<FlightSketch>,
-    stats: Mutex<KeyedStats>,
+    /// Checks decided by the sketch (relaxed: a statistic).
+    sketched: AtomicU64,
+    /// Keys that lost their place (relaxed: a statistic).
+    evictions: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
@@ -105,9 +149,7 @@ impl KeyedLimiter {
     /// assert_eq!(limiter.check(bob, 1, 0), Decision::Pass); // each key its own limit
     /// ```
     pub fn new(rule: &KeyedRule) -> Self {
-        let width = (rule.capacity.saturating_mul(2))
-            .max(MIN_WIDTH)
-            .next_power_of_two();
+        let width = SKETCH_WIDTH;
         let concurrency = rule.grade == Grade::Concurrency;
         let sets = if concurrency {
             0
@@ -130,7 +172,8 @@ impl KeyedLimiter {
             seen: WindowSketch::new(if concurrency { 1 } else { width }),
             passed: WindowSketch::new(if concurrency { 1 } else { width }),
             flight: concurrency.then(|| FlightSketch::new(width)),
-            stats: Mutex::new(KeyedStats::default()),
+            sketched: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
         }
     }
 
@@ -190,7 +233,10 @@ impl KeyedLimiter {
 
     /// What the rule counted.
     pub fn stats(&self) -> KeyedStats {
-        *lock(&self.stats)
+        KeyedStats {
+            sketched: self.sketched.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+        }
     }
 
     /// Bytes of its table and sketches: fixed by the rule's `capacity` (and grade) whatever the
@@ -216,31 +262,20 @@ impl KeyedLimiter {
             };
             return (decision, Path::Exact);
         }
+        if limit == 0 {
+            // Sentinel: a key with no tokens is always refused.
+            return (Decision::Block, Path::Exact);
+        }
         let now_ms = now_nanos / 1_000_000;
         let window = now_ms / self.duration_ms;
-        let cells = Cells::of(key, self.seen.width());
-        self.seen.add(cells, window, 1);
-        let (decision, path) = if limit == 0 {
-            // Sentinel: a key with no tokens is always refused.
-            (Decision::Block, Path::Exact)
-        } else {
-            self.decide_qps(key, cells, limit, acquire, now_ms, window)
-        };
-        if decision.admits() {
-            self.passed.add(cells, window, u64::from(acquire));
-        }
-        let mut stats = lock(&self.stats);
-        match path {
-            Path::Exact => stats.exact += 1,
-            Path::Sketch => stats.sketched += 1,
-        }
-        (decision, path)
+        self.decide_qps(key, limit, acquire, now_ms, window)
     }
 
+    /// A key with a place is decided under its set's lock alone; a key without one is counted
+    /// in the sketches, may take a place, or is decided by the sketch.
     fn decide_qps(
         &self,
         key: u64,
-        cells: Cells,
         limit: u64,
         acquire: u32,
         now_ms: u64,
@@ -249,31 +284,45 @@ impl KeyedLimiter {
         let set = &self.sets[set_of(key, self.sets.len())];
         let mut ways = lock(set);
         let place = match ways.iter().position(|slot| slot.key == key) {
-            Some(place) => Some(place),
-            None => self.take_place(&mut ways, key, cells, limit, now_ms, window),
-        };
-        let Some(place) = place else {
-            drop(ways);
-            // No place: at most `limit` passes in this window, by the sketch.
-            let (passed, _) = self.passed.counts(cells, window);
-            let decision = if passed + u64::from(acquire) <= limit {
-                Decision::Pass
-            } else {
-                Decision::Block
-            };
-            return (decision, Path::Sketch);
+            Some(place) => place,
+            None => {
+                let cells = Cells::of(key, self.seen.width());
+                self.seen.add(cells, window, 1);
+                match self.take_place(&mut ways, key, cells, limit, now_ms, window) {
+                    Some(place) => place,
+                    None => {
+                        drop(ways);
+                        let decision = self.decide_by_sketch(cells, limit, acquire, window);
+                        return (decision, Path::Sketch);
+                    }
+                }
+            }
         };
         let slot = &mut ways[place];
+        slot.touch(window as u16);
         let decision = match self.behavior {
             KeyedBehavior::Reject => self.reject(slot, limit, acquire, now_ms),
             KeyedBehavior::Throttle { max_queueing_time } => {
                 self.throttle(slot, limit, acquire, now_ms, max_queueing_time)
             }
         };
-        if !decision.admits() {
-            slot.limited = window + 1;
+        if decision.admits() {
+            slot.passed = slot.passed.saturating_add(acquire);
+        } else {
+            slot.limited = (window as u16).wrapping_add(1).max(1);
         }
         (decision, Path::Exact)
+    }
+
+    /// A key without a place: at most `limit` passes in this window, by the sketch.
+    fn decide_by_sketch(&self, cells: Cells, limit: u64, acquire: u32, window: u64) -> Decision {
+        self.sketched.fetch_add(1, Ordering::Relaxed);
+        let (passed, _) = self.passed.counts(cells, window);
+        if passed + u64::from(acquire) > limit {
+            return Decision::Block;
+        }
+        self.passed.add(cells, window, u64::from(acquire));
+        Decision::Pass
     }
 
     /// A place for `key` in `ways`, if it gets one, its state set from the sketches.
@@ -286,25 +335,40 @@ impl KeyedLimiter {
         now_ms: u64,
         window: u64,
     ) -> Option<usize> {
-        let busy = |cells: Cells| {
+        let short = window as u16;
+        let width = self.seen.width();
+        // How busy a key is, by the `seen` sketch (its calls without a place, and what the
+        // keys sharing its cells add): a candidate's count, and a place holder's besides its
+        // calls with a place, so that both carry the sketch's error alike.
+        let sketched = |cells: Cells| {
             let (current, previous) = self.seen.counts(cells, window);
             current + previous
         };
         let place = match ways.iter().position(|slot| slot.key == 0) {
             Some(free) => free,
             None => {
-                let width = self.seen.width();
                 // Keys refused in this window or the last keep their places.
                 let (victim, victim_busy) = ways
                     .iter()
                     .enumerate()
-                    .filter(|(_, slot)| slot.limited == 0 || slot.limited < window)
-                    .map(|(at, slot)| (at, busy(Cells::of(slot.key, width))))
+                    .filter(|(_, slot)| !slot.protected(short))
+                    .map(|(at, slot)| {
+                        let busy =
+                            u64::from(slot.aged(short)) + sketched(Cells::of(slot.key, width));
+                        (at, busy)
+                    })
                     .min_by_key(|&(_, busy)| busy)?;
-                if busy(cells) <= victim_busy {
+                if sketched(cells) <= victim_busy {
                     return None;
                 }
-                lock(&self.stats).evictions += 1;
+                self.evictions.fetch_add(1, Ordering::Relaxed);
+                // Never as fresh when it comes back: its passes with a place go to the sketch.
+                let evicted = ways[victim];
+                let passes = evicted.recent_passes(short);
+                if passes > 0 {
+                    self.passed
+                        .add(Cells::of(evicted.key, width), window, passes);
+                }
                 victim
             }
         };
@@ -317,8 +381,9 @@ impl KeyedLimiter {
             Slot {
                 key,
                 tokens: NEW,
-                last_ms: 0,
-                limited: 0,
+                // Counted by the check's `touch`.
+                window: short,
+                ..Slot::default()
             }
         } else {
             let left = limit.saturating_sub(passed_now + passed_before);
@@ -326,7 +391,8 @@ impl KeyedLimiter {
                 key,
                 tokens: i64::try_from(left).unwrap_or(i64::MAX),
                 last_ms: now_ms,
-                limited: 0,
+                window: short,
+                ..Slot::default()
             }
         };
         Some(place)

@@ -208,9 +208,9 @@ fn a_flood_of_a_million_cold_keys_never_evicts_the_hot_key_being_limited() {
     let bytes = limiter.heap_bytes();
     let hot = fingerprint("hot");
     let (mut admitted, mut hot_checks) = (0u64, 0u64);
-    // 10 s: a million distinct cold keys, 100,000 a second, one call each; between every 4,000
-    // of them the hot key asks once: 25 a second, a little over its limit, so that the cold
-    // keys' counts in the sketch (about 50 a cell a window) are more than its own.
+    // 10 s: a million distinct cold keys, 100,000 a second, one call each (about 12 to a
+    // sketch cell each window); between every 4,000 of them the hot key asks once: 25 a
+    // second, a little over its limit.
     for i in 0..1_000_000u64 {
         let now_ms = i / 100;
         limiter.check(fingerprint(&i), 1, at(now_ms));
@@ -234,10 +234,10 @@ fn a_flood_of_a_million_cold_keys_never_evicts_the_hot_key_being_limited() {
             }
         }
     }
-    // After its first second (where the sketch, crowded by the flood, made it start low), it
-    // got its limit at each refill: 20 every 1,040 ms (a refill needs more than 1 s since the
-    // last, and it asks every 40 ms).
-    assert!(admitted >= COUNT * 8, "{admitted}");
+    // It got its limit at each refill, less a few in its first second (while the flood's
+    // cells in the sketch outweighed it): 20 every 1,040 ms (a refill needs more than 1 s since
+    // the last, and it asks every 40 ms).
+    assert!(admitted >= COUNT * 9, "{admitted}");
     assert!(limiter.stats().evictions > 0, "the cold keys did churn");
     assert_eq!(limiter.heap_bytes(), bytes, "memory is fixed");
 }
@@ -251,7 +251,7 @@ fn memory_is_a_constant_of_the_capacity() {
     let default = bytes(DEFAULT_CAPACITY);
     assert_eq!(
         default,
-        1_024 * std::mem::size_of::<crate::sync::Mutex<[u64; 16]>>() + 2 * 4 * 8_192 * 8
+        1_024 * std::mem::size_of::<crate::sync::Mutex<[[u64; 5]; WAYS]>>() + 2 * 4 * 8_192 * 8
     );
     assert!(bytes(1) < default && default < bytes(100_000));
     let rule = KeyedRule::concurrency("c", "api", 1.0).with_capacity(DEFAULT_CAPACITY);
