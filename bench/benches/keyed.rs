@@ -22,6 +22,7 @@ fn keys(n: u64) -> Vec<u64> {
 }
 
 /// Runs `check` over the keys on `threads` threads for `iters` checks in all.
+#[allow(clippy::disallowed_methods)] // the harness times real work
 fn timed(threads: usize, iters: u64, keys: &[u64], check: &(dyn Fn(u64) + Sync)) -> Duration {
     let per_thread = iters / threads as u64 + 1;
     let start = Instant::now();
