@@ -141,15 +141,21 @@ impl FlightSketch {
     }
 
     /// Counts one more call of the key in flight if that keeps its count at most `limit`;
-    /// returns whether it did. Counted first, then checked, and taken back if over: two racing
-    /// calls can both be refused, never both admitted past the limit.
+    /// returns whether it did. Counted in every cell first, then the cells read again, and taken
+    /// back if their least is over the limit: of two racing calls one may be refused too early,
+    /// never both admitted past the limit. (Reading the values the increments returned is not
+    /// enough: two calls can each see the other's increment in a different cell.) SeqCst: the
+    /// proof needs one order of every increment and read (model-checked in `loom_flight.rs`).
     pub(crate) fn try_enter(&self, cells: Cells, limit: i64) -> bool {
-        let mut least = i64::MAX;
         for &index in &cells.0 {
-            // AcqRel: every call's increment is ordered before the other calls' checks.
-            let now = self.cells[index].fetch_add(1, Ordering::AcqRel) + 1;
-            least = least.min(now);
+            self.cells[index].fetch_add(1, Ordering::SeqCst);
         }
+        let least = cells
+            .0
+            .iter()
+            .map(|&index| self.cells[index].load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(0);
         if least <= limit {
             return true;
         }
@@ -160,7 +166,7 @@ impl FlightSketch {
     /// A call of the key ended.
     pub(crate) fn exit(&self, cells: Cells) {
         for &index in &cells.0 {
-            self.cells[index].fetch_sub(1, Ordering::AcqRel);
+            self.cells[index].fetch_sub(1, Ordering::SeqCst);
         }
     }
 
