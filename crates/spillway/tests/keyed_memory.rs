@@ -1,0 +1,94 @@
+//! A per-key rule's memory, measured with a counting allocator: what it holds is what
+//! `heap_bytes` says, a million distinct keys add nothing to it, and checking a borrowed key
+//! (through the limiter or the entry path) allocates nothing. Run with `--nocapture` for the
+//! numbers.
+
+use spillway::keyed::{fingerprint, KeyedLimiter, KeyedRule, DEFAULT_CAPACITY};
+use spillway::{ManualClock, Spillway};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+
+/// The system allocator, counting the bytes it holds and the allocations it makes.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the counters are atomics,
+// touched without allocating. (The default `realloc` goes through these two.)
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// One test, so that no other test allocates while it counts.
+#[test]
+fn a_rule_holds_a_fixed_amount_whatever_the_keys_and_checks_allocate_nothing() {
+    let before = live();
+    let limiter = KeyedLimiter::new(&KeyedRule::qps("per-key", "api", 100.0));
+    let held = (live() - before) as usize;
+    assert_eq!(held, limiter.heap_bytes(), "heap_bytes is what it holds");
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+    for key in 0..1_000_000u64 {
+        limiter.check(fingerprint(&key), 1, key * 1_000);
+    }
+    assert_eq!(
+        ALLOCATIONS.load(Ordering::Relaxed),
+        allocations,
+        "no allocation per check"
+    );
+    assert_eq!(
+        (live() - before) as usize,
+        held,
+        "a million keys add nothing"
+    );
+    println!(
+        "a QPS rule of capacity {DEFAULT_CAPACITY}: {held} bytes ({:.2} MiB), after 1,000,000 keys too",
+        held as f64 / (1 << 20) as f64
+    );
+
+    // Through the entry path, with borrowed keys of every position.
+    let spillway = Spillway::new_with_clock(ManualClock::new());
+    spillway
+        .load_keyed_rules(vec![
+            KeyedRule::qps("per-user", "api", 1e9),
+            KeyedRule::concurrency("per-ip", "api", 1e9).with_param(1),
+        ])
+        .unwrap();
+    let users: Vec<String> = (0..1_000).map(|n| format!("user-{n}")).collect();
+    // The resource's first entry registers it.
+    drop(spillway.entry("api").key("warm").enter().unwrap());
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+    for (n, user) in users.iter().enumerate() {
+        let ip = [10u8, 0, (n / 256) as u8, n as u8];
+        let entry = spillway
+            .entry("api")
+            .key(user.as_str())
+            .key_at(1, &ip)
+            .enter();
+        assert!(entry.is_ok());
+    }
+    assert_eq!(
+        ALLOCATIONS.load(Ordering::Relaxed),
+        allocations,
+        "entries allocate nothing"
+    );
+}
