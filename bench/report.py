@@ -141,6 +141,11 @@ def main() -> None:
     cluster = Path(__file__).parent / "cluster.md"
     if cluster.exists():
         out.append(cluster.read_text().rstrip() + "\n")
+    # Per-key limits beside governor's keyed limiter (`benches/keyed.rs`, `keyed_memory`), with
+    # its own command.
+    keyed = Path(__file__).parent / "keyed.md"
+    if keyed.exists():
+        out.append(keyed.read_text().rstrip() + "\n")
     print("\n".join(out))
 
 

@@ -120,27 +120,38 @@ async fn a_request_without_its_key_passes_is_refused_or_shares_one_limit() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_reload_keeps_each_key_s_state_and_applies_a_change() {
+async fn a_reload_of_the_file_keeps_each_key_s_state_and_applies_a_change() {
     let rule = |count: u32| {
         format!("[[keyed]]\nid = \"per-user\"\nresource = \"search\"\nkey = \"header:x-user\"\ncount = {count}\n")
     };
-    let (proxy, server) = start(&rule(2)).await;
-    let spillway = server.proxy().spillway().clone();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("spillway.toml");
+    std::fs::write(&file, format!("{ROUTES}\n{}", rule(2))).unwrap();
+    let config = config::load(&file).unwrap();
+    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
+    let server = Server::bind(&config, spillway).await.unwrap();
+    let proxy = server.local_addr().unwrap();
+    let reloader =
+        spillway_server::reload::Reloader::new(file.clone(), config, server.proxy().clone());
     tokio::spawn(server.run(std::future::pending()));
     let alice = [("x-user", "alice")];
     assert_eq!(admitted(proxy, "/search", &alice, 1).await, 1);
-    // The same rule again: alice still has one left, not two.
-    let same = config::parse(&format!("{ROUTES}\n{}", rule(2)), "test.toml").unwrap();
-    spillway
-        .load_keyed_rules(vec![same.keyed[0].get_ref().rule(0)])
-        .unwrap();
+    // The file again, with a comment more: alice still has one left, not two.
+    std::fs::write(&file, format!("# touched\n{ROUTES}\n{}", rule(2))).unwrap();
+    reloader.reload().unwrap();
     assert_eq!(admitted(proxy, "/search", &alice, 3).await, 1);
-    // A changed rule starts again.
-    let changed = config::parse(&format!("{ROUTES}\n{}", rule(4)), "test.toml").unwrap();
-    spillway
-        .load_keyed_rules(vec![changed.keyed[0].get_ref().rule(0)])
-        .unwrap();
+    // A changed rule starts again, at its new count.
+    std::fs::write(&file, format!("{ROUTES}\n{}", rule(4))).unwrap();
+    reloader.reload().unwrap();
     assert_eq!(admitted(proxy, "/search", &alice, 5).await, 4);
+    // A bad rule changes nothing.
+    std::fs::write(
+        &file,
+        format!("{ROUTES}\n{}", rule(4).replace("header:x-user", "cookie:x")),
+    )
+    .unwrap();
+    assert!(reloader.reload().is_err());
+    assert_eq!(admitted(proxy, "/search", &alice, 1).await, 0);
 }
 
 #[test]
