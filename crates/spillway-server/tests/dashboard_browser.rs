@@ -315,6 +315,50 @@ fn config_text(proxy: u16, admin: &str, upstream: SocketAddr, token: Option<&str
     )
 }
 
+/// Waits until the page is live on the stream and shows the rules.
+async fn loaded(client: &Client) {
+    until(
+        client,
+        "the stream",
+        "return document.getElementById('state').textContent === 'live';",
+    )
+    .await;
+    until(
+        client,
+        "the rules",
+        "return document.querySelector('#rules-flow tr[data-id=\"orders-qps\"]');",
+    )
+    .await;
+}
+
+/// `spillway serve` on a file of its own in front of a real upstream, its admin API on
+/// `admin_host` (`127.0.0.1` or `0.0.0.0`) with `token`, if any.
+struct Served {
+    proxy: SocketAddr,
+    /// The admin API, reached through loopback.
+    admin: SocketAddr,
+    config: PathBuf,
+    server: Child,
+    _dir: tempfile::TempDir,
+}
+
+async fn served(admin_host: &str, token: Option<&str>) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = upstream().await;
+    let (proxy_port, admin_port) = (free_port(), free_port());
+    let config = dir.path().join("spillway.toml");
+    let listen = format!("{admin_host}:{admin_port}");
+    std::fs::write(&config, config_text(proxy_port, &listen, upstream, token)).unwrap();
+    let server = serve(&config).await;
+    Served {
+        proxy: format!("127.0.0.1:{proxy_port}").parse().unwrap(),
+        admin: format!("127.0.0.1:{admin_port}").parse().unwrap(),
+        config,
+        server,
+        _dir: dir,
+    }
+}
+
 /// Clicks the element matching `css` once it is there, inside the page (so that a table the
 /// page redraws every second cannot swap the element between finding and clicking it).
 async fn click(client: &Client, css: &str) {
@@ -361,27 +405,17 @@ async fn text(client: &Client, css: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let upstream = upstream().await;
-    let (proxy_port, admin_port) = (free_port(), free_port());
-    let proxy: SocketAddr = format!("127.0.0.1:{proxy_port}").parse().unwrap();
-    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
-    let config = dir.path().join("spillway.toml");
-    std::fs::write(
-        &config,
-        config_text(proxy_port, &admin.to_string(), upstream, None),
-    )
-    .unwrap();
-    let mut server = serve(&config).await;
+    let Served {
+        proxy,
+        admin,
+        config,
+        mut server,
+        _dir,
+    } = served("127.0.0.1", None).await;
     let browser = browser().await;
     let client = &browser.client;
     client.goto(&format!("http://{admin}/")).await.unwrap();
-    until(
-        client,
-        "the stream",
-        "return document.getElementById('state').textContent === 'live'",
-    )
-    .await;
+    loaded(client).await;
 
     // Live values within 2 s of the first request answered.
     assert_eq!(get(proxy, "/orders").await, StatusCode::OK);
@@ -570,28 +604,17 @@ async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_loads_with_no_console_errors() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let upstream = upstream().await;
-    let (proxy_port, admin_port) = (free_port(), free_port());
-    let admin = format!("127.0.0.1:{admin_port}");
-    let config = dir.path().join("spillway.toml");
-    std::fs::write(&config, config_text(proxy_port, &admin, upstream, None)).unwrap();
-    let mut server = serve(&config).await;
+    let Served {
+        admin,
+        config,
+        mut server,
+        _dir,
+        ..
+    } = served("127.0.0.1", None).await;
     let browser = browser().await;
     let client = &browser.client;
     client.goto(&format!("http://{admin}/")).await.unwrap();
-    until(
-        client,
-        "the stream",
-        "return document.getElementById('state').textContent === 'live';",
-    )
-    .await;
-    until(
-        client,
-        "the rules",
-        "return document.querySelector('#rules-flow tr[data-id=\"orders-qps\"]');",
-    )
-    .await;
+    loaded(client).await;
     until(
         client,
         "the status",
@@ -611,18 +634,12 @@ async fn the_page_loads_with_no_console_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn off_loopback_without_the_token_nothing_loads_and_nothing_is_written() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let upstream = upstream().await;
-    let (proxy_port, admin_port) = (free_port(), free_port());
-    let config = dir.path().join("spillway.toml");
-    let listen = format!("0.0.0.0:{admin_port}");
-    std::fs::write(
-        &config,
-        config_text(proxy_port, &listen, upstream, Some(TOKEN)),
-    )
-    .unwrap();
-    let mut server = serve(&config).await;
-    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let Served {
+        admin,
+        mut server,
+        _dir,
+        ..
+    } = served("0.0.0.0", Some(TOKEN)).await;
     let browser = browser().await;
     let client = &browser.client;
     client.goto(&format!("http://{admin}/")).await.unwrap();
@@ -633,7 +650,7 @@ async fn off_loopback_without_the_token_nothing_loads_and_nothing_is_written() {
     )
     .await;
     // Nothing loaded: no statistics, no rules, no status.
-    let loaded: Value = client
+    let shown: Value = client
         .execute(
             "return [document.querySelectorAll('#resources tbody tr').length,
                      document.querySelectorAll('#rules table').length,
@@ -643,7 +660,7 @@ async fn off_loopback_without_the_token_nothing_loads_and_nothing_is_written() {
         )
         .await
         .unwrap();
-    assert_eq!(loaded, json!([0, 0, false, true, true]));
+    assert_eq!(shown, json!([0, 0, false, true, true]));
     // Nothing written: the page's own write is refused.
     let written = client
         .execute_async(
@@ -662,18 +679,7 @@ async fn off_loopback_without_the_token_nothing_loads_and_nothing_is_written() {
     let input = client.find(Locator::Css("#token-input")).await.unwrap();
     input.send_keys(TOKEN).await.unwrap();
     click(client, "#token-bar button").await;
-    until(
-        client,
-        "the stream",
-        "return document.getElementById('state').textContent === 'live';",
-    )
-    .await;
-    until(
-        client,
-        "the rules",
-        "return document.querySelector('#rules-flow tr[data-id=\"orders-qps\"]');",
-    )
-    .await;
+    loaded(client).await;
     assert!(client
         .find(Locator::Css("#token-bar"))
         .await
