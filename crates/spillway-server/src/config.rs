@@ -11,6 +11,6 @@ pub use error::{ConfigError, Problem};
 pub use file::{
     ActivesLimit, AdminConfig, BlockedResponse, ClusterConfig, ClusterKind, ClusterMode,
     ClusterRuleConfig, Config, DefaultRoute, FallbackPolicy, KeyedConfig, ListenerConfig,
-    OnMissing, Route, TlsFiles, TpsLimit, Upstream, UpstreamProtocol,
+    OnMissing, Route, TlsFiles, TpsLimit, Upstream, UpstreamProtocol, Workers, MAX_WORKERS,
 };
 pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES, MAX_PROBLEMS};

@@ -32,6 +32,7 @@ mod server;
 pub mod tls;
 mod transitions;
 pub mod upstream;
+mod workers;
 
 pub use cluster::ClusterLimits;
 pub use proxy::{normalize_path, PathError, Peer, Prepared, Proxy, ProxyBody};

@@ -141,7 +141,8 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     };
     let watching = tokio::spawn(watch);
     let admin_task = tokio::spawn(admin.run(admin_listener, stopped(stop_rx.clone())));
-    let mut proxy_task = tokio::spawn(server.run(stopped(stop_rx)));
+    let workers = config.listener.workers.resolve();
+    let mut proxy_task = tokio::spawn(server.run_on_workers(workers, stopped(stop_rx)));
     let signal = signals.stop().await;
     let deadline = config.listener.drain_timeout;
     tracing::info!(

@@ -83,7 +83,7 @@ impl Table {
         let mut upstreams = std::collections::HashMap::new();
         for upstream in &config.upstreams {
             let upstream = upstream.get_ref();
-            let ready = client::Upstream::new(upstream)
+            let ready = client::Upstream::new(upstream, config.listener.workers.resolve())
                 .map_err(|err| format!("upstream `{}`: {err}", upstream.name))?;
             upstreams.insert(upstream.name.as_str(), Arc::new(ready));
         }

@@ -45,6 +45,7 @@ pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
             a.header_timeout != b.header_timeout,
         ),
         ("listener.drain_timeout", a.drain_timeout != b.drain_timeout),
+        ("listener.workers", a.workers != b.workers),
         ("listener.origin_header", a.origin_header != b.origin_header),
         // A new certificate or key applies at once; TLS on or off takes a restart.
         ("listener.tls", a.tls.is_some() != b.tls.is_some()),
@@ -156,6 +157,7 @@ impl Reloader {
                 running.listener.at_capacity = listener.at_capacity;
                 running.listener.header_timeout = listener.header_timeout;
                 running.listener.drain_timeout = listener.drain_timeout;
+                running.listener.workers = listener.workers;
                 running.listener.origin_header = listener.origin_header;
                 if running.listener.tls.is_some() != listener.tls.is_some() {
                     running.listener.tls = listener.tls;
@@ -350,6 +352,15 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::config::TlsFiles;
+
+    #[test]
+    fn a_new_worker_count_takes_a_restart() {
+        let auto = crate::config::parse("", "t.toml").unwrap();
+        let mut two = auto.clone();
+        two.listener.workers = crate::config::Workers::Count(2);
+        assert_eq!(restart_fields(&auto, &two), ["listener.workers"]);
+        assert!(restart_fields(&two, &two.clone()).is_empty());
+    }
 
     #[test]
     fn a_new_certificate_applies_at_once_and_tls_on_or_off_takes_a_restart() {

@@ -93,8 +93,8 @@ impl Server {
         &self.proxy
     }
 
-    /// Serves until `shutdown` completes, then stops accepting and waits for the requests in
-    /// flight to finish (graceful shutdown).
+    /// Serves on the calling runtime until `shutdown` completes, then stops accepting and
+    /// waits for the requests in flight to finish (graceful shutdown).
     ///
     /// Accept errors (out of file descriptors) do not stop it: it pauses, logs and counts
     /// them, and goes on accepting once it can.
@@ -103,33 +103,71 @@ impl Server {
     ///
     /// None today; the `Result` is kept for errors a future listener may not recover from.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-        // hyper-util's: each connection is watched; at shutdown, each finishes the request in
-        // flight and closes, and `shutdown` completes once all have.
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        let mut shutdown = std::pin::pin!(shutdown);
-        let counts = self.proxy.listener_counts().clone();
-        let builder = conn::proxy_builder(self.header_timeout);
-        loop {
-            let accept = conn::accept_with_backoff("proxy", &counts, || self.listener.accept());
-            let (stream, peer) = tokio::select! {
-                accepted = accept => accepted,
-                () = &mut shutdown => break,
-            };
-            conn::prepare(stream.get_ref(), peer);
-            let connection = Connection {
-                proxy: self.proxy.clone(),
-                builder: builder.clone(),
-                watcher: graceful.watcher(),
-                peer,
-                header_timeout: self.header_timeout,
-            };
-            tokio::spawn(connection.serve(stream));
-        }
-        // New connections are refused at once while the ones open drain.
-        drop(self.listener);
-        graceful.shutdown().await;
+        serve(self.listener, self.proxy, self.header_timeout, shutdown).await;
         Ok(())
     }
+
+    /// Serves on `workers` threads of its own, each with a single-threaded runtime that
+    /// accepts from the listening socket and serves its connections to the end with its own
+    /// upstream connections, as nginx's worker processes do; the cap on connections counts
+    /// those of all. Until `shutdown` completes, then each stops accepting and drains as
+    /// [`run`](Self::run) does. Dropped before that, it stops the workers at once, cutting
+    /// the requests in flight.
+    ///
+    /// # Errors
+    ///
+    /// A worker thread or its runtime cannot be started (nothing is served then).
+    pub async fn run_on_workers(
+        self,
+        workers: std::num::NonZeroUsize,
+        shutdown: impl Future<Output = ()>,
+    ) -> io::Result<()> {
+        crate::workers::run(
+            workers,
+            self.listener,
+            self.proxy,
+            self.header_timeout,
+            shutdown,
+        )
+        .await
+    }
+}
+
+/// Accepts from `listener` and serves each connection on the calling runtime until `shutdown`
+/// completes; then closes the listener, so that new connections are refused at once, and
+/// waits for the open ones to finish their request in flight.
+pub(crate) async fn serve(
+    listener: LimitedListener,
+    proxy: Proxy,
+    header_timeout: std::time::Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    // hyper-util's: each connection is watched; at shutdown, each finishes the request in
+    // flight and closes, and `shutdown` completes once all have.
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    let counts = proxy.listener_counts().clone();
+    let builder = conn::proxy_builder(header_timeout);
+    loop {
+        let accept = conn::accept_with_backoff("proxy", &counts, || listener.accept());
+        let (stream, peer) = tokio::select! {
+            accepted = accept => accepted,
+            () = &mut shutdown => break,
+        };
+        conn::prepare(stream.get_ref(), peer);
+        let connection = Connection {
+            proxy: proxy.clone(),
+            builder: builder.clone(),
+            watcher: graceful.watcher(),
+            peer,
+            header_timeout,
+        };
+        tokio::spawn(connection.serve(stream));
+    }
+    // New connections are refused at once (once every worker has closed its clone of the
+    // socket) while the ones open drain.
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 /// One accepted connection, to serve.

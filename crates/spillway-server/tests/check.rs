@@ -223,6 +223,42 @@ fn the_dashboard_history_settings_are_checked() {
 }
 
 #[test]
+fn the_worker_count_is_a_number_of_threads_or_auto() {
+    use spillway_server::config::Workers;
+    let workers = |text: &str| parse(text, "spillway.toml").map(|c| c.listener.workers);
+    assert_eq!(workers("").unwrap(), Workers::Auto);
+    assert_eq!(
+        workers("[listener]\nworkers = \"auto\"\n").unwrap(),
+        Workers::Auto
+    );
+    assert_eq!(
+        workers("[listener]\nworkers = 3\n").unwrap(),
+        Workers::Count(3)
+    );
+    assert_eq!(Workers::Count(3).resolve().get(), 3);
+    assert_eq!(
+        Workers::Auto.resolve(),
+        std::thread::available_parallelism().unwrap()
+    );
+    for (value, found) in [
+        ("0", "value: integer `0`"),
+        ("1025", "value: integer `1025`"),
+        ("-2", "value: integer `-2`"),
+        ("\"many\"", "value: string \"many\""),
+        ("2.5", "type: floating point `2.5`"),
+    ] {
+        let err = error(&format!("[listener]\nworkers = {value}\n"));
+        assert_eq!(
+            err,
+            format!(
+                "spillway.toml:2:11: invalid {found}, expected a number of threads from 1 to 1024, or \"auto\""
+            ),
+            "{value}"
+        );
+    }
+}
+
+#[test]
 fn a_blocked_response_needs_an_error_status() {
     assert_eq!(
         error("[blocked]\nstatus = 200\n"),

@@ -64,7 +64,7 @@ pub struct LimitedListener {
     on_refused: Option<RefusalHook>,
 }
 
-type RefusalHook = Box<dyn Fn(&BlockError, SocketAddr) + Send + Sync>;
+type RefusalHook = Arc<dyn Fn(&BlockError, SocketAddr) + Send + Sync>;
 
 /// A handle on a [`LimitedListener`]'s counts, for metrics; cheap to clone.
 #[derive(Clone)]
@@ -196,7 +196,7 @@ impl LimitedListener {
         mut self,
         hook: impl Fn(&BlockError, SocketAddr) + Send + Sync + 'static,
     ) -> Self {
-        self.on_refused = Some(Box::new(hook));
+        self.on_refused = Some(Arc::new(hook));
         self
     }
 
@@ -240,6 +240,39 @@ impl LimitedListener {
                 self.gate.max as f64,
             );
             hook(&err, peer);
+        }
+    }
+
+    /// Another listener under this one's cap, with its setting and hook: for a clone of the
+    /// same socket registered with another runtime, so that several threads, each with its
+    /// own runtime, accept from one socket while the cap counts the connections of all.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway_tower::LimitedListener;
+    /// use std::os::fd::AsFd;
+    /// use tokio::net::{TcpListener, TcpStream};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let first = LimitedListener::new(TcpListener::bind("127.0.0.1:0").await?, 1);
+    /// // A clone of the socket, as another thread's runtime would register it.
+    /// let clone = first.get_ref().as_fd().try_clone_to_owned()?;
+    /// let second = first.share(TcpListener::from_std(clone.into())?);
+    /// let _client = TcpStream::connect(first.local_addr()?).await?;
+    /// let (_stream, _peer) = second.accept().await?;
+    /// // One place taken under the cap of 1 that both share.
+    /// assert_eq!(first.limit().state().open, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn share(&self, listener: TcpListener) -> Self {
+        Self {
+            listener,
+            gate: self.gate.clone(),
+            at_capacity: self.at_capacity,
+            on_refused: self.on_refused.clone(),
         }
     }
 

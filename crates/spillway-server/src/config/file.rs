@@ -373,6 +373,11 @@ pub struct ListenerConfig {
     /// logged, and forwarded anyway. For trying rules on live traffic.
     #[serde(default)]
     pub shadow: bool,
+    /// Threads that serve the proxy's connections, each with a single-threaded runtime that
+    /// accepts from the listening socket (as nginx's `worker_processes`): a number from 1 to
+    /// [`MAX_WORKERS`], or `auto` (the default): one for each CPU the process may use.
+    #[serde(default)]
+    pub workers: Workers,
     /// Terminate TLS (HTTP/1.1 and HTTP/2, chosen by ALPN) with this certificate and key;
     /// unset: cleartext (HTTP/1.1, and HTTP/2 with prior knowledge).
     #[serde(default)]
@@ -407,9 +412,89 @@ impl Default for ListenerConfig {
             drain_timeout: default_drain_timeout(),
             origin_header: None,
             shadow: false,
+            workers: Workers::Auto,
             tls: None,
             trusted_proxies: Vec::new(),
         }
+    }
+}
+
+/// The most worker threads `listener.workers` may ask for.
+pub const MAX_WORKERS: u64 = 1024;
+
+/// How many threads serve the proxy's connections (`listener.workers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Workers {
+    /// One for each CPU the process may use (its affinity and cgroup quota count).
+    #[default]
+    Auto,
+    /// This many (1 to [`MAX_WORKERS`] in a checked file).
+    Count(u64),
+}
+
+impl Workers {
+    /// The number of threads: for `Auto`, what [`std::thread::available_parallelism`] says
+    /// (1 if it cannot tell).
+    pub fn resolve(self) -> std::num::NonZeroUsize {
+        match self {
+            Self::Auto => {
+                std::thread::available_parallelism().unwrap_or(std::num::NonZeroUsize::MIN)
+            }
+            Self::Count(count) => usize::try_from(count.clamp(1, MAX_WORKERS))
+                .ok()
+                .and_then(std::num::NonZeroUsize::new)
+                .unwrap_or(std::num::NonZeroUsize::MIN),
+        }
+    }
+}
+
+impl Serialize for Workers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Count(count) => s.serialize_u64(*count),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Workers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Workers;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(
+                    f,
+                    "a number of threads from 1 to {MAX_WORKERS}, or \"auto\""
+                )
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<Workers, E> {
+                u64::try_from(value)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(value), &self))
+                    .and_then(|value| self.visit_u64(value))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<Workers, E> {
+                if (1..=MAX_WORKERS).contains(&value) {
+                    Ok(Workers::Count(value))
+                } else {
+                    Err(E::invalid_value(
+                        serde::de::Unexpected::Unsigned(value),
+                        &self,
+                    ))
+                }
+            }
+
+            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Workers, E> {
+                match value {
+                    "auto" => Ok(Workers::Auto),
+                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 

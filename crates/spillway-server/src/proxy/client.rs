@@ -38,25 +38,28 @@ impl Upstream {
         Uri::from_parts(parts).ok()
     }
 
-    /// The clients of `upstream` (a checked one: its URL parses).
+    /// The clients of `upstream` (a checked one: its URL parses), for `workers` threads.
     ///
     /// # Errors
     ///
     /// Its `ca` file cannot be read or holds no good certificate.
-    pub(crate) fn new(upstream: &config::Upstream) -> Result<Self, String> {
+    pub(crate) fn new(
+        upstream: &config::Upstream,
+        workers: std::num::NonZeroUsize,
+    ) -> Result<Self, String> {
         let uri: Uri = upstream
             .url
             .trim_end_matches('/')
             .parse()
             .map_err(|err| format!("`{}`: {err}", upstream.url))?;
         let tls = crate::tls::client_config(upstream.ca.as_deref())?;
-        let client = pool(tls.clone(), &uri, upstream.protocol);
+        let client = pool(tls.clone(), &uri, upstream.protocol, workers);
         let upgrades = match upstream.protocol {
             UpstreamProtocol::Http2 => None,
             // Its own connections: an upgraded one leaves the pool, and over TLS with `auto`,
             // ALPN may pick HTTP/2 for the main pool, where no upgrade exists.
             UpstreamProtocol::Http1 | UpstreamProtocol::Auto => {
-                Some(pool(tls, &uri, UpstreamProtocol::Http1))
+                Some(pool(tls, &uri, UpstreamProtocol::Http1, workers))
             }
         };
         Ok(Self {
@@ -69,7 +72,12 @@ impl Upstream {
 
 /// A pool for `protocol`: ALPN offers what it allows, and HTTP/2 alone is spoken with prior
 /// knowledge in cleartext.
-fn pool(tls: rustls::ClientConfig, uri: &Uri, protocol: UpstreamProtocol) -> Pool {
+fn pool(
+    tls: rustls::ClientConfig,
+    uri: &Uri,
+    protocol: UpstreamProtocol,
+    workers: std::num::NonZeroUsize,
+) -> Pool {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.enforce_http(false);
@@ -81,7 +89,7 @@ fn pool(tls: rustls::ClientConfig, uri: &Uri, protocol: UpstreamProtocol) -> Poo
         UpstreamProtocol::Http1 => builder.enable_http1().wrap_connector(http),
         UpstreamProtocol::Http2 => builder.enable_http2().wrap_connector(http),
     };
-    Pool::new(connector, uri, protocol)
+    Pool::new(connector, uri, protocol, workers)
 }
 
 #[cfg(test)]
@@ -89,12 +97,15 @@ mod tests {
     use super::*;
 
     fn upstream(url: &str) -> Upstream {
-        Upstream::new(&config::Upstream {
-            name: "app".to_owned(),
-            url: url.to_owned(),
-            protocol: UpstreamProtocol::Auto,
-            ca: None,
-        })
+        Upstream::new(
+            &config::Upstream {
+                name: "app".to_owned(),
+                url: url.to_owned(),
+                protocol: UpstreamProtocol::Auto,
+                ca: None,
+            },
+            std::num::NonZeroUsize::MIN,
+        )
         .unwrap()
     }
 

@@ -4,6 +4,9 @@
 //!
 //! It does what hyper-util's general-purpose client did for the proxy, for one upstream only: no
 //! pool key to hash, no checkout racing a connect, no waiter lists.
+//! - Each worker thread ([`crate::workers`]) has a lane of its own: its idle connections and
+//!   its HTTP/2 connection, driven by its runtime. A request takes its worker's, so that its
+//!   exchange never wakes another thread.
 //! - A request takes the most recently idle HTTP/1.1 connection, or the HTTP/2 one, or a new
 //!   connection. What a new connection speaks is the configured protocol; with `auto` over TLS,
 //!   ALPN decides, and a connection that comes up as HTTP/2 is shared from then on.
@@ -12,7 +15,7 @@
 //! - A request that a reused connection closed under before sending it (the upstream's
 //!   keep-alive timeout racing the request) is sent again on another connection, once per
 //!   connection that fails that way; a request on a new connection never is.
-//! - Idle connections are kept for [`IDLE_TIMEOUT`], at most [`MAX_IDLE`] of them.
+//! - Idle connections are kept for [`IDLE_TIMEOUT`], at most [`MAX_IDLE`] of them per worker.
 
 use super::timed_body::TimedBody;
 use crate::config::UpstreamProtocol;
@@ -33,7 +36,8 @@ use tower::ServiceExt;
 /// How long an idle HTTP/1.1 connection is kept (hyper-util's client default).
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Idle HTTP/1.1 connections kept per upstream; one more is closed when it becomes idle.
+/// Idle HTTP/1.1 connections kept per upstream and worker; one more is closed when it becomes
+/// idle.
 pub(crate) const MAX_IDLE: usize = 1024;
 
 /// An error on the way to the upstream: connecting, a handshake, or the exchange.
@@ -51,16 +55,22 @@ pub(crate) struct Pool {
 }
 
 /// What the requests and the idle reaper share.
-#[derive(Default)]
 struct Shared {
+    /// One for each worker thread.
+    lanes: Box<[Lane]>,
+    /// Whether the reaper of idle connections runs.
+    reaping: AtomicBool,
+}
+
+/// One worker's connections.
+#[derive(Default)]
+struct Lane {
     /// Idle HTTP/1.1 connections, the most recently used last.
     idle: Mutex<Vec<Idle>>,
     /// The HTTP/2 connection, if one is up.
     http2: Mutex<Option<http2::SendRequest<TimedBody>>>,
     /// Held while an HTTP/2 connection is made, so that a burst makes one.
     connecting: tokio::sync::Mutex<()>,
-    /// Whether the reaper of idle connections runs.
-    reaping: AtomicBool,
 }
 
 struct Idle {
@@ -74,11 +84,13 @@ enum Sender {
 }
 
 impl Pool {
-    /// A pool for `origin` (its scheme and authority are used), connecting with `connector`.
+    /// A pool for `origin` (its scheme and authority are used), connecting with `connector`,
+    /// with a lane for each of `workers` threads.
     pub(crate) fn new(
         connector: HttpsConnector<HttpConnector>,
         origin: &Uri,
         protocol: UpstreamProtocol,
+        workers: std::num::NonZeroUsize,
     ) -> Self {
         let mut parts = uri::Parts::default();
         parts.scheme = origin.scheme().cloned();
@@ -88,7 +100,10 @@ impl Pool {
             connector,
             origin: Uri::from_parts(parts).unwrap_or_else(|_| origin.clone()),
             protocol,
-            shared: Arc::default(),
+            shared: Arc::new(Shared {
+                lanes: (0..workers.get()).map(|_| Lane::default()).collect(),
+                reaping: AtomicBool::new(false),
+            }),
         }
     }
 
@@ -134,18 +149,19 @@ impl Pool {
 
     /// A connection to send on, and whether it was used before.
     async fn checkout(&self) -> Result<(Sender, bool), Error> {
-        if let Some(sender) = self.shared.live_http2() {
+        let lane = self.shared.lane();
+        if let Some(sender) = lane.live_http2() {
             return Ok((Sender::Http2(sender), true));
         }
         if self.protocol != UpstreamProtocol::Http2 {
-            if let Some(sender) = self.shared.take_idle() {
+            if let Some(sender) = lane.take_idle() {
                 return Ok((Sender::Http1(sender), true));
             }
         }
         if self.protocol == UpstreamProtocol::Http2 {
             // One connection for a burst: the first makes it, the others then share it.
-            let _connecting = self.shared.connecting.lock().await;
-            if let Some(sender) = self.shared.live_http2() {
+            let _connecting = lane.connecting.lock().await;
+            if let Some(sender) = lane.live_http2() {
                 return Ok((Sender::Http2(sender), true));
             }
             return Ok((self.connect().await?, false));
@@ -170,7 +186,7 @@ impl Pool {
             sender.ready().await?;
             // With `auto`, several connections may have come up as HTTP/2 at once: the first
             // stays, and the others close when their request is done.
-            let mut shared = lock(&self.shared.http2);
+            let mut shared = lock(&self.shared.lane().http2);
             match shared.as_ref().filter(|kept| !kept.is_closed()) {
                 Some(kept) => return Ok(Sender::Http2(kept.clone())),
                 None => *shared = Some(sender.clone()),
@@ -190,6 +206,13 @@ impl Pool {
 }
 
 impl Shared {
+    /// The calling worker's lane.
+    fn lane(&self) -> &Lane {
+        &self.lanes[crate::workers::current() % self.lanes.len()]
+    }
+}
+
+impl Lane {
     /// The HTTP/2 connection, unless it is gone.
     fn live_http2(&self) -> Option<http2::SendRequest<TimedBody>> {
         let shared = lock(&self.http2);
@@ -211,29 +234,33 @@ impl Shared {
         None
     }
 
-    /// Puts an HTTP/1.1 connection back once its response has been read.
-    fn give_back(self: &Arc<Self>, mut sender: http1::SendRequest<TimedBody>) {
-        if sender.is_ready() {
-            self.park(sender);
-        } else if !sender.is_closed() {
-            // Its response body is still coming: back when it has been read.
-            let shared = Arc::downgrade(self);
-            tokio::spawn(async move {
-                if sender.ready().await.is_ok() {
-                    if let Some(shared) = shared.upgrade() {
-                        shared.park(sender);
-                    }
-                }
-            });
-        }
-    }
-
     fn park(&self, sender: http1::SendRequest<TimedBody>) {
         let mut idle = lock(&self.idle);
         if idle.len() < MAX_IDLE {
             idle.push(Idle {
                 sender,
                 since: Instant::now(),
+            });
+        }
+    }
+}
+
+impl Shared {
+    /// Puts an HTTP/1.1 connection back in the calling worker's lane once its response has
+    /// been read.
+    fn give_back(self: &Arc<Self>, mut sender: http1::SendRequest<TimedBody>) {
+        if sender.is_ready() {
+            self.lane().park(sender);
+        } else if !sender.is_closed() {
+            // Its response body is still coming: back when it has been read.
+            let shared = Arc::downgrade(self);
+            tokio::spawn(async move {
+                if sender.ready().await.is_ok() {
+                    // On the same worker: the task runs on its runtime.
+                    if let Some(shared) = shared.upgrade() {
+                        shared.lane().park(sender);
+                    }
+                }
             });
         }
     }
@@ -254,17 +281,19 @@ impl Shared {
                     return;
                 };
                 let now = Instant::now();
-                let expired: Vec<Idle> = {
-                    let mut idle = lock(&shared.idle);
-                    // The oldest first: the stack is in the order they became idle.
-                    let fresh = idle
-                        .iter()
-                        .position(|entry| now.duration_since(entry.since) < IDLE_TIMEOUT)
-                        .unwrap_or(idle.len());
-                    idle.drain(..fresh).collect()
-                };
-                // Closed outside the lock.
-                drop(expired);
+                for lane in &shared.lanes {
+                    let expired: Vec<Idle> = {
+                        let mut idle = lock(&lane.idle);
+                        // The oldest first: the stack is in the order they became idle.
+                        let fresh = idle
+                            .iter()
+                            .position(|entry| now.duration_since(entry.since) < IDLE_TIMEOUT)
+                            .unwrap_or(idle.len());
+                        idle.drain(..fresh).collect()
+                    };
+                    // Closed outside the lock.
+                    drop(expired);
+                }
             }
         });
     }
@@ -302,7 +331,15 @@ impl std::fmt::Debug for Pool {
         f.debug_struct("Pool")
             .field("origin", &self.origin)
             .field("protocol", &self.protocol)
-            .field("idle", &lock(&self.shared.idle).len())
+            .field(
+                "idle",
+                &self
+                    .shared
+                    .lanes
+                    .iter()
+                    .map(|lane| lock(&lane.idle).len())
+                    .sum::<usize>(),
+            )
             .finish_non_exhaustive()
     }
 }

@@ -1,0 +1,124 @@
+//! The proxy's worker threads, as nginx's worker processes: each runs a single-threaded
+//! runtime that accepts from the one listening socket and serves the connections it accepted
+//! to their end, with its own idle upstream connections. No task moves between threads and no
+//! wake-up crosses one on a request's way, which a work-stealing runtime pays for at every
+//! hop (a request through the proxy is several: the client's connection, the upstream's, and
+//! the channels between them).
+
+use crate::proxy::Proxy;
+use spillway_tower::LimitedListener;
+use std::cell::Cell;
+use std::future::Future;
+use std::io;
+use std::num::NonZeroUsize;
+use std::os::fd::AsFd;
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+
+thread_local! {
+    /// This thread's worker number; 0 on threads that are not workers.
+    static INDEX: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The worker this thread is (from 0), or 0 on a thread that is not one: what picks the
+/// idle upstream connections a request may take.
+pub(crate) fn current() -> usize {
+    INDEX.get()
+}
+
+/// Where the workers are in their life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Serving,
+    /// Stop accepting and finish the requests in flight.
+    Draining,
+    /// Stop now, cutting the requests in flight.
+    Stopping,
+}
+
+/// Tells the workers to stop at once if it is dropped before they were told to drain.
+struct StopOnDrop(watch::Sender<Phase>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.send_if_modified(|phase| {
+            let serving = *phase == Phase::Serving;
+            if serving {
+                *phase = Phase::Stopping;
+            }
+            serving
+        });
+    }
+}
+
+/// Serves `listener` on `workers` threads until `shutdown` completes, then drains each (see
+/// [`Server::run_on_workers`](crate::Server::run_on_workers)).
+pub(crate) async fn run(
+    workers: NonZeroUsize,
+    listener: LimitedListener,
+    proxy: Proxy,
+    header_timeout: Duration,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let (phase, watching) = watch::channel(Phase::Serving);
+    let phase = StopOnDrop(phase);
+    let listener = std::sync::Arc::new(listener);
+    let mut ended = Vec::with_capacity(workers.get());
+    for index in 0..workers.get() {
+        let (listener, proxy) = (listener.clone(), proxy.clone());
+        let watching = watching.clone();
+        let (done, end) = oneshot::channel();
+        std::thread::Builder::new()
+            .name(format!("spillway-worker-{index}"))
+            .spawn(move || {
+                INDEX.set(index);
+                let result = work(listener, proxy, header_timeout, watching);
+                if let Err(err) = &result {
+                    tracing::error!(worker = index, error = %err, "a worker could not start");
+                }
+                let _ = done.send(result);
+            })?;
+        ended.push(end);
+    }
+    // Each worker lets go of it once it has its own clone of the socket: the socket closes
+    // when the last worker closes its clone.
+    drop(listener);
+    shutdown.await;
+    phase.0.send_replace(Phase::Draining);
+    let mut first_error = None;
+    for end in ended {
+        // A worker that ended without a word panicked: its connections are gone either way.
+        if let Ok(Err(err)) = end.await {
+            first_error.get_or_insert(err);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// A worker: its runtime, then serving until told to drain (and draining), or to stop.
+fn work(
+    original: std::sync::Arc<LimitedListener>,
+    proxy: Proxy,
+    header_timeout: Duration,
+    mut phase: watch::Receiver<Phase>,
+) -> io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        // A clone of the socket, registered with this runtime, under the shared cap.
+        let socket = original.get_ref().as_fd().try_clone_to_owned()?;
+        let listener = original.share(tokio::net::TcpListener::from_std(socket.into())?);
+        drop(original);
+        let mut stopping = phase.clone();
+        let serving = crate::server::serve(listener, proxy, header_timeout, async move {
+            let _ = phase.wait_for(|phase| *phase != Phase::Serving).await;
+        });
+        tokio::select! {
+            () = serving => {}
+            _ = stopping.wait_for(|phase| *phase == Phase::Stopping) => {}
+        }
+        Ok(())
+    })
+    // Dropping the runtime ends the tasks left: connections cut by a stop.
+}
