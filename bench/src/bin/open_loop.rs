@@ -10,9 +10,12 @@
 //! own schedule, staggered. Prints one JSON object: the offered and achieved rates and the
 //! latency percentiles in milliseconds, from the second second on (the first warms up).
 //!
-//! A request's time runs from its scheduled time when the answer to the previous request came
-//! late (the server's delay, which must count), and from when it was sent otherwise (so that
-//! the timer's own millisecond granularity does not count as the server's latency).
+//! A request's time is what a punctual sender would have seen: its answer's time from when it
+//! was sent, plus how long the answers before it on its connection would have held it back
+//! had each request left on schedule (the server's delay, which must count). The sender's own
+//! lateness (tokio's timer wakes up to a millisecond or two after the schedule) is not the
+//! server's and does not count: measured from the schedule alone, a request after a late one
+//! would be charged the timer's delay as if the server had held it back.
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
@@ -112,7 +115,8 @@ async fn connection(
         .to_owned();
     let mut sender: Option<hyper::client::conn::http1::SendRequest<Empty<Bytes>>> = None;
     let mut scheduled = first;
-    let mut previous_done = first;
+    // When the previous answer would have come, had every request left on schedule.
+    let mut punctual_done = first;
     while scheduled < end {
         tokio::time::sleep_until(scheduled).await;
         // A connection the server closed after its last answer (`Connection: close`, or
@@ -131,12 +135,6 @@ async fn connection(
             continue;
         };
         let sent = Instant::now();
-        // Held back by the previous answer: the wait counts from the schedule.
-        let from = if previous_done > scheduled {
-            scheduled
-        } else {
-            sent
-        };
         let request = http::Request::get(url.clone())
             .header(http::header::HOST, authority.as_str())
             .body(Empty::<Bytes>::new())
@@ -151,13 +149,15 @@ async fn connection(
             }
             Err(err) => Err(err),
         };
-        let done = Instant::now();
-        previous_done = done;
+        let answered_in = Instant::now() - sent;
+        // Held back by the answers before it, it would have left when the last came.
+        let punctual_sent = scheduled.max(punctual_done);
+        punctual_done = punctual_sent + answered_in;
         let record = scheduled >= warm;
         match outcome {
             Ok(status) => {
                 if record {
-                    let micros = (done - from).as_micros().max(1) as u64;
+                    let micros = (punctual_done - scheduled).as_micros().max(1) as u64;
                     let _ = totals.latencies.record(micros);
                     if status.is_success() {
                         totals.ok += 1;
