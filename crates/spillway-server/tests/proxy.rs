@@ -2,17 +2,16 @@
 //! through it. Every wait is on an event (a response, a channel), never on time; time is
 //! tokio's, paused, so that rules' windows cannot roll over in the middle of a test.
 
+mod support;
+
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use spillway_server::config::parse;
 use spillway_server::Server;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::{oneshot, Notify};
@@ -20,80 +19,64 @@ use tokio::sync::{oneshot, Notify};
 /// An upstream: `/fail` answers 500, `/hold` waits for `release`, `/echo/...` echoes the path
 /// and the `x-forwarded-for` it got, anything else answers 200 "ok".
 async fn upstream(release: Arc<Notify>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let release = release.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |request: Request<Incoming>| {
-                    let release = release.clone();
-                    async move {
-                        let path = request.uri().path().to_owned();
-                        let body = match path.as_str() {
-                            "/fail" => {
-                                let mut response = Response::new(Full::new(Bytes::new()));
-                                *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-                                return Ok::<_, Infallible>(response);
-                            }
-                            "/hold" => {
-                                release.notified().await;
-                                "released".to_owned()
-                            }
-                            "/upload" => {
-                                // Reads the whole body before it answers.
-                                let body = request.into_body().collect().await;
-                                match body {
-                                    Ok(body) => format!("got {}", body.to_bytes().len()),
-                                    Err(_) => "body failed".to_owned(),
-                                }
-                            }
-                            "/headers" => {
-                                // Every header it got, one `name: value` line each.
-                                let mut lines: Vec<String> = request
-                                    .headers()
-                                    .iter()
-                                    .map(|(name, value)| {
-                                        format!(
-                                            "{name}: {}",
-                                            String::from_utf8_lossy(value.as_bytes())
-                                        )
-                                    })
-                                    .collect();
-                                lines.sort();
-                                lines.join("\n")
-                            }
-                            "/hop" => {
-                                // A header its `Connection` names: for this hop only.
-                                let mut response = Response::new(Full::new(Bytes::from("hop")));
-                                let headers = response.headers_mut();
-                                headers.insert("connection", "x-upstream-secret".parse().unwrap());
-                                headers.insert("x-upstream-secret", "1".parse().unwrap());
-                                headers.insert("x-kept", "2".parse().unwrap());
-                                return Ok(response);
-                            }
-                            _ if path.starts_with("/echo") => {
-                                let forwarded = request
-                                    .headers()
-                                    .get("x-forwarded-for")
-                                    .and_then(|v| v.to_str().ok())
-                                    .unwrap_or("-")
-                                    .to_owned();
-                                format!("{path} {forwarded}")
-                            }
-                            _ => "ok".to_owned(),
-                        };
-                        Ok(Response::new(Full::new(Bytes::from(body))))
+    support::upstream(move |request: Request<Incoming>| {
+        let release = release.clone();
+        async move {
+            let path = request.uri().path().to_owned();
+            let body = match path.as_str() {
+                "/fail" => {
+                    let mut response = Response::new(Full::new(Bytes::new()));
+                    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                    return response;
+                }
+                "/hold" => {
+                    release.notified().await;
+                    "released".to_owned()
+                }
+                "/upload" => {
+                    // Reads the whole body before it answers.
+                    let body = request.into_body().collect().await;
+                    match body {
+                        Ok(body) => format!("got {}", body.to_bytes().len()),
+                        Err(_) => "body failed".to_owned(),
                     }
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
+                }
+                "/headers" => {
+                    // Every header it got, one `name: value` line each.
+                    let mut lines: Vec<String> = request
+                        .headers()
+                        .iter()
+                        .map(|(name, value)| {
+                            format!("{name}: {}", String::from_utf8_lossy(value.as_bytes()))
+                        })
+                        .collect();
+                    lines.sort();
+                    lines.join("\n")
+                }
+                "/hop" => {
+                    // A header its `Connection` names: for this hop only.
+                    let mut response = Response::new(Full::new(Bytes::from("hop")));
+                    let headers = response.headers_mut();
+                    headers.insert("connection", "x-upstream-secret".parse().unwrap());
+                    headers.insert("x-upstream-secret", "1".parse().unwrap());
+                    headers.insert("x-kept", "2".parse().unwrap());
+                    return response;
+                }
+                _ if path.starts_with("/echo") => {
+                    let forwarded = request
+                        .headers()
+                        .get("x-forwarded-for")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-")
+                        .to_owned();
+                    format!("{path} {forwarded}")
+                }
+                _ => "ok".to_owned(),
+            };
+            Response::new(Full::new(Bytes::from(body)))
         }
-    });
-    addr
+    })
+    .await
 }
 
 struct Harness {

@@ -5,17 +5,16 @@
 //! The workers have runtimes of their own, on the real clock: these tests wait on events (a
 //! request reaching the upstream, a response, a refused connection), each under a timeout.
 
+mod support;
+
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use spillway_server::config::parse;
 use spillway_server::Server;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -29,33 +28,18 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// An upstream: `/hold` says it arrived on `arrived`, then waits for `release`; anything else
 /// answers "ok".
 async fn upstream(release: Arc<Notify>, arrived: mpsc::UnboundedSender<()>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let (release, arrived) = (release.clone(), arrived.clone());
-            tokio::spawn(async move {
-                let service = service_fn(move |request: Request<Incoming>| {
-                    let (release, arrived) = (release.clone(), arrived.clone());
-                    async move {
-                        if request.uri().path() == "/hold" {
-                            let _ = arrived.send(());
-                            release.notified().await;
-                            return Ok::<_, Infallible>(Response::new(Full::new(
-                                Bytes::from_static(b"released"),
-                            )));
-                        }
-                        Ok(Response::new(Full::new(Bytes::from_static(b"ok"))))
-                    }
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
+    support::upstream(move |request: Request<Incoming>| {
+        let (release, arrived) = (release.clone(), arrived.clone());
+        async move {
+            if request.uri().path() == "/hold" {
+                let _ = arrived.send(());
+                release.notified().await;
+                return Response::new(Full::new(Bytes::from_static(b"released")));
+            }
+            Response::new(Full::new(Bytes::from_static(b"ok")))
         }
-    });
-    addr
+    })
+    .await
 }
 
 struct Harness {

@@ -1,0 +1,39 @@
+//! What several of the server's test files share.
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+
+/// An HTTP/1.1 upstream on a loopback port that answers each request with `answer`, on every
+/// connection, until the test's runtime ends.
+pub(crate) async fn upstream<F, A>(answer: F) -> SocketAddr
+where
+    F: Fn(Request<Incoming>) -> A + Clone + Send + Sync + 'static,
+    A: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request| {
+                    let answered = answer(request);
+                    async move { Ok::<_, Infallible>(answered.await) }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
