@@ -27,6 +27,8 @@ struct Counts {
     accept_errors: AtomicU64,
     header_timeouts: AtomicU64,
     body_timeouts: AtomicU64,
+    /// The workers' open connections, once the proxy serves on workers.
+    worker_loads: std::sync::OnceLock<Arc<crate::workers::Loads>>,
 }
 
 impl ListenerCounts {
@@ -43,6 +45,16 @@ impl ListenerCounts {
     /// Requests whose body stalled past the body timeout.
     pub(crate) fn body_timeouts(&self) -> u64 {
         self.inner.body_timeouts.load(Ordering::Relaxed)
+    }
+
+    /// Each worker's open connections, if the listener is served by workers.
+    pub(crate) fn worker_loads(&self) -> Option<Vec<usize>> {
+        self.inner.worker_loads.get().map(|loads| loads.get())
+    }
+
+    /// Reports the workers' loads from now on (the first workers to serve the listener).
+    pub(crate) fn set_worker_loads(&self, loads: Arc<crate::workers::Loads>) {
+        let _ = self.inner.worker_loads.set(loads);
     }
 
     pub(crate) fn count_body_timeout(&self) {

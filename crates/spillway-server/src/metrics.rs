@@ -278,6 +278,18 @@ impl Collector for Listeners {
                 .map(|(listener, counts)| (vec![("listener", listener.to_owned())], read(counts)));
             counters(&mut encoder, name, help, rows)?;
         }
+        if let Some(loads) = self.proxy.worker_loads() {
+            let rows = loads
+                .into_iter()
+                .enumerate()
+                .map(|(worker, open)| (vec![("worker", worker.to_string())], open as f64));
+            gauges(
+                &mut encoder,
+                "spillway_worker_connections",
+                "Open proxy connections served by each worker thread",
+                rows,
+            )?;
+        }
         Ok(())
     }
 }

@@ -103,7 +103,8 @@ impl Server {
     ///
     /// None today; the `Result` is kept for errors a future listener may not recover from.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-        serve(self.listener, self.proxy, self.header_timeout, shutdown).await;
+        let arrivals = Arrivals::Alone(self.listener);
+        serve(arrivals, self.proxy, self.header_timeout, shutdown).await;
         Ok(())
     }
 
@@ -133,11 +134,47 @@ impl Server {
     }
 }
 
-/// Accepts from `listener` and serves each connection on the calling runtime until `shutdown`
-/// completes; then closes the listener, so that new connections are refused at once, and
-/// waits for the open ones to finish their request in flight.
+/// Where the connections a runtime serves come from.
+#[derive(Debug)]
+pub(crate) enum Arrivals {
+    /// The listener, all of whose connections are served here.
+    Alone(LimitedListener),
+    /// A worker's: its share of the connections ([`crate::workers`]).
+    Worker(crate::workers::Arrivals),
+}
+
+impl From<crate::workers::Arrivals> for Arrivals {
+    fn from(arrivals: crate::workers::Arrivals) -> Self {
+        Self::Worker(arrivals)
+    }
+}
+
+impl Arrivals {
+    /// The next connection to serve here, and its seat among the workers' loads if it is a
+    /// worker's. Cancel-safe.
+    async fn next(
+        &mut self,
+        counts: &conn::ListenerCounts,
+    ) -> (LimitedStream, SocketAddr, Option<crate::workers::Seat>) {
+        match self {
+            Self::Alone(listener) => {
+                let (stream, peer) =
+                    conn::accept_with_backoff("proxy", counts, || listener.accept()).await;
+                (stream, peer, None)
+            }
+            Self::Worker(arrivals) => {
+                let (stream, peer, seat) = arrivals.next(counts).await;
+                (stream, peer, Some(seat))
+            }
+        }
+    }
+}
+
+/// Serves the connections of `arrivals` on the calling runtime until `shutdown` completes;
+/// then closes the listener, so that new connections are refused at once, and waits for the
+/// open ones to finish their request in flight.
 pub(crate) async fn serve(
-    listener: LimitedListener,
+    mut arrivals: Arrivals,
     proxy: Proxy,
     header_timeout: std::time::Duration,
     shutdown: impl Future<Output = ()>,
@@ -149,9 +186,8 @@ pub(crate) async fn serve(
     let counts = proxy.listener_counts().clone();
     let builder = conn::proxy_builder(header_timeout);
     loop {
-        let accept = conn::accept_with_backoff("proxy", &counts, || listener.accept());
-        let (stream, peer) = tokio::select! {
-            accepted = accept => accepted,
+        let (stream, peer, seat) = tokio::select! {
+            arrived = arrivals.next(&counts) => arrived,
             () = &mut shutdown => break,
         };
         conn::prepare(stream.get_ref(), peer);
@@ -161,12 +197,13 @@ pub(crate) async fn serve(
             watcher: graceful.watcher(),
             peer,
             header_timeout,
+            _seat: seat,
         };
         tokio::spawn(connection.serve(stream));
     }
     // New connections are refused at once (once every worker has closed its clone of the
     // socket) while the ones open drain.
-    drop(listener);
+    drop(arrivals);
     graceful.shutdown().await;
 }
 
@@ -177,6 +214,8 @@ struct Connection {
     watcher: Watcher,
     peer: SocketAddr,
     header_timeout: std::time::Duration,
+    /// Its place in its worker's load, until it closes.
+    _seat: Option<crate::workers::Seat>,
 }
 
 impl Connection {

@@ -5,7 +5,12 @@
 //! hop (a request through the proxy is several: the client's connection, the upstream's, and
 //! the channels between them).
 
+mod balance;
+
+pub(crate) use balance::{Arrivals, Loads, Seat};
+
 use crate::proxy::Proxy;
+use balance::{Balancer, Inbox};
 use spillway_tower::LimitedListener;
 use std::cell::Cell;
 use std::future::Future;
@@ -63,16 +68,28 @@ pub(crate) async fn run(
     let (phase, watching) = watch::channel(Phase::Serving);
     let phase = StopOnDrop(phase);
     let listener = std::sync::Arc::new(listener);
+    let (balancer, inboxes) = Balancer::new(workers.get());
+    proxy.listener_counts().set_worker_loads(balancer.loads());
     let mut ended = Vec::with_capacity(workers.get());
-    for index in 0..workers.get() {
+    for (index, inbox) in inboxes.into_iter().enumerate() {
         let (listener, proxy) = (listener.clone(), proxy.clone());
-        let watching = watching.clone();
+        let (balancer, watching) = (balancer.clone(), watching.clone());
         let (done, end) = oneshot::channel();
         std::thread::Builder::new()
             .name(format!("spillway-worker-{index}"))
             .spawn(move || {
                 INDEX.set(index);
-                let result = work(listener, proxy, header_timeout, watching);
+                let result = work(
+                    Place {
+                        listener,
+                        index,
+                        balancer,
+                        inbox,
+                    },
+                    proxy,
+                    header_timeout,
+                    watching,
+                );
                 if let Err(err) = &result {
                     tracing::error!(worker = index, error = %err, "a worker could not start");
                 }
@@ -81,8 +98,8 @@ pub(crate) async fn run(
         ended.push(end);
     }
     // Each worker lets go of it once it has its own clone of the socket: the socket closes
-    // when the last worker closes its clone.
-    drop(listener);
+    // when the last worker closes its clone. The channels between workers close with them.
+    drop((listener, balancer));
     shutdown.await;
     phase.0.send_replace(Phase::Draining);
     let mut first_error = None;
@@ -95,9 +112,18 @@ pub(crate) async fn run(
     first_error.map_or(Ok(()), Err)
 }
 
+/// Where a worker stands among the others: the socket they share, its number, and how
+/// connections are spread between them.
+struct Place {
+    listener: std::sync::Arc<LimitedListener>,
+    index: usize,
+    balancer: std::sync::Arc<Balancer>,
+    inbox: Inbox,
+}
+
 /// A worker: its runtime, then serving until told to drain (and draining), or to stop.
 fn work(
-    original: std::sync::Arc<LimitedListener>,
+    place: Place,
     proxy: Proxy,
     header_timeout: Duration,
     mut phase: watch::Receiver<Phase>,
@@ -106,12 +132,19 @@ fn work(
         .enable_all()
         .build()?;
     runtime.block_on(async move {
+        let Place {
+            listener: original,
+            index,
+            balancer,
+            inbox,
+        } = place;
         // A clone of the socket, registered with this runtime, under the shared cap.
         let socket = original.get_ref().as_fd().try_clone_to_owned()?;
         let listener = original.share(tokio::net::TcpListener::from_std(socket.into())?);
         drop(original);
+        let arrivals = Arrivals::new(listener, index, balancer, inbox);
         let mut stopping = phase.clone();
-        let serving = crate::server::serve(listener, proxy, header_timeout, async move {
+        let serving = crate::server::serve(arrivals.into(), proxy, header_timeout, async move {
             let _ = phase.wait_for(|phase| *phase != Phase::Serving).await;
         });
         tokio::select! {

@@ -44,6 +44,8 @@ async fn upstream(release: Arc<Notify>, arrived: mpsc::UnboundedSender<()>) -> S
 
 struct Harness {
     proxy: SocketAddr,
+    /// The proxy's handle, for its metrics.
+    handle: spillway_server::Proxy,
     release: Arc<Notify>,
     arrived: mpsc::UnboundedReceiver<()>,
     stop: Option<oneshot::Sender<()>>,
@@ -63,6 +65,7 @@ async fn start(workers: usize, listener: &str) -> Harness {
         .await
         .unwrap();
     let proxy = server.local_addr().unwrap();
+    let handle = server.proxy().clone();
     let (stop, stopped) = oneshot::channel();
     let workers = NonZeroUsize::new(workers).unwrap();
     let serving = tokio::spawn(server.run_on_workers(workers, async {
@@ -70,6 +73,7 @@ async fn start(workers: usize, listener: &str) -> Harness {
     }));
     Harness {
         proxy,
+        handle,
         release,
         arrived,
         stop: Some(stop),
@@ -117,7 +121,48 @@ async fn until_refused(proxy: SocketAddr) {
     .expect("the socket closes");
 }
 
+/// An HTTP/1.1 connection of its own to `proxy`, kept open, that has been answered once.
+async fn open_connection(
+    proxy: SocketAddr,
+) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>> {
+    let stream = timeout(PATIENCE, tokio::net::TcpStream::connect(proxy))
+        .await
+        .expect("connects in time")
+        .unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let request = Request::get("/x")
+        .header(http::header::HOST, proxy.to_string())
+        .body(Empty::new())
+        .unwrap();
+    let response = timeout(PATIENCE, sender.send_request(request))
+        .await
+        .expect("answered in time")
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    response.into_body().collect().await.unwrap();
+    sender
+}
+
 impl Harness {
+    /// Each worker's open connections, from the metrics.
+    fn worker_connections(&self) -> Vec<u64> {
+        let text = self.handle.render_metrics().unwrap();
+        (0..)
+            .map_while(|worker| {
+                let series = format!("spillway_worker_connections{{worker=\"{worker}\"}} ");
+                let line = text.lines().find(|line| line.starts_with(&series))?;
+                line[series.len()..]
+                    .parse::<f64>()
+                    .ok()
+                    .map(|open| open as u64)
+            })
+            .collect()
+    }
+
     /// Sends GET /hold and waits until it reached the upstream: a request in flight.
     async fn hold(&mut self) -> tokio::task::JoinHandle<Result<(StatusCode, String), String>> {
         let proxy = self.proxy;
@@ -201,4 +246,37 @@ async fn dropping_the_server_stops_the_workers_and_cuts_requests_in_flight() {
     let cut = held.await.unwrap();
     assert!(cut.is_err(), "the request in flight is cut: {cut:?}");
     until_refused(h.proxy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_spread_evenly_over_the_workers() {
+    let h = start(2, "").await;
+    // One after another, as a client fills its pool: the worker awake to accept each one is
+    // not the one with the fewest connections every time.
+    let mut open = Vec::new();
+    for _ in 0..8 {
+        open.push(open_connection(h.proxy).await);
+    }
+    assert_eq!(h.worker_connections(), [4, 4]);
+    // Requests on them are still answered, on the worker each was handed to.
+    for sender in &mut open {
+        let request = Request::get("/x")
+            .header(http::header::HOST, h.proxy.to_string())
+            .body(Empty::new())
+            .unwrap();
+        let response = timeout(PATIENCE, sender.send_request(request))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    // Closed, they no longer count.
+    drop(open);
+    timeout(PATIENCE, async {
+        while h.worker_connections() != [0, 0] {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("closed connections leave their worker's load");
 }

@@ -2,7 +2,7 @@
 
 mod stream;
 
-pub use stream::LimitedStream;
+pub use stream::{DetachedStream, LimitedStream};
 
 use spillway::{BlockError, BlockKind};
 use std::fmt;

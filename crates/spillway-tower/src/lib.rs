@@ -42,7 +42,9 @@ pub mod keys;
 pub mod protect;
 mod rate_limiter;
 
-pub use accepts::{AcceptLimit, AcceptsState, AtCapacity, LimitedListener, LimitedStream};
+pub use accepts::{
+    AcceptLimit, AcceptsState, AtCapacity, DetachedStream, LimitedListener, LimitedStream,
+};
 pub use active::acquire_active;
 pub use clock::TokioClock;
 pub use entry::{admit_owned, enter};
