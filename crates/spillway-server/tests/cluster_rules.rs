@@ -4,6 +4,7 @@
 
 #[path = "../../spillway-redis/tests/common/mod.rs"]
 mod redis_server;
+mod support;
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -13,7 +14,6 @@ use hyper_util::rt::TokioExecutor;
 use redis_server::RedisServer;
 use spillway_server::config::parse;
 use spillway_server::Server;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,35 +30,21 @@ async fn upstream() -> SocketAddr {
 /// An upstream answering `ok`, but holding a request with an `x-hold` header until the gate
 /// opens; each held request's arrival is sent on the channel.
 async fn gated_upstream() -> (SocketAddr, Arc<Notify>, mpsc::UnboundedReceiver<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let gate = Arc::new(Notify::new());
     let (arrived, arrivals) = mpsc::unbounded_channel();
     let opened = gate.clone();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (gate, arrived) = (opened.clone(), arrived.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |request: http::Request<_>| {
-                    let (gate, arrived) = (gate.clone(), arrived.clone());
-                    async move {
-                        if request.headers().contains_key("x-hold") {
-                            let open = gate.notified();
-                            let _ = arrived.send(());
-                            open.await;
-                        }
-                        Ok::<_, Infallible>(http::Response::new(http_body_util::Full::new(
-                            Bytes::from("ok"),
-                        )))
-                    }
-                });
-                let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await;
-            });
+    let addr = support::upstream(move |request: http::Request<hyper::body::Incoming>| {
+        let (gate, arrived) = (opened.clone(), arrived.clone());
+        async move {
+            if request.headers().contains_key("x-hold") {
+                let open = gate.notified();
+                let _ = arrived.send(());
+                open.await;
+            }
+            http::Response::new(http_body_util::Full::new(Bytes::from("ok")))
         }
-    });
+    })
+    .await;
     (addr, gate, arrivals)
 }
 

@@ -12,12 +12,14 @@
 
 #![cfg(unix)]
 
+mod support;
+
 use bytes::Bytes;
 use fantoccini::{Client, ClientBuilder, Locator};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -75,33 +77,17 @@ async fn wait_for_line(lines: &mut mpsc::UnboundedReceiver<String>, needle: &str
 
 /// An upstream answering 200 `ok`, but 500 under `/flaky`.
 async fn upstream() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    |request: Request<hyper::body::Incoming>| async move {
-                        let status = if request.uri().path().starts_with("/flaky") {
-                            StatusCode::INTERNAL_SERVER_ERROR
-                        } else {
-                            StatusCode::OK
-                        };
-                        let mut response = Response::new(Full::new(Bytes::from_static(b"ok")));
-                        *response.status_mut() = status;
-                        Ok::<_, std::convert::Infallible>(response)
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    addr
+    support::upstream(|request: Request<hyper::body::Incoming>| async move {
+        let status = if request.uri().path().starts_with("/flaky") {
+            StatusCode::INTERNAL_SERVER_ERROR
+        } else {
+            StatusCode::OK
+        };
+        let mut response = Response::new(Full::new(Bytes::from_static(b"ok")));
+        *response.status_mut() = status;
+        response
+    })
+    .await
 }
 
 /// `spillway serve` on `config`, once it says it listens.
