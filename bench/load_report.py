@@ -93,6 +93,17 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
         return (f"| {label} (the lowest of the rounds) | " + " | ".join(rates) + " | "
                 + " | ".join([f"errors: {errors}"] + blank) + " |")
 
+    def versus(label: str, cells: dict, key: str) -> str:
+        """Each spillway's latency minus nginx's in the same round: the median, the range, and
+        in how many rounds it was no more than nginx's."""
+        out = []
+        for t in (t for t in cells if t.startswith("spillway")):
+            diffs = [(s[key] - n[key]) * 1000 for s, n in zip(cells[t], cells["nginx"])]
+            at_most = sum(d <= 0 for d in diffs)
+            out.append(f"{median(diffs):+.0f} µs ({min(diffs):+.0f} to {max(diffs):+.0f}; "
+                       f"{at_most} of {len(diffs)})")
+        return f"| {label} | " + " | ".join(out) + " |"
+
     ratio = median([s / n for s, n in zip(top["spillway"], top["nginx"])])
     ratio1 = median([s / n for s, n in zip(top["spillway1"], top["nginx"])])
     lines = [
@@ -129,6 +140,19 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
         lines.append(f"| CPU per request at {rate} req/s (the upstream's direct, the proxy's "
                      "through one) | " + " | ".join(f"{c:.0f} µs" for c in cpu)
                      + " |" * (len(cpu) - 1) + " |")
+    spillways = [t for t in fixed[rates[0]] if t.startswith("spillway")]
+    lines += [
+        "",
+        "Spillway against nginx, round by round: spillway's latency minus nginx's in the same "
+        "round (the same as the difference of what each added), as the median over the rounds, "
+        "the lowest and highest round, and in how many rounds spillway added no more than nginx:",
+        "",
+        "| | " + " | ".join(f"{NAMES[t]} − nginx" for t in spillways) + " |",
+        "|---|" + "---:|" * len(spillways),
+    ]
+    for rate in rates:
+        lines.append(versus(f"p50 at {rate} req/s", fixed[rate], "p50_ms"))
+        lines.append(versus(f"p99 at {rate} req/s", fixed[rate], "p99_ms"))
     lines += [
         "",
         "Max throughput, closed loop (wrk, 2 threads, 64 connections; the ratio is the median "
