@@ -164,12 +164,16 @@ impl Pool {
             if let Some(sender) = lane.live_http2() {
                 return Ok((Sender::Http2(sender), true));
             }
-            return Ok((self.connect().await?, false));
+            return Ok((Box::pin(self.connect()).await?, false));
         }
-        Ok((self.connect().await?, false))
+        Ok((Box::pin(self.connect()).await?, false))
     }
 
     /// A new connection, HTTP/2 if configured or negotiated, which then becomes the shared one.
+    ///
+    /// Its callers box it: opening a connection (TCP, TLS, the HTTP handshake) is the rare
+    /// path, and its state, about 6.5 KB, would otherwise be part of every request's future,
+    /// for which hyper keeps room in each client connection for as long as it is open.
     async fn connect(&self) -> Result<Sender, Error> {
         let io: Io = self.connector.clone().oneshot(self.origin.clone()).await?;
         let negotiated_h2 = io.connected().is_negotiated_h2();
