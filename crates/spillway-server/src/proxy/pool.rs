@@ -164,17 +164,24 @@ impl Pool {
             if let Some(sender) = lane.live_http2() {
                 return Ok((Sender::Http2(sender), true));
             }
-            return Ok((Box::pin(self.connect()).await?, false));
+            return Ok((self.connect().await?, false));
         }
-        Ok((Box::pin(self.connect()).await?, false))
+        Ok((self.connect().await?, false))
+    }
+
+    /// A new connection: [`open`](Self::open), boxed. Opening a connection (TCP, TLS, the
+    /// HTTP handshake) is the rare path, and its state, about 6.5 KB, would otherwise be part
+    /// of every request's future, for which hyper keeps room in each client connection for as
+    /// long as it is open.
+    fn connect(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Sender, Error>> + Send + '_>>
+    {
+        Box::pin(self.open())
     }
 
     /// A new connection, HTTP/2 if configured or negotiated, which then becomes the shared one.
-    ///
-    /// Its callers box it: opening a connection (TCP, TLS, the HTTP handshake) is the rare
-    /// path, and its state, about 6.5 KB, would otherwise be part of every request's future,
-    /// for which hyper keeps room in each client connection for as long as it is open.
-    async fn connect(&self) -> Result<Sender, Error> {
+    async fn open(&self) -> Result<Sender, Error> {
         let io: Io = self.connector.clone().oneshot(self.origin.clone()).await?;
         let negotiated_h2 = io.connected().is_negotiated_h2();
         if self.protocol == UpstreamProtocol::Http2 || negotiated_h2 {
