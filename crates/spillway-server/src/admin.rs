@@ -70,6 +70,11 @@ impl Drop for AbortOnDrop {
 /// requests).
 const ADMIN_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The most connections the admin API holds open at once; past it, new ones wait in the
+/// kernel's backlog until one closes. A dashboard holds one for its live feed and opens a few
+/// more for a moment.
+pub const MAX_CONNECTIONS: usize = 64;
+
 /// A `PUT /api/rules` body: the rule kinds to replace (a kind left out stays as it is).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -161,9 +166,9 @@ impl Admin {
         (self.loopback && loopback_name) || self.allowed_hosts.iter().any(|h| h == name)
     }
 
-    /// Serves on `listener` until `shutdown` completes. Accept errors do not stop it: it
-    /// pauses, logs and counts them (as the proxy's listener does), so that the admin API stays
-    /// reachable once descriptors free up.
+    /// Serves on `listener` until `shutdown` completes, holding at most [`MAX_CONNECTIONS`]
+    /// connections open. Accept errors do not stop it: it pauses, logs and counts them (as the
+    /// proxy's listener does), and goes on accepting once descriptors free up.
     ///
     /// # Errors
     ///
@@ -179,6 +184,8 @@ impl Admin {
             .local_addr()
             .map_or(true, |addr| addr.ip().is_loopback());
         let counts = this.proxy.admin_listener_counts().clone();
+        let listener = spillway_tower::LimitedListener::new(listener, MAX_CONNECTIONS);
+        counts.set_accepts(listener.limit());
         let builder = crate::conn::http1_builder(ADMIN_HEADER_TIMEOUT);
         // The dashboard's feed, for as long as this API serves.
         let feed = tokio::spawn(this.feed.clone().run(this.proxy.clone()));
@@ -189,7 +196,7 @@ impl Admin {
                 accepted = accept => accepted,
                 () = &mut shutdown => return Ok(()),
             };
-            crate::conn::prepare(&stream, peer);
+            crate::conn::prepare(stream.get_ref(), peer);
             let (admin, counts, builder) = (this.clone(), counts.clone(), builder.clone());
             tokio::spawn(async move {
                 let service = TowerToHyperService::new(
@@ -303,10 +310,22 @@ impl Admin {
             None => Value::Null,
         };
         let breaker_rules = spillway.breaker_rules();
+        let connections = |counts: &crate::conn::ListenerCounts| {
+            counts.accepts().map(
+                |state| json!({ "open": state.open, "max": state.max, "paused": state.paused }),
+            )
+        };
         json!({
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_seconds": self.started.elapsed().as_secs(),
             "config": config,
+            // Open connections and their cap (0: none), per listener; the open-file limit the
+            // automatic cap comes from (null: unlimited).
+            "connections": {
+                "proxy": connections(self.proxy.listener_counts()),
+                "admin": connections(self.proxy.admin_listener_counts()),
+                "open_file_limit": crate::descriptors::Descriptors::now().limit,
+            },
             // Absent (null) until the probe's first sample (the probe reads -1 then).
             "probe": {
                 "load": Some(probe.load()).filter(|load| *load >= 0.0),

@@ -5,6 +5,7 @@
 
 mod error;
 mod file;
+mod max_connections;
 mod validate;
 
 pub use error::{ConfigError, Problem};
@@ -13,4 +14,5 @@ pub use file::{
     ClusterRuleConfig, Config, DefaultRoute, FallbackPolicy, KeyedConfig, ListenerConfig,
     OnMissing, Route, TlsFiles, TpsLimit, Upstream, UpstreamProtocol, Workers, MAX_WORKERS,
 };
+pub use max_connections::MaxConnections;
 pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES, MAX_PROBLEMS};

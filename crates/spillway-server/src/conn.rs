@@ -29,6 +29,8 @@ struct Counts {
     body_timeouts: AtomicU64,
     /// The workers' open connections, once the proxy serves on workers.
     worker_loads: std::sync::OnceLock<Arc<crate::workers::Loads>>,
+    /// The listener's open connections and cap, once it is bound.
+    accepts: std::sync::OnceLock<spillway_tower::AcceptLimit>,
 }
 
 impl ListenerCounts {
@@ -55,6 +57,20 @@ impl ListenerCounts {
     /// Reports the workers' loads from now on (the first workers to serve the listener).
     pub(crate) fn set_worker_loads(&self, loads: Arc<crate::workers::Loads>) {
         let _ = self.inner.worker_loads.set(loads);
+    }
+
+    /// Reports the open connections and the cap of `limit` from now on (the first listener
+    /// bound with these counts).
+    pub(crate) fn set_accepts(&self, limit: spillway_tower::AcceptLimit) {
+        let _ = self.inner.accepts.set(limit);
+    }
+
+    /// The listener's open connections and cap (0: none), once it is bound.
+    pub(crate) fn accepts(&self) -> Option<spillway_tower::AcceptsState> {
+        self.inner
+            .accepts
+            .get()
+            .map(spillway_tower::AcceptLimit::state)
     }
 
     pub(crate) fn count_body_timeout(&self) {

@@ -8,6 +8,7 @@
 //! - [`reload`]: hot reload of the file;
 //! - [`demo`]: an upstream, the proxy and a load generator in one process;
 //! - [`lab`]: the overload lab (`spillway lab`): the simulated lab and a real one on loopback;
+//! - [`descriptors`]: the open-file limit, and the connections it leaves room for;
 //! - [`upstream`]: an upstream with a known capacity, for the demo and the lab.
 
 pub mod admin;
@@ -16,6 +17,7 @@ mod cluster;
 pub mod config;
 mod conn;
 pub mod demo;
+pub mod descriptors;
 pub mod feed;
 pub mod history;
 mod idle;

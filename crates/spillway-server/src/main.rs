@@ -104,6 +104,10 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     let spillway = spillway::Spillway::new();
     let server = match Server::bind(&config, spillway).await {
         Ok(server) => server,
+        Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
         Err(err) => {
             eprintln!("error: cannot listen on {}: {err}", config.listener.listen);
             return ExitCode::FAILURE;
@@ -133,7 +137,13 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     // SIGHUP reloads from here on, before the line that says the process is ready.
     let watch = reloader.clone().start_watching();
     if let (Ok(addr), Ok(admin_addr)) = (server.local_addr(), admin_listener.local_addr()) {
-        tracing::info!(proxy = %addr, admin = %admin_addr, "spillway listening");
+        tracing::info!(
+            proxy = %addr,
+            admin = %admin_addr,
+            max_connections = server.max_connections(),
+            open_file_limit = spillway_server::descriptors::Descriptors::now().limit,
+            "spillway listening"
+        );
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -193,6 +203,8 @@ fn init_logs() {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any descriptor is opened: the connection cap (`auto`) is read from it.
+    spillway_server::descriptors::raise_limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -278,6 +278,27 @@ impl Collector for Listeners {
                 .map(|(listener, counts)| (vec![("listener", listener.to_owned())], read(counts)));
             counters(&mut encoder, name, help, rows)?;
         }
+        for (name, help, read) in [
+            (
+                "spillway_connections",
+                "Open connections, by listener",
+                (|state: &spillway_tower::AcceptsState| state.open) as fn(&_) -> usize,
+            ),
+            (
+                "spillway_max_connections",
+                "The most connections a listener holds open at once (0: no cap)",
+                |state| state.max,
+            ),
+        ] {
+            let rows = listeners.iter().filter_map(|(listener, counts)| {
+                let state = counts.accepts()?;
+                Some((
+                    vec![("listener", (*listener).to_owned())],
+                    read(&state) as f64,
+                ))
+            });
+            gauges(&mut encoder, name, help, rows)?;
+        }
         if let Some(loads) = self.proxy.worker_loads() {
             let rows = loads
                 .into_iter()

@@ -1,8 +1,9 @@
 //! `spillway serve`: the proxy's listener and connections (HTTP/1.1 and HTTP/2, in cleartext
 //! or over TLS), with graceful shutdown.
 
-use crate::config::Config;
+use crate::config::{Config, MaxConnections};
 use crate::conn;
+use crate::descriptors::Descriptors;
 use crate::proxy::Proxy;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -49,6 +50,25 @@ pub fn apply_rules(
     Ok(())
 }
 
+/// The cap on the proxy's connections that `setting` gives in this process; a number above
+/// what the open-file limit leaves room for is warned of.
+fn max_connections(setting: MaxConnections) -> io::Result<usize> {
+    let files = Descriptors::now();
+    let cap = setting
+        .resolve(files)
+        .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+    if let Some(room) = setting.above_room(files) {
+        tracing::warn!(
+            max_connections = cap,
+            room,
+            open_file_limit = files.limit,
+            "listener.max_connections is above what the open-file limit leaves room for: out \
+             of descriptors, requests fail with 502 and the admin API cannot accept"
+        );
+    }
+    Ok(cap)
+}
+
 /// A bound proxy, ready to run.
 #[derive(Debug)]
 pub struct Server {
@@ -69,9 +89,10 @@ impl Server {
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
         apply_rules(proxy.spillway(), proxy.cluster_limits(), config)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+        let cap = max_connections(config.listener.max_connections)?;
         let listener = tokio::net::TcpListener::bind(config.listener.listen).await?;
-        let listener = LimitedListener::new(listener, config.listener.max_connections)
-            .at_capacity(config.listener.at_capacity);
+        let listener = LimitedListener::new(listener, cap).at_capacity(config.listener.at_capacity);
+        proxy.listener_counts().set_accepts(listener.limit());
         Ok(Self {
             listener,
             proxy,
@@ -86,6 +107,12 @@ impl Server {
     /// As [`std::net::TcpListener::local_addr`].
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The most connections the proxy holds open at once (0: no cap), as
+    /// `listener.max_connections` and the open-file limit set it.
+    pub fn max_connections(&self) -> usize {
+        self.listener.limit().state().max
     }
 
     /// The proxy (for reloading its routes).

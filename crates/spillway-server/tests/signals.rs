@@ -4,62 +4,18 @@
 
 #![cfg(unix)]
 
-use spillway::{Clock, SystemClock};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+mod child;
 
-const DEADLINE: Duration = Duration::from_secs(30);
+use child::{free_port, serve, wait_for_line, DEADLINE};
+use spillway::{Clock, SystemClock};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command};
+use std::sync::mpsc;
 
 /// Whether `DEADLINE` has passed since `start` (nanoseconds on the system clock).
 fn past_deadline(clock: &SystemClock, start: u64) -> bool {
     clock.now_nanos().saturating_sub(start) > DEADLINE.as_nanos() as u64
-}
-
-/// A free loopback port (bound, then released for the child to take).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `spillway serve` on a file holding `config`: the child, and its log's lines as they come.
-fn serve(dir: &std::path::Path, config: &str) -> (Child, mpsc::Receiver<String>) {
-    let path = dir.join("spillway.toml");
-    std::fs::write(&path, config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines_tx, lines) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { return };
-            let _ = lines_tx.send(line);
-        }
-    });
-    (child, lines)
-}
-
-/// Reads the log until a line holds `needle` (within the deadline); no line may hold colour
-/// codes, since the log is not a terminal.
-fn wait_for_line(lines: &mpsc::Receiver<String>, needle: &str) {
-    loop {
-        let line = lines
-            .recv_timeout(DEADLINE)
-            .unwrap_or_else(|_| panic!("no `{needle}` in the log"));
-        assert!(!line.contains('\u{1b}'), "ANSI codes in {line:?}");
-        if line.contains(needle) {
-            return;
-        }
-    }
 }
 
 /// Sends `signal` (`TERM`, `HUP`) to `child`.
@@ -110,6 +66,7 @@ fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
              [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\
              [default]\nupstream = \"app\"\n"
         ),
+        None,
     );
     wait_for_line(&lines, "spillway listening");
     let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -171,6 +128,7 @@ fn sighup_reloads_the_file() {
         &format!(
             "[listener]\nlisten = \"127.0.0.1:{port}\"\n[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n"
         ),
+        None,
     );
     wait_for_line(&lines, "spillway listening");
     // The file is unchanged: only the signal can make this reload.

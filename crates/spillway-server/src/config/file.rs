@@ -344,9 +344,10 @@ pub struct ListenerConfig {
     /// Address to listen on (default 127.0.0.1:8080).
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
-    /// Most connections open at once (Dubbo's `accepts`); 0 or unset: no cap.
+    /// Most connections open at once (Dubbo's `accepts`): a number, 0 for no cap, or `auto`
+    /// (the default), what the open-file limit leaves room for.
     #[serde(default)]
-    pub max_connections: usize,
+    pub max_connections: super::MaxConnections,
     /// At the cap: `pause` accepting (default) or `close` new connections.
     #[serde(default, with = "at_capacity")]
     pub at_capacity: AtCapacity,
@@ -404,7 +405,7 @@ impl Default for ListenerConfig {
     fn default() -> Self {
         Self {
             listen: default_listen(),
-            max_connections: 0,
+            max_connections: super::MaxConnections::Auto,
             at_capacity: AtCapacity::Pause,
             upstream_timeout: default_upstream_timeout(),
             header_timeout: default_header_timeout(),
