@@ -377,15 +377,21 @@ async fn last_second(client: &Client) -> u64 {
     second.as_u64().unwrap()
 }
 
-/// The page's text of the first element matching `css`.
+/// The page's text of the first element matching `css`, found and read in one script: the
+/// page re-renders each second, and an element found in one WebDriver call can be gone
+/// (stale) by the next.
 async fn text(client: &Client, css: &str) -> String {
-    client
-        .find(Locator::Css(css))
+    let text = client
+        .execute(
+            "const found = document.querySelector(arguments[0]);\
+             return found === null ? null : found.innerText;",
+            vec![serde_json::json!(css)],
+        )
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+        .unwrap();
+    text.as_str()
+        .unwrap_or_else(|| panic!("nothing matches {css}"))
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
