@@ -83,7 +83,9 @@ impl Server {
     ///
     /// # Errors
     ///
-    /// If the address cannot be bound.
+    /// If the address cannot be bound; with [`std::io::ErrorKind::InvalidInput`], if the
+    /// routes or rules are invalid, or if `max_connections = "auto"` and the open-file limit
+    /// leaves no room for connections.
     pub async fn bind(config: &Config, spillway: spillway::Spillway) -> io::Result<Self> {
         let proxy = Proxy::new(config, spillway)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
