@@ -324,6 +324,10 @@ impl Admin {
             "connections": {
                 "proxy": connections(self.proxy.listener_counts()),
                 "admin": connections(self.proxy.admin_listener_counts()),
+                "upstream": {
+                    "open": crate::descriptors::upstream_open(),
+                    "max": crate::descriptors::upstream_cap(),
+                },
                 "open_file_limit": crate::descriptors::Descriptors::now().limit,
             },
             // Absent (null) until the probe's first sample (the probe reads -1 then).

@@ -27,6 +27,7 @@ struct Counts {
     accept_errors: AtomicU64,
     header_timeouts: AtomicU64,
     body_timeouts: AtomicU64,
+    upstream_refusals: AtomicU64,
     /// The workers' open connections, once the proxy serves on workers.
     worker_loads: std::sync::OnceLock<Arc<crate::workers::Loads>>,
     /// The listener's open connections and cap, once it is bound.
@@ -71,6 +72,15 @@ impl ListenerCounts {
             .accepts
             .get()
             .map(spillway_tower::AcceptLimit::state)
+    }
+
+    /// Requests refused because the process's cap on upstream connections was reached.
+    pub(crate) fn upstream_refusals(&self) -> u64 {
+        self.inner.upstream_refusals.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_upstream_refusal(&self) {
+        self.inner.upstream_refusals.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_body_timeout(&self) {

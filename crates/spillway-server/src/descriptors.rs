@@ -3,7 +3,10 @@
 //! sockets the rest of the process opens (the configuration, `/proc`, Redis). Accepted without
 //! a cap, a flood of client connections takes every descriptor: each request then fails with
 //! 502 for want of one for its upstream connection, and the admin API cannot accept. The
-//! automatic cap keeps room for all of those.
+//! automatic cap keeps room for all of those, and upstream connections have a cap of their own
+//! from the same room, for HTTP/2 clients (many requests on one connection) and idle pools.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Descriptors kept out of the proxy's reach besides each connection's upstream one: the admin
 /// API's connections (at most [`crate::admin::MAX_CONNECTIONS`]) and as many again for files,
@@ -43,9 +46,125 @@ impl Descriptors {
     /// assert_eq!(Descriptors { limit: None, open: 20 }.room_for_connections(), None);
     /// ```
     pub fn room_for_connections(self) -> Option<u64> {
-        let limit = self.limit?;
-        Some(limit.saturating_sub(self.open).saturating_sub(RESERVED) / 2)
+        Some(self.spare()? / 2)
     }
+
+    /// The most upstream connections once `clients` client connections (0: no cap) are
+    /// allowed for: what they leave, but never less than
+    /// [`room_for_connections`](Self::room_for_connections) (a number of clients set above
+    /// that room is the operator's choice, warned of); `None` when the limit is unlimited or
+    /// unknown.
+    ///
+    /// ```
+    /// use spillway_server::descriptors::{Descriptors, RESERVED};
+    ///
+    /// let files = Descriptors { limit: Some(1024), open: 20 };
+    /// let room = files.room_for_connections().unwrap();
+    /// assert_eq!(files.room_for_upstreams(100), Some(1024 - 20 - RESERVED - 100));
+    /// assert_eq!(files.room_for_upstreams(5000), Some(room));
+    /// assert_eq!(files.room_for_upstreams(0), Some(room));
+    /// ```
+    pub fn room_for_upstreams(self, clients: usize) -> Option<u64> {
+        let spare = self.spare()?;
+        let room = spare / 2;
+        if clients == 0 {
+            return Some(room);
+        }
+        Some(spare.saturating_sub(clients as u64).max(room))
+    }
+
+    /// Descriptors neither open nor reserved.
+    fn spare(self) -> Option<u64> {
+        Some(
+            self.limit?
+                .saturating_sub(self.open)
+                .saturating_sub(RESERVED),
+        )
+    }
+}
+
+/// The upstream connections open in this process, and the most that may be (0: no cap), set
+/// where the proxy's connection cap is ([`set_upstream_cap`]): descriptors belong to the
+/// process, so the count covers every pool of every proxy in it.
+static UPSTREAM: Seats = Seats::new();
+
+/// Places for open connections under a cap (0: none).
+#[derive(Debug)]
+struct Seats {
+    open: AtomicUsize,
+    max: AtomicUsize,
+}
+
+impl Seats {
+    const fn new() -> Self {
+        Self {
+            open: AtomicUsize::new(0),
+            max: AtomicUsize::new(0),
+        }
+    }
+
+    fn take(&'static self) -> Result<UpstreamSeat, NoUpstreamSeat> {
+        let max = self.max.load(Ordering::Acquire);
+        let taken = self
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (max == 0 || open < max).then_some(open + 1)
+            });
+        match taken {
+            Ok(_) => Ok(UpstreamSeat(self)),
+            Err(_) => Err(NoUpstreamSeat { max }),
+        }
+    }
+}
+
+/// A place for one open upstream connection under the process's cap; given back when dropped,
+/// with the connection.
+#[derive(Debug)]
+pub(crate) struct UpstreamSeat(&'static Seats);
+
+impl Drop for UpstreamSeat {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Out of places for upstream connections: one more could leave the process without
+/// descriptors for the admin API.
+#[derive(Debug)]
+pub(crate) struct NoUpstreamSeat {
+    max: usize,
+}
+
+impl std::fmt::Display for NoUpstreamSeat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} upstream connections are open, as many as the open-file limit leaves room for",
+            self.max
+        )
+    }
+}
+
+impl std::error::Error for NoUpstreamSeat {}
+
+/// Caps the process's upstream connections at `max` (0: no cap), from now on.
+pub(crate) fn set_upstream_cap(max: usize) {
+    UPSTREAM.max.store(max, Ordering::Release);
+}
+
+/// A place for a new upstream connection, unless the process's cap is reached.
+pub(crate) fn upstream_seat() -> Result<UpstreamSeat, NoUpstreamSeat> {
+    UPSTREAM.take()
+}
+
+/// The cap on the process's upstream connections (0: none).
+pub(crate) fn upstream_cap() -> usize {
+    UPSTREAM.max.load(Ordering::Acquire)
+}
+
+/// Upstream connections open in this process now.
+pub(crate) fn upstream_open() -> usize {
+    UPSTREAM.open.load(Ordering::Acquire)
 }
 
 /// Raises the process's soft limit on open files to its hard limit, as Go's runtime does at
@@ -111,6 +230,68 @@ mod tests {
             open: 24,
         };
         assert_eq!(unlimited.room_for_connections(), None);
+    }
+
+    #[test]
+    fn seats_are_taken_up_to_the_cap_and_given_back_on_drop() {
+        let seats: &'static Seats = Box::leak(Box::new(Seats::new()));
+        // No cap.
+        let many: Vec<_> = (0..100).map(|_| seats.take().unwrap()).collect();
+        drop(many);
+        seats.max.store(2, Ordering::Release);
+        let (first, _second) = (seats.take().unwrap(), seats.take().unwrap());
+        let err = seats.take().unwrap_err();
+        assert_eq!(err.max, 2);
+        assert!(
+            err.to_string().contains("2 upstream connections are open"),
+            "{err}"
+        );
+        drop(first);
+        assert_eq!(seats.open.load(Ordering::Acquire), 1);
+        let _third = seats.take().unwrap();
+    }
+
+    #[test]
+    fn seats_racing_threads_never_exceed_the_cap() {
+        let seats: &'static Seats = Box::leak(Box::new(Seats::new()));
+        seats.max.store(3, Ordering::Release);
+        let most = std::sync::Arc::new(AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                let most = most.clone();
+                scope.spawn(move || {
+                    for _ in 0..20_000 {
+                        if let Ok(seat) = seats.take() {
+                            most.fetch_max(seats.open.load(Ordering::Acquire), Ordering::AcqRel);
+                            drop(seat);
+                        }
+                    }
+                });
+            }
+        });
+        assert!(most.load(Ordering::Acquire) <= 3);
+        assert_eq!(seats.open.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn upstreams_get_what_the_clients_leave_and_at_least_half() {
+        let files = Descriptors {
+            limit: Some(1000),
+            open: 40,
+        };
+        let spare = 1000 - 40 - RESERVED;
+        assert_eq!(files.room_for_upstreams(100), Some(spare - 100));
+        assert_eq!(
+            files.room_for_upstreams(spare as usize / 2),
+            Some(spare - spare / 2)
+        );
+        assert_eq!(files.room_for_upstreams(10_000), Some(spare / 2));
+        assert_eq!(files.room_for_upstreams(0), Some(spare / 2));
+        let unlimited = Descriptors {
+            limit: None,
+            open: 40,
+        };
+        assert_eq!(unlimited.room_for_upstreams(100), None);
     }
 
     #[test]

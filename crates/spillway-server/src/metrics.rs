@@ -299,6 +299,30 @@ impl Collector for Listeners {
             });
             gauges(&mut encoder, name, help, rows)?;
         }
+        let upstream = [
+            (
+                "spillway_upstream_refusals",
+                "Requests answered 503 because as many upstream connections were open as the \
+                 open-file limit leaves room for",
+                prometheus_client::metrics::MetricType::Counter,
+                self.proxy.upstream_refusals() as f64,
+            ),
+            (
+                "spillway_upstream_connections",
+                "Open upstream connections, all upstreams",
+                prometheus_client::metrics::MetricType::Gauge,
+                crate::descriptors::upstream_open() as f64,
+            ),
+            (
+                "spillway_max_upstream_connections",
+                "The most upstream connections open at once, all upstreams (0: no cap)",
+                prometheus_client::metrics::MetricType::Gauge,
+                crate::descriptors::upstream_cap() as f64,
+            ),
+        ];
+        for (name, help, kind, value) in upstream {
+            single(&mut encoder, name, help, kind, value)?;
+        }
         if let Some(loads) = self.proxy.worker_loads() {
             let rows = loads
                 .into_iter()

@@ -204,6 +204,8 @@ struct Inner {
     admin_counts: ListenerCounts,
     /// Shadow mode's log lines, one a second at most.
     shadow_log: crate::log_sampled::Sampled,
+    /// Requests refused for want of an upstream connection, logged one line a second at most.
+    descriptors_log: crate::log_sampled::Sampled,
     /// The configuration file's reloads (kept by the reloader, read by the metrics).
     config_state: Arc<std::sync::Mutex<crate::reload::ConfigState>>,
     /// The cluster rules' leases and strict checks, with their tasks.
@@ -238,6 +240,7 @@ impl Proxy {
                 counts,
                 admin_counts,
                 shadow_log: crate::log_sampled::Sampled::new(Duration::from_secs(1)),
+                descriptors_log: crate::log_sampled::Sampled::new(Duration::from_secs(1)),
                 origin_header: config
                     .listener
                     .origin_header
@@ -485,6 +488,24 @@ impl Proxy {
                 let left = table.timeout.saturating_sub(arrived.elapsed());
                 body.read_ahead(left).await;
                 Response::from_parts(parts, body)
+            }
+            Err(StatusCode::SERVICE_UNAVAILABLE) => {
+                // Out of places for upstream connections: this process's limit, not the
+                // upstream's failure.
+                self.inner.counts.count_upstream_refusal();
+                if let Some(count) = self.inner.descriptors_log.note(tokio::time::Instant::now()) {
+                    tracing::warn!(
+                        open = crate::descriptors::upstream_open(),
+                        count,
+                        "refusing requests: as many upstream connections are open as the \
+                         open-file limit leaves room for (count: since the last such line)"
+                    );
+                }
+                counters.observe(arrived.elapsed());
+                ProxyBody::text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "no upstream connection available\n",
+                )
             }
             Err(StatusCode::REQUEST_TIMEOUT) => {
                 // The client stalled its body: not the upstream's failure.

@@ -50,13 +50,16 @@ pub fn apply_rules(
     Ok(())
 }
 
-/// The cap on the proxy's connections that `setting` gives in this process; a number above
-/// what the open-file limit leaves room for is warned of.
+/// The cap on the proxy's connections that `setting` gives in this process, and the cap on
+/// the process's upstream connections set from what it leaves; a number above what the
+/// open-file limit leaves room for is warned of.
 fn max_connections(setting: MaxConnections) -> io::Result<usize> {
     let files = Descriptors::now();
     let cap = setting
         .resolve(files)
         .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+    let upstreams = files.room_for_upstreams(cap).unwrap_or(0);
+    crate::descriptors::set_upstream_cap(usize::try_from(upstreams).unwrap_or(usize::MAX));
     if let Some(room) = setting.above_room(files) {
         tracing::warn!(
             max_connections = cap,

@@ -74,10 +74,18 @@ fn field(line: &str, key: &str) -> String {
 
 /// `GET /api/status` on the admin API: its status line and body.
 fn admin_status(admin: SocketAddr) -> (String, String) {
+    admin_get(admin, "/api/status")
+}
+
+/// `GET path` on the admin API: its status line and body.
+fn admin_get(admin: SocketAddr, path: &str) -> (String, String) {
     let mut stream = TcpStream::connect(admin).unwrap();
     stream.set_read_timeout(Some(DEADLINE)).unwrap();
     stream
-        .write_all(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
         .unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
@@ -223,4 +231,103 @@ fn a_limit_that_leaves_no_room_is_refused_at_start_saying_what_to_do() {
         std::thread::yield_now();
     };
     assert_eq!(status.code(), Some(1));
+}
+
+/// One HTTP/2 request on `sender`: its status.
+async fn h2_get(
+    mut sender: hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>,
+    authority: String,
+) -> Option<u16> {
+    let request = http::Request::get(format!("http://{authority}/hold"))
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let response = sender.send_request(request).await.ok()?;
+    Some(response.status().as_u16())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_clients_with_more_requests_than_descriptors_get_503_and_the_admin_answers() {
+    let (arrived_tx, arrived) = mpsc::channel();
+    let released = Arc::new((Mutex::new(false), Condvar::new()));
+    let upstream = holding_upstream(arrived_tx, released.clone());
+    let (port, admin_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let limit = 256u64;
+    let (_child, lines) = serve(
+        dir.path(),
+        &config(port, admin_port, upstream),
+        Some((limit, limit)),
+    );
+    let lines = tokio::task::spawn_blocking(move || {
+        wait_for_line(&lines, "spillway listening");
+        lines
+    });
+    let _lines = lines.await.unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let status = tokio::task::spawn_blocking(move || admin_status(admin))
+        .await
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_str(&status.1).unwrap();
+    let upstreams = status["connections"]["upstream"]["max"].as_u64().unwrap() as usize;
+    assert!((1..limit as usize / 2).contains(&upstreams), "{status}");
+
+    // Two connections, 150 requests each at once: more upstream connections than the process
+    // has descriptors for.
+    let authority = format!("127.0.0.1:{port}");
+    let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..2 {
+        let stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
+        let (sender, connection) = hyper::client::conn::http2::handshake(
+            hyper_util::rt::TokioExecutor::new(),
+            hyper_util::rt::TokioIo::new(stream),
+        )
+        .await
+        .unwrap();
+        tokio::spawn(connection);
+        for _ in 0..150 {
+            let (sender, authority, done) = (sender.clone(), authority.clone(), done.clone());
+            tokio::spawn(async move { done.send(h2_get(sender, authority).await) });
+        }
+    }
+    // As many as the cap reach the upstream and are held there; the others are refused.
+    let held = tokio::task::spawn_blocking(move || {
+        for held in 0..upstreams {
+            arrived
+                .recv_timeout(DEADLINE)
+                .unwrap_or_else(|_| panic!("only {held} of {upstreams} requests arrived"));
+        }
+        arrived
+    });
+    let arrived = tokio::time::timeout(DEADLINE, held).await.unwrap().unwrap();
+    for _ in upstreams..300 {
+        let status = tokio::time::timeout(DEADLINE, finished.recv()).await;
+        assert_eq!(status.unwrap().unwrap(), Some(503));
+    }
+    // The admin API answers meanwhile.
+    let (status_line, body) = tokio::task::spawn_blocking(move || admin_status(admin))
+        .await
+        .unwrap();
+    assert_eq!(status_line, "HTTP/1.1 200 OK", "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        status["connections"]["upstream"]["open"], upstreams,
+        "{status}"
+    );
+
+    let (_, metrics) = tokio::task::spawn_blocking(move || admin_get(admin, "/metrics"))
+        .await
+        .unwrap();
+    let refused = format!("spillway_upstream_refusals_total {}\n", 300 - upstreams);
+    assert!(metrics.contains(&refused), "{metrics}");
+    // Released, the held ones are answered.
+    *released.0.lock().unwrap() = true;
+    released.1.notify_all();
+    for _ in 0..upstreams {
+        let status = tokio::time::timeout(DEADLINE, finished.recv()).await;
+        assert_eq!(status.unwrap().unwrap(), Some(200));
+    }
+    assert!(
+        arrived.try_recv().is_err(),
+        "more requests than the cap arrived"
+    );
 }

@@ -154,7 +154,8 @@ pub(crate) struct Timeouts {
 ///
 /// 502 Bad Gateway when the upstream cannot be reached, fails mid-response head, or speaks
 /// HTTP/2 only and the request asks for an upgrade; 504 Gateway Timeout when it does not
-/// answer in time; 408 Request Timeout when the client's body stalls.
+/// answer in time; 408 Request Timeout when the client's body stalls; 503 Service Unavailable
+/// when a new upstream connection is needed and the process's cap on them is reached.
 pub(crate) async fn send(
     upstream: &Upstream,
     request: Request<Incoming>,
@@ -205,6 +206,9 @@ pub(crate) async fn send(
             Ok(response)
         }
         Ok(Err(_)) if stalled.load(Ordering::Acquire) => Err(StatusCode::REQUEST_TIMEOUT),
+        Ok(Err(err)) if err.is::<crate::descriptors::NoUpstreamSeat>() => {
+            Err(StatusCode::SERVICE_UNAVAILABLE)
+        }
         Ok(Err(_)) => Err(StatusCode::BAD_GATEWAY),
         Err(_elapsed) => Err(StatusCode::GATEWAY_TIMEOUT),
     }

@@ -16,6 +16,8 @@
 //!   keep-alive timeout racing the request) is sent again on another connection, once per
 //!   connection that fails that way; a request on a new connection never is.
 //! - Idle connections are kept for [`IDLE_TIMEOUT`], at most [`MAX_IDLE`] of them per worker.
+//! - Every connection holds a place under the process's cap on upstream connections
+//!   ([`crate::descriptors`]); with none left, a request that needs a new one is refused.
 
 use super::timed_body::TimedBody;
 use crate::config::UpstreamProtocol;
@@ -182,6 +184,9 @@ impl Pool {
 
     /// A new connection, HTTP/2 if configured or negotiated, which then becomes the shared one.
     async fn open(&self) -> Result<Sender, Error> {
+        // A place under the process's cap on upstream connections, held by the connection's
+        // task until it closes.
+        let seat = crate::descriptors::upstream_seat()?;
         let io: Io = self.connector.clone().oneshot(self.origin.clone()).await?;
         let negotiated_h2 = io.connected().is_negotiated_h2();
         if self.protocol == UpstreamProtocol::Http2 || negotiated_h2 {
@@ -190,6 +195,7 @@ impl Pool {
                 .handshake(io)
                 .await?;
             tokio::spawn(async move {
+                let _seat = seat;
                 if let Err(err) = connection.await {
                     tracing::debug!(%err, "upstream HTTP/2 connection closed");
                 }
@@ -206,6 +212,7 @@ impl Pool {
         }
         let (mut sender, connection) = http1::handshake(io).await?;
         tokio::spawn(async move {
+            let _seat = seat;
             if let Err(err) = connection.with_upgrades().await {
                 tracing::debug!(%err, "upstream connection closed");
             }
