@@ -105,24 +105,74 @@ fn config(port: u16, admin_port: u16, upstream: SocketAddr) -> String {
     )
 }
 
+/// `spillway serve` under an open-file limit of `soft` and `hard`, its upstream a port nothing
+/// answers on (for what the process does at start).
+fn serve_alone(
+    dir: &std::path::Path,
+    soft: u64,
+    hard: u64,
+) -> (child::Spillway, mpsc::Receiver<String>) {
+    let upstream: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let config = config(free_port(), free_port(), upstream);
+    serve(dir, &config, Some((soft, hard)))
+}
+
+/// The open-file limit (soft and hard) the flooded proxies run under.
+const LIMIT: u64 = 256;
+
+/// `spillway serve` under an open-file limit of [`LIMIT`], in front of a holding upstream,
+/// once it says it listens.
+struct Flooded {
+    _child: child::Spillway,
+    _dir: tempfile::TempDir,
+    /// The log line that says it listens.
+    listening: String,
+    proxy: SocketAddr,
+    admin: SocketAddr,
+    /// A message for each request the upstream holds.
+    arrived: mpsc::Receiver<()>,
+    released: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Flooded {
+    fn start() -> Self {
+        let (arrived_tx, arrived) = mpsc::channel();
+        let released = Arc::new((Mutex::new(false), Condvar::new()));
+        let upstream = holding_upstream(arrived_tx, released.clone());
+        let (port, admin_port) = (free_port(), free_port());
+        let dir = tempfile::tempdir().unwrap();
+        let (child, lines) = serve(
+            dir.path(),
+            &config(port, admin_port, upstream),
+            Some((LIMIT, LIMIT)),
+        );
+        let listening = wait_for_line(&lines, "spillway listening");
+        Self {
+            _child: child,
+            _dir: dir,
+            listening,
+            proxy: format!("127.0.0.1:{port}").parse().unwrap(),
+            admin: format!("127.0.0.1:{admin_port}").parse().unwrap(),
+            arrived,
+            released,
+        }
+    }
+
+    /// Lets the upstream answer every request it holds, and those to come.
+    fn release(&self) {
+        *self.released.0.lock().unwrap() = true;
+        self.released.1.notify_all();
+    }
+}
+
 #[test]
 fn flooded_under_a_low_open_file_limit_the_held_connections_are_served_and_the_admin_answers() {
-    let (arrived_tx, arrived) = mpsc::channel();
-    let released = Arc::new((Mutex::new(false), Condvar::new()));
-    let upstream = holding_upstream(arrived_tx, released.clone());
-    let (port, admin_port) = (free_port(), free_port());
-    let dir = tempfile::tempdir().unwrap();
-    let limit = 256u64;
-    let (_child, lines) = serve(
-        dir.path(),
-        &config(port, admin_port, upstream),
-        Some((limit, limit)),
-    );
-    let line = wait_for_line(&lines, "spillway listening");
-    assert_eq!(field(&line, "open_file_limit"), limit.to_string(), "{line}");
+    let flooded = Flooded::start();
+    let (line, limit) = (&flooded.listening, LIMIT);
+    assert_eq!(field(line, "open_file_limit"), limit.to_string(), "{line}");
     // What the limit leaves once the admin API's reserve is set aside, halved: one upstream
     // connection for each client connection.
-    let cap: usize = field(&line, "max_connections").parse().unwrap();
+    let cap: usize = field(line, "max_connections").parse().unwrap();
     let reserve = 2 * spillway_server::admin::MAX_CONNECTIONS;
     assert!(
         (1..=(limit as usize - reserve) / 2).contains(&cap),
@@ -132,7 +182,7 @@ fn flooded_under_a_low_open_file_limit_the_held_connections_are_served_and_the_a
     // Far more connections than the process has descriptors for, each with a request that
     // the upstream holds: without the cap, these take every descriptor, and each request
     // fails for want of one for its upstream connection (502).
-    let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let proxy = flooded.proxy;
     let mut clients = Vec::new();
     for opened in 0..limit {
         // At the cap the proxy accepts and closes at once, so every connection is taken from
@@ -148,12 +198,13 @@ fn flooded_under_a_low_open_file_limit_the_held_connections_are_served_and_the_a
     // The proxy holds `cap` of them, each with its request at the upstream at the same time,
     // on `cap` upstream connections.
     for held in 0..cap {
-        arrived
+        flooded
+            .arrived
             .recv_timeout(DEADLINE)
             .unwrap_or_else(|_| panic!("only {held} of {cap} requests reached the upstream"));
     }
     // And the admin API answers.
-    let (status_line, body) = admin_status(format!("127.0.0.1:{admin_port}").parse().unwrap());
+    let (status_line, body) = admin_status(flooded.admin);
     assert_eq!(status_line, "HTTP/1.1 200 OK", "{body}");
     let status: serde_json::Value = serde_json::from_str(&body).unwrap();
     let proxy_connections = &status["connections"]["proxy"];
@@ -162,8 +213,7 @@ fn flooded_under_a_low_open_file_limit_the_held_connections_are_served_and_the_a
     assert_eq!(status["connections"]["open_file_limit"], limit, "{status}");
 
     // Released, each held request is answered 200; the others were closed at the cap.
-    *released.0.lock().unwrap() = true;
-    released.1.notify_all();
+    flooded.release();
     let mut answered = 0;
     for client in &mut clients {
         let head = read_head(client);
@@ -175,19 +225,16 @@ fn flooded_under_a_low_open_file_limit_the_held_connections_are_served_and_the_a
         answered += 1;
     }
     assert_eq!(answered, cap);
-    assert!(arrived.try_recv().is_err(), "more requests than the cap");
+    assert!(
+        flooded.arrived.try_recv().is_err(),
+        "more requests than the cap"
+    );
 }
 
 #[test]
 fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
-    let (port, admin_port) = (free_port(), free_port());
     let dir = tempfile::tempdir().unwrap();
-    let upstream: SocketAddr = "127.0.0.1:9".parse().unwrap();
-    let (child, lines) = serve(
-        dir.path(),
-        &config(port, admin_port, upstream),
-        Some((256, 512)),
-    );
+    let (child, lines) = serve_alone(dir.path(), 256, 512);
     let line = wait_for_line(&lines, "spillway listening");
     assert_eq!(field(&line, "open_file_limit"), "512", "{line}");
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
@@ -204,14 +251,8 @@ fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
 
 #[test]
 fn a_limit_that_leaves_no_room_is_refused_at_start_saying_what_to_do() {
-    let (port, admin_port) = (free_port(), free_port());
     let dir = tempfile::tempdir().unwrap();
-    let upstream: SocketAddr = "127.0.0.1:9".parse().unwrap();
-    let (mut child, lines) = serve(
-        dir.path(),
-        &config(port, admin_port, upstream),
-        Some((100, 100)),
-    );
+    let (mut child, lines) = serve_alone(dir.path(), 100, 100);
     let line = wait_for_line(&lines, "open-file limit");
     assert!(
         line.starts_with("error: the open-file limit (100) leaves no room"),
@@ -247,33 +288,18 @@ async fn h2_get(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_clients_with_more_requests_than_descriptors_get_503_and_the_admin_answers() {
-    let (arrived_tx, arrived) = mpsc::channel();
-    let released = Arc::new((Mutex::new(false), Condvar::new()));
-    let upstream = holding_upstream(arrived_tx, released.clone());
-    let (port, admin_port) = (free_port(), free_port());
-    let dir = tempfile::tempdir().unwrap();
-    let limit = 256u64;
-    let (_child, lines) = serve(
-        dir.path(),
-        &config(port, admin_port, upstream),
-        Some((limit, limit)),
-    );
-    let lines = tokio::task::spawn_blocking(move || {
-        wait_for_line(&lines, "spillway listening");
-        lines
-    });
-    let _lines = lines.await.unwrap();
-    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let mut flooded = tokio::task::spawn_blocking(Flooded::start).await.unwrap();
+    let admin = flooded.admin;
     let status = tokio::task::spawn_blocking(move || admin_status(admin))
         .await
         .unwrap();
     let status: serde_json::Value = serde_json::from_str(&status.1).unwrap();
     let upstreams = status["connections"]["upstream"]["max"].as_u64().unwrap() as usize;
-    assert!((1..limit as usize / 2).contains(&upstreams), "{status}");
+    assert!((1..LIMIT as usize / 2).contains(&upstreams), "{status}");
 
     // Two connections, 150 requests each at once: more upstream connections than the process
     // has descriptors for.
-    let authority = format!("127.0.0.1:{port}");
+    let authority = flooded.proxy.to_string();
     let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..2 {
         let stream = tokio::net::TcpStream::connect(&authority).await.unwrap();
@@ -292,13 +318,14 @@ async fn http2_clients_with_more_requests_than_descriptors_get_503_and_the_admin
     // As many as the cap reach the upstream and are held there; the others are refused.
     let held = tokio::task::spawn_blocking(move || {
         for held in 0..upstreams {
-            arrived
+            flooded
+                .arrived
                 .recv_timeout(DEADLINE)
                 .unwrap_or_else(|_| panic!("only {held} of {upstreams} requests arrived"));
         }
-        arrived
+        flooded
     });
-    let arrived = tokio::time::timeout(DEADLINE, held).await.unwrap().unwrap();
+    flooded = tokio::time::timeout(DEADLINE, held).await.unwrap().unwrap();
     for _ in upstreams..300 {
         let status = tokio::time::timeout(DEADLINE, finished.recv()).await;
         assert_eq!(status.unwrap().unwrap(), Some(503));
@@ -320,14 +347,13 @@ async fn http2_clients_with_more_requests_than_descriptors_get_503_and_the_admin
     let refused = format!("spillway_upstream_refusals_total {}\n", 300 - upstreams);
     assert!(metrics.contains(&refused), "{metrics}");
     // Released, the held ones are answered.
-    *released.0.lock().unwrap() = true;
-    released.1.notify_all();
+    flooded.release();
     for _ in 0..upstreams {
         let status = tokio::time::timeout(DEADLINE, finished.recv()).await;
         assert_eq!(status.unwrap().unwrap(), Some(200));
     }
     assert!(
-        arrived.try_recv().is_err(),
+        flooded.arrived.try_recv().is_err(),
         "more requests than the cap arrived"
     );
 }
