@@ -6,7 +6,9 @@
 //! automatic cap keeps room for all of those, and upstream connections have a cap of their own
 //! from the same room, for HTTP/2 clients (many requests on one connection) and idle pools.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use spillway::dubbo::{ExecuteLimiter, ExecutePermit};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::LazyLock;
 
 /// Descriptors kept out of the proxy's reach besides each connection's upstream one: the admin
 /// API's connections (at most [`crate::admin::MAX_CONNECTIONS`]) and as many again for files,
@@ -83,56 +85,25 @@ impl Descriptors {
     }
 }
 
-/// The upstream connections open in this process, and the most that may be (0: no cap), set
-/// where the proxy's connection cap is ([`set_upstream_cap`]): descriptors belong to the
-/// process, so the count covers every pool of every proxy in it.
-static UPSTREAM: Seats = Seats::new();
-
-/// Places for open connections under a cap (0: none).
-#[derive(Debug)]
-struct Seats {
-    open: AtomicUsize,
-    max: AtomicUsize,
-}
-
-impl Seats {
-    const fn new() -> Self {
-        Self {
-            open: AtomicUsize::new(0),
-            max: AtomicUsize::new(0),
-        }
-    }
-
-    fn take(&'static self) -> Result<UpstreamSeat, NoUpstreamSeat> {
-        let max = self.max.load(Ordering::Acquire);
-        let taken = self
-            .open
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
-                (max == 0 || open < max).then_some(open + 1)
-            });
-        match taken {
-            Ok(_) => Ok(UpstreamSeat(self)),
-            Err(_) => Err(NoUpstreamSeat { max }),
-        }
-    }
-}
+/// The upstream connections open in this process, counted as Dubbo's `executes` counts calls
+/// in flight (one key): descriptors belong to the process, so the count covers every pool of
+/// every proxy in it.
+static UPSTREAM: LazyLock<ExecuteLimiter> = LazyLock::new(ExecuteLimiter::new);
+/// The key [`UPSTREAM`] counts under.
+const UPSTREAM_KEY: &str = "upstream connections";
+/// The most upstream connections (0: no cap), set where the proxy's connection cap is
+/// ([`set_upstream_cap`]).
+static UPSTREAM_MAX: AtomicU32 = AtomicU32::new(0);
 
 /// A place for one open upstream connection under the process's cap; given back when dropped,
 /// with the connection.
-#[derive(Debug)]
-pub(crate) struct UpstreamSeat(&'static Seats);
-
-impl Drop for UpstreamSeat {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
-    }
-}
+pub(crate) type UpstreamSeat = ExecutePermit;
 
 /// Out of places for upstream connections: one more could leave the process without
 /// descriptors for the admin API.
 #[derive(Debug)]
 pub(crate) struct NoUpstreamSeat {
-    max: usize,
+    max: u32,
 }
 
 impl std::fmt::Display for NoUpstreamSeat {
@@ -148,23 +119,30 @@ impl std::fmt::Display for NoUpstreamSeat {
 impl std::error::Error for NoUpstreamSeat {}
 
 /// Caps the process's upstream connections at `max` (0: no cap), from now on.
-pub(crate) fn set_upstream_cap(max: usize) {
-    UPSTREAM.max.store(max, Ordering::Release);
+pub(crate) fn set_upstream_cap(max: u64) {
+    UPSTREAM_MAX.store(u32::try_from(max).unwrap_or(u32::MAX), Ordering::Release);
 }
 
 /// A place for a new upstream connection, unless the process's cap is reached.
 pub(crate) fn upstream_seat() -> Result<UpstreamSeat, NoUpstreamSeat> {
-    UPSTREAM.take()
+    seat(&UPSTREAM, UPSTREAM_MAX.load(Ordering::Acquire))
+}
+
+/// A place under `max` (0: no cap) on `limiter`'s upstream key.
+fn seat(limiter: &ExecuteLimiter, max: u32) -> Result<UpstreamSeat, NoUpstreamSeat> {
+    limiter
+        .try_acquire(UPSTREAM_KEY, max)
+        .map_err(|_| NoUpstreamSeat { max })
 }
 
 /// The cap on the process's upstream connections (0: none).
-pub(crate) fn upstream_cap() -> usize {
-    UPSTREAM.max.load(Ordering::Acquire)
+pub(crate) fn upstream_cap() -> u32 {
+    UPSTREAM_MAX.load(Ordering::Acquire)
 }
 
 /// Upstream connections open in this process now.
-pub(crate) fn upstream_open() -> usize {
-    UPSTREAM.open.load(Ordering::Acquire)
+pub(crate) fn upstream_open() -> u64 {
+    UPSTREAM.in_flight(UPSTREAM_KEY)
 }
 
 /// Raises the process's soft limit on open files to its hard limit, as Go's runtime does at
@@ -234,35 +212,33 @@ mod tests {
 
     #[test]
     fn seats_are_taken_up_to_the_cap_and_given_back_on_drop() {
-        let seats: &'static Seats = Box::leak(Box::new(Seats::new()));
+        let limiter = ExecuteLimiter::new();
         // No cap.
-        let many: Vec<_> = (0..100).map(|_| seats.take().unwrap()).collect();
+        let many: Vec<_> = (0..100).map(|_| seat(&limiter, 0).unwrap()).collect();
         drop(many);
-        seats.max.store(2, Ordering::Release);
-        let (first, _second) = (seats.take().unwrap(), seats.take().unwrap());
-        let err = seats.take().unwrap_err();
+        let (first, _second) = (seat(&limiter, 2).unwrap(), seat(&limiter, 2).unwrap());
+        let err = seat(&limiter, 2).unwrap_err();
         assert_eq!(err.max, 2);
         assert!(
             err.to_string().contains("2 upstream connections are open"),
             "{err}"
         );
         drop(first);
-        assert_eq!(seats.open.load(Ordering::Acquire), 1);
-        let _third = seats.take().unwrap();
+        assert_eq!(limiter.in_flight(UPSTREAM_KEY), 1);
+        let _third = seat(&limiter, 2).unwrap();
     }
 
     #[test]
     fn seats_racing_threads_never_exceed_the_cap() {
-        let seats: &'static Seats = Box::leak(Box::new(Seats::new()));
-        seats.max.store(3, Ordering::Release);
-        let most = std::sync::Arc::new(AtomicUsize::new(0));
+        let limiter = ExecuteLimiter::new();
+        let most = AtomicU32::new(0);
         std::thread::scope(|scope| {
             for _ in 0..4 {
-                let most = most.clone();
-                scope.spawn(move || {
+                scope.spawn(|| {
                     for _ in 0..20_000 {
-                        if let Ok(seat) = seats.take() {
-                            most.fetch_max(seats.open.load(Ordering::Acquire), Ordering::AcqRel);
+                        if let Ok(seat) = seat(&limiter, 3) {
+                            let open = limiter.in_flight(UPSTREAM_KEY) as u32;
+                            most.fetch_max(open, Ordering::AcqRel);
                             drop(seat);
                         }
                     }
@@ -270,7 +246,7 @@ mod tests {
             }
         });
         assert!(most.load(Ordering::Acquire) <= 3);
-        assert_eq!(seats.open.load(Ordering::Acquire), 0);
+        assert_eq!(limiter.in_flight(UPSTREAM_KEY), 0);
     }
 
     #[test]

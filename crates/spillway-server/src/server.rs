@@ -59,7 +59,7 @@ fn max_connections(setting: MaxConnections) -> io::Result<usize> {
         .resolve(files)
         .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
     let upstreams = files.room_for_upstreams(cap).unwrap_or(0);
-    crate::descriptors::set_upstream_cap(usize::try_from(upstreams).unwrap_or(usize::MAX));
+    crate::descriptors::set_upstream_cap(upstreams);
     if let Some(room) = setting.above_room(files) {
         tracing::warn!(
             max_connections = cap,
