@@ -3,6 +3,7 @@
 //! Parsing keeps the byte span of every rule and route, so that an error names the file, the
 //! line and the field (see [`ConfigError`]).
 
+mod auto_or_count;
 mod error;
 mod file;
 mod max_connections;

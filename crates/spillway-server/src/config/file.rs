@@ -451,51 +451,19 @@ impl Workers {
 
 impl Serialize for Workers {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Auto => s.serialize_str("auto"),
-            Self::Count(count) => s.serialize_u64(*count),
-        }
+        let count = match self {
+            Self::Auto => None,
+            Self::Count(count) => Some(*count),
+        };
+        super::auto_or_count::serialize(count, s)
     }
 }
 
 impl<'de> Deserialize<'de> for Workers {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = Workers;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(
-                    f,
-                    "a number of threads from 1 to {MAX_WORKERS}, or \"auto\""
-                )
-            }
-
-            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<Workers, E> {
-                u64::try_from(value)
-                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(value), &self))
-                    .and_then(|value| self.visit_u64(value))
-            }
-
-            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<Workers, E> {
-                if (1..=MAX_WORKERS).contains(&value) {
-                    Ok(Workers::Count(value))
-                } else {
-                    Err(E::invalid_value(
-                        serde::de::Unexpected::Unsigned(value),
-                        &self,
-                    ))
-                }
-            }
-
-            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<Workers, E> {
-                match value {
-                    "auto" => Ok(Workers::Auto),
-                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
-                }
-            }
-        }
-        d.deserialize_any(Visitor)
+        let expecting = format!("a number of threads from 1 to {MAX_WORKERS}, or \"auto\"");
+        let count = super::auto_or_count::deserialize(d, 1..=MAX_WORKERS, &expecting)?;
+        Ok(count.map_or(Self::Auto, Self::Count))
     }
 }
 

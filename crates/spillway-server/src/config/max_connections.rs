@@ -64,41 +64,19 @@ impl MaxConnections {
 
 impl Serialize for MaxConnections {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Auto => s.serialize_str("auto"),
-            Self::Count(count) => s.serialize_u64(*count),
-        }
+        let count = match self {
+            Self::Auto => None,
+            Self::Count(count) => Some(*count),
+        };
+        super::auto_or_count::serialize(count, s)
     }
 }
 
 impl<'de> Deserialize<'de> for MaxConnections {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = MaxConnections;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a number of connections (0: no cap), or \"auto\"")
-            }
-
-            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<MaxConnections, E> {
-                u64::try_from(value)
-                    .map(MaxConnections::Count)
-                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(value), &self))
-            }
-
-            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<MaxConnections, E> {
-                Ok(MaxConnections::Count(value))
-            }
-
-            fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<MaxConnections, E> {
-                match value {
-                    "auto" => Ok(MaxConnections::Auto),
-                    other => Err(E::invalid_value(serde::de::Unexpected::Str(other), &self)),
-                }
-            }
-        }
-        d.deserialize_any(Visitor)
+        let expecting = "a number of connections (0: no cap), or \"auto\"";
+        let count = super::auto_or_count::deserialize(d, 0..=u64::MAX, expecting)?;
+        Ok(count.map_or(Self::Auto, Self::Count))
     }
 }
 
