@@ -38,10 +38,10 @@ def open_loop(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def cpu_per_request(path: Path, rate: int, duration: float) -> float:
-    """Microseconds of CPU (user and system) a process spent per request sent in a run."""
-    ticks, per_second = (int(x) for x in path.read_text().split())
-    return ticks / per_second * 1e6 / (rate * duration)
+def cpu_per_request(path: Path, rate: int, duration: float) -> tuple:
+    """Microseconds of user and of system CPU a process spent per request sent in a run."""
+    user, system, per_second = (int(x) for x in path.read_text().split())
+    return tuple(ticks / per_second * 1e6 / (rate * duration) for ticks in (user, system))
 
 
 # What the tables call each target.
@@ -62,7 +62,8 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
     fixed = {rate: {t: [open_loop(work / f"rate_{rate}_{t}_r{r}.json") for r in runs]
                     for t in targets + ("spillway1",)}
              for rate in rates}
-    split = {t: [open_loop(work / f"split_{t}_r{r}.json") for r in runs] for t in targets}
+    split = {t: [open_loop(work / f"split_{t}_r{r}.json") for r in runs]
+             for t in targets + ("spillway1",)}
     banner = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout
     version = re.search(r"(\d+\.\d+\.\d+)", banner)
     wrk = f"wrk {version.group(1)}" if version else "wrk"
@@ -92,6 +93,15 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
         blank = [""] * (len(cells) - 2)
         return (f"| {label} (the lowest of the rounds) | " + " | ".join(rates) + " | "
                 + " | ".join([f"errors: {errors}"] + blank) + " |")
+
+    def cpu(label: str, cells: dict, name: str, rate: int) -> str:
+        """Each target's CPU per request, user + system (medians of the rounds)."""
+        spent = [[cpu_per_request(work / f"cpu_{name}_{t}_r{r}.txt", rate, duration)
+                  for r in runs] for t in cells]
+        text = [f"{median([u + s for u, s in runs_]):.0f} µs "
+                f"({median([u for u, _ in runs_]):.0f} + {median([s for _, s in runs_]):.0f})"
+                for runs_ in spent]
+        return f"| {label} | " + " | ".join(text) + " |" * (len(text) - 1) + " |"
 
     def versus(label: str, cells: dict, key: str) -> str:
         """Each spillway's latency minus nginx's in the same round: the median, the range, and
@@ -125,8 +135,9 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
         "have left (no coordinated omission). The first second of each run is not recorded. "
         "What a proxy adds is the median, over the rounds, of its latency minus the direct "
         "latency of the same round. CPU per request is the process's user and system time over "
-        "the run (from `/proc`, in 10 ms ticks) divided by the requests sent; on loopback the "
-        "sender's system time includes delivering its segments to the receiver.",
+        "the run (from `/proc`, in 10 ms ticks) divided by the requests sent, given as the sum "
+        "and its two parts; on loopback the sender's system time includes delivering its "
+        "segments to the receiver.",
         "",
     ]
     lines += header(fixed[rates[0]])
@@ -134,12 +145,8 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
         lines.append(row(f"p50 at {rate} req/s", fixed[rate], "p50_ms"))
         lines.append(row(f"p99 at {rate} req/s", fixed[rate], "p99_ms"))
         lines.append(achieved(f"achieved at {rate} req/s", fixed[rate]))
-        cpu = [median([cpu_per_request(work / f"cpu_{rate}_{t}_r{r}.txt", rate, duration)
-                       for r in runs])
-               for t in fixed[rate]]
-        lines.append(f"| CPU per request at {rate} req/s (the upstream's direct, the proxy's "
-                     "through one) | " + " | ".join(f"{c:.0f} µs" for c in cpu)
-                     + " |" * (len(cpu) - 1) + " |")
+        lines.append(cpu(f"CPU per request at {rate} req/s, user + system (the upstream's "
+                         "direct, the proxy's through one)", fixed[rate], str(rate), rate))
     spillways = [t for t in fixed[rates[0]] if t.startswith("spillway")]
     lines += [
         "",
@@ -153,6 +160,8 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
     for rate in rates:
         lines.append(versus(f"p50 at {rate} req/s", fixed[rate], "p50_ms"))
         lines.append(versus(f"p99 at {rate} req/s", fixed[rate], "p99_ms"))
+    lines.append(versus(f"p50 at {split_rate} req/s, split writes", split, "p50_ms"))
+    lines.append(versus(f"p99 at {split_rate} req/s, split writes", split, "p99_ms"))
     lines += [
         "",
         "Max throughput, closed loop (wrk, 2 threads, 64 connections; the ratio is the median "
@@ -179,6 +188,7 @@ def report(work: Path, limit: float, duration: float, rates: list, split_rate: i
         row(f"p50 at {split_rate} req/s", split, "p50_ms"),
         row(f"p99 at {split_rate} req/s", split, "p99_ms"),
         achieved("achieved", split),
+        cpu(f"CPU per request at {split_rate} req/s, user + system", split, "split", split_rate),
         "",
         f"Overload (one run of {overload_duration:g} s): a QPS flow rule of {limit:g} on "
         "`/limited` (a tenth of spillway's median max throughput), driven at full speed with 64 "
