@@ -24,6 +24,30 @@ pub(super) fn deserialize<'de, D: Deserializer<'de>>(
     d.deserialize_any(AutoOrCount { valid, expecting })
 }
 
+/// Implements `Serialize` and `Deserialize` for an enum of `Auto` and `Count(u64)` through
+/// [`serialize`] and [`deserialize`]: a number in `$valid`, or `"auto"`; `$expecting` says so.
+macro_rules! serde_auto_or_count {
+    ($type:ty, $valid:expr, $expecting:expr) => {
+        impl serde::Serialize for $type {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let count = match self {
+                    Self::Auto => None,
+                    Self::Count(count) => Some(*count),
+                };
+                super::auto_or_count::serialize(count, s)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $type {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let count = super::auto_or_count::deserialize(d, $valid, &$expecting)?;
+                Ok(count.map_or(Self::Auto, Self::Count))
+            }
+        }
+    };
+}
+pub(super) use serde_auto_or_count;
+
 struct AutoOrCount<'a> {
     valid: RangeInclusive<u64>,
     expecting: &'a str,

@@ -449,23 +449,11 @@ impl Workers {
     }
 }
 
-impl Serialize for Workers {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let count = match self {
-            Self::Auto => None,
-            Self::Count(count) => Some(*count),
-        };
-        super::auto_or_count::serialize(count, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for Workers {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let expecting = format!("a number of threads from 1 to {MAX_WORKERS}, or \"auto\"");
-        let count = super::auto_or_count::deserialize(d, 1..=MAX_WORKERS, &expecting)?;
-        Ok(count.map_or(Self::Auto, Self::Count))
-    }
-}
+super::auto_or_count::serde_auto_or_count!(
+    Workers,
+    1..=MAX_WORKERS,
+    format!("a number of threads from 1 to {MAX_WORKERS}, or \"auto\"")
+);
 
 mod at_capacity {
     use serde::{Deserialize, Deserializer, Serializer};

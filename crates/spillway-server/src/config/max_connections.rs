@@ -2,7 +2,6 @@
 //! leaves room for.
 
 use crate::descriptors::{Descriptors, RESERVED};
-use serde::{Deserialize, Serialize};
 
 /// The most proxy connections open at once (`listener.max_connections`, Dubbo's `accepts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -62,27 +61,16 @@ impl MaxConnections {
     }
 }
 
-impl Serialize for MaxConnections {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let count = match self {
-            Self::Auto => None,
-            Self::Count(count) => Some(*count),
-        };
-        super::auto_or_count::serialize(count, s)
-    }
-}
-
-impl<'de> Deserialize<'de> for MaxConnections {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let expecting = "a number of connections (0: no cap), or \"auto\"";
-        let count = super::auto_or_count::deserialize(d, 0..=u64::MAX, expecting)?;
-        Ok(count.map_or(Self::Auto, Self::Count))
-    }
-}
+super::auto_or_count::serde_auto_or_count!(
+    MaxConnections,
+    0..=u64::MAX,
+    "a number of connections (0: no cap), or \"auto\""
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::{Deserialize, Serialize};
 
     #[derive(Debug, Deserialize, Serialize)]
     struct Listener {
