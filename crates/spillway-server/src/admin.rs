@@ -18,7 +18,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+mod gate;
 mod router;
+
+pub(crate) use gate::Gate;
 
 /// The dashboard: one page that polls `/api/resources` and `/api/status` every second.
 const DASHBOARD: &str = include_str!("dashboard.html");
@@ -51,7 +54,51 @@ pub struct Admin {
     audit: Arc<crate::audit::Audit>,
     /// When this API was made (for the uptime).
     started: tokio::time::Instant,
+    /// Its connections' limits, and who holds their places.
+    limits: AdminLimits,
+    gate: Arc<gate::Gate>,
 }
+
+/// What the admin API's connections may do (`admin.header_timeout`, `admin.max_pending`,
+/// `admin.max_streams`): see [`crate::config::AdminConfig`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminLimits {
+    /// Longest a connection may take to send a request head, and stay idle between requests.
+    pub header_timeout: std::time::Duration,
+    /// Connections that have not shown the token, at most (1 to [`MAX_CONNECTIONS`] - 1).
+    pub max_pending: usize,
+    /// Live streams (`/api/stream`) at once.
+    pub max_streams: usize,
+}
+
+impl AdminLimits {
+    /// The limits `admin` sets.
+    pub fn of(admin: &crate::config::AdminConfig) -> Self {
+        Self {
+            header_timeout: admin.header_timeout,
+            max_pending: admin.max_pending,
+            max_streams: admin.max_streams,
+        }
+    }
+
+    fn gate(self) -> Arc<gate::Gate> {
+        gate::Gate::new(gate::Caps {
+            connections: MAX_CONNECTIONS,
+            pending: self.max_pending.clamp(1, MAX_CONNECTIONS - 1),
+            streams: self.max_streams.max(1),
+        })
+    }
+}
+
+impl Default for AdminLimits {
+    fn default() -> Self {
+        Self::of(&crate::config::AdminConfig::default())
+    }
+}
+
+/// The place of the connection a request came on, in each of its requests' extensions.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnSeat(pub(crate) Arc<gate::Seat>);
 
 /// The peer of an admin connection, in each of its requests' extensions (for the audit).
 #[derive(Debug, Clone, Copy)]
@@ -66,14 +113,22 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// How long an admin connection may take to send a request head (and stay idle between
-/// requests).
-const ADMIN_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Longest a write to an admin client may wait for it to read (a live stream's reader that
+/// stopped reading is closed after it).
+const ADMIN_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The most connections the admin API holds open at once; past it, new ones wait in the
-/// kernel's backlog until one closes. A dashboard holds one for its live feed and opens a few
-/// more for a moment.
+/// The most connections the admin API holds open at once. Past it (or past
+/// `admin.max_pending` connections that have not shown the token), a newcomer takes the place
+/// of the oldest connection that has not shown the token; when every place is held by one that
+/// has, a newcomer is answered 503 at once. A dashboard holds one for its live feed and opens a
+/// few more for a moment.
 pub const MAX_CONNECTIONS: usize = 64;
+
+/// The body of the answer to a newcomer when every admin connection showed the token.
+const FULL: &str = r#"{"error": "every admin connection is held by a token holder: retry"}"#;
+
+/// Refused newcomers whose request is being read out before their connection closes.
+static DRAINING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A `PUT /api/rules` body: the rule kinds to replace (a kind left out stays as it is).
 #[derive(Debug, Deserialize)]
@@ -103,7 +158,21 @@ impl Admin {
             metrics_public: false,
             allowed_hosts: Arc::new(Vec::new()),
             loopback: true,
+            limits: AdminLimits::default(),
+            gate: AdminLimits::default().gate(),
         }
+    }
+
+    /// Sets its connections' limits (by default those of an empty `[admin]` section).
+    pub fn with_limits(mut self, limits: AdminLimits) -> Self {
+        self.limits = limits;
+        self.gate = limits.gate();
+        self
+    }
+
+    /// Its connections' places (for the live streams' cap).
+    pub(crate) fn gate(&self) -> &Arc<gate::Gate> {
+        &self.gate
     }
 
     /// The audit trail of writes.
@@ -167,8 +236,9 @@ impl Admin {
     }
 
     /// Serves on `listener` until `shutdown` completes, holding at most [`MAX_CONNECTIONS`]
-    /// connections open. Accept errors do not stop it: it pauses, logs and counts them (as the
-    /// proxy's listener does), and goes on accepting once descriptors free up.
+    /// connections open, of which at most `max_pending` have not shown the token (see
+    /// [`MAX_CONNECTIONS`]). Accept errors do not stop it: it pauses, logs and counts them (as
+    /// the proxy's listener does), and goes on accepting once descriptors free up.
     ///
     /// # Errors
     ///
@@ -184,9 +254,13 @@ impl Admin {
             .local_addr()
             .map_or(true, |addr| addr.ip().is_loopback());
         let counts = this.proxy.admin_listener_counts().clone();
-        let listener = spillway_tower::LimitedListener::new(listener, MAX_CONNECTIONS);
-        counts.set_accepts(listener.limit());
-        let builder = crate::conn::http1_builder(ADMIN_HEADER_TIMEOUT);
+        counts.set_admin_gate(Arc::clone(&this.gate));
+        let limits = crate::conn::Limits {
+            header_timeout: this.limits.header_timeout,
+            max_header_size: crate::config::DEFAULT_MAX_HEADER_SIZE,
+            send_timeout: ADMIN_SEND_TIMEOUT,
+        };
+        let builder = crate::conn::http1_builder(limits);
         // The dashboard's feed, for as long as this API serves.
         let feed = tokio::spawn(this.feed.clone().run(this.proxy.clone()));
         let _feed = AbortOnDrop(feed);
@@ -196,16 +270,29 @@ impl Admin {
                 accepted = accept => accepted,
                 () = &mut shutdown => return Ok(()),
             };
-            crate::conn::prepare(stream.get_ref(), peer);
+            crate::conn::prepare(&stream, peer);
+            let seat = match this.gate.admit() {
+                gate::Admitted::Seat(seat) => Arc::new(seat),
+                gate::Admitted::Full => {
+                    refuse_full(stream);
+                    continue;
+                }
+            };
             let (admin, counts, builder) = (this.clone(), counts.clone(), builder.clone());
             tokio::spawn(async move {
                 let service = TowerToHyperService::new(
-                    router::router(admin).layer(axum::Extension(Peer(peer))),
+                    router::router(admin)
+                        .layer(axum::Extension(ConnSeat(Arc::clone(&seat))))
+                        .layer(axum::Extension(Peer(peer))),
                 );
-                let result = builder
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-                crate::conn::ended(&counts, peer, result);
+                let io = crate::send_timed::SendTimed::new(stream, ADMIN_SEND_TIMEOUT);
+                let connection = builder.serve_connection(TokioIo::new(io), service);
+                tokio::select! {
+                    result = connection => crate::conn::ended(&counts, peer, result),
+                    () = seat.evicted() => {
+                        tracing::debug!(%peer, "admin connection closed to make room: it had not shown the token");
+                    }
+                }
             });
         }
     }
@@ -653,6 +740,37 @@ fn unauthorized() -> Response<Full<Bytes>> {
         .headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
+}
+
+/// Answers a newcomer 503 when every admin connection showed the token, without waiting for
+/// its request: one write to a fresh socket (whose buffer is empty), the write side closed, and
+/// what the client sends read out for at most a second, so that closing does not reset the
+/// connection before the answer is read. At most [`MAX_CONNECTIONS`] such drains at once;
+/// past that the connection is closed at once.
+fn refuse_full(stream: tokio::net::TcpStream) {
+    use std::sync::atomic::Ordering;
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{FULL}",
+        FULL.len()
+    );
+    let _ = stream.try_write(head.as_bytes());
+    let draining = DRAINING.fetch_add(1, Ordering::AcqRel);
+    if draining >= MAX_CONNECTIONS {
+        DRAINING.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = stream;
+        let _ = stream.shutdown().await;
+        let mut sink = [0u8; 4096];
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+            while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+        })
+        .await;
+        DRAINING.fetch_sub(1, Ordering::AcqRel);
+    });
 }
 
 /// Binds the admin listener.

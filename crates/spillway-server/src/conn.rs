@@ -31,7 +31,27 @@ struct Counts {
     /// The workers' open connections, once the proxy serves on workers.
     worker_loads: std::sync::OnceLock<Arc<crate::workers::Loads>>,
     /// The listener's open connections and cap, once it is bound.
-    accepts: std::sync::OnceLock<spillway_tower::AcceptLimit>,
+    accepts: std::sync::OnceLock<Seats>,
+}
+
+/// Where a listener's open connections and cap are counted.
+#[derive(Debug)]
+enum Seats {
+    /// The proxy's capped listener.
+    Listener(spillway_tower::AcceptLimit),
+    /// The admin API's gate.
+    Admin(Arc<crate::admin::Gate>),
+}
+
+/// A listener's open connections and its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Occupancy {
+    /// Open now.
+    pub(crate) open: usize,
+    /// The cap (0: none).
+    pub(crate) max: usize,
+    /// Whether an accept waits at the cap now.
+    pub(crate) paused: bool,
 }
 
 impl ListenerCounts {
@@ -63,15 +83,42 @@ impl ListenerCounts {
     /// Reports the open connections and the cap of `limit` from now on (the first listener
     /// bound with these counts).
     pub(crate) fn set_accepts(&self, limit: spillway_tower::AcceptLimit) {
-        let _ = self.inner.accepts.set(limit);
+        let _ = self.inner.accepts.set(Seats::Listener(limit));
+    }
+
+    /// Reports the admin API's places from now on (the first API served with these counts).
+    pub(crate) fn set_admin_gate(&self, gate: Arc<crate::admin::Gate>) {
+        let _ = self.inner.accepts.set(Seats::Admin(gate));
+    }
+
+    /// The admin API's places, if these are its counts and it serves.
+    pub(crate) fn admin_gate(&self) -> Option<&Arc<crate::admin::Gate>> {
+        match self.inner.accepts.get()? {
+            Seats::Admin(gate) => Some(gate),
+            Seats::Listener(_) => None,
+        }
     }
 
     /// The listener's open connections and cap (0: none), once it is bound.
-    pub(crate) fn accepts(&self) -> Option<spillway_tower::AcceptsState> {
-        self.inner
-            .accepts
-            .get()
-            .map(spillway_tower::AcceptLimit::state)
+    pub(crate) fn accepts(&self) -> Option<Occupancy> {
+        Some(match self.inner.accepts.get()? {
+            Seats::Listener(limit) => {
+                let state = limit.state();
+                Occupancy {
+                    open: state.open,
+                    max: state.max,
+                    paused: state.paused,
+                }
+            }
+            Seats::Admin(gate) => {
+                let (open, max) = gate.occupancy();
+                Occupancy {
+                    open,
+                    max,
+                    paused: false,
+                }
+            }
+        })
     }
 
     /// Requests refused because the process's cap on upstream connections was reached.
@@ -128,31 +175,64 @@ where
     }
 }
 
-/// How long a connection may take to send each request head: from its opening, and between
-/// requests on a kept-alive connection. Past it the connection is closed.
-pub(crate) fn http1_builder(header_timeout: Duration) -> http1::Builder {
+/// What a client connection may do: how long it may take to send a head, how large the head
+/// may be, and how long a write to it may wait for it to read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// From the opening, and between requests on a kept-alive connection.
+    pub(crate) header_timeout: Duration,
+    /// The most bytes of a request head: past it, 431 and the connection closed.
+    pub(crate) max_header_size: usize,
+    /// The longest a write may wait for the client to read.
+    pub(crate) send_timeout: Duration,
+}
+
+impl Limits {
+    /// The proxy listener's.
+    pub(crate) fn of(listener: &crate::config::ListenerConfig) -> Self {
+        Self {
+            header_timeout: listener.header_timeout,
+            max_header_size: listener.max_header_size,
+            send_timeout: listener.send_timeout,
+        }
+    }
+
+    /// hyper's read buffer, which a head must fit in: at least hyper's smallest (8 KiB).
+    fn read_buffer(self) -> usize {
+        self.max_header_size.max(crate::config::MIN_MAX_HEADER_SIZE)
+    }
+}
+
+/// HTTP/1.1 connections within `limits`: a head must come whole within the header timeout
+/// (from the opening, and between requests on a kept-alive connection), and fit in
+/// `max_header_size` bytes (past it, 431), else the connection is closed. The read buffer
+/// never grows past that size, so that a connection costs at most that much while it waits.
+pub(crate) fn http1_builder(limits: Limits) -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.read_buffer());
     builder
 }
 
-/// The proxy's connections: HTTP/1.1 with [`http1_builder`]'s head deadline, and HTTP/2
-/// with pings that close a connection whose peer stopped answering, and hyper's caps on
-/// concurrent streams and on reset floods.
-pub(crate) fn proxy_builder(header_timeout: Duration) -> auto::Builder<TokioExecutor> {
+/// The proxy's connections: HTTP/1.1 as [`http1_builder`] sets it, and HTTP/2 with the same
+/// cap on a head (its decoded header list), pings that close a connection whose peer stopped
+/// answering, and hyper's caps on concurrent streams and on reset floods.
+pub(crate) fn proxy_builder(limits: Limits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.read_buffer());
     builder
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(H2_PING_INTERVAL)
         .keep_alive_timeout(H2_PING_INTERVAL)
-        .max_concurrent_streams(H2_MAX_STREAMS);
+        .max_concurrent_streams(H2_MAX_STREAMS)
+        .max_header_list_size(u32::try_from(limits.max_header_size).unwrap_or(u32::MAX));
     builder
 }
 

@@ -5,8 +5,8 @@
 use crate::config::{Config, KeyedConfig, OnMissing};
 use http::header::HeaderName;
 use http::Request;
-use spillway_tower::keys::{client_ip, query_value, IpNet};
 pub(crate) use spillway_tower::keys::{path_segment, trusted_proxies};
+use spillway_tower::keys::{query_value, TrustedProxies};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -194,11 +194,11 @@ impl RouteKey {
         &self,
         request: &'r Request<B>,
         peer: IpAddr,
-        trusted: &[IpNet],
+        trusted: &TrustedProxies,
     ) -> Option<KeyValue<'r>> {
         match &self.source {
             RouteSource::PeerIp => Some(KeyValue::Text(Cow::Owned(
-                client_ip(peer, request.headers(), trusted).to_string(),
+                trusted.client_ip(peer, request.headers()).to_string(),
             ))),
             RouteSource::Header(name) => {
                 let value = request.headers().get(name)?;
@@ -230,7 +230,7 @@ pub(crate) fn with_keys<'a, B>(
     keys: &[RouteKey],
     request: &Request<B>,
     peer: IpAddr,
-    trusted: &[IpNet],
+    trusted: &TrustedProxies,
 ) -> Result<spillway::EntryBuilder<'a>, Missing> {
     for key in keys {
         builder = match (key.value(request, peer, trusted), key.missing) {
@@ -300,11 +300,13 @@ mod tests {
         let peer = "9.9.9.9".parse().unwrap();
         let read = |keys: &[RouteKey], request: &Request<()>| -> Vec<Option<String>> {
             keys.iter()
-                .map(|key| match key.value(request, peer, &[]) {
-                    Some(KeyValue::Text(text)) => Some(text.into_owned()),
-                    Some(KeyValue::Bytes(bytes)) => Some(format!("{bytes:?}")),
-                    None => None,
-                })
+                .map(
+                    |key| match key.value(request, peer, &TrustedProxies::default()) {
+                        Some(KeyValue::Text(text)) => Some(text.into_owned()),
+                        Some(KeyValue::Bytes(bytes)) => Some(format!("{bytes:?}")),
+                        None => None,
+                    },
+                )
                 .collect()
         };
         let all = keys(
@@ -360,7 +362,7 @@ mod tests {
             &route_keys(&plan(OnMissing::Refuse), "r", None),
             &bare,
             peer,
-            &[],
+            &TrustedProxies::default(),
         );
         assert_eq!(refused.unwrap_err().source, "header:x-user");
         spillway
@@ -368,9 +370,15 @@ mod tests {
             .unwrap();
         let shared = route_keys(&plan(OnMissing::Shared), "r", None);
         let enter = |keys: &[RouteKey]| {
-            with_keys(spillway.entry("r"), keys, &bare, peer, &[])
-                .unwrap()
-                .enter()
+            with_keys(
+                spillway.entry("r"),
+                keys,
+                &bare,
+                peer,
+                &TrustedProxies::default(),
+            )
+            .unwrap()
+            .enter()
         };
         assert!(enter(&shared).is_ok());
         assert!(

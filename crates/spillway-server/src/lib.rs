@@ -30,6 +30,7 @@ mod proxy;
 pub mod reload;
 mod router;
 mod second;
+mod send_timed;
 mod server;
 pub mod tls;
 mod transitions;

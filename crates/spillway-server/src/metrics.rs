@@ -282,7 +282,7 @@ impl Collector for Listeners {
             (
                 "spillway_connections",
                 "Open connections, by listener",
-                (|state: &spillway_tower::AcceptsState| state.open) as fn(&_) -> usize,
+                (|state: &crate::conn::Occupancy| state.open) as fn(&_) -> usize,
             ),
             (
                 "spillway_max_connections",
@@ -322,6 +322,47 @@ impl Collector for Listeners {
         ];
         for (name, help, kind, value) in upstream {
             single(&mut encoder, name, help, kind, value)?;
+        }
+        if let Some(gate) = self.admin.admin_gate() {
+            use prometheus_client::metrics::MetricType::{Counter, Gauge};
+            let (full, streams) = gate.refused();
+            let admin = [
+                (
+                    "spillway_admin_pending_connections",
+                    "Admin connections open that have not shown the token yet",
+                    Gauge,
+                    gate.pending() as f64,
+                ),
+                (
+                    "spillway_admin_streams",
+                    "Live streams (/api/stream) open",
+                    Gauge,
+                    gate.streams() as f64,
+                ),
+                (
+                    "spillway_admin_evictions",
+                    "Admin connections closed to make room for a newcomer before they showed \
+                     the token",
+                    Counter,
+                    gate.evicted() as f64,
+                ),
+                (
+                    "spillway_admin_full_refusals",
+                    "Admin connections answered 503 because every place was held by one that \
+                     showed the token",
+                    Counter,
+                    full as f64,
+                ),
+                (
+                    "spillway_admin_stream_refusals",
+                    "Live streams answered 503 past admin.max_streams",
+                    Counter,
+                    streams as f64,
+                ),
+            ];
+            for (name, help, kind, value) in admin {
+                single(&mut encoder, name, help, kind, value)?;
+            }
         }
         if let Some(loads) = self.proxy.worker_loads() {
             let rows = loads

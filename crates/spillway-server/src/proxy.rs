@@ -3,12 +3,13 @@
 
 mod body;
 mod client;
+mod client_body;
 mod forward;
 mod path;
 mod pool;
-mod timed_body;
 
 pub use body::ProxyBody;
+use client_body::ClientFault;
 pub use forward::Peer;
 pub use path::{normalize_path, PathError};
 
@@ -67,10 +68,12 @@ pub(crate) struct Table {
     default: RouteInfo,
     timeout: Duration,
     body_timeout: Duration,
+    /// The most bytes a request body may have (0: no cap).
+    max_body_size: u64,
     blocked: Option<crate::config::BlockedResponse>,
     shadow: bool,
     /// Proxies whose forwarding headers name the client (for keys by `peer_ip`).
-    trusted_proxies: Vec<spillway_tower::keys::IpNet>,
+    trusted_proxies: spillway_tower::keys::TrustedProxies,
 }
 
 impl Table {
@@ -95,8 +98,10 @@ impl Table {
             .collect();
         let (plan, _) = crate::keyed::plan(&keyed)
             .map_err(|(index, field, why)| format!("keyed rule #{index}: `{field}` {why}"))?;
-        let trusted_proxies = crate::keyed::trusted_proxies(&config.listener.trusted_proxies)
-            .map_err(|why| format!("listener.trusted_proxies: {why}"))?;
+        let trusted_proxies =
+            spillway_tower::keys::TrustedProxies::parse(&config.listener.trusted_proxies)
+                .map_err(|why| format!("listener.trusted_proxies: {why}"))?
+                .reading(config.listener.forwarded_header);
         let routes = config
             .routes
             .iter()
@@ -125,6 +130,7 @@ impl Table {
             default,
             timeout: config.listener.upstream_timeout,
             body_timeout: config.listener.body_timeout,
+            max_body_size: config.listener.max_body_size,
             blocked: config.blocked.as_ref().map(|b| b.get_ref().clone()),
             shadow: config.listener.shadow,
             trusted_proxies,
@@ -330,6 +336,15 @@ impl Proxy {
             self.inner.metrics.count(&route.resource, "no_route", "");
             return ProxyBody::text(StatusCode::NOT_FOUND, "no route matches\n");
         };
+        // A body announced larger than the cap is refused before it takes any place.
+        let announced = http_body::Body::size_hint(request.body()).exact();
+        if table.max_body_size != 0 && announced.is_some_and(|size| size > table.max_body_size) {
+            let fault = ClientFault::TooLarge;
+            self.inner
+                .metrics
+                .count(&route.resource, "client_error", fault.as_str());
+            return ProxyBody::text(fault.status(), fault.message());
+        }
         let spillway = &self.inner.spillway;
         let shadow = table.shadow;
         let counters = route.metrics(&self.inner.metrics);
@@ -449,7 +464,10 @@ impl Proxy {
         }
         let timeouts = forward::Timeouts {
             upstream: table.timeout,
-            body: table.body_timeout,
+            body: client_body::BodyLimits {
+                timeout: table.body_timeout,
+                max_size: table.max_body_size,
+            },
         };
         // The client's side of an upgrade (WebSocket), taken before the request goes on.
         let upgrading = forward::upgrade_of(&request).map(|_| hyper::upgrade::on(&mut request));
@@ -489,9 +507,12 @@ impl Proxy {
                 body.read_ahead(left).await;
                 Response::from_parts(parts, body)
             }
-            Err(StatusCode::SERVICE_UNAVAILABLE) => {
+            Err(forward::Failure::NoUpstreamSeat) => {
                 // Out of places for upstream connections: this process's limit, not the
                 // upstream's failure.
+                if let Some(entry) = entry.as_mut() {
+                    entry.mark_abandoned();
+                }
                 self.inner.counts.count_upstream_refusal();
                 if let Some(count) = self.inner.descriptors_log.note(tokio::time::Instant::now()) {
                     tracing::warn!(
@@ -507,14 +528,28 @@ impl Proxy {
                     "no upstream connection available\n",
                 )
             }
-            Err(StatusCode::REQUEST_TIMEOUT) => {
-                // The client stalled its body: not the upstream's failure.
-                tracing::debug!(resource = %route.resource, peer = %peer.addr(), "request body stalled");
-                self.inner.counts.count_body_timeout();
-                counters.observe(arrived.elapsed());
-                ProxyBody::text(StatusCode::REQUEST_TIMEOUT, "request body timed out\n")
+            Err(forward::Failure::BadTarget) => {
+                if let Some(entry) = entry.as_mut() {
+                    entry.mark_abandoned();
+                }
+                metrics.count(&route.resource, "client_error", "bad_target");
+                ProxyBody::text(StatusCode::BAD_REQUEST, "bad request target\n")
             }
-            Err(status) => {
+            Err(forward::Failure::Client(fault)) => {
+                // The client's body stalled, ran past the cap, was malformed or cut short:
+                // the client's fault, never the upstream's. The entry ends with no verdict,
+                // so that no breaker, adaptive limit or error count learns from it.
+                tracing::debug!(resource = %route.resource, peer = %peer.addr(), fault = fault.as_str(), "request body failed");
+                if let Some(entry) = entry.as_mut() {
+                    entry.mark_abandoned();
+                }
+                if fault == ClientFault::Stalled {
+                    self.inner.counts.count_body_timeout();
+                }
+                metrics.count(&route.resource, "client_error", fault.as_str());
+                ProxyBody::text(fault.status(), fault.message())
+            }
+            Err(forward::Failure::Upstream(status)) => {
                 tracing::debug!(resource = %route.resource, upstream = %upstream.uri, %status, "upstream failed");
                 if let Some(entry) = entry.as_mut() {
                     entry.mark_error();

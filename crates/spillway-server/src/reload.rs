@@ -28,7 +28,8 @@ pub struct ConfigState {
 
 /// The settings read once, at start: a reload that changes one of them applies the rest and
 /// reports it as needing a restart. Everything else (rules, routes, upstreams, `blocked`,
-/// `listener.shadow`, `listener.upstream_timeout`, `listener.body_timeout`, and a new
+/// `listener.shadow`, `listener.upstream_timeout`, `listener.body_timeout`,
+/// `listener.max_body_size`, `listener.trusted_proxies`, `listener.forwarded_header`, and a new
 /// certificate and key for a listener that has TLS) applies at once.
 pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
     let (a, b) = (&running.listener, &new.listener);
@@ -44,6 +45,11 @@ pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
             "listener.header_timeout",
             a.header_timeout != b.header_timeout,
         ),
+        ("listener.send_timeout", a.send_timeout != b.send_timeout),
+        (
+            "listener.max_header_size",
+            a.max_header_size != b.max_header_size,
+        ),
         ("listener.drain_timeout", a.drain_timeout != b.drain_timeout),
         ("listener.workers", a.workers != b.workers),
         ("listener.origin_header", a.origin_header != b.origin_header),
@@ -58,6 +64,9 @@ pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
             "admin.history_resources",
             x.history_resources != y.history_resources,
         ),
+        ("admin.header_timeout", x.header_timeout != y.header_timeout),
+        ("admin.max_pending", x.max_pending != y.max_pending),
+        ("admin.max_streams", x.max_streams != y.max_streams),
     ]
     .into_iter()
     .filter_map(|(field, changed)| changed.then_some(field))
@@ -156,6 +165,8 @@ impl Reloader {
                 running.listener.max_connections = listener.max_connections;
                 running.listener.at_capacity = listener.at_capacity;
                 running.listener.header_timeout = listener.header_timeout;
+                running.listener.send_timeout = listener.send_timeout;
+                running.listener.max_header_size = listener.max_header_size;
                 running.listener.drain_timeout = listener.drain_timeout;
                 running.listener.workers = listener.workers;
                 running.listener.origin_header = listener.origin_header;

@@ -5,6 +5,7 @@ use crate::config::{Config, MaxConnections};
 use crate::conn;
 use crate::descriptors::Descriptors;
 use crate::proxy::Proxy;
+use crate::send_timed::SendTimed;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
@@ -77,7 +78,7 @@ fn max_connections(setting: MaxConnections) -> io::Result<usize> {
 pub struct Server {
     listener: LimitedListener,
     proxy: Proxy,
-    header_timeout: std::time::Duration,
+    limits: conn::Limits,
 }
 
 impl Server {
@@ -101,7 +102,7 @@ impl Server {
         Ok(Self {
             listener,
             proxy,
-            header_timeout: config.listener.header_timeout,
+            limits: conn::Limits::of(&config.listener),
         })
     }
 
@@ -136,7 +137,7 @@ impl Server {
     /// None today; the `Result` is kept for errors a future listener may not recover from.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
         let arrivals = Arrivals::Alone(self.listener);
-        serve(arrivals, self.proxy, self.header_timeout, shutdown).await;
+        serve(arrivals, self.proxy, self.limits, shutdown).await;
         Ok(())
     }
 
@@ -155,14 +156,7 @@ impl Server {
         workers: std::num::NonZeroUsize,
         shutdown: impl Future<Output = ()>,
     ) -> io::Result<()> {
-        crate::workers::run(
-            workers,
-            self.listener,
-            self.proxy,
-            self.header_timeout,
-            shutdown,
-        )
-        .await
+        crate::workers::run(workers, self.listener, self.proxy, self.limits, shutdown).await
     }
 }
 
@@ -208,7 +202,7 @@ impl Arrivals {
 pub(crate) async fn serve(
     mut arrivals: Arrivals,
     proxy: Proxy,
-    header_timeout: std::time::Duration,
+    limits: conn::Limits,
     shutdown: impl Future<Output = ()>,
 ) {
     // hyper-util's: each connection is watched; at shutdown, each finishes the request in
@@ -216,7 +210,7 @@ pub(crate) async fn serve(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     let counts = proxy.listener_counts().clone();
-    let builder = conn::proxy_builder(header_timeout);
+    let builder = conn::proxy_builder(limits);
     loop {
         let (stream, peer, seat) = tokio::select! {
             arrived = arrivals.next(&counts) => arrived,
@@ -228,7 +222,7 @@ pub(crate) async fn serve(
             builder: builder.clone(),
             watcher: graceful.watcher(),
             peer,
-            header_timeout,
+            limits,
             _seat: seat,
         };
         tokio::spawn(connection.serve(stream));
@@ -245,7 +239,7 @@ struct Connection {
     builder: auto::Builder<hyper_util::rt::TokioExecutor>,
     watcher: Watcher,
     peer: SocketAddr,
-    header_timeout: std::time::Duration,
+    limits: conn::Limits,
     /// Its place in its worker's load, until it closes.
     _seat: Option<crate::workers::Seat>,
 }
@@ -258,7 +252,7 @@ impl Connection {
     async fn serve(self, stream: LimitedStream) {
         let counts = self.proxy.listener_counts().clone();
         let peer = self.peer;
-        let opened = tokio::time::timeout(self.header_timeout, async {
+        let opened = tokio::time::timeout(self.limits.header_timeout, async {
             // In cleartext, wait for the first bytes here: HTTP/2 is told from HTTP/1.1 by
             // them, and a client that sends none must not hold the connection.
             let mut first = [0u8; 1];
@@ -273,9 +267,17 @@ impl Connection {
             }
         })
         .await;
+        // Every write to the client may wait at most the send timeout for it to read.
+        let send_timeout = self.limits.send_timeout;
         match opened {
-            Ok(Ok(Io::Plain(stream))) => self.http(TokioIo::new(stream)).await,
-            Ok(Ok(Io::Tls(stream))) => self.http(TokioIo::new(stream)).await,
+            Ok(Ok(Io::Plain(stream))) => {
+                self.http(TokioIo::new(SendTimed::new(stream, send_timeout)))
+                    .await;
+            }
+            Ok(Ok(Io::Tls(stream))) => {
+                self.http(TokioIo::new(SendTimed::new(stream, send_timeout)))
+                    .await;
+            }
             Ok(Err(err)) => {
                 tracing::debug!(%peer, error = %err, "connection failed before its first request");
             }
@@ -311,7 +313,7 @@ impl Connection {
             .into_owned();
         tokio::select! {
             ended = self.watcher.watch(connection) => conn::ended(&counts, peer, ended),
-            () = activity.idle_for(self.header_timeout) => {
+            () = activity.idle_for(self.limits.header_timeout) => {
                 // Dropping the connection closes it; no request is in flight on it.
                 conn::count_header_timeout(&counts);
                 tracing::debug!(%peer, "closed: idle");

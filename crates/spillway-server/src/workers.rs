@@ -17,7 +17,6 @@ use std::future::Future;
 use std::io;
 use std::num::NonZeroUsize;
 use std::os::fd::AsFd;
-use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 
 thread_local! {
@@ -62,7 +61,7 @@ pub(crate) async fn run(
     workers: NonZeroUsize,
     listener: LimitedListener,
     proxy: Proxy,
-    header_timeout: Duration,
+    limits: crate::conn::Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (phase, watching) = watch::channel(Phase::Serving);
@@ -87,7 +86,7 @@ pub(crate) async fn run(
                         inbox,
                     },
                     proxy,
-                    header_timeout,
+                    limits,
                     watching,
                 );
                 if let Err(err) = &result {
@@ -125,7 +124,7 @@ struct Place {
 fn work(
     place: Place,
     proxy: Proxy,
-    header_timeout: Duration,
+    limits: crate::conn::Limits,
     mut phase: watch::Receiver<Phase>,
 ) -> io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -144,7 +143,7 @@ fn work(
         drop(original);
         let arrivals = Arrivals::new(listener, index, balancer, inbox);
         let mut stopping = phase.clone();
-        let serving = crate::server::serve(arrivals.into(), proxy, header_timeout, async move {
+        let serving = crate::server::serve(arrivals.into(), proxy, limits, async move {
             let _ = phase.wait_for(|phase| *phase != Phase::Serving).await;
         });
         tokio::select! {

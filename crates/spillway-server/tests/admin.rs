@@ -59,11 +59,29 @@ fn file_text(rules: &str) -> String {
     )
 }
 
+/// A request as a script would send it: a write declares its JSON body.
 async fn call(
     addr: SocketAddr,
     method: Method,
     path: &str,
     token: Option<&str>,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let json: &[(&str, &str)] = if method == Method::GET || method == Method::HEAD {
+        &[]
+    } else {
+        &[("content-type", "application/json")]
+    };
+    call_with(addr, method, path, token, json, body).await
+}
+
+/// A request with exactly the headers given (and the token, if any).
+async fn call_with(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
     body: Bytes,
 ) -> (StatusCode, String) {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
@@ -72,6 +90,9 @@ async fn call(
         .uri(format!("http://{addr}{path}"));
     if let Some(token) = token {
         request = request.header("authorization", format!("Bearer {token}"));
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
     }
     let response = client
         .request(request.body(Full::new(body)).unwrap())

@@ -21,65 +21,166 @@ pub fn path_segment(template: &str, name: &str) -> Option<usize> {
         .position(|segment| segment == wanted)
 }
 
-/// The client's address: the peer's, unless the peer is one of `trusted` (proxies), then the last
-/// address in `Forwarded` (or, without it, `X-Forwarded-For`) that is not a trusted proxy,
-/// walking from the nearest hop back (or the first, if every one is trusted).
-pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
-    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
-    if trusted.is_empty() || !is_trusted(&peer) {
-        return peer;
-    }
-    let mut hops: Vec<IpAddr> = forwarded_for(headers);
-    if hops.is_empty() {
-        hops = x_forwarded_for(headers);
-    }
-    hops.iter()
-        .rev()
-        .find(|ip| !is_trusted(ip))
-        .or(hops.first())
-        .copied()
-        .unwrap_or(peer)
+/// The one header that trusted proxies name the client in. A proxy passes on the headers it
+/// does not write, so the header it writes is the only one to trust: the other may be the
+/// client's own, forged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For` (nginx's `$proxy_add_x_forwarded_for`, most load balancers).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded`'s `for=` parameters (RFC 7239).
+    Forwarded,
 }
 
-/// The `for=` addresses of every `Forwarded` header (RFC 7239), nearest last; an element
-/// that is not an address (`unknown`, an obfuscated name) ends the list there.
-fn forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
-    let mut hops = Vec::new();
-    for value in headers.get_all(http::header::FORWARDED) {
-        let Ok(value) = value.to_str() else {
-            return Vec::new();
+impl ForwardedHeader {
+    /// Its name in a configuration file: `x-forwarded-for` or `forwarded`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::XForwardedFor => "x-forwarded-for",
+            Self::Forwarded => "forwarded",
+        }
+    }
+
+    /// The header named `name` (either spelling's case).
+    ///
+    /// # Errors
+    ///
+    /// A message naming what is accepted.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        if name.eq_ignore_ascii_case("x-forwarded-for") {
+            Ok(Self::XForwardedFor)
+        } else if name.eq_ignore_ascii_case("forwarded") {
+            Ok(Self::Forwarded)
+        } else {
+            Err(format!(
+                "unknown header `{name}`, expected `x-forwarded-for` or `forwarded`"
+            ))
+        }
+    }
+}
+
+/// The proxies in front of a service whose forwarding header names the client, and that header.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_tower::keys::{ForwardedHeader, TrustedProxies};
+///
+/// let proxies = TrustedProxies::parse(&["10.0.0.0/8".into()])?;
+/// let mut headers = http::HeaderMap::new();
+/// // The client forged a `Forwarded`; the proxy at 10.0.0.2 appended the client to XFF.
+/// headers.insert("forwarded", "for=192.0.2.99".parse().unwrap());
+/// headers.insert("x-forwarded-for", "198.51.100.7".parse().unwrap());
+/// let client = proxies.client_ip("10.0.0.2".parse().unwrap(), &headers);
+/// assert_eq!(client.to_string(), "198.51.100.7");
+/// let rfc = proxies.reading(ForwardedHeader::Forwarded);
+/// assert_eq!(rfc.client_ip("10.0.0.2".parse().unwrap(), &headers).to_string(), "192.0.2.99");
+/// # Ok::<(), String>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies {
+    nets: Vec<IpNet>,
+    header: ForwardedHeader,
+}
+
+impl TrustedProxies {
+    /// `nets`, naming the client in `X-Forwarded-For`.
+    pub fn new(nets: Vec<IpNet>) -> Self {
+        Self {
+            nets,
+            header: ForwardedHeader::default(),
+        }
+    }
+
+    /// Parses addresses (`127.0.0.1`) or CIDR blocks (`10.0.0.0/8`) ([`trusted_proxies`]).
+    ///
+    /// # Errors
+    ///
+    /// The first entry that is neither, named.
+    pub fn parse(entries: &[String]) -> Result<Self, String> {
+        trusted_proxies(entries).map(Self::new)
+    }
+
+    /// Reads the client from `header` alone.
+    #[must_use]
+    pub fn reading(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
+    /// The header read.
+    pub fn header(&self) -> ForwardedHeader {
+        self.header
+    }
+
+    /// Whether none is trusted (the peer is always the client).
+    pub fn is_empty(&self) -> bool {
+        self.nets.is_empty()
+    }
+
+    fn trusts(&self, ip: &IpAddr) -> bool {
+        self.nets.iter().any(|net| net.contains(ip))
+    }
+
+    /// The client's address: the peer's, unless the peer is a trusted proxy; then the nearest
+    /// address in the header that is not a trusted proxy, walking from the last hop back.
+    /// Only the hops the trusted proxies appended are looked at: an element that is not an
+    /// address (`unknown`, an obfuscated name, junk) met before an untrusted address stops the
+    /// walk at the last trusted hop; one further back, which only the client can have written,
+    /// is never read. Without the header, the peer.
+    pub fn client_ip(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        if self.nets.is_empty() || !self.trusts(&peer) {
+            return peer;
+        }
+        let name = match self.header {
+            ForwardedHeader::XForwardedFor => X_FORWARDED_FOR,
+            ForwardedHeader::Forwarded => http::header::FORWARDED,
         };
-        for element in value.split(',') {
-            let Some(node) = element.split(';').find_map(|pair| {
-                let (name, value) = pair.trim().split_once('=')?;
-                name.eq_ignore_ascii_case("for").then_some(value.trim())
-            }) else {
-                continue;
+        // Every line of the header, as one list in order, walked from its end.
+        let lines: Vec<&http::HeaderValue> = headers.get_all(&name).iter().collect();
+        let mut nearest = peer;
+        for line in lines.into_iter().rev() {
+            let Ok(line) = line.to_str() else {
+                return nearest;
             };
-            match parse_node(node.trim_matches('"')) {
-                Some(ip) => hops.push(ip),
-                None => return Vec::new(),
+            for element in line.rsplit(',') {
+                let node = match self.header {
+                    ForwardedHeader::XForwardedFor => Some(element.trim()),
+                    ForwardedHeader::Forwarded => forwarded_for(element),
+                };
+                // A `Forwarded` element without `for=` names no hop.
+                let Some(node) = node else { continue };
+                let Some(ip) = parse_node(node.trim_matches('"')) else {
+                    return nearest;
+                };
+                if !self.trusts(&ip) {
+                    return ip;
+                }
+                nearest = ip;
             }
         }
+        // Every hop was a trusted proxy: the furthest one.
+        nearest
     }
-    hops
 }
 
-/// `X-Forwarded-For`'s addresses, nearest last; a malformed element makes it all untrusted.
-fn x_forwarded_for(headers: &HeaderMap) -> Vec<IpAddr> {
-    let mut hops = Vec::new();
-    for value in headers.get_all("x-forwarded-for") {
-        let Ok(value) = value.to_str() else {
-            return Vec::new();
-        };
-        for element in value.split(',') {
-            match parse_node(element.trim()) {
-                Some(ip) => hops.push(ip),
-                None => return Vec::new(),
-            }
-        }
+const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
+
+impl From<Vec<IpNet>> for TrustedProxies {
+    fn from(nets: Vec<IpNet>) -> Self {
+        Self::new(nets)
     }
-    hops
+}
+
+/// The `for=` value of one `Forwarded` element (RFC 7239), if it has one.
+fn forwarded_for(element: &str) -> Option<&str> {
+    element.split(';').find_map(|pair| {
+        let (name, value) = pair.trim().split_once('=')?;
+        name.trim()
+            .eq_ignore_ascii_case("for")
+            .then_some(value.trim())
+    })
 }
 
 /// An address with or without a port: `1.2.3.4`, `1.2.3.4:80`, `[::1]`, `[::1]:80`, `::1`.
@@ -172,40 +273,53 @@ mod tests {
 
     #[test]
     fn the_client_is_the_peer_unless_a_trusted_proxy_names_it() {
-        let trusted = trusted_proxies(&["10.0.0.0/8".into(), "127.0.0.1".into()]).unwrap();
+        let trusted = TrustedProxies::parse(&["10.0.0.0/8".into(), "127.0.0.1".into()]).unwrap();
+        let rfc = trusted.clone().reading(ForwardedHeader::Forwarded);
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
         let headers = |pairs: &[(&str, &str)]| request(pairs).headers().clone();
         let spoofed = headers(&[("x-forwarded-for", "6.6.6.6")]);
         // An untrusted peer is the client, whatever it claims.
-        assert_eq!(client_ip(ip("8.8.8.8"), &spoofed, &trusted), ip("8.8.8.8"));
-        assert_eq!(client_ip(ip("10.1.1.1"), &spoofed, &[]), ip("10.1.1.1"));
+        assert_eq!(trusted.client_ip(ip("8.8.8.8"), &spoofed), ip("8.8.8.8"));
+        let none = TrustedProxies::default();
+        assert_eq!(none.client_ip(ip("10.1.1.1"), &spoofed), ip("10.1.1.1"));
         // Through trusted proxies: the nearest untrusted hop, not a spoofed first one.
         let chain = headers(&[("x-forwarded-for", "6.6.6.6, 1.2.3.4, 10.0.0.7")]);
-        assert_eq!(client_ip(ip("10.0.0.1"), &chain, &trusted), ip("1.2.3.4"));
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &chain), ip("1.2.3.4"));
         let split = headers(&[
             ("x-forwarded-for", "6.6.6.6"),
             ("x-forwarded-for", "1.2.3.4:555"),
         ]);
-        assert_eq!(client_ip(ip("127.0.0.1"), &split, &trusted), ip("1.2.3.4"));
-        // `Forwarded` first, IPv6 in quotes and brackets.
-        let forwarded = headers(&[
+        assert_eq!(trusted.client_ip(ip("127.0.0.1"), &split), ip("1.2.3.4"));
+        // Only the header named is read: a forged `Forwarded` is ignored when XFF is trusted,
+        // and a forged XFF when `Forwarded` is.
+        let both = headers(&[
             (
                 "forwarded",
                 r#"for="[2001:db8::1]:4711";proto=https, for=10.0.0.9"#,
             ),
             ("x-forwarded-for", "6.6.6.6"),
         ]);
-        assert_eq!(
-            client_ip(ip("10.0.0.1"), &forwarded, &trusted),
-            ip("2001:db8::1")
-        );
-        // A malformed list is not believed.
-        let garbage = headers(&[("x-forwarded-for", "1.2.3.4, nonsense")]);
-        assert_eq!(
-            client_ip(ip("10.0.0.1"), &garbage, &trusted),
-            ip("10.0.0.1")
-        );
+        assert_eq!(rfc.client_ip(ip("10.0.0.1"), &both), ip("2001:db8::1"));
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &both), ip("6.6.6.6"));
+        let forged = headers(&[("forwarded", "for=10.9.9.9")]);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &forged), ip("10.0.0.1"));
+        // Junk the client wrote before its address is never read; junk in the hops the
+        // proxies wrote stops the walk at the last trusted hop.
+        let prefixed = headers(&[("x-forwarded-for", "nonsense, 1.2.3.4")]);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &prefixed), ip("1.2.3.4"));
+        let garbage = headers(&[("x-forwarded-for", "1.2.3.4, nonsense, 10.0.0.3")]);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &garbage), ip("10.0.0.3"));
+        let unknown = headers(&[("forwarded", "for=unknown")]);
+        assert_eq!(rfc.client_ip(ip("10.0.0.1"), &unknown), ip("10.0.0.1"));
+        // Every hop trusted: the furthest.
+        let inside = headers(&[("x-forwarded-for", "10.0.0.5, 10.0.0.6")]);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &inside), ip("10.0.0.5"));
         assert!(trusted_proxies(&["10.0.0.0/33".into()]).is_err());
+        assert_eq!(
+            ForwardedHeader::parse("Forwarded"),
+            Ok(ForwardedHeader::Forwarded)
+        );
+        assert!(ForwardedHeader::parse("x-real-ip").is_err());
     }
 
     #[test]

@@ -90,6 +90,31 @@ impl<V> BoundedMap<V> {
         name: &str,
         make: impl FnOnce(&Arc<str>) -> V,
     ) -> Result<usize, Full> {
+        self.position_or_insert_within(name, make, self.capacity)
+    }
+
+    /// The position of `name`, inserting `make(name)` first if it is new, even past the
+    /// capacity: for the few names that must have their own entry whatever else came first
+    /// (the caller bounds how many).
+    pub(crate) fn position_or_insert_beyond_capacity(
+        &self,
+        name: &str,
+        make: impl FnOnce(&Arc<str>) -> V,
+    ) -> usize {
+        match self.position_or_insert_within(name, make, usize::MAX) {
+            Ok(position) => position,
+            Err(Full) => unreachable!("no map holds usize::MAX names"),
+        }
+    }
+
+    /// The position of `name`, inserting `make(name)` first if it is new and fewer than
+    /// `limit` names are in.
+    fn position_or_insert_within(
+        &self,
+        name: &str,
+        make: impl FnOnce(&Arc<str>) -> V,
+        limit: usize,
+    ) -> Result<usize, Full> {
         if let Some(position) = self.position(name) {
             return Ok(position);
         }
@@ -99,7 +124,7 @@ impl<V> BoundedMap<V> {
         if let Some(position) = self.position(name) {
             return Ok(position);
         }
-        if self.values.count() >= self.capacity {
+        if self.values.count() >= limit {
             return Err(Full);
         }
         let key: Arc<str> = Arc::from(name);

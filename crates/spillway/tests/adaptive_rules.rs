@@ -217,3 +217,79 @@ fn a_dropped_entry_is_a_drop_to_its_adaptive_limit() {
     // A drop is not an error.
     assert_eq!(spillway.resource("r").unwrap().stats().total_error, 0);
 }
+
+#[test]
+fn an_abandoned_call_frees_its_places_and_teaches_no_breaker_or_adaptive_limit() {
+    let (spillway, clock) = manual();
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource("r-adaptive", "r", aimd(1))])
+        .unwrap();
+    spillway
+        .load_breaker_rules(vec![BreakerRule::new(
+            "r-breaker",
+            "r",
+            BreakerStrategy::ErrorCount { threshold: 0 },
+            Duration::from_secs(10),
+        )
+        .with_min_request_amount(1)])
+        .unwrap();
+    // Ten calls abandoned after a long wait, each marked as an error too: none counts.
+    for _ in 0..10 {
+        let mut call = spillway.entry("r").enter().unwrap();
+        clock.advance_millis(900);
+        call.mark_error();
+        call.mark_abandoned();
+        drop(call);
+    }
+    let state = spillway.adaptive_state("r-adaptive").unwrap();
+    assert_eq!((state.in_flight, state.samples), (0, 0));
+    assert_eq!(
+        spillway.breaker_state("r-breaker"),
+        Some(spillway::breaker::BreakerState::Closed)
+    );
+    let stats = spillway.resource("r").unwrap().stats();
+    assert_eq!(stats.concurrency, 0);
+    assert_eq!(
+        (stats.total_pass, stats.total_success, stats.total_error),
+        (10, 0, 0)
+    );
+    // A call that ran and failed still opens the breaker.
+    let mut failing = spillway.entry("r").enter().unwrap();
+    failing.mark_error();
+    drop(failing);
+    assert_eq!(
+        spillway.entry("r").enter().unwrap_err().kind(),
+        BlockKind::Breaker
+    );
+}
+
+#[test]
+fn an_abandoned_probe_gives_its_place_to_the_next_call() {
+    let (spillway, clock) = manual();
+    spillway
+        .load_breaker_rules(vec![BreakerRule::new(
+            "b",
+            "r",
+            BreakerStrategy::ErrorCount { threshold: 0 },
+            Duration::from_secs(1),
+        )
+        .with_min_request_amount(1)])
+        .unwrap();
+    let mut failing = spillway.entry("r").enter().unwrap();
+    failing.mark_error();
+    drop(failing);
+    clock.advance_millis(1_000);
+    // Half-open: the probe is abandoned; the next call probes at once, and closes it.
+    let mut probe = spillway.entry("r").enter().unwrap();
+    probe.mark_abandoned();
+    drop(probe);
+    let probe = spillway
+        .entry("r")
+        .enter()
+        .expect("the probe place came back");
+    drop(probe);
+    assert_eq!(
+        spillway.breaker_state("b"),
+        Some(spillway::breaker::BreakerState::Closed)
+    );
+}

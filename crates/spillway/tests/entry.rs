@@ -131,6 +131,69 @@ fn origins_get_their_own_nodes_up_to_the_cap() {
 }
 
 #[test]
+fn a_caller_a_rule_names_keeps_its_own_node_past_the_cap() {
+    use spillway::flow::{FlowRule, LimitApp, Strategy};
+    let (_, clock) = manual();
+    let spillway = Spillway::builder()
+        .clock(clock)
+        .max_origins_per_resource(1_024)
+        .build();
+    spillway
+        .load_flow_rules(vec![
+            FlowRule::qps("batch-20", "r", 20.0).with_limit_app(LimitApp::Origin("batch".into())),
+            FlowRule::qps("chained", "r", 5.0).with_strategy(Strategy::Chain {
+                entrance: "late-door".into(),
+            }),
+        ])
+        .unwrap();
+    let resource = spillway.resource("r").unwrap();
+    // 5,000 made-up callers and entrances fill the cap; the rest share the overflow node.
+    for n in 0..5_000 {
+        let name = format!("made-up-{n}");
+        drop(
+            resource
+                .entry()
+                .origin(&name)
+                .entrance(&name)
+                .enter()
+                .unwrap(),
+        );
+    }
+    assert_eq!(resource.origin_overflows(), 5_000 - 1_024);
+    // `batch` first calls now, in the same second, 10 times, under its own 20/s: none refused
+    // (in the overflow node, with its 3,976 passes this second, every one would be), and
+    // counted on its own node.
+    for _ in 0..10 {
+        drop(
+            resource
+                .entry()
+                .origin("batch")
+                .enter()
+                .expect("under its own limit"),
+        );
+    }
+    assert_eq!(resource.origin_stats("batch").unwrap().total_pass, 10);
+    assert_eq!(resource.origin_overflows(), 5_000 - 1_024);
+    // A caller no rule names still shares the overflow node.
+    drop(resource.entry().origin("nobody").enter().unwrap());
+    assert!(resource.origin_stats("nobody").is_none());
+    assert_eq!(resource.origin_overflows(), 5_000 - 1_024 + 1);
+    // The chain rule's entrance has its own node too: its 6th call in a second is refused.
+    for _ in 0..5 {
+        drop(resource.entry().entrance("late-door").enter().unwrap());
+    }
+    assert_eq!(
+        resource
+            .entry()
+            .entrance("late-door")
+            .enter()
+            .unwrap_err()
+            .kind(),
+        BlockKind::Flow
+    );
+}
+
+#[test]
 fn inbound_entries_feed_the_global_inbound_node() {
     let (spillway, _) = manual();
     drop(

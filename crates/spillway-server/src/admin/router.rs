@@ -29,7 +29,9 @@ pub(super) fn router(admin: Admin) -> Router {
 }
 
 /// The one check before any endpoint: a `Host` this API answers to, then the token (but for
-/// the dashboard's page and, if public, the metrics).
+/// the dashboard's page and, if public, the metrics). A connection whose request carries the
+/// token (any request, with none set) is trusted from then on: never closed to make room for a
+/// newcomer. Writes are checked once more by [`cross_site`].
 async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Response {
     if !admin.host_allowed(&request) {
         return body(error(
@@ -37,13 +39,19 @@ async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Resp
             "this Host is not allowed: use a loopback name, or add it to admin.allowed_hosts",
         ));
     }
+    let authorized = admin.authorized(&request);
+    if authorized {
+        if let Some(seat) = request.extensions().get::<super::ConnSeat>() {
+            seat.0.trust();
+        }
+    }
     let open = match request.uri().path() {
         // The dashboard's page holds no data; it asks for the token.
         "/" => true,
         "/metrics" => admin.metrics_public,
         _ => false,
     };
-    if !open && !admin.authorized(&request) {
+    if !open && !authorized {
         let method = request.method();
         if method != http::Method::GET && method != http::Method::HEAD {
             let action = format!("{method} {}", request.uri().path());
@@ -55,6 +63,58 @@ async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Resp
         return body(unauthorized());
     }
     next.run(request).await
+}
+
+/// A write that a web page elsewhere may have made a browser send, refused (403, or 415 for
+/// the content type) and audited: it must come from the API's own pages or from a client that
+/// sends no `Origin`, with a body declared JSON, which no page elsewhere can make a browser
+/// send without a CORS preflight (which this API never allows). Without a token (the default
+/// on loopback) this is what keeps a page the operator visits from reloading or rewriting the
+/// rules.
+fn refused_write(admin: &Admin, request: &Request) -> Option<Response> {
+    let why = cross_site(request)?;
+    let action = format!("{} {}", request.method(), request.uri().path());
+    let who = crate::audit::Who::of(request);
+    admin.audit().record(&who, &action, "refused", why);
+    let status = if why.starts_with("Content-Type") {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE
+    } else {
+        StatusCode::FORBIDDEN
+    };
+    Some(body(error(status, why)))
+}
+
+/// Why a write looks cross-site: an `Origin` that is not this API's own (`http://` or
+/// `https://` and the request's `Host`), or a body that is not declared JSON.
+fn cross_site(request: &Request) -> Option<&'static str> {
+    let headers = request.headers();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        let own = match (origin.to_str().ok(), host) {
+            (Some(origin), Some(host)) => {
+                let origin = origin.to_ascii_lowercase();
+                let host = host.to_ascii_lowercase();
+                origin.strip_prefix("http://") == Some(host.as_str())
+                    || origin.strip_prefix("https://") == Some(host.as_str())
+            }
+            _ => false,
+        };
+        if !own {
+            return Some(
+                "Origin is not this admin API's own: writes are taken only from its own pages \
+                 or from clients that send no Origin",
+            );
+        }
+    }
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Some("Content-Type must be application/json for a write");
+    }
+    None
 }
 
 fn body(response: http::Response<Full<Bytes>>) -> Response {
@@ -80,6 +140,9 @@ async fn rules(State(admin): State<Admin>) -> Response {
 }
 
 async fn put_rules(State(admin): State<Admin>, request: Request) -> Response {
+    if let Some(refused) = refused_write(&admin, &request) {
+        return refused;
+    }
     body(admin.put_rules(request).await)
 }
 
@@ -97,23 +160,36 @@ async fn history(State(admin): State<Admin>, Query(query): Query<HistoryQuery>) 
 
 /// `GET /api/stream`: Server-Sent Events, one `second` event a second with every resource's
 /// sample of that second (and a comment every 15 s to keep proxies from closing it).
+/// At most `admin.max_streams` at once: past it, 503.
 async fn stream(State(admin): State<Admin>) -> Response {
     use axum::response::sse::{Event, KeepAlive, Sse};
     use axum::response::IntoResponse;
+    let Some(place) = admin.gate().stream() else {
+        let mut response = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live streams are open (admin.max_streams): close one, or retry",
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return body(response);
+    };
     let seconds = admin.feed().subscribe();
-    let events = futures_util::stream::unfold(seconds, |mut seconds| async move {
-        loop {
-            match seconds.recv().await {
-                Ok(second) => {
-                    let event = Event::default().event("second").data(&*second);
-                    return Some((Ok::<_, std::convert::Infallible>(event), seconds));
+    // The stream holds its place until it ends.
+    let events =
+        futures_util::stream::unfold((seconds, place), |(mut seconds, place)| async move {
+            loop {
+                match seconds.recv().await {
+                    Ok(second) => {
+                        let event = Event::default().event("second").data(&*second);
+                        return Some((Ok::<_, std::convert::Infallible>(event), (seconds, place)));
+                    }
+                    // A slow reader skips the seconds it missed.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
                 }
-                // A slow reader skips the seconds it missed.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
-        }
-    });
+        });
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(std::time::Duration::from_secs(15)))
         .into_response()
@@ -128,6 +204,9 @@ async fn status(State(admin): State<Admin>) -> Response {
 }
 
 async fn reload(State(admin): State<Admin>, request: Request) -> Response {
+    if let Some(refused) = refused_write(&admin, &request) {
+        return refused;
+    }
     body(admin.reload(&crate::audit::Who::of(&request)).await)
 }
 

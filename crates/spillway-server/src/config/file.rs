@@ -30,6 +30,21 @@ fn default_body_timeout() -> Duration {
     Duration::from_secs(30)
 }
 
+fn default_send_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+
+fn default_max_header_size() -> usize {
+    DEFAULT_MAX_HEADER_SIZE
+}
+
+/// `listener.max_header_size` by default: 64 KiB (Envoy's 60 KiB, rounded up).
+pub const DEFAULT_MAX_HEADER_SIZE: usize = 64 * 1024;
+/// The smallest `listener.max_header_size` (hyper reads a head into a buffer of at least this).
+pub const MIN_MAX_HEADER_SIZE: usize = 8 * 1024;
+/// The largest `listener.max_header_size`.
+pub const MAX_MAX_HEADER_SIZE: usize = 1024 * 1024;
+
 fn default_drain_timeout() -> Duration {
     Duration::from_secs(30)
 }
@@ -363,6 +378,19 @@ pub struct ListenerConfig {
     /// the request gets 408 and the upstream request is abandoned.
     #[serde(default = "default_body_timeout", with = "humantime_serde")]
     pub body_timeout: Duration,
+    /// Longest a write to a client may wait for the client to read (nginx's `send_timeout`):
+    /// past it the connection is closed, and the upstream response it was reading with it.
+    #[serde(default = "default_send_timeout", with = "humantime_serde")]
+    pub send_timeout: Duration,
+    /// The most bytes of a request head (request line and headers, HTTP/1.1; the decoded
+    /// header list, HTTP/2): past it, 431. Default 64 KiB; 8 KiB to 1 MiB.
+    #[serde(default = "default_max_header_size")]
+    pub max_header_size: usize,
+    /// The most bytes of a request body, chunked or not: one announced larger gets 413 before
+    /// it is forwarded, and one that runs past it is cut and answered 413. 0 (the default): no
+    /// cap.
+    #[serde(default)]
+    pub max_body_size: u64,
     /// On SIGTERM or SIGINT, how long requests in flight get to end before the process exits
     /// anyway (the listeners close at once).
     #[serde(default = "default_drain_timeout", with = "humantime_serde")]
@@ -383,11 +411,16 @@ pub struct ListenerConfig {
     /// unset: cleartext (HTTP/1.1, and HTTP/2 with prior knowledge).
     #[serde(default)]
     pub tls: Option<TlsFiles>,
-    /// Proxies in front of this one (addresses or CIDR blocks) whose `Forwarded` and
-    /// `X-Forwarded-For` name the client, for per-key rules keyed by `peer_ip`; empty (the
-    /// default): the peer's own address is the client's.
+    /// Proxies in front of this one (addresses or CIDR blocks) whose `forwarded_header` names
+    /// the client, for per-key rules keyed by `peer_ip`; empty (the default): the peer's own
+    /// address is the client's.
     #[serde(default)]
     pub trusted_proxies: Vec<String>,
+    /// The one header the trusted proxies name the client in: `x-forwarded-for` (the
+    /// default) or `forwarded` (RFC 7239). The other is never read, whatever a client puts in
+    /// it.
+    #[serde(default, with = "forwarded_header")]
+    pub forwarded_header: spillway_tower::keys::ForwardedHeader,
 }
 
 /// A certificate chain and its private key, PEM files (paths relative to the working
@@ -410,12 +443,16 @@ impl Default for ListenerConfig {
             upstream_timeout: default_upstream_timeout(),
             header_timeout: default_header_timeout(),
             body_timeout: default_body_timeout(),
+            send_timeout: default_send_timeout(),
+            max_header_size: default_max_header_size(),
+            max_body_size: 0,
             drain_timeout: default_drain_timeout(),
             origin_header: None,
             shadow: false,
             workers: Workers::Auto,
             tls: None,
             trusted_proxies: Vec::new(),
+            forwarded_header: spillway_tower::keys::ForwardedHeader::default(),
         }
     }
 }
@@ -454,6 +491,24 @@ super::auto_or_count::serde_auto_or_count!(
     1..=MAX_WORKERS,
     format!("a number of threads from 1 to {MAX_WORKERS}, or \"auto\"")
 );
+
+mod forwarded_header {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use spillway_tower::keys::ForwardedHeader;
+
+    pub(super) fn serialize<S: Serializer>(
+        value: &ForwardedHeader,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.serialize_str(value.as_str())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<ForwardedHeader, D::Error> {
+        ForwardedHeader::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
 
 mod at_capacity {
     use serde::{Deserialize, Deserializer, Serializer};
@@ -503,6 +558,33 @@ pub struct AdminConfig {
     /// take the quietest ones' places.
     #[serde(default = "default_history_resources")]
     pub history_resources: usize,
+    /// Longest an admin connection may take to send a request head, and stay idle between
+    /// requests (default 5 s): a silent connection does not hold a place for long.
+    #[serde(default = "default_admin_header_timeout", with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// The most admin connections open at once that have not yet shown the token (with no
+    /// token: not yet made a request), default 16, 1 to 63: past it, or past the cap of 64
+    /// admin connections, a newcomer takes the oldest such connection's place, so that silent
+    /// or unauthenticated connections can never take the operator's. Only when all 64 have
+    /// shown the token is a newcomer refused, with 503 at once.
+    #[serde(default = "default_admin_max_pending")]
+    pub max_pending: usize,
+    /// The most live streams (`/api/stream`, the dashboard's) at once (default 8; 1 to
+    /// 1,000): past it, a new one is answered 503.
+    #[serde(default = "default_admin_max_streams")]
+    pub max_streams: usize,
+}
+
+fn default_admin_header_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_admin_max_pending() -> usize {
+    16
+}
+
+fn default_admin_max_streams() -> usize {
+    8
 }
 
 fn default_history() -> Duration {
@@ -522,6 +604,9 @@ impl Default for AdminConfig {
             allowed_hosts: Vec::new(),
             history: default_history(),
             history_resources: default_history_resources(),
+            header_timeout: default_admin_header_timeout(),
+            max_pending: default_admin_max_pending(),
+            max_streams: default_admin_max_streams(),
         }
     }
 }

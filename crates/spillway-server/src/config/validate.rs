@@ -229,6 +229,7 @@ impl<'a> Check<'a> {
             ("upstream_timeout", listener.upstream_timeout),
             ("header_timeout", listener.header_timeout),
             ("body_timeout", listener.body_timeout),
+            ("send_timeout", listener.send_timeout),
         ] {
             if value.is_zero() {
                 self.section_problem("listener", key, "must be longer than 0");
@@ -245,6 +246,17 @@ impl<'a> Check<'a> {
         }
         if let Err(why) = crate::keyed::trusted_proxies(&listener.trusted_proxies) {
             self.section_problem("listener", "trusted_proxies", why);
+        }
+        let (min, max) = (super::MIN_MAX_HEADER_SIZE, super::MAX_MAX_HEADER_SIZE);
+        if !(min..=max).contains(&listener.max_header_size) {
+            self.section_problem(
+                "listener",
+                "max_header_size",
+                format!(
+                    "must be from {min} to {max} bytes, not {}",
+                    listener.max_header_size
+                ),
+            );
         }
     }
 
@@ -316,6 +328,29 @@ impl<'a> Check<'a> {
                 "admin",
                 "history_resources",
                 format!("must be from 1 to 100000, not {}", admin.history_resources),
+            );
+        }
+        if admin.header_timeout.is_zero() {
+            self.section_problem("admin", "header_timeout", "must be longer than 0");
+        }
+        let most = crate::admin::MAX_CONNECTIONS - 1;
+        if !(1..=most).contains(&admin.max_pending) {
+            self.section_problem(
+                "admin",
+                "max_pending",
+                format!(
+                    "must be from 1 to {most}, not {}: of the {} admin connections, the rest \
+                     are kept for those that showed the token",
+                    admin.max_pending,
+                    crate::admin::MAX_CONNECTIONS
+                ),
+            );
+        }
+        if !(1..=1_000).contains(&admin.max_streams) {
+            self.section_problem(
+                "admin",
+                "max_streams",
+                format!("must be from 1 to 1000, not {}", admin.max_streams),
             );
         }
         if !is_loopback(admin.listen.ip()) && admin_token(admin).is_none() {

@@ -1,13 +1,11 @@
 //! Sending a request on to its upstream.
 
 use super::client::Upstream;
-use super::timed_body::TimedBody;
+use super::client_body::{BodyLimits, ClientBody, ClientFault, FaultCell};
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
@@ -136,13 +134,27 @@ fn set_upgrade(headers: &mut HeaderMap, protocol: HeaderValue) {
     headers.insert(UPGRADE, protocol);
 }
 
-/// How long a forwarded request may take.
+/// How long a forwarded request may take, and how large its body may be.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Timeouts {
     /// For the upstream's response head.
     pub(crate) upstream: Duration,
-    /// For each next bytes of the client's body.
-    pub(crate) body: Duration,
+    /// For each next bytes of the client's body, and its size.
+    pub(crate) body: BodyLimits,
+}
+
+/// Why a forwarded request got no response from its upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// The client's fault: its body stalled, ran past the cap, was malformed or cut short.
+    /// Not the upstream's failure.
+    Client(ClientFault),
+    /// The request's target cannot be joined to the upstream's URL: 400.
+    BadTarget,
+    /// A new upstream connection was needed and the process's cap on them is reached: 503.
+    NoUpstreamSeat,
+    /// The upstream's: 502 (unreachable, failed mid-head), 504 (no answer in time).
+    Upstream(StatusCode),
 }
 
 /// Forwards `request` to `upstream` (its path appended to the upstream's), within `timeouts`.
@@ -152,24 +164,28 @@ pub(crate) struct Timeouts {
 ///
 /// # Errors
 ///
-/// 502 Bad Gateway when the upstream cannot be reached, fails mid-response head, or speaks
-/// HTTP/2 only and the request asks for an upgrade; 504 Gateway Timeout when it does not
-/// answer in time; 408 Request Timeout when the client's body stalls; 503 Service Unavailable
-/// when a new upstream connection is needed and the process's cap on them is reached.
+/// [`Failure::Upstream`] with 502 Bad Gateway when the upstream cannot be reached, fails
+/// mid-response head, or speaks HTTP/2 only and the request asks for an upgrade, or with 504
+/// Gateway Timeout when it does not answer in time; [`Failure::Client`] when the client's body
+/// failed first (whatever the upstream request then did); [`Failure::NoUpstreamSeat`] when a
+/// new upstream connection is needed and the process's cap on them is reached.
 pub(crate) async fn send(
     upstream: &Upstream,
     request: Request<Incoming>,
     peer: &Peer,
     timeouts: Timeouts,
-) -> Result<Response<Incoming>, StatusCode> {
+) -> Result<Response<Incoming>, Failure> {
     let upgrade = upgrade_of(&request);
     let client = match &upgrade {
-        Some(_) => upstream.upgrades.as_ref().ok_or(StatusCode::BAD_GATEWAY)?,
+        Some(_) => upstream
+            .upgrades
+            .as_ref()
+            .ok_or(Failure::Upstream(StatusCode::BAD_GATEWAY))?,
         None => &upstream.client,
     };
     let (mut parts, body) = request.into_parts();
-    let stalled = Arc::new(AtomicBool::new(false));
-    let body = TimedBody::new(body, timeouts.body, Arc::clone(&stalled));
+    let fault = FaultCell::default();
+    let body = ClientBody::new(body, timeouts.body, fault.clone());
     // An HTTP/2 client names the host in the URI only: keep it for the upstream, as an
     // HTTP/1.1 client's `Host` is kept.
     if !parts.headers.contains_key(HOST) {
@@ -179,7 +195,7 @@ pub(crate) async fn send(
     }
     parts.uri = upstream
         .uri_for(parts.uri.path_and_query())
-        .ok_or(StatusCode::BAD_REQUEST)?;
+        .ok_or(Failure::BadTarget)?;
     // The pool picks the upstream's version; the request asks for none.
     parts.version = Version::HTTP_11;
     let trailers = parts.headers.get(TE).is_some_and(|te| te == "trailers");
@@ -205,12 +221,14 @@ pub(crate) async fn send(
             }
             Ok(response)
         }
-        Ok(Err(_)) if stalled.load(Ordering::Acquire) => Err(StatusCode::REQUEST_TIMEOUT),
-        Ok(Err(err)) if err.is::<crate::descriptors::NoUpstreamSeat>() => {
-            Err(StatusCode::SERVICE_UNAVAILABLE)
-        }
-        Ok(Err(_)) => Err(StatusCode::BAD_GATEWAY),
-        Err(_elapsed) => Err(StatusCode::GATEWAY_TIMEOUT),
+        // The client's body failed first: whatever became of the upstream request, the
+        // client is at fault.
+        Ok(Err(err)) => Err(match fault.get() {
+            Some(fault) => Failure::Client(fault),
+            None if err.is::<crate::descriptors::NoUpstreamSeat>() => Failure::NoUpstreamSeat,
+            None => Failure::Upstream(StatusCode::BAD_GATEWAY),
+        }),
+        Err(_elapsed) => Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)),
     }
 }
 

@@ -19,7 +19,7 @@
 //! - Every connection holds a place under the process's cap on upstream connections
 //!   ([`crate::descriptors`]); with none left, a request that needs a new one is refused.
 
-use super::timed_body::TimedBody;
+use super::client_body::ClientBody;
 use crate::config::UpstreamProtocol;
 use http::uri::{self, Uri};
 use http::{Method, Request, Response};
@@ -70,19 +70,19 @@ struct Lane {
     /// Idle HTTP/1.1 connections, the most recently used last.
     idle: Mutex<Vec<Idle>>,
     /// The HTTP/2 connection, if one is up.
-    http2: Mutex<Option<http2::SendRequest<TimedBody>>>,
+    http2: Mutex<Option<http2::SendRequest<ClientBody>>>,
     /// Held while an HTTP/2 connection is made, so that a burst makes one.
     connecting: tokio::sync::Mutex<()>,
 }
 
 struct Idle {
-    sender: http1::SendRequest<TimedBody>,
+    sender: http1::SendRequest<ClientBody>,
     since: Instant,
 }
 
 enum Sender {
-    Http1(http1::SendRequest<TimedBody>),
-    Http2(http2::SendRequest<TimedBody>),
+    Http1(http1::SendRequest<ClientBody>),
+    Http2(http2::SendRequest<ClientBody>),
 }
 
 impl Pool {
@@ -116,7 +116,7 @@ impl Pool {
     /// The upstream cannot be reached, or the exchange failed.
     pub(crate) async fn send(
         &self,
-        mut request: Request<TimedBody>,
+        mut request: Request<ClientBody>,
     ) -> Result<Response<Incoming>, Error> {
         let uri = request.uri().clone();
         loop {
@@ -232,7 +232,7 @@ impl Shared {
 
 impl Lane {
     /// The HTTP/2 connection, unless it is gone.
-    fn live_http2(&self) -> Option<http2::SendRequest<TimedBody>> {
+    fn live_http2(&self) -> Option<http2::SendRequest<ClientBody>> {
         let shared = lock(&self.http2);
         shared
             .as_ref()
@@ -241,7 +241,7 @@ impl Lane {
     }
 
     /// The most recently idle HTTP/1.1 connection that is still open and ready.
-    fn take_idle(&self) -> Option<http1::SendRequest<TimedBody>> {
+    fn take_idle(&self) -> Option<http1::SendRequest<ClientBody>> {
         let now = Instant::now();
         let mut idle = lock(&self.idle);
         while let Some(Idle { sender, since }) = idle.pop() {
@@ -252,7 +252,7 @@ impl Lane {
         None
     }
 
-    fn park(&self, sender: http1::SendRequest<TimedBody>) {
+    fn park(&self, sender: http1::SendRequest<ClientBody>) {
         let mut idle = lock(&self.idle);
         if idle.len() < MAX_IDLE {
             idle.push(Idle {
@@ -266,7 +266,7 @@ impl Lane {
 impl Shared {
     /// Puts an HTTP/1.1 connection back in the calling worker's lane once its response has
     /// been read.
-    fn give_back(self: &Arc<Self>, mut sender: http1::SendRequest<TimedBody>) {
+    fn give_back(self: &Arc<Self>, mut sender: http1::SendRequest<ClientBody>) {
         if sender.is_ready() {
             self.lane().park(sender);
         } else if !sender.is_closed() {

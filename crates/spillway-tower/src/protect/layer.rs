@@ -159,7 +159,8 @@ impl SpillwayLayer {
     /// The key at `position` is the client's address: the peer's (a
     /// [`PeerAddr`](crate::keys::PeerAddr) in the request's extensions, or axum's
     /// `ConnectInfo<SocketAddr>`), or, when the peer is one of `trusted` (proxies), the nearest
-    /// address their `Forwarded` or `X-Forwarded-For` names that is not.
+    /// address their forwarding header names that is not (`X-Forwarded-For` for a list of
+    /// addresses; see [`TrustedProxies`](crate::keys::TrustedProxies) for `Forwarded`).
     ///
     /// # Examples
     ///
@@ -170,10 +171,15 @@ impl SpillwayLayer {
     /// let layer = SpillwayLayer::new(spillway::Spillway::new()).key_peer_ip(0, trusted);
     /// # let _ = layer;
     /// ```
-    pub fn key_peer_ip(self, position: usize, trusted: Vec<crate::keys::IpNet>) -> Self {
+    pub fn key_peer_ip(
+        self,
+        position: usize,
+        trusted: impl Into<crate::keys::TrustedProxies>,
+    ) -> Self {
+        let trusted = trusted.into();
         self.key(position, move |parts| {
             let peer = peer_addr(parts)?;
-            Some(crate::keys::client_ip(peer.ip(), &parts.headers, &trusted).to_string())
+            Some(trusted.client_ip(peer.ip(), &parts.headers).to_string())
         })
     }
 

@@ -168,15 +168,18 @@ impl<'a> EntryBuilder<'a> {
         }
     }
 
-    /// The entry's origin and entrance child nodes (created on first use, within the cap).
+    /// The entry's origin and entrance child nodes (created on first use, within the cap; an
+    /// origin or entrance that a flow rule of the resource names has its own past the cap).
     #[inline]
     pub(super) fn child_slots(&self, inner: &ResourceInner) -> (ChildSlot, ChildSlot) {
-        let origin = self
-            .origin
-            .map_or(ChildSlot::NONE, |o| inner.origins.slot(o));
-        let entrance = self
-            .entrance
-            .map_or(ChildSlot::NONE, |e| inner.entrances.slot(e));
+        let origin = self.origin.map_or(ChildSlot::NONE, |o| {
+            inner.origins.slot(o, |o| named(inner, o, Named::Origin))
+        });
+        let entrance = self.entrance.map_or(ChildSlot::NONE, |e| {
+            inner
+                .entrances
+                .slot(e, |e| named(inner, e, Named::Entrance))
+        });
         (origin, entrance)
     }
 
@@ -365,4 +368,24 @@ impl fmt::Debug for EntryBuilder<'_> {
             .field("prioritized", &self.prioritized)
             .finish()
     }
+}
+
+/// Which child nodes a name is looked up in.
+#[derive(Clone, Copy)]
+enum Named {
+    Origin,
+    Entrance,
+}
+
+/// Whether a flow rule of the resource names `name` (`limit_app`, or a `chain` rule's
+/// entrance): asked only past the cap on child nodes, so that a flood of other names cannot
+/// put it in the shared overflow node.
+#[cold]
+#[inline(never)]
+fn named(inner: &ResourceInner, name: &str, kind: Named) -> bool {
+    let rules = inner.flow.load();
+    rules.as_ref().is_some_and(|rules| match kind {
+        Named::Origin => rules.names_origin(name),
+        Named::Entrance => rules.names_entrance(name),
+    })
 }

@@ -41,8 +41,10 @@ pub(crate) struct EntryState {
 const INBOUND: u8 = 1;
 /// ... its call failed ...
 const ERROR: u8 = 2;
-/// ... its call was dropped.
+/// ... its call was dropped ...
 const DROPPED: u8 = 4;
+/// ... its call reached no verdict (its caller gave up, or was at fault).
+const ABANDONED: u8 = 8;
 
 /// [`EntryState::shadow`] when no shadow rule would have refused the entry.
 const NO_SHADOW: u32 = u32::MAX;
@@ -162,6 +164,18 @@ impl EntryState {
         self.flags |= DROPPED;
     }
 
+    /// Whether the call reached no verdict on what it protects.
+    #[inline(always)]
+    pub(crate) fn abandoned(&self) -> bool {
+        self.flags & ABANDONED != 0
+    }
+
+    /// Marks the call as abandoned: it ends without a completion.
+    #[inline(always)]
+    pub(crate) fn set_abandoned(&mut self) {
+        self.flags |= ABANDONED;
+    }
+
     /// The id of the first rule in shadow mode that would have refused the entry.
     pub(crate) fn shadow_rule(&self) -> Option<&'static str> {
         if self.shadow == NO_SHADOW {
@@ -244,6 +258,7 @@ impl EntryState {
     fn short_exit(&self, resource: &ResourceInner) -> Option<(u64, usize)> {
         // Relaxed, as the rule flags on entry.
         if self.limited != 0
+            || self.flags & ABANDONED != 0
             || !ChildSlot::both_none(self.origin, self.entrance)
             || resource.has_breakers()
         {
@@ -264,6 +279,10 @@ impl EntryState {
     #[cold]
     #[inline(never)]
     fn complete_long(&self, resource: &ResourceInner) {
+        if self.abandoned() {
+            self.abandon(resource);
+            return;
+        }
         let now = resource.clock.now_nanos();
         let slot = thread_slot();
         let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
@@ -306,6 +325,47 @@ impl EntryState {
         // Relaxed, as the rule flags on entry.
         if resource.has_breakers() {
             feed_breakers(resource, self.started_nanos, now, rt_micros, error);
+        }
+    }
+}
+
+impl EntryState {
+    /// The end of an abandoned call: one fewer in flight on every node and every place given
+    /// back, but no completion, RT or error counted, and nothing for the breakers or the
+    /// adaptive limits to learn from (its end says nothing about what the entry protects).
+    fn abandon(&self, resource: &ResourceInner) {
+        for_each_node!(
+            resource,
+            self.origin,
+            self.entrance,
+            self.inbound(),
+            |node| node.decrease_concurrency()
+        );
+        if self.limited & LIMITED_ADAPTIVE_ANY != 0 {
+            end_adaptive(resource, self.limited, self.started_nanos, Outcome::Ignore);
+        }
+        let others = self.limited & !LIMITED_ADAPTIVE_ANY;
+        release_limited(resource, self.origin, self.entrance, others);
+        if self.cluster != 0 {
+            if let Some(cluster) = resource.cluster.load().as_ref() {
+                cluster.give_back(Taken {
+                    rules: self.cluster,
+                    count: self.count,
+                    until_exit: self.cluster,
+                });
+            }
+        }
+        if self.keyed != 0 {
+            if let Some(keyed) = resource.keyed.load().as_ref() {
+                keyed.exit(self.keyed, self.key);
+            }
+        }
+        // A half-open breaker's probe that reached no verdict: its place goes back, so that
+        // another call probes instead.
+        if resource.has_breakers() {
+            if let Some(breakers) = resource.breakers.load().as_ref() {
+                breakers.release(self.started_nanos);
+            }
         }
     }
 }
@@ -383,6 +443,33 @@ impl Entry<'_> {
     /// [`mark_error`](Self::mark_error) does.
     pub fn mark_dropped(&mut self) {
         self.state.set_dropped();
+    }
+
+    /// Marks the call as abandoned: it reached no verdict on what the entry protects, because
+    /// its caller gave up or was at fault (a malformed or cut-short request body, say). Its end
+    /// gives back its place (one fewer in flight, and its places on concurrency limits) and
+    /// counts nothing else: no completion, no response time, no error, and no sample for the
+    /// breakers or the adaptive limits. Its pass stays counted.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let clock = ManualClock::new();
+    /// let spillway = Spillway::new_with_clock(clock.clone());
+    /// let resource = spillway.resource("uploads")?;
+    /// let mut entry = resource.entry().enter()?;
+    /// clock.advance_millis(900);
+    /// entry.mark_abandoned(); // the client sent a malformed body
+    /// entry.exit();
+    /// let stats = resource.stats();
+    /// assert_eq!((stats.pass_qps, stats.success_qps, stats.error_qps), (1.0, 0.0, 0.0));
+    /// assert_eq!(stats.concurrency, 0);
+    /// # Ok::<(), spillway::BlockError>(())
+    /// ```
+    pub fn mark_abandoned(&mut self) {
+        self.state.set_abandoned();
     }
 
     /// Whether the call is marked as failed.

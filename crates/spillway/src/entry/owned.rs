@@ -44,6 +44,13 @@ impl OwnedEntry {
         self.state.set_error(error);
     }
 
+    /// Marks the call as abandoned (see
+    /// [`Entry::mark_abandoned`](crate::Entry::mark_abandoned)): its end frees its place and
+    /// counts nothing else.
+    pub fn mark_abandoned(&mut self) {
+        self.state.set_abandoned();
+    }
+
     /// Whether the call is marked as failed.
     pub fn is_error(&self) -> bool {
         self.state.error()

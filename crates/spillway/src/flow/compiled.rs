@@ -2,7 +2,9 @@
 
 use super::admission::{whole_count, RINGS};
 use super::gate::{GateRule, GateRules};
-use super::{Behavior, FlowRule, Grade, LimitApp, QpsReject, Throttle, WarmUp, WarmUpThrottle};
+use super::{
+    Behavior, FlowRule, Grade, LimitApp, QpsReject, Strategy, Throttle, WarmUp, WarmUpThrottle,
+};
 
 const _: () = assert!(RINGS <= 8, "ring sets are bit sets of a u8");
 use crate::resource::ResourceInner;
@@ -211,5 +213,17 @@ impl ResourceRules {
     /// Sentinel's `isOtherOrigin`: a non-empty origin with no rule of its own here.
     pub(crate) fn is_other_origin(&self, origin: &str) -> bool {
         !origin.is_empty() && !self.named_origins.iter().any(|o| o == origin)
+    }
+
+    /// Whether a rule names `origin` (`limit_app`).
+    pub(crate) fn names_origin(&self, origin: &str) -> bool {
+        self.named_origins.iter().any(|o| o == origin)
+    }
+
+    /// Whether a `chain` rule names `entrance`.
+    pub(crate) fn names_entrance(&self, entrance: &str) -> bool {
+        self.rules.iter().any(|r| {
+            matches!(&r.rule.strategy, Strategy::Chain { entrance: named } if named == entrance)
+        })
     }
 }

@@ -50,9 +50,11 @@ impl ChildNodes {
         }
     }
 
-    /// The slot of `name`, created on first use; past the cap, the overflow node (counted).
+    /// The slot of `name`, created on first use; past the cap, its own if `named(name)` (a
+    /// rule names it: it must have its own node whatever the flood of others, and rules bound
+    /// how many such there are), else the overflow node (counted).
     #[inline]
-    pub(crate) fn slot(&self, name: &str) -> ChildSlot {
+    pub(crate) fn slot(&self, name: &str, named: impl FnOnce(&str) -> bool) -> ChildSlot {
         if let Some(position) = self.map.position(name) {
             return ChildSlot::at(position);
         }
@@ -62,6 +64,10 @@ impl ChildNodes {
             .position_or_insert_with(name, |_| ResourceNode::new(config))
         {
             Ok(position) => ChildSlot::at(position),
+            Err(_) if named(name) => ChildSlot::at(
+                self.map
+                    .position_or_insert_beyond_capacity(name, |_| ResourceNode::new(config)),
+            ),
             Err(_) => {
                 self.overflows.increment();
                 ChildSlot::OVERFLOW

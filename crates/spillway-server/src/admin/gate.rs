@@ -1,0 +1,282 @@
+//! Who may hold the admin API's connections: a cap on all of them, a smaller budget for those
+//! that have not shown the token yet, and a cap on live streams. A silent or unauthenticated
+//! connection can never take the operator's place: past its budget, the oldest such connection
+//! is closed to make room, and only when every place is held by one that showed the token is a
+//! newcomer refused (503, at once).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
+
+/// The caps ([`crate::config::AdminConfig`]'s `max_connections`, `max_pending`,
+/// `max_streams`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caps {
+    pub(crate) connections: usize,
+    pub(crate) pending: usize,
+    pub(crate) streams: usize,
+}
+
+/// The admin listener's places.
+#[derive(Debug)]
+pub(crate) struct Gate {
+    caps: Caps,
+    places: Mutex<Places>,
+    streams: AtomicUsize,
+    /// Connections closed to make room before they showed the token.
+    evicted: AtomicU64,
+    /// Newcomers answered 503 because every place was held by a trusted connection.
+    refused_full: AtomicU64,
+    /// Streams answered 503 past the cap.
+    refused_streams: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Places {
+    open: usize,
+    next: u64,
+    /// The connections that have not shown the token, oldest first, with what closes each.
+    pending: VecDeque<(u64, Arc<Eviction>)>,
+}
+
+/// How a pending connection is closed to make room.
+#[derive(Debug, Default)]
+struct Eviction {
+    /// Set (under the places' lock) when its place was taken back.
+    done: std::sync::atomic::AtomicBool,
+    notify: Notify,
+}
+
+/// What the gate says to a newcomer.
+#[derive(Debug)]
+pub(crate) enum Admitted {
+    /// A place, pending until its first authorized request.
+    Seat(Seat),
+    /// Every place is held by a connection that showed the token: 503.
+    Full,
+}
+
+/// One connection's place: given back when dropped.
+#[derive(Debug)]
+pub(crate) struct Seat {
+    gate: Arc<Gate>,
+    id: u64,
+    /// Notified when the connection is closed to make room.
+    eviction: Arc<Eviction>,
+}
+
+impl Gate {
+    pub(crate) fn new(caps: Caps) -> Arc<Self> {
+        Arc::new(Self {
+            caps,
+            places: Mutex::new(Places::default()),
+            streams: AtomicUsize::new(0),
+            evicted: AtomicU64::new(0),
+            refused_full: AtomicU64::new(0),
+            refused_streams: AtomicU64::new(0),
+        })
+    }
+
+    fn places(&self) -> std::sync::MutexGuard<'_, Places> {
+        self.places.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A newcomer: a pending place, after closing the oldest pending connection if the
+    /// pending budget or the cap is reached; `Full` if every place is held by a trusted one.
+    pub(crate) fn admit(self: &Arc<Self>) -> Admitted {
+        let mut places = self.places();
+        let over =
+            places.pending.len() >= self.caps.pending || places.open >= self.caps.connections;
+        if over {
+            match places.pending.pop_front() {
+                Some((_, eviction)) => {
+                    // Its place is the newcomer's from now; the connection closes soon.
+                    places.open -= 1;
+                    eviction.done.store(true, Ordering::Release);
+                    eviction.notify.notify_one();
+                    self.evicted.fetch_add(1, Ordering::Relaxed);
+                }
+                None => {
+                    self.refused_full.fetch_add(1, Ordering::Relaxed);
+                    return Admitted::Full;
+                }
+            }
+        }
+        places.open += 1;
+        let id = places.next;
+        places.next += 1;
+        let eviction = Arc::new(Eviction::default());
+        places.pending.push_back((id, Arc::clone(&eviction)));
+        Admitted::Seat(Seat {
+            gate: Arc::clone(self),
+            id,
+            eviction,
+        })
+    }
+
+    /// A live stream's place, if the cap leaves one (else counted as refused).
+    pub(crate) fn stream(self: &Arc<Self>) -> Option<StreamPlace> {
+        let cap = self.caps.streams;
+        let taken = self
+            .streams
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (open < cap).then_some(open + 1)
+            })
+            .is_ok();
+        if !taken {
+            self.refused_streams.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(StreamPlace(Arc::clone(self)))
+    }
+
+    /// Open connections, and the cap.
+    pub(crate) fn occupancy(&self) -> (usize, usize) {
+        (self.places().open, self.caps.connections)
+    }
+
+    /// Connections open that have not shown the token.
+    pub(crate) fn pending(&self) -> usize {
+        self.places().pending.len()
+    }
+
+    /// Live streams open.
+    pub(crate) fn streams(&self) -> usize {
+        self.streams.load(Ordering::Acquire)
+    }
+
+    /// Connections closed to make room before they showed the token.
+    pub(crate) fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
+
+    /// Refusals: (newcomers when full, streams past the cap).
+    pub(crate) fn refused(&self) -> (u64, u64) {
+        (
+            self.refused_full.load(Ordering::Relaxed),
+            self.refused_streams.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Seat {
+    /// The connection showed the token (or, with none set, made a request): it is no longer
+    /// pending, and never closed to make room.
+    pub(crate) fn trust(&self) {
+        let mut places = self.gate.places();
+        if let Some(at) = places.pending.iter().position(|(id, _)| *id == self.id) {
+            places.pending.remove(at);
+        }
+    }
+
+    /// Completes when the connection is closed to make room.
+    pub(crate) async fn evicted(&self) {
+        self.eviction.notify.notified().await;
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut places = self.gate.places();
+        match places.pending.iter().position(|(id, _)| *id == self.id) {
+            Some(at) => {
+                places.pending.remove(at);
+                places.open -= 1;
+            }
+            // Evicted: its place was given back then.
+            None if self.eviction.done.load(Ordering::Acquire) => {}
+            // Trusted: its place goes back now.
+            None => places.open -= 1,
+        }
+    }
+}
+
+/// A live stream's place, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct StreamPlace(Arc<Gate>);
+
+impl Drop for StreamPlace {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(connections: usize, pending: usize) -> Arc<Gate> {
+        Gate::new(Caps {
+            connections,
+            pending,
+            streams: 2,
+        })
+    }
+
+    fn seat(admitted: Admitted) -> Seat {
+        match admitted {
+            Admitted::Seat(seat) => seat,
+            Admitted::Full => panic!("refused"),
+        }
+    }
+
+    #[tokio::test]
+    async fn past_the_pending_budget_the_oldest_pending_connection_makes_room() {
+        let gate = gate(4, 2);
+        let first = seat(gate.admit());
+        let second = seat(gate.admit());
+        // A third that has not shown the token either: the first is closed for it.
+        let third = seat(gate.admit());
+        tokio::time::timeout(std::time::Duration::from_secs(5), first.evicted())
+            .await
+            .expect("the oldest was told to close");
+        assert_eq!(gate.occupancy(), (2, 4));
+        assert_eq!((gate.pending(), gate.evicted()), (2, 1));
+        drop(first); // its place went back when it was evicted
+        assert_eq!(gate.occupancy(), (2, 4));
+        second.trust();
+        third.trust();
+        assert_eq!(gate.pending(), 0);
+        drop(second);
+        assert_eq!(gate.occupancy(), (1, 4));
+        drop(third);
+        assert_eq!(gate.occupancy(), (0, 4));
+    }
+
+    #[test]
+    fn trusted_connections_are_never_evicted_and_a_full_gate_refuses() {
+        let gate = gate(3, 2);
+        let trusted: Vec<Seat> = (0..3)
+            .map(|_| {
+                let seat = seat(gate.admit());
+                seat.trust();
+                seat
+            })
+            .collect();
+        assert!(matches!(gate.admit(), Admitted::Full));
+        assert_eq!(gate.refused(), (1, 0));
+        assert_eq!(gate.evicted(), 0);
+        drop(trusted);
+        assert_eq!(gate.occupancy(), (0, 3));
+        // At the cap with one pending, a newcomer takes the pending one's place.
+        let a = seat(gate.admit());
+        a.trust();
+        let b = seat(gate.admit());
+        b.trust();
+        let _c = seat(gate.admit());
+        let _d = seat(gate.admit());
+        assert_eq!((gate.occupancy(), gate.evicted()), ((3, 3), 1));
+    }
+
+    #[test]
+    fn streams_past_the_cap_are_refused_and_places_come_back() {
+        let gate = gate(4, 2);
+        let one = gate.stream().unwrap();
+        let _two = gate.stream().unwrap();
+        assert!(gate.stream().is_none());
+        assert_eq!(gate.refused(), (0, 1));
+        drop(one);
+        assert!(gate.stream().is_some());
+    }
+}

@@ -1,0 +1,204 @@
+//! The client's request body as the proxy forwards it, with what the client may not do with it:
+//! stall past the body timeout, run past the size cap, break its framing or stop part-way. Each
+//! is the client's fault, noted as a [`ClientFault`] so that the request is answered 408, 413 or
+//! 400 and never counted against the upstream.
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::time::Sleep;
+
+/// How a client's body failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClientFault {
+    /// No bytes came for the body timeout: 408.
+    Stalled = 1,
+    /// More bytes than `listener.max_body_size`: 413.
+    TooLarge = 2,
+    /// Its framing is broken (a bad chunk size, say): 400.
+    Malformed = 3,
+    /// The client closed or reset before its end: nobody is left to answer (400 if it is).
+    Aborted = 4,
+}
+
+impl ClientFault {
+    /// The status the client gets.
+    pub(crate) fn status(self) -> http::StatusCode {
+        match self {
+            Self::Stalled => http::StatusCode::REQUEST_TIMEOUT,
+            Self::TooLarge => http::StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Malformed | Self::Aborted => http::StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// The `reason` label of its `outcome="client_error"` series.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Stalled => "body_timeout",
+            Self::TooLarge => "body_too_large",
+            Self::Malformed => "bad_body",
+            Self::Aborted => "client_gone",
+        }
+    }
+
+    /// What the client reads.
+    pub(crate) fn message(self) -> &'static str {
+        match self {
+            Self::Stalled => "request body timed out\n",
+            Self::TooLarge => "request body too large\n",
+            Self::Malformed => "malformed request body\n",
+            Self::Aborted => "request body cut short\n",
+        }
+    }
+
+    /// The fault of a body error from hyper: HTTP/1.1 framing that does not parse is
+    /// malformed; a connection that ended early, or an HTTP/2 stream the client reset, is an
+    /// abort.
+    fn of(err: &hyper::Error) -> Self {
+        if err.is_incomplete_message() || err.is_canceled() || err.is_closed() {
+            return Self::Aborted;
+        }
+        let mut source = std::error::Error::source(err);
+        while let Some(cause) = source {
+            if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+                return match io.kind() {
+                    std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput => {
+                        Self::Malformed
+                    }
+                    _ => Self::Aborted,
+                };
+            }
+            source = cause.source();
+        }
+        Self::Aborted
+    }
+}
+
+/// Where a [`ClientBody`] notes its fault, read by the request's handler once the upstream
+/// request failed. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FaultCell(Arc<AtomicU8>);
+
+impl FaultCell {
+    /// The first fault noted, if any.
+    pub(crate) fn get(&self) -> Option<ClientFault> {
+        match self.0.load(Ordering::Acquire) {
+            1 => Some(ClientFault::Stalled),
+            2 => Some(ClientFault::TooLarge),
+            3 => Some(ClientFault::Malformed),
+            4 => Some(ClientFault::Aborted),
+            _ => None,
+        }
+    }
+
+    fn set(&self, fault: ClientFault) {
+        // The first fault stays.
+        let _ = self
+            .0
+            .compare_exchange(0, fault as u8, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+/// The client's body failed ([`ClientFault`]), as the upstream request's body error.
+#[derive(Debug)]
+pub(crate) struct ClientBodyError(ClientFault);
+
+impl fmt::Display for ClientBodyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the client's request body failed: {}", self.0.as_str())
+    }
+}
+
+impl std::error::Error for ClientBodyError {}
+
+/// The limits on a client's body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyLimits {
+    /// Longest wait for its next bytes while the upstream reads.
+    pub(crate) timeout: Duration,
+    /// Most bytes (0: no cap).
+    pub(crate) max_size: u64,
+}
+
+/// The client's body, failing with a [`ClientBodyError`] (and noting its fault) when the
+/// upstream waits for its next bytes longer than the timeout, when it runs past the size cap,
+/// or when hyper finds it malformed or cut short. Only the time spent waiting on the client
+/// counts: while the upstream does not read, nothing is waited for.
+pub(crate) struct ClientBody {
+    body: Incoming,
+    limits: BodyLimits,
+    /// Bytes read so far.
+    read: u64,
+    /// Armed when a read finds nothing yet; disarmed by the next frame.
+    waiting: Option<Pin<Box<Sleep>>>,
+    fault: FaultCell,
+}
+
+impl ClientBody {
+    /// `body` within `limits`; its fault, if any, is noted in `fault`.
+    pub(crate) fn new(body: Incoming, limits: BodyLimits, fault: FaultCell) -> Self {
+        Self {
+            body,
+            limits,
+            read: 0,
+            waiting: None,
+            fault,
+        }
+    }
+
+    fn fail(&mut self, fault: ClientFault) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.fault.set(fault);
+        Poll::Ready(Some(Err(Box::new(ClientBodyError(fault)))))
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Body for ClientBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            this.waiting = None;
+            return match frame {
+                Some(Ok(frame)) => {
+                    if let Some(data) = frame.data_ref() {
+                        this.read = this.read.saturating_add(data.len() as u64);
+                        if this.limits.max_size != 0 && this.read > this.limits.max_size {
+                            return this.fail(ClientFault::TooLarge);
+                        }
+                    }
+                    Poll::Ready(Some(Ok(frame)))
+                }
+                Some(Err(err)) => this.fail(ClientFault::of(&err)),
+                None => Poll::Ready(None),
+            };
+        }
+        let timeout = this.limits.timeout;
+        let waiting = this
+            .waiting
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        ready!(waiting.as_mut().poll(cx));
+        this.fail(ClientFault::Stalled)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
