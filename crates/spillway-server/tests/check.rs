@@ -427,3 +427,94 @@ fn a_throttle_rule_per_a_stat_duration_is_checked_and_read() {
         "{err}"
     );
 }
+
+#[test]
+fn a_stray_field_is_refused_in_every_table_even_a_field_less_variant_s() {
+    for (text, field) in [
+        (
+            "[[flow]]\nid = \"a\"\nresource = \"r\"\ncount = 5\nbehavior = { type = \"reject\", zz = 1 }\n",
+            "zz",
+        ),
+        (
+            "[[flow]]\nid = \"a\"\nresource = \"r\"\ncount = 5\nbehavior = { type = \"throttle\", max_queueing_time = \"1s\", zz = 1 }\n",
+            "zz",
+        ),
+        (
+            "[[flow]]\nid = \"a\"\nresource = \"r\"\ncount = 5\nstrategy = { type = \"direct\", yy = 2 }\n",
+            "yy",
+        ),
+        (
+            "[[system]]\nid = \"s\"\nmax_concurrency = 10\nmin_rt = { type = \"exact\", ww = 3 }\n",
+            "ww",
+        ),
+    ] {
+        let err = error(text);
+        assert!(err.contains(&format!("unknown field `{field}`")), "{text}: {err}");
+    }
+    let good =
+        "[[flow]]\nid = \"a\"\nresource = \"r\"\ncount = 5\nbehavior = { type = \"reject\" }\n";
+    assert!(parse(good, "spillway.toml").is_ok());
+}
+
+#[test]
+fn the_hostile_client_limits_are_checked() {
+    for (text, why) in [
+        (
+            "[listener]\nmax_header_size = 4096\n",
+            "`listener.max_header_size`: must be from 8192 to 1048576 bytes",
+        ),
+        (
+            "[listener]\nmax_header_size = 2000000\n",
+            "`listener.max_header_size`",
+        ),
+        (
+            "[listener]\nsend_timeout = \"0s\"\n",
+            "`listener.send_timeout`: must be longer than 0",
+        ),
+        (
+            "[listener]\nforwarded_header = \"x-real-ip\"\n",
+            "expected `x-forwarded-for` or `forwarded`",
+        ),
+        (
+            "[admin]\nheader_timeout = \"0s\"\n",
+            "`admin.header_timeout`",
+        ),
+        (
+            "[admin]\nmax_pending = 0\n",
+            "`admin.max_pending`: must be from 1 to 63",
+        ),
+        ("[admin]\nmax_pending = 64\n", "`admin.max_pending`"),
+        (
+            "[admin]\nmax_streams = 0\n",
+            "`admin.max_streams`: must be from 1 to 1000",
+        ),
+    ] {
+        let err = error(text);
+        assert!(err.contains(why), "{text}: {err}");
+    }
+    let good = "[listener]\nmax_header_size = 16384\nmax_body_size = 1048576\nsend_timeout = \"10s\"\nforwarded_header = \"forwarded\"\n\n[admin]\nheader_timeout = \"2s\"\nmax_pending = 8\nmax_streams = 2\n";
+    let config = parse(good, "spillway.toml").unwrap();
+    assert_eq!(config.listener.max_header_size, 16_384);
+    assert_eq!(config.listener.max_body_size, 1 << 20);
+    assert_eq!(
+        config.listener.forwarded_header,
+        spillway_tower::keys::ForwardedHeader::Forwarded
+    );
+    assert_eq!((config.admin.max_pending, config.admin.max_streams), (8, 2));
+    // The defaults.
+    let config = parse("", "spillway.toml").unwrap();
+    assert_eq!(config.listener.max_header_size, 64 * 1024);
+    assert_eq!(config.listener.max_body_size, 0);
+    assert_eq!(
+        config.listener.send_timeout,
+        std::time::Duration::from_secs(60)
+    );
+    assert_eq!(
+        config.admin.header_timeout,
+        std::time::Duration::from_secs(5)
+    );
+    assert_eq!(
+        (config.admin.max_pending, config.admin.max_streams),
+        (16, 8)
+    );
+}

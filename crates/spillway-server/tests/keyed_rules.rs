@@ -177,3 +177,49 @@ fn the_file_names_every_keyed_rule_at_fault() {
         assert!(err.contains(expected), "no `{expected}` in:\n{err}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_forged_forwarded_header_does_not_beat_a_per_ip_limit() {
+    // The front proxy (loopback, trusted) appends the client to X-Forwarded-For and passes on
+    // whatever `Forwarded` the client made up: a new address on every request.
+    let rules = "[[keyed]]\nid = \"per-ip\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 5\n";
+    let (proxy, server) = start(rules).await;
+    tokio::spawn(server.run(std::future::pending()));
+    let mut passed = 0;
+    for n in 0..20 {
+        let forged = format!("for=10.0.{}.{}", n / 250, n % 250 + 1);
+        let headers = [
+            ("forwarded", forged.as_str()),
+            ("x-forwarded-for", "203.0.113.9"),
+        ];
+        if get(proxy, "/search", &headers).await.0 == StatusCode::BAD_GATEWAY {
+            passed += 1;
+        }
+    }
+    assert_eq!(
+        passed, 5,
+        "only X-Forwarded-For, the header the proxy writes, is read"
+    );
+    // Nor does a forged X-Forwarded-For when the proxies write `Forwarded`.
+    let text = ROUTES.replace(
+        "trusted_proxies = [\"127.0.0.0/8\"]",
+        "trusted_proxies = [\"127.0.0.0/8\"]\nforwarded_header = \"forwarded\"",
+    );
+    let config = config::parse(&format!("{text}\n{rules}"), "test.toml").unwrap();
+    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
+    let server = Server::bind(&config, spillway).await.unwrap();
+    let proxy = server.local_addr().unwrap();
+    tokio::spawn(server.run(std::future::pending()));
+    let mut passed = 0;
+    for n in 0..20 {
+        let forged = format!("10.1.0.{}", n + 1);
+        let headers = [
+            ("x-forwarded-for", forged.as_str()),
+            ("forwarded", "for=203.0.113.9;proto=https"),
+        ];
+        if get(proxy, "/search", &headers).await.0 == StatusCode::BAD_GATEWAY {
+            passed += 1;
+        }
+    }
+    assert_eq!(passed, 5);
+}

@@ -742,3 +742,201 @@ async fn hop_by_hop_headers_stop_here_and_the_peer_is_appended_to_the_forwarding
     assert_eq!(headers["x-kept"], "2");
     h.shutdown().await;
 }
+
+/// Sends `bytes` and closes the write side (a client that gave up), then reads what comes
+/// back until the proxy closes.
+async fn send_and_leave(proxy: SocketAddr, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut read = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(3600),
+        stream.read_to_end(&mut read),
+    )
+    .await;
+    String::from_utf8_lossy(&read).into_owned()
+}
+
+const UPLOADS: &str = "\n[[route]]\nresource = \"upload\"\npath = \"/upload\"\nupstream = \"app\"\n\n[[breaker]]\nid = \"upload-errors\"\nresource = \"upload\"\nretry_timeout = \"60s\"\nmin_request_amount = 1\nstrategy = { type = \"error_count\", threshold = 5 }\n";
+
+#[tokio::test(start_paused = true)]
+async fn a_client_s_bad_or_cut_short_body_is_its_fault_and_never_opens_a_breaker() {
+    let h = start(&format!("{ROUTES}{UPLOADS}")).await;
+    // Six chunked bodies whose chunk size does not parse: 400 each, the client's fault.
+    for _ in 0..6 {
+        let read = raw_exchange(
+            h.proxy,
+            b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
+        )
+        .await
+        .expect("answered");
+        assert!(read.starts_with("HTTP/1.1 400"), "{read}");
+        assert!(read.ends_with("malformed request body\n"), "{read}");
+    }
+    // Six uploads cut short: 10 of 1,000 bytes, then the client leaves.
+    for _ in 0..6 {
+        send_and_leave(
+            h.proxy,
+            b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789",
+        )
+        .await;
+    }
+    // A chunk size of 2^64 - 1 (which nginx refuses as too large): streamed, never buffered,
+    // then cut short, as any body that ends early; the client's fault too.
+    send_and_leave(
+        h.proxy,
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nhello",
+    )
+    .await;
+    // The breaker (5 errors) is still closed, and no error was counted anywhere.
+    let stats = h.stats("upload");
+    assert_eq!((stats.total_error, stats.total_success), (0, 0));
+    assert_eq!(stats.concurrency, 0, "every place was given back");
+    assert_eq!(
+        h.spillway.breaker_state("upload-errors"),
+        Some(spillway::breaker::BreakerState::Closed)
+    );
+    let metrics = h.metrics();
+    for series in [
+        r#"spillway_requests_total{resource="upload",outcome="client_error",reason="bad_body"} 6"#,
+        r#"spillway_requests_total{resource="upload",outcome="client_error",reason="client_gone"} 7"#,
+        r#"spillway_requests_total{resource="upload",outcome="error",reason=""} 0"#,
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
+    }
+    // A good upload goes through.
+    let read = raw_exchange(
+        h.proxy,
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+    )
+    .await
+    .expect("answered");
+    assert!(
+        read.starts_with("HTTP/1.1 200") && read.ends_with("got 5"),
+        "{read}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_past_the_cap_gets_413_announced_or_not() {
+    let h = start_with("max_body_size = 100", &format!("{ROUTES}{UPLOADS}")).await;
+    // Announced larger: refused before it takes any place.
+    let read = raw_exchange(
+        h.proxy,
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 101\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .expect("answered");
+    assert!(read.starts_with("HTTP/1.1 413"), "{read}");
+    assert_eq!(h.stats("upload").total_pass, 0);
+    // Chunked, running past it: cut there.
+    let mut chunked =
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            .to_vec();
+    for _ in 0..3 {
+        chunked.extend_from_slice(b"3c\r\n");
+        chunked.extend_from_slice(&[b'a'; 60]);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let read = raw_exchange(h.proxy, &chunked).await.expect("answered");
+    assert!(read.starts_with("HTTP/1.1 413"), "{read}");
+    assert_eq!(h.stats("upload").total_error, 0);
+    // At the cap, it passes.
+    let mut body =
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\nConnection: close\r\n\r\n"
+            .to_vec();
+    body.extend_from_slice(&[b'b'; 100]);
+    let read = raw_exchange(h.proxy, &body).await.expect("answered");
+    assert!(read.ends_with("got 100"), "{read}");
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_head_past_max_header_size_gets_431_and_one_within_it_passes() {
+    let h = start_with("max_header_size = 16384", ROUTES).await;
+    let head = |size: usize| {
+        let mut head = b"GET /orders HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: ".to_vec();
+        head.extend(std::iter::repeat_n(b'a', size));
+        head.extend_from_slice(b"\r\n\r\n");
+        head
+    };
+    let read = raw_exchange(h.proxy, &head(12_000))
+        .await
+        .expect("answered");
+    assert!(read.starts_with("HTTP/1.1 200"), "{read}");
+    let read = raw_exchange(h.proxy, &head(20_000))
+        .await
+        .expect("answered");
+    assert!(read.starts_with("HTTP/1.1 431"), "{read}");
+    // With no end of line at all: refused as soon as the cap is passed, not at the timeout.
+    let start = tokio::time::Instant::now();
+    let mut unfinished = b"GET /orders HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+    unfinished.extend(std::iter::repeat_n(b'a', 300_000));
+    let read = send_and_leave(h.proxy, &unfinished).await;
+    assert!(read.starts_with("HTTP/1.1 431"), "{read}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upstream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An upstream that sends a body without end, and says when its connection is closed.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let (closed_tx, closed) = oneshot::channel();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut head = [0u8; 1024];
+        let _ = stream.read(&mut head).await.unwrap();
+        stream
+            .write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .await
+            .unwrap();
+        let mut chunk = b"4000\r\n".to_vec();
+        chunk.extend_from_slice(&[b'x'; 0x4000]);
+        chunk.extend_from_slice(b"\r\n");
+        while stream.write_all(&chunk).await.is_ok() {}
+        let _ = closed_tx.send(());
+    });
+    let text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\nsend_timeout = \"2s\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n[default]\nupstream = \"app\"\n"
+    );
+    let config = parse(&text, "test.toml").unwrap();
+    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
+    let server = Server::bind(&config, spillway).await.unwrap();
+    let proxy = server.local_addr().unwrap();
+    let serving = tokio::spawn(server.run(std::future::pending()));
+    // The client asks, then reads nothing.
+    let mut client = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    client
+        .write_all(b"GET /download HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    tokio::time::timeout(std::time::Duration::from_secs(3600), closed)
+        .await
+        .expect("the upstream connection was closed")
+        .unwrap();
+    let waited = start.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(2) && waited < std::time::Duration::from_secs(10),
+        "{waited:?}"
+    );
+    // And the client's connection is closed: what was sent, then the end (or a reset), at
+    // once, not at the paused clock's hour.
+    let start = tokio::time::Instant::now();
+    let mut sink = Vec::new();
+    let _ended = tokio::time::timeout(
+        std::time::Duration::from_secs(3600),
+        client.read_to_end(&mut sink),
+    )
+    .await
+    .expect("closed");
+    assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    serving.abort();
+}

@@ -158,6 +158,8 @@ mod entry;
 pub mod flow;
 mod intern;
 pub mod keyed;
+#[cfg(feature = "serde")]
+mod no_fields;
 pub mod rate_limiter;
 mod registry;
 mod resource;

@@ -15,6 +15,10 @@ use std::time::Duration;
 pub enum Sampling {
     /// On every sample, with that sample's RTT and in-flight count (Netflix's algorithms used
     /// bare, as its `SimpleLimiter` does by default).
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "crate::no_fields::deserialize")
+    )]
     EverySample,
     /// Once per window, with the window's average RTT, largest in-flight count and any drop
     /// (Netflix's `WindowedLimit`).

@@ -80,6 +80,10 @@ fn default_occupy_timeout() -> Duration {
 pub enum Behavior {
     /// Refuse them at once (Sentinel's `CONTROL_BEHAVIOR_DEFAULT`).
     #[default]
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "crate::no_fields::deserialize")
+    )]
     Reject,
     /// Start at `count / cold_factor` and climb to `count` over `period` (Sentinel's warm-up).
     WarmUp {
@@ -174,6 +178,10 @@ impl fmt::Display for LimitApp {
 pub enum Strategy {
     /// The resource's own.
     #[default]
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "crate::no_fields::deserialize")
+    )]
     Direct,
     /// Another resource's: limit this one when that one is busy.
     Relate {

@@ -19,6 +19,10 @@ pub enum KeyedBehavior {
     /// Refuse at once (Sentinel's `CONTROL_BEHAVIOR_DEFAULT`): a token bucket per key, refilled
     /// once its `duration` has passed.
     #[default]
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "crate::no_fields::deserialize")
+    )]
     Reject,
     /// Pace each key's calls `duration / count` apart, queueing one for less than
     /// `max_queueing_time` (Sentinel's `CONTROL_BEHAVIOR_RATE_LIMITER`).

@@ -16,6 +16,10 @@ pub enum MinRtEstimate {
     /// by default), in microseconds. Reacts at once, when RT drops, but one lucky call (a cache
     /// hit, an error returned early) sets it, so the BBR limit it gives can be far too low.
     #[default]
+    #[cfg_attr(
+        feature = "serde",
+        serde(deserialize_with = "crate::no_fields::deserialize")
+    )]
     Exact,
     /// The smallest *bucket average* over the last `window` of the minute window (one-second
     /// buckets): the calmest second's mean RT. One fast call cannot drag it down, and it
