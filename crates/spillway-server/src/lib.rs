@@ -19,6 +19,7 @@ mod conn;
 pub mod demo;
 pub mod descriptors;
 pub mod feed;
+mod freed_memory;
 pub mod history;
 mod idle;
 mod keyed;

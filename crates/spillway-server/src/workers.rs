@@ -142,6 +142,8 @@ fn work(
         let listener = original.share(tokio::net::TcpListener::from_std(socket.into())?);
         drop(original);
         let arrivals = Arrivals::new(listener, index, balancer, inbox);
+        // What this worker's connections freed goes back to the system while it idles.
+        let giving_back = tokio::spawn(crate::freed_memory::give_back_periodically());
         let mut stopping = phase.clone();
         let serving = crate::server::serve(arrivals.into(), proxy, limits, async move {
             let _ = phase.wait_for(|phase| *phase != Phase::Serving).await;
@@ -150,6 +152,7 @@ fn work(
             () = serving => {}
             _ = stopping.wait_for(|phase| *phase == Phase::Stopping) => {}
         }
+        giving_back.abort();
         Ok(())
     })
     // Dropping the runtime ends the tasks left: connections cut by a stop.

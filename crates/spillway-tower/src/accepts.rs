@@ -95,7 +95,26 @@ struct Gate {
     refused: AtomicU64,
     /// Accepts now paused at the cap.
     paused: AtomicUsize,
+    /// Places taken by accepts still waiting for a connection (not open connections).
+    accepting: AtomicUsize,
     freed: Notify,
+}
+
+/// Counts a place as held by a waiting accept while it lives (also when the accept is
+/// cancelled), so that the state's `open` counts connections only.
+struct Accepting<'a>(&'a Gate);
+
+impl<'a> Accepting<'a> {
+    fn new(gate: &'a Gate) -> Self {
+        gate.accepting.fetch_add(1, Ordering::AcqRel);
+        Self(gate)
+    }
+}
+
+impl Drop for Accepting<'_> {
+    fn drop(&mut self) {
+        self.0.accepting.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// One open place; given back (waking a paused accept) when dropped.
@@ -151,9 +170,11 @@ impl Gate {
     }
 
     fn state(&self) -> AcceptsState {
+        // A place taken for an accept that still waits is no open connection.
+        let accepting = self.accepting.load(Ordering::Acquire);
         AcceptsState {
             max: self.max,
-            open: self.open.load(Ordering::Acquire),
+            open: self.open.load(Ordering::Acquire).saturating_sub(accepting),
             refused: self.refused.load(Ordering::Acquire),
             paused: self.paused.load(Ordering::Acquire) > 0,
         }
@@ -175,6 +196,7 @@ impl LimitedListener {
                 open: AtomicUsize::new(0),
                 refused: AtomicU64::new(0),
                 paused: AtomicUsize::new(0),
+                accepting: AtomicUsize::new(0),
                 freed: Notify::new(),
             }),
             at_capacity: AtCapacity::Pause,
@@ -215,7 +237,9 @@ impl LimitedListener {
             AtCapacity::Pause => {
                 let place = self.gate.take().await;
                 // Dropped on error or cancellation, the place goes back.
+                let accepting = Accepting::new(&self.gate);
                 let (stream, peer) = self.listener.accept().await?;
+                drop(accepting);
                 Ok((LimitedStream::new(stream, place), peer))
             }
             AtCapacity::Close => loop {

@@ -171,3 +171,25 @@ async fn a_cancelled_paused_accept_holds_no_place() {
     stream.write_all(b"hi").await.unwrap();
     assert_eq!(greeting(&mut client).await, b"hi");
 }
+
+#[tokio::test]
+async fn an_accept_waiting_for_a_connection_is_no_open_connection() {
+    // One thread: the spawned accept runs, takes its place and waits, before the test goes on.
+    let listener = Arc::new(listener(2, AtCapacity::Pause).await);
+    let (addr, limit) = (listener.local_addr().unwrap(), listener.limit());
+    let waiting = {
+        let listener = listener.clone();
+        tokio::spawn(async move { listener.accept().await.map(|(stream, _)| stream) })
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(
+        limit.state().open,
+        0,
+        "an accept that waits (as each worker's does at rest) holds no open connection"
+    );
+    let _client = TcpStream::connect(addr).await.unwrap();
+    let stream = waiting.await.unwrap().unwrap();
+    assert_eq!(limit.state().open, 1);
+    drop(stream);
+    assert_eq!(limit.state().open, 0);
+}

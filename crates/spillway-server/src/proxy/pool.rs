@@ -35,6 +35,11 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
+/// The most bytes an upstream HTTP/1.1 connection buffers each way (hyper's default is about
+/// 400 KiB): a response head must fit in it, and a client that stops reading holds at most
+/// this much of its response here (with as much again queued to it), until the send timeout.
+const UPSTREAM_BUFFER: usize = 64 * 1024;
+
 /// How long an idle HTTP/1.1 connection is kept (hyper-util's client default).
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -210,7 +215,10 @@ impl Pool {
             }
             return Ok(Sender::Http2(sender));
         }
-        let (mut sender, connection) = http1::handshake(io).await?;
+        let (mut sender, connection) = http1::Builder::new()
+            .max_buf_size(UPSTREAM_BUFFER)
+            .handshake(io)
+            .await?;
         tokio::spawn(async move {
             let _seat = seat;
             if let Err(err) = connection.with_upgrades().await {
