@@ -12,7 +12,8 @@
 mod child;
 
 use child::{free_port, serve, wait_for_line, DEADLINE};
-use std::time::{Duration, Instant};
+use spillway::{Clock, SystemClock};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -29,11 +30,26 @@ fn status_mib(pid: u32, field: &str) -> f64 {
     kib / 1024.0
 }
 
+/// A deadline of [`DEADLINE`] from now, on the system clock.
+struct Deadline(SystemClock, u64);
+
+impl Deadline {
+    fn start() -> Self {
+        let clock = SystemClock::new();
+        let now = clock.now_nanos();
+        Self(clock, now)
+    }
+
+    fn passed(&self) -> bool {
+        self.0.now_nanos().saturating_sub(self.1) > DEADLINE.as_nanos() as u64
+    }
+}
+
 /// Waits (polling every 20 ms, within the deadline) until `ready` holds.
 async fn until(what: &str, mut ready: impl FnMut() -> bool) {
-    let start = Instant::now();
+    let deadline = Deadline::start();
     while !ready() {
-        assert!(start.elapsed() < DEADLINE, "no {what} within {DEADLINE:?}");
+        assert!(!deadline.passed(), "no {what} within {DEADLINE:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -107,9 +123,9 @@ async fn unfinished_heads_and_stalled_readers_cost_bounded_memory_given_back_on_
         held.push(stream);
     }
     let mut open = 0;
-    let start = Instant::now();
+    let deadline = Deadline::start();
     while open < idle + 1_000 {
-        assert!(start.elapsed() < DEADLINE, "{open} open");
+        assert!(!deadline.passed(), "{open} open");
         open = open_connections(admin).await;
     }
     // 1,000 more of 300 KB, past the cap: each answered 431 and closed at once.
@@ -127,13 +143,13 @@ async fn unfinished_heads_and_stalled_readers_cost_bounded_memory_given_back_on_
     }
     let held_rss = status_mib(pid, "VmRSS:");
     drop(held);
-    let start = Instant::now();
+    let deadline = Deadline::start();
     loop {
         let open = open_connections(admin).await;
         if open == idle {
             break;
         }
-        assert!(start.elapsed() < DEADLINE, "{open} connections still open");
+        assert!(!deadline.passed(), "{open} connections still open");
     }
     let heads_peak = status_mib(pid, "VmHWM:");
     println!("heads: base {base:.0} MiB, 1,000 held {held_rss:.0} MiB, peak {heads_peak:.0} MiB");
@@ -168,9 +184,9 @@ async fn unfinished_heads_and_stalled_readers_cost_bounded_memory_given_back_on_
             .await
             .unwrap_or_else(|_| panic!("only {n} of 200 upstream connections closed"));
     }
-    let start = Instant::now();
+    let deadline = Deadline::start();
     while open_connections(admin).await > idle {
-        assert!(start.elapsed() < DEADLINE, "client connections still open");
+        assert!(!deadline.passed(), "client connections still open");
     }
     let readers_peak = status_mib(pid, "VmHWM:");
     println!("stalled readers: from {base:.0} MiB, peak {readers_peak:.0} MiB");
