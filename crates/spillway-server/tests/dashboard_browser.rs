@@ -254,6 +254,8 @@ async fn admin_call(
         .method(method)
         .uri(format!("http://{admin}{path}"))
         .header("authorization", format!("Bearer {TOKEN}"))
+        // As a script writes: a JSON body declared (a write without one gets 415).
+        .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.to_owned())))
         .unwrap();
     let response = client.request(request).await.unwrap();
