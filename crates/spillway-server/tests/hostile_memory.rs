@@ -68,6 +68,18 @@ async fn open_connections(admin: u16) -> u64 {
     status["connections"]["proxy"]["open"].as_u64().unwrap()
 }
 
+/// Waits (within the deadline) until the proxy holds `open` connections.
+async fn until_open(admin: u16, open: u64) {
+    let deadline = Deadline::start();
+    loop {
+        let now = open_connections(admin).await;
+        if now == open {
+            return;
+        }
+        assert!(!deadline.passed(), "{now} connections open, not {open}");
+    }
+}
+
 /// An upstream whose every response is a chunked body without end, counting the connections
 /// it saw closed.
 async fn endless_upstream(closed: tokio::sync::mpsc::UnboundedSender<()>) -> u16 {
@@ -122,12 +134,7 @@ async fn unfinished_heads_and_stalled_readers_cost_bounded_memory_given_back_on_
         stream.write_all(&head).await.unwrap();
         held.push(stream);
     }
-    let mut open = 0;
-    let deadline = Deadline::start();
-    while open < idle + 1_000 {
-        assert!(!deadline.passed(), "{open} open");
-        open = open_connections(admin).await;
-    }
+    until_open(admin, idle + 1_000).await;
     // 1,000 more of 300 KB, past the cap: each answered 431 and closed at once.
     for _ in 0..1_000 {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
@@ -143,14 +150,7 @@ async fn unfinished_heads_and_stalled_readers_cost_bounded_memory_given_back_on_
     }
     let held_rss = status_mib(pid, "VmRSS:");
     drop(held);
-    let deadline = Deadline::start();
-    loop {
-        let open = open_connections(admin).await;
-        if open == idle {
-            break;
-        }
-        assert!(!deadline.passed(), "{open} connections still open");
-    }
+    until_open(admin, idle).await;
     let heads_peak = status_mib(pid, "VmHWM:");
     println!("heads: base {base:.0} MiB, 1,000 held {held_rss:.0} MiB, peak {heads_peak:.0} MiB");
     // About 90 KiB a connection (its 64 KiB read buffer, its task and socket), at most 120,
@@ -184,10 +184,7 @@ async fn unfinished_heads_and_stalled_readers_cost_bounded_memory_given_back_on_
             .await
             .unwrap_or_else(|_| panic!("only {n} of 200 upstream connections closed"));
     }
-    let deadline = Deadline::start();
-    while open_connections(admin).await > idle {
-        assert!(!deadline.passed(), "client connections still open");
-    }
+    until_open(admin, idle).await;
     let readers_peak = status_mib(pid, "VmHWM:");
     println!("stalled readers: from {base:.0} MiB, peak {readers_peak:.0} MiB");
     // Each holds at most its 64 KiB write queue, its upstream connection's 64 KiB buffer and

@@ -276,30 +276,36 @@ impl EntryState {
     }
 
     /// [`complete`](Self::complete) on every node of the entry, through the window's slow steps.
+    /// An abandoned entry (see [`Entry::mark_abandoned`]) only gives back what it holds: one
+    /// fewer in flight on every node and every place, and nothing counted or learned (its end
+    /// says nothing about what the entry protects); a half-open breaker's probe place goes
+    /// back, so that another call probes instead.
     #[cold]
     #[inline(never)]
     fn complete_long(&self, resource: &ResourceInner) {
-        if self.abandoned() {
-            self.abandon(resource);
-            return;
-        }
         let now = resource.clock.now_nanos();
         let slot = thread_slot();
         let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
         let count = u64::from(self.count);
-        let error = self.error();
+        let (error, abandoned) = (self.error(), self.abandoned());
         for_each_node!(
             resource,
             self.origin,
             self.entrance,
             self.inbound(),
             |node| {
-                node.record_exit(slot, now, rt_micros, count, error);
+                if abandoned {
+                    node.decrease_concurrency();
+                } else {
+                    node.record_exit(slot, now, rt_micros, count, error);
+                }
             }
         );
         if self.limited & LIMITED_ADAPTIVE_ANY != 0 {
             // The call ran: its RT is a sample for the adaptive limits, or a drop.
-            let outcome = if self.dropped() {
+            let outcome = if abandoned {
+                Outcome::Ignore
+            } else if self.dropped() {
                 Outcome::Dropped
             } else {
                 Outcome::Success
@@ -324,47 +330,10 @@ impl EntryState {
         }
         // Relaxed, as the rule flags on entry.
         if resource.has_breakers() {
-            feed_breakers(resource, self.started_nanos, now, rt_micros, error);
-        }
-    }
-}
-
-impl EntryState {
-    /// The end of an abandoned call: one fewer in flight on every node and every place given
-    /// back, but no completion, RT or error counted, and nothing for the breakers or the
-    /// adaptive limits to learn from (its end says nothing about what the entry protects).
-    fn abandon(&self, resource: &ResourceInner) {
-        for_each_node!(
-            resource,
-            self.origin,
-            self.entrance,
-            self.inbound(),
-            |node| node.decrease_concurrency()
-        );
-        if self.limited & LIMITED_ADAPTIVE_ANY != 0 {
-            end_adaptive(resource, self.limited, self.started_nanos, Outcome::Ignore);
-        }
-        let others = self.limited & !LIMITED_ADAPTIVE_ANY;
-        release_limited(resource, self.origin, self.entrance, others);
-        if self.cluster != 0 {
-            if let Some(cluster) = resource.cluster.load().as_ref() {
-                cluster.give_back(Taken {
-                    rules: self.cluster,
-                    count: self.count,
-                    until_exit: self.cluster,
-                });
-            }
-        }
-        if self.keyed != 0 {
-            if let Some(keyed) = resource.keyed.load().as_ref() {
-                keyed.exit(self.keyed, self.key);
-            }
-        }
-        // A half-open breaker's probe that reached no verdict: its place goes back, so that
-        // another call probes instead.
-        if resource.has_breakers() {
-            if let Some(breakers) = resource.breakers.load().as_ref() {
-                breakers.release(self.started_nanos);
+            if abandoned {
+                release_probe(resource, self.started_nanos);
+            } else {
+                feed_breakers(resource, self.started_nanos, now, rt_micros, error);
             }
         }
     }
@@ -386,6 +355,14 @@ pub(crate) fn short_lines(
     }
     let global = resource.core.inbound.short_line(slot, now)?;
     Some((line, Some(global)))
+}
+
+/// A call admitted at `started` reached no verdict: a half-open breaker's probe place goes back.
+#[inline(never)]
+fn release_probe(resource: &ResourceInner, started: u64) {
+    if let Some(breakers) = resource.breakers.load().as_ref() {
+        breakers.release(started);
+    }
 }
 
 /// Every breaker of the resource counts a completion (kept out of the rule-free exit path).
