@@ -21,8 +21,6 @@ use std::sync::Arc;
 mod gate;
 mod router;
 
-pub(crate) use gate::Gate;
-
 /// The dashboard: one page that polls `/api/resources` and `/api/status` every second.
 const DASHBOARD: &str = include_str!("dashboard.html");
 
@@ -254,7 +252,8 @@ impl Admin {
             .local_addr()
             .map_or(true, |addr| addr.ip().is_loopback());
         let counts = this.proxy.admin_listener_counts().clone();
-        counts.set_admin_gate(Arc::clone(&this.gate));
+        this.gate.count_in(counts.clone());
+        counts.set_accepts(this.gate.clone());
         let limits = crate::conn::Limits {
             header_timeout: this.limits.header_timeout,
             max_header_size: crate::config::DEFAULT_MAX_HEADER_SIZE,

@@ -31,20 +31,34 @@ struct Counts {
     /// The workers' open connections, once the proxy serves on workers.
     worker_loads: std::sync::OnceLock<Arc<crate::workers::Loads>>,
     /// The listener's open connections and cap, once it is bound.
-    accepts: std::sync::OnceLock<Seats>,
+    accepts: std::sync::OnceLock<Arc<dyn Occupied>>,
+    /// The admin API's: connections closed to make room before they showed the token,
+    /// newcomers answered 503 because every place held the token, streams refused at their cap.
+    evictions: AtomicU64,
+    full_refusals: AtomicU64,
+    stream_refusals: AtomicU64,
 }
 
-/// Where a listener's open connections and cap are counted.
-#[derive(Debug)]
-enum Seats {
-    /// The proxy's capped listener.
-    Listener(spillway_tower::AcceptLimit),
-    /// The admin API's gate.
-    Admin(Arc<crate::admin::Gate>),
+/// What counts a listener's open connections.
+pub(crate) trait Occupied: Send + Sync + std::fmt::Debug {
+    /// Its connections now.
+    fn occupancy(&self) -> Occupancy;
+}
+
+impl Occupied for spillway_tower::AcceptLimit {
+    fn occupancy(&self) -> Occupancy {
+        let state = self.state();
+        Occupancy {
+            open: state.open,
+            max: state.max,
+            paused: state.paused,
+            ..Occupancy::default()
+        }
+    }
 }
 
 /// A listener's open connections and its cap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Occupancy {
     /// Open now.
     pub(crate) open: usize,
@@ -52,6 +66,10 @@ pub(crate) struct Occupancy {
     pub(crate) max: usize,
     /// Whether an accept waits at the cap now.
     pub(crate) paused: bool,
+    /// Of the open ones, those that have not shown the admin token yet (the admin API's).
+    pub(crate) pending: usize,
+    /// Live streams open (the admin API's).
+    pub(crate) streams: usize,
 }
 
 impl ListenerCounts {
@@ -82,43 +100,37 @@ impl ListenerCounts {
 
     /// Reports the open connections and the cap of `limit` from now on (the first listener
     /// bound with these counts).
-    pub(crate) fn set_accepts(&self, limit: spillway_tower::AcceptLimit) {
-        let _ = self.inner.accepts.set(Seats::Listener(limit));
-    }
-
-    /// Reports the admin API's places from now on (the first API served with these counts).
-    pub(crate) fn set_admin_gate(&self, gate: Arc<crate::admin::Gate>) {
-        let _ = self.inner.accepts.set(Seats::Admin(gate));
-    }
-
-    /// The admin API's places, if these are its counts and it serves.
-    pub(crate) fn admin_gate(&self) -> Option<&Arc<crate::admin::Gate>> {
-        match self.inner.accepts.get()? {
-            Seats::Admin(gate) => Some(gate),
-            Seats::Listener(_) => None,
-        }
+    pub(crate) fn set_accepts(&self, counter: Arc<dyn Occupied>) {
+        let _ = self.inner.accepts.set(counter);
     }
 
     /// The listener's open connections and cap (0: none), once it is bound.
     pub(crate) fn accepts(&self) -> Option<Occupancy> {
-        Some(match self.inner.accepts.get()? {
-            Seats::Listener(limit) => {
-                let state = limit.state();
-                Occupancy {
-                    open: state.open,
-                    max: state.max,
-                    paused: state.paused,
-                }
-            }
-            Seats::Admin(gate) => {
-                let (open, max) = gate.occupancy();
-                Occupancy {
-                    open,
-                    max,
-                    paused: false,
-                }
-            }
-        })
+        self.inner.accepts.get().map(|counter| counter.occupancy())
+    }
+
+    /// Counts an admin connection closed to make room for a newcomer.
+    pub(crate) fn count_eviction(&self) {
+        self.inner.evictions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an admin newcomer answered 503 because every place held the token.
+    pub(crate) fn count_full_refusal(&self) {
+        self.inner.full_refusals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a live stream refused at its cap.
+    pub(crate) fn count_stream_refusal(&self) {
+        self.inner.stream_refusals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The admin API's refusals: (evictions, full, streams).
+    pub(crate) fn admin_refusals(&self) -> (u64, u64, u64) {
+        (
+            self.inner.evictions.load(Ordering::Relaxed),
+            self.inner.full_refusals.load(Ordering::Relaxed),
+            self.inner.stream_refusals.load(Ordering::Relaxed),
+        )
     }
 
     /// Requests refused because the process's cap on upstream connections was reached.
@@ -187,19 +199,13 @@ pub(crate) struct Limits {
     pub(crate) send_timeout: Duration,
 }
 
-impl Limits {
-    /// The proxy listener's.
-    pub(crate) fn of(listener: &crate::config::ListenerConfig) -> Self {
-        Self {
-            header_timeout: listener.header_timeout,
-            max_header_size: listener.max_header_size,
-            send_timeout: listener.send_timeout,
-        }
-    }
+/// The smallest buffer hyper's HTTP/1.1 connections take (it refuses less).
+const HYPER_MIN_BUFFER: usize = 8 * 1024;
 
+impl Limits {
     /// hyper's read buffer, which a head must fit in: at least hyper's smallest (8 KiB).
     fn read_buffer(self) -> usize {
-        self.max_header_size.max(crate::config::MIN_MAX_HEADER_SIZE)
+        self.max_header_size.max(HYPER_MIN_BUFFER)
     }
 }
 

@@ -323,28 +323,28 @@ impl Collector for Listeners {
         for (name, help, kind, value) in upstream {
             single(&mut encoder, name, help, kind, value)?;
         }
-        if let Some(gate) = self.admin.admin_gate() {
+        if let Some(admin) = self.admin.accepts() {
             use prometheus_client::metrics::MetricType::{Counter, Gauge};
-            let (full, streams) = gate.refused();
+            let (evictions, full, streams) = self.admin.admin_refusals();
             let admin = [
                 (
                     "spillway_admin_pending_connections",
                     "Admin connections open that have not shown the token yet",
                     Gauge,
-                    gate.pending() as f64,
+                    admin.pending as f64,
                 ),
                 (
                     "spillway_admin_streams",
                     "Live streams (/api/stream) open",
                     Gauge,
-                    gate.streams() as f64,
+                    admin.streams as f64,
                 ),
                 (
                     "spillway_admin_evictions",
                     "Admin connections closed to make room for a newcomer before they showed \
                      the token",
                     Counter,
-                    gate.evicted() as f64,
+                    evictions as f64,
                 ),
                 (
                     "spillway_admin_full_refusals",

@@ -98,11 +98,17 @@ impl Server {
         let cap = max_connections(config.listener.max_connections)?;
         let listener = tokio::net::TcpListener::bind(config.listener.listen).await?;
         let listener = LimitedListener::new(listener, cap).at_capacity(config.listener.at_capacity);
-        proxy.listener_counts().set_accepts(listener.limit());
+        proxy
+            .listener_counts()
+            .set_accepts(Arc::new(listener.limit()));
         Ok(Self {
             listener,
             proxy,
-            limits: conn::Limits::of(&config.listener),
+            limits: conn::Limits {
+                header_timeout: config.listener.header_timeout,
+                max_header_size: config.listener.max_header_size,
+                send_timeout: config.listener.send_timeout,
+            },
         })
     }
 

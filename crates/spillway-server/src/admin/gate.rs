@@ -5,7 +5,7 @@
 //! newcomer refused (503, at once).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
@@ -24,12 +24,8 @@ pub(crate) struct Gate {
     caps: Caps,
     places: Mutex<Places>,
     streams: AtomicUsize,
-    /// Connections closed to make room before they showed the token.
-    evicted: AtomicU64,
-    /// Newcomers answered 503 because every place was held by a trusted connection.
-    refused_full: AtomicU64,
-    /// Streams answered 503 past the cap.
-    refused_streams: AtomicU64,
+    /// Where evictions and refusals are counted (the admin listener's counts, once it serves).
+    counts: std::sync::OnceLock<crate::conn::ListenerCounts>,
 }
 
 #[derive(Debug, Default)]
@@ -72,10 +68,19 @@ impl Gate {
             caps,
             places: Mutex::new(Places::default()),
             streams: AtomicUsize::new(0),
-            evicted: AtomicU64::new(0),
-            refused_full: AtomicU64::new(0),
-            refused_streams: AtomicU64::new(0),
+            counts: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Counts evictions and refusals in `counts` from now on.
+    pub(crate) fn count_in(&self, counts: crate::conn::ListenerCounts) {
+        let _ = self.counts.set(counts);
+    }
+
+    fn count(&self, what: impl FnOnce(&crate::conn::ListenerCounts)) {
+        if let Some(counts) = self.counts.get() {
+            what(counts);
+        }
     }
 
     fn places(&self) -> std::sync::MutexGuard<'_, Places> {
@@ -95,10 +100,10 @@ impl Gate {
                     places.open -= 1;
                     eviction.done.store(true, Ordering::Release);
                     eviction.notify.notify_one();
-                    self.evicted.fetch_add(1, Ordering::Relaxed);
+                    self.count(crate::conn::ListenerCounts::count_eviction);
                 }
                 None => {
-                    self.refused_full.fetch_add(1, Ordering::Relaxed);
+                    self.count(crate::conn::ListenerCounts::count_full_refusal);
                     return Admitted::Full;
                 }
             }
@@ -125,38 +130,26 @@ impl Gate {
             })
             .is_ok();
         if !taken {
-            self.refused_streams.fetch_add(1, Ordering::Relaxed);
+            self.count(crate::conn::ListenerCounts::count_stream_refusal);
             return None;
         }
         Some(StreamPlace(Arc::clone(self)))
     }
+}
 
-    /// Open connections, and the cap.
-    pub(crate) fn occupancy(&self) -> (usize, usize) {
-        (self.places().open, self.caps.connections)
-    }
-
-    /// Connections open that have not shown the token.
-    pub(crate) fn pending(&self) -> usize {
-        self.places().pending.len()
-    }
-
-    /// Live streams open.
-    pub(crate) fn streams(&self) -> usize {
-        self.streams.load(Ordering::Acquire)
-    }
-
-    /// Connections closed to make room before they showed the token.
-    pub(crate) fn evicted(&self) -> u64 {
-        self.evicted.load(Ordering::Relaxed)
-    }
-
-    /// Refusals: (newcomers when full, streams past the cap).
-    pub(crate) fn refused(&self) -> (u64, u64) {
-        (
-            self.refused_full.load(Ordering::Relaxed),
-            self.refused_streams.load(Ordering::Relaxed),
-        )
+impl crate::conn::Occupied for Gate {
+    fn occupancy(&self) -> crate::conn::Occupancy {
+        let (open, pending) = {
+            let places = self.places();
+            (places.open, places.pending.len())
+        };
+        crate::conn::Occupancy {
+            open,
+            max: self.caps.connections,
+            paused: false,
+            pending,
+            streams: self.streams.load(Ordering::Acquire),
+        }
     }
 }
 
@@ -207,11 +200,33 @@ mod tests {
     use super::*;
 
     fn gate(connections: usize, pending: usize) -> Arc<Gate> {
-        Gate::new(Caps {
+        let gate = Gate::new(Caps {
             connections,
             pending,
             streams: 2,
-        })
+        });
+        gate.count_in(crate::conn::ListenerCounts::default());
+        gate
+    }
+
+    /// (open, cap).
+    fn occupancy(gate: &Gate) -> (usize, usize) {
+        let now = crate::conn::Occupied::occupancy(gate);
+        (now.open, now.max)
+    }
+
+    fn pending(gate: &Gate) -> usize {
+        crate::conn::Occupied::occupancy(gate).pending
+    }
+
+    fn evicted(gate: &Gate) -> u64 {
+        gate.counts.get().unwrap().admin_refusals().0
+    }
+
+    /// (newcomers refused when full, streams refused).
+    fn refused(gate: &Gate) -> (u64, u64) {
+        let (_, full, streams) = gate.counts.get().unwrap().admin_refusals();
+        (full, streams)
     }
 
     fn seat(admitted: Admitted) -> Seat {
@@ -231,17 +246,17 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), first.evicted())
             .await
             .expect("the oldest was told to close");
-        assert_eq!(gate.occupancy(), (2, 4));
-        assert_eq!((gate.pending(), gate.evicted()), (2, 1));
+        assert_eq!(occupancy(&gate), (2, 4));
+        assert_eq!((pending(&gate), evicted(&gate)), (2, 1));
         drop(first); // its place went back when it was evicted
-        assert_eq!(gate.occupancy(), (2, 4));
+        assert_eq!(occupancy(&gate), (2, 4));
         second.trust();
         third.trust();
-        assert_eq!(gate.pending(), 0);
+        assert_eq!(pending(&gate), 0);
         drop(second);
-        assert_eq!(gate.occupancy(), (1, 4));
+        assert_eq!(occupancy(&gate), (1, 4));
         drop(third);
-        assert_eq!(gate.occupancy(), (0, 4));
+        assert_eq!(occupancy(&gate), (0, 4));
     }
 
     #[test]
@@ -255,10 +270,10 @@ mod tests {
             })
             .collect();
         assert!(matches!(gate.admit(), Admitted::Full));
-        assert_eq!(gate.refused(), (1, 0));
-        assert_eq!(gate.evicted(), 0);
+        assert_eq!(refused(&gate), (1, 0));
+        assert_eq!(evicted(&gate), 0);
         drop(trusted);
-        assert_eq!(gate.occupancy(), (0, 3));
+        assert_eq!(occupancy(&gate), (0, 3));
         // At the cap with one pending, a newcomer takes the pending one's place.
         let a = seat(gate.admit());
         a.trust();
@@ -266,7 +281,7 @@ mod tests {
         b.trust();
         let _c = seat(gate.admit());
         let _d = seat(gate.admit());
-        assert_eq!((gate.occupancy(), gate.evicted()), ((3, 3), 1));
+        assert_eq!((occupancy(&gate), evicted(&gate)), ((3, 3), 1));
     }
 
     #[test]
@@ -275,7 +290,7 @@ mod tests {
         let one = gate.stream().unwrap();
         let _two = gate.stream().unwrap();
         assert!(gate.stream().is_none());
-        assert_eq!(gate.refused(), (0, 1));
+        assert_eq!(refused(&gate), (0, 1));
         drop(one);
         assert!(gate.stream().is_some());
     }
