@@ -284,7 +284,8 @@ impl Admin {
                         .layer(axum::Extension(ConnSeat(Arc::clone(&seat))))
                         .layer(axum::Extension(Peer(peer))),
                 );
-                let io = crate::send_timed::SendTimed::new(stream, ADMIN_SEND_TIMEOUT);
+                let io =
+                    crate::send_timed::SendTimed::new(stream, ADMIN_SEND_TIMEOUT, counts.clone());
                 let connection = builder.serve_connection(TokioIo::new(io), service);
                 tokio::select! {
                     result = connection => crate::conn::ended(&counts, peer, result),

@@ -27,6 +27,7 @@ struct Counts {
     accept_errors: AtomicU64,
     header_timeouts: AtomicU64,
     body_timeouts: AtomicU64,
+    send_timeouts: AtomicU64,
     upstream_refusals: AtomicU64,
     /// The workers' open connections, once the proxy serves on workers.
     worker_loads: std::sync::OnceLock<Arc<crate::workers::Loads>>,
@@ -140,6 +141,16 @@ impl ListenerCounts {
 
     pub(crate) fn count_upstream_refusal(&self) {
         self.inner.upstream_refusals.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections closed, and HTTP/2 streams failed, because the client took nothing for the
+    /// send timeout.
+    pub(crate) fn send_timeouts(&self) -> u64 {
+        self.inner.send_timeouts.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_send_timeout(&self) {
+        self.inner.send_timeouts.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_body_timeout(&self) {

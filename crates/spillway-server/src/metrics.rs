@@ -273,6 +273,12 @@ impl Collector for Listeners {
                  listener",
                 ListenerCounts::body_timeouts,
             ),
+            (
+                "spillway_send_timeouts",
+                "Connections closed, and HTTP/2 streams failed, because the client took \
+                 nothing for the send timeout, by listener",
+                ListenerCounts::send_timeouts,
+            ),
         ] {
             let rows = listeners
                 .map(|(listener, counts)| (vec![("listener", listener.to_owned())], read(counts)));

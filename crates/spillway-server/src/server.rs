@@ -277,12 +277,12 @@ impl Connection {
         let send_timeout = self.limits.send_timeout;
         match opened {
             Ok(Ok(Io::Plain(stream))) => {
-                self.http(TokioIo::new(SendTimed::new(stream, send_timeout)))
-                    .await;
+                let io = SendTimed::new(stream, send_timeout, counts.clone());
+                self.http(TokioIo::new(io)).await;
             }
             Ok(Ok(Io::Tls(stream))) => {
-                self.http(TokioIo::new(SendTimed::new(stream, send_timeout)))
-                    .await;
+                let io = SendTimed::new(*stream, send_timeout, counts.clone());
+                self.http(TokioIo::new(io)).await;
             }
             Ok(Err(err)) => {
                 tracing::debug!(%peer, error = %err, "connection failed before its first request");
@@ -306,11 +306,23 @@ impl Connection {
         let activity = crate::idle::Activity::default();
         let requests = activity.clone();
         let client = Arc::new(crate::proxy::Peer::new(peer));
-        let service = service_fn(move |request| {
+        let send_timeout = self.limits.send_timeout;
+        let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
             let (proxy, busy, client) = (proxy.clone(), requests.busy(), Arc::clone(&client));
+            // An HTTP/2 stream the client grants no window never fills the socket: its
+            // response is sent within the send timeout by a task of its own.
+            let h2 = request.version() == http::Version::HTTP_2;
             async move {
                 let response = proxy.handle(request, &client).await;
-                Ok::<_, Infallible>(response.map(|body| body.busy_until_sent(busy)))
+                let counts = proxy.listener_counts().clone();
+                Ok::<_, Infallible>(response.map(|body| {
+                    let body = body.busy_until_sent(busy);
+                    if h2 {
+                        body.watched(send_timeout, move || counts.count_send_timeout())
+                    } else {
+                        body
+                    }
+                }))
             }
         });
         let connection = self

@@ -882,10 +882,14 @@ async fn a_head_past_max_header_size_gets_431_and_one_within_it_passes() {
     h.shutdown().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upstream() {
+/// An upstream that answers its first connection's request with a body without end, and
+/// says when that connection is closed; and a proxy in front of it with a send timeout of 2 s.
+async fn endless_behind_proxy() -> (
+    SocketAddr,
+    oneshot::Receiver<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    // An upstream that sends a body without end, and says when its connection is closed.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let upstream = listener.local_addr().unwrap();
     let (closed_tx, closed) = oneshot::channel();
@@ -911,18 +915,30 @@ async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upst
     let server = Server::bind(&config, spillway).await.unwrap();
     let proxy = server.local_addr().unwrap();
     let serving = tokio::spawn(server.run(std::future::pending()));
+    (proxy, closed, serving)
+}
+
+/// Waits for the upstream connection to close, and says how long that took.
+async fn upstream_closed(closed: oneshot::Receiver<()>) -> std::time::Duration {
+    let start = tokio::time::Instant::now();
+    tokio::time::timeout(std::time::Duration::from_secs(3600), closed)
+        .await
+        .expect("the upstream connection was closed")
+        .unwrap();
+    start.elapsed()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upstream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (proxy, closed, serving) = endless_behind_proxy().await;
     // The client asks, then reads nothing.
     let mut client = tokio::net::TcpStream::connect(proxy).await.unwrap();
     client
         .write_all(b"GET /download HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
-    let start = tokio::time::Instant::now();
-    tokio::time::timeout(std::time::Duration::from_secs(3600), closed)
-        .await
-        .expect("the upstream connection was closed")
-        .unwrap();
-    let waited = start.elapsed();
+    let waited = upstream_closed(closed).await;
     assert!(
         waited >= std::time::Duration::from_secs(2) && waited < std::time::Duration::from_secs(10),
         "{waited:?}"
@@ -938,5 +954,41 @@ async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upst
     .await
     .expect("closed");
     assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    serving.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_http2_stream_given_no_window_frees_its_upstream_at_the_send_timeout() {
+    let (proxy, closed, serving) = endless_behind_proxy().await;
+    // HTTP/2 with prior knowledge; the response's body is never read, so the client grants
+    // no window past the first 64 KiB: the socket never fills, no write ever waits.
+    let stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let request = Request::get(format!("http://{proxy}/download"))
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let waited = upstream_closed(closed).await;
+    assert!(
+        waited >= std::time::Duration::from_secs(2) && waited < std::time::Duration::from_secs(10),
+        "{waited:?}"
+    );
+    // The stream fails when the client next reads it.
+    let mut body = response.into_body();
+    let mut failed = false;
+    while let Some(frame) = body.frame().await {
+        if frame.is_err() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the stream was failed, not ended as if complete");
     serving.abort();
 }

@@ -79,7 +79,31 @@ enum Kind {
         first: Option<Result<Frame<Bytes>, hyper::Error>>,
     },
     Full(Option<Bytes>),
+    /// An upstream body sent on by a task of its own ([`ProxyBody::watched`]).
+    Pumped {
+        frames: tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, BoxError>>,
+        /// Set by the task when it gave up on a client that took nothing.
+        stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        hint: SizeHint,
+        done: bool,
+    },
 }
+
+/// The errors of a [`ProxyBody`]: the upstream's, or a client that took nothing for the send
+/// timeout.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An HTTP/2 client took none of a response for the send timeout.
+#[derive(Debug)]
+struct StreamStalled;
+
+impl std::fmt::Display for StreamStalled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client took none of the response for the send timeout")
+    }
+}
+
+impl std::error::Error for StreamStalled {}
 
 impl ProxyBody {
     /// The upstream's `body`, holding `entry` and `permits` until it ends; for a gRPC
@@ -142,6 +166,40 @@ impl ProxyBody {
         self
     }
 
+    /// An upstream body sent on an HTTP/2 stream within `send_timeout`: a task reads it and
+    /// hands it on one frame at a time, and when the client takes none for `send_timeout`
+    /// (it grants the stream no flow-control window, so that the connection's socket never
+    /// fills and no write ever waits), it drops the upstream body with everything it holds (the
+    /// upstream connection, the entry, the permits, the request's place on the connection) and
+    /// fails the stream. Only the time spent waiting for the client counts. `on_stall` is
+    /// called then. Any other body is returned as it is.
+    pub(crate) fn watched(
+        self,
+        send_timeout: Duration,
+        on_stall: impl FnOnce() + Send + 'static,
+    ) -> Self {
+        if !matches!(self.kind, Kind::Upstream { .. }) {
+            return self;
+        }
+        let hint = self.size_hint();
+        let (tx, frames) = tokio::sync::mpsc::channel(1);
+        let stalled = std::sync::Arc::default();
+        let pumped = Pumped {
+            tx,
+            stalled: std::sync::Arc::clone(&stalled),
+        };
+        tokio::spawn(pump(self, pumped, send_timeout, on_stall));
+        Self {
+            kind: Kind::Pumped {
+                frames,
+                stalled,
+                hint,
+                done: false,
+            },
+            busy: None,
+        }
+    }
+
     /// A plain-text response of the proxy's own.
     pub(crate) fn text(status: StatusCode, text: impl Into<Bytes>) -> Response<Self> {
         let mut response = Response::new(Self::full(text.into()));
@@ -154,14 +212,44 @@ impl ProxyBody {
     }
 }
 
+/// Where a pumped body goes: its frames, and whether it was given up.
+struct Pumped {
+    tx: tokio::sync::mpsc::Sender<Result<Frame<Bytes>, BoxError>>,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Sends `body` on a frame at a time, giving up (dropping `body` and what it holds) when the
+/// receiver takes nothing for `send_timeout`; the receiver then fails the stream.
+async fn pump(mut body: ProxyBody, to: Pumped, send_timeout: Duration, on_stall: impl FnOnce()) {
+    use http_body_util::BodyExt;
+    loop {
+        // Room first, so that only the wait for the client is timed.
+        let permit = match tokio::time::timeout(send_timeout, to.tx.reserve()).await {
+            Ok(Ok(permit)) => permit,
+            // The stream is gone (reset, or its connection closed).
+            Ok(Err(_closed)) => return,
+            Err(_elapsed) => {
+                on_stall();
+                // Before the sender goes: the receiver fails once it has taken what is queued.
+                to.stalled.store(true, std::sync::atomic::Ordering::Release);
+                return;
+            }
+        };
+        match body.frame().await {
+            Some(frame) => permit.send(frame),
+            None => return,
+        }
+    }
+}
+
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match &mut self.kind {
             Kind::Upstream {
                 body,
@@ -213,9 +301,36 @@ impl Body for ProxyBody {
                     }
                     _ => {}
                 }
-                polled
+                polled.map(|frame| frame.map(|frame| frame.map_err(Into::into)))
             }
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Kind::Pumped {
+                frames,
+                stalled,
+                hint,
+                done,
+            } => {
+                let polled = frames.poll_recv(cx);
+                match &polled {
+                    Poll::Ready(None)
+                        if stalled.swap(false, std::sync::atomic::Ordering::AcqRel) =>
+                    {
+                        return Poll::Ready(Some(Err(Box::new(StreamStalled))));
+                    }
+                    Poll::Ready(None) => *done = true,
+                    Poll::Ready(Some(Ok(frame))) => {
+                        // What is left to come.
+                        let len = frame.data_ref().map_or(0, |data| data.len() as u64);
+                        // The lower bound first: an upper bound below it would panic.
+                        hint.set_lower(hint.lower().saturating_sub(len));
+                        if let Some(upper) = hint.upper() {
+                            hint.set_upper(upper.saturating_sub(len));
+                        }
+                    }
+                    _ => {}
+                }
+                polled
+            }
         }
     }
 
@@ -223,6 +338,7 @@ impl Body for ProxyBody {
         match &self.kind {
             Kind::Upstream { body, first, .. } => first.is_none() && body.is_end_stream(),
             Kind::Full(bytes) => bytes.is_none(),
+            Kind::Pumped { done, .. } => *done,
         }
     }
 
@@ -242,6 +358,7 @@ impl Body for ProxyBody {
                 hint
             }
             Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
+            Kind::Pumped { hint, .. } => hint.clone(),
         }
     }
 }
