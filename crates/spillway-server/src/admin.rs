@@ -270,7 +270,7 @@ impl Admin {
                 () = &mut shutdown => return Ok(()),
             };
             crate::conn::prepare(&stream, peer);
-            let seat = match this.gate.admit() {
+            let seat = match this.gate.admit(peer.ip()) {
                 gate::Admitted::Seat(seat) => Arc::new(seat),
                 gate::Admitted::Full => {
                     refuse_full(stream);

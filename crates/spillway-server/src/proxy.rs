@@ -145,6 +145,19 @@ impl Table {
     }
 }
 
+/// What is wrong with an HTTP/1.1 request's `Host`: none at all, or more than one.
+fn bad_host<B>(request: &Request<B>) -> Option<&'static str> {
+    if request.version() != http::Version::HTTP_11 {
+        return None;
+    }
+    let mut hosts = request.headers().get_all(http::header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (None, _) => Some("an HTTP/1.1 request needs a Host header\n"),
+        (Some(_), Some(_)) => Some("more than one Host header\n"),
+        (Some(_), None) => None,
+    }
+}
+
 /// Puts the request's path in normal form ([`normalize_path`]), keeping its query.
 fn normalize_uri<B>(request: &mut Request<B>) -> Result<(), PathError> {
     let uri = request.uri();
@@ -324,6 +337,14 @@ impl Proxy {
         let arrived = tokio::time::Instant::now();
         let table = self.inner.table.load_full();
         let grpc = spillway_tower::grpc::is_grpc(request.headers());
+        // An HTTP/1.1 request names its host once (RFC 9112 section 3.2): none, or two that
+        // may disagree, is refused before anything reads either.
+        if let Some(why) = bad_host(&request) {
+            self.inner
+                .metrics
+                .count(&table.default.resource, "bad_host", "");
+            return ProxyBody::text(StatusCode::BAD_REQUEST, why);
+        }
         // Routed and forwarded in normal form, so that no spelling of a path misses its route.
         if let Err(err) = normalize_uri(&mut request) {
             self.inner

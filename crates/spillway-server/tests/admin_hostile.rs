@@ -127,6 +127,29 @@ async fn silent_connections_never_keep_the_operator_out() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_operator_slow_to_send_its_head_outlasts_a_flood_from_another_address() {
+    let h = start(Some(TOKEN), AdminLimits::default()).await;
+    // The operator connects from 127.0.0.2 and takes its time (a long round trip) ...
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut operator = socket.connect(h.admin).await.unwrap();
+    // ... while 300 silent connections from 127.0.0.1 come and go past the budget of 16.
+    let mut flood = Vec::new();
+    for _ in 0..300 {
+        flood.push(TcpStream::connect(h.admin).await.unwrap());
+    }
+    operator
+        .write_all(authorized_get("/metrics").as_bytes())
+        .await
+        .unwrap();
+    let answer = read_answer(&mut operator).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // The flood evicted its own connections only.
+    assert!(metric(&answer, "spillway_admin_evictions_total") >= 300.0 - 16.0);
+    drop(flood);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_silent_connection_is_closed_at_the_admin_header_timeout() {
     let limits = AdminLimits {
         header_timeout: Duration::from_secs(2),

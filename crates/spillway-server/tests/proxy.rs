@@ -992,3 +992,43 @@ async fn an_http2_stream_given_no_window_frees_its_upstream_at_the_send_timeout(
     assert!(failed, "the stream was failed, not ended as if complete");
     serving.abort();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_request_with_no_host_or_two_is_refused_and_a_chunked_body_loses_its_stale_length() {
+    let h = start(&format!("{ROUTES}\n[[route]]\nresource = \"headers\"\npath = \"/headers\"\nupstream = \"app\"\n{UPLOADS}")).await;
+    for (request, why) in [
+        (
+            &b"GET /orders HTTP/1.1\r\nConnection: close\r\n\r\n"[..],
+            "needs a Host",
+        ),
+        (
+            &b"GET /orders HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n"[..],
+            "more than one Host",
+        ),
+    ] {
+        let read = raw_exchange(h.proxy, request).await.expect("answered");
+        assert!(
+            read.starts_with("HTTP/1.1 400") && read.contains(why),
+            "{read}"
+        );
+    }
+    // HTTP/1.0 needs none.
+    let read = raw_exchange(h.proxy, b"GET /orders HTTP/1.0\r\n\r\n")
+        .await
+        .expect("answered");
+    assert!(read.starts_with("HTTP/1.0 200"), "{read}");
+    // `Transfer-Encoding` beside a `Content-Length` that disagrees: framed as chunked, and
+    // forwarded without the stale length (the upstream reads all 10 bytes).
+    let read = raw_exchange(
+        h.proxy,
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\na\r\n0123456789\r\n0\r\n\r\n",
+    )
+    .await
+    .expect("answered");
+    assert!(
+        read.starts_with("HTTP/1.1 200") && read.ends_with("got 10"),
+        "{read}"
+    );
+    assert_eq!(h.stats("upload").total_error, 0);
+    h.shutdown().await;
+}

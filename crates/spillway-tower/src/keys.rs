@@ -129,7 +129,11 @@ impl TrustedProxies {
     /// address (`unknown`, an obfuscated name, junk) met before an untrusted address stops the
     /// walk at the last trusted hop; one further back, which only the client can have written,
     /// is never read. Without the header, the peer.
+    ///
+    /// An IPv4 address written as IPv6 (`::ffff:192.0.2.7`, as a dual-stack socket reports an
+    /// IPv4 peer) is the IPv4 address, wherever it comes from: one client, one key.
     pub fn client_ip(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
+        let peer = peer.to_canonical();
         if self.nets.is_empty() || !self.trusts(&peer) {
             return peer;
         }
@@ -151,7 +155,8 @@ impl TrustedProxies {
                 };
                 // A `Forwarded` element without `for=` names no hop.
                 let Some(node) = node else { continue };
-                let Some(ip) = parse_node(node.trim_matches('"')) else {
+                let Some(ip) = parse_node(node.trim_matches('"')).map(|ip| ip.to_canonical())
+                else {
                     return nearest;
                 };
                 if !self.trusts(&ip) {
@@ -311,6 +316,18 @@ mod tests {
         assert_eq!(trusted.client_ip(ip("10.0.0.1"), &garbage), ip("10.0.0.3"));
         let unknown = headers(&[("forwarded", "for=unknown")]);
         assert_eq!(rfc.client_ip(ip("10.0.0.1"), &unknown), ip("10.0.0.1"));
+        // IPv4 written as IPv6 is the same client.
+        let mapped = headers(&[("x-forwarded-for", "::ffff:1.2.3.4")]);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &mapped), ip("1.2.3.4"));
+        assert_eq!(
+            trusted.client_ip(ip("::ffff:8.8.8.8"), &spoofed),
+            ip("8.8.8.8")
+        );
+        assert_eq!(
+            trusted.client_ip(ip("::ffff:10.0.0.1"), &chain),
+            ip("1.2.3.4"),
+            "a trusted proxy seen through a dual-stack socket is still trusted"
+        );
         // Every hop trusted: the furthest.
         let inside = headers(&[("x-forwarded-for", "10.0.0.5, 10.0.0.6")]);
         assert_eq!(trusted.client_ip(ip("10.0.0.1"), &inside), ip("10.0.0.5"));

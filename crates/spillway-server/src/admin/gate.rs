@@ -5,6 +5,7 @@
 //! newcomer refused (503, at once).
 
 use std::collections::VecDeque;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
@@ -32,8 +33,21 @@ pub(crate) struct Gate {
 struct Places {
     open: usize,
     next: u64,
-    /// The connections that have not shown the token, oldest first, with what closes each.
-    pending: VecDeque<(u64, Arc<Eviction>)>,
+    /// The connections that have not shown the token, oldest first: their number, their
+    /// peer's address, and what closes each.
+    pending: VecDeque<(u64, IpAddr, Arc<Eviction>)>,
+}
+
+impl Places {
+    /// Which pending connection makes room: the oldest of the peer address that holds the
+    /// most pending places, so that a flood from one address (or a few) evicts only its own,
+    /// never the operator's connection from another, however long its head takes to come.
+    fn to_evict(&self) -> Option<usize> {
+        let held = |ip: &IpAddr| self.pending.iter().filter(|(_, at, _)| at == ip).count();
+        let most = self.pending.iter().map(|(_, ip, _)| held(ip)).max()?;
+        // Oldest first: the first of an address holding the most.
+        self.pending.iter().position(|(_, ip, _)| held(ip) == most)
+    }
 }
 
 /// How a pending connection is closed to make room.
@@ -87,15 +101,17 @@ impl Gate {
         self.places.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A newcomer: a pending place, after closing the oldest pending connection if the
-    /// pending budget or the cap is reached; `Full` if every place is held by a trusted one.
-    pub(crate) fn admit(self: &Arc<Self>) -> Admitted {
+    /// A newcomer from `peer`: a pending place, after closing a pending connection (see
+    /// `Places::to_evict`) if the pending budget or the cap is reached; `Full` if every place
+    /// is held by a trusted one.
+    pub(crate) fn admit(self: &Arc<Self>, peer: IpAddr) -> Admitted {
         let mut places = self.places();
         let over =
             places.pending.len() >= self.caps.pending || places.open >= self.caps.connections;
         if over {
-            match places.pending.pop_front() {
-                Some((_, eviction)) => {
+            let evicted = places.to_evict().and_then(|at| places.pending.remove(at));
+            match evicted {
+                Some((_, _, eviction)) => {
                     // Its place is the newcomer's from now; the connection closes soon.
                     places.open -= 1;
                     eviction.done.store(true, Ordering::Release);
@@ -112,7 +128,7 @@ impl Gate {
         let id = places.next;
         places.next += 1;
         let eviction = Arc::new(Eviction::default());
-        places.pending.push_back((id, Arc::clone(&eviction)));
+        places.pending.push_back((id, peer, Arc::clone(&eviction)));
         Admitted::Seat(Seat {
             gate: Arc::clone(self),
             id,
@@ -158,7 +174,7 @@ impl Seat {
     /// pending, and never closed to make room.
     pub(crate) fn trust(&self) {
         let mut places = self.gate.places();
-        if let Some(at) = places.pending.iter().position(|(id, _)| *id == self.id) {
+        if let Some(at) = places.pending.iter().position(|(id, ..)| *id == self.id) {
             places.pending.remove(at);
         }
     }
@@ -172,7 +188,7 @@ impl Seat {
 impl Drop for Seat {
     fn drop(&mut self) {
         let mut places = self.gate.places();
-        match places.pending.iter().position(|(id, _)| *id == self.id) {
+        match places.pending.iter().position(|(id, ..)| *id == self.id) {
             Some(at) => {
                 places.pending.remove(at);
                 places.open -= 1;
@@ -229,6 +245,8 @@ mod tests {
         (full, streams)
     }
 
+    const FLOOD: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1));
+
     fn seat(admitted: Admitted) -> Seat {
         match admitted {
             Admitted::Seat(seat) => seat,
@@ -239,10 +257,10 @@ mod tests {
     #[tokio::test]
     async fn past_the_pending_budget_the_oldest_pending_connection_makes_room() {
         let gate = gate(4, 2);
-        let first = seat(gate.admit());
-        let second = seat(gate.admit());
+        let first = seat(gate.admit(FLOOD));
+        let second = seat(gate.admit(FLOOD));
         // A third that has not shown the token either: the first is closed for it.
-        let third = seat(gate.admit());
+        let third = seat(gate.admit(FLOOD));
         tokio::time::timeout(std::time::Duration::from_secs(5), first.evicted())
             .await
             .expect("the oldest was told to close");
@@ -264,24 +282,39 @@ mod tests {
         let gate = gate(3, 2);
         let trusted: Vec<Seat> = (0..3)
             .map(|_| {
-                let seat = seat(gate.admit());
+                let seat = seat(gate.admit(FLOOD));
                 seat.trust();
                 seat
             })
             .collect();
-        assert!(matches!(gate.admit(), Admitted::Full));
+        assert!(matches!(gate.admit(FLOOD), Admitted::Full));
         assert_eq!(refused(&gate), (1, 0));
         assert_eq!(evicted(&gate), 0);
         drop(trusted);
         assert_eq!(occupancy(&gate), (0, 3));
         // At the cap with one pending, a newcomer takes the pending one's place.
-        let a = seat(gate.admit());
+        let a = seat(gate.admit(FLOOD));
         a.trust();
-        let b = seat(gate.admit());
+        let b = seat(gate.admit(FLOOD));
         b.trust();
-        let _c = seat(gate.admit());
-        let _d = seat(gate.admit());
+        let _c = seat(gate.admit(FLOOD));
+        let _d = seat(gate.admit(FLOOD));
         assert_eq!((occupancy(&gate), evicted(&gate)), ((3, 3), 1));
+    }
+
+    #[test]
+    fn a_flood_from_one_address_evicts_only_its_own() {
+        let gate = gate(64, 16);
+        let operator = seat(gate.admit(IpAddr::V4(std::net::Ipv4Addr::new(10, 9, 9, 9))));
+        let flood: Vec<Seat> = (0..1_000).map(|_| seat(gate.admit(FLOOD))).collect();
+        assert_eq!(evicted(&gate), 1_000 - 15);
+        assert!(
+            !operator.eviction.done.load(Ordering::Acquire),
+            "the operator's connection, the oldest, kept its place"
+        );
+        drop(flood);
+        operator.trust();
+        assert_eq!(pending(&gate), 0);
     }
 
     #[test]

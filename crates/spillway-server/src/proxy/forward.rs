@@ -199,6 +199,12 @@ pub(crate) async fn send(
     // The pool picks the upstream's version; the request asks for none.
     parts.version = Version::HTTP_11;
     let trailers = parts.headers.get(TE).is_some_and(|te| te == "trailers");
+    // A body framed by `Transfer-Encoding` (which overrides a `Content-Length` beside it)
+    // is forwarded without that length (RFC 9112 section 6.3): the upstream connection frames
+    // it anew, and a stale length must not frame it there.
+    if parts.headers.contains_key(http::header::TRANSFER_ENCODING) {
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+    }
     strip_hop_by_hop(&mut parts.headers);
     if trailers {
         parts
