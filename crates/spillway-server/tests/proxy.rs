@@ -943,17 +943,22 @@ async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upst
         waited >= std::time::Duration::from_secs(2) && waited < std::time::Duration::from_secs(10),
         "{waited:?}"
     );
-    // And the client's connection is closed: what was sent, then the end (or a reset), at
-    // once, not at the paused clock's hour.
+    // And the client's connection is reset (`SO_LINGER` 0: what it did not read is dropped,
+    // not left in the kernel's send queue): what had come, then the reset, at once.
     let start = tokio::time::Instant::now();
     let mut sink = Vec::new();
-    let _ended = tokio::time::timeout(
+    let ended = tokio::time::timeout(
         std::time::Duration::from_secs(3600),
         client.read_to_end(&mut sink),
     )
     .await
     .expect("closed");
     assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(
+        ended.unwrap_err().kind(),
+        std::io::ErrorKind::ConnectionReset,
+        "reset, not closed gracefully"
+    );
     serving.abort();
 }
 
