@@ -358,7 +358,7 @@ impl Body for ProxyBody {
                 hint
             }
             Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
-            Kind::Pumped { hint, .. } => hint.clone(),
+            Kind::Pumped { hint, .. } => *hint,
         }
     }
 }
