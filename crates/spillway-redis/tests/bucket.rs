@@ -176,8 +176,15 @@ async fn leases_of_a_bucket_stay_within_the_bound() {
     for &second in &per_second[1..] {
         assert!((900..=1030).contains(&second), "{per_second:?}");
     }
-    assert!(calls * 5 <= 30_000, "{calls} calls for 30,000 requests");
     println!("admitted {admitted} with {calls} calls to Redis: {per_second:?}");
+    // What docs/cluster.md quotes, on this manual clock (deterministic): 10,499 admitted,
+    // 1,499 of them in the first second, with 3,982 refills, within 2%.
+    assert!(admitted.abs_diff(10_499) <= 210, "{admitted}");
+    assert!(per_second[0].abs_diff(1_499) <= 30, "{per_second:?}");
+    assert!(
+        calls.abs_diff(3_982) <= 80,
+        "{calls} calls for 30,000 requests"
+    );
 }
 
 #[tokio::test]

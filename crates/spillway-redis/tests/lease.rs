@@ -51,13 +51,15 @@ async fn three_leasing_processes_stay_within_the_bound_with_few_calls() {
         assert!(pair[0] + pair[1] <= bound, "{buckets:?}");
     }
     let admitted: u64 = buckets.iter().sum();
-    // The strict check admits 10,000 here; leases lose a little to passes held at a bucket's
-    // turn.
-    assert!(admitted >= 9_000, "{admitted}: {buckets:?}");
-    // At most one call per batch of up to 10 while the window has room, and none while it is
-    // full.
-    assert!(calls * 5 <= 30_000, "{calls} calls for 30,000 requests");
     println!("admitted {admitted} with {calls} calls to Redis: {buckets:?}");
+    // What docs/cluster.md quotes, on this manual clock (the run is deterministic): 10,000
+    // admitted, the strict check's count on the same arrivals, and 1,063 refills, within 2%
+    // (a batch that stopped following demand, at 2,500 refills, fails).
+    assert!(admitted.abs_diff(10_000) <= 200, "{admitted}: {buckets:?}");
+    assert!(
+        calls.abs_diff(1_063) <= 21,
+        "{calls} calls for 30,000 requests"
+    );
 }
 
 #[tokio::test]

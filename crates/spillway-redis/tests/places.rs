@@ -68,13 +68,14 @@ async fn three_processes_never_have_more_in_flight_than_the_limit() {
         busy_ms += u64::from(in_flight >= limit - 1);
         clock.advance_millis(1);
     }
-    // The fleet keeps the limit mostly in use, with far fewer calls than requests.
+    println!("admitted {admitted}, limit nearly full {busy_ms} of 5000 ms, {calls} calls");
+    // What docs/cluster.md quotes, on this manual clock (deterministic): the limit nearly
+    // full for 4,694 of 5,000 ms with 754 calls, within 2%.
     assert!(
-        busy_ms >= 3_000,
+        busy_ms.abs_diff(4_694) <= 94,
         "the limit was nearly full for {busy_ms} of 5,000 ms"
     );
-    assert!(calls * 2 < 15_000, "{calls} calls");
-    println!("admitted {admitted}, limit nearly full {busy_ms} of 5000 ms, {calls} calls");
+    assert!(calls.abs_diff(754) <= 15, "{calls} calls");
 }
 
 #[tokio::test]

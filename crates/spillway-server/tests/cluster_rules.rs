@@ -446,8 +446,11 @@ async fn redis_killed_under_load_means_the_share_within_1s_and_back_within_2s() 
         );
         assert!(ok > 0 && refused > 0, "{ok} passed, {refused} refused");
     }
-    // Each time is measured from the kill (or the restart) for the first proxy, and from when
-    // the one before it was seen for the others: each is within its bound either way.
+    // Each proxy's time is measured from the kill (or the restart) itself: the proxies are
+    // watched one after the other, so a later one's time is when it was first seen in its new
+    // mode, at most its true time plus the 10 ms poll. Real time, since a real Redis process
+    // is killed and started again: each within its bound (the call timeout and the probe
+    // period, 100 and 500 ms, leave it room on a loaded machine).
     println!("fallback after {to_fallback:?}; back after {back:?}");
     for elapsed in &to_fallback {
         assert!(
@@ -455,8 +458,9 @@ async fn redis_killed_under_load_means_the_share_within_1s_and_back_within_2s() 
             "fallback after {to_fallback:?}"
         );
     }
-    let total_back: Duration = back.iter().sum();
-    assert!(total_back <= Duration::from_secs(2), "back after {back:?}");
+    for elapsed in &back {
+        assert!(*elapsed <= Duration::from_secs(2), "back after {back:?}");
+    }
 }
 
 #[test]
