@@ -113,6 +113,8 @@ pub struct Leased<S: Shared> {
     fallback: RateFallback,
     /// Wakes [`Leased::drive`] when a refill is wanted.
     wanted: tokio::sync::Notify,
+    /// Wakes the requests waiting for a refill.
+    refilled: crate::ready::Refilled,
 }
 
 #[derive(Debug, Default)]
@@ -195,6 +197,7 @@ impl<S: Shared> Leased<S> {
             member,
             lease: Mutex::new(lease),
             wanted: tokio::sync::Notify::new(),
+            refilled: crate::ready::Refilled::default(),
         })
     }
 
@@ -279,13 +282,47 @@ impl<S: Shared> Leased<S> {
     /// Redis failed or took longer than the call timeout: the lease is as it was, less what
     /// expired.
     pub async fn refill<C: ConnectionLike + Send>(&self, redis: &mut C) -> Result<u64, Error> {
-        match self.try_refill(redis).await {
+        let refilled = match self.try_refill(redis).await {
             Ok(granted) => Ok(granted),
             Err(err) => {
                 self.failed(&err);
                 Err(err)
             }
+        };
+        self.refilled.done();
+        refilled
+    }
+
+    /// Whether `count` passes can be decided now without waiting for a refill: the lease holds
+    /// them, the limit is known to be full (a refusal is due), or Redis fails (the fallback
+    /// decides).
+    pub fn is_ready(&self, count: u32) -> bool {
+        let now = self.clock.now_millis();
+        let lease = lock(&self.lease);
+        lease.health.probe_at_ms.is_some()
+            || (now < lease.expires_ms && lease.left >= u64::from(count))
+            || now < lease.full_until_ms
+    }
+
+    /// Asks for a refill with `count` passes more and waits for it (at most twice the call
+    /// timeout: giving back an expired lease and taking the next), unless
+    /// [`is_ready`](Self::is_ready) already. Its driver ([`Leased::drive`]) must be running.
+    /// Afterwards [`try_acquire`](Self::try_acquire) decides as always: a request on a quiet
+    /// route is admitted from the lease its wait brought, not refused for want of one.
+    pub async fn until_ready(&self, count: u32) {
+        if self.is_ready(count) {
+            return;
         }
+        let ask = || {
+            let mut lease = lock(&self.lease);
+            lease.asked = lease.asked.saturating_add(u64::from(count));
+            drop(lease);
+            self.wanted.notify_one();
+        };
+        let within = self.settings.call_timeout.saturating_mul(2);
+        self.refilled
+            .wait(within, ask, || self.is_ready(count))
+            .await;
     }
 
     /// Redis failed: the fallback from now on (logged once), and a probe after `probe_every`.
@@ -457,6 +494,14 @@ impl<S: Shared> SharedLimit for Leased<S> {
 
     fn processes(&self) -> Option<u64> {
         Some(self.live_processes())
+    }
+
+    fn is_ready(&self, count: u32) -> bool {
+        Leased::is_ready(self, count)
+    }
+
+    fn until_ready(&self, count: u32) -> spillway::cluster::Ready<'_> {
+        Box::pin(Leased::until_ready(self, count))
     }
 }
 

@@ -27,6 +27,7 @@ mod driver;
 mod health;
 mod lease;
 mod places;
+mod ready;
 mod shared;
 mod strict;
 mod window;

@@ -41,6 +41,8 @@ pub struct LeasedConcurrency {
     settings: LeaseSettings,
     state: Mutex<Places>,
     wanted: tokio::sync::Notify,
+    /// Wakes the requests waiting for a refill.
+    refilled: crate::ready::Refilled,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +97,7 @@ impl LeasedConcurrency {
             settings,
             state: Mutex::new(state),
             wanted: tokio::sync::Notify::new(),
+            refilled: crate::ready::Refilled::default(),
         })
     }
 
@@ -189,13 +192,45 @@ impl LeasedConcurrency {
     ///
     /// Redis failed or took longer than the call timeout.
     pub async fn refill<C: ConnectionLike + Send>(&self, redis: &mut C) -> Result<u64, Error> {
-        match self.try_refill(redis).await {
+        let refilled = match self.try_refill(redis).await {
             Ok(moved) => Ok(moved),
             Err(err) => {
                 self.failed(&err);
                 Err(err)
             }
+        };
+        self.refilled.done();
+        refilled
+    }
+
+    /// Whether `count` more requests can be decided now without waiting for a refill: they fit
+    /// in the hold, Redis was just found with no place free (a refusal is due), or Redis fails
+    /// (the fallback decides).
+    pub fn is_ready(&self, count: u32) -> bool {
+        let now = self.clock.now_millis();
+        let state = lock(&self.state);
+        state.health.probe_at_ms.is_some()
+            || state.in_use.saturating_add(u64::from(count)) <= state.held
+            || now < state.full_until_ms
+    }
+
+    /// Asks for a hold of `count` places more and waits for it (at most twice the call
+    /// timeout), unless [`is_ready`](Self::is_ready) already; see
+    /// [`Leased::until_ready`](crate::Leased::until_ready).
+    pub async fn until_ready(&self, count: u32) {
+        if self.is_ready(count) {
+            return;
         }
+        let ask = || {
+            let mut state = lock(&self.state);
+            state.asked = state.asked.saturating_add(u64::from(count));
+            drop(state);
+            self.wanted.notify_one();
+        };
+        let within = self.settings.call_timeout.saturating_mul(2);
+        self.refilled
+            .wait(within, ask, || self.is_ready(count))
+            .await;
     }
 
     async fn try_refill<C: ConnectionLike + Send>(&self, redis: &mut C) -> Result<u64, Error> {
@@ -363,5 +398,13 @@ impl SharedLimit for LeasedConcurrency {
 
     fn processes(&self) -> Option<u64> {
         Some(self.live_processes())
+    }
+
+    fn is_ready(&self, count: u32) -> bool {
+        LeasedConcurrency::is_ready(self, count)
+    }
+
+    fn until_ready(&self, count: u32) -> spillway::cluster::Ready<'_> {
+        Box::pin(LeasedConcurrency::until_ready(self, count))
     }
 }

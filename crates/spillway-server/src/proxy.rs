@@ -421,6 +421,10 @@ impl Proxy {
                 }
             }
         }
+        // A leased cluster rule whose lease holds no pass (a quiet route, the first request
+        // after start) asks for a refill and waits for it, within twice the call timeout, so
+        // that a quiet route is not refused for want of a lease.
+        spillway.cluster_ready(&route.resource, 1).await;
         let origin = self
             .inner
             .origin_header

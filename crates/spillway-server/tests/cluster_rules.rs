@@ -540,3 +540,26 @@ fn the_file_checks_cluster_rules_and_their_section() {
         assert!(err.contains(field) && err.contains(why), "{field}: {err}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_request_on_a_leased_rule_of_every_kind_is_admitted() {
+    let redis = RedisServer::start().await;
+    let upstream = upstream().await;
+    for (id, kind) in [
+        ("first-qps", "kind = \"qps\"\nlimit = 300\n"),
+        ("first-bucket", "kind = \"bucket\"\nlimit = 300\n"),
+        ("first-places", "kind = \"concurrency\"\nlimit = 6\n"),
+    ] {
+        // A fresh process: its lease holds nothing yet. Its first request waits for the first
+        // lease (within twice the call timeout) instead of being refused for want of one.
+        let cluster = format!(
+            "[cluster]\nredis = \"{}\"\ncall_timeout = \"2s\"\n\n[[cluster_rule]]\nid = \"{id}\"\nresource = \"api\"\n{kind}",
+            redis.url()
+        );
+        let proxy = proxy(upstream, &cluster).await;
+        for n in 0..3 {
+            let (status, body) = proxy.get().await;
+            assert_eq!(status, StatusCode::OK, "{id}, request {n}: {body}");
+        }
+    }
+}

@@ -86,7 +86,27 @@ pub trait SharedLimit: Send + Sync + fmt::Debug + 'static {
     fn processes(&self) -> Option<u64> {
         None
     }
+
+    /// Whether `count` passes can be decided now without waiting on the shared state (by
+    /// default always). A leased limit says no when it holds fewer and the shared limit is not
+    /// known to be full: [`until_ready`](Self::until_ready) then waits for its next refill.
+    fn is_ready(&self, count: u32) -> bool {
+        let _ = count;
+        true
+    }
+
+    /// Completes once the passes [`is_ready`](Self::is_ready) lacked may have come, within a
+    /// bound of the limit's own (by default at once). It never refuses: the entry decides
+    /// afterwards as always. Called by [`Spillway::cluster_ready`](crate::Spillway::cluster_ready).
+    fn until_ready(&self, count: u32) -> Ready<'_> {
+        let _ = count;
+        Box::pin(std::future::ready(()))
+    }
 }
+
+/// What [`SharedLimit::until_ready`] returns: a future that waits on the limit (a lease's
+/// refill).
+pub type Ready<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>;
 
 /// Why a [`SharedLimit`] refused: the value it saw against its threshold, and when to retry
 /// if it knows.

@@ -353,6 +353,45 @@ impl Spillway {
         Ok(())
     }
 
+    /// Waits until every cluster rule on `resource` can decide `count` passes without waiting
+    /// on its shared state: a leased rule whose process holds fewer (a quiet route, or the
+    /// first request after start) asks its lease for a refill and waits for it, within a bound
+    /// of the lease's own (twice its call timeout). Then the entry decides as always, from the
+    /// lease the wait brought. At once when the resource has no cluster rule (no lookup of the
+    /// resource when no rule is loaded at all), or its leases hold enough.
+    ///
+    /// Call it before [`entry`](Self::entry) on a resource with leased cluster rules, so that
+    /// a process never refuses for want of a lease while the fleet is under its limit; the
+    /// `spillway` binary and the tower layer do.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # async fn run() -> Result<(), spillway::BlockError> {
+    /// let spillway = spillway::Spillway::new();
+    /// spillway.cluster_ready("api", 1).await; // no cluster rule: at once
+    /// let entry = spillway.entry("api").enter()?;
+    /// # drop(entry);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn cluster_ready(&self, resource: &str, count: u32) {
+        if self.inner.core.cluster.load().by_resource.is_empty() {
+            return;
+        }
+        let Ok(resource) = self.resource(resource) else {
+            return;
+        };
+        let Some(rules) = resource.inner.cluster.load_full() else {
+            return;
+        };
+        for rule in &rules.rules {
+            if !rule.limit.is_ready(count) {
+                rule.limit.until_ready(count).await;
+            }
+        }
+    }
+
     /// Loads per-key rules, replacing all of them atomically; a bad set changes nothing. A rule
     /// loaded again unchanged (same id, same settings) keeps every key's state. Entries pass
     /// their key with [`EntryBuilder::key`](crate::EntryBuilder::key); an entry without a key
