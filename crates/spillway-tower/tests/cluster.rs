@@ -171,3 +171,41 @@ async fn two_services_share_cluster_rules_through_the_layer() {
     gate.notify_one();
     assert_eq!(held.await.unwrap(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_quiet_route_waits_for_its_lease_instead_of_being_refused() {
+    let redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(1_700_000_000_000);
+    let time = Time::Clock(Arc::new(clock.clone()));
+    let window = SharedWindow::new("quiet", 300.0, Duration::from_secs(1), 2, time).unwrap();
+    let settings = LeaseSettings {
+        call_timeout: Duration::from_secs(2),
+        ..LeaseSettings::default()
+    };
+    let window =
+        Arc::new(LeasedWindow::with_settings(window, Arc::new(clock.clone()), settings).unwrap());
+    // Its driver, as in production.
+    let (driven, conn) = (window.clone(), redis.connect().await);
+    tokio::spawn(async move { driven.drive(conn, |_| {}).await });
+    let spillway = spillway::Spillway::new_with_clock(clock.clone());
+    spillway
+        .load_cluster_rules(vec![ClusterRule::new(
+            "quiet-fleet",
+            "GET /hello",
+            window.clone(),
+        )])
+        .unwrap();
+    let (arrived, _arrivals) = mpsc::unbounded_channel();
+    let app = app(&spillway, Arc::new(Notify::new()), arrived);
+    // One request every 2 s: each finds the lease expired and empty, waits for a refill, and
+    // is served (the first, before any lease, too).
+    for n in 0..5 {
+        assert!(!window.is_ready(1), "request {n} finds no pass");
+        assert_eq!(
+            call(&app, "/hello").await,
+            (StatusCode::OK, "hi".into()),
+            "request {n}"
+        );
+        clock.advance_millis(2_000);
+    }
+}

@@ -376,13 +376,7 @@ impl Spillway {
     /// # }
     /// ```
     pub async fn cluster_ready(&self, resource: &str, count: u32) {
-        if self.inner.core.cluster.load().by_resource.is_empty() {
-            return;
-        }
-        let Ok(resource) = self.resource(resource) else {
-            return;
-        };
-        let Some(rules) = resource.inner.cluster.load_full() else {
+        let Some(rules) = self.cluster_rules_of(resource) else {
             return;
         };
         for rule in &rules.rules {
@@ -390,6 +384,28 @@ impl Spillway {
                 rule.limit.until_ready(count).await;
             }
         }
+    }
+
+    /// Whether [`cluster_ready`](Self::cluster_ready) would complete at once: every cluster
+    /// rule on `resource` can decide `count` passes now. For a caller that awaits only when it
+    /// must (the tower layer).
+    ///
+    /// ```
+    /// let spillway = spillway::Spillway::new();
+    /// assert!(spillway.cluster_is_ready("api", 1)); // no cluster rule
+    /// ```
+    pub fn cluster_is_ready(&self, resource: &str, count: u32) -> bool {
+        self.cluster_rules_of(resource).map_or(true, |rules| {
+            rules.rules.iter().all(|rule| rule.limit.is_ready(count))
+        })
+    }
+
+    /// The cluster rules on `resource`, if any (no lookup when no rule is loaded at all).
+    fn cluster_rules_of(&self, resource: &str) -> Option<Arc<crate::cluster::ResourceCluster>> {
+        if self.inner.core.cluster.load().by_resource.is_empty() {
+            return None;
+        }
+        self.resource(resource).ok()?.inner.cluster.load_full()
     }
 
     /// Loads per-key rules, replacing all of them atomically; a bad set changes nothing. A rule

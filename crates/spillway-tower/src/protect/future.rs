@@ -29,6 +29,10 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     enum State<F, S, R> {
+        Readying {
+            // Boxed whole, as the waiting state: rare, and large.
+            readying: Box<Readying<S, R>>,
+        },
         Waiting {
             // Boxed whole: the rare waiting state holds the request and a service, and every
             // response future (moved a few times per request) would otherwise be that large.
@@ -49,6 +53,14 @@ pin_project! {
 
 /// The wait of a queued admission ([`admit_owned`](crate::admit_owned)).
 type Admitting = Pin<Box<dyn Future<Output = Result<OwnedEntry, BlockError>> + Send>>;
+
+/// A call that waits for its resource's cluster rules to be ready (a lease's refill) before it
+/// enters.
+struct Readying<S, R> {
+    ready: Pin<Box<dyn Future<Output = ()> + Send>>,
+    call: Option<(S, R)>,
+    config: Arc<Config>,
+}
 
 /// A queued call: the wait, the call to make after it, and what answers a refusal.
 struct Waiting<S, R> {
@@ -85,6 +97,23 @@ impl<F, S, R> ResponseFuture<F, S, R> {
         }
     }
 
+    pub(super) fn readying(
+        ready: Pin<Box<dyn Future<Output = ()> + Send>>,
+        service: S,
+        request: R,
+        config: Arc<Config>,
+    ) -> Self {
+        Self {
+            state: State::Readying {
+                readying: Box::new(Readying {
+                    ready,
+                    call: Some((service, request)),
+                    config,
+                }),
+            },
+        }
+    }
+
     pub(super) fn blocked(response: Response<bytes::Bytes>) -> Self {
         Self {
             state: State::Blocked {
@@ -105,6 +134,44 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
+                StateProj::Readying { readying } => {
+                    ready!(readying.ready.as_mut().poll(cx));
+                    let Some((mut service, request)) = readying.call.take() else {
+                        unreachable!("a readying state is left as soon as its wait ends");
+                    };
+                    let config = Arc::clone(&readying.config);
+                    // Entered now, as `call` enters a request that needs no wait.
+                    let (parts, body) = request.into_parts();
+                    let head = config.reads_request().then_some(&parts);
+                    let admission = super::service::admit(&config, head);
+                    let request = http::Request::from_parts(parts, body);
+                    let next = match admission {
+                        Ok(OwnedAdmission::Ready(entry)) => {
+                            let mut request = request;
+                            ShadowRefusal::mark(&entry, request.extensions_mut());
+                            State::Calling {
+                                future: service.call(request),
+                                entry: Some(entry),
+                                classify: config.classify.clone(),
+                            }
+                        }
+                        Ok(admission) => State::Waiting {
+                            waiting: Box::new(Waiting {
+                                admitting: Box::pin(crate::admit_owned(admission)),
+                                call: Some((service, request)),
+                                config,
+                            }),
+                        },
+                        Err(err) => {
+                            let (parts, _body) = request.into_parts();
+                            let response = (config.blocked)(&err, &parts, &config.spillway);
+                            State::Blocked {
+                                response: Some(Box::new(response)),
+                            }
+                        }
+                    };
+                    this.state.set(next);
+                }
                 StateProj::Waiting { waiting } => {
                     let admitted = ready!(waiting.admitting.as_mut().poll(cx));
                     let Some((mut service, request)) = waiting.call.take() else {
@@ -175,6 +242,7 @@ where
 impl<F, S, R> fmt::Debug for ResponseFuture<F, S, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match &self.state {
+            State::Readying { .. } => "readying",
             State::Waiting { .. } => "waiting",
             State::Calling { .. } => "calling",
             State::Blocked { .. } => "blocked",

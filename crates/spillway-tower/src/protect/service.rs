@@ -42,7 +42,7 @@ impl<S> Spillway<S> {
 
 /// Enters the request's resource: ready, queued, or blocked. `parts` is the request's head
 /// when the configuration reads it.
-fn admit(
+pub(super) fn admit(
     config: &Config,
     parts: Option<&http::request::Parts>,
 ) -> Result<OwnedAdmission, BlockError> {
@@ -92,15 +92,51 @@ where
         // inner service without a detour: each move of it is a copy of a few hundred bytes.
         if self.config.reads_request() {
             let (parts, body) = request.into_parts();
+            if let Some(resource) = unready(&self.config, Some(&parts)) {
+                return self.readying(resource, Request::from_parts(parts, body));
+            }
             let admission = admit(&self.config, Some(&parts));
             return self.proceed(Request::from_parts(parts, body), admission);
+        }
+        if let Some(resource) = unready(&self.config, None) {
+            return self.readying(resource, request);
         }
         let admission = admit(&self.config, None);
         self.proceed(request, admission)
     }
 }
 
+/// The request's resource, if one of its cluster rules cannot decide it at once (a lease that
+/// holds no pass: see [`spillway::Spillway::cluster_ready`]). At once false without cluster
+/// rules.
+fn unready(config: &Config, parts: Option<&http::request::Parts>) -> Option<String> {
+    let name = match (&config.resource, parts) {
+        (Selector::Fixed(resource), _) => std::borrow::Cow::Borrowed(resource.name()),
+        (Selector::Named(name), _) => std::borrow::Cow::Borrowed(&**name),
+        (Selector::Dynamic(name), Some(parts)) => std::borrow::Cow::Owned(name(parts)),
+        (Selector::Dynamic(_), None) => unreachable!("a dynamic resource reads the request"),
+    };
+    (!config.spillway.cluster_is_ready(&name, 1)).then(|| name.into_owned())
+}
+
 impl<S> Spillway<S> {
+    /// Waits for `resource`'s cluster rules to be ready, then admits and calls (the ready
+    /// service waits with the request; this one takes its place).
+    fn readying<ReqB, ResB>(
+        &mut self,
+        resource: String,
+        request: Request<ReqB>,
+    ) -> ResponseFuture<S::Future, S, Request<ReqB>>
+    where
+        S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    {
+        let spillway = self.config.spillway.clone();
+        let ready = Box::pin(async move { spillway.cluster_ready(&resource, 1).await });
+        let fresh = self.inner.clone();
+        let service = std::mem::replace(&mut self.inner, fresh);
+        ResponseFuture::readying(ready, service, request, Arc::clone(&self.config))
+    }
+
     /// Calls the inner service, queues the call or answers the refusal.
     #[inline]
     fn proceed<ReqB, ResB>(
