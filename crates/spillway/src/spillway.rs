@@ -400,9 +400,19 @@ impl Spillway {
         })
     }
 
+    /// Whether any cluster rule is loaded: one atomic load, for a caller that would otherwise
+    /// work out a resource's name only to learn that there is none (the tower layer).
+    ///
+    /// ```
+    /// assert!(!spillway::Spillway::new().has_cluster_rules());
+    /// ```
+    pub fn has_cluster_rules(&self) -> bool {
+        !self.inner.core.cluster.load().by_resource.is_empty()
+    }
+
     /// The cluster rules on `resource`, if any (no lookup when no rule is loaded at all).
     fn cluster_rules_of(&self, resource: &str) -> Option<Arc<crate::cluster::ResourceCluster>> {
-        if self.inner.core.cluster.load().by_resource.is_empty() {
+        if !self.has_cluster_rules() {
             return None;
         }
         self.resource(resource).ok()?.inner.cluster.load_full()

@@ -110,6 +110,10 @@ where
 /// holds no pass: see [`spillway::Spillway::cluster_ready`]). At once false without cluster
 /// rules.
 fn unready(config: &Config, parts: Option<&http::request::Parts>) -> Option<String> {
+    // Most services have none: no name worked out for nothing.
+    if !config.spillway.has_cluster_rules() {
+        return None;
+    }
     let name = match (&config.resource, parts) {
         (Selector::Fixed(resource), _) => std::borrow::Cow::Borrowed(resource.name()),
         (Selector::Named(name), _) => std::borrow::Cow::Borrowed(&**name),
