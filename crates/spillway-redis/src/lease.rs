@@ -310,9 +310,6 @@ impl<S: Shared> Leased<S> {
     /// Afterwards [`try_acquire`](Self::try_acquire) decides as always: a request on a quiet
     /// route is admitted from the lease its wait brought, not refused for want of one.
     pub async fn until_ready(&self, count: u32) {
-        if self.is_ready(count) {
-            return;
-        }
         let ask = || {
             let mut lease = lock(&self.lease);
             lease.asked = lease.asked.saturating_add(u64::from(count));

@@ -218,9 +218,6 @@ impl LeasedConcurrency {
     /// timeout), unless [`is_ready`](Self::is_ready) already; see
     /// [`Leased::until_ready`](crate::Leased::until_ready).
     pub async fn until_ready(&self, count: u32) {
-        if self.is_ready(count) {
-            return;
-        }
         let ask = || {
             let mut state = lock(&self.state);
             state.asked = state.asked.saturating_add(u64::from(count));

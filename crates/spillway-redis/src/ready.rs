@@ -16,14 +16,17 @@ impl Refilled {
         self.0.notify_waiters();
     }
 
-    /// Calls `ask` (which marks the demand and wakes the driver), then waits until `ready()`
-    /// holds after a refill, or `within` has passed.
+    /// Unless `ready()` already, calls `ask` (which marks the demand and wakes the driver),
+    /// then waits until `ready()` holds after a refill, or `within` has passed.
     pub(crate) async fn wait(
         &self,
         within: Duration,
         ask: impl FnOnce(),
         ready: impl Fn() -> bool,
     ) {
+        if ready() {
+            return;
+        }
         let deadline = tokio::time::Instant::now() + within;
         let mut ask = Some(ask);
         loop {

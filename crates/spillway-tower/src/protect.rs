@@ -43,6 +43,7 @@
 //! # }
 //! ```
 
+mod admit;
 mod blocked;
 mod body;
 mod config;

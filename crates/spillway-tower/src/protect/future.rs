@@ -143,7 +143,7 @@ where
                     // Entered now, as `call` enters a request that needs no wait.
                     let (parts, body) = request.into_parts();
                     let head = config.reads_request().then_some(&parts);
-                    let admission = super::service::admit(&config, head);
+                    let admission = super::admit::admit(&config, head);
                     let request = http::Request::from_parts(parts, body);
                     let next = match admission {
                         Ok(OwnedAdmission::Ready(entry)) => {
