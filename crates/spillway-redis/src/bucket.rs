@@ -173,6 +173,16 @@ impl sealed::Sealed for SharedBucket {
         LEASE_MS
     }
 
+    /// A bucket keeps no history: what the fallback admitted in the last second is what its
+    /// local window holds, reported in one call.
+    fn span_ms(&self) -> u64 {
+        1000
+    }
+
+    fn report_group_ms(&self) -> u64 {
+        1000
+    }
+
     fn invocation(
         &self,
         mode: Mode,

@@ -29,6 +29,10 @@ pub enum Fallback {
 /// Whether a lease admits against the shared limit or its fallback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseMode {
+    /// No answer from Redis yet: requests wait for the first (at most
+    /// [`LeaseSettings::startup_wait`]); those that find none by then are refused (nothing is
+    /// admitted before the fleet is known, unless Redis fails: then the fallback decides).
+    Starting,
     /// Passes leased from the shared limit.
     Global,
     /// Redis failed: [`Fallback`] decides until a probe succeeds.
@@ -51,6 +55,9 @@ pub struct LeaseSettings {
     pub fallback: Fallback,
     /// The processes assumed live before a heartbeat has been read (default 1).
     pub assumed_processes: u64,
+    /// Longest a request waits for the limit's first answer from Redis (default 1 s; zero: no
+    /// wait). A failure ends the wait at once, and the fallback decides.
+    pub startup_wait: Duration,
     /// This process's name among those sharing the limit (default: its process id and a
     /// counter, with the clock's reading).
     pub member: Option<String>,
@@ -65,6 +72,7 @@ impl Default for LeaseSettings {
             heartbeat_ttl: Duration::from_secs(3),
             fallback: Fallback::LocalShare,
             assumed_processes: 1,
+            startup_wait: Duration::from_secs(1),
             member: None,
         }
     }
@@ -190,9 +198,9 @@ impl<S: Shared> Leased<S> {
         };
         Ok(Self {
             members_key: shared::members_key(limit.key()),
+            fallback: RateFallback::new(settings.fallback, limit.span_ms()),
             limit,
             clock,
-            fallback: RateFallback::new(settings.fallback),
             settings,
             member,
             lease: Mutex::new(lease),
@@ -216,11 +224,12 @@ impl<S: Shared> Leased<S> {
         let now = now_nanos / 1_000_000;
         let mut lease = lock(&self.lease);
         lease.asked = lease.asked.saturating_add(u64::from(count));
-        let taken = if lease.health.probe_at_ms.is_some() {
+        let taken = if lease.health.in_fallback() {
             let rate = self.limit.rate();
             self.fallback.takes(rate, lease.live, now_nanos, count)
         } else if now < lease.expires_ms && lease.left >= u64::from(count) {
             lease.left -= u64::from(count);
+            self.fallback.record(now_nanos, count);
             Ok(())
         } else {
             let refusal = SharedRefusal::new(lease.reading, self.limit.rate());
@@ -295,18 +304,19 @@ impl<S: Shared> Leased<S> {
 
     /// Whether `count` passes can be decided now without waiting for a refill: the lease holds
     /// them, the limit is known to be full (a refusal is due), or Redis fails (the fallback
-    /// decides).
+    /// decides). Not before Redis first answers.
     pub fn is_ready(&self, count: u32) -> bool {
         let now = self.clock.now_millis();
         let lease = lock(&self.lease);
-        lease.health.probe_at_ms.is_some()
+        lease.health.in_fallback()
             || (now < lease.expires_ms && lease.left >= u64::from(count))
             || now < lease.full_until_ms
     }
 
     /// Asks for a refill with `count` passes more and waits for it (at most twice the call
-    /// timeout: giving back an expired lease and taking the next), unless
-    /// [`is_ready`](Self::is_ready) already. Its driver ([`Leased::drive`]) must be running.
+    /// timeout: giving back an expired lease and taking the next; before Redis first answers,
+    /// at most `startup_wait`), unless [`is_ready`](Self::is_ready) already. Its driver
+    /// ([`Leased::drive`]) must be running.
     /// Afterwards [`try_acquire`](Self::try_acquire) decides as always: a request on a quiet
     /// route is admitted from the lease its wait brought, not refused for want of one.
     pub async fn until_ready(&self, count: u32) {
@@ -316,7 +326,7 @@ impl<S: Shared> Leased<S> {
             drop(lease);
             self.wanted.notify_one();
         };
-        let within = self.settings.call_timeout.saturating_mul(2);
+        let within = crate::ready::bound(&self.settings, self.mode());
         self.refilled
             .wait(within, ask, || self.is_ready(count))
             .await;
@@ -333,6 +343,8 @@ impl<S: Shared> Leased<S> {
         lock(&self.lease)
             .health
             .failed(key, err, fallback, now, every);
+        // Requests waiting for a first answer decide by the fallback now.
+        self.refilled.done();
     }
 
     /// Connects to `target` (one Redis or a Redis Cluster) and then [`drive`](Self::drive)s, for
@@ -348,6 +360,15 @@ impl<S: Shared> Leased<S> {
     }
 
     async fn try_refill<C: ConnectionLike + Send>(&self, redis: &mut C) -> Result<u64, Error> {
+        // What the fallback admitted first, so that the window the lease takes from counts it.
+        let now = self.clock.now_millis();
+        let group = self.limit.report_group_ms();
+        let reports = self.fallback.take_unreported(now, group);
+        let timeout = self.settings.call_timeout;
+        if let Err(err) = shared::report(&self.limit, redis, &reports, timeout).await {
+            self.fallback.restore(now, &reports);
+            return Err(err);
+        }
         let (unused, counted_in, batch) = {
             let now = self.clock.now_millis();
             let mut lease = lock(&self.lease);
@@ -382,9 +403,10 @@ impl<S: Shared> Leased<S> {
             driver::timed(self.settings.call_timeout, shared::call(redis, invocation)).await?;
         let now = self.clock.now_millis();
         let mut lease = lock(&self.lease);
-        lease.health.answered(self.limit.key());
+        let live = answer.live.max(1);
+        lease.live = live;
+        lease.health.answered(self.limit.key(), live);
         lease.answered_ms = Some(now);
-        lease.live = answer.live.max(1);
         lease.reading = self.limit.reading(&answer);
         if answer.count > 0 {
             lease.left += answer.count;
@@ -408,7 +430,8 @@ impl<S: Shared> Leased<S> {
         }
     }
 
-    /// Whether it admits against the shared limit or its fallback.
+    /// Whether it admits against the shared limit or its fallback, or has not heard from
+    /// Redis yet.
     pub fn mode(&self) -> LeaseMode {
         lock(&self.lease).health.mode()
     }
@@ -480,13 +503,17 @@ impl<S: Shared> SharedLimit for Leased<S> {
     fn give_back(&self, count: u32) {
         let now = self.clock.now_millis();
         let mut lease = lock(&self.lease);
-        if lease.health.probe_at_ms.is_none() && now < lease.expires_ms {
+        if !lease.health.in_fallback() && now < lease.expires_ms {
             lease.left += u64::from(count);
         }
     }
 
     fn in_fallback(&self) -> bool {
         self.mode() == LeaseMode::Fallback
+    }
+
+    fn is_starting(&self) -> bool {
+        self.mode() == LeaseMode::Starting
     }
 
     fn processes(&self) -> Option<u64> {

@@ -30,6 +30,7 @@ mod places;
 mod ready;
 mod shared;
 mod strict;
+mod unreported;
 mod window;
 
 pub use bucket::{check_bucket, Reserved, SharedBucket};

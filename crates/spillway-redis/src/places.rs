@@ -121,7 +121,7 @@ impl LeasedConcurrency {
         let mut state = lock(&self.state);
         roll(&mut state, now);
         let limit = self.shared.limit();
-        let room = if state.health.probe_at_ms.is_some() {
+        let room = if state.health.in_fallback() {
             match self.settings.fallback {
                 Fallback::Open => u64::MAX,
                 Fallback::Closed => 0,
@@ -135,7 +135,7 @@ impl LeasedConcurrency {
             Ok(())
         } else {
             state.asked = state.asked.saturating_add(count);
-            let reading = if state.health.probe_at_ms.is_some() {
+            let reading = if state.health.in_fallback() {
                 state.in_use
             } else {
                 state.fleet_in_use
@@ -209,7 +209,7 @@ impl LeasedConcurrency {
     pub fn is_ready(&self, count: u32) -> bool {
         let now = self.clock.now_millis();
         let state = lock(&self.state);
-        state.health.probe_at_ms.is_some()
+        state.health.in_fallback()
             || state.in_use.saturating_add(u64::from(count)) <= state.held
             || now < state.full_until_ms
     }
@@ -224,7 +224,7 @@ impl LeasedConcurrency {
             drop(state);
             self.wanted.notify_one();
         };
-        let within = self.settings.call_timeout.saturating_mul(2);
+        let within = crate::ready::bound(&self.settings, self.mode());
         self.refilled
             .wait(within, ask, || self.is_ready(count))
             .await;
@@ -260,9 +260,10 @@ impl LeasedConcurrency {
         let answer = driver::timed(self.settings.call_timeout, call).await?;
         let now = self.clock.now_millis();
         let mut state = lock(&self.state);
-        state.health.answered(self.shared.key());
+        let live = answer.live.max(1);
+        state.live = live;
+        state.health.answered(self.shared.key(), live);
         state.answered_ms = Some(now);
-        state.live = answer.live.max(1);
         state.fleet_in_use = answer.level;
         // Redis's word on what this process holds (a hold that ran out is 0).
         state.held = answer.tag;
@@ -284,6 +285,8 @@ impl LeasedConcurrency {
         lock(&self.state)
             .health
             .failed(key, err, fallback, now, every);
+        // Requests waiting for a first answer decide by the fallback now.
+        self.refilled.done();
     }
 
     /// Permits this process holds in Redis, as last answered.
@@ -296,7 +299,8 @@ impl LeasedConcurrency {
         lock(&self.state).in_use
     }
 
-    /// Whether it admits against the shared limit or its fallback.
+    /// Whether it admits against the shared limit or its fallback, or has not heard from
+    /// Redis yet.
     pub fn mode(&self) -> LeaseMode {
         lock(&self.state).health.mode()
     }
@@ -391,6 +395,10 @@ impl SharedLimit for LeasedConcurrency {
 
     fn in_fallback(&self) -> bool {
         self.mode() == LeaseMode::Fallback
+    }
+
+    fn is_starting(&self) -> bool {
+        self.mode() == LeaseMode::Starting
     }
 
     fn processes(&self) -> Option<u64> {

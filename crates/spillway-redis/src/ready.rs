@@ -3,8 +3,18 @@
 //! bounded time) for the refill, rather than being refused on a quiet route for want of a
 //! lease. One refiller per process stays the rule: the driver refills, the request only asks.
 
+use crate::lease::{LeaseMode, LeaseSettings};
 use std::time::Duration;
 use tokio::sync::Notify;
+
+/// How long a request waits for a limit in `mode`: before Redis first answers,
+/// `startup_wait`; after, a refill's two calls (an expired lease's return and the next).
+pub(crate) fn bound(settings: &LeaseSettings, mode: LeaseMode) -> Duration {
+    match mode {
+        LeaseMode::Starting => settings.startup_wait,
+        _ => settings.call_timeout.saturating_mul(2),
+    }
+}
 
 /// Where a lease says that a refill (or a failed try) is done.
 #[derive(Debug, Default)]

@@ -21,6 +21,12 @@ pub(crate) mod sealed {
         fn rate(&self) -> f64;
         /// How long leased passes stay good, in milliseconds.
         fn lease_ms(&self) -> u64;
+        /// How long a pass admitted matters to the limit (a window's interval), in ms: the
+        /// passes a fallback admitted are reported to Redis for that long.
+        fn span_ms(&self) -> u64;
+        /// The passes a fallback admitted go to Redis summed over spans this long (a
+        /// window's bucket width): one call each.
+        fn report_group_ms(&self) -> u64;
         /// The script call doing `mode` with `count` (a return: to the lease tagged `tag`),
         /// with `beat`'s heartbeat if given.
         fn invocation(
@@ -44,6 +50,8 @@ pub enum Mode {
     UpTo,
     /// Given back (an unused lease).
     Return,
+    /// Counted without a check: passes a fallback admitted, admitted `tag` ms ago.
+    Report,
 }
 
 impl Mode {
@@ -52,6 +60,7 @@ impl Mode {
             Self::All => "all",
             Self::UpTo => "upto",
             Self::Return => "return",
+            Self::Report => "report",
         }
     }
 }
@@ -99,6 +108,21 @@ pub(crate) async fn call<C: ConnectionLike>(
         live,
         free_at_ms,
     })
+}
+
+/// Tells Redis of the passes a fallback admitted (one call per report, each within
+/// `timeout`), so that its window counts them whether it kept its state or lost it.
+pub(crate) async fn report<S: Shared, C: ConnectionLike>(
+    limit: &S,
+    redis: &mut C,
+    reports: &[crate::unreported::Report],
+    timeout: std::time::Duration,
+) -> Result<(), Error> {
+    for report in reports {
+        let invocation = limit.invocation(Mode::Report, report.count, report.age_ms, None);
+        crate::driver::timed(timeout, call(redis, invocation)).await?;
+    }
+    Ok(())
 }
 
 /// The Redis key of the processes sharing the limit whose state is under `key`.

@@ -10,18 +10,24 @@ use crate::Error;
 use spillway::cluster::SharedRefusal;
 use spillway::Clock;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A shared limit checked with one script call per request: exact across the fleet while Redis
 /// answers, a round trip per request.
 ///
+/// - [`Strict::connect`] keeps a connection, in a task of its own. Once connected, it asks
+///   Redis for the fleet's state (one call that sends this process's heartbeat) before any
+///   request is decided: until that first answer, requests wait (at most
+///   [`LeaseSettings::startup_wait`]), so that the first requests of a process are decided by
+///   Redis, not by a fallback that does not know the fleet yet.
 /// - [`Strict::check`] counts and decides in one atomic call (within `call_timeout`), sending
 ///   this process's heartbeat with it.
-/// - A call that fails or is slow switches to the fallback at once (logged once): until the
-///   next probe (every `probe_every`), requests are decided by [`Fallback`](crate::Fallback)
-///   with no call, so they do not each wait for the timeout. The request due at a probe tries Redis; the first
-///   answer switches back.
-/// - [`Strict::connect`] keeps a connection: made when it is missing, dropped after a failed
-///   call and made again at the next probe. Run it in a task of its own.
+/// - A call that fails or is slow switches to the fallback at once (logged): requests are
+///   decided by [`Fallback`](crate::Fallback) with no call, so they do not each wait for the
+///   timeout. The fallback's local window starts from what this process admitted through
+///   Redis in the last second. [`Strict::connect`] probes every `probe_every`; at the first
+///   answer it first tells Redis what the fallback admitted (so the window counts it, whether
+///   Redis kept its state or restarted empty), then switches back (logged).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), spillway_redis::Error> {
@@ -51,6 +57,8 @@ pub struct Strict<S: Shared> {
     fallback: RateFallback,
     /// Wakes [`Strict::connect`] when the connection was dropped.
     lost: tokio::sync::Notify,
+    /// Wakes the requests waiting for the first answer.
+    answered: crate::ready::Refilled,
 }
 
 #[derive(Default)]
@@ -73,8 +81,8 @@ impl std::fmt::Debug for State {
 }
 
 impl<S: Shared> Strict<S> {
-    /// A strict check of `limit`, as `settings` say (`max_batch` is not used). It starts in its
-    /// fallback until [`Strict::connect`] has a connection.
+    /// A strict check of `limit`, as `settings` say (`max_batch` is not used). It is
+    /// [`LeaseMode::Starting`] until [`Strict::connect`] has had Redis's first answer.
     ///
     /// # Errors
     ///
@@ -90,62 +98,56 @@ impl<S: Shared> Strict<S> {
         };
         let state = State {
             live: settings.assumed_processes,
-            health: Health::unreached(),
+            health: Health::default(),
             connection: None,
         };
         Ok(Self {
             members_key: shared::members_key(limit.key()),
+            fallback: RateFallback::new(settings.fallback, limit.span_ms()),
             limit,
             clock,
-            fallback: RateFallback::new(settings.fallback),
             settings,
             member,
             state: Mutex::new(state),
             lost: tokio::sync::Notify::new(),
+            answered: crate::ready::Refilled::default(),
         })
     }
 
     /// Counts `count` and decides, in one call to Redis; or, while Redis fails, by the fallback
-    /// with no call.
+    /// with no call. Before the first answer it waits for it (at most `startup_wait`), and
+    /// refuses if none came by then (Redis neither answered nor failed).
     ///
     /// # Errors
     ///
     /// The refusal: the limit's reading against it (in the fallback, the local rate against the
     /// share).
     pub async fn check(&self, count: u32) -> Result<(), SharedRefusal> {
-        let now = self.clock.now_millis();
-        let connection = {
-            let mut state = lock(&self.state);
-            match (state.health.probe_at_ms, state.connection.clone()) {
-                // Healthy.
-                (None, Some(connection)) => Some(connection),
-                // Failing, and a probe is due: this request is it; the next waits a period.
-                (Some(at), Some(connection)) if now >= at => {
-                    state.health.probe_at_ms = Some(now + self.probe_ms());
-                    Some(connection)
-                }
-                _ => None,
-            }
+        if self.mode() == LeaseMode::Starting {
+            let within = crate::ready::bound(&self.settings, LeaseMode::Starting);
+            let starting = || self.mode() == LeaseMode::Starting;
+            self.answered.wait(within, || {}, || !starting()).await;
+        }
+        let (mode, connection) = {
+            let state = lock(&self.state);
+            (state.health.mode(), state.connection.clone())
         };
-        let Some(mut connection) = connection else {
-            return self.fallback_takes(count);
+        let mut connection = match (mode, connection) {
+            (LeaseMode::Global, Some(connection)) => connection,
+            (LeaseMode::Fallback, _) => return self.fallback_takes(count),
+            // No answer from Redis within `startup_wait`: not admitted without it.
+            _ => return Err(SharedRefusal::new(0.0, self.limit.rate())),
         };
-        let beat = Beat {
-            key: &self.members_key,
-            member: &self.member,
-            ttl_ms: self.settings.heartbeat_ttl.as_millis() as u64,
-        };
+        let beat = self.beat();
         let invocation = self
             .limit
             .invocation(Mode::All, u64::from(count), 0, Some(&beat));
         let call = shared::call(&mut connection, invocation);
         match crate::driver::timed(self.settings.call_timeout, call).await {
             Ok(answer) => {
-                let mut state = lock(&self.state);
-                state.health.answered(self.limit.key());
-                state.live = answer.live.max(1);
-                drop(state);
+                self.answered(&answer);
                 if count > 0 && answer.count == u64::from(count) {
+                    self.fallback.record(self.clock.now_nanos(), count);
                     Ok(())
                 } else {
                     Err(SharedRefusal::new(
@@ -161,6 +163,23 @@ impl<S: Shared> Strict<S> {
         }
     }
 
+    /// This process's heartbeat, sent with each call.
+    fn beat(&self) -> Beat<'_> {
+        Beat {
+            key: &self.members_key,
+            member: &self.member,
+            ttl_ms: self.settings.heartbeat_ttl.as_millis() as u64,
+        }
+    }
+
+    /// Redis answered: on the shared limit, with the live processes it counted.
+    fn answered(&self, answer: &shared::Answer) {
+        let mut state = lock(&self.state);
+        state.live = answer.live.max(1);
+        let live = state.live;
+        state.health.answered(self.limit.key(), live);
+    }
+
     /// Admits `count` by the fallback.
     fn fallback_takes(&self, count: u32) -> Result<(), SharedRefusal> {
         let live = lock(&self.state).live;
@@ -168,13 +187,16 @@ impl<S: Shared> Strict<S> {
         self.fallback.takes(self.limit.rate(), live, now, count)
     }
 
-    fn probe_ms(&self) -> u64 {
-        self.settings.probe_every.as_millis() as u64
+    /// A request's call failed: the fallback from now on (logged once), the connection
+    /// dropped, and [`Strict::connect`] woken to probe after `probe_every`.
+    fn failed(&self, err: &Error) {
+        self.fall_back(err);
+        self.lost.notify_one();
     }
 
-    /// Redis failed: the fallback from now on (logged once), the connection dropped, and a
-    /// probe after `probe_every`.
-    fn failed(&self, err: &Error) {
+    /// Redis failed: the fallback (logged when it was not), no connection, a probe after
+    /// `probe_every`; requests waiting for a first answer decide now.
+    fn fall_back(&self, err: &Error) {
         let now = self.clock.now_millis();
         let (key, fallback, every) = (
             self.limit.key(),
@@ -185,31 +207,69 @@ impl<S: Shared> Strict<S> {
         state.health.failed(key, err, fallback, now, every);
         state.connection = None;
         drop(state);
-        self.lost.notify_one();
+        self.answered.done();
     }
 
     /// Keeps a connection to `target` for [`Strict::check`], for good (run it in a task of its
-    /// own): makes one when there is none (within four call timeouts; every `probe_every` until
-    /// one is made), and makes a new one after a failed call drops it.
+    /// own): connects and asks Redis for the fleet's state at once (each within the call
+    /// timeout; the connection within four), and again every `probe_every` while Redis fails.
+    /// The first answer after a failure is preceded by the report of what the fallback
+    /// admitted.
     pub async fn connect(&self, target: impl Into<Target>) {
         let target = target.into();
-        let mut first = true;
         loop {
-            let missing = lock(&self.state).connection.is_none();
-            if missing {
-                match connect(&target, self.settings.call_timeout).await {
-                    // The next request is the probe.
-                    Ok(connection) => lock(&self.state).connection = Some(connection),
-                    Err(err) => {
-                        if first {
-                            tracing::warn!(limit = %self.limit.key(), error = %err, fallback = ?self.settings.fallback, "shared limit: cannot reach Redis, falling back until it answers");
-                        }
-                        self.failed(&err);
-                    }
+            // When the next probe is due: at once before a first answer, when the probe
+            // period has passed after a failure, never while Redis answers (until a request's
+            // call fails).
+            let due_in = {
+                let state = lock(&self.state);
+                match (state.health.probe_at_ms, state.connection.is_some()) {
+                    (Some(at), _) => Some(at.saturating_sub(self.clock.now_millis())),
+                    (None, false) => Some(0),
+                    (None, true) => None,
                 }
-                first = false;
+            };
+            match due_in {
+                Some(0) => self.probe(&target).await,
+                Some(ms) => {
+                    let wait = Duration::from_millis(ms).min(self.settings.probe_every);
+                    let _ = tokio::time::timeout(wait, self.lost.notified()).await;
+                }
+                None => self.lost.notified().await,
             }
-            let _ = tokio::time::timeout(self.settings.probe_every, self.lost.notified()).await;
+        }
+    }
+
+    /// One probe: a connection (a new one if there is none), the fallback's admissions
+    /// reported, and the fleet's state read with this process's heartbeat.
+    async fn probe(&self, target: &Target) {
+        let timeout = self.settings.call_timeout;
+        let existing = lock(&self.state).connection.clone();
+        let now = self.clock.now_millis();
+        let group = self.limit.report_group_ms();
+        let reports = self.fallback.take_unreported(now, group);
+        let probed = async {
+            let mut connection = match existing {
+                Some(connection) => connection,
+                None => connect(target, timeout).await?,
+            };
+            shared::report(&self.limit, &mut connection, &reports, timeout).await?;
+            let beat = self.beat();
+            let invocation = self.limit.invocation(Mode::UpTo, 0, 0, Some(&beat));
+            let answer =
+                crate::driver::timed(timeout, shared::call(&mut connection, invocation)).await?;
+            Ok::<_, Error>((connection, answer))
+        };
+        match probed.await {
+            Ok((connection, answer)) => {
+                lock(&self.state).connection = Some(connection);
+                self.answered(&answer);
+                self.answered.done();
+            }
+            Err(err) => {
+                self.fallback.restore(now, &reports);
+                self.fall_back(&err);
+            }
         }
     }
 
@@ -219,7 +279,8 @@ impl<S: Shared> Strict<S> {
         lock(&self.state).connection.is_some()
     }
 
-    /// Whether it decides against the shared limit or by its fallback.
+    /// Whether it decides against the shared limit or by its fallback, or has not heard from
+    /// Redis yet.
     pub fn mode(&self) -> LeaseMode {
         lock(&self.state).health.mode()
     }

@@ -189,6 +189,14 @@ impl sealed::Sealed for SharedWindow {
         self.bucket_ms()
     }
 
+    fn span_ms(&self) -> u64 {
+        self.interval_ms
+    }
+
+    fn report_group_ms(&self) -> u64 {
+        self.bucket_ms()
+    }
+
     fn invocation(
         &self,
         mode: Mode,

@@ -82,6 +82,12 @@ pub trait SharedLimit: Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// Whether it has not reached its shared state yet (starting up: for metrics and status
+    /// pages; by default never).
+    fn is_starting(&self) -> bool {
+        false
+    }
+
     /// The processes sharing it, as last known (for metrics; by default unknown).
     fn processes(&self) -> Option<u64> {
         None

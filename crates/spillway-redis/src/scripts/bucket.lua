@@ -12,7 +12,10 @@
 --                   tryAcquire(count, 0)); refusing writes nothing;
 --          "upto"   the same, for a lease: a lease of `count` is one reservation of `count`;
 --          "return" give back `count` unused permits: they first shorten the wait the bucket
---                   owes, then are stored again, up to the burst
+--                   owes, then are stored again, up to the burst;
+--          "report" reserve `count` permits without a check (what a process's fallback
+--                   admitted while Redis failed), unless the bucket is new (a Redis that lost
+--                   it): a new bucket, nothing stored and free from now, is as strict already
 -- ARGV[6]  with KEYS[2]: this process's member name     ARGV[7]  its heartbeat's TTL, in ms
 --
 -- Returns { the permits granted (or given back); the stored permits after, whole; now (ms);
@@ -39,6 +42,7 @@ end
 
 local stored, next_free, interval, max_permits
 local changed = false
+local fresh = false
 
 -- Guava's resync: permits made since the next free moment are stored, up to the most.
 local function resync()
@@ -57,6 +61,7 @@ if not values[2] then
   interval = 1000000 / rate
   max_permits = burst * rate
   changed = true
+  fresh = true
 else
   stored = tonumber(values[1])
   next_free = tonumber(values[2])
@@ -89,6 +94,16 @@ if mode == 'return' then
   stored = math.min(max_permits, stored + back)
   granted = count
   changed = true
+elseif mode == 'report' then
+  if not fresh and count > 0 then
+    -- Guava's reserve, whatever the wait it makes: stored permits first, then fresh ones.
+    resync()
+    local spend = math.min(count, stored)
+    next_free = next_free + math.floor((count - spend) * interval)
+    stored = stored - spend
+    granted = count
+    changed = true
+  end
 elseif count > 0 and next_free <= now then
   -- Guava's reserveEarliestAvailable: stored permits first, then fresh ones, paid for by the
   -- next caller ((long) truncates the wait).

@@ -12,7 +12,10 @@
 --          "upto"   pass as many of `count` as checks of one, one after the other, would pass
 --                   (a lease);
 --          "return" take back up to `count` passes from the bucket that starts at ARGV[7], if
---                   that bucket is still the one its slot holds (an unused lease)
+--                   that bucket is still the one its slot holds (an unused lease);
+--          "report" count `count` passes admitted ARGV[7] ms ago without a check (what a
+--                   process's fallback admitted), in the bucket of that time if it is still
+--                   in the window
 -- ARGV[8]  with KEYS[2]: this process's member name     ARGV[9]  its heartbeat's TTL, in ms
 --
 -- Returns { 1 if admitted, else 0 ("all"), or the passes granted ("upto") or taken back
@@ -54,6 +57,24 @@ if mode == 'return' then
     redis.call('HINCRBY', KEYS[1], 'c' .. slot, -back)
   end
   return { back, 0, now, start, live, start + width }
+end
+
+if mode == 'report' then
+  local at = now - tonumber(ARGV[7])
+  local from = at - at % width
+  local slot = math.floor(from / width) % buckets
+  local t = tonumber(redis.call('HGET', KEYS[1], 't' .. slot))
+  if count <= 0 or now - from > interval or (t and t > from) then
+    -- Out of the window already (or its slot holds a later bucket).
+    return { 0, 0, now, start, live, start + width }
+  end
+  if t == from then
+    redis.call('HINCRBY', KEYS[1], 'c' .. slot, count)
+  else
+    redis.call('HSET', KEYS[1], 't' .. slot, from, 'c' .. slot, count)
+  end
+  redis.call('PEXPIRE', KEYS[1], interval * 2)
+  return { count, 0, now, start, live, start + width }
 end
 
 local fields = {}
