@@ -113,6 +113,9 @@ impl RateFallback {
         now_nanos: u64,
         count: u32,
     ) -> Result<(), SharedRefusal> {
+        // One decision at a time: the check and the count together, so that concurrent
+        // requests cannot each pass the last place.
+        let mut unreported = crate::lease::lock(&self.unreported);
         let taken = match self.policy {
             Fallback::Open => Ok(()),
             Fallback::Closed => Err(SharedRefusal::new(0.0, 0.0)),
@@ -128,7 +131,7 @@ impl RateFallback {
         if taken.is_ok() {
             self.record(now_nanos, count);
             let now_ms = now_nanos / 1_000_000;
-            crate::lease::lock(&self.unreported).add(now_ms, u64::from(count), self.keep_ms);
+            unreported.add(now_ms, u64::from(count), self.keep_ms);
         }
         taken
     }

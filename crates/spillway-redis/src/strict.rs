@@ -10,7 +10,6 @@ use crate::Error;
 use spillway::cluster::SharedRefusal;
 use spillway::Clock;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// A shared limit checked with one script call per request: exact across the fleet while Redis
 /// answers, a round trip per request.
@@ -188,7 +187,7 @@ impl<S: Shared> Strict<S> {
     }
 
     /// A request's call failed: the fallback from now on (logged once), the connection
-    /// dropped, and [`Strict::connect`] woken to probe after `probe_every`.
+    /// dropped, and [`Strict::connect`] woken to probe `probe_every` later.
     fn failed(&self, err: &Error) {
         self.fall_back(err);
         self.lost.notify_one();
@@ -218,24 +217,20 @@ impl<S: Shared> Strict<S> {
     pub async fn connect(&self, target: impl Into<Target>) {
         let target = target.into();
         loop {
-            // When the next probe is due: at once before a first answer, when the probe
-            // period has passed after a failure, never while Redis answers (until a request's
-            // call fails).
-            let due_in = {
+            let (failing, connected) = {
                 let state = lock(&self.state);
-                match (state.health.probe_at_ms, state.connection.is_some()) {
-                    (Some(at), _) => Some(at.saturating_sub(self.clock.now_millis())),
-                    (None, false) => Some(0),
-                    (None, true) => None,
-                }
+                (state.health.in_fallback(), state.connection.is_some())
             };
-            match due_in {
-                Some(0) => self.probe(&target).await,
-                Some(ms) => {
-                    let wait = Duration::from_millis(ms).min(self.settings.probe_every);
-                    let _ = tokio::time::timeout(wait, self.lost.notified()).await;
-                }
-                None => self.lost.notified().await,
+            if failing {
+                // The probe period after a failure (a request's or a probe's).
+                tokio::time::sleep(self.settings.probe_every).await;
+                self.probe(&target).await;
+            } else if connected {
+                // Redis answers: nothing to do until a request's call fails.
+                self.lost.notified().await;
+            } else {
+                // Before the first answer.
+                self.probe(&target).await;
             }
         }
     }

@@ -1,0 +1,246 @@
+//! Start-up and the switches to the fallback and back, against a real `redis-server` killed and
+//! restarted empty, on a manual clock shared by the processes and the scripts (so that every
+//! count is exact): the first requests of a process are decided by Redis, a fallback starts
+//! from what its process admitted in the current window, and what it admitted is counted in
+//! the window when Redis answers again.
+
+mod common;
+
+use common::RedisServer;
+use spillway::ManualClock;
+use spillway_redis::{LeaseMode, LeaseSettings, LeasedWindow, SharedWindow, Strict, Time};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A whole second: the windows' buckets start at it.
+const START_MS: u64 = 1_700_000_000_000;
+/// Longest any one wait may take (never reached when the test passes).
+const STEP: Duration = Duration::from_secs(30);
+/// The shared limit, a second, in two buckets.
+const LIMIT: f64 = 300.0;
+
+fn window(clock: &ManualClock, name: &str) -> SharedWindow {
+    let time = Time::Clock(Arc::new(clock.clone()));
+    SharedWindow::new(name, LIMIT, Duration::from_secs(1), 2, time).unwrap()
+}
+
+fn settings() -> LeaseSettings {
+    LeaseSettings {
+        probe_every: Duration::from_millis(20),
+        ..LeaseSettings::default()
+    }
+}
+
+/// A strict check of `name` whose connection task runs on `redis` (not yet answered).
+fn strict(redis: &RedisServer, clock: &ManualClock, name: &str) -> Arc<Strict<SharedWindow>> {
+    let check =
+        Strict::new(window(clock, name), Arc::new(clock.clone()), settings()).map(Arc::new);
+    let check = check.unwrap();
+    let connector = check.clone();
+    let client = redis::Client::open(redis.url()).unwrap();
+    tokio::spawn(async move { connector.connect(client).await });
+    check
+}
+
+/// Waits until every check is in `mode`.
+async fn until_all(checks: &[Arc<Strict<SharedWindow>>], mode: LeaseMode) {
+    let reached = tokio::time::timeout(STEP, async {
+        while checks.iter().any(|check| check.mode() != mode) {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+    reached.await.unwrap_or_else(|_| panic!("all {mode:?}"));
+}
+
+/// How many of `count` checks of one, all at once on `check`, pass.
+async fn burst(check: &Arc<Strict<SharedWindow>>, count: usize) -> usize {
+    let checks = (0..count).map(|_| {
+        let check = check.clone();
+        tokio::spawn(async move { check.check(1).await.is_ok() })
+    });
+    let mut admitted = 0;
+    for decided in checks.collect::<Vec<_>>() {
+        admitted += usize::from(decided.await.unwrap());
+    }
+    admitted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_strict_checks_of_three_processes_are_decided_by_redis() {
+    let redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let checks: Vec<_> = (0..3).map(|_| strict(&redis, &clock, "first")).collect();
+    assert!(checks.iter().all(|c| c.mode() == LeaseMode::Starting));
+    // 200 first requests on each at once, while each has just started: each waits for its
+    // process's first answer, and then Redis decides. Before, the fallback (one process
+    // assumed, so the whole limit) decided those that came before the first answer: up to
+    // 600 passed.
+    let bursts: Vec<_> = checks
+        .iter()
+        .map(|check| {
+            let check = check.clone();
+            tokio::spawn(async move { burst(&check, 200).await })
+        })
+        .collect();
+    let mut admitted = 0;
+    for each in bursts {
+        admitted += each.await.unwrap();
+    }
+    println!("first requests: {admitted} of 600 admitted against {LIMIT}");
+    assert_eq!(admitted, LIMIT as usize);
+    assert!(checks.iter().all(|c| c.mode() == LeaseMode::Global));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_strict_fallback_starts_from_its_admissions_and_redis_counts_it_on_return() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let checks: Vec<_> = (0..3).map(|_| strict(&redis, &clock, "killed")).collect();
+    until_all(&checks, LeaseMode::Global).await;
+    // First bucket: 60 through Redis in each process.
+    for check in &checks {
+        assert_eq!(burst(check, 60).await, 60);
+    }
+    assert_eq!(checks[0].live_processes(), 3);
+
+    redis.kill().await;
+    // Each process's next check fails and falls back; the fallback admits it (61 of the share
+    // of 100 in its local window).
+    for check in &checks {
+        assert!(check.check(1).await.is_ok());
+    }
+    until_all(&checks, LeaseMode::Fallback).await;
+    // The second bucket: the share is 100 a second over the same window, which holds this
+    // process's 61 already. Before, the local window started empty: 100 more each (480 in
+    // the two buckets against 300).
+    clock.advance_millis(600);
+    let mut fallback = 0;
+    for check in &checks {
+        let admitted = burst(check, 100).await;
+        assert_eq!(admitted, 39, "share 100, 61 admitted already");
+        fallback += admitted + 1;
+    }
+    assert_eq!(180 + fallback, LIMIT as usize, "the two buckets hold the limit");
+
+    // Redis comes back empty. At its first answer each process reports its fallback's 40
+    // (1 in the first bucket, 39 in the second): the window knows them.
+    redis.restart().await;
+    until_all(&checks, LeaseMode::Global).await;
+    clock.advance_millis(400);
+    // The next bucket's window holds the second bucket's 117: 183 more, exactly. Without the
+    // report, 300 more (417 in those two buckets).
+    let mut after = 0;
+    for check in &checks {
+        after += burst(check, 100).await;
+    }
+    println!("fallback admitted {fallback}, then {after} in the window after the restart");
+    assert_eq!(after, 300 - 117);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_fallback_starts_from_its_admissions_and_redis_counts_it_on_return() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let max_batch = 10;
+    let lease = || {
+        let settings = LeaseSettings {
+            max_batch,
+            ..settings()
+        };
+        LeasedWindow::with_settings(window(&clock, "leased"), Arc::new(clock.clone()), settings)
+            .unwrap()
+    };
+    let mut processes = Vec::new();
+    for _ in 0..3 {
+        let lease = lease();
+        assert_eq!(lease.mode(), LeaseMode::Starting);
+        // Nothing is admitted before Redis first answers.
+        assert!(!lease.try_acquire(1));
+        processes.push((lease, redis.connect().await));
+    }
+    // First bucket: 60 admitted from leases in each process.
+    for (lease, conn) in &mut processes {
+        let mut admitted = 0;
+        while admitted < 60 {
+            if lease.try_acquire(1) {
+                admitted += 1;
+            } else {
+                lease.refill(conn).await.unwrap();
+            }
+        }
+        assert_eq!(lease.mode(), LeaseMode::Global);
+    }
+    // A heartbeat each, so that each knows the fleet is three.
+    for (lease, conn) in &mut processes {
+        lease.refill(conn).await.unwrap();
+        assert_eq!(lease.live_processes(), 3);
+    }
+
+    redis.kill().await;
+    for (lease, conn) in &mut processes {
+        assert!(lease.refill(conn).await.is_err());
+        assert_eq!(lease.mode(), LeaseMode::Fallback);
+    }
+    // The second bucket: the share, 100, over a local window that holds this process's 60.
+    clock.advance_millis(600);
+    let mut fallback = 0;
+    for (lease, _) in &processes {
+        let admitted = (0..100).filter(|_| lease.try_acquire(1)).count();
+        assert_eq!(admitted, 40, "share 100, 60 admitted already");
+        fallback += admitted;
+    }
+
+    // Redis comes back empty; each process's first refill reports its fallback's 40 first.
+    redis.restart().await;
+    for (lease, conn) in &mut processes {
+        *conn = redis.connect().await;
+        lease.refill(conn).await.unwrap();
+        assert_eq!(lease.mode(), LeaseMode::Global);
+    }
+    // The next bucket: its window holds the 120 reported and the leases just taken, so the
+    // fleet admits at most 180 more in it, from leases. Without the report, up to 300 more.
+    clock.advance_millis(400);
+    let mut after = 0;
+    for _ in 0..100 {
+        for (lease, conn) in &mut processes {
+            if lease.try_acquire(1) {
+                after += 1;
+            } else if lease.wants_refill() {
+                lease.refill(conn).await.unwrap();
+            }
+        }
+    }
+    println!("fallback admitted {fallback}, then {after} in the window after the restart");
+    assert!(after <= 300 - 120, "{after} after the restart");
+    assert!(after >= 120, "{after}: the leases still admit what the window has room for");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_that_outlived_a_failure_is_charged_what_the_fallback_admitted() {
+    use spillway_redis::{LeasedBucket, SharedBucket};
+    let redis = RedisServer::start().await;
+    // A Redis that dies: the calls that fail while the bucket's own Redis keeps its state (a
+    // network failure, as this process sees it).
+    let mut gone = RedisServer::start().await;
+    let mut dead = gone.connect().await;
+    gone.kill().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let time = Time::Clock(Arc::new(clock.clone()));
+    let bucket = || SharedBucket::new("blip", 100.0, 1.0, time.clone()).unwrap();
+    let lease = LeasedBucket::with_settings(bucket(), Arc::new(clock.clone()), settings());
+    let lease = lease.unwrap();
+    let mut conn = redis.connect().await;
+    lease.refill(&mut conn).await.unwrap();
+    // A second unused: the bucket stores its burst, 100.
+    clock.advance_millis(1000);
+    assert!(lease.refill(&mut dead).await.is_err());
+    assert_eq!(lease.mode(), LeaseMode::Fallback);
+    let fallback = (0..150).filter(|_| lease.try_acquire(1)).count();
+    assert_eq!(fallback, 100, "the share of one process: 100 a second");
+    // Back: the report spends the 100 stored first, so the bucket has nothing left for a
+    // strict check. Without it, the 100 stored would pass a second burst.
+    lease.refill(&mut conn).await.unwrap();
+    assert_eq!(lease.mode(), LeaseMode::Global);
+    let check = bucket().try_acquire(&mut conn, 1).await.unwrap();
+    assert!(!check.admitted, "the bucket was charged the fallback's 100");
+}
