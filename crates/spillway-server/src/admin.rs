@@ -586,14 +586,18 @@ fn flow_states(spillway: &spillway::Spillway) -> Vec<Value> {
 }
 
 /// Each cluster rule, in file order: its kind, how it is checked (`leased` or `strict`), its
-/// state (`global` while it admits against the shared limit, `fallback` while Redis is out of
-/// reach) and the instances its last answer counted.
+/// state (`starting` before Redis first answers, `global` while it admits against the shared
+/// limit, `fallback` while Redis is out of reach) and the instances its last answer counted.
 fn cluster_states(cluster: &crate::cluster::ClusterLimits) -> Vec<Value> {
     cluster
         .states()
         .into_iter()
         .map(|rule| {
-            let state = if rule.fallback { "fallback" } else { "global" };
+            let state = match (rule.starting, rule.fallback) {
+                (_, true) => "fallback",
+                (true, false) => "starting",
+                (false, false) => "global",
+            };
             json!({
                 "rule": rule.id,
                 "resource": rule.resource,

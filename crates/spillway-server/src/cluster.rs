@@ -199,6 +199,8 @@ pub(crate) struct RuleState {
     pub(crate) resource: String,
     pub(crate) kind: &'static str,
     pub(crate) mode: &'static str,
+    /// No answer from Redis yet.
+    pub(crate) starting: bool,
     pub(crate) fallback: bool,
     pub(crate) instances: Option<u64>,
 }
@@ -250,6 +252,34 @@ impl ClusterLimits {
         rules
     }
 
+    /// Waits until every rule has had its first answer from Redis (or found it failing), at
+    /// most `within`, and logs how it went: called at start, before the proxy serves, so that
+    /// its first requests are decided against the fleet's state.
+    pub async fn until_started(&self, within: std::time::Duration) {
+        let clock = spillway::SystemClock::new();
+        let began = spillway::Clock::now_millis(&clock);
+        let deadline = tokio::time::Instant::now() + within;
+        let starting = || self.states().iter().filter(|rule| rule.starting).count();
+        let total = self.states().len();
+        if total == 0 {
+            return;
+        }
+        while starting() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let waited_ms = spillway::Clock::now_millis(&clock) - began;
+        let states = self.states();
+        let unanswered = states.iter().filter(|rule| rule.starting).count();
+        let failing = states.iter().filter(|rule| rule.fallback).count();
+        if unanswered > 0 {
+            tracing::warn!(rules = total, unanswered, waited_ms, "cluster rules: no answer from Redis within startup_wait; their requests wait for it or are refused until it answers");
+        } else if failing > 0 {
+            tracing::warn!(rules = total, failing, waited_ms, "cluster rules: Redis out of reach at start; their fallback decides until it answers");
+        } else {
+            tracing::info!(rules = total, waited_ms, "cluster rules: Redis reached, every rule on its global limit");
+        }
+    }
+
     /// The strict rules of `resource`, in file order; None if it has none.
     pub(crate) fn strict_for(&self, resource: &str) -> Option<Arc<[StrictRule]>> {
         let strict = self.strict.load();
@@ -266,17 +296,24 @@ impl ClusterLimits {
             .iter()
             .map(|entry| {
                 let rule = &entry.built_from.0;
-                let (fallback, instances) = match &entry.check {
-                    Check::Leased(lease) => (lease.in_fallback(), lease.processes()),
-                    Check::Strict(check) => (check.in_fallback(), Some(check.instances())),
+                let (starting, fallback, instances) = match &entry.check {
+                    Check::Leased(lease) => {
+                        (lease.is_starting(), lease.in_fallback(), lease.processes())
+                    }
+                    Check::Strict(check) => {
+                        let (starting, fallback) = check.state();
+                        (starting, fallback, Some(check.instances()))
+                    }
                 };
                 RuleState {
                     id: rule.id.clone(),
                     resource: rule.resource.clone(),
                     kind: rule.kind.as_str(),
                     mode: rule.mode.as_str(),
+                    starting,
                     fallback,
-                    instances,
+                    // Unknown before the first answer.
+                    instances: instances.filter(|_| !starting),
                 }
             })
             .collect()
@@ -304,6 +341,7 @@ fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
         heartbeat_ttl: section.heartbeat_ttl,
         fallback: rule.fallback.into(),
         assumed_processes: section.assumed_instances,
+        startup_wait: section.startup_wait,
         member: None,
     };
     let clock: Arc<dyn spillway::Clock> = Arc::new(spillway::SystemClock::new());
@@ -442,8 +480,8 @@ mod strict_tests {
         let states = limits.states();
         let modes: Vec<_> = states.iter().map(|s| (s.id.as_str(), s.mode)).collect();
         assert_eq!(modes, [("s", "strict"), ("l", "leased")]);
-        // A strict check is in its fallback until Redis first answers.
-        assert!(states[0].fallback);
+        // A strict check is starting until Redis first answers (here, until it fails).
+        assert!(states[0].starting || states[0].fallback);
 
         // The strict rule made leased: it leaves the proxy's list for the pipeline.
         let leased = STRICT.replace("mode = \"strict\"\n", "");

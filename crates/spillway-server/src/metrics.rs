@@ -577,6 +577,15 @@ impl Collector for Live {
         )?;
         gauges(
             &mut encoder,
+            "spillway_cluster_starting",
+            "Whether a cluster rule has had no answer from Redis yet (1: starting) or has (0), by rule",
+            cluster.iter().map(|rule| {
+                let starting = if rule.starting { 1.0 } else { 0.0 };
+                (labels(&rule.id, &rule.resource), starting)
+            }),
+        )?;
+        gauges(
+            &mut encoder,
             "spillway_cluster_instances",
             "The instances sharing a cluster rule, as its last heartbeat's answer counted them, by rule",
             cluster.iter().filter_map(|rule| {

@@ -95,6 +95,11 @@ impl Server {
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
         apply_rules(proxy.spillway(), proxy.cluster_limits(), config)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+        // Cluster rules learn the fleet's state before the first request.
+        if let Some(cluster) = &config.cluster {
+            let within = cluster.get_ref().startup_wait;
+            proxy.cluster_limits().until_started(within).await;
+        }
         let cap = max_connections(config.listener.max_connections)?;
         let listener = tokio::net::TcpListener::bind(config.listener.listen).await?;
         let listener = LimitedListener::new(listener, cap).at_capacity(config.listener.at_capacity);

@@ -76,13 +76,13 @@ impl StrictRule {
         })
     }
 
-    /// Whether it decides by its fallback now.
-    pub(crate) fn in_fallback(&self) -> bool {
+    /// Whether it has no answer from Redis yet, and whether it decides by its fallback now.
+    pub(crate) fn state(&self) -> (bool, bool) {
         let mode = match &self.check {
             StrictCheck::Window(strict) => strict.mode(),
             StrictCheck::Bucket(strict) => strict.mode(),
         };
-        mode == LeaseMode::Fallback
+        (mode == LeaseMode::Starting, mode == LeaseMode::Fallback)
     }
 
     /// The instances sharing it, as its last answer counted them.

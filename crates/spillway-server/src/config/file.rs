@@ -203,6 +203,10 @@ pub struct ClusterConfig {
     /// The instances assumed live before a heartbeat has been read (default 1).
     #[serde(default = "default_assumed_instances")]
     pub assumed_instances: u64,
+    /// Longest the proxy waits at start (and a request on a new rule) for a rule's first
+    /// answer from Redis (default 1 s).
+    #[serde(default = "default_startup_wait", with = "humantime_serde")]
+    pub startup_wait: Duration,
 }
 
 fn default_call_timeout() -> Duration {
@@ -215,6 +219,10 @@ fn default_probe_every() -> Duration {
 
 fn default_heartbeat_ttl() -> Duration {
     Duration::from_secs(3)
+}
+
+fn default_startup_wait() -> Duration {
+    Duration::from_secs(1)
 }
 
 fn default_assumed_instances() -> u64 {

@@ -1,0 +1,644 @@
+//! Cluster rules end to end on a fleet: three real `spillway serve` processes sharing one real
+//! `redis-server`. Low traffic on every kind of rule is never refused; a burst of first requests
+//! at fresh processes stays within the limit; Redis killed and restarted under load keeps the
+//! bound over the window's aligned buckets; a killed process's places go to the others within
+//! the heartbeat TTL. Each test prints one line of the figures it measured (run with
+//! `--nocapture`). Waits are on events (a log line, the admin API's status, the upstream seeing
+//! a request), each within a deadline. The tests run one at a time: each measures real time on
+//! a machine of two cores.
+
+#![cfg(unix)]
+
+mod child;
+#[path = "../../spillway-redis/tests/common/mod.rs"]
+mod redis_server;
+mod support;
+
+use bytes::Bytes;
+use child::{free_port, serve, wait_for_line, DEADLINE};
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use redis_server::RedisServer;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// The tests of this file run one at a time (see the top comment).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The limit of the `qps` rules of the burst and the kill tests: passes a second, fleet-wide.
+const LIMIT: usize = 300;
+
+/// The leased check's bound over two consecutive buckets: the limit plus `2 x max_batch`
+/// (the default, 10) per process, for three processes.
+const LEASED_BOUND: usize = LIMIT + 2 * 10 * 3;
+
+/// Slack, in percent, on a bound checked by send times: Redis counts a request when it gets
+/// there, not when the client sent it, so one sent at a bucket's end may be counted in the next
+/// bucket. Never applied to the burst, whose requests are all sent in one bucket.
+const SEND_TIME_SLACK_PERCENT: usize = 10;
+
+/// A bucket of the `qps` rules' window (`interval = "1s"`, `buckets = 2`), in ms: Redis's clock,
+/// which is this machine's, aligns buckets on its multiples of Unix time.
+const BUCKET_MS: u64 = 500;
+
+/// The window of the `qps` rules, in ms.
+const WINDOW_MS: u64 = 1_000;
+
+/// How often the admin API's status is read while waiting for a change.
+const POLL: Duration = Duration::from_millis(20);
+
+/// A leased `qps` rule of 300 a second over a 1 s window of two buckets.
+const LEASED_QPS: &str = "limit = 300\ninterval = \"1s\"\nbuckets = 2";
+
+/// A strict `qps` rule of 300 a second (one Redis call a request).
+const STRICT_QPS: &str = "kind = \"qps\"\nmode = \"strict\"\nlimit = 300";
+
+/// A leased token bucket of 300 permits a second, storing one second of them (Guava's burst).
+const BUCKET: &str = "kind = \"bucket\"\nlimit = 300\nburst = 1";
+
+/// A leased concurrency rule of 30 requests in flight.
+const PLACES: &str = "kind = \"concurrency\"\nlimit = 30";
+
+/// The low-traffic test's routes: name, its rule's fields, requests a second to each process.
+const LOW_TRAFFIC: [(&str, &str, u64); 8] = [
+    ("qps1", LEASED_QPS, 1),
+    ("qps4", LEASED_QPS, 4),
+    ("bucket1", BUCKET, 1),
+    ("bucket4", BUCKET, 4),
+    ("conc1", PLACES, 1),
+    ("conc4", PLACES, 4),
+    ("strict1", STRICT_QPS, 1),
+    ("strict4", STRICT_QPS, 4),
+];
+
+/// The test's HTTP/1.1 client.
+type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// A request's answer: the Unix ms it was sent at, and its status or why there was none.
+type Answer = (u64, Result<StatusCode, String>);
+
+/// Takes the one-test-at-a-time lock, and lets this process open as many files as its hard
+/// limit allows (the burst opens 1,200 connections, and the upstream's side of them is here).
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    let _ = spillway_server::descriptors::raise_limit();
+    ONE_AT_A_TIME.lock().await
+}
+
+/// Milliseconds of Unix time now.
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// An upstream answering `ok` at once, but holding a request with an `x-hold` header until the
+/// gate is set to `true`; each held request's arrival is sent on the channel first.
+async fn gated_upstream() -> (SocketAddr, watch::Sender<bool>, mpsc::UnboundedReceiver<()>) {
+    let (gate, opened) = watch::channel(false);
+    let (arrived, arrivals) = mpsc::unbounded_channel();
+    let addr = support::upstream(move |request: Request<Incoming>| {
+        let (mut opened, arrived) = (opened.clone(), arrived.clone());
+        async move {
+            if request.headers().contains_key("x-hold") {
+                let _ = arrived.send(());
+                let _ = opened.wait_for(|open| *open).await;
+            }
+            Response::new(Full::new(Bytes::from("ok")))
+        }
+    })
+    .await;
+    (addr, gate, arrivals)
+}
+
+/// The `[cluster]` section on `redis`, with `extra` lines.
+fn cluster(redis: &RedisServer, extra: &str) -> String {
+    format!("[cluster]\nredis = \"{}\"\n{extra}\n\n", redis.url())
+}
+
+/// A route of `/NAME` to the resource NAME, and the cluster rule `NAME-fleet` on it with
+/// `fields` (kind, mode, limit...).
+fn rule(name: &str, fields: &str) -> String {
+    format!(
+        "[[route]]\nresource = \"{name}\"\npath = \"/{name}\"\nupstream = \"app\"\n\n\
+         [[cluster_rule]]\nid = \"{name}-fleet\"\nresource = \"{name}\"\n{fields}\n\n"
+    )
+}
+
+/// One `spillway serve` process: its proxy's and its admin API's ports, the child (killed when
+/// dropped) and its directory.
+struct Process {
+    port: u16,
+    admin: u16,
+    child: child::Spillway,
+    _dir: tempfile::TempDir,
+}
+
+impl Process {
+    /// Starts `spillway serve` in front of `upstream` with `rules` (the `[cluster]` section, the
+    /// routes and the rules); returns it with its log.
+    fn spawn(upstream: SocketAddr, rules: &str) -> (Self, std::sync::mpsc::Receiver<String>) {
+        let (port, admin) = (free_port(), free_port());
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!(
+            "[listener]\nlisten = \"127.0.0.1:{port}\"\n\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
+             [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
+        );
+        let (child, log) = serve(dir.path(), &config, None);
+        let process = Self {
+            port,
+            admin,
+            child,
+            _dir: dir,
+        };
+        (process, log)
+    }
+
+    /// `GET /api/status` from its admin API, as JSON.
+    async fn status(&self, client: &HttpClient) -> Value {
+        let uri = format!("http://127.0.0.1:{}/api/status", self.admin)
+            .parse()
+            .unwrap();
+        let response = tokio::time::timeout(DEADLINE, client.get(uri))
+            .await
+            .expect("the admin API answers")
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice(&body).unwrap()
+    }
+}
+
+/// Three processes in front of `upstream` with `rules`, started together; returns once each
+/// says it is listening.
+fn fleet(upstream: SocketAddr, rules: &str) -> [Process; 3] {
+    let started: [_; 3] = std::array::from_fn(|_| Process::spawn(upstream, rules));
+    started.map(|(process, log)| {
+        tokio::task::block_in_place(|| wait_for_line(&log, "spillway listening"));
+        process
+    })
+}
+
+/// A client for the proxies and their admin APIs.
+fn client() -> HttpClient {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// The cluster rules of a status, in file order.
+fn rules_of(status: &Value) -> &[Value] {
+    status["cluster"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// Whether there are rules, all in `state` (`"global"`, `"fallback"`).
+fn all_in(state: &'static str) -> impl Fn(&[Value]) -> bool {
+    move |rules| !rules.is_empty() && rules.iter().all(|rule| rule["state"] == state)
+}
+
+/// Whether the first rule counts `instances` live instances.
+fn instances(instances: u64) -> impl Fn(&[Value]) -> bool {
+    move |rules| rules.first().is_some_and(|rule| rule["instances"] == instances)
+}
+
+/// Reads `process`'s status every 20 ms until `ready` holds of its cluster rules, failing if
+/// `within` passes since `since` first; returns the time from `since`.
+async fn until_rules(
+    client: &HttpClient,
+    process: &Process,
+    since: Instant,
+    within: Duration,
+    what: &str,
+    ready: impl Fn(&[Value]) -> bool,
+) -> Duration {
+    loop {
+        let status = process.status(client).await;
+        if ready(rules_of(&status)) {
+            return since.elapsed();
+        }
+        assert!(
+            since.elapsed() < within,
+            "{what}: not within {within:?}: {}",
+            status["cluster"]
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// `GET /ROUTE` on the proxy at `port` (with `x-hold` when `hold`): the status, the body read
+/// to its end, or why there was none (within the deadline).
+async fn send(
+    client: &HttpClient,
+    port: u16,
+    route: &str,
+    hold: bool,
+) -> Result<StatusCode, String> {
+    let mut request = Request::get(format!("http://127.0.0.1:{port}/{route}"));
+    if hold {
+        request = request.header("x-hold", "1");
+    }
+    let request = request.body(Empty::new()).unwrap();
+    let answered = tokio::time::timeout(DEADLINE, async {
+        let response = client.request(request).await.map_err(|e| e.to_string())?;
+        let status = response.status();
+        let _ = response.into_body().collect().await.map_err(|e| e.to_string())?;
+        Ok::<StatusCode, String>(status)
+    });
+    answered
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {DEADLINE:?}")))
+}
+
+/// [`send`] in a task of its own, its answer with the Unix ms it was sent at.
+fn spawn_send(client: &HttpClient, port: u16, route: &'static str, hold: bool) -> JoinHandle<Answer> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        let at = unix_ms();
+        (at, send(&client, port, route, hold).await)
+    })
+}
+
+/// Open-loop load on `route` of the proxy at `port`: a request every `every`, each in a task of
+/// its own (a slow answer delays no other), `most` of them or until `stop` changes; returns
+/// every answer.
+async fn open_loop(
+    client: HttpClient,
+    port: u16,
+    route: &'static str,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+    most: usize,
+) -> Vec<Answer> {
+    let mut ticks = tokio::time::interval(every);
+    let mut sent = Vec::new();
+    while sent.len() < most {
+        tokio::select! {
+            _ = ticks.tick() => sent.push(spawn_send(&client, port, route, false)),
+            _ = stop.changed() => break,
+        }
+    }
+    let mut answers = Vec::with_capacity(sent.len());
+    for request in sent {
+        answers.push(request.await.unwrap());
+    }
+    answers
+}
+
+/// One route's answers: requests, the Unix ms each admitted one was sent at (sorted), refusals
+/// (429), and every other answer.
+#[derive(Debug, Default)]
+struct Tally {
+    requests: usize,
+    admitted: Vec<u64>,
+    refused: usize,
+    others: Vec<Result<StatusCode, String>>,
+}
+
+/// The tally of `route` among `answers`.
+fn tally(route: &str, answers: &[(&str, Answer)]) -> Tally {
+    let mut tally = Tally::default();
+    for (_, (at, answer)) in answers.iter().filter(|(name, _)| *name == route) {
+        tally.requests += 1;
+        match answer {
+            Ok(StatusCode::OK) => tally.admitted.push(*at),
+            Ok(StatusCode::TOO_MANY_REQUESTS) => tally.refused += 1,
+            other => tally.others.push(other.clone()),
+        }
+    }
+    tally.admitted.sort_unstable();
+    tally
+}
+
+/// Admissions (sorted Unix ms) in `[from, to)`.
+fn count(times: &[u64], from: u64, to: u64) -> usize {
+    times.partition_point(|&t| t < to) - times.partition_point(|&t| t < from)
+}
+
+/// The most admissions in an aligned span `[k x 500, k x 500 + 1000)` ms and in a sliding 1 s
+/// span starting at an admission, among the spans `keep` takes (by their start and end).
+fn peaks(times: &[u64], keep: impl Fn(u64, u64) -> bool) -> (usize, usize) {
+    let (Some(&first), Some(&last)) = (times.first(), times.last()) else {
+        return (0, 0);
+    };
+    let aligned = ((first / BUCKET_MS).saturating_sub(1)..=last / BUCKET_MS)
+        .map(|k| k * BUCKET_MS)
+        .filter(|&start| keep(start, start + WINDOW_MS))
+        .map(|start| count(times, start, start + WINDOW_MS))
+        .max()
+        .unwrap_or(0);
+    let sliding = times
+        .iter()
+        .filter(|&&start| keep(start, start + WINDOW_MS))
+        .map(|&start| count(times, start, start + WINDOW_MS))
+        .max()
+        .unwrap_or(0);
+    (aligned, sliding)
+}
+
+/// [`peaks`] before the kill (spans ending by it), around it (spans overlapping the time Redis
+/// was down, from the kill to the restart), after the restart (spans starting from it), and
+/// over the whole run.
+fn periods(times: &[u64], kill: u64, restart: u64) -> [(usize, usize); 4] {
+    [
+        peaks(times, |_, end| end <= kill),
+        peaks(times, |start, end| start < restart && end > kill),
+        peaks(times, |start, _| start >= restart),
+        peaks(times, |_, _| true),
+    ]
+}
+
+/// Sends held requests to `processes` in turn until `held` has `want` requests the upstream
+/// holds, failing past `deadline`: one at a time, a refused one (429) sent again 10 ms later.
+async fn fill(
+    client: &HttpClient,
+    processes: [&Process; 2],
+    arrivals: &mut mpsc::UnboundedReceiver<()>,
+    held: &mut Vec<JoinHandle<Answer>>,
+    want: usize,
+    deadline: Instant,
+) {
+    let mut turn = 0;
+    while held.len() < want {
+        assert!(Instant::now() < deadline, "{} held, not {want}", held.len());
+        let mut request = spawn_send(client, processes[turn % 2].port, "conc", true);
+        turn += 1;
+        let arrived = tokio::select! {
+            _ = arrivals.recv() => true,
+            answer = &mut request => {
+                assert_eq!(answer.unwrap().1, Ok(StatusCode::TOO_MANY_REQUESTS));
+                false
+            }
+        };
+        if arrived {
+            held.push(request);
+        } else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn low_traffic_on_every_kind_is_never_refused() {
+    let _one = one_at_a_time().await;
+    let redis = RedisServer::start().await;
+    let (upstream, _, _) = gated_upstream().await;
+    let mut rules = cluster(&redis, "");
+    for (name, fields, _) in LOW_TRAFFIC {
+        rules.push_str(&rule(name, fields));
+    }
+    let fleet = fleet(upstream, &rules);
+    let client = client();
+    for process in &fleet {
+        let on_redis = all_in("global");
+        until_rules(&client, process, Instant::now(), DEADLINE, "on Redis", on_redis).await;
+    }
+    // Six seconds of 1 or 4 requests a second on each route of each process, all at once.
+    const SECONDS: u64 = 6;
+    let (_running, stop) = watch::channel(false);
+    let mut load = Vec::new();
+    for process in &fleet {
+        for (name, _, per_second) in LOW_TRAFFIC {
+            let every = Duration::from_millis(1_000 / per_second);
+            let most = (SECONDS * per_second) as usize;
+            let run = open_loop(client.clone(), process.port, name, every, stop.clone(), most);
+            load.push((name, tokio::spawn(run)));
+        }
+    }
+    let mut answers = Vec::new();
+    for (name, run) in load {
+        answers.extend(run.await.unwrap().into_iter().map(|answer| (name, answer)));
+    }
+    let mut figures = Vec::new();
+    for (name, _, per_second) in LOW_TRAFFIC {
+        let tally = tally(name, &answers);
+        let admitted = tally.admitted.len();
+        figures.push(format!("{name} {}/{admitted}/{}", tally.requests, tally.refused));
+        assert_eq!(tally.requests, (3 * SECONDS * per_second) as usize, "{name}");
+        assert_eq!(
+            admitted, tally.requests,
+            "{name}: {} refused, others {:?}",
+            tally.refused, tally.others
+        );
+    }
+    println!(
+        "low traffic, requests/admitted/refused per route (3 processes, {SECONDS} s): {}",
+        figures.join(", ")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_first_requests_stays_within_the_limit() {
+    let _one = one_at_a_time().await;
+    let redis = RedisServer::start().await;
+    let (upstream, _, _) = gated_upstream().await;
+    let rules = format!(
+        "{}{}{}",
+        cluster(&redis, "startup_wait = \"2s\""),
+        rule("strict", STRICT_QPS),
+        rule("leased", LEASED_QPS)
+    );
+    let fleet = fleet(upstream, &rules);
+    let client = client();
+    // Listening means on Redis: the process waited for every rule's first answer.
+    for process in &fleet {
+        let status = process.status(&client).await;
+        assert!(
+            all_in("global")(rules_of(&status)),
+            "a rule not on Redis once its process listens: {}",
+            status["cluster"]
+        );
+    }
+    // Fired just after a bucket's start (timing on the window's clock, not a synchronisation):
+    // the burst has the window's two buckets, 1 s, before the first of them leaves it.
+    let into_bucket = unix_ms() % BUCKET_MS;
+    tokio::time::sleep(Duration::from_millis(BUCKET_MS - into_bucket + 10)).await;
+    const BURST: usize = 200;
+    let fired = Instant::now();
+    let mut burst = Vec::new();
+    for _ in 0..BURST {
+        for process in &fleet {
+            for route in ["strict", "leased"] {
+                burst.push((route, spawn_send(&client, process.port, route, false)));
+            }
+        }
+    }
+    let mut answers = Vec::new();
+    for (route, request) in burst {
+        answers.push((route, request.await.unwrap()));
+    }
+    let took = fired.elapsed();
+    let mut states = Vec::new();
+    for process in &fleet {
+        let status = process.status(&client).await;
+        let state = |rule: &Value| rule["state"].as_str().unwrap_or("none").to_owned();
+        states.extend(rules_of(&status).iter().map(state));
+    }
+    let (strict, leased) = (tally("strict", &answers), tally("leased", &answers));
+    let (strict_in, leased_in) = (strict.admitted.len(), leased.admitted.len());
+    println!(
+        "burst of {} first requests a route: strict {strict_in} admitted (limit {LIMIT}), \
+         leased {leased_in} (bound {LEASED_BOUND}), in {} ms; states after: {states:?}",
+        3 * BURST,
+        took.as_millis()
+    );
+    for tally in [&strict, &leased] {
+        assert!(tally.others.is_empty(), "{:?}", tally.others);
+    }
+    let why = format!("burst of {} ms (1 s fits the window), states after {states:?}", took.as_millis());
+    assert!(strict_in > 0 && strict_in <= LIMIT, "strict: {strict_in} admitted; {why}");
+    assert!(leased_in > 0 && leased_in <= LEASED_BOUND, "leased: {leased_in} admitted; {why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_and_restarted_under_load_keeps_the_bound() {
+    let _one = one_at_a_time().await;
+    let mut redis = RedisServer::start().await;
+    let (upstream, _, _) = gated_upstream().await;
+    let rules = format!(
+        "{}{}{}",
+        cluster(&redis, ""),
+        rule("leased", LEASED_QPS),
+        rule("strict", STRICT_QPS)
+    );
+    let fleet = fleet(upstream, &rules);
+    let client = client();
+    for process in &fleet {
+        let on_redis = all_in("global");
+        until_rules(&client, process, Instant::now(), DEADLINE, "on Redis", on_redis).await;
+    }
+    // 200 requests a second on each route of each process (twice the limit for the fleet),
+    // through the kill and the restart.
+    let (stop, stopped) = watch::channel(false);
+    let mut load = Vec::new();
+    for process in &fleet {
+        for route in ["leased", "strict"] {
+            let every = Duration::from_millis(5);
+            let run = open_loop(client.clone(), process.port, route, every, stopped.clone(), usize::MAX);
+            load.push((route, tokio::spawn(run)));
+        }
+    }
+    // The scenario's phases, timed (not synchronisations): 2 s of load, Redis killed for 2 s,
+    // then 3 s after its restart.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    redis.kill().await;
+    let (killed, kill_ms) = (Instant::now(), unix_ms());
+    let mut to_fallback = Vec::new();
+    for process in &fleet {
+        let fallback = all_in("fallback");
+        let within = Duration::from_secs(5);
+        to_fallback.push(until_rules(&client, process, killed, within, "fallback", fallback).await.as_millis());
+    }
+    tokio::time::sleep_until(killed + Duration::from_secs(2)).await;
+    redis.restart().await;
+    let (restarted, restart_ms) = (Instant::now(), unix_ms());
+    let mut back = Vec::new();
+    for process in &fleet {
+        let global = all_in("global");
+        let within = Duration::from_secs(5);
+        back.push(until_rules(&client, process, restarted, within, "back", global).await.as_millis());
+    }
+    tokio::time::sleep_until(restarted + Duration::from_secs(3)).await;
+    stop.send(true).unwrap();
+    let mut answers = Vec::new();
+    for (route, run) in load {
+        answers.extend(run.await.unwrap().into_iter().map(|answer| (route, answer)));
+    }
+    let mut figures = Vec::new();
+    let mut over = Vec::new();
+    for (route, bound) in [("leased", LEASED_BOUND), ("strict", LIMIT)] {
+        let tally = tally(route, &answers);
+        assert!(tally.others.is_empty(), "{route}: {:?}", tally.others);
+        let admitted = tally.admitted.len();
+        assert!(tally.refused > 0 && admitted > 0, "{route}: {admitted} admitted, {} refused", tally.refused);
+        let [before, around, after, all] = periods(&tally.admitted, kill_ms, restart_ms);
+        figures.push(format!(
+            "{route}: {} requests, {} admitted, {} refused; aligned 1 s max before/around/after/all \
+             {}/{}/{}/{}, sliding {}/{}/{}/{} (bound {bound})",
+            tally.requests,
+            admitted,
+            tally.refused,
+            before.0,
+            around.0,
+            after.0,
+            all.0,
+            before.1,
+            around.1,
+            after.1,
+            all.1
+        ));
+        if all.0 > bound * (100 + SEND_TIME_SLACK_PERCENT) / 100 {
+            over.push(route);
+        }
+    }
+    let figures = figures.join("; ");
+    println!("redis killed and restarted under load: {figures}; fallback after {to_fallback:?} ms, back after {back:?} ms");
+    assert!(
+        over.is_empty(),
+        "over the bound plus {SEND_TIME_SLACK_PERCENT}% on {over:?}: {figures}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_process_gives_its_share_to_the_others_within_the_heartbeat_ttl() {
+    let _one = one_at_a_time().await;
+    let redis = RedisServer::start().await;
+    let (upstream, gate, mut arrivals) = gated_upstream().await;
+    let rules = format!(
+        "{}{}",
+        cluster(&redis, "heartbeat_ttl = \"1s\""),
+        rule("conc", "kind = \"concurrency\"\nlimit = 6")
+    );
+    let [a, b, mut c] = fleet(upstream, &rules);
+    let client = client();
+    // C holds two of the fleet's six places, with two requests in flight.
+    let c_held: Vec<_> = (0..2).map(|_| spawn_send(&client, c.port, "conc", true)).collect();
+    for _ in 0..2 {
+        let arrived = tokio::time::timeout(DEADLINE, arrivals.recv()).await;
+        arrived.expect("C's held request reaches the upstream");
+    }
+    let three = instances(3);
+    until_rules(&client, &a, Instant::now(), DEADLINE, "three instances", three).await;
+    // A and B get the four others, and no more while C's places are held.
+    let mut held = Vec::new();
+    fill(&client, [&a, &b], &mut arrivals, &mut held, 4, Instant::now() + DEADLINE).await;
+    for process in [&a, &b] {
+        let refused = send(&client, process.port, "conc", true).await;
+        assert_eq!(refused, Ok(StatusCode::TOO_MANY_REQUESTS), "C's places are held");
+    }
+    // C dies (SIGKILL) holding its places: its heartbeat runs out after the TTL, 1 s, and its
+    // places with it.
+    c.child.kill().unwrap();
+    c.child.wait().unwrap();
+    let killed = Instant::now();
+    for request in c_held {
+        let (_, answer) = request.await.unwrap();
+        assert!(answer.is_err(), "a request through the killed process: {answer:?}");
+    }
+    let within = Duration::from_secs(3);
+    let (to_two, to_six) = tokio::join!(
+        until_rules(&client, &a, killed, within, "two instances", instances(2)),
+        async {
+            fill(&client, [&a, &b], &mut arrivals, &mut held, 6, killed + within).await;
+            killed.elapsed()
+        }
+    );
+    gate.send(true).unwrap();
+    for request in held {
+        assert_eq!(request.await.unwrap().1, Ok(StatusCode::OK));
+    }
+    println!(
+        "a killed process (heartbeat_ttl 1 s): the others count 2 instances after {} ms, \
+         hold all 6 places after {} ms",
+        to_two.as_millis(),
+        to_six.as_millis()
+    );
+}
