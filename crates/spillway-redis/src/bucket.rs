@@ -173,14 +173,14 @@ impl sealed::Sealed for SharedBucket {
         LEASE_MS
     }
 
-    /// A bucket keeps no history: what the fallback admitted in the last second is what its
-    /// local window holds, reported in one call.
+    /// A bucket keeps no history: its fallback shares the rate over a second in two buckets,
+    /// and what it admitted there is reported (one call a bucket).
     fn span_ms(&self) -> u64 {
         1000
     }
 
     fn report_group_ms(&self) -> u64 {
-        1000
+        500
     }
 
     fn invocation(

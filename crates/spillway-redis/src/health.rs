@@ -7,7 +7,8 @@ use crate::unreported::{Report, Unreported};
 use crate::Error;
 use spillway::cluster::SharedRefusal;
 use spillway::flow::{Decision, QpsReject};
-use spillway::stats::{NodeConfig, ResourceNode};
+use spillway::stats::{NodeConfig, ResourceNode, WindowConfig};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -76,9 +77,13 @@ impl Health {
 #[derive(Debug)]
 pub(crate) struct RateFallback {
     policy: Fallback,
-    /// Every pass this process admitted, through Redis or not: the share is counted over it,
-    /// so that a fallback starts from what the process admitted in the current window.
+    /// Every pass this process admitted, through Redis or not, in a window of the limit's
+    /// shape whose buckets are the limit's (on its clock, as last read): the share is counted
+    /// over it, so that a fallback starts from what the process admitted in the limit's
+    /// current window.
     local: ResourceNode,
+    /// The limit's clock less this process's, in ms, as the last answer showed.
+    offset_ms: AtomicI64,
     /// Passes the fallback admitted, until Redis is told of them.
     unreported: Mutex<Unreported>,
     /// How long a pass can matter to the limit (a window's interval), in milliseconds.
@@ -86,20 +91,44 @@ pub(crate) struct RateFallback {
 }
 
 impl RateFallback {
-    /// A fallback by `policy` for a limit whose passes matter for `keep_ms`.
-    pub(crate) fn new(policy: Fallback, keep_ms: u64) -> Self {
+    /// A fallback by `policy` for a limit whose window is `keep_ms` long in buckets of
+    /// `bucket_ms` (its passes matter that long).
+    pub(crate) fn new(policy: Fallback, keep_ms: u64, bucket_ms: u64) -> Self {
+        let buckets = (keep_ms / bucket_ms.max(1)).max(1) as usize;
+        let shape = WindowConfig::new(buckets, std::time::Duration::from_millis(keep_ms))
+            .unwrap_or_else(|_| WindowConfig::sentinel_second());
         Self {
             policy,
-            local: ResourceNode::new(NodeConfig::default()),
+            local: ResourceNode::new(NodeConfig::default().with_second_window(shape)),
+            offset_ms: AtomicI64::new(0),
             unreported: Mutex::default(),
             keep_ms,
         }
     }
 
+    /// Redis's answer said `limit_ms` on the limit's clock when this process's read `now_ms`:
+    /// the local window's buckets follow the limit's. Moves of 2 ms or less (a call's
+    /// latency) are not followed, so that the local window's times do not jitter.
+    pub(crate) fn align(&self, limit_ms: u64, now_ms: u64) {
+        let offset = limit_ms as i64 - now_ms as i64;
+        let old = self.offset_ms.load(Ordering::Relaxed);
+        if (offset - old).abs() > 2 {
+            self.offset_ms.store(offset, Ordering::Relaxed);
+        }
+    }
+
+    /// `now_nanos` of this process's clock on the limit's.
+    fn on_limit_clock(&self, now_nanos: u64) -> u64 {
+        let offset = self.offset_ms.load(Ordering::Relaxed);
+        let nanos = offset.saturating_mul(1_000_000);
+        now_nanos.saturating_add_signed(nanos)
+    }
+
     /// `count` passes admitted through Redis at `now_nanos`: counted in the local window, which
     /// a fallback starts from.
     pub(crate) fn record(&self, now_nanos: u64, count: u32) {
-        self.local.add_pass(now_nanos, u64::from(count));
+        let at = self.on_limit_clock(now_nanos);
+        self.local.add_pass(at, u64::from(count));
     }
 
     /// Admits `count` at `now_nanos` by the policy: all, none, or the fair share of `rate`
@@ -116,40 +145,43 @@ impl RateFallback {
         // One decision at a time: the check and the count together, so that concurrent
         // requests cannot each pass the last place.
         let mut unreported = crate::lease::lock(&self.unreported);
+        let at = self.on_limit_clock(now_nanos);
         let taken = match self.policy {
             Fallback::Open => Ok(()),
             Fallback::Closed => Err(SharedRefusal::new(0.0, 0.0)),
             Fallback::LocalShare => {
                 let share = rate / live.max(1) as f64;
-                if QpsReject::new(share).check(&self.local, now_nanos, count) == Decision::Pass {
+                if QpsReject::new(share).check(&self.local, at, count) == Decision::Pass {
                     Ok(())
                 } else {
-                    Err(SharedRefusal::new(self.local.pass_qps(now_nanos), share))
+                    Err(SharedRefusal::new(self.local.pass_qps(at), share))
                 }
             }
         };
         if taken.is_ok() {
-            self.record(now_nanos, count);
-            let now_ms = now_nanos / 1_000_000;
-            unreported.add(now_ms, u64::from(count), self.keep_ms);
+            self.local.add_pass(at, u64::from(count));
+            unreported.add(at / 1_000_000, u64::from(count), self.keep_ms);
         }
         taken
     }
 
-    /// Takes the passes to report to Redis at `now_ms`, in groups of `group_ms`.
-    pub(crate) fn take_unreported(&self, now_ms: u64, group_ms: u64) -> Vec<Report> {
+    /// Takes the passes to report to Redis at `now_nanos` (this process's clock), in groups
+    /// of `group_ms` of the limit's clock.
+    pub(crate) fn take_unreported(&self, now_nanos: u64, group_ms: u64) -> Vec<Report> {
         let mut unreported = crate::lease::lock(&self.unreported);
         if unreported.is_empty() {
             return Vec::new();
         }
+        let now_ms = self.on_limit_clock(now_nanos) / 1_000_000;
         unreported.take(now_ms, self.keep_ms, group_ms)
     }
 
-    /// Puts back `reports` taken at `now_ms` that Redis did not take.
-    pub(crate) fn restore(&self, now_ms: u64, reports: &[Report]) {
+    /// Puts back `reports` taken at `now_nanos` that Redis did not take.
+    pub(crate) fn restore(&self, now_nanos: u64, reports: &[Report]) {
         if reports.is_empty() {
             return;
         }
+        let now_ms = self.on_limit_clock(now_nanos) / 1_000_000;
         crate::lease::lock(&self.unreported).restore(now_ms, reports, self.keep_ms);
     }
 }

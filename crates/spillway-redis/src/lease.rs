@@ -198,7 +198,7 @@ impl<S: Shared> Leased<S> {
         };
         Ok(Self {
             members_key: shared::members_key(limit.key()),
-            fallback: RateFallback::new(settings.fallback, limit.span_ms()),
+            fallback: RateFallback::new(settings.fallback, limit.span_ms(), limit.report_group_ms()),
             limit,
             clock,
             settings,
@@ -361,7 +361,7 @@ impl<S: Shared> Leased<S> {
 
     async fn try_refill<C: ConnectionLike + Send>(&self, redis: &mut C) -> Result<u64, Error> {
         // What the fallback admitted first, so that the window the lease takes from counts it.
-        let now = self.clock.now_millis();
+        let now = self.clock.now_nanos();
         let group = self.limit.report_group_ms();
         let reports = self.fallback.take_unreported(now, group);
         let timeout = self.settings.call_timeout;
@@ -402,6 +402,7 @@ impl<S: Shared> Leased<S> {
         let answer =
             driver::timed(self.settings.call_timeout, shared::call(redis, invocation)).await?;
         let now = self.clock.now_millis();
+        self.fallback.align(answer.now_ms, now);
         let mut lease = lock(&self.lease);
         let live = answer.live.max(1);
         lease.live = live;

@@ -102,7 +102,7 @@ impl<S: Shared> Strict<S> {
         };
         Ok(Self {
             members_key: shared::members_key(limit.key()),
-            fallback: RateFallback::new(settings.fallback, limit.span_ms()),
+            fallback: RateFallback::new(settings.fallback, limit.span_ms(), limit.report_group_ms()),
             limit,
             clock,
             settings,
@@ -173,6 +173,7 @@ impl<S: Shared> Strict<S> {
 
     /// Redis answered: on the shared limit, with the live processes it counted.
     fn answered(&self, answer: &shared::Answer) {
+        self.fallback.align(answer.now_ms, self.clock.now_millis());
         let mut state = lock(&self.state);
         state.live = answer.live.max(1);
         let live = state.live;
@@ -240,7 +241,7 @@ impl<S: Shared> Strict<S> {
     async fn probe(&self, target: &Target) {
         let timeout = self.settings.call_timeout;
         let existing = lock(&self.state).connection.clone();
-        let now = self.clock.now_millis();
+        let now = self.clock.now_nanos();
         let group = self.limit.report_group_ms();
         let reports = self.fallback.take_unreported(now, group);
         let probed = async {

@@ -149,7 +149,8 @@ impl Process {
         let (port, admin) = (free_port(), free_port());
         let dir = tempfile::tempdir().unwrap();
         let config = format!(
-            "[listener]\nlisten = \"127.0.0.1:{port}\"\n\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
+            "[listener]\nlisten = \"127.0.0.1:{port}\"\n\n\
+             [admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
              [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
         );
         let (child, log) = serve(dir.path(), &config, None);
@@ -205,9 +206,9 @@ fn all_in(state: &'static str) -> impl Fn(&[Value]) -> bool {
     move |rules| !rules.is_empty() && rules.iter().all(|rule| rule["state"] == state)
 }
 
-/// Whether the first rule counts `instances` live instances.
-fn instances(instances: u64) -> impl Fn(&[Value]) -> bool {
-    move |rules| rules.first().is_some_and(|rule| rule["instances"] == instances)
+/// Whether the first rule counts `n` live instances.
+fn instances(n: u64) -> impl Fn(&[Value]) -> bool {
+    move |rules| rules.first().is_some_and(|rule| rule["instances"] == n)
 }
 
 /// Reads `process`'s status every 20 ms until `ready` holds of its cluster rules, failing if
@@ -217,7 +218,6 @@ async fn until_rules(
     process: &Process,
     since: Instant,
     within: Duration,
-    what: &str,
     ready: impl Fn(&[Value]) -> bool,
 ) -> Duration {
     loop {
@@ -225,12 +225,16 @@ async fn until_rules(
         if ready(rules_of(&status)) {
             return since.elapsed();
         }
-        assert!(
-            since.elapsed() < within,
-            "{what}: not within {within:?}: {}",
-            status["cluster"]
-        );
+        let rules = &status["cluster"];
+        assert!(since.elapsed() < within, "not within {within:?}: {rules}");
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits until every cluster rule of every process of `fleet` is on Redis.
+async fn until_on_redis(client: &HttpClient, fleet: &[Process]) {
+    for process in fleet {
+        until_rules(client, process, Instant::now(), DEADLINE, all_in("global")).await;
     }
 }
 
@@ -250,7 +254,11 @@ async fn send(
     let answered = tokio::time::timeout(DEADLINE, async {
         let response = client.request(request).await.map_err(|e| e.to_string())?;
         let status = response.status();
-        let _ = response.into_body().collect().await.map_err(|e| e.to_string())?;
+        let _ = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?;
         Ok::<StatusCode, String>(status)
     });
     answered
@@ -259,7 +267,12 @@ async fn send(
 }
 
 /// [`send`] in a task of its own, its answer with the Unix ms it was sent at.
-fn spawn_send(client: &HttpClient, port: u16, route: &'static str, hold: bool) -> JoinHandle<Answer> {
+fn spawn_send(
+    client: &HttpClient,
+    port: u16,
+    route: &'static str,
+    hold: bool,
+) -> JoinHandle<Answer> {
     let client = client.clone();
     tokio::spawn(async move {
         let at = unix_ms();
@@ -356,30 +369,36 @@ fn periods(times: &[u64], kill: u64, restart: u64) -> [(usize, usize); 4] {
     ]
 }
 
-/// Sends held requests to `processes` in turn until `held` has `want` requests the upstream
+/// Requests the gated upstream holds: their arrivals there, and those seen arrive.
+struct Held {
+    arrivals: mpsc::UnboundedReceiver<()>,
+    requests: Vec<JoinHandle<Answer>>,
+}
+
+/// Sends `x-hold` requests to `processes` in turn until `held` has `want` requests the upstream
 /// holds, failing past `deadline`: one at a time, a refused one (429) sent again 10 ms later.
 async fn fill(
     client: &HttpClient,
     processes: [&Process; 2],
-    arrivals: &mut mpsc::UnboundedReceiver<()>,
-    held: &mut Vec<JoinHandle<Answer>>,
+    held: &mut Held,
     want: usize,
     deadline: Instant,
 ) {
     let mut turn = 0;
-    while held.len() < want {
-        assert!(Instant::now() < deadline, "{} held, not {want}", held.len());
+    while held.requests.len() < want {
+        let now_held = held.requests.len();
+        assert!(Instant::now() < deadline, "{now_held} held, not {want}");
         let mut request = spawn_send(client, processes[turn % 2].port, "conc", true);
         turn += 1;
         let arrived = tokio::select! {
-            _ = arrivals.recv() => true,
+            _ = held.arrivals.recv() => true,
             answer = &mut request => {
                 assert_eq!(answer.unwrap().1, Ok(StatusCode::TOO_MANY_REQUESTS));
                 false
             }
         };
         if arrived {
-            held.push(request);
+            held.requests.push(request);
         } else {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -397,10 +416,7 @@ async fn low_traffic_on_every_kind_is_never_refused() {
     }
     let fleet = fleet(upstream, &rules);
     let client = client();
-    for process in &fleet {
-        let on_redis = all_in("global");
-        until_rules(&client, process, Instant::now(), DEADLINE, "on Redis", on_redis).await;
-    }
+    until_on_redis(&client, &fleet).await;
     // Six seconds of 1 or 4 requests a second on each route of each process, all at once.
     const SECONDS: u64 = 6;
     let (_running, stop) = watch::channel(false);
@@ -409,7 +425,8 @@ async fn low_traffic_on_every_kind_is_never_refused() {
         for (name, _, per_second) in LOW_TRAFFIC {
             let every = Duration::from_millis(1_000 / per_second);
             let most = (SECONDS * per_second) as usize;
-            let run = open_loop(client.clone(), process.port, name, every, stop.clone(), most);
+            let (client, stop) = (client.clone(), stop.clone());
+            let run = open_loop(client, process.port, name, every, stop, most);
             load.push((name, tokio::spawn(run)));
         }
     }
@@ -420,14 +437,11 @@ async fn low_traffic_on_every_kind_is_never_refused() {
     let mut figures = Vec::new();
     for (name, _, per_second) in LOW_TRAFFIC {
         let tally = tally(name, &answers);
-        let admitted = tally.admitted.len();
-        figures.push(format!("{name} {}/{admitted}/{}", tally.requests, tally.refused));
-        assert_eq!(tally.requests, (3 * SECONDS * per_second) as usize, "{name}");
-        assert_eq!(
-            admitted, tally.requests,
-            "{name}: {} refused, others {:?}",
-            tally.refused, tally.others
-        );
+        let (requests, admitted, refused) = (tally.requests, tally.admitted.len(), tally.refused);
+        figures.push(format!("{name} {requests}/{admitted}/{refused}"));
+        assert_eq!(requests, (3 * SECONDS * per_second) as usize, "{name}");
+        let others = &tally.others;
+        assert_eq!(admitted, requests, "{name}: {refused} refused, {others:?}");
     }
     println!(
         "low traffic, requests/admitted/refused per route (3 processes, {SECONDS} s): {}",
@@ -493,9 +507,18 @@ async fn a_burst_of_first_requests_stays_within_the_limit() {
     for tally in [&strict, &leased] {
         assert!(tally.others.is_empty(), "{:?}", tally.others);
     }
-    let why = format!("burst of {} ms (1 s fits the window), states after {states:?}", took.as_millis());
-    assert!(strict_in > 0 && strict_in <= LIMIT, "strict: {strict_in} admitted; {why}");
-    assert!(leased_in > 0 && leased_in <= LEASED_BOUND, "leased: {leased_in} admitted; {why}");
+    let why = format!(
+        "burst of {} ms (1 s fits the window), states after {states:?}",
+        took.as_millis()
+    );
+    assert!(
+        (1..=LIMIT).contains(&strict_in),
+        "strict: {strict_in} admitted; {why}"
+    );
+    assert!(
+        (1..=LEASED_BOUND).contains(&leased_in),
+        "leased: {leased_in} admitted; {why}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -511,18 +534,15 @@ async fn redis_killed_and_restarted_under_load_keeps_the_bound() {
     );
     let fleet = fleet(upstream, &rules);
     let client = client();
-    for process in &fleet {
-        let on_redis = all_in("global");
-        until_rules(&client, process, Instant::now(), DEADLINE, "on Redis", on_redis).await;
-    }
+    until_on_redis(&client, &fleet).await;
     // 200 requests a second on each route of each process (twice the limit for the fleet),
     // through the kill and the restart.
     let (stop, stopped) = watch::channel(false);
-    let mut load = Vec::new();
+    let (mut load, every) = (Vec::new(), Duration::from_millis(5));
     for process in &fleet {
         for route in ["leased", "strict"] {
-            let every = Duration::from_millis(5);
-            let run = open_loop(client.clone(), process.port, route, every, stopped.clone(), usize::MAX);
+            let (client, stop) = (client.clone(), stopped.clone());
+            let run = open_loop(client, process.port, route, every, stop, usize::MAX);
             load.push((route, tokio::spawn(run)));
         }
     }
@@ -531,20 +551,20 @@ async fn redis_killed_and_restarted_under_load_keeps_the_bound() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     redis.kill().await;
     let (killed, kill_ms) = (Instant::now(), unix_ms());
+    let within = Duration::from_secs(5);
     let mut to_fallback = Vec::new();
     for process in &fleet {
         let fallback = all_in("fallback");
-        let within = Duration::from_secs(5);
-        to_fallback.push(until_rules(&client, process, killed, within, "fallback", fallback).await.as_millis());
+        let took = until_rules(&client, process, killed, within, fallback).await;
+        to_fallback.push(took.as_millis());
     }
     tokio::time::sleep_until(killed + Duration::from_secs(2)).await;
     redis.restart().await;
     let (restarted, restart_ms) = (Instant::now(), unix_ms());
     let mut back = Vec::new();
     for process in &fleet {
-        let global = all_in("global");
-        let within = Duration::from_secs(5);
-        back.push(until_rules(&client, process, restarted, within, "back", global).await.as_millis());
+        let took = until_rules(&client, process, restarted, within, all_in("global")).await;
+        back.push(took.as_millis());
     }
     tokio::time::sleep_until(restarted + Duration::from_secs(3)).await;
     stop.send(true).unwrap();
@@ -557,30 +577,26 @@ async fn redis_killed_and_restarted_under_load_keeps_the_bound() {
     for (route, bound) in [("leased", LEASED_BOUND), ("strict", LIMIT)] {
         let tally = tally(route, &answers);
         assert!(tally.others.is_empty(), "{route}: {:?}", tally.others);
-        let admitted = tally.admitted.len();
-        assert!(tally.refused > 0 && admitted > 0, "{route}: {admitted} admitted, {} refused", tally.refused);
+        let (requests, admitted, refused) = (tally.requests, tally.admitted.len(), tally.refused);
+        assert!(
+            refused > 0 && admitted > 0,
+            "{route}: {admitted} in, {refused} out"
+        );
         let [before, around, after, all] = periods(&tally.admitted, kill_ms, restart_ms);
         figures.push(format!(
-            "{route}: {} requests, {} admitted, {} refused; aligned 1 s max before/around/after/all \
-             {}/{}/{}/{}, sliding {}/{}/{}/{} (bound {bound})",
-            tally.requests,
-            admitted,
-            tally.refused,
-            before.0,
-            around.0,
-            after.0,
-            all.0,
-            before.1,
-            around.1,
-            after.1,
-            all.1
+            "{route}: {requests} requests, {admitted} admitted, {refused} refused; 1 s max \
+             (aligned, sliding) before {before:?}, around the kill {around:?}, after the \
+             restart {after:?}, all {all:?} (bound {bound})"
         ));
         if all.0 > bound * (100 + SEND_TIME_SLACK_PERCENT) / 100 {
             over.push(route);
         }
     }
     let figures = figures.join("; ");
-    println!("redis killed and restarted under load: {figures}; fallback after {to_fallback:?} ms, back after {back:?} ms");
+    println!(
+        "redis killed and restarted under load: {figures}; fallback after {to_fallback:?} ms, \
+         back after {back:?} ms"
+    );
     assert!(
         over.is_empty(),
         "over the bound plus {SEND_TIME_SLACK_PERCENT}% on {over:?}: {figures}"
@@ -591,7 +607,7 @@ async fn redis_killed_and_restarted_under_load_keeps_the_bound() {
 async fn a_killed_process_gives_its_share_to_the_others_within_the_heartbeat_ttl() {
     let _one = one_at_a_time().await;
     let redis = RedisServer::start().await;
-    let (upstream, gate, mut arrivals) = gated_upstream().await;
+    let (upstream, gate, arrivals) = gated_upstream().await;
     let rules = format!(
         "{}{}",
         cluster(&redis, "heartbeat_ttl = \"1s\""),
@@ -600,19 +616,18 @@ async fn a_killed_process_gives_its_share_to_the_others_within_the_heartbeat_ttl
     let [a, b, mut c] = fleet(upstream, &rules);
     let client = client();
     // C holds two of the fleet's six places, with two requests in flight.
-    let c_held: Vec<_> = (0..2).map(|_| spawn_send(&client, c.port, "conc", true)).collect();
-    for _ in 0..2 {
-        let arrived = tokio::time::timeout(DEADLINE, arrivals.recv()).await;
-        arrived.expect("C's held request reaches the upstream");
-    }
-    let three = instances(3);
-    until_rules(&client, &a, Instant::now(), DEADLINE, "three instances", three).await;
+    let mut held = Held {
+        arrivals,
+        requests: Vec::new(),
+    };
+    fill(&client, [&c, &c], &mut held, 2, Instant::now() + DEADLINE).await;
+    let c_held = std::mem::take(&mut held.requests);
+    until_rules(&client, &a, Instant::now(), DEADLINE, instances(3)).await;
     // A and B get the four others, and no more while C's places are held.
-    let mut held = Vec::new();
-    fill(&client, [&a, &b], &mut arrivals, &mut held, 4, Instant::now() + DEADLINE).await;
+    fill(&client, [&a, &b], &mut held, 4, Instant::now() + DEADLINE).await;
     for process in [&a, &b] {
-        let refused = send(&client, process.port, "conc", true).await;
-        assert_eq!(refused, Ok(StatusCode::TOO_MANY_REQUESTS), "C's places are held");
+        let answer = send(&client, process.port, "conc", true).await;
+        assert_eq!(answer, Ok(StatusCode::TOO_MANY_REQUESTS));
     }
     // C dies (SIGKILL) holding its places: its heartbeat runs out after the TTL, 1 s, and its
     // places with it.
@@ -621,18 +636,18 @@ async fn a_killed_process_gives_its_share_to_the_others_within_the_heartbeat_ttl
     let killed = Instant::now();
     for request in c_held {
         let (_, answer) = request.await.unwrap();
-        assert!(answer.is_err(), "a request through the killed process: {answer:?}");
+        assert!(answer.is_err(), "through the killed process: {answer:?}");
     }
     let within = Duration::from_secs(3);
     let (to_two, to_six) = tokio::join!(
-        until_rules(&client, &a, killed, within, "two instances", instances(2)),
+        until_rules(&client, &a, killed, within, instances(2)),
         async {
-            fill(&client, [&a, &b], &mut arrivals, &mut held, 6, killed + within).await;
+            fill(&client, [&a, &b], &mut held, 6, killed + within).await;
             killed.elapsed()
         }
     );
     gate.send(true).unwrap();
-    for request in held {
+    for request in held.requests {
         assert_eq!(request.await.unwrap().1, Ok(StatusCode::OK));
     }
     println!(
