@@ -588,7 +588,11 @@ async fn redis_killed_and_restarted_under_load_keeps_the_bound() {
              (aligned, sliding) before {before:?}, around the kill {around:?}, after the \
              restart {after:?}, all {all:?} (bound {bound})"
         ));
-        if all.0 > bound * (100 + SEND_TIME_SLACK_PERCENT) / 100 {
+        // Aligned spans: the bound. Any 1 s span: twice it (a span across three buckets holds
+        // the middle one's passes and both ends', docs/cluster.md).
+        if all.0 > bound * (100 + SEND_TIME_SLACK_PERCENT) / 100
+            || all.1 > 2 * bound * (100 + SEND_TIME_SLACK_PERCENT) / 100
+        {
             over.push(route);
         }
     }
