@@ -102,7 +102,11 @@ impl<S: Shared> Strict<S> {
         };
         Ok(Self {
             members_key: shared::members_key(limit.key()),
-            fallback: RateFallback::new(settings.fallback, limit.span_ms(), limit.report_group_ms()),
+            fallback: RateFallback::new(
+                settings.fallback,
+                limit.span_ms(),
+                limit.report_group_ms(),
+            ),
             limit,
             clock,
             settings,

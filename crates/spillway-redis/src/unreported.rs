@@ -132,6 +132,9 @@ mod tests {
         ledger.restore(1000, &reports, 1000);
         let later = ledger.take(1550, 1000, 500);
         let total: u64 = later.iter().map(|r| r.count).sum();
-        assert_eq!(total, 12, "only the 500-999 ms passes are still in a window");
+        assert_eq!(
+            total, 12,
+            "only the 500-999 ms passes are still in a window"
+        );
     }
 }

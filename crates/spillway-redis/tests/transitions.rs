@@ -33,8 +33,7 @@ fn settings() -> LeaseSettings {
 
 /// A strict check of `name` whose connection task runs on `redis` (not yet answered).
 fn strict(redis: &RedisServer, clock: &ManualClock, name: &str) -> Arc<Strict<SharedWindow>> {
-    let check =
-        Strict::new(window(clock, name), Arc::new(clock.clone()), settings()).map(Arc::new);
+    let check = Strict::new(window(clock, name), Arc::new(clock.clone()), settings()).map(Arc::new);
     let check = check.unwrap();
     let connector = check.clone();
     let client = redis::Client::open(redis.url()).unwrap();
@@ -120,7 +119,11 @@ async fn a_strict_fallback_starts_from_its_admissions_and_redis_counts_it_on_ret
         assert_eq!(admitted, 39, "share 100, 61 admitted already");
         fallback += admitted + 1;
     }
-    assert_eq!(180 + fallback, LIMIT as usize, "the two buckets hold the limit");
+    assert_eq!(
+        180 + fallback,
+        LIMIT as usize,
+        "the two buckets hold the limit"
+    );
 
     // Redis comes back empty. At its first answer each process reports its fallback's 40
     // (1 in the first bucket, 39 in the second): the window knows them.
@@ -212,7 +215,10 @@ async fn a_lease_fallback_starts_from_its_admissions_and_redis_counts_it_on_retu
     }
     println!("fallback admitted {fallback}, then {after} in the window after the restart");
     assert!(after <= 300 - 120, "{after} after the restart");
-    assert!(after >= 120, "{after}: the leases still admit what the window has room for");
+    assert!(
+        after >= 120,
+        "{after}: the leases still admit what the window has room for"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

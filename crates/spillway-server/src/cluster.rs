@@ -276,7 +276,11 @@ impl ClusterLimits {
         } else if failing > 0 {
             tracing::warn!(rules = total, failing, waited_ms, "cluster rules: Redis out of reach at start; their fallback decides until it answers");
         } else {
-            tracing::info!(rules = total, waited_ms, "cluster rules: Redis reached, every rule on its global limit");
+            tracing::info!(
+                rules = total,
+                waited_ms,
+                "cluster rules: Redis reached, every rule on its global limit"
+            );
         }
     }
 

@@ -92,7 +92,9 @@ async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().await
 }
 
-/// Milliseconds of Unix time now.
+/// Milliseconds of Unix time now: the clock Redis's `TIME` reads on this machine, which
+/// aligns the windows' buckets.
+#[allow(clippy::disallowed_methods)]
 fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
