@@ -168,6 +168,10 @@ async fn two_proxies_share_a_cluster_rule_on_redis() {
         "{metrics}"
     );
     assert!(
+        metrics.contains("spillway_cluster_starting{rule=\"api-fleet\",resource=\"api\"} 0"),
+        "{metrics}"
+    );
+    assert!(
         metrics.contains(
             r#"spillway_requests_total{resource="api",outcome="block",reason="cluster"}"#
         ),
