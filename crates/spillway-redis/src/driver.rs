@@ -1,7 +1,7 @@
 //! The task that keeps a leased limit supplied: refills when one is due, connects (and keeps
 //! trying to) when Redis is down at startup. One loop for every kind of lease.
 
-use crate::lease::LeaseSettings;
+use crate::settings::LeaseSettings;
 use crate::Error;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
@@ -192,14 +192,4 @@ pub(crate) async fn connect_and_drive<D: Driven + Sync>(
         // The lease is in its fallback now: the next connection at its next probe.
         tokio::time::sleep(lease.settings().probe_every).await;
     }
-}
-
-/// `call`, within `timeout`: a call that takes longer is a failure.
-pub(crate) async fn timed<T>(
-    timeout: Duration,
-    call: impl Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    tokio::time::timeout(timeout, call)
-        .await
-        .unwrap_or(Err(Error::Timeout(timeout)))
 }

@@ -2,7 +2,7 @@
 //! switches between starting, the shared limit and the fallback (each logged), for the local
 //! share, and for the passes the fallback admitted that Redis must be told of.
 
-use crate::lease::{Fallback, LeaseMode};
+use crate::settings::{Fallback, LeaseMode};
 use crate::unreported::{Report, Unreported};
 use crate::Error;
 use spillway::cluster::SharedRefusal;
@@ -144,7 +144,7 @@ impl RateFallback {
     ) -> Result<(), SharedRefusal> {
         // One decision at a time: the check and the count together, so that concurrent
         // requests cannot each pass the last place.
-        let mut unreported = crate::lease::lock(&self.unreported);
+        let mut unreported = crate::lock::lock(&self.unreported);
         let at = self.on_limit_clock(now_nanos);
         let taken = match self.policy {
             Fallback::Open => Ok(()),
@@ -168,7 +168,7 @@ impl RateFallback {
     /// Takes the passes to report to Redis at `now_nanos` (this process's clock), in groups
     /// of `group_ms` of the limit's clock.
     pub(crate) fn take_unreported(&self, now_nanos: u64, group_ms: u64) -> Vec<Report> {
-        let mut unreported = crate::lease::lock(&self.unreported);
+        let mut unreported = crate::lock::lock(&self.unreported);
         if unreported.is_empty() {
             return Vec::new();
         }
@@ -182,6 +182,6 @@ impl RateFallback {
             return;
         }
         let now_ms = self.on_limit_clock(now_nanos) / 1_000_000;
-        crate::lease::lock(&self.unreported).restore(now_ms, reports, self.keep_ms);
+        crate::lock::lock(&self.unreported).restore(now_ms, reports, self.keep_ms);
     }
 }

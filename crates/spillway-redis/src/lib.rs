@@ -26,21 +26,23 @@ mod concurrency;
 mod driver;
 mod health;
 mod lease;
+mod lock;
 mod places;
 mod ready;
+mod settings;
 mod shared;
 mod strict;
+mod timed;
 mod unreported;
 mod window;
 
 pub use bucket::{check_bucket, Reserved, SharedBucket};
 pub use concurrency::{Holding, SharedConcurrency};
 pub use driver::Target;
-pub use lease::{
-    default_member, Fallback, LeaseMode, LeaseSettings, Leased, LeasedBucket, LeasedWindow,
-};
+pub use lease::{Leased, LeasedBucket, LeasedWindow};
 pub use places::LeasedConcurrency;
 pub use redis;
+pub use settings::{default_member, Fallback, LeaseMode, LeaseSettings};
 pub use shared::Shared;
 pub use strict::Strict;
 pub use window::{check_settings, Checked, SharedWindow};

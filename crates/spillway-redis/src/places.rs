@@ -5,7 +5,8 @@
 use crate::concurrency::SharedConcurrency;
 use crate::driver::{self, Driven, Target};
 use crate::health::Health;
-use crate::lease::{lock, Fallback, LeaseMode, LeaseSettings};
+use crate::lock::lock;
+use crate::settings::{Fallback, LeaseMode, LeaseSettings};
 use crate::Error;
 use redis::aio::ConnectionLike;
 use spillway::cluster::{SharedLimit, SharedRefusal};
@@ -86,7 +87,7 @@ impl LeasedConcurrency {
         clock: Arc<dyn Clock>,
         settings: LeaseSettings,
     ) -> Result<Self, Error> {
-        crate::lease::check_lease_settings(&settings)?;
+        crate::settings::check_lease_settings(&settings)?;
         let state = Places {
             live: settings.assumed_processes,
             ..Places::default()
@@ -257,7 +258,7 @@ impl LeasedConcurrency {
             call
         };
         let call = self.shared.call_mode(redis, mode, count);
-        let answer = driver::timed(self.settings.call_timeout, call).await?;
+        let answer = crate::timed::timed(self.settings.call_timeout, call).await?;
         let now = self.clock.now_millis();
         let mut state = lock(&self.state);
         let live = answer.live.max(1);

@@ -3,7 +3,7 @@
 //! bounded time) for the refill, rather than being refused on a quiet route for want of a
 //! lease. One refiller per process stays the rule: the driver refills, the request only asks.
 
-use crate::lease::{LeaseMode, LeaseSettings};
+use crate::settings::{LeaseMode, LeaseSettings};
 use std::time::Duration;
 use tokio::sync::Notify;
 

@@ -120,7 +120,7 @@ pub(crate) async fn report<S: Shared, C: ConnectionLike>(
 ) -> Result<(), Error> {
     for report in reports {
         let invocation = limit.invocation(Mode::Report, report.count, report.age_ms, None);
-        crate::driver::timed(timeout, call(redis, invocation)).await?;
+        crate::timed::timed(timeout, call(redis, invocation)).await?;
     }
     Ok(())
 }

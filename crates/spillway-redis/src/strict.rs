@@ -4,7 +4,8 @@
 
 use crate::driver::{connect, Connection, Target};
 use crate::health::{Health, RateFallback};
-use crate::lease::{check_lease_settings, default_member, lock, LeaseMode, LeaseSettings};
+use crate::lock::lock;
+use crate::settings::{check_lease_settings, default_member, LeaseMode, LeaseSettings};
 use crate::shared::{self, Beat, Mode, Shared};
 use crate::Error;
 use spillway::cluster::SharedRefusal;
@@ -146,7 +147,7 @@ impl<S: Shared> Strict<S> {
             .limit
             .invocation(Mode::All, u64::from(count), 0, Some(&beat));
         let call = shared::call(&mut connection, invocation);
-        match crate::driver::timed(self.settings.call_timeout, call).await {
+        match crate::timed::timed(self.settings.call_timeout, call).await {
             Ok(answer) => {
                 self.answered(&answer);
                 if count > 0 && answer.count == u64::from(count) {
@@ -257,7 +258,7 @@ impl<S: Shared> Strict<S> {
             let beat = self.beat();
             let invocation = self.limit.invocation(Mode::UpTo, 0, 0, Some(&beat));
             let answer =
-                crate::driver::timed(timeout, shared::call(&mut connection, invocation)).await?;
+                crate::timed::timed(timeout, shared::call(&mut connection, invocation)).await?;
             Ok::<_, Error>((connection, answer))
         };
         match probed.await {
