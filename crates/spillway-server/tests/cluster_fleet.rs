@@ -371,6 +371,24 @@ fn periods(times: &[u64], kill: u64, restart: u64) -> [(usize, usize); 4] {
     ]
 }
 
+/// Admitted a second before the kill, while Redis was down, and after the restart (to the
+/// last admission), each rounded.
+fn rates(times: &[u64], kill: u64, restart: u64) -> [u64; 3] {
+    let (first, last) = (times.first().copied(), times.last().copied());
+    let (Some(first), Some(last)) = (first, last) else {
+        return [0; 3];
+    };
+    let rate = |from: u64, to: u64| {
+        let seconds = to.saturating_sub(from).max(1) as f64 / 1000.0;
+        (count(times, from, to) as f64 / seconds).round() as u64
+    };
+    [
+        rate(first, kill),
+        rate(kill, restart),
+        rate(restart, last + 1),
+    ]
+}
+
 /// Requests the gated upstream holds: their arrivals there, and those seen arrive.
 struct Held {
     arrivals: mpsc::UnboundedReceiver<()>,
@@ -585,10 +603,12 @@ async fn redis_killed_and_restarted_under_load_keeps_the_bound() {
             "{route}: {admitted} in, {refused} out"
         );
         let [before, around, after, all] = periods(&tally.admitted, kill_ms, restart_ms);
+        let rates = rates(&tally.admitted, kill_ms, restart_ms);
         figures.push(format!(
-            "{route}: {requests} requests, {admitted} admitted, {refused} refused; 1 s max \
-             (aligned, sliding) before {before:?}, around the kill {around:?}, after the \
-             restart {after:?}, all {all:?} (bound {bound})"
+            "{route}: {requests} requests, {admitted} admitted, {refused} refused; admitted \
+             a second before, while down, after {rates:?}; 1 s max (aligned, sliding) before \
+             {before:?}, around the kill {around:?}, after the restart {after:?}, all {all:?} \
+             (bound {bound})"
         ));
         // Aligned spans: the bound. Any 1 s span: twice it (a span across three buckets holds
         // the middle one's passes and both ends', docs/cluster.md).
