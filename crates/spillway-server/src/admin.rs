@@ -1,6 +1,7 @@
 //! The admin API, on its own listener (loopback by default): a live dashboard, statistics,
 //! rules (read and replace), status, and Prometheus metrics.
 
+use crate::audit::Peer;
 use crate::proxy::Proxy;
 use crate::reload::Reloader;
 use bytes::Bytes;
@@ -18,8 +19,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+mod caps;
 mod gate;
 mod router;
+
+pub use caps::MAX_CONNECTIONS;
 
 /// The dashboard: one page that polls `/api/resources` and `/api/status` every second.
 const DASHBOARD: &str = include_str!("dashboard.html");
@@ -98,10 +102,6 @@ impl Default for AdminLimits {
 #[derive(Debug, Clone)]
 pub(crate) struct ConnSeat(pub(crate) Arc<gate::Seat>);
 
-/// The peer of an admin connection, in each of its requests' extensions (for the audit).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Peer(pub(crate) SocketAddr);
-
 /// Stops a task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -114,13 +114,6 @@ impl Drop for AbortOnDrop {
 /// Longest a write to an admin client may wait for it to read (a live stream's reader that
 /// stopped reading is closed after it).
 const ADMIN_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// The most connections the admin API holds open at once. Past it (or past
-/// `admin.max_pending` connections that have not shown the token), a newcomer takes the place
-/// of the oldest connection that has not shown the token; when every place is held by one that
-/// has, a newcomer is answered 503 at once. A dashboard holds one for its live feed and opens a
-/// few more for a moment.
-pub const MAX_CONNECTIONS: usize = 64;
 
 /// The body of the answer to a newcomer when every admin connection showed the token.
 const FULL: &str = r#"{"error": "every admin connection is held by a token holder: retry"}"#;
@@ -144,8 +137,8 @@ impl Admin {
     pub fn new(proxy: Proxy, reloader: Option<Arc<Reloader>>, token: Option<String>) -> Self {
         Self {
             feed: Arc::new(crate::feed::Feed::new(
-                crate::feed::DEFAULT_WINDOW,
-                crate::feed::DEFAULT_RESOURCES,
+                crate::config::DEFAULT_WINDOW,
+                crate::config::DEFAULT_RESOURCES,
             )),
             transitions: crate::transitions::Transitions::watch(proxy.spillway()),
             audit: Arc::default(),

@@ -7,6 +7,10 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 
+/// The peer of an admin connection, in each of its requests' extensions (for the audit).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub(crate) SocketAddr);
+
 /// Writes kept for the dashboard.
 pub(crate) const KEPT: usize = 100;
 
@@ -28,10 +32,7 @@ impl Who {
     /// The writer of `request`, from its connection's peer and its actor header (printable ASCII
     /// only, at most 64 characters; anything else is dropped).
     pub(crate) fn of<B>(request: &http::Request<B>) -> Self {
-        let peer = request
-            .extensions()
-            .get::<crate::admin::Peer>()
-            .map(|peer| peer.0);
+        let peer = request.extensions().get::<Peer>().map(|peer| peer.0);
         let actor = request
             .headers()
             .get(ACTOR_HEADER)
@@ -68,7 +69,7 @@ impl Audit {
             "admin write"
         );
         let entry = json!({
-            "at": crate::reload::unix_seconds_now(),
+            "at": crate::unix_time::unix_seconds_now(),
             "peer": peer,
             "actor": who.actor,
             "action": action,

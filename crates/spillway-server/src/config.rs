@@ -14,7 +14,8 @@ pub use file::{
     ActivesLimit, AdminConfig, BlockedResponse, ClusterConfig, ClusterKind, ClusterMode,
     ClusterRuleConfig, Config, DefaultRoute, FallbackPolicy, KeyedConfig, ListenerConfig,
     OnMissing, Route, TlsFiles, TpsLimit, Upstream, UpstreamProtocol, Workers,
-    DEFAULT_MAX_HEADER_SIZE, MAX_MAX_HEADER_SIZE, MAX_WORKERS, MIN_MAX_HEADER_SIZE,
+    DEFAULT_MAX_HEADER_SIZE, DEFAULT_RESOURCES, DEFAULT_WINDOW, MAX_MAX_HEADER_SIZE, MAX_WORKERS,
+    MIN_MAX_HEADER_SIZE,
 };
 pub use max_connections::MaxConnections;
 pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES, MAX_PROBLEMS};

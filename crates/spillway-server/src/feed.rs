@@ -9,10 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::broadcast;
 
-/// Seconds of history kept per resource by default (5 minutes).
-pub const DEFAULT_WINDOW: usize = 300;
-/// Resources with a history by default.
-pub const DEFAULT_RESOURCES: usize = 1_000;
+pub use crate::config::{DEFAULT_RESOURCES, DEFAULT_WINDOW};
 
 /// Seconds a slow stream may fall behind before it skips ahead.
 const STREAM_BACKLOG: usize = 16;
@@ -81,7 +78,7 @@ impl Feed {
     /// consecutive ticks are consecutive seconds.
     pub async fn run(self: Arc<Self>, proxy: Proxy) {
         // Wall time, for the seconds' labels only.
-        let base = crate::reload::unix_seconds_now() as u64;
+        let base = crate::unix_time::unix_seconds_now() as u64;
         let start = tokio::time::Instant::now();
         let mut every =
             tokio::time::interval_at(start + Duration::from_secs(1), Duration::from_secs(1));

@@ -51,7 +51,7 @@ impl Metrics {
         spillway: spillway::Spillway,
         proxy: ListenerCounts,
         admin: ListenerCounts,
-        reloads: std::sync::Arc<std::sync::Mutex<crate::reload::ConfigState>>,
+        reloads: std::sync::Arc<std::sync::Mutex<crate::config_state::ConfigState>>,
         cluster: std::sync::Arc<crate::cluster::ClusterLimits>,
     ) -> Self {
         let mut registry = Registry::default();
@@ -389,7 +389,7 @@ impl Collector for Listeners {
 /// The configuration file's reloads, read at each scrape.
 #[derive(Debug)]
 struct Reloads {
-    state: std::sync::Arc<std::sync::Mutex<crate::reload::ConfigState>>,
+    state: std::sync::Arc<std::sync::Mutex<crate::config_state::ConfigState>>,
 }
 
 impl Collector for Reloads {

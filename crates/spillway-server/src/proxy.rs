@@ -226,7 +226,7 @@ struct Inner {
     /// Requests refused for want of an upstream connection, logged one line a second at most.
     descriptors_log: crate::log_sampled::Sampled,
     /// The configuration file's reloads (kept by the reloader, read by the metrics).
-    config_state: Arc<std::sync::Mutex<crate::reload::ConfigState>>,
+    config_state: Arc<std::sync::Mutex<crate::config_state::ConfigState>>,
     /// The cluster rules' leases and strict checks, with their tasks.
     cluster: Arc<crate::cluster::ClusterLimits>,
 }
@@ -304,7 +304,7 @@ impl Proxy {
     }
 
     /// The configuration file's reload state (the reloader keeps it; the metrics read it).
-    pub(crate) fn config_state(&self) -> &Arc<std::sync::Mutex<crate::reload::ConfigState>> {
+    pub(crate) fn config_state(&self) -> &Arc<std::sync::Mutex<crate::config_state::ConfigState>> {
         &self.inner.config_state
     }
 

@@ -9,22 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-/// The configuration's state, for `GET /api/status` and the metrics.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ConfigState {
-    /// Reloads applied since start.
-    pub reloads: u64,
-    /// Reloads refused (a bad or missing file) since start.
-    pub failures: u64,
-    /// When the last good reload was applied, in Unix time (seconds; none yet: `None`).
-    pub last_reload_unix_seconds: Option<f64>,
-    /// The error of the last reload that failed, until one succeeds.
-    pub last_error: Option<String>,
-    /// A reload changed settings that only a restart applies.
-    pub restart_needed: bool,
-    /// Which settings those are (`listener.listen`, `admin.token`, ...).
-    pub restart_fields: Vec<&'static str>,
-}
+pub use crate::config_state::ConfigState;
 
 /// The settings read once, at start: a reload that changes one of them applies the rest and
 /// reports it as needing a restart. Everything else (rules, routes, upstreams, `blocked`,
@@ -181,7 +166,7 @@ impl Reloader {
         match result {
             Ok(restart) => {
                 state.reloads += 1;
-                state.last_reload_unix_seconds = Some(unix_seconds_now());
+                state.last_reload_unix_seconds = Some(crate::unix_time::unix_seconds_now());
                 state.last_error = None;
                 state.restart_needed = !restart.is_empty();
                 state.restart_fields = restart;
@@ -344,15 +329,6 @@ impl Reloader {
             }
         }
     }
-}
-
-/// The wall clock in Unix seconds: for a timestamp operators read and compare with other
-/// systems' (spillway's clocks count from an arbitrary origin, for measuring, not for dates).
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn unix_seconds_now() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |since| since.as_secs_f64())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -5,13 +5,7 @@ use crate::config::{Config, MaxConnections};
 use crate::conn;
 use crate::descriptors::Descriptors;
 use crate::proxy::Proxy;
-use crate::send_timed::SendTimed;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::Watcher;
-use spillway_tower::{LimitedListener, LimitedStream};
-use std::convert::Infallible;
+use spillway_tower::LimitedListener;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -147,8 +141,8 @@ impl Server {
     ///
     /// None today; the `Result` is kept for errors a future listener may not recover from.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
-        let arrivals = Arrivals::Alone(self.listener);
-        serve(arrivals, self.proxy, self.limits, shutdown).await;
+        let arrivals = crate::serve::Arrivals::Alone(self.listener);
+        crate::serve::serve(arrivals, self.proxy, self.limits, shutdown).await;
         Ok(())
     }
 
@@ -169,184 +163,4 @@ impl Server {
     ) -> io::Result<()> {
         crate::workers::run(workers, self.listener, self.proxy, self.limits, shutdown).await
     }
-}
-
-/// Where the connections a runtime serves come from.
-#[derive(Debug)]
-pub(crate) enum Arrivals {
-    /// The listener, all of whose connections are served here.
-    Alone(LimitedListener),
-    /// A worker's: its share of the connections ([`crate::workers`]).
-    Worker(crate::workers::Arrivals),
-}
-
-impl From<crate::workers::Arrivals> for Arrivals {
-    fn from(arrivals: crate::workers::Arrivals) -> Self {
-        Self::Worker(arrivals)
-    }
-}
-
-impl Arrivals {
-    /// The next connection to serve here, and its seat among the workers' loads if it is a
-    /// worker's. Cancel-safe.
-    async fn next(
-        &mut self,
-        counts: &conn::ListenerCounts,
-    ) -> (LimitedStream, SocketAddr, Option<crate::workers::Seat>) {
-        match self {
-            Self::Alone(listener) => {
-                let (stream, peer) =
-                    conn::accept_with_backoff("proxy", counts, || listener.accept()).await;
-                (stream, peer, None)
-            }
-            Self::Worker(arrivals) => {
-                let (stream, peer, seat) = arrivals.next(counts).await;
-                (stream, peer, Some(seat))
-            }
-        }
-    }
-}
-
-/// Serves the connections of `arrivals` on the calling runtime until `shutdown` completes;
-/// then closes the listener, so that new connections are refused at once, and waits for the
-/// open ones to finish their request in flight.
-pub(crate) async fn serve(
-    mut arrivals: Arrivals,
-    proxy: Proxy,
-    limits: conn::Limits,
-    shutdown: impl Future<Output = ()>,
-) {
-    // hyper-util's: each connection is watched; at shutdown, each finishes the request in
-    // flight and closes, and `shutdown` completes once all have.
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    let counts = proxy.listener_counts().clone();
-    let builder = conn::proxy_builder(limits);
-    loop {
-        let (stream, peer, seat) = tokio::select! {
-            arrived = arrivals.next(&counts) => arrived,
-            () = &mut shutdown => break,
-        };
-        conn::prepare(stream.get_ref(), peer);
-        let connection = Connection {
-            proxy: proxy.clone(),
-            builder: builder.clone(),
-            watcher: graceful.watcher(),
-            peer,
-            limits,
-            _seat: seat,
-        };
-        tokio::spawn(connection.serve(stream));
-    }
-    // New connections are refused at once (once every worker has closed its clone of the
-    // socket) while the ones open drain.
-    drop(arrivals);
-    graceful.shutdown().await;
-}
-
-/// One accepted connection, to serve.
-struct Connection {
-    proxy: Proxy,
-    builder: auto::Builder<hyper_util::rt::TokioExecutor>,
-    watcher: Watcher,
-    peer: SocketAddr,
-    limits: conn::Limits,
-    /// Its place in its worker's load, until it closes.
-    _seat: Option<crate::workers::Seat>,
-}
-
-impl Connection {
-    /// The TLS handshake if the listener has TLS, then HTTP/1.1 or HTTP/2 (by ALPN, or by the
-    /// client's first bytes in cleartext) until the connection closes. The handshake and the
-    /// client's first bytes must come within the header timeout, or the connection is closed
-    /// (and counted as a header timeout).
-    async fn serve(self, stream: LimitedStream) {
-        let counts = self.proxy.listener_counts().clone();
-        let peer = self.peer;
-        let opened = tokio::time::timeout(self.limits.header_timeout, async {
-            // In cleartext, wait for the first bytes here: HTTP/2 is told from HTTP/1.1 by
-            // them, and a client that sends none must not hold the connection.
-            let mut first = [0u8; 1];
-            stream.get_ref().peek(&mut first).await?;
-            match self.proxy.tls() {
-                Some(tls) => tls
-                    .acceptor()
-                    .accept(stream)
-                    .await
-                    .map(|tls| Io::Tls(Box::new(tls))),
-                None => Ok(Io::Plain(stream)),
-            }
-        })
-        .await;
-        // Every write to the client may wait at most the send timeout for it to read.
-        let send_timeout = self.limits.send_timeout;
-        match opened {
-            Ok(Ok(Io::Plain(stream))) => {
-                let io = SendTimed::new(stream, send_timeout, counts.clone());
-                self.http(TokioIo::new(io)).await;
-            }
-            Ok(Ok(Io::Tls(stream))) => {
-                let io = SendTimed::new(*stream, send_timeout, counts.clone());
-                self.http(TokioIo::new(io)).await;
-            }
-            Ok(Err(err)) => {
-                tracing::debug!(%peer, error = %err, "connection failed before its first request");
-            }
-            Err(_elapsed) => {
-                conn::count_header_timeout(&counts);
-                tracing::debug!(%peer, "closed: nothing sent in time");
-            }
-        }
-    }
-
-    /// Serves requests until the connection closes, or until no request has been in flight
-    /// for the header timeout (HTTP/1.1 closes itself then, with its head deadline; HTTP/2
-    /// has none, and a client that answers pings would hold its connection for ever).
-    async fn http<I>(self, io: TokioIo<I>)
-    where
-        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    {
-        let (proxy, peer) = (self.proxy, self.peer);
-        let counts = proxy.listener_counts().clone();
-        let activity = crate::idle::Activity::default();
-        let requests = activity.clone();
-        let client = Arc::new(crate::proxy::Peer::new(peer));
-        let send_timeout = self.limits.send_timeout;
-        let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
-            let (proxy, busy, client) = (proxy.clone(), requests.busy(), Arc::clone(&client));
-            // An HTTP/2 stream the client grants no window never fills the socket: its
-            // response is sent within the send timeout by a task of its own.
-            let h2 = request.version() == http::Version::HTTP_2;
-            async move {
-                let response = proxy.handle(request, &client).await;
-                let counts = proxy.listener_counts().clone();
-                Ok::<_, Infallible>(response.map(|body| {
-                    let body = body.busy_until_sent(busy);
-                    if h2 {
-                        body.watched(send_timeout, move || counts.count_send_timeout())
-                    } else {
-                        body
-                    }
-                }))
-            }
-        });
-        let connection = self
-            .builder
-            .serve_connection_with_upgrades(io, service)
-            .into_owned();
-        tokio::select! {
-            ended = self.watcher.watch(connection) => conn::ended(&counts, peer, ended),
-            () = activity.idle_for(self.limits.header_timeout) => {
-                // Dropping the connection closes it; no request is in flight on it.
-                conn::count_header_timeout(&counts);
-                tracing::debug!(%peer, "closed: idle");
-            }
-        }
-    }
-}
-
-/// A client connection, in cleartext or over TLS.
-enum Io {
-    Plain(LimitedStream),
-    Tls(Box<tokio_rustls::server::TlsStream<LimitedStream>>),
 }

@@ -50,7 +50,7 @@ impl Transitions {
         let weak = Arc::downgrade(&this);
         spillway.on_breaker_state_change(move |event| {
             if let Some(transitions) = weak.upgrade() {
-                transitions.record(Transition::of(event, crate::reload::unix_seconds_now()));
+                transitions.record(Transition::of(event, crate::unix_time::unix_seconds_now()));
             }
         });
         this

@@ -6,29 +6,21 @@
 //! the channels between them).
 
 mod balance;
+mod index;
+mod loads;
 
-pub(crate) use balance::{Arrivals, Loads, Seat};
+pub(crate) use balance::{Arrivals, Seat};
+pub(crate) use index::current;
+pub(crate) use loads::Loads;
 
 use crate::proxy::Proxy;
 use balance::{Balancer, Inbox};
 use spillway_tower::LimitedListener;
-use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::num::NonZeroUsize;
 use std::os::fd::AsFd;
 use tokio::sync::{oneshot, watch};
-
-thread_local! {
-    /// This thread's worker number; 0 on threads that are not workers.
-    static INDEX: Cell<usize> = const { Cell::new(0) };
-}
-
-/// The worker this thread is (from 0), or 0 on a thread that is not one: what picks the
-/// idle upstream connections a request may take.
-pub(crate) fn current() -> usize {
-    INDEX.get()
-}
 
 /// Where the workers are in their life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +69,7 @@ pub(crate) async fn run(
         std::thread::Builder::new()
             .name(format!("spillway-worker-{index}"))
             .spawn(move || {
-                INDEX.set(index);
+                index::set(index);
                 let result = work(
                     Place {
                         listener,
@@ -145,7 +137,7 @@ fn work(
         // What this worker's connections freed goes back to the system while it idles.
         let giving_back = tokio::spawn(crate::freed_memory::give_back_periodically());
         let mut stopping = phase.clone();
-        let serving = crate::server::serve(arrivals.into(), proxy, limits, async move {
+        let serving = crate::serve::serve(arrivals.into(), proxy, limits, async move {
             let _ = phase.wait_for(|phase| *phase != Phase::Serving).await;
         });
         tokio::select! {

@@ -587,6 +587,11 @@ fn default_admin_header_timeout() -> Duration {
     Duration::from_secs(5)
 }
 
+/// Seconds of history kept per resource by default (5 minutes).
+pub const DEFAULT_WINDOW: usize = 300;
+/// Resources with a history by default.
+pub const DEFAULT_RESOURCES: usize = 1_000;
+
 fn default_admin_max_pending() -> usize {
     16
 }
@@ -596,11 +601,11 @@ fn default_admin_max_streams() -> usize {
 }
 
 fn default_history() -> Duration {
-    Duration::from_secs(crate::feed::DEFAULT_WINDOW as u64)
+    Duration::from_secs(DEFAULT_WINDOW as u64)
 }
 
 fn default_history_resources() -> usize {
-    crate::feed::DEFAULT_RESOURCES
+    DEFAULT_RESOURCES
 }
 
 impl Default for AdminConfig {

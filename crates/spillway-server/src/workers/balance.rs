@@ -8,26 +8,13 @@
 //! handed over on a channel: one wake-up of another thread per connection moved, none per
 //! request.
 
+use super::loads::Loads;
 use crate::conn::{self, ListenerCounts};
 use spillway_tower::{DetachedStream, LimitedListener, LimitedStream};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
-
-/// Each worker's open connections (those placed on it and not yet closed).
-#[derive(Debug)]
-pub(crate) struct Loads(Box<[AtomicUsize]>);
-
-impl Loads {
-    /// Each worker's open connections, in worker order.
-    pub(crate) fn get(&self) -> Vec<usize> {
-        self.0
-            .iter()
-            .map(|load| load.load(Ordering::Relaxed))
-            .collect()
-    }
-}
 
 /// A connection's place in its worker's load, given back when dropped (the connection closed).
 #[derive(Debug)]
