@@ -6,6 +6,7 @@ mod flow_check;
 mod gate_check;
 mod guard;
 mod held;
+mod later;
 mod owned;
 mod pending;
 mod pipeline;
@@ -14,12 +15,11 @@ mod refusal;
 mod traffic;
 mod waiting;
 
-pub use builder::{Admission, EntryBuilder, OwnedAdmission};
+pub use builder::EntryBuilder;
 pub use guard::Entry;
 pub use owned::OwnedEntry;
 pub use pending::{OwnedPending, Pending};
 pub use traffic::TrafficType;
-pub use waiting::{OwnedWaiting, Waiting};
+pub use waiting::{Admission, OwnedAdmission, OwnedWaiting, Waiting};
 
 pub(crate) use guard::EntryState;
-pub(crate) use held::{MAX_COUNTED, MAX_QUEUED};

@@ -90,7 +90,7 @@ mod warm_up_throttle;
 pub use concurrency::ConcurrencyLimit;
 
 pub(crate) use admission::{whole_count, AdmissionRing, Admitted};
-pub(crate) use compiled::{Controller, ResourceRules};
+pub(crate) use compiled::{Controller, RelatedNode, ResourceRules};
 pub use compiled::{FlowRuleState, FlowRuleStats};
 pub(crate) use concurrency::{try_acquire_on, try_increment};
 pub use decision::Decision;
@@ -101,11 +101,11 @@ pub use rule::{
     Behavior, FlowRule, Grade, LimitApp, Strategy, DEFAULT_COLD_FACTOR, DEFAULT_OCCUPY_TIMEOUT,
 };
 pub(crate) use rule_set::FlowRuleSet;
-pub use rule_set::{MAX_QUEUEING_RULES_PER_RESOURCE, MAX_RULES_PER_RESOURCE};
 pub use schedule::Slot;
 pub use stats::FlowStats;
 pub use throttle::Throttle;
 pub use validate::{validate_flow_rules, FlowRuleError, MAX_OCCUPY_TIMEOUT};
+pub use validate::{MAX_QUEUEING_RULES_PER_RESOURCE, MAX_RULES_PER_RESOURCE};
 pub use warm_up::WarmUp;
 pub use warm_up_throttle::WarmUpThrottle;
 

@@ -155,6 +155,7 @@ pub mod cluster;
 mod core;
 pub mod dubbo;
 mod entry;
+mod entry_caps;
 pub mod flow;
 mod intern;
 pub mod keyed;

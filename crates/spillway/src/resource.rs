@@ -11,7 +11,6 @@ use crate::breaker::ResourceBreakers;
 use crate::clock::{AnyClock, Clock};
 use crate::cluster::ResourceCluster;
 use crate::core::Core;
-use crate::entry::EntryBuilder;
 use crate::flow::InstalledRules;
 use crate::stats::{NodeStats, ResourceNode, WindowSnapshot};
 use arc_swap::ArcSwapOption;
@@ -72,6 +71,12 @@ pub(crate) struct ResourceInner {
     pub(crate) core: Arc<Core>,
 }
 
+impl crate::flow::RelatedNode for ResourceInner {
+    fn node(&self) -> &ResourceNode {
+        &self.node
+    }
+}
+
 impl Resource {
     pub(crate) fn new(name: Arc<str>, core: Arc<Core>) -> Self {
         let config = core.node_config;
@@ -115,11 +120,6 @@ impl Resource {
     /// The resource's name.
     pub fn name(&self) -> &str {
         &self.inner.name
-    }
-
-    /// Starts building an entry into this resource.
-    pub fn entry(&self) -> EntryBuilder<'_> {
-        EntryBuilder::for_resource(self)
     }
 
     /// The resource's live statistics node.
@@ -166,7 +166,7 @@ impl Resource {
     }
 
     /// Statistics of the entries that came through one entrance (see
-    /// [`EntryBuilder::entrance`]).
+    /// [`EntryBuilder::entrance`](crate::EntryBuilder::entrance)).
     pub fn entrance_stats(&self, entrance: &str) -> Option<NodeStats> {
         self.inner
             .entrances

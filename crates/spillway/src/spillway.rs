@@ -80,7 +80,7 @@ impl Spillway {
 
     /// Starts building an entry into the resource `name` (registered on first use).
     pub fn entry<'a>(&'a self, name: &'a str) -> EntryBuilder<'a> {
-        EntryBuilder::for_name(self, name)
+        EntryBuilder::for_name(&self.inner.registry, name)
     }
 
     /// The resource `name`, registered if new: a handle whose entries skip the name lookup.
@@ -180,7 +180,11 @@ impl Spillway {
                 .resolve_locked(name)
                 .ok()
                 .filter(|resource| resource.name() == name)
-                .map(|resource| Arc::downgrade(&resource.inner))
+                .map(|resource| {
+                    let weak = Arc::downgrade(&resource.inner);
+                    let related: std::sync::Weak<dyn crate::flow::RelatedNode> = weak;
+                    related
+                })
         })?;
         core.flow.store(Arc::new(set));
         let set = core.flow.load();

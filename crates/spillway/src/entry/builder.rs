@@ -1,15 +1,15 @@
 use super::pending::{rebase_probes, OwnedPending, Pending, PendingState, Queued};
-use super::waiting::{OwnedWaiting, Waiting, WaitingState};
+use super::waiting::{Admission, OwnedAdmission, OwnedWaiting, Waiting, WaitingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
 use crate::block::BlockError;
 use crate::clock::Clock;
+use crate::registry::Registry;
 use crate::resource::{ChildSlot, Resource, ResourceInner};
-use crate::spillway::Spillway;
 use std::fmt;
 
 /// Describes an entry before it is attempted: count, origin, entrance, traffic type.
 ///
-/// Made by [`Spillway::entry`] (by name) or [`Resource::entry`] (pre-resolved, no lookup).
+/// Made by [`Spillway::entry`](crate::Spillway::entry) (by name) or [`Resource::entry`] (pre-resolved, no lookup).
 ///
 /// # Examples
 ///
@@ -41,27 +41,20 @@ pub struct EntryBuilder<'a> {
 }
 
 enum Target<'a> {
-    Name(&'a Spillway, &'a str),
+    Name(&'a Registry, &'a str),
     Handle(&'a Resource),
 }
 
-/// An entry the flow rules let through, now or after a wait.
-#[derive(Debug)]
-pub enum Admission<'a> {
-    /// Admitted now.
-    Ready(Entry<'a>),
-    /// Admitted after [`Pending::wait`]: a queue slot is reserved; wait, then
-    /// [`Pending::enter`]. Dropping the `Pending` gives the slot back.
-    Queued(Pending<'a>),
-    /// Waiting for a place under a full adaptive limit, in its queue: await
-    /// [`Waiting::granted`] for at most [`Waiting::timeout`], then [`Waiting::resume`].
-    /// Dropping the `Waiting` leaves the queue.
-    Waiting(Waiting<'a>),
+impl Resource {
+    /// Starts building an entry into this resource.
+    pub fn entry(&self) -> EntryBuilder<'_> {
+        EntryBuilder::for_resource(self)
+    }
 }
 
 impl<'a> EntryBuilder<'a> {
-    pub(crate) fn for_name(spillway: &'a Spillway, name: &'a str) -> Self {
-        Self::new(Target::Name(spillway, name))
+    pub(crate) fn for_name(registry: &'a Registry, name: &'a str) -> Self {
+        Self::new(Target::Name(registry, name))
     }
 
     pub(crate) fn for_resource(resource: &'a Resource) -> Self {
@@ -163,7 +156,7 @@ impl<'a> EntryBuilder<'a> {
     #[inline(always)]
     fn resolve(&self) -> Result<&'a Resource, BlockError> {
         match self.target {
-            Target::Name(spillway, name) => spillway.resolve(name),
+            Target::Name(registry, name) => registry.resolve(name),
             Target::Handle(resource) => Ok(resource),
         }
     }
@@ -340,17 +333,6 @@ impl<'a> EntryBuilder<'a> {
             Err,
         )
     }
-}
-
-/// An owned [`Admission`]: see [`EntryBuilder::try_enter_owned`].
-#[derive(Debug)]
-pub enum OwnedAdmission {
-    /// Admitted now.
-    Ready(OwnedEntry),
-    /// Admitted after [`OwnedPending::wait`]; dropping it gives the slot back.
-    Queued(OwnedPending),
-    /// Waiting for a place under a full adaptive limit (see [`Admission::Waiting`]).
-    Waiting(OwnedWaiting),
 }
 
 impl fmt::Debug for EntryBuilder<'_> {

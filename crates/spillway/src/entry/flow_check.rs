@@ -29,14 +29,14 @@ enum Selected<'a> {
     /// One of this resource's nodes, with its `LIMITED_*` bit.
     Own(&'a ResourceNode, u8),
     /// Another resource's node (`relate`), kept alive for the check.
-    Related(Arc<ResourceInner>),
+    Related(Arc<dyn crate::flow::RelatedNode>),
 }
 
 impl Selected<'_> {
     fn node(&self) -> &ResourceNode {
         match self {
             Selected::Own(node, _) => node,
-            Selected::Related(resource) => &resource.node,
+            Selected::Related(resource) => resource.node(),
         }
     }
 }
@@ -306,7 +306,7 @@ fn concurrency(
         }
         // Another resource's concurrency is read, not counted (Sentinel's semantics).
         Selected::Related(resource) => {
-            let in_flight = resource.node.concurrency().max(0) as u64;
+            let in_flight = resource.node().concurrency().max(0) as u64;
             over(in_flight).then_some(in_flight)
         }
     }

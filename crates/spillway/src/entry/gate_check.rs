@@ -1,7 +1,7 @@
 //! The flow step's short path: the rules a resource's gate holds (QPS reject rules that every
 //! caller meets, each counting its admissions on a ring), checked without the rule set.
 
-use super::held::MAX_COUNTED;
+use crate::entry_caps::MAX_COUNTED;
 use crate::flow::{Admitted, GateRead};
 use crate::resource::ResourceInner;
 

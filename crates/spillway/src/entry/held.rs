@@ -7,11 +7,7 @@ use crate::cluster::Taken;
 use crate::flow::{Admitted, Controller, ResourceRules, Slot};
 use crate::resource::{ChildSlot, ResourceInner};
 
-/// Most queueing (throttle or warm-up + throttle) rules one entry may be queued by.
-pub(crate) const MAX_QUEUED: usize = 4;
-
-/// Most QPS reject rules of one resource that count their own admissions for one entry.
-pub(crate) const MAX_COUNTED: usize = 4;
+pub(crate) use crate::entry_caps::{MAX_COUNTED, MAX_QUEUED};
 
 /// Reservations an admission holds: places on exact in-flight counters, and queue slots.
 #[derive(Debug, Default, Clone, Copy)]

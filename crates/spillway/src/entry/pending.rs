@@ -1,7 +1,7 @@
 //! Entries a pacing rule queued: reserved now, entered after a wait, or given back.
 
 use super::held::{give_back, Held};
-use super::pipeline::PlaceWait;
+use super::later::PlaceWait;
 use super::{Entry, EntryState, OwnedEntry};
 use crate::clock::Clock;
 use crate::flow::ResourceRules;

@@ -2,11 +2,11 @@
 //! through the rest of the pipeline; or given up after the queue's timeout.
 
 use super::held::{give_back, Held};
+use super::later::{adaptive_blocked, later_steps, Later, PlaceWait, Resume};
 use super::pending::{OwnedPending, Pending, PendingState, Queue, Queued};
-use super::pipeline::{adaptive_blocked, later_steps, Later, PlaceWait, Resume};
 use super::places::LIMITED_ADAPTIVE;
 use super::refusal::count_refusal;
-use super::{Admission, Entry, EntryState, OwnedAdmission, OwnedEntry};
+use super::{Entry, EntryState, OwnedEntry};
 use crate::adaptive::Granted;
 use crate::block::BlockError;
 use crate::clock::Clock;
@@ -16,6 +16,31 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// An entry the flow rules let through, now or after a wait.
+#[derive(Debug)]
+pub enum Admission<'a> {
+    /// Admitted now.
+    Ready(Entry<'a>),
+    /// Admitted after [`Pending::wait`]: a queue slot is reserved; wait, then
+    /// [`Pending::enter`]. Dropping the `Pending` gives the slot back.
+    Queued(Pending<'a>),
+    /// Waiting for a place under a full adaptive limit, in its queue: await
+    /// [`Waiting::granted`] for at most [`Waiting::timeout`], then [`Waiting::resume`].
+    /// Dropping the `Waiting` leaves the queue.
+    Waiting(Waiting<'a>),
+}
+
+/// An owned [`Admission`]: see [`EntryBuilder::try_enter_owned`](super::EntryBuilder::try_enter_owned).
+#[derive(Debug)]
+pub enum OwnedAdmission {
+    /// Admitted now.
+    Ready(OwnedEntry),
+    /// Admitted after [`OwnedPending::wait`]; dropping it gives the slot back.
+    Queued(OwnedPending),
+    /// Waiting for a place under a full adaptive limit (see [`Admission::Waiting`]).
+    Waiting(OwnedWaiting),
+}
 
 /// What a waiting entry holds, whoever holds the resource.
 pub(crate) struct WaitingState {

@@ -7,7 +7,7 @@ use super::{
 };
 
 const _: () = assert!(RINGS <= 8, "ring sets are bit sets of a u8");
-use crate::resource::ResourceInner;
+use crate::stats::ResourceNode;
 use crate::sync::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -150,7 +150,14 @@ pub(crate) struct CompiledRule {
     pub(crate) counters: Arc<RuleCounters>,
     /// For `relate`: the resource whose statistics are read (weak, so that rules relating two
     /// resources to each other do not keep both alive forever).
-    pub(crate) related: Option<Weak<ResourceInner>>,
+    pub(crate) related: Option<Weak<dyn RelatedNode>>,
+}
+
+/// What a `relate` rule reads of the resource it names: its statistics. (A resource, which
+/// holds its rules, implements it; the rules hold it only through this.)
+pub(crate) trait RelatedNode: Send + Sync {
+    /// The resource's statistics node.
+    fn node(&self) -> &ResourceNode;
 }
 
 /// Every rule of one resource, in Sentinel's order (rules for a named origin, then `other`, then

@@ -17,7 +17,7 @@
 use crate::sync::{fence, AtomicU64, Ordering};
 
 /// Most rules the gate holds (as many as one entry can count admissions for).
-pub(crate) const GATE_RULES: usize = crate::entry::MAX_COUNTED;
+pub(crate) const GATE_RULES: usize = crate::entry_caps::MAX_COUNTED;
 
 /// One rule, as the gate holds it.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -6,13 +6,6 @@ use super::{validate_flow_rules, FlowRule, FlowRuleError};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Most flow rules one resource may have.
-pub const MAX_RULES_PER_RESOURCE: usize = 64;
-
-/// Most queueing (throttle, warm-up + throttle) rules one resource may have: an entry carries
-/// its queue slots inline, so that it never allocates.
-pub const MAX_QUEUEING_RULES_PER_RESOURCE: usize = crate::entry::MAX_QUEUED;
-
 /// The rules as loaded, and compiled per resource.
 #[derive(Debug, Default)]
 pub(crate) struct FlowRuleSet {
@@ -26,7 +19,7 @@ impl FlowRuleSet {
     pub(crate) fn build(
         rules: Vec<FlowRule>,
         previous: &FlowRuleSet,
-        mut related: impl FnMut(&str) -> Option<std::sync::Weak<crate::resource::ResourceInner>>,
+        mut related: impl FnMut(&str) -> Option<std::sync::Weak<dyn super::RelatedNode>>,
     ) -> Result<Self, FlowRuleError> {
         validate_flow_rules(&rules)?;
         let mut kept: HashMap<&str, &CompiledRule> = HashMap::new();

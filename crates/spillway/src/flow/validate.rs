@@ -4,6 +4,13 @@ use super::{Behavior, FlowRule, Grade, LimitApp, Strategy};
 use std::collections::HashMap;
 use std::time::Duration;
 
+/// Most flow rules one resource may have.
+pub const MAX_RULES_PER_RESOURCE: usize = 64;
+
+/// Most queueing (throttle, warm-up + throttle) rules one resource may have: an entry carries
+/// its queue slots inline, so that it never allocates.
+pub const MAX_QUEUEING_RULES_PER_RESOURCE: usize = crate::entry_caps::MAX_QUEUED;
+
 /// Longest occupy timeout: prioritized entries borrow from within one second window.
 pub const MAX_OCCUPY_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -54,8 +61,8 @@ pub fn validate_flow_rules(rules: &[FlowRule]) -> Result<(), FlowRuleError> {
         let fail = |field, problem: String| Err(flow_error(index, rule, field, problem));
         let (all, queueing) = per_resource.entry(&rule.resource).or_default();
         *all += 1;
-        if *all > super::MAX_RULES_PER_RESOURCE {
-            return Err(too_many(index, rule, super::MAX_RULES_PER_RESOURCE, "flow"));
+        if *all > MAX_RULES_PER_RESOURCE {
+            return Err(too_many(index, rule, MAX_RULES_PER_RESOURCE, "flow"));
         }
         let paces = rule.grade == Grade::Qps
             && matches!(
@@ -64,11 +71,11 @@ pub fn validate_flow_rules(rules: &[FlowRule]) -> Result<(), FlowRuleError> {
             );
         if paces {
             *queueing += 1;
-            if *queueing > super::MAX_QUEUEING_RULES_PER_RESOURCE {
+            if *queueing > MAX_QUEUEING_RULES_PER_RESOURCE {
                 return Err(too_many(
                     index,
                     rule,
-                    super::MAX_QUEUEING_RULES_PER_RESOURCE,
+                    MAX_QUEUEING_RULES_PER_RESOURCE,
                     "queueing (throttle) flow",
                 ));
             }
