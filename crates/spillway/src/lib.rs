@@ -126,21 +126,20 @@
 //!
 //! # Performance
 //!
-//! An entry and its exit, with no rules, cost about 25 ns on one thread and the same per call on
-//! two threads at once (`bench/run`, `docs/benchmarks.md`, run of 2026-12-01 on a 2-core Intel Xeon
-//! VM). Two clock reads (the entry's start and end, for the microsecond RT) are about 17 ns of
-//! that: one read of the TSC costs 8.8 ns there, which is the instruction's own throughput. With a
-//! [`CoarseClock`] (one load a read, RT in whole ticks) the same entry and exit cost 8.3 to 8.6 ns.
-//! The statistics (pass, completion, RT, min RT and the in-flight count on the thread's line of the
-//! second window, which feeds the minute window once per bucket) are the rest. They scale because
-//! each thread writes cache lines of its own, with plain stores: see [`stats::SlidingWindow`]. The
-//! common exit (an entry without origin, entrance or held place, on a resource without breakers) is
-//! inlined where the [`Entry`] drops and makes no call: as a call that saved and restored registers
-//! it cost about 3.5 ns more. Inbound exits write the thread's lines of the resource and of the
-//! global inbound node the same way, out of line. A QPS reject rule adds a compare-and-swap on a
-//! passing call and only reads on a refused one (about 35 and 19 ns in all; 13.1 to 13.5 and 9.9 to
-//! 10.0 ns with the coarse clock), reading the rule's numbers from a copy in the resource rather
-//! than from the rule set (see [`flow`](crate::flow#reloads)).
+//! What keeps an entry cheap, and what to keep when changing it (the measured costs, against
+//! the peers a user would pick instead, are in `docs/benchmarks.md`, with the command and the CPU):
+//! - two clock reads an entry (its start and end, for the microsecond RT), which dominate it on
+//!   the TSC; a [`CoarseClock`] makes a read one load, with RT in whole ticks;
+//! - the statistics (pass, completion, RT, min RT and the in-flight count) go to the calling
+//!   thread's own cache lines of the second window with plain stores, which feed the minute
+//!   window once per bucket, so that threads do not share lines: see [`stats::SlidingWindow`];
+//! - the common exit (an entry without origin, entrance or held place, on a resource without
+//!   breakers) is inlined where the [`Entry`] drops and makes no call, so that it saves no
+//!   registers; inbound exits write the resource's and the global inbound node's lines the same
+//!   way, out of line;
+//! - a QPS reject rule adds one compare-and-swap on a passing call and only reads on a refused
+//!   one, reading the rule's numbers from a copy in the resource rather than from the rule set
+//!   (see [`flow`](crate::flow#reloads)).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // `unsafe_code` is denied workspace-wide; the one module that allows it reads the TSC inline

@@ -7,8 +7,8 @@ use crate::resource::ResourceInner;
 
 /// Why [`check_gate`] stopped: rule `rule` refused the entry, seeing the truncated pass QPS
 /// `current`; or (`rule == CHANGED`) a reload rewrote the gate during the check, and nothing is
-/// held. Two words, so that it stays in registers: an enum here was built in memory and read
-/// back wider than it was written, a store-forwarding stall on every refusal.
+/// held. Keep it two words (a struct, not an enum), so that it is returned in registers rather
+/// than built in memory and read back wider than it was written (`entry::layout` asserts it).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct GateStop {
     rule: usize,

@@ -19,7 +19,7 @@ pub(crate) struct EntryState {
     pub(crate) count: u32,
     /// `INBOUND`, `ERROR` and `DROPPED` (the call was dropped: timed out, or refused downstream
     /// for overload, which an adaptive limit takes as a drop): one byte, so that with the
-    /// places and rules it holds an entry's state is four words.
+    /// places and rules it holds an entry's state stays four words (`entry::layout`).
     flags: u8,
     /// `LIMITED_*` bits: exact in-flight counters this entry holds a place on.
     pub(crate) limited: u8,
@@ -33,7 +33,8 @@ pub(crate) struct EntryState {
     /// until it ends; with `LIMITED_KEYED` in `limited` when any.
     pub(crate) keyed: u8,
     /// The entry's key (the digest of its fingerprint that per-key concurrency counts by), when
-    /// `keyed` is not 0: 4 bytes, so that an entry stays six words.
+    /// `keyed` is not 0: 4 bytes, so that the state stays four words and an entry five
+    /// (`entry::layout`).
     pub(crate) key: u32,
 }
 
@@ -207,10 +208,9 @@ impl EntryState {
     /// holds the state ([`Entry`] or [`OwnedEntry`](crate::OwnedEntry)).
     ///
     /// Most exits take [`complete_short`](Self::complete_short), inlined where the guard drops:
-    /// it makes no call, so it needs no registers saved. An out-of-line exit with them saved and
-    /// restored cost about 3.5 ns more a call, a third of an entry and its exit. Inbound exits
-    /// take their own short path, out of line: inlined beside the outbound one, it kept more
-    /// values live and cost every exit four more saved registers.
+    /// keep it free of calls, so that it needs no registers saved. Inbound exits take their own
+    /// short path, out of line: keep it apart from the outbound one, whose every exit would
+    /// otherwise save the registers the inbound one keeps live.
     #[inline(always)]
     pub(crate) fn complete(&self, resource: &ResourceInner) {
         if self.inbound() {

@@ -218,10 +218,10 @@ impl<'a> EntryBuilder<'a> {
     }
 }
 
-/// The block of a gate rule (see [`refusal_error`]), handed to `refused`: out of line (a call
-/// with its arguments in registers, that saves none), so that the block is written once, into
-/// the caller's result. Inlined, it was built in a temporary and copied into the result with
-/// loads wider than its stores, which then waited for those stores to reach the cache.
+/// The block of a gate rule (see [`refusal_error`]), handed to `refused`. Keep it out of line
+/// (a call with its arguments in registers, that saves none): the block must be written once,
+/// straight into the caller's result. Inlined, the compiler builds it in a temporary and copies
+/// it with loads wider than the stores before them: a store-forwarding stall on every refusal.
 #[inline(never)]
 fn refusal<R>(
     inner: &ResourceInner,
