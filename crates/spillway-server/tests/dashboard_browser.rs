@@ -12,16 +12,18 @@
 
 #![cfg(unix)]
 
+mod child;
 mod support;
 
 use bytes::Bytes;
+use child::free_port;
 use fantoccini::{Client, ClientBuilder, Locator};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -35,14 +37,6 @@ const TOKEN: &str = "dashboard-s3cret";
 
 /// One browser at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A child's output lines, as they come.
 fn lines_of(

@@ -3,41 +3,14 @@
 //! (through the limiter or the entry path) allocates nothing. Run with `--nocapture` for the
 //! numbers.
 
+mod support;
+
 use spillway::keyed::{fingerprint, KeyedLimiter, KeyedRule, DEFAULT_CAPACITY};
 use spillway::{ManualClock, Spillway};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
-
-/// The system allocator, counting the bytes it holds and the allocations it makes.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is forwarded to the system allocator unchanged; the counters are atomics,
-// touched without allocating. (The default `realloc` goes through these two.)
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: forwarded with the caller's pointer and layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use support::counting::{live, Counting};
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
-
-fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
-}
 
 /// One test, so that no other test allocates while it counts.
 #[test]
@@ -46,12 +19,12 @@ fn a_rule_holds_a_fixed_amount_whatever_the_keys_and_checks_allocate_nothing() {
     let limiter = KeyedLimiter::new(&KeyedRule::qps("per-key", "api", 100.0));
     let held = (live() - before) as usize;
     assert_eq!(held, limiter.heap_bytes(), "heap_bytes is what it holds");
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+    let allocations = support::counting::allocations();
     for key in 0..1_000_000u64 {
         limiter.check(fingerprint(&key), 1, key * 1_000);
     }
     assert_eq!(
-        ALLOCATIONS.load(Ordering::Relaxed),
+        support::counting::allocations(),
         allocations,
         "no allocation per check"
     );
@@ -76,7 +49,7 @@ fn a_rule_holds_a_fixed_amount_whatever_the_keys_and_checks_allocate_nothing() {
     let users: Vec<String> = (0..1_000).map(|n| format!("user-{n}")).collect();
     // The resource's first entry registers it.
     drop(spillway.entry("api").key("warm").enter().unwrap());
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+    let allocations = support::counting::allocations();
     for (n, user) in users.iter().enumerate() {
         let ip = [10u8, 0, (n / 256) as u8, n as u8];
         let entry = spillway
@@ -87,7 +60,7 @@ fn a_rule_holds_a_fixed_amount_whatever_the_keys_and_checks_allocate_nothing() {
         assert!(entry.is_ok());
     }
     assert_eq!(
-        ALLOCATIONS.load(Ordering::Relaxed),
+        support::counting::allocations(),
         allocations,
         "entries allocate nothing"
     );

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod counting;
+
 use spillway::{ManualClock, Spillway};
 
 /// Unix-epoch milliseconds the traces start at (a multiple of every bucket length used).
