@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 mod caps;
 mod gate;
+mod keyed;
 mod router;
 
 pub use caps::MAX_CONNECTIONS;
@@ -420,6 +421,7 @@ impl Admin {
             "flow": flow_states(spillway),
             "adaptive": adaptive_states(spillway),
             "cluster": cluster_states(self.proxy.cluster_limits()),
+            "keyed": keyed::keyed_states(spillway),
             "audit": self.audit.json(),
         })
     }

@@ -14,6 +14,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod keyed;
+
 /// What happened to a request, for `spillway_requests_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct RequestLabels {
@@ -565,6 +567,7 @@ impl Collector for Live {
                 .map(|(id, resource, state)| (labels(id, resource), read(state)));
             counters(&mut encoder, name, help, rows)?;
         }
+        keyed::encode(&mut encoder, &self.spillway)?;
         let cluster = self.cluster.states();
         gauges(
             &mut encoder,

@@ -292,6 +292,7 @@ fn config_text(proxy: u16, admin: &str, upstream: SocketAddr, token: Option<&str
          [[route]]\nresource = \"orders\"\npath = \"/orders\"\nupstream = \"app\"\n\n\
          [[route]]\nresource = \"flaky\"\npath = \"/flaky\"\nupstream = \"app\"\n\n\
          [[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 1000\n\n\
+         [[keyed]]\nid = \"orders-per-client\"\nresource = \"orders\"\nkey = \"peer_ip\"\ncount = 1000\n\n\
          [[breaker]]\nid = \"flaky-errors\"\nresource = \"flaky\"\nretry_timeout = \"60s\"\n\
          min_request_amount = 5\nstrategy = {{ type = \"error_ratio\", threshold = 0.5 }}\n"
     )
@@ -448,6 +449,13 @@ async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
     );
     let rules_of_orders = text(client, "#detail-rules tbody").await;
     assert!(rules_of_orders.contains("orders-qps"), "{rules_of_orders}");
+    // The per-key rule, with what it checked and the keys it holds.
+    assert!(
+        rules_of_orders.contains("orders-per-client")
+            && rules_of_orders.contains("per key")
+            && rules_of_orders.contains("keys exact"),
+        "{rules_of_orders}"
+    );
 
     // The breaker opens on the upstream's 500s: its state, timeline and why, and the story.
     until(

@@ -223,3 +223,52 @@ async fn a_forged_forwarded_header_does_not_beat_a_per_ip_limit() {
     }
     assert_eq!(passed, 5);
 }
+
+#[tokio::test(start_paused = true)]
+async fn each_keyed_rule_shows_in_the_metrics_and_the_status() {
+    let rules =
+        "[[keyed]]\nid = \"per-client\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 3\n";
+    let (proxy, server) = start(rules).await;
+    let handle = server.proxy().clone();
+    tokio::spawn(server.run(std::future::pending()));
+    let client = |ip: &'static str| [("x-forwarded-for", ip)];
+    assert_eq!(admitted(proxy, "/search", &client("1.1.1.1"), 5).await, 3);
+    assert_eq!(admitted(proxy, "/search", &client("2.2.2.2"), 5).await, 3);
+
+    // Ten checks, four refused, two keys held exactly.
+    let metrics = handle.render_metrics().unwrap();
+    let labels = r#"{rule="per-client",resource="search"}"#;
+    for line in [
+        format!("spillway_keyed_checks_total{labels} 10"),
+        format!("spillway_keyed_refusals_total{labels} 4"),
+        format!("spillway_keyed_sketched_total{labels} 0"),
+        format!("spillway_keyed_evictions_total{labels} 0"),
+        format!("spillway_keyed_exact_keys{labels} 2"),
+    ] {
+        assert!(metrics.contains(&line), "no `{line}` in:\n{metrics}");
+    }
+    let (stats, bytes) = handle.spillway().keyed_stats("per-client").unwrap();
+    let memory = format!("spillway_keyed_memory_bytes{labels} {bytes}");
+    assert!(metrics.contains(&memory), "no `{memory}` in:\n{metrics}");
+    let sketch = format!("spillway_keyed_sketch_bytes{labels} {}", stats.sketch_bytes);
+    assert!(metrics.contains(&sketch), "no `{sketch}` in:\n{metrics}");
+
+    // The admin API's status lists it with the same figures.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin_addr = listener.local_addr().unwrap();
+    let admin = spillway_server::admin::Admin::new(handle, None, None);
+    tokio::spawn(admin.run(listener, std::future::pending()));
+    let (status, body) = get(admin_addr, "/api/status", &[]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let keyed = &status["keyed"][0];
+    assert_eq!(keyed["rule"], "per-client");
+    assert_eq!(keyed["resource"], "search");
+    assert_eq!(
+        (keyed["checks"].as_u64(), keyed["refused"].as_u64()),
+        (Some(10), Some(4))
+    );
+    assert_eq!(keyed["exact_keys"], 2);
+    assert_eq!(keyed["capacity"], spillway::keyed::DEFAULT_CAPACITY);
+    assert_eq!(keyed["memory_bytes"].as_u64(), Some(bytes as u64));
+}

@@ -23,6 +23,7 @@
 use super::sketch::{Cells, FlightSketch, WindowSketch};
 use super::{fingerprint, KeyedBehavior, KeyedRule};
 use crate::flow::{Decision, Grade};
+use crate::stats::StripedCounter;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -101,10 +102,18 @@ pub(crate) enum Path {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct KeyedStats {
+    /// Checks made (each entry with a key, once).
+    pub checks: u64,
+    /// Checks refused.
+    pub refused: u64,
     /// Checks decided by the sketch, for keys without a place.
     pub sketched: u64,
     /// Keys that lost their place to a busier key.
     pub evictions: u64,
+    /// Keys with a place (exact state) now.
+    pub exact_keys: u64,
+    /// Bytes of the sketches (the rest of [`KeyedLimiter::heap_bytes`] is the keys' table).
+    pub sketch_bytes: usize,
 }
 
 /// The state of one per-key rule.
@@ -125,6 +134,9 @@ pub struct KeyedLimiter {
     sketched: AtomicU64,
     /// Keys that lost their place (relaxed: a statistic).
     evictions: AtomicU64,
+    /// Checks, and checks refused (striped: every check counts, from any thread).
+    checks: StripedCounter,
+    refused: StripedCounter,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> crate::sync::MutexGuard<'_, T> {
@@ -174,6 +186,8 @@ impl KeyedLimiter {
             flight: concurrency.then(|| FlightSketch::new(width)),
             sketched: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            checks: StripedCounter::new(),
+            refused: StripedCounter::new(),
         }
     }
 
@@ -186,7 +200,12 @@ impl KeyedLimiter {
     /// A `Wait` (throttle) has reserved its place in the key's schedule. For a concurrency
     /// rule, a pass counts one call in flight until [`exit`](Self::exit).
     pub fn check(&self, key: u64, acquire: u32, now_nanos: u64) -> Decision {
-        self.decide(key, acquire, now_nanos).0
+        let decision = self.decide(key, acquire, now_nanos).0;
+        self.checks.increment();
+        if !decision.admits() {
+            self.refused.increment();
+        }
+        decision
     }
 
     /// Gives back what a pass of `acquire` permits for `key` took, when a later check refused
@@ -231,21 +250,38 @@ impl KeyedLimiter {
         })
     }
 
-    /// What the rule counted.
+    /// What the rule counted, and the keys it holds exactly now (read under each set's lock,
+    /// one at a time: for metrics, not for a request's path).
     pub fn stats(&self) -> KeyedStats {
+        let exact_keys = self
+            .sets
+            .iter()
+            .map(|set| lock(set).iter().filter(|slot| slot.key != 0).count() as u64)
+            .sum();
         KeyedStats {
+            checks: self.checks.sum(),
+            refused: self.refused.sum(),
             sketched: self.sketched.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
+            exact_keys,
+            sketch_bytes: self.sketch_bytes(),
         }
+    }
+
+    /// Bytes of the sketches.
+    fn sketch_bytes(&self) -> usize {
+        self.seen.heap_bytes()
+            + self.passed.heap_bytes()
+            + self.flight.as_ref().map_or(0, FlightSketch::heap_bytes)
     }
 
     /// Bytes of its table and sketches: fixed by the rule's `capacity` (and grade) whatever the
     /// number of keys.
     pub fn heap_bytes(&self) -> usize {
         self.sets.len() * std::mem::size_of::<Mutex<[Slot; WAYS]>>()
-            + self.seen.heap_bytes()
-            + self.passed.heap_bytes()
-            + self.flight.as_ref().map_or(0, FlightSketch::heap_bytes)
+            + self.sketch_bytes()
+            + self.checks.heap_bytes()
+            + self.refused.heap_bytes()
             + self.exceptions.capacity() * (2 * std::mem::size_of::<u64>() + 8)
     }
 

@@ -247,17 +247,21 @@ fn memory_is_a_constant_of_the_capacity() {
     let bytes = |capacity| {
         KeyedLimiter::new(&KeyedRule::qps("r", "api", 1.0).with_capacity(capacity)).heap_bytes()
     };
-    // 4,096 keys (the default): 1,024 sets of four places, two sketches of 4 rows x 8,192.
+    // 4,096 keys (the default): 1,024 sets of four places, two sketches of 4 rows x 8,192,
+    // and the two striped counters of checks and refusals.
+    let counters = 2 * crate::stats::StripedCounter::new().heap_bytes();
     let default = bytes(DEFAULT_CAPACITY);
     assert_eq!(
         default,
-        1_024 * std::mem::size_of::<crate::sync::Mutex<[[u64; 5]; WAYS]>>() + 2 * 4 * 8_192 * 8
+        1_024 * std::mem::size_of::<crate::sync::Mutex<[[u64; 5]; WAYS]>>()
+            + 2 * 4 * 8_192 * 8
+            + counters
     );
     assert!(bytes(1) < default && default < bytes(100_000));
     let rule = KeyedRule::concurrency("c", "api", 1.0).with_capacity(DEFAULT_CAPACITY);
     assert_eq!(
         KeyedLimiter::new(&rule).heap_bytes(),
-        4 * 8_192 * 8 + 2 * 4 * 8
+        4 * 8_192 * 8 + 2 * 4 * 8 + counters
     );
 }
 
@@ -360,4 +364,18 @@ fn invalid_rules_are_refused_by_field() {
         err.to_string(),
         "keyed rule #1 (id `r`): `id` is also the id of keyed rule #0"
     );
+}
+
+#[test]
+fn a_rule_counts_its_checks_refusals_and_exact_keys() {
+    let limiter = KeyedLimiter::new(&KeyedRule::qps("per-user", "api", 2.0));
+    let (alice, bob) = (fingerprint("alice"), fingerprint("bob"));
+    for _ in 0..3 {
+        limiter.check(alice, 1, 0);
+    }
+    limiter.check(bob, 1, 0);
+    let stats = limiter.stats();
+    assert_eq!((stats.checks, stats.refused), (4, 1), "{stats:?}");
+    assert_eq!(stats.exact_keys, 2);
+    assert!(stats.sketch_bytes > 0 && stats.sketch_bytes < limiter.heap_bytes());
 }

@@ -84,6 +84,11 @@ impl StripedCounter {
         self.cells.len()
     }
 
+    /// Bytes of its stripes (one cache line or two each).
+    pub fn heap_bytes(&self) -> usize {
+        self.cells.len() * std::mem::size_of::<CachePadded<AtomicU64>>()
+    }
+
     #[inline]
     fn cell(&self) -> &AtomicU64 {
         &self.cells[thread_slot() & self.mask]
