@@ -6,14 +6,10 @@ use crate::proxy::Proxy;
 use crate::reload::Reloader;
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use serde::Deserialize;
 use serde_json::{json, Value};
-use spillway::breaker::BreakerRule;
-use spillway::flow::FlowRule;
-use spillway::system::{SystemProbe, SystemRule};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -21,10 +17,12 @@ use std::sync::Arc;
 
 mod caps;
 mod gate;
-mod keyed;
 mod router;
+mod rules;
+mod states;
 
 pub use caps::MAX_CONNECTIONS;
+pub use rules::check_rules_body;
 
 /// The dashboard: one page that polls `/api/resources` and `/api/status` every second.
 const DASHBOARD: &str = include_str!("dashboard.html");
@@ -121,16 +119,6 @@ const FULL: &str = r#"{"error": "every admin connection is held by a token holde
 
 /// Refused newcomers whose request is being read out before their connection closes.
 static DRAINING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// A `PUT /api/rules` body: the rule kinds to replace (a kind left out stays as it is).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RulesBody {
-    flow: Option<Vec<FlowRule>>,
-    system: Option<Vec<SystemRule>>,
-    breaker: Option<Vec<BreakerRule>>,
-    adaptive: Option<Vec<spillway::adaptive::AdaptiveRule>>,
-}
 
 impl Admin {
     /// The admin API of `proxy`; `token`, if set, is required for every request (see
@@ -353,79 +341,6 @@ impl Admin {
         json!({ "inbound": stats(&snapshot.inbound), "resources": resources })
     }
 
-    fn rules(&self) -> Value {
-        let spillway = self.proxy.spillway();
-        json!({
-            "flow": spillway.flow_rules(),
-            "system": spillway.system_rules(),
-            "breaker": spillway.breaker_rules(),
-            "adaptive": spillway.adaptive_rules(),
-        })
-    }
-
-    fn status(&self) -> Value {
-        let spillway = self.proxy.spillway();
-        let probe = spillway::system::LinuxProbe::global();
-        let breakers: Vec<Value> = spillway
-            .breaker_rules()
-            .iter()
-            .map(|rule| {
-                let state = spillway.breaker_state(&rule.id).map(|s| s.as_str());
-                json!({ "rule": rule.id, "resource": rule.resource, "state": state })
-            })
-            .collect();
-        let config = match &self.reloader {
-            Some(reloader) => {
-                let state = reloader.state();
-                let last_reload = state.last_reload_unix_seconds;
-                json!({
-                    "file": reloader.path().display().to_string(),
-                    "reloads": state.reloads,
-                    "failures": state.failures,
-                    "last_reload_unix_seconds": last_reload,
-                    "last_error": state.last_error,
-                    "restart_needed": state.restart_needed,
-                    "restart_fields": state.restart_fields,
-                })
-            }
-            None => Value::Null,
-        };
-        let breaker_rules = spillway.breaker_rules();
-        let connections = |counts: &crate::conn::ListenerCounts| {
-            counts.accepts().map(
-                |state| json!({ "open": state.open, "max": state.max, "paused": state.paused }),
-            )
-        };
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "uptime_seconds": self.started.elapsed().as_secs(),
-            "config": config,
-            // Open connections and their cap (0: none), per listener; the open-file limit the
-            // automatic cap comes from (null: unlimited).
-            "connections": {
-                "proxy": connections(self.proxy.listener_counts()),
-                "admin": connections(self.proxy.admin_listener_counts()),
-                "upstream": {
-                    "open": crate::descriptors::upstream_open(),
-                    "max": crate::descriptors::upstream_cap(),
-                },
-                "open_file_limit": crate::descriptors::Descriptors::now().limit,
-            },
-            // Absent (null) until the probe's first sample (the probe reads -1 then).
-            "probe": {
-                "load": Some(probe.load()).filter(|load| *load >= 0.0),
-                "cpu_usage": Some(probe.cpu_usage()).filter(|cpu| *cpu >= 0.0),
-            },
-            "breakers": breakers,
-            "transitions": self.transitions.json(&breaker_rules),
-            "flow": flow_states(spillway),
-            "adaptive": adaptive_states(spillway),
-            "cluster": cluster_states(self.proxy.cluster_limits()),
-            "keyed": keyed::keyed_states(spillway),
-            "audit": self.audit.json(),
-        })
-    }
-
     /// Whether `request` carries the bearer token (always, when none is configured).
     fn authorized<B>(&self, request: &Request<B>) -> bool {
         let Some(token) = &self.token else {
@@ -461,254 +376,6 @@ impl Admin {
             ),
         }
     }
-
-    /// `PUT /api/rules[?persist=true]`: replaces the kinds of rules the body holds, every one
-    /// checked before any is applied (so a bad body changes nothing), audited.
-    async fn put_rules(&self, request: Request<axum::body::Body>) -> Response<Full<Bytes>> {
-        const ACTION: &str = "PUT /api/rules";
-        let who = crate::audit::Who::of(&request);
-        let refused = |outcome: &str, response: Response<Full<Bytes>>, why: &str| {
-            self.audit.record(&who, ACTION, outcome, why);
-            response
-        };
-        let persist = request
-            .uri()
-            .query()
-            .is_some_and(|query| query.split('&').any(|pair| pair == "persist=true"));
-        let file = match (&self.reloader, persist) {
-            (Some(reloader), true) => Some(reloader.path().to_path_buf()),
-            (None, true) => {
-                let why = "persist=true needs a configuration file, and this server has none";
-                return refused("refused", error(StatusCode::CONFLICT, why), why);
-            }
-            (_, false) => None,
-        };
-        let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(_) => {
-                let why = format!("the body is larger than {MAX_BODY} bytes, or was cut short");
-                return refused("refused", error(StatusCode::PAYLOAD_TOO_LARGE, &why), &why);
-            }
-        };
-        let rules = match parse_rules_body(&body) {
-            Ok(rules) => rules,
-            Err(err) => return refused("invalid", err.response(), &err.message),
-        };
-        let before = self.rules();
-        if let Some(file) = &file {
-            // Written first: if the file cannot take the rules, nothing changes.
-            let written = crate::persist::write_rules(
-                file,
-                &crate::persist::Rules {
-                    flow: rules.flow.as_deref(),
-                    system: rules.system.as_deref(),
-                    breakers: rules.breaker.as_deref(),
-                    adaptive: rules.adaptive.as_deref(),
-                },
-            );
-            if let Err(err) = written {
-                let why = format!("not persisted: {err}");
-                return refused(
-                    "failed",
-                    error(StatusCode::INTERNAL_SERVER_ERROR, &why),
-                    &why,
-                );
-            }
-        }
-        let kinds: Vec<&str> = [
-            ("flow", rules.flow.is_some()),
-            ("system", rules.system.is_some()),
-            ("breaker", rules.breaker.is_some()),
-            ("adaptive", rules.adaptive.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(kind, given)| given.then_some(kind))
-        .collect();
-        let spillway = self.proxy.spillway();
-        let applied = (|| -> Result<(), spillway::RuleError> {
-            if let Some(flow) = rules.flow {
-                spillway.load_flow_rules(flow)?;
-            }
-            if let Some(system) = rules.system {
-                spillway.load_system_rules(system)?;
-            }
-            if let Some(breaker) = rules.breaker {
-                spillway.load_breaker_rules(breaker)?;
-            }
-            if let Some(adaptive) = rules.adaptive {
-                // Rules that stay the same keep their limiters (limit, RT estimates, queue).
-                spillway.load_adaptive_rules(adaptive)?;
-            }
-            Ok(())
-        })();
-        if let Err(err) = applied {
-            let err = BodyError::rule(err);
-            return refused("invalid", err.response(), &err.message);
-        }
-        let after = self.rules();
-        let mut detail: Vec<String> = kinds
-            .iter()
-            .map(|kind| crate::audit::changes(kind, &before[kind], &after[kind]))
-            .collect();
-        if file.is_some() {
-            detail.push("persisted to the file".to_owned());
-        }
-        self.audit
-            .record(&who, ACTION, "applied", &detail.join("; "));
-        json_response(StatusCode::OK, &after)
-    }
-}
-
-/// Each flow rule in load order, with what its controller holds now: a warm-up's allowed QPS,
-/// a pacer's queue wait (milliseconds), a shadow rule's refusals not made.
-fn flow_states(spillway: &spillway::Spillway) -> Vec<Value> {
-    spillway
-        .flow_rules()
-        .iter()
-        .map(|rule| {
-            let state = spillway.flow_rule_state(&rule.id).unwrap_or_default();
-            json!({
-                "rule": rule.id,
-                "resource": rule.resource,
-                "count": rule.count,
-                "shadow": rule.shadow,
-                "allowed_qps": state.allowed_qps,
-                "queue_wait_ms": state.queue_wait.map(|wait| wait.as_secs_f64() * 1e3),
-                "shadow_refusals": state.shadow_refusals,
-            })
-        })
-        .collect()
-}
-
-/// Each cluster rule, in file order: its kind, how it is checked (`leased` or `strict`), its
-/// state (`starting` before Redis first answers, `global` while it admits against the shared
-/// limit, `fallback` while Redis is out of reach) and the instances its last answer counted.
-fn cluster_states(cluster: &crate::cluster::ClusterLimits) -> Vec<Value> {
-    cluster
-        .states()
-        .into_iter()
-        .map(|rule| {
-            let state = match (rule.starting, rule.fallback) {
-                (_, true) => "fallback",
-                (true, false) => "starting",
-                (false, false) => "global",
-            };
-            json!({
-                "rule": rule.id,
-                "resource": rule.resource,
-                "kind": rule.kind,
-                "check": rule.mode,
-                "state": state,
-                "instances": rule.instances,
-            })
-        })
-        .collect()
-}
-
-/// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the
-/// reason of the last change, samples, updates, refusals, and its queue (waiting, timeouts).
-fn adaptive_states(spillway: &spillway::Spillway) -> Vec<Value> {
-    let millis = |rtt: Option<std::time::Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1e3);
-    spillway
-        .adaptive_rules()
-        .iter()
-        .filter_map(|rule| {
-            let state = spillway.adaptive_state(&rule.id)?;
-            Some(json!({
-                "rule": rule.id,
-                "resource": rule.resource,
-                "limit": state.limit,
-                "in_flight": state.in_flight,
-                "baseline_rtt_ms": millis(state.estimates.baseline),
-                "latest_rtt_ms": millis(state.estimates.latest),
-                "last_change": state.last_change.as_str(),
-                "samples": state.samples,
-                "updates": state.updates,
-                "refusals": state.refusals,
-                "waiting": state.waiting,
-                "queue_timeouts": state.queue_timeouts,
-            }))
-        })
-        .collect()
-}
-
-/// A `PUT /api/rules` body, read and checked as the admin API reads it: every kind it holds is
-/// checked before any is applied, so a bad body changes nothing.
-///
-/// # Errors
-///
-/// What is wrong: malformed JSON, or a rule at fault (named with its field).
-///
-/// # Examples
-///
-/// ```
-/// use spillway_server::admin::check_rules_body;
-///
-/// assert!(check_rules_body(br#"{"flow": [{"id": "a", "resource": "r", "count": 5}]}"#).is_ok());
-/// let err = check_rules_body(br#"{"flow": [{"id": "a", "resource": "r", "count": -5}]}"#);
-/// assert!(err.unwrap_err().contains("count"));
-/// ```
-pub fn check_rules_body(body: &[u8]) -> Result<(), String> {
-    parse_rules_body(body)
-        .map(|_| ())
-        .map_err(|err| err.message)
-}
-
-/// What is wrong with a `PUT /api/rules` body: 400 for malformed JSON, 422 for a rule at fault,
-/// named (kind, position, id, field) so that a form can show the error by its field.
-#[derive(Debug)]
-struct BodyError {
-    status: StatusCode,
-    message: String,
-    rule: Option<spillway::RuleError>,
-}
-
-impl BodyError {
-    fn rule(err: spillway::RuleError) -> Self {
-        Self {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            message: err.to_string(),
-            rule: Some(err),
-        }
-    }
-
-    /// `{"error": message, "rule": {"kind", "index", "id", "field", "problem"}}` (no `rule` for
-    /// malformed JSON).
-    fn response(&self) -> Response<Full<Bytes>> {
-        let mut body = json!({ "error": self.message });
-        if let Some(rule) = &self.rule {
-            body["rule"] = json!({
-                "kind": rule.kind(),
-                "index": rule.index(),
-                "id": rule.id(),
-                "field": rule.field(),
-                "problem": rule.problem(),
-            });
-        }
-        json_response(self.status, &body)
-    }
-}
-
-/// The body's rule kinds, every one checked.
-fn parse_rules_body(body: &[u8]) -> Result<RulesBody, BodyError> {
-    let rules: RulesBody = serde_json::from_slice(body).map_err(|err| BodyError {
-        status: StatusCode::BAD_REQUEST,
-        message: format!("bad JSON: {err}"),
-        rule: None,
-    })?;
-    if let Some(flow) = &rules.flow {
-        spillway::flow::validate_flow_rules(flow).map_err(BodyError::rule)?;
-    }
-    if let Some(system) = &rules.system {
-        spillway::system::validate_system_rules(system).map_err(BodyError::rule)?;
-    }
-    if let Some(breaker) = &rules.breaker {
-        spillway::breaker::validate_breaker_rules(breaker).map_err(BodyError::rule)?;
-    }
-    if let Some(adaptive) = &rules.adaptive {
-        spillway::adaptive::validate_adaptive_rules(adaptive).map_err(BodyError::rule)?;
-    }
-    Ok(rules)
 }
 
 /// Compares without stopping at the first difference.
