@@ -248,6 +248,39 @@ pub(crate) fn with_keys<'a, B>(
     Ok(builder)
 }
 
+/// Why `rule` cannot read its key on every route that produces its resource: a `path:NAME`
+/// source that a route's template lacks, or that the default route (which has none) would
+/// need. `routes`: each route's resource and path template, the default route's with none.
+pub(crate) fn path_problem<'a>(
+    rule: &KeyedConfig,
+    routes: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> Option<String> {
+    let Ok(Source::Path(name)) = Source::parse(&rule.key) else {
+        return None;
+    };
+    let resource = rule.resource.as_str();
+    let mut default_produces = false;
+    for (produces, template) in routes {
+        if produces != resource {
+            continue;
+        }
+        match template {
+            Some(path) if path_segment(path, &name).is_none() => {
+                return Some(format!(
+                    "reads `{{{name}}}` from the path, and the route `{path}` to `{resource}` has no such segment"
+                ))
+            }
+            Some(_) => {}
+            None => default_produces = true,
+        }
+    }
+    default_produces.then(|| {
+        format!(
+            "reads `{{{name}}}` from the path, and `{resource}` is the default route's resource, which has no path template"
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

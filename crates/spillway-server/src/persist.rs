@@ -20,19 +20,28 @@ pub(crate) struct Rules<'a> {
     pub(crate) breakers: Option<&'a [BreakerRule]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) adaptive: Option<&'a [AdaptiveRule]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) keyed: Option<&'a [crate::config::KeyedConfig]>,
 }
 
-/// Writes `table`'s sub-tables as inline tables.
+/// Writes `table`'s sub-tables as inline tables, and its arrays of tables (a per-key rule's
+/// `exceptions`) as arrays of inline tables.
 fn inline_nested(table: &mut toml_edit::Table) {
     let keys: Vec<String> = table
         .iter()
-        .filter(|(_, item)| item.is_table())
+        .filter(|(_, item)| item.is_table() || item.is_array_of_tables())
         .map(|(key, _)| key.to_owned())
         .collect();
     for key in keys {
-        if let Some(toml_edit::Item::Table(nested)) = table.remove(&key) {
-            let inline = nested.into_inline_table();
-            table.insert(&key, toml_edit::value(inline));
+        match table.remove(&key) {
+            Some(toml_edit::Item::Table(nested)) => {
+                let inline = nested.into_inline_table();
+                table.insert(&key, toml_edit::value(inline));
+            }
+            Some(toml_edit::Item::ArrayOfTables(tables)) => {
+                table.insert(&key, toml_edit::value(tables.into_array()));
+            }
+            _ => {}
         }
     }
 }
@@ -53,6 +62,7 @@ pub(crate) fn write_rules(path: &Path, rules: &Rules<'_>) -> Result<(), String> 
         ("system", rules.system.is_some()),
         ("breaker", rules.breakers.is_some()),
         ("adaptive", rules.adaptive.is_some()),
+        ("keyed", rules.keyed.is_some()),
     ];
     // New rules go after everything else, each a `[[kind]]` table with its nested fields
     // (behavior, strategy, algorithm, queue) inline, as one would write them by hand.

@@ -5,6 +5,7 @@ mod body;
 mod client;
 mod client_body;
 mod forward;
+mod keyed;
 mod path;
 mod pool;
 
@@ -27,9 +28,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a matched request goes and what limits its route has.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct RouteInfo {
     pub(crate) resource: String,
+    /// Its path template (`None`: the default route's), which `path:NAME` keys read.
+    pub(crate) template: Option<String>,
     pub(crate) upstream: Option<Arc<client::Upstream>>,
     pub(crate) tps: Option<TpsConfig>,
     pub(crate) executes: Option<u32>,
@@ -44,6 +47,7 @@ impl RouteInfo {
     fn new(resource: String, upstream: Option<Arc<client::Upstream>>) -> Self {
         Self {
             resource,
+            template: None,
             upstream,
             tps: None,
             executes: None,
@@ -61,8 +65,10 @@ impl RouteInfo {
 }
 
 /// The routing table of one configuration (swapped whole on reload).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Table {
+    /// The per-key rules whose keys the routes read, as the file (or the admin API) gave them.
+    keyed: Vec<crate::config::KeyedConfig>,
     router: Router,
     routes: Vec<RouteInfo>,
     default: RouteInfo,
@@ -112,6 +118,7 @@ impl Table {
                     executes: route.executes,
                     actives: route.actives.map(|a| (a.max, a.timeout)),
                     keys: crate::keyed::route_keys(&plan, &route.resource, Some(&route.path)),
+                    template: Some(route.path.clone()),
                     ..RouteInfo::new(route.resource.clone(), upstream(&route.upstream))
                 }
             })
@@ -125,6 +132,7 @@ impl Table {
         };
         default.keys = crate::keyed::route_keys(&plan, &default.resource, None);
         Ok(Self {
+            keyed,
             router: Router::new(config),
             routes,
             default,

@@ -946,3 +946,103 @@ async fn the_status_shows_each_flow_rule_s_state_and_the_breakers_transitions_wi
     );
     assert_eq!(status["breakers"][0]["state"], "open");
 }
+
+/// Of `n` requests to `/orders` as `user`, how many were admitted (nothing listens upstream:
+/// 502) rather than refused (429).
+async fn admitted_as(h: &Harness, user: &str, n: usize) -> usize {
+    let mut admitted = 0;
+    for _ in 0..n {
+        let headers = [("x-user", user)];
+        let call = call_with(
+            h.proxy,
+            Method::GET,
+            "/orders",
+            None,
+            &headers,
+            Bytes::new(),
+        );
+        match call.await.0 {
+            StatusCode::BAD_GATEWAY => admitted += 1,
+            StatusCode::TOO_MANY_REQUESTS => {}
+            other => panic!("{other}"),
+        }
+    }
+    admitted
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_key_rules_are_read_replaced_and_persisted_through_the_api() {
+    let per_user =
+        "[[keyed]]\nid = \"per-user\"\nresource = \"orders\"\nkey = \"header:x-user\"\ncount = 3\n";
+    let h = start(per_user).await;
+    // Read back in the file's form, the key source included.
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    let rule = &json(&rules)["keyed"][0];
+    assert_eq!(rule["id"], "per-user");
+    assert_eq!(rule["key"], "header:x-user");
+    assert_eq!(rule["count"], 3.0);
+    assert_eq!(admitted_as(&h, "alice", 4).await, 3);
+
+    // Replaced and persisted: one a user now, two for `batch`; the file says so and loads back.
+    let body = r#"{"keyed": [{"id": "per-user", "resource": "orders", "key": "header:x-user",
+        "count": 1, "exceptions": [{"key": "batch", "count": 2}]}]}"#;
+    let (status, response) = call(
+        h.admin,
+        Method::PUT,
+        "/api/rules?persist=true",
+        Some(TOKEN),
+        Bytes::from(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert_eq!(json(&response)["keyed"][0]["count"], 1.0);
+    assert_eq!(admitted_as(&h, "bob", 3).await, 1);
+    assert_eq!(admitted_as(&h, "batch", 3).await, 2);
+    let text = std::fs::read_to_string(&h.file).unwrap();
+    assert!(
+        text.contains("[[keyed]]") && text.contains(r#"key = "header:x-user""#),
+        "{text}"
+    );
+    let reread = config::load(&h.file).unwrap();
+    assert_eq!(reread.keyed[0].get_ref().count, 1.0);
+    assert_eq!(reread.keyed[0].get_ref().exceptions.len(), 1);
+
+    // A key the routes cannot give (no `{id}` in `/orders`) is refused, the field named, and
+    // nothing changes.
+    let (status, response) = put_rules(
+        &h,
+        Some(TOKEN),
+        r#"{"keyed": [{"id": "per-id", "resource": "orders", "key": "path:id", "count": 5}]}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{response}");
+    let fault = &json(&response)["rule"];
+    assert_eq!(
+        (fault["kind"].as_str(), fault["field"].as_str()),
+        (Some("keyed"), Some("key"))
+    );
+    assert!(
+        fault["problem"]
+            .as_str()
+            .unwrap()
+            .contains("no such segment"),
+        "{response}"
+    );
+    // So is a source that is none, by the rule's own checks.
+    let (status, response) = put_rules(
+        &h,
+        Some(TOKEN),
+        r#"{"keyed": [{"id": "x", "resource": "orders", "key": "cookie:sid", "count": 5}]}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{response}");
+    assert!(response.contains("not a key source"), "{response}");
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["keyed"][0]["id"], "per-user");
+    assert_eq!(admitted_as(&h, "carol", 2).await, 1);
+
+    // A reload of the file keeps the persisted rules.
+    h.reloader.reload().unwrap();
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["keyed"][0]["count"], 1.0);
+}

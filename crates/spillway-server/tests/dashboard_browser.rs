@@ -449,7 +449,9 @@ async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
     );
     let rules_of_orders = text(client, "#detail-rules tbody").await;
     assert!(rules_of_orders.contains("orders-qps"), "{rules_of_orders}");
-    // The per-key rule, with what it checked and the keys it holds.
+    // The per-key rule among the rules, and with what it checked and the keys it holds.
+    let listed = text(client, r#"#rules-keyed tr[data-id="orders-per-client"]"#).await;
+    assert!(listed.contains("peer_ip"), "{listed}");
     assert!(
         rules_of_orders.contains("orders-per-client")
             && rules_of_orders.contains("per key")

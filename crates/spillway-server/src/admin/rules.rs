@@ -20,9 +20,12 @@ struct RulesBody {
     system: Option<Vec<SystemRule>>,
     breaker: Option<Vec<BreakerRule>>,
     adaptive: Option<Vec<spillway::adaptive::AdaptiveRule>>,
+    /// Per-key rules in the file's form (`[[keyed]]`, with their key sources).
+    keyed: Option<Vec<crate::config::KeyedConfig>>,
 }
 
 impl Admin {
+    /// `GET /api/rules`: every kind's rules in force, as loaded.
     pub(super) fn rules(&self) -> Value {
         let spillway = self.proxy.spillway();
         json!({
@@ -30,6 +33,7 @@ impl Admin {
             "system": spillway.system_rules(),
             "breaker": spillway.breaker_rules(),
             "adaptive": spillway.adaptive_rules(),
+            "keyed": self.proxy.keyed_rules(),
         })
     }
 
@@ -64,9 +68,20 @@ impl Admin {
                 return refused("refused", error(StatusCode::PAYLOAD_TOO_LARGE, &why), &why);
             }
         };
-        let rules = match parse_rules_body(&body) {
+        let mut rules = match parse_rules_body(&body) {
             Ok(rules) => rules,
             Err(err) => return refused("invalid", err.response(), &err.message),
+        };
+        // Per-key rules read keys on the running routes: checked against them too.
+        let keyed = match rules.keyed.take() {
+            Some(keyed) => match self.proxy.stage_keyed(keyed.clone()) {
+                Ok(staged) => Some((keyed, staged)),
+                Err(fault) => {
+                    let err = BodyError::keyed(&keyed, fault);
+                    return refused("invalid", err.response(), &err.message);
+                }
+            },
+            None => None,
         };
         let before = self.rules();
         if let Some(file) = &file {
@@ -78,6 +93,7 @@ impl Admin {
                     system: rules.system.as_deref(),
                     breakers: rules.breaker.as_deref(),
                     adaptive: rules.adaptive.as_deref(),
+                    keyed: keyed.as_ref().map(|(keyed, _)| keyed.as_slice()),
                 },
             );
             if let Err(err) = written {
@@ -94,6 +110,7 @@ impl Admin {
             ("system", rules.system.is_some()),
             ("breaker", rules.breaker.is_some()),
             ("adaptive", rules.adaptive.is_some()),
+            ("keyed", keyed.is_some()),
         ]
         .into_iter()
         .filter_map(|(kind, given)| given.then_some(kind))
@@ -112,6 +129,10 @@ impl Admin {
             if let Some(adaptive) = rules.adaptive {
                 // Rules that stay the same keep their limiters (limit, RT estimates, queue).
                 spillway.load_adaptive_rules(adaptive)?;
+            }
+            if let Some((_, staged)) = keyed {
+                // Rules that stay the same keep every key's state.
+                self.proxy.install_keyed(staged)?;
             }
             Ok(())
         })();
@@ -161,15 +182,41 @@ pub fn check_rules_body(body: &[u8]) -> Result<(), String> {
 struct BodyError {
     status: StatusCode,
     message: String,
-    rule: Option<spillway::RuleError>,
+    /// The rule at fault: `{"kind", "index", "id", "field", "problem"}`.
+    rule: Option<Value>,
 }
 
 impl BodyError {
     fn rule(err: spillway::RuleError) -> Self {
+        Self::at(
+            err.kind(),
+            err.index(),
+            err.id(),
+            err.field(),
+            err.problem(),
+        )
+    }
+
+    /// Per-key rule `index` of `rules` at fault, as the proxy's checks name it.
+    fn keyed(
+        rules: &[crate::config::KeyedConfig],
+        (index, field, problem): (usize, &'static str, String),
+    ) -> Self {
+        let id = rules.get(index).map_or("", |rule| rule.id.as_str());
+        Self::at("keyed", index, id, field, &problem)
+    }
+
+    fn at(kind: &str, index: usize, id: &str, field: &str, problem: &str) -> Self {
         Self {
             status: StatusCode::UNPROCESSABLE_ENTITY,
-            message: err.to_string(),
-            rule: Some(err),
+            message: format!("{kind} rule #{index} (id `{id}`): `{field}` {problem}"),
+            rule: Some(json!({
+                "kind": kind,
+                "index": index,
+                "id": id,
+                "field": field,
+                "problem": problem,
+            })),
         }
     }
 
@@ -178,13 +225,7 @@ impl BodyError {
     fn response(&self) -> Response<Full<Bytes>> {
         let mut body = json!({ "error": self.message });
         if let Some(rule) = &self.rule {
-            body["rule"] = json!({
-                "kind": rule.kind(),
-                "index": rule.index(),
-                "id": rule.id(),
-                "field": rule.field(),
-                "problem": rule.problem(),
-            });
+            body["rule"] = rule.clone();
         }
         json_response(self.status, &body)
     }
@@ -208,6 +249,10 @@ fn parse_rules_body(body: &[u8]) -> Result<RulesBody, BodyError> {
     }
     if let Some(adaptive) = &rules.adaptive {
         spillway::adaptive::validate_adaptive_rules(adaptive).map_err(BodyError::rule)?;
+    }
+    if let Some(keyed) = &rules.keyed {
+        // Their own fields and key sources; against the routes when applied.
+        crate::keyed::plan(keyed).map_err(|fault| BodyError::keyed(keyed, fault))?;
     }
     Ok(rules)
 }

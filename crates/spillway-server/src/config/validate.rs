@@ -266,38 +266,23 @@ impl<'a> Check<'a> {
         self.rules(&config.keyed, "keyed", |rules| {
             crate::keyed::plan(rules).map(|_| ())
         });
+        let default = config
+            .default
+            .as_ref()
+            .map_or("unmatched", |default| default.get_ref().resource.as_str());
         for (index, rule) in config.keyed.iter().enumerate() {
-            let (span, rule) = (rule.span(), rule.get_ref());
-            let Ok(crate::keyed::Source::Path(name)) = crate::keyed::Source::parse(&rule.key)
-            else {
-                continue;
-            };
-            let lacking = config
+            let routes = config
                 .routes
                 .iter()
-                .map(|route| route.get_ref())
-                .find(|route| {
-                    route.resource == rule.resource
-                        && crate::keyed::path_segment(&route.path, &name).is_none()
-                });
-            let default_produces = config
-                .default
-                .as_ref()
-                .map_or("unmatched", |default| default.get_ref().resource.as_str())
-                == rule.resource;
-            let problem = match lacking {
-                Some(route) => Some(format!(
-                    "reads `{{{name}}}` from the path, and the route `{}` to `{}` has no such segment",
-                    route.path, rule.resource
-                )),
-                None if default_produces => Some(format!(
-                    "reads `{{{name}}}` from the path, and `{}` is the default route's resource, which has no path template",
-                    rule.resource
-                )),
-                None => None,
-            };
-            if let Some(problem) = problem {
-                self.problem(span, format!("keyed[{index}]"), "key", problem);
+                .map(|route| {
+                    (
+                        route.get_ref().resource.as_str(),
+                        Some(route.get_ref().path.as_str()),
+                    )
+                })
+                .chain(std::iter::once((default, None)));
+            if let Some(problem) = crate::keyed::path_problem(rule.get_ref(), routes) {
+                self.problem(rule.span(), format!("keyed[{index}]"), "key", problem);
             }
         }
     }
