@@ -4,18 +4,20 @@
 //! line and the field (see [`ConfigError`]).
 
 mod auto_or_count;
+mod cluster;
 mod error;
 mod file;
+mod keyed;
 mod max_connections;
 mod validate;
 
+pub use cluster::{ClusterConfig, ClusterKind, ClusterMode, ClusterRuleConfig, FallbackPolicy};
 pub use error::{ConfigError, Problem};
 pub use file::{
-    ActivesLimit, AdminConfig, BlockedResponse, ClusterConfig, ClusterKind, ClusterMode,
-    ClusterRuleConfig, Config, DefaultRoute, FallbackPolicy, KeyedConfig, ListenerConfig,
-    OnMissing, Route, TlsFiles, TpsLimit, Upstream, UpstreamProtocol, Workers,
-    DEFAULT_MAX_HEADER_SIZE, DEFAULT_RESOURCES, DEFAULT_WINDOW, MAX_MAX_HEADER_SIZE, MAX_WORKERS,
-    MIN_MAX_HEADER_SIZE,
+    ActivesLimit, AdminConfig, BlockedResponse, Config, DefaultRoute, ListenerConfig, Route,
+    TlsFiles, TpsLimit, Upstream, UpstreamProtocol, Workers, DEFAULT_MAX_HEADER_SIZE,
+    DEFAULT_RESOURCES, DEFAULT_WINDOW, MAX_MAX_HEADER_SIZE, MAX_WORKERS, MIN_MAX_HEADER_SIZE,
 };
+pub use keyed::{KeyedConfig, OnMissing};
 pub use max_connections::MaxConnections;
 pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES, MAX_PROBLEMS};

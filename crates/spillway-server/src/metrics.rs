@@ -9,12 +9,16 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use spillway::breaker::BreakerState;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod adaptive;
+mod cluster;
 mod keyed;
+mod live;
+
+use live::Live;
 
 /// What happened to a request, for `spillway_requests_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -189,6 +193,11 @@ impl ResourceMetrics {
 
 /// Labels of one series: `(name, value)` pairs.
 type Labels<'a> = Vec<(&'a str, String)>;
+
+/// A rule's series labels: its id and its resource.
+fn rule_labels(id: &str, resource: &str) -> Labels<'static> {
+    vec![("rule", id.to_owned()), ("resource", resource.to_owned())]
+}
 
 /// Writes one counter family: a series per row.
 fn counters<'a>(
@@ -433,201 +442,6 @@ impl Collector for Reloads {
             let kind = prometheus_client::metrics::MetricType::Gauge;
             single(&mut encoder, name, help, kind, value)?;
         }
-        Ok(())
-    }
-}
-
-/// Gauges read from spillway at each scrape: concurrency and QPS per resource, breaker states,
-/// rules loaded.
-#[derive(Debug)]
-struct Live {
-    spillway: spillway::Spillway,
-    /// The cluster rules, leased and strict.
-    cluster: std::sync::Arc<crate::cluster::ClusterLimits>,
-}
-
-impl Collector for Live {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let snapshot = self.spillway.snapshot();
-        gauges(
-            &mut encoder,
-            "spillway_concurrency",
-            "Requests in flight, by resource",
-            snapshot.resources.iter().map(|r| {
-                (
-                    vec![("resource", r.name.to_string())],
-                    r.stats.concurrency as f64,
-                )
-            }),
-        )?;
-        gauges(
-            &mut encoder,
-            "spillway_pass_qps",
-            "Admitted per second over the sliding second window, by resource",
-            snapshot
-                .resources
-                .iter()
-                .map(|r| (vec![("resource", r.name.to_string())], r.stats.pass_qps)),
-        )?;
-        gauges(
-            &mut encoder,
-            "spillway_block_qps",
-            "Refused per second over the sliding second window, by resource",
-            snapshot
-                .resources
-                .iter()
-                .map(|r| (vec![("resource", r.name.to_string())], r.stats.block_qps)),
-        )?;
-        let breakers: Vec<_> = self
-            .spillway
-            .breaker_rules()
-            .into_iter()
-            .map(|rule| {
-                let state = self.spillway.breaker_state(&rule.id);
-                let value = match state {
-                    Some(BreakerState::Closed) | None => 0.0,
-                    Some(BreakerState::Open) => 1.0,
-                    Some(BreakerState::HalfOpen) => 2.0,
-                };
-                (
-                    vec![
-                        ("rule", rule.id.clone()),
-                        ("resource", rule.resource.clone()),
-                    ],
-                    value,
-                )
-            })
-            .collect();
-        gauges(
-            &mut encoder,
-            "spillway_breaker_state",
-            "Circuit breaker state: 0 closed, 1 open, 2 half-open",
-            breakers,
-        )?;
-        let adaptive: Vec<_> = self
-            .spillway
-            .adaptive_rules()
-            .into_iter()
-            .filter_map(|rule| {
-                let state = self.spillway.adaptive_state(&rule.id)?;
-                let resource = rule.resource.clone().unwrap_or_else(|| "*".to_owned());
-                Some((rule.id, resource, state))
-            })
-            .collect();
-        let labels = |id: &str, resource: &str| {
-            vec![("rule", id.to_owned()), ("resource", resource.to_owned())]
-        };
-        gauges(
-            &mut encoder,
-            "spillway_adaptive_limit",
-            "An adaptive rule's concurrency limit now, by rule (resource \"*\": all inbound)",
-            adaptive
-                .iter()
-                .map(|(id, resource, state)| (labels(id, resource), f64::from(state.limit))),
-        )?;
-        gauges(
-            &mut encoder,
-            "spillway_adaptive_in_flight",
-            "Calls holding a place under an adaptive rule, by rule",
-            adaptive
-                .iter()
-                .map(|(id, resource, state)| (labels(id, resource), f64::from(state.in_flight))),
-        )?;
-        gauges(
-            &mut encoder,
-            "spillway_adaptive_baseline_rtt_seconds",
-            "An adaptive rule's baseline RTT (minRTT, no-load or long-term RTT), by rule",
-            adaptive.iter().filter_map(|(id, resource, state)| {
-                let rtt = state.estimates.baseline?;
-                Some((labels(id, resource), rtt.as_secs_f64()))
-            }),
-        )?;
-        gauges(
-            &mut encoder,
-            "spillway_adaptive_waiting",
-            "Requests waiting in an adaptive rule's queue now, by rule",
-            adaptive
-                .iter()
-                .map(|(id, resource, state)| (labels(id, resource), state.waiting as f64)),
-        )?;
-        for (name, help, read) in [
-            (
-                "spillway_adaptive_refusals",
-                "Calls an adaptive rule refused at its limit (its queue full, or waited out), by rule",
-                (|state| state.refusals) as fn(&spillway::adaptive::AdaptiveState) -> u64,
-            ),
-            (
-                "spillway_adaptive_queue_timeouts",
-                "Requests refused after waiting out an adaptive rule's queue timeout, by rule",
-                |state| state.queue_timeouts,
-            ),
-        ] {
-            let rows = adaptive
-                .iter()
-                .map(|(id, resource, state)| (labels(id, resource), read(state)));
-            counters(&mut encoder, name, help, rows)?;
-        }
-        keyed::encode(&mut encoder, &self.spillway)?;
-        let cluster = self.cluster.states();
-        gauges(
-            &mut encoder,
-            "spillway_cluster_fallback",
-            "Whether a cluster rule admits by its fallback now (1: Redis out of reach) or by the shared limit (0), by rule",
-            cluster.iter().map(|rule| {
-                let fallback = if rule.fallback { 1.0 } else { 0.0 };
-                (labels(&rule.id, &rule.resource), fallback)
-            }),
-        )?;
-        gauges(
-            &mut encoder,
-            "spillway_cluster_starting",
-            "Whether a cluster rule has had no answer from Redis yet (1: starting) or has (0), by rule",
-            cluster.iter().map(|rule| {
-                let starting = if rule.starting { 1.0 } else { 0.0 };
-                (labels(&rule.id, &rule.resource), starting)
-            }),
-        )?;
-        gauges(
-            &mut encoder,
-            "spillway_cluster_instances",
-            "The instances sharing a cluster rule, as its last heartbeat's answer counted them, by rule",
-            cluster.iter().filter_map(|rule| {
-                let instances = rule.instances?;
-                Some((labels(&rule.id, &rule.resource), instances as f64))
-            }),
-        )?;
-        let flow_rules = self.spillway.flow_rules();
-        let shadow = flow_rules
-            .iter()
-            .filter(|rule| rule.shadow)
-            .filter_map(|rule| {
-                let stats = self.spillway.flow_rule_stats(&rule.id)?;
-                let labels = vec![
-                    ("rule", rule.id.clone()),
-                    ("resource", rule.resource.clone()),
-                ];
-                Some((labels, stats.shadow_refusals))
-            });
-        counters(
-            &mut encoder,
-            "spillway_flow_rule_shadow_refusals",
-            "Requests a flow rule in shadow mode would have refused (it admitted them), by rule",
-            shadow,
-        )?;
-        let rules = [
-            ("flow", flow_rules.len()),
-            ("system", self.spillway.system_rules().len()),
-            ("breaker", self.spillway.breaker_rules().len()),
-            ("adaptive", adaptive.len()),
-        ];
-        gauges(
-            &mut encoder,
-            "spillway_rules",
-            "Rules loaded, by kind",
-            rules
-                .into_iter()
-                .map(|(kind, n)| (vec![("kind", kind.to_owned())], n as f64)),
-        )?;
         Ok(())
     }
 }

@@ -8,150 +8,25 @@ mod forward;
 mod keyed;
 mod path;
 mod pool;
+mod table;
 
 pub use body::ProxyBody;
 use client_body::ClientFault;
 pub use forward::Peer;
 pub use path::{normalize_path, PathError};
+pub(crate) use table::Table;
 
 use crate::config::Config;
 use crate::conn::ListenerCounts;
 use crate::metrics::{Metrics, ResourceMetrics};
-use crate::router::Router;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
-use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsConfig, TpsLimiter};
+use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsLimiter};
 use spillway::{BlockError, BlockKind};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Where a matched request goes and what limits its route has.
-#[derive(Debug, Clone)]
-pub(crate) struct RouteInfo {
-    pub(crate) resource: String,
-    /// Its path template (`None`: the default route's), which `path:NAME` keys read.
-    pub(crate) template: Option<String>,
-    pub(crate) upstream: Option<Arc<client::Upstream>>,
-    pub(crate) tps: Option<TpsConfig>,
-    pub(crate) executes: Option<u32>,
-    pub(crate) actives: Option<(u32, Duration)>,
-    /// The keys its resource's per-key rules read from each request.
-    pub(crate) keys: Vec<crate::keyed::RouteKey>,
-    /// Its resource's series that every request touches, looked up at its first request.
-    metrics: std::sync::OnceLock<ResourceMetrics>,
-}
-
-impl RouteInfo {
-    fn new(resource: String, upstream: Option<Arc<client::Upstream>>) -> Self {
-        Self {
-            resource,
-            template: None,
-            upstream,
-            tps: None,
-            executes: None,
-            actives: None,
-            keys: Vec::new(),
-            metrics: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// Its resource's series in `metrics`.
-    fn metrics(&self, metrics: &Metrics) -> &ResourceMetrics {
-        self.metrics
-            .get_or_init(|| metrics.resource(&self.resource))
-    }
-}
-
-/// The routing table of one configuration (swapped whole on reload).
-#[derive(Debug, Clone)]
-pub(crate) struct Table {
-    /// The per-key rules whose keys the routes read, as the file (or the admin API) gave them.
-    keyed: Vec<crate::config::KeyedConfig>,
-    router: Router,
-    routes: Vec<RouteInfo>,
-    default: RouteInfo,
-    timeout: Duration,
-    body_timeout: Duration,
-    /// The most bytes a request body may have (0: no cap).
-    max_body_size: u64,
-    blocked: Option<crate::config::BlockedResponse>,
-    shadow: bool,
-    /// Proxies whose forwarding headers name the client (for keys by `peer_ip`).
-    trusted_proxies: spillway_tower::keys::TrustedProxies,
-}
-
-impl Table {
-    /// The table of `config`, with a client for each upstream.
-    ///
-    /// # Errors
-    ///
-    /// An upstream's `ca` file cannot be read or holds no good certificate.
-    pub(crate) fn new(config: &Config) -> Result<Self, String> {
-        let mut upstreams = std::collections::HashMap::new();
-        for upstream in &config.upstreams {
-            let upstream = upstream.get_ref();
-            let ready = client::Upstream::new(upstream, config.listener.workers.resolve())
-                .map_err(|err| format!("upstream `{}`: {err}", upstream.name))?;
-            upstreams.insert(upstream.name.as_str(), Arc::new(ready));
-        }
-        let upstream = |name: &str| upstreams.get(name).cloned();
-        let keyed: Vec<crate::config::KeyedConfig> = config
-            .keyed
-            .iter()
-            .map(|rule| rule.get_ref().clone())
-            .collect();
-        let (plan, _) = crate::keyed::plan(&keyed)
-            .map_err(|(index, field, why)| format!("keyed rule #{index}: `{field}` {why}"))?;
-        let trusted_proxies =
-            spillway_tower::keys::TrustedProxies::parse(&config.listener.trusted_proxies)
-                .map_err(|why| format!("listener.trusted_proxies: {why}"))?
-                .reading(config.listener.forwarded_header);
-        let routes = config
-            .routes
-            .iter()
-            .map(|route| {
-                let route = route.get_ref();
-                RouteInfo {
-                    tps: route.tps.map(|tps| TpsConfig::new(tps.rate, tps.interval)),
-                    executes: route.executes,
-                    actives: route.actives.map(|a| (a.max, a.timeout)),
-                    keys: crate::keyed::route_keys(&plan, &route.resource, Some(&route.path)),
-                    template: Some(route.path.clone()),
-                    ..RouteInfo::new(route.resource.clone(), upstream(&route.upstream))
-                }
-            })
-            .collect();
-        let mut default = match &config.default {
-            Some(default) => RouteInfo::new(
-                default.get_ref().resource.clone(),
-                default.get_ref().upstream.as_deref().and_then(upstream),
-            ),
-            None => RouteInfo::new("unmatched".to_owned(), None),
-        };
-        default.keys = crate::keyed::route_keys(&plan, &default.resource, None);
-        Ok(Self {
-            keyed,
-            router: Router::new(config),
-            routes,
-            default,
-            timeout: config.listener.upstream_timeout,
-            body_timeout: config.listener.body_timeout,
-            max_body_size: config.listener.max_body_size,
-            blocked: config.blocked.as_ref().map(|b| b.get_ref().clone()),
-            shadow: config.listener.shadow,
-            trusted_proxies,
-        })
-    }
-
-    fn route(&self, request: &Request<Incoming>) -> &RouteInfo {
-        self.router
-            .find(request.method(), request.uri().path())
-            .and_then(|index| self.routes.get(index))
-            .unwrap_or(&self.default)
-    }
-}
 
 /// What is wrong with an HTTP/1.1 request's `Host`: none at all, or more than one.
 fn bad_host<B>(request: &Request<B>) -> Option<&'static str> {

@@ -244,6 +244,7 @@ async fn each_keyed_rule_shows_in_the_metrics_and_the_status() {
         format!("spillway_keyed_sketched_total{labels} 0"),
         format!("spillway_keyed_evictions_total{labels} 0"),
         format!("spillway_keyed_exact_keys{labels} 2"),
+        r#"spillway_rules{kind="keyed"} 1"#.to_owned(),
     ] {
         assert!(metrics.contains(&line), "no `{line}` in:\n{metrics}");
     }

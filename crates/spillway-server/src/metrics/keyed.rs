@@ -1,7 +1,7 @@
 //! The per-key rules' metrics: by rule, what each checked and refused, how many checks its
 //! sketch decided, the keys that lost their place, the keys it holds exactly and its memory.
 
-use super::{counters, gauges};
+use super::{counters, gauges, rule_labels};
 use prometheus_client::encoding::DescriptorEncoder;
 use spillway::keyed::KeyedStats;
 use std::fmt;
@@ -19,8 +19,6 @@ pub(super) fn encode(
             Some((rule.id, rule.resource, stats, bytes))
         })
         .collect();
-    let labels =
-        |id: &str, resource: &str| vec![("rule", id.to_owned()), ("resource", resource.to_owned())];
     type Read = fn(&KeyedStats) -> u64;
     let totals: [(&str, &str, Read); 4] = [
         (
@@ -47,7 +45,7 @@ pub(super) fn encode(
     for (name, help, read) in totals {
         let rows = rules
             .iter()
-            .map(|(id, resource, stats, _)| (labels(id, resource), read(stats)));
+            .map(|(id, resource, stats, _)| (rule_labels(id, resource), read(stats)));
         counters(encoder, name, help, rows)?;
     }
     gauges(
@@ -56,7 +54,7 @@ pub(super) fn encode(
         "Keys a per-key rule holds exactly now (at most its capacity), by rule",
         rules
             .iter()
-            .map(|(id, resource, stats, _)| (labels(id, resource), stats.exact_keys as f64)),
+            .map(|(id, resource, stats, _)| (rule_labels(id, resource), stats.exact_keys as f64)),
     )?;
     gauges(
         encoder,
@@ -64,7 +62,7 @@ pub(super) fn encode(
         "Bytes a per-key rule holds (its table, sketches and counters: fixed by its capacity), by rule",
         rules
             .iter()
-            .map(|(id, resource, _, bytes)| (labels(id, resource), *bytes as f64)),
+            .map(|(id, resource, _, bytes)| (rule_labels(id, resource), *bytes as f64)),
     )?;
     gauges(
         encoder,
@@ -72,6 +70,6 @@ pub(super) fn encode(
         "Bytes of a per-key rule's sketches (part of its memory), by rule",
         rules
             .iter()
-            .map(|(id, resource, stats, _)| (labels(id, resource), stats.sketch_bytes as f64)),
+            .map(|(id, resource, stats, _)| (rule_labels(id, resource), stats.sketch_bytes as f64)),
     )
 }
