@@ -3,8 +3,10 @@
 //! task of its own. A reload keeps the lease (and its
 //! task) of every rule that stays the same.
 
+mod checks;
 mod strict;
 
+pub(crate) use checks::{validate_rules, validate_section};
 pub(crate) use strict::StrictRule;
 
 use crate::config::{ClusterConfig, ClusterKind, ClusterMode, ClusterRuleConfig, Config};
@@ -18,123 +20,6 @@ use spillway_redis::{
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-/// Checks cluster rules with the core's and the crate's own checks: the first rule at fault,
-/// its field and why (as the core's validators answer, for the file's checker).
-pub(crate) fn validate_rules(
-    rules: &[ClusterRuleConfig],
-) -> Result<(), (usize, &'static str, String)> {
-    let ids: Vec<(&str, &str)> = rules
-        .iter()
-        .map(|rule| (rule.id.as_str(), rule.resource.as_str()))
-        .collect();
-    spillway::cluster::validate_cluster_rule_ids(&ids)
-        .map_err(|err| (err.index(), err.field(), err.problem().to_owned()))?;
-    for (index, rule) in rules.iter().enumerate() {
-        validate_rule(rule).map_err(|(field, problem)| (index, field, problem))?;
-    }
-    Ok(())
-}
-
-/// One rule's own fields, by its kind.
-fn validate_rule(rule: &ClusterRuleConfig) -> Result<(), (&'static str, String)> {
-    // The id names the limit in Redis.
-    spillway_redis::check_name(&rule.id).map_err(|err| ("id", err.to_string()))?;
-    if rule.max_batch == 0 {
-        return Err(("max_batch", "must be at least 1".to_owned()));
-    }
-    let only_for = |field: &'static str, kind: &str| {
-        Err((
-            field,
-            format!(
-                "is for kind = \"{kind}\" rules, not kind = \"{}\"",
-                rule.kind.as_str()
-            ),
-        ))
-    };
-    if rule.kind != ClusterKind::Qps {
-        if rule.interval.is_some() {
-            return only_for("interval", "qps");
-        }
-        if rule.buckets.is_some() {
-            return only_for("buckets", "qps");
-        }
-    }
-    if rule.kind != ClusterKind::Bucket && rule.burst.is_some() {
-        return only_for("burst", "bucket");
-    }
-    if rule.kind == ClusterKind::Concurrency && rule.mode == ClusterMode::Strict {
-        return Err((
-            "mode",
-            "a concurrency rule is leased only: leased, the fleet never has more in flight than its limit already; `strict` is for qps and bucket rules".to_owned(),
-        ));
-    }
-    match rule.kind {
-        ClusterKind::Qps => {
-            spillway_redis::check_settings(rule.limit, rule.interval(), rule.buckets())?;
-        }
-        ClusterKind::Bucket => {
-            spillway_redis::check_bucket(rule.limit, rule.burst()).map_err(
-                |(field, problem)| (if field == "rate" { "limit" } else { field }, problem),
-            )?;
-        }
-        ClusterKind::Concurrency => {
-            if !(rule.limit >= 0.0 && rule.limit.fract() == 0.0 && rule.limit <= u32::MAX as f64) {
-                return Err((
-                    "limit",
-                    format!(
-                        "a concurrency limit is a whole number of requests in flight, not {}",
-                        rule.limit
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Checks `[cluster]`: the field at fault and why.
-pub(crate) fn validate_section(cluster: &ClusterConfig) -> Result<(), (&'static str, String)> {
-    match (&cluster.redis, cluster.nodes.is_empty()) {
-        (Some(_), false) => {
-            return Err((
-                "nodes",
-                "give either `redis` (one Redis) or `nodes` (a Redis Cluster), not both".to_owned(),
-            ))
-        }
-        (None, true) => {
-            return Err((
-                "redis",
-                "is required: the URL of the Redis the cluster rules share (or `nodes`, a Redis Cluster's)"
-                    .to_owned(),
-            ))
-        }
-        _ => {}
-    }
-    if let Some(url) = &cluster.redis {
-        if let Err(err) = spillway_redis::redis::Client::open(url.as_str()) {
-            return Err(("redis", format!("is not a Redis URL: {err}")));
-        }
-    }
-    for node in &cluster.nodes {
-        if let Err(err) = spillway_redis::redis::Client::open(node.as_str()) {
-            return Err(("nodes", format!("{node:?} is not a Redis URL: {err}")));
-        }
-    }
-    if cluster.call_timeout.is_zero() {
-        return Err(("call_timeout", "must be positive".to_owned()));
-    }
-    if cluster.probe_every.is_zero() {
-        return Err(("probe_every", "must be positive".to_owned()));
-    }
-    if cluster.heartbeat_ttl.as_millis() < 3 {
-        return Err(("heartbeat_ttl", "must be at least 3 ms".to_owned()));
-    }
-    if cluster.assumed_instances == 0 {
-        return Err(("assumed_instances", "must be at least 1".to_owned()));
-    }
-    Ok(())
-}
 
 /// Where `section` says the rules' Redis is: one Redis, or a Redis Cluster (each call within
 /// the call timeout). None if a URL is bad (a checked file has none).
@@ -156,6 +41,8 @@ fn target(section: &ClusterConfig) -> Option<Target> {
 #[derive(Debug)]
 pub struct ClusterLimits {
     running: Mutex<Vec<Running>>,
+    /// The `[cluster]` section and the rules as last given (by the file or the admin API).
+    configured: Mutex<(Option<ClusterConfig>, Vec<ClusterRuleConfig>)>,
     /// The strict rules by resource, for the proxy to await before a request's entry.
     strict: ArcSwap<HashMap<String, Arc<[StrictRule]>>>,
 }
@@ -164,6 +51,7 @@ impl Default for ClusterLimits {
     fn default() -> Self {
         Self {
             running: Mutex::default(),
+            configured: Mutex::default(),
             strict: ArcSwap::from_pointee(HashMap::new()),
         }
     }
@@ -211,8 +99,32 @@ impl ClusterLimits {
     /// `[cluster]`, keeps its lease; others get a new one and a task to refill it (or keep a
     /// strict check's connection); the tasks of rules gone stop. Call it inside the runtime.
     pub fn rules_for(&self, config: &Config) -> Vec<ClusterRule> {
-        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(section) = config.cluster.as_ref().map(|c| c.get_ref()) else {
+        let section = config.cluster.as_ref().map(|c| c.get_ref().clone());
+        let rules = config.cluster_rules.iter().map(|r| r.get_ref().clone());
+        self.replace(section, rules.collect())
+    }
+
+    /// As [`rules_for`](Self::rules_for), for `rules` under the `[cluster]` section in force
+    /// (the admin API's `PUT /api/rules`; staging checked that there is one if `rules` is not
+    /// empty).
+    pub(crate) fn rules_replaced(&self, rules: Vec<ClusterRuleConfig>) -> Vec<ClusterRule> {
+        let section = lock(&self.configured).0.clone();
+        self.replace(section, rules)
+    }
+
+    /// The `[cluster]` section and the rules in force, as given.
+    pub(crate) fn configured(&self) -> (Option<ClusterConfig>, Vec<ClusterRuleConfig>) {
+        lock(&self.configured).clone()
+    }
+
+    fn replace(
+        &self,
+        section: Option<ClusterConfig>,
+        given: Vec<ClusterRuleConfig>,
+    ) -> Vec<ClusterRule> {
+        let mut running = lock(&self.running);
+        *lock(&self.configured) = (section.clone(), given.clone());
+        let Some(section) = section.as_ref() else {
             running.clear();
             self.strict.store(Arc::default());
             return Vec::new();
@@ -220,7 +132,7 @@ impl ClusterLimits {
         let mut next = Vec::new();
         let mut rules = Vec::new();
         let mut strict: HashMap<String, Vec<StrictRule>> = HashMap::new();
-        for rule in config.cluster_rules.iter().map(|r| r.get_ref()) {
+        for rule in &given {
             let built_from = (rule.clone(), section.clone());
             let kept = running
                 .iter()
@@ -295,7 +207,7 @@ impl ClusterLimits {
 
     /// Every rule's state, in file order.
     pub(crate) fn states(&self) -> Vec<RuleState> {
-        let running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let running = lock(&self.running);
         running
             .iter()
             .map(|entry| {
@@ -496,4 +408,9 @@ mod strict_tests {
         limits.rules_for(&parse("", "test.toml").unwrap());
         assert!(limits.states().is_empty() && limits.strict_for("api").is_none());
     }
+}
+
+/// A lock that a panic elsewhere did not make unusable (what it guards is replaced whole).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

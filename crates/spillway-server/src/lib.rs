@@ -24,6 +24,7 @@ mod freed_memory;
 pub mod history;
 mod idle;
 mod keyed;
+mod kinds;
 pub mod lab;
 mod log_sampled;
 mod metrics;

@@ -1,28 +1,8 @@
 //! Writing rules changed through the admin API back into the configuration file, keeping the
 //! rest of the file (other sections, comments, layout) as it was.
 
-use serde::Serialize;
-use spillway::adaptive::AdaptiveRule;
-use spillway::breaker::BreakerRule;
-use spillway::flow::FlowRule;
-use spillway::system::SystemRule;
 use std::path::Path;
 use toml_edit::DocumentMut;
-
-/// The rule kinds to write; a kind left `None` is left as the file has it.
-#[derive(Debug, Default, Serialize)]
-pub(crate) struct Rules<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) flow: Option<&'a [FlowRule]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) system: Option<&'a [SystemRule]>,
-    #[serde(rename = "breaker", skip_serializing_if = "Option::is_none")]
-    pub(crate) breakers: Option<&'a [BreakerRule]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) adaptive: Option<&'a [AdaptiveRule]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) keyed: Option<&'a [crate::config::KeyedConfig]>,
-}
 
 /// Writes `table`'s sub-tables as inline tables, and its arrays of tables (a per-key rule's
 /// `exceptions`) as arrays of inline tables.
@@ -46,24 +26,14 @@ fn inline_nested(table: &mut toml_edit::Table) {
     }
 }
 
-/// Replaces the given rule kinds in the file at `path`, then checks the result; the file is
+/// Replaces the given rule kinds in the file at `path`, each given by its name and its tables
+/// in TOML (a kind not given is left as the file has it), then checks the result; the file is
 /// replaced in one rename, and only if the new text is a valid configuration.
-pub(crate) fn write_rules(path: &Path, rules: &Rules<'_>) -> Result<(), String> {
+pub(crate) fn write_rules(path: &Path, kinds: &[(&str, String)]) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|err| format!("cannot read: {err}"))?;
     let mut document: DocumentMut = text
         .parse()
         .map_err(|err| format!("cannot edit the file: {err}"))?;
-    let fragment: DocumentMut = toml::to_string(rules)
-        .map_err(|err| format!("cannot write the rules as TOML: {err}"))?
-        .parse()
-        .map_err(|err| format!("cannot edit the rules: {err}"))?;
-    let kinds = [
-        ("flow", rules.flow.is_some()),
-        ("system", rules.system.is_some()),
-        ("breaker", rules.breakers.is_some()),
-        ("adaptive", rules.adaptive.is_some()),
-        ("keyed", rules.keyed.is_some()),
-    ];
     // New rules go after everything else, each a `[[kind]]` table with its nested fields
     // (behavior, strategy, algorithm, queue) inline, as one would write them by hand.
     let mut position = document
@@ -78,10 +48,10 @@ pub(crate) fn write_rules(path: &Path, rules: &Rules<'_>) -> Result<(), String> 
         .max()
         .unwrap_or(0)
         + 1;
-    for (key, given) in kinds {
-        if !given {
-            continue;
-        }
+    for (key, tables) in kinds {
+        let fragment: DocumentMut = tables
+            .parse()
+            .map_err(|err| format!("cannot edit the rules: {err}"))?;
         document.remove(key);
         if let Some(mut item) = fragment.get(key).cloned() {
             if let Some(tables) = item.as_array_of_tables_mut() {

@@ -13,6 +13,7 @@ mod table;
 pub use body::ProxyBody;
 use client_body::ClientFault;
 pub use forward::Peer;
+pub(crate) use keyed::StagedKeyed;
 pub use path::{normalize_path, PathError};
 pub(crate) use table::Table;
 

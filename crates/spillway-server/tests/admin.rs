@@ -1,126 +1,31 @@
 //! The admin API and hot reload on loopback: statistics, rules read and replaced (with the
 //! token), malformed input, status, metrics, and reloads of a good and a bad file.
 
+mod support;
+
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use spillway_server::admin::{self, Admin, MAX_BODY};
 use spillway_server::config;
-use spillway_server::reload::Reloader;
 use spillway_server::Server;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
-const TOKEN: &str = "s3cret";
+use support::server::{call, call_with, get, json, put_rules, Harness, TOKEN};
 
-struct Harness {
-    proxy: SocketAddr,
-    admin: SocketAddr,
-    file: PathBuf,
-    reloader: std::sync::Arc<Reloader>,
-    _dir: tempfile::TempDir,
-}
-
-/// The proxy in front of nothing (requests get 404 or 429), its admin API, and its file.
+/// The proxy in front of nothing (requests get 404 or 429) with `rules`, its admin API, and
+/// its file.
 async fn start(rules: &str) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("spillway.toml");
-    std::fs::write(&file, file_text(rules)).unwrap();
-    let config = config::load(&file).unwrap();
-    // On tokio's clock, paused in the tests: no window rolls over in the middle of a test.
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway).await.unwrap();
-    let proxy = server.local_addr().unwrap();
-    let reloader = Reloader::new(file.clone(), config, server.proxy().clone());
-    let admin_listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let admin = admin_listener.local_addr().unwrap();
-    let api = Admin::new(
-        server.proxy().clone(),
-        Some(reloader.clone()),
-        Some(TOKEN.into()),
-    );
-    tokio::spawn(api.run(admin_listener, std::future::pending()));
-    tokio::spawn(server.run(std::future::pending()));
-    Harness {
-        proxy,
-        admin,
-        file,
-        reloader,
-        _dir: dir,
-    }
+    Harness::start(&file_text(rules)).await
 }
 
 fn file_text(rules: &str) -> String {
     format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:9\"\n\n[[route]]\nresource = \"orders\"\npath = \"/orders\"\nupstream = \"app\"\n\n{rules}"
     )
-}
-
-/// A request as a script would send it: a write declares its JSON body.
-async fn call(
-    addr: SocketAddr,
-    method: Method,
-    path: &str,
-    token: Option<&str>,
-    body: Bytes,
-) -> (StatusCode, String) {
-    let json: &[(&str, &str)] = if method == Method::GET || method == Method::HEAD {
-        &[]
-    } else {
-        &[("content-type", "application/json")]
-    };
-    call_with(addr, method, path, token, json, body).await
-}
-
-/// A request with exactly the headers given (and the token, if any).
-async fn call_with(
-    addr: SocketAddr,
-    method: Method,
-    path: &str,
-    token: Option<&str>,
-    headers: &[(&str, &str)],
-    body: Bytes,
-) -> (StatusCode, String) {
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let mut request = Request::builder()
-        .method(method)
-        .uri(format!("http://{addr}{path}"));
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = client
-        .request(request.body(Full::new(body)).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let body = response.into_body().collect().await.unwrap().to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
-/// A read, with the token (every admin request needs it when one is configured).
-async fn get(addr: SocketAddr, path: &str) -> (StatusCode, String) {
-    call(addr, Method::GET, path, Some(TOKEN), Bytes::new()).await
-}
-
-async fn put_rules(h: &Harness, token: Option<&str>, body: &str) -> (StatusCode, String) {
-    call(
-        h.admin,
-        Method::PUT,
-        "/api/rules",
-        token,
-        Bytes::from(body.to_owned()),
-    )
-    .await
-}
-
-fn json(text: &str) -> Value {
-    serde_json::from_str(text).unwrap()
 }
 
 const ORDERS_QPS_1: &str = "[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 1\n";

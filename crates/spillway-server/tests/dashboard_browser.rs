@@ -452,6 +452,13 @@ async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
     // The per-key rule among the rules, and with what it checked and the keys it holds.
     let listed = text(client, r#"#rules-keyed tr[data-id="orders-per-client"]"#).await;
     assert!(listed.contains("peer_ip"), "{listed}");
+    // Every kind the admin API serves has its list and its form, cluster rules too (none
+    // here: this server has no `[cluster]`).
+    let cluster = text(client, "#rules-cluster_rule").await;
+    assert!(
+        cluster.contains("Cluster rules") && cluster.contains("none"),
+        "{cluster}"
+    );
     assert!(
         rules_of_orders.contains("orders-per-client")
             && rules_of_orders.contains("per key")

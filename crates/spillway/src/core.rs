@@ -1,10 +1,10 @@
 //! What every resource of one [`Spillway`](crate::Spillway) shares.
 
-use crate::adaptive::{AdaptiveRuleSet, InstalledAdaptive};
-use crate::breaker::{BreakerRuleSet, Listeners};
+use crate::adaptive::InstalledAdaptive;
+use crate::breaker::Listeners;
 use crate::clock::AnyClock;
-use crate::cluster::ClusterRuleSet;
 use crate::flow::FlowRuleSet;
+use crate::kinds::Sets;
 use crate::stats::{NodeConfig, ResourceNode};
 use crate::system::{SystemProbe, SystemRules};
 use arc_swap::{ArcSwap, ArcSwapOption};
@@ -21,21 +21,17 @@ pub(crate) struct Core {
     pub(crate) max_origins: usize,
     /// The flow rules as loaded.
     pub(crate) flow: ArcSwap<FlowRuleSet>,
-    /// The breaker rules as loaded, and the listeners of every breaker's state changes.
-    pub(crate) breakers: ArcSwap<BreakerRuleSet>,
+    /// The rules of every kind checked after the flow rules, as loaded.
+    pub(crate) sets: Sets,
+    /// The listeners of every breaker's state changes.
     pub(crate) breaker_listeners: Arc<Listeners>,
     /// The system rules as loaded, and whether any is (checked first, with a relaxed load).
     pub(crate) system: ArcSwap<SystemRules>,
     pub(crate) has_system: AtomicBool,
-    /// The adaptive rules as loaded; the one on all inbound traffic, and whether there is one
-    /// (checked with a relaxed load).
-    pub(crate) adaptive: ArcSwap<AdaptiveRuleSet>,
+    /// The adaptive rule on all inbound traffic, and whether there is one (checked with a
+    /// relaxed load).
     pub(crate) inbound_adaptive: ArcSwapOption<InstalledAdaptive>,
     pub(crate) has_inbound_adaptive: AtomicBool,
-    /// The cluster rules as loaded.
-    pub(crate) cluster: ArcSwap<ClusterRuleSet>,
-    /// The per-key rules as loaded.
-    pub(crate) keyed: ArcSwap<crate::keyed::KeyedRuleSet>,
     /// Where system rules read load and CPU usage.
     pub(crate) probe: Arc<dyn SystemProbe>,
     /// Held while rules are loaded and while a resource is registered, so that a new resource

@@ -158,6 +158,7 @@ mod entry_caps;
 pub mod flow;
 mod intern;
 pub mod keyed;
+mod kinds;
 #[cfg(feature = "serde")]
 mod no_fields;
 pub mod rate_limiter;

@@ -5,17 +5,13 @@ mod children;
 pub use children::OVERFLOW_ORIGIN;
 pub(crate) use children::{ChildNodes, ChildSlot};
 
-use crate::adaptive::InstalledAdaptive;
 use crate::block::BlockError;
-use crate::breaker::ResourceBreakers;
 use crate::clock::{AnyClock, Clock};
-use crate::cluster::ResourceCluster;
 use crate::core::Core;
 use crate::flow::InstalledRules;
+use crate::kinds::Slots;
 use crate::stats::{NodeStats, ResourceNode, WindowSnapshot};
-use arc_swap::ArcSwapOption;
 use std::fmt;
-use std::sync::atomic::AtomicU8;
 use std::sync::Arc;
 
 /// A resource: something spillway counts and protects (an endpoint, a method, a downstream).
@@ -54,17 +50,9 @@ pub(crate) struct ResourceInner {
     pub(crate) entrances: ChildNodes,
     /// This resource's flow rules and their fast state.
     pub(crate) flow: InstalledRules,
-    /// This resource's circuit breakers, swapped whole when breaker rules are loaded.
-    pub(crate) breakers: ArcSwapOption<ResourceBreakers>,
-    /// Which checks after the flow rules this resource has (`LATER_*` bits): one load tells an
-    /// entry whether it may skip them all.
-    pub(crate) later: AtomicU8,
-    /// This resource's adaptive limit, swapped whole when adaptive rules are loaded.
-    pub(crate) adaptive: ArcSwapOption<InstalledAdaptive>,
-    /// This resource's cluster rules, swapped whole when cluster rules are loaded.
-    pub(crate) cluster: ArcSwapOption<ResourceCluster>,
-    /// This resource's per-key rules, swapped whole when per-key rules are loaded.
-    pub(crate) keyed: ArcSwapOption<crate::keyed::ResourceKeyed>,
+    /// This resource's rules of the kinds checked after its flow rules (breakers, adaptive,
+    /// cluster, per-key), with a flag per kind.
+    pub(crate) slots: Slots,
     /// The instance's clock, a copy of `core.clock` (reading the same time): entries read it
     /// one load closer than through `core`.
     pub(crate) clock: AnyClock,
@@ -81,10 +69,7 @@ impl Resource {
     pub(crate) fn new(name: Arc<str>, core: Arc<Core>) -> Self {
         let config = core.node_config;
         let flow = core.flow.load().by_resource.get(&*name).cloned();
-        let breakers = core.breakers.load().by_resource.get(&*name).cloned();
-        let adaptive = core.adaptive.load().by_resource.get(&*name).cloned();
-        let cluster = core.cluster.load().by_resource.get(&*name).cloned();
-        let keyed = core.keyed.load().by_resource.get(&*name).cloned();
+        let slots = Slots::new(&core.sets, &name);
         let resource = Self {
             inner: Arc::new(ResourceInner {
                 name_number: crate::intern::intern_numbered(&name).number,
@@ -93,22 +78,7 @@ impl Resource {
                 origins: ChildNodes::new(core.max_origins, config),
                 entrances: ChildNodes::new(core.max_origins, config),
                 flow: InstalledRules::new(),
-                later: AtomicU8::new(
-                    if adaptive.is_some() {
-                        LATER_ADAPTIVE
-                    } else {
-                        0
-                    } | if breakers.is_some() {
-                        LATER_BREAKERS
-                    } else {
-                        0
-                    } | if cluster.is_some() { LATER_CLUSTER } else { 0 }
-                        | if keyed.is_some() { LATER_KEYED } else { 0 },
-                ),
-                adaptive: ArcSwapOption::new(adaptive),
-                cluster: ArcSwapOption::new(cluster),
-                keyed: ArcSwapOption::new(keyed),
-                breakers: ArcSwapOption::new(breakers),
+                slots,
                 clock: core.clock.clone(),
                 core,
             }),
@@ -195,102 +165,6 @@ impl Resource {
     /// Entries whose origin was not tracked on its own because the origin cap was reached.
     pub fn origin_overflows(&self) -> u64 {
         self.inner.origins.overflows()
-    }
-}
-
-/// The resource has circuit breakers.
-pub(crate) const LATER_BREAKERS: u8 = 1;
-/// The resource has an adaptive limit.
-pub(crate) const LATER_ADAPTIVE: u8 = 2;
-/// The resource has cluster rules.
-pub(crate) const LATER_CLUSTER: u8 = 4;
-/// The resource has per-key rules.
-pub(crate) const LATER_KEYED: u8 = 8;
-
-impl ResourceInner {
-    /// Whether the resource has breakers. Relaxed, as every rule flag: a stale answer only
-    /// delays seeing a load by a moment.
-    #[inline(always)]
-    pub(crate) fn has_breakers(&self) -> bool {
-        self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_BREAKERS != 0
-    }
-
-    /// Whether the resource has an adaptive limit (relaxed, likewise).
-    #[inline(always)]
-    pub(crate) fn has_adaptive(&self) -> bool {
-        self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_ADAPTIVE != 0
-    }
-
-    /// Whether the resource has cluster rules (relaxed, likewise).
-    #[inline(always)]
-    pub(crate) fn has_cluster(&self) -> bool {
-        self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_CLUSTER != 0
-    }
-
-    /// Whether the resource has per-key rules (relaxed, likewise).
-    #[inline(always)]
-    pub(crate) fn has_keyed(&self) -> bool {
-        self.later.load(std::sync::atomic::Ordering::Relaxed) & LATER_KEYED != 0
-    }
-
-    /// Whether the resource has any check after its flow rules (relaxed, likewise).
-    #[inline(always)]
-    pub(crate) fn has_later_checks(&self) -> bool {
-        self.later.load(std::sync::atomic::Ordering::Relaxed) != 0
-    }
-}
-
-impl ResourceInner {
-    /// Installs this resource's breakers (under the core's rules lock), flag ordered as in
-    /// [`InstalledRules::install`].
-    pub(crate) fn set_breakers(&self, breakers: Option<Arc<ResourceBreakers>>) {
-        use std::sync::atomic::Ordering;
-        if breakers.is_some() {
-            self.breakers.store(breakers);
-            self.later.fetch_or(LATER_BREAKERS, Ordering::Release);
-        } else {
-            self.later.fetch_and(!LATER_BREAKERS, Ordering::Release);
-            self.breakers.store(None);
-        }
-    }
-
-    /// Installs this resource's cluster rules (under the core's rules lock), flag ordered as in
-    /// [`set_breakers`](Self::set_breakers).
-    pub(crate) fn set_cluster(&self, cluster: Option<Arc<ResourceCluster>>) {
-        use std::sync::atomic::Ordering;
-        if cluster.is_some() {
-            self.cluster.store(cluster);
-            self.later.fetch_or(LATER_CLUSTER, Ordering::Release);
-        } else {
-            self.later.fetch_and(!LATER_CLUSTER, Ordering::Release);
-            self.cluster.store(None);
-        }
-    }
-
-    /// Installs this resource's per-key rules (under the core's rules lock), flag ordered as in
-    /// [`set_breakers`](Self::set_breakers).
-    pub(crate) fn set_keyed(&self, keyed: Option<Arc<crate::keyed::ResourceKeyed>>) {
-        use std::sync::atomic::Ordering;
-        if keyed.is_some() {
-            self.keyed.store(keyed);
-            self.later.fetch_or(LATER_KEYED, Ordering::Release);
-        } else {
-            self.later.fetch_and(!LATER_KEYED, Ordering::Release);
-            self.keyed.store(None);
-        }
-    }
-
-    /// Installs this resource's adaptive limit (under the core's rules lock), flag ordered as
-    /// in [`set_breakers`](Self::set_breakers).
-    pub(crate) fn set_adaptive(&self, adaptive: Option<Arc<InstalledAdaptive>>) {
-        use std::sync::atomic::Ordering;
-        if adaptive.is_some() {
-            self.adaptive.store(adaptive);
-            self.later.fetch_or(LATER_ADAPTIVE, Ordering::Release);
-        } else {
-            self.later.fetch_and(!LATER_ADAPTIVE, Ordering::Release);
-            self.adaptive.store(None);
-        }
     }
 }
 

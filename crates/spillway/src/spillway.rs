@@ -5,6 +5,7 @@ use crate::clock::Clock;
 use crate::core::Core;
 use crate::entry::EntryBuilder;
 use crate::flow::{FlowRule, FlowRuleError, FlowRuleSet};
+use crate::kinds::Kind;
 use crate::registry::Registry;
 use crate::resource::Resource;
 use crate::snapshot::{ResourceSnapshot, Snapshot};
@@ -196,6 +197,24 @@ impl Spillway {
                 .inner
                 .flow
                 .install(set.by_resource.get(resource.name()).cloned());
+        }
+        Ok(())
+    }
+
+    /// Replaces one kind's rules: under the rules lock, `build` makes the new set from the
+    /// loaded one (a bad set returns its error and changes nothing), and every resource then
+    /// installs its rules of the new set. One place for every kind checked after the flow rules.
+    pub(crate) fn replace_rules<K: Kind, E>(
+        &self,
+        build: impl FnOnce(&K::Set) -> Result<K::Set, E>,
+    ) -> Result<(), E> {
+        let core = &self.inner.core;
+        let registry = &self.inner.registry;
+        let _lock = core.rules_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let set = Arc::new(build(&core.sets.get::<K>())?);
+        core.sets.store::<K>(Arc::clone(&set));
+        for resource in registry.iter().chain(std::iter::once(registry.overflow())) {
+            resource.inner.slots.set::<K>(K::of(&set, resource.name()));
         }
         Ok(())
     }

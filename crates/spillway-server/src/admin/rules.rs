@@ -3,42 +3,29 @@
 //! file on request, and audited.
 
 use super::{error, json_response, Admin, MAX_BODY};
+use crate::kinds::{self, Change, Fault, Problem, RuleKind, KINDS};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
-use serde::Deserialize;
 use serde_json::{json, Value};
-use spillway::breaker::BreakerRule;
-use spillway::flow::FlowRule;
-use spillway::system::SystemRule;
 
-/// A `PUT /api/rules` body: the rule kinds to replace (a kind left out stays as it is).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RulesBody {
-    flow: Option<Vec<FlowRule>>,
-    system: Option<Vec<SystemRule>>,
-    breaker: Option<Vec<BreakerRule>>,
-    adaptive: Option<Vec<spillway::adaptive::AdaptiveRule>>,
-    /// Per-key rules in the file's form (`[[keyed]]`, with their key sources).
-    keyed: Option<Vec<crate::config::KeyedConfig>>,
-}
+/// A `PUT /api/rules` body, read and checked: each kind it holds (in [`KINDS`]' order), with
+/// its rules as given. A kind left out stays as it is.
+type RulesBody = Vec<(&'static dyn RuleKind, Box<dyn Change>)>;
 
 impl Admin {
-    /// `GET /api/rules`: every kind's rules in force, as loaded.
+    /// `GET /api/rules`: every kind's rules in force, in the file's form.
     pub(super) fn rules(&self) -> Value {
-        let spillway = self.proxy.spillway();
-        json!({
-            "flow": spillway.flow_rules(),
-            "system": spillway.system_rules(),
-            "breaker": spillway.breaker_rules(),
-            "adaptive": spillway.adaptive_rules(),
-            "keyed": self.proxy.keyed_rules(),
-        })
+        let rules: serde_json::Map<String, Value> = KINDS
+            .iter()
+            .map(|kind| (kind.name().to_owned(), kind.read(&self.proxy)))
+            .collect();
+        Value::Object(rules)
     }
 
     /// `PUT /api/rules[?persist=true]`: replaces the kinds of rules the body holds, every one
-    /// checked before any is applied (so a bad body changes nothing), audited.
+    /// checked (its own fields, then against the running proxy) before any is applied, so a
+    /// bad body changes nothing; written to the file first if asked; audited.
     pub(super) async fn put_rules(
         &self,
         request: Request<axum::body::Body>,
@@ -68,34 +55,24 @@ impl Admin {
                 return refused("refused", error(StatusCode::PAYLOAD_TOO_LARGE, &why), &why);
             }
         };
-        let mut rules = match parse_rules_body(&body) {
-            Ok(rules) => rules,
+        let mut changes = match parse_rules_body(&body) {
+            Ok(changes) => changes,
             Err(err) => return refused("invalid", err.response(), &err.message),
         };
-        // Per-key rules read keys on the running routes: checked against them too.
-        let keyed = match rules.keyed.take() {
-            Some(keyed) => match self.proxy.stage_keyed(keyed.clone()) {
-                Ok(staged) => Some((keyed, staged)),
-                Err(fault) => {
-                    let err = BodyError::keyed(&keyed, fault);
-                    return refused("invalid", err.response(), &err.message);
-                }
-            },
-            None => None,
-        };
+        for (kind, change) in &mut changes {
+            if let Err(fault) = change.stage(&self.proxy) {
+                let err = BodyError::at(kind.name(), fault);
+                return refused("invalid", err.response(), &err.message);
+            }
+        }
         let before = self.rules();
         if let Some(file) = &file {
             // Written first: if the file cannot take the rules, nothing changes.
-            let written = crate::persist::write_rules(
-                file,
-                &crate::persist::Rules {
-                    flow: rules.flow.as_deref(),
-                    system: rules.system.as_deref(),
-                    breakers: rules.breaker.as_deref(),
-                    adaptive: rules.adaptive.as_deref(),
-                    keyed: keyed.as_ref().map(|(keyed, _)| keyed.as_slice()),
-                },
-            );
+            let tables: Result<Vec<_>, String> = changes
+                .iter()
+                .map(|(kind, change)| Ok((kind.name(), change.toml(kind.name())?)))
+                .collect();
+            let written = tables.and_then(|tables| crate::persist::write_rules(file, &tables));
             if let Err(err) = written {
                 let why = format!("not persisted: {err}");
                 return refused(
@@ -105,40 +82,12 @@ impl Admin {
                 );
             }
         }
-        let kinds: Vec<&str> = [
-            ("flow", rules.flow.is_some()),
-            ("system", rules.system.is_some()),
-            ("breaker", rules.breaker.is_some()),
-            ("adaptive", rules.adaptive.is_some()),
-            ("keyed", keyed.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(kind, given)| given.then_some(kind))
-        .collect();
-        let spillway = self.proxy.spillway();
-        let applied = (|| -> Result<(), spillway::RuleError> {
-            if let Some(flow) = rules.flow {
-                spillway.load_flow_rules(flow)?;
+        let kinds: Vec<&str> = changes.iter().map(|(kind, _)| kind.name()).collect();
+        for (kind, change) in changes {
+            if let Err(fault) = change.apply(&self.proxy) {
+                let err = BodyError::at(kind.name(), fault);
+                return refused("invalid", err.response(), &err.message);
             }
-            if let Some(system) = rules.system {
-                spillway.load_system_rules(system)?;
-            }
-            if let Some(breaker) = rules.breaker {
-                spillway.load_breaker_rules(breaker)?;
-            }
-            if let Some(adaptive) = rules.adaptive {
-                // Rules that stay the same keep their limiters (limit, RT estimates, queue).
-                spillway.load_adaptive_rules(adaptive)?;
-            }
-            if let Some((_, staged)) = keyed {
-                // Rules that stay the same keep every key's state.
-                self.proxy.install_keyed(staged)?;
-            }
-            Ok(())
-        })();
-        if let Err(err) = applied {
-            let err = BodyError::rule(err);
-            return refused("invalid", err.response(), &err.message);
         }
         let after = self.rules();
         let mut detail: Vec<String> = kinds
@@ -187,29 +136,22 @@ struct BodyError {
 }
 
 impl BodyError {
-    fn rule(err: spillway::RuleError) -> Self {
-        Self::at(
-            err.kind(),
-            err.index(),
-            err.id(),
-            err.field(),
-            err.problem(),
-        )
-    }
-
-    /// Per-key rule `index` of `rules` at fault, as the proxy's checks name it.
-    fn keyed(
-        rules: &[crate::config::KeyedConfig],
-        (index, field, problem): (usize, &'static str, String),
-    ) -> Self {
-        let id = rules.get(index).map_or("", |rule| rule.id.as_str());
-        Self::at("keyed", index, id, field, &problem)
-    }
-
-    fn at(kind: &str, index: usize, id: &str, field: &str, problem: &str) -> Self {
+    /// A rule of kind `kind` at fault.
+    fn at(kind: &str, fault: Fault) -> Self {
+        let Fault {
+            index,
+            id,
+            field,
+            problem,
+        } = fault;
+        let message = if field.is_empty() {
+            format!("{kind} rule #{index} (id `{id}`): {problem}")
+        } else {
+            format!("{kind} rule #{index} (id `{id}`): `{field}` {problem}")
+        };
         Self {
             status: StatusCode::UNPROCESSABLE_ENTITY,
-            message: format!("{kind} rule #{index} (id `{id}`): `{field}` {problem}"),
+            message,
             rule: Some(json!({
                 "kind": kind,
                 "index": index,
@@ -217,6 +159,15 @@ impl BodyError {
                 "field": field,
                 "problem": problem,
             })),
+        }
+    }
+
+    /// Malformed JSON, or rules not in their kind's form.
+    fn malformed(message: String) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("bad JSON: {message}"),
+            rule: None,
         }
     }
 
@@ -231,28 +182,29 @@ impl BodyError {
     }
 }
 
-/// The body's rule kinds, every one checked.
+/// The body's rule kinds, every one read and checked on its own fields.
 fn parse_rules_body(body: &[u8]) -> Result<RulesBody, BodyError> {
-    let rules: RulesBody = serde_json::from_slice(body).map_err(|err| BodyError {
-        status: StatusCode::BAD_REQUEST,
-        message: format!("bad JSON: {err}"),
-        rule: None,
-    })?;
-    if let Some(flow) = &rules.flow {
-        spillway::flow::validate_flow_rules(flow).map_err(BodyError::rule)?;
+    let mut given: serde_json::Map<String, Value> =
+        serde_json::from_slice(body).map_err(|err| BodyError::malformed(err.to_string()))?;
+    if let Some(unknown) = given.keys().find(|name| kinds::named(name).is_none()) {
+        let known: Vec<&str> = KINDS.iter().map(|kind| kind.name()).collect();
+        return Err(BodyError::malformed(format!(
+            "unknown rule kind `{unknown}`, expected one of {}",
+            known.join(", ")
+        )));
     }
-    if let Some(system) = &rules.system {
-        spillway::system::validate_system_rules(system).map_err(BodyError::rule)?;
+    let mut changes = Vec::new();
+    for kind in KINDS {
+        let Some(rules) = given.remove(kind.name()) else {
+            continue;
+        };
+        match kind.parse(rules) {
+            Ok(change) => changes.push((*kind, change)),
+            Err(Problem::Malformed(why)) => {
+                return Err(BodyError::malformed(format!("`{}`: {why}", kind.name())))
+            }
+            Err(Problem::Rule(fault)) => return Err(BodyError::at(kind.name(), fault)),
+        }
     }
-    if let Some(breaker) = &rules.breaker {
-        spillway::breaker::validate_breaker_rules(breaker).map_err(BodyError::rule)?;
-    }
-    if let Some(adaptive) = &rules.adaptive {
-        spillway::adaptive::validate_adaptive_rules(adaptive).map_err(BodyError::rule)?;
-    }
-    if let Some(keyed) = &rules.keyed {
-        // Their own fields and key sources; against the routes when applied.
-        crate::keyed::plan(keyed).map_err(|fault| BodyError::keyed(keyed, fault))?;
-    }
-    Ok(rules)
+    Ok(changes)
 }

@@ -1,5 +1,9 @@
 //! What several of the server's test files share.
 
+#![allow(dead_code)] // each test file uses what it needs
+
+pub(crate) mod server;
+
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;

@@ -3,8 +3,10 @@ use super::places::{
     end_adaptive, release_limited, LIMITED_ADAPTIVE_ANY, LIMITED_CLUSTER, LIMITED_KEYED,
 };
 use crate::adaptive::Outcome;
+use crate::breaker::ResourceBreakers;
 use crate::clock::Clock;
-use crate::cluster::Taken;
+use crate::cluster::{ResourceCluster, Taken};
+use crate::keyed::ResourceKeyed;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::{ResourceNode, ShortLine};
 use crate::sync::{cached_thread_slot, thread_slot};
@@ -260,7 +262,7 @@ impl EntryState {
         if self.limited != 0
             || self.flags & ABANDONED != 0
             || !ChildSlot::both_none(self.origin, self.entrance)
-            || resource.has_breakers()
+            || resource.slots.has::<ResourceBreakers>()
         {
             return None;
         }
@@ -315,7 +317,7 @@ impl EntryState {
         let others = self.limited & !LIMITED_ADAPTIVE_ANY;
         release_limited(resource, self.origin, self.entrance, others);
         if self.cluster != 0 {
-            if let Some(cluster) = resource.cluster.load().as_ref() {
+            if let Some(cluster) = resource.slots.load::<ResourceCluster>().as_ref() {
                 cluster.give_back(Taken {
                     rules: self.cluster,
                     count: self.count,
@@ -324,12 +326,12 @@ impl EntryState {
             }
         }
         if self.keyed != 0 {
-            if let Some(keyed) = resource.keyed.load().as_ref() {
+            if let Some(keyed) = resource.slots.load::<ResourceKeyed>().as_ref() {
                 keyed.exit(self.keyed, self.key);
             }
         }
         // Relaxed, as the rule flags on entry.
-        if resource.has_breakers() {
+        if resource.slots.has::<ResourceBreakers>() {
             if abandoned {
                 release_probe(resource, self.started_nanos);
             } else {
@@ -360,7 +362,7 @@ pub(crate) fn short_lines(
 /// A call admitted at `started` reached no verdict: a half-open breaker's probe place goes back.
 #[inline(never)]
 fn release_probe(resource: &ResourceInner, started: u64) {
-    if let Some(breakers) = resource.breakers.load().as_ref() {
+    if let Some(breakers) = resource.slots.load::<ResourceBreakers>().as_ref() {
         breakers.release(started);
     }
 }
@@ -368,7 +370,7 @@ fn release_probe(resource: &ResourceInner, started: u64) {
 /// Every breaker of the resource counts a completion (kept out of the rule-free exit path).
 #[inline(never)]
 fn feed_breakers(resource: &ResourceInner, started: u64, now: u64, rt_micros: u64, error: bool) {
-    if let Some(breakers) = resource.breakers.load().as_ref() {
+    if let Some(breakers) = resource.slots.load::<ResourceBreakers>().as_ref() {
         breakers.on_complete(started, now, rt_micros, error);
     }
 }

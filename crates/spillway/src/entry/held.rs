@@ -3,8 +3,10 @@
 //! shared (cluster) limits and of per-key limits.
 
 use super::places::release_limited;
-use crate::cluster::Taken;
+use crate::breaker::ResourceBreakers;
+use crate::cluster::{ResourceCluster, Taken};
 use crate::flow::{Admitted, Controller, ResourceRules, Slot};
+use crate::keyed::ResourceKeyed;
 use crate::resource::{ChildSlot, ResourceInner};
 
 pub(crate) use crate::entry_caps::{MAX_COUNTED, MAX_QUEUED};
@@ -135,17 +137,17 @@ fn give_back_held(
 ) {
     release_limited(resource, origin, entrance, held.limited);
     if held.probes {
-        if let Some(breakers) = resource.breakers.load().as_ref() {
+        if let Some(breakers) = resource.slots.load::<ResourceBreakers>().as_ref() {
             breakers.release(held.decided);
         }
     }
     if held.cluster.rules != 0 {
-        if let Some(cluster) = resource.cluster.load().as_ref() {
+        if let Some(cluster) = resource.slots.load::<ResourceCluster>().as_ref() {
             cluster.give_back(held.cluster);
         }
     }
     if held.keyed.rules != 0 {
-        if let Some(keyed) = resource.keyed.load().as_ref() {
+        if let Some(keyed) = resource.slots.load::<ResourceKeyed>().as_ref() {
             keyed.give_back(held.keyed);
         }
     }

@@ -6,7 +6,9 @@ use super::held::Held;
 use super::places::{LIMITED_ADAPTIVE, LIMITED_ADAPTIVE_INBOUND};
 use crate::adaptive::{AdaptiveRefusal, InstalledAdaptive, NoPlace, WaitSlot};
 use crate::block::{BlockError, BlockKind};
-use crate::breaker::BreakerBlock;
+use crate::breaker::{BreakerBlock, ResourceBreakers};
+use crate::cluster::ResourceCluster;
+use crate::keyed::ResourceKeyed;
 use crate::resource::ResourceInner;
 use crate::sync::Ordering;
 use std::sync::Arc;
@@ -51,8 +53,8 @@ pub(super) fn later_steps(
     from: Resume,
     keys: crate::keyed::Keys,
 ) -> Result<(), Later> {
-    if from == Resume::Start && inner.has_cluster() {
-        if let Some(cluster) = inner.cluster.load().as_ref() {
+    if from == Resume::Start && inner.slots.has::<ResourceCluster>() {
+        if let Some(cluster) = inner.slots.load::<ResourceCluster>().as_ref() {
             cluster
                 .take(count, &mut held.cluster)
                 .map_err(|(rule, refusal)| {
@@ -60,15 +62,15 @@ pub(super) fn later_steps(
                 })?;
         }
     }
-    if from == Resume::Start && keys.any() && inner.has_keyed() {
-        if let Some(keyed) = inner.keyed.load().as_ref() {
+    if from == Resume::Start && keys.any() && inner.slots.has::<ResourceKeyed>() {
+        if let Some(keyed) = inner.slots.load::<ResourceKeyed>().as_ref() {
             keyed
                 .take(keys, count, now, &mut held.keyed)
                 .map_err(|rule| Later::Refused(crate::keyed::blocked(inner.name_number, rule)))?;
         }
     }
-    if from == Resume::Start && inner.has_adaptive() {
-        if let Some(adaptive) = inner.adaptive.load().as_ref() {
+    if from == Resume::Start && inner.slots.has::<InstalledAdaptive>() {
+        if let Some(adaptive) = inner.slots.load::<InstalledAdaptive>().as_ref() {
             take_adaptive(inner, adaptive, LIMITED_ADAPTIVE, can_wait, held)?;
         }
     }
@@ -80,7 +82,7 @@ pub(super) fn later_steps(
             take_adaptive(inner, adaptive, LIMITED_ADAPTIVE_INBOUND, can_wait, held)?;
         }
     }
-    if inner.has_breakers() {
+    if inner.slots.has::<ResourceBreakers>() {
         pass_breakers(inner, now, held).map_err(Later::Refused)?;
     }
     Ok(())
@@ -136,7 +138,7 @@ pub(super) fn adaptive_blocked(
 /// `held`.
 #[inline]
 fn pass_breakers(inner: &ResourceInner, now: u64, held: &mut Held) -> Result<(), BlockError> {
-    let breakers = inner.breakers.load();
+    let breakers = inner.slots.load::<ResourceBreakers>();
     let Some(breakers) = breakers.as_ref() else {
         return Ok(());
     };

@@ -3,6 +3,7 @@
 use super::held::{give_back, Held};
 use super::later::PlaceWait;
 use super::{Entry, EntryState, OwnedEntry};
+use crate::breaker::ResourceBreakers;
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
 use crate::resource::{ChildSlot, Resource, ResourceInner};
@@ -202,7 +203,7 @@ pub(super) struct Queue {
 #[inline(never)]
 pub(super) fn rebase_probes(inner: &ResourceInner, held: &Held, now: u64) {
     if held.probes {
-        if let Some(breakers) = inner.breakers.load().as_ref() {
+        if let Some(breakers) = inner.slots.load::<ResourceBreakers>().as_ref() {
             breakers.rebase(held.decided, now);
         }
     }

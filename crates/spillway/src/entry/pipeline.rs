@@ -61,7 +61,7 @@ impl Steps {
         Self {
             system: inbound && resource.core.has_system.load(Ordering::Relaxed),
             flow: resource.flow.present(),
-            later: resource.has_later_checks()
+            later: resource.slots.any()
                 || (inbound && resource.core.has_inbound_adaptive.load(Ordering::Relaxed)),
         }
     }

@@ -1,7 +1,7 @@
 //! The places an admission holds on exact in-flight counters (concurrency rules, a system
 //! rule's `max_concurrency`, adaptive limits), named by bit, and giving them back.
 
-use crate::adaptive::Outcome;
+use crate::adaptive::{InstalledAdaptive, Outcome};
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
 use crate::sync::Ordering;
@@ -31,7 +31,7 @@ pub(crate) const LIMITED_ADAPTIVE_ANY: u8 = LIMITED_ADAPTIVE | LIMITED_ADAPTIVE_
 /// started at `started` (none for [`Outcome::Ignore`]).
 pub(crate) fn end_adaptive(resource: &ResourceInner, limited: u8, started: u64, outcome: Outcome) {
     if limited & LIMITED_ADAPTIVE != 0 {
-        if let Some(adaptive) = resource.adaptive.load().as_ref() {
+        if let Some(adaptive) = resource.slots.load::<InstalledAdaptive>().as_ref() {
             adaptive.limiter.end_place(started, outcome);
         }
     }

@@ -2,7 +2,9 @@
 //! their changes.
 
 use super::Spillway;
-use crate::breaker::{BreakerEvent, BreakerRule, BreakerRuleError, BreakerRuleSet, BreakerState};
+use crate::breaker::{
+    BreakerEvent, BreakerRule, BreakerRuleError, BreakerRuleSet, BreakerState, ResourceBreakers,
+};
 use std::sync::Arc;
 
 impl Spillway {
@@ -42,32 +44,28 @@ impl Spillway {
     /// # Ok::<(), spillway::breaker::BreakerRuleError>(())
     /// ```
     pub fn load_breaker_rules(&self, rules: Vec<BreakerRule>) -> Result<(), BreakerRuleError> {
-        let core = &self.inner.core;
-        let registry = &self.inner.registry;
-        let _lock = core.rules_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let previous = core.breakers.load_full();
-        let set = BreakerRuleSet::build(rules, &previous, &core.breaker_listeners)?;
-        core.breakers.store(Arc::new(set));
-        let set = core.breakers.load();
-        for resource in registry.iter().chain(std::iter::once(registry.overflow())) {
-            resource
-                .inner
-                .set_breakers(set.by_resource.get(resource.name()).cloned());
-        }
-        Ok(())
+        let listeners = &self.inner.core.breaker_listeners;
+        self.replace_rules::<ResourceBreakers, _>(|previous| {
+            BreakerRuleSet::build(rules, previous, listeners)
+        })
     }
 
     /// The breaker rules in force, exactly as loaded.
     pub fn breaker_rules(&self) -> Vec<BreakerRule> {
-        self.inner.core.breakers.load().loaded.clone()
+        self.inner
+            .core
+            .sets
+            .get::<ResourceBreakers>()
+            .loaded
+            .clone()
     }
 
     /// The state of the breaker of rule `rule_id`, if such a rule is loaded.
     pub fn breaker_state(&self, rule_id: &str) -> Option<BreakerState> {
         self.inner
             .core
-            .breakers
-            .load()
+            .sets
+            .get::<ResourceBreakers>()
             .by_resource
             .values()
             .flat_map(|r| &r.breakers)

@@ -1,8 +1,6 @@
 //! Building a [`Spillway`]: its clock, caps, windows and system probe.
 
 use super::{Inner, Spillway, DEFAULT_MAX_ORIGINS};
-use crate::adaptive::AdaptiveRuleSet;
-use crate::breaker::BreakerRuleSet;
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::core::Core;
 use crate::flow::FlowRuleSet;
@@ -107,15 +105,12 @@ impl SpillwayBuilder {
             inbound: ResourceNode::new(self.node_config),
             max_origins: self.max_origins,
             flow: ArcSwap::from_pointee(FlowRuleSet::default()),
-            breakers: ArcSwap::from_pointee(BreakerRuleSet::default()),
+            sets: crate::kinds::Sets::default(),
             breaker_listeners: Arc::default(),
             system: ArcSwap::from_pointee(SystemRules::default()),
             has_system: AtomicBool::new(false),
-            adaptive: ArcSwap::from_pointee(AdaptiveRuleSet::default()),
             inbound_adaptive: ArcSwapOption::new(None),
             has_inbound_adaptive: AtomicBool::new(false),
-            cluster: ArcSwap::from_pointee(crate::cluster::ClusterRuleSet::default()),
-            keyed: ArcSwap::from_pointee(crate::keyed::KeyedRuleSet::default()),
             probe: self
                 .probe
                 .unwrap_or_else(|| Arc::new(LinuxProbe::global().clone())),

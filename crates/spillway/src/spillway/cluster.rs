@@ -2,6 +2,7 @@
 //! passes before an entry.
 
 use super::Spillway;
+use crate::cluster::{ClusterRuleSet, ResourceCluster};
 use std::sync::Arc;
 
 impl Spillway {
@@ -49,18 +50,7 @@ impl Spillway {
         &self,
         rules: Vec<crate::cluster::ClusterRule>,
     ) -> Result<(), crate::cluster::ClusterRuleError> {
-        let core = &self.inner.core;
-        let registry = &self.inner.registry;
-        let _lock = core.rules_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let set = crate::cluster::ClusterRuleSet::build(rules)?;
-        core.cluster.store(Arc::new(set));
-        let set = core.cluster.load();
-        for resource in registry.iter().chain(std::iter::once(registry.overflow())) {
-            resource
-                .inner
-                .set_cluster(set.by_resource.get(resource.name()).cloned());
-        }
-        Ok(())
+        self.replace_rules::<ResourceCluster, _>(|_| ClusterRuleSet::build(rules))
     }
 
     /// Whether [`cluster_ready`](Self::cluster_ready) would complete at once: every cluster
@@ -84,19 +74,29 @@ impl Spillway {
     /// assert!(!spillway::Spillway::new().has_cluster_rules());
     /// ```
     pub fn has_cluster_rules(&self) -> bool {
-        !self.inner.core.cluster.load().by_resource.is_empty()
+        !self
+            .inner
+            .core
+            .sets
+            .get::<ResourceCluster>()
+            .by_resource
+            .is_empty()
     }
 
     /// The cluster rules on `resource`, if any (no lookup when no rule is loaded at all).
-    fn cluster_rules_of(&self, resource: &str) -> Option<Arc<crate::cluster::ResourceCluster>> {
+    fn cluster_rules_of(&self, resource: &str) -> Option<Arc<ResourceCluster>> {
         if !self.has_cluster_rules() {
             return None;
         }
-        self.resource(resource).ok()?.inner.cluster.load_full()
+        self.resource(resource)
+            .ok()?
+            .inner
+            .slots
+            .load_full::<ResourceCluster>()
     }
 
     /// The cluster rules in force, exactly as loaded.
     pub fn cluster_rules(&self) -> Vec<crate::cluster::ClusterRule> {
-        self.inner.core.cluster.load().loaded.clone()
+        self.inner.core.sets.get::<ResourceCluster>().loaded.clone()
     }
 }

@@ -1,7 +1,7 @@
 //! The instance's per-key rules: loading them, and reading them with what each counted.
 
 use super::Spillway;
-use std::sync::Arc;
+use crate::keyed::{KeyedRuleSet, ResourceKeyed};
 
 impl Spillway {
     /// Loads per-key rules, replacing all of them atomically; a bad set changes nothing. A rule
@@ -34,29 +34,18 @@ impl Spillway {
         &self,
         rules: Vec<crate::keyed::KeyedRule>,
     ) -> Result<(), crate::keyed::KeyedRuleError> {
-        let core = &self.inner.core;
-        let registry = &self.inner.registry;
-        let _lock = core.rules_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let set = crate::keyed::KeyedRuleSet::build(rules, &core.keyed.load())?;
-        core.keyed.store(Arc::new(set));
-        let set = core.keyed.load();
-        for resource in registry.iter().chain(std::iter::once(registry.overflow())) {
-            resource
-                .inner
-                .set_keyed(set.by_resource.get(resource.name()).cloned());
-        }
-        Ok(())
+        self.replace_rules::<ResourceKeyed, _>(|previous| KeyedRuleSet::build(rules, previous))
     }
 
     /// The per-key rules in force, exactly as loaded.
     pub fn keyed_rules(&self) -> Vec<crate::keyed::KeyedRule> {
-        self.inner.core.keyed.load().loaded.clone()
+        self.inner.core.sets.get::<ResourceKeyed>().loaded.clone()
     }
 
     /// What the per-key rule `id` counted (checks decided exactly and by its sketch, keys that
     /// lost their place) and the bytes it holds, if one is loaded.
     pub fn keyed_stats(&self, id: &str) -> Option<(crate::keyed::KeyedStats, usize)> {
-        let set = self.inner.core.keyed.load();
+        let set = self.inner.core.sets.get::<ResourceKeyed>();
         set.find(id)
             .map(|installed| (installed.limiter.stats(), installed.limiter.heap_bytes()))
     }

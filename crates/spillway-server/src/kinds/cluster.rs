@@ -1,0 +1,99 @@
+//! Cluster rules (`[[cluster_rule]]`): limits shared by a fleet on the `[cluster]` Redis.
+
+use super::{rules_of, toml_tables, Change, Fault, Problem, RuleKind};
+use crate::config::ClusterRuleConfig;
+use crate::proxy::Proxy;
+use serde_json::{json, Value};
+
+/// Cluster rules, in the file's form.
+pub(super) struct Cluster;
+
+impl RuleKind for Cluster {
+    fn name(&self) -> &'static str {
+        "cluster_rule"
+    }
+
+    fn label(&self) -> &'static str {
+        "cluster"
+    }
+
+    fn read(&self, proxy: &Proxy) -> Value {
+        json!(proxy.cluster_limits().configured().1)
+    }
+
+    /// Each cluster rule, in file order: its kind, how it is checked (`leased` or `strict`),
+    /// its state (`starting` before Redis first answers, `global` while it admits against the
+    /// shared limit, `fallback` while Redis is out of reach) and the instances its last answer
+    /// counted.
+    fn states(&self, proxy: &Proxy) -> Option<Value> {
+        let states: Vec<Value> = proxy
+            .cluster_limits()
+            .states()
+            .into_iter()
+            .map(|rule| {
+                let state = match (rule.starting, rule.fallback) {
+                    (_, true) => "fallback",
+                    (true, false) => "starting",
+                    (false, false) => "global",
+                };
+                json!({
+                    "rule": rule.id,
+                    "resource": rule.resource,
+                    "kind": rule.kind,
+                    "check": rule.mode,
+                    "state": state,
+                    "instances": rule.instances,
+                })
+            })
+            .collect();
+        Some(Value::from(states))
+    }
+
+    fn parse(&self, rules: Value) -> Result<Box<dyn Change>, Problem> {
+        let rules: Vec<ClusterRuleConfig> = rules_of(rules)?;
+        crate::cluster::validate_rules(&rules).map_err(|fault| fault_of(&rules, fault))?;
+        Ok(Box::new(ClusterChange { rules }))
+    }
+}
+
+/// Cluster rule `index` of `rules` at fault.
+fn fault_of(rules: &[ClusterRuleConfig], fault: (usize, &'static str, String)) -> Fault {
+    Fault::at(rules.iter().map(|rule| rule.id.as_str()), fault)
+}
+
+/// Cluster rules given.
+struct ClusterChange {
+    rules: Vec<ClusterRuleConfig>,
+}
+
+impl Change for ClusterChange {
+    /// Cluster rules share the `[cluster]` section's Redis: there must be one.
+    fn stage(&mut self, proxy: &Proxy) -> Result<(), Fault> {
+        if !self.rules.is_empty() && proxy.cluster_limits().configured().0.is_none() {
+            return Err(fault_of(
+                &self.rules,
+                (
+                    0,
+                    "",
+                    "cluster rules need a [cluster] section with the `redis` they share, and \
+                     the running configuration has none (add it to the file and reload)"
+                        .to_owned(),
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn toml(&self, name: &str) -> Result<String, String> {
+        toml_tables(name, &self.rules)
+    }
+
+    /// A rule that stays the same keeps its lease and its task; the tasks of rules gone stop.
+    fn apply(self: Box<Self>, proxy: &Proxy) -> Result<(), Fault> {
+        let rules = proxy.cluster_limits().rules_replaced(self.rules);
+        proxy
+            .spillway()
+            .load_cluster_rules(rules)
+            .map_err(Fault::from)
+    }
+}

@@ -1,0 +1,127 @@
+//! The server in this process, as the admin tests drive it: `spillway serve` on a file of its
+//! own, its admin API with a token, and requests to either.
+
+#![allow(dead_code)] // each test file uses what it needs
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+use spillway_server::admin::{self, Admin};
+use spillway_server::config;
+use spillway_server::reload::Reloader;
+use spillway_server::Server;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub(crate) const TOKEN: &str = "s3cret";
+
+pub(crate) struct Harness {
+    pub(crate) proxy: SocketAddr,
+    pub(crate) admin: SocketAddr,
+    pub(crate) file: PathBuf,
+    pub(crate) reloader: std::sync::Arc<Reloader>,
+    pub(crate) handle: spillway_server::Proxy,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    /// `spillway serve` in this process for the configuration `text` (written to a file the
+    /// reloader and `?persist=true` use), with its admin API (token [`TOKEN`]) on a loopback
+    /// port of its own. Its spillway is on tokio's clock: in a paused test, no window rolls
+    /// over in the middle of it.
+    pub(crate) async fn start(text: &str) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("spillway.toml");
+        std::fs::write(&file, text).unwrap();
+        let config = config::load(&file).unwrap();
+        let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
+        let server = Server::bind(&config, spillway).await.unwrap();
+        let proxy = server.local_addr().unwrap();
+        let handle = server.proxy().clone();
+        let reloader = Reloader::new(file.clone(), config, handle.clone());
+        let admin_listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let admin = admin_listener.local_addr().unwrap();
+        let api = Admin::new(handle.clone(), Some(reloader.clone()), Some(TOKEN.into()));
+        tokio::spawn(api.run(admin_listener, std::future::pending()));
+        tokio::spawn(server.run(std::future::pending()));
+        Harness {
+            proxy,
+            admin,
+            file,
+            reloader,
+            handle,
+            _dir: dir,
+        }
+    }
+}
+
+/// A request as a script would send it: a write declares its JSON body.
+pub(crate) async fn call(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let json: &[(&str, &str)] = if method == Method::GET || method == Method::HEAD {
+        &[]
+    } else {
+        &[("content-type", "application/json")]
+    };
+    call_with(addr, method, path, token, json, body).await
+}
+
+/// A request with exactly the headers given (and the token, if any).
+pub(crate) async fn call_with(
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> (StatusCode, String) {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client
+        .request(request.body(Full::new(body)).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// A read, with the token (every admin request needs it when one is configured).
+pub(crate) async fn get(addr: SocketAddr, path: &str) -> (StatusCode, String) {
+    call(addr, Method::GET, path, Some(TOKEN), Bytes::new()).await
+}
+
+pub(crate) async fn put_rules(
+    h: &Harness,
+    token: Option<&str>,
+    body: &str,
+) -> (StatusCode, String) {
+    call(
+        h.admin,
+        Method::PUT,
+        "/api/rules",
+        token,
+        Bytes::from(body.to_owned()),
+    )
+    .await
+}
+
+pub(crate) fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap()
+}
