@@ -9,7 +9,9 @@ mod strict;
 pub(crate) use checks::{validate_rules, validate_section};
 pub(crate) use strict::StrictRule;
 
-use crate::config::{ClusterConfig, ClusterKind, ClusterMode, ClusterRuleConfig, Config};
+#[cfg(test)]
+use crate::config::Config;
+use crate::config::{ClusterConfig, ClusterKind, ClusterMode, ClusterRuleConfig};
 use arc_swap::ArcSwap;
 use spillway::cluster::{ClusterRule, SharedLimit};
 use spillway_redis::redis::cluster::ClusterClient;
@@ -94,22 +96,12 @@ pub(crate) struct RuleState {
 }
 
 impl ClusterLimits {
-    /// The core's cluster rules for `config` (checked), the leased ones; the strict ones are
-    /// kept for the proxy to await. A rule that stays the same, under the same
-    /// `[cluster]`, keeps its lease; others get a new one and a task to refill it (or keep a
-    /// strict check's connection); the tasks of rules gone stop. Call it inside the runtime.
-    pub fn rules_for(&self, config: &Config) -> Vec<ClusterRule> {
+    /// The core's rules for `config`, as a reload gives them.
+    #[cfg(test)]
+    fn rules_for(&self, config: &Config) -> Vec<ClusterRule> {
         let section = config.cluster.as_ref().map(|c| c.get_ref().clone());
         let rules = config.cluster_rules.iter().map(|r| r.get_ref().clone());
         self.replace(section, rules.collect())
-    }
-
-    /// As [`rules_for`](Self::rules_for), for `rules` under the `[cluster]` section in force
-    /// (the admin API's `PUT /api/rules`; staging checked that there is one if `rules` is not
-    /// empty).
-    pub(crate) fn rules_replaced(&self, rules: Vec<ClusterRuleConfig>) -> Vec<ClusterRule> {
-        let section = lock(&self.configured).0.clone();
-        self.replace(section, rules)
     }
 
     /// The `[cluster]` section and the rules in force, as given.
@@ -117,7 +109,11 @@ impl ClusterLimits {
         lock(&self.configured).clone()
     }
 
-    fn replace(
+    /// The core's cluster rules for `given` under `section` (checked), the leased ones; the
+    /// strict ones are kept for the proxy to await. A rule that stays the same, under the same
+    /// `[cluster]`, keeps its lease; others get a new one and a task to refill it (or keep a
+    /// strict check's connection); the tasks of rules gone stop. Call it inside the runtime.
+    pub(crate) fn replace(
         &self,
         section: Option<ClusterConfig>,
         given: Vec<ClusterRuleConfig>,

@@ -11,6 +11,7 @@ mod flow;
 mod keyed;
 mod system;
 
+use crate::config::Config;
 use crate::proxy::Proxy;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -41,6 +42,10 @@ pub(crate) trait RuleKind: Sync {
     fn states(&self, _proxy: &Proxy) -> Option<Value> {
         None
     }
+
+    /// The rules a checked configuration file gives (a reload, or the start): applied with
+    /// the routes the same file gives.
+    fn configured(&self, config: &Config) -> Box<dyn Change>;
 
     /// Reads rules given in the file's form and checks their own fields.
     ///
@@ -76,6 +81,28 @@ pub(crate) trait Change: Send {
     ///
     /// The rule at fault, should the core refuse one that the checks passed (it does not).
     fn apply(self: Box<Self>, proxy: &Proxy) -> Result<(), Fault>;
+}
+
+/// Loads every kind's rules from a checked configuration file (the routes' key readers come
+/// with the routing table the same file gives).
+///
+/// # Errors
+///
+/// A rule the core refuses (a checked file has none).
+pub(crate) fn apply_configured(proxy: &Proxy, config: &Config) -> Result<(), String> {
+    for kind in KINDS {
+        kind.configured(config).apply(proxy).map_err(|fault| {
+            format!(
+                "{} rule #{} (id `{}`): `{}` {}",
+                kind.name(),
+                fault.index,
+                fault.id,
+                fault.field,
+                fault.problem
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Every kind, in the order the admin API applies them and the status lists them.
@@ -146,6 +173,11 @@ impl From<Fault> for Problem {
 /// A rule the core's validator found at fault.
 fn core_fault(err: impl Into<spillway::RuleError>) -> Problem {
     Problem::Rule(Fault::from(err.into()))
+}
+
+/// The rules of a file's tables, without their places in the file.
+fn given<T: Clone>(tables: &[toml::Spanned<T>]) -> Vec<T> {
+    tables.iter().map(|table| table.get_ref().clone()).collect()
 }
 
 /// Rules of kind `T` from the JSON given.

@@ -4,6 +4,7 @@
 mod body;
 mod client;
 mod client_body;
+mod enter;
 mod forward;
 mod keyed;
 mod path;
@@ -305,46 +306,9 @@ impl Proxy {
                 }
             }
         }
-        // A leased cluster rule whose lease holds no pass (a quiet route, the first request
-        // after start) asks for a refill and waits for it, within twice the call timeout, so
-        // that a quiet route is not refused for want of a lease.
-        spillway.cluster_ready(&route.resource, 1).await;
-        let origin = self
-            .inner
-            .origin_header
-            .as_ref()
-            .and_then(|name| request.headers().get(name))
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
-        // The keys of the resource's per-key rules; a request without one its rule requires is
-        // refused here, naming where the key was expected (never echoing a value).
-        let builder = match crate::keyed::with_keys(
-            spillway.entry(&route.resource).inbound(),
-            &route.keys,
-            &request,
-            peer.addr().ip(),
-            &table.trusted_proxies,
-        ) {
-            Ok(builder) => builder,
-            Err(missing) => {
-                metrics_missing_key(&self.inner.metrics, &route.resource);
-                return ProxyBody::text(
-                    StatusCode::BAD_REQUEST,
-                    format!(
-                        "this route limits requests per `{}`, and this request has none\n",
-                        missing.source
-                    ),
-                );
-            }
-        };
-        let admission = match &origin {
-            Some(origin) => builder.origin(origin).try_enter_owned(),
-            None => builder.try_enter_owned(),
-        };
-        // A pacing rule's wait, or one in an adaptive limit's queue.
-        let admission = match admission {
-            Ok(admission) => spillway_tower::admit_owned(admission).await,
-            Err(err) => Err(err),
+        let admission = match self.enter(route, &request, peer, &table).await {
+            Ok(admission) => admission,
+            Err(response) => return response,
         };
         let metrics = &self.inner.metrics;
         let mut entry = match admission {

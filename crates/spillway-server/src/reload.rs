@@ -137,8 +137,7 @@ impl Reloader {
         let result = config::load(&self.path).and_then(|config| {
             // What the file names in other files is read first: a bad one changes nothing.
             let prepared = crate::proxy::Prepared::new(&config).map_err(file_error)?;
-            apply_rules(self.proxy.spillway(), self.proxy.cluster_limits(), &config)
-                .map_err(|err| file_error(err.to_string()))?;
+            apply_rules(&self.proxy, &config).map_err(file_error)?;
             self.proxy.install(prepared);
             let mut running = lock(&self.running);
             let restart = restart_fields(&running, &config);

@@ -11,38 +11,14 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Loads the rules of `config` into `spillway`, the cluster rules with leases from `cluster`
-/// (inside the runtime: a new cluster rule starts a task).
+/// Loads every kind of rule `config` (checked) gives into the proxy's spillway, the cluster
+/// rules with leases (inside the runtime: a new cluster rule starts a task).
 ///
 /// # Errors
 ///
 /// A rule the spillway refuses (a checked configuration has none).
-pub fn apply_rules(
-    spillway: &spillway::Spillway,
-    cluster: &crate::cluster::ClusterLimits,
-    config: &Config,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    spillway.load_flow_rules(config.flow.iter().map(|r| r.get_ref().clone()).collect())?;
-    spillway.load_system_rules(config.system.iter().map(|r| r.get_ref().clone()).collect())?;
-    spillway.load_breaker_rules(
-        config
-            .breakers
-            .iter()
-            .map(|r| r.get_ref().clone())
-            .collect(),
-    )?;
-    // An adaptive rule that stays the same keeps its limiter (its limit and estimates).
-    spillway.load_adaptive_rules(
-        config
-            .adaptive
-            .iter()
-            .map(|r| r.get_ref().clone())
-            .collect(),
-    )?;
-    spillway.load_cluster_rules(cluster.rules_for(config))?;
-    // A per-key rule that stays the same keeps every key's state.
-    spillway.load_keyed_rules(crate::keyed::rules(config))?;
-    Ok(())
+pub fn apply_rules(proxy: &Proxy, config: &Config) -> Result<(), String> {
+    crate::kinds::apply_configured(proxy, config)
 }
 
 /// The cap on the proxy's connections that `setting` gives in this process, and the cap on
@@ -87,7 +63,7 @@ impl Server {
     pub async fn bind(config: &Config, spillway: spillway::Spillway) -> io::Result<Self> {
         let proxy = Proxy::new(config, spillway)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
-        apply_rules(proxy.spillway(), proxy.cluster_limits(), config)
+        apply_rules(&proxy, config)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
         // Cluster rules learn the fleet's state before the first request.
         if let Some(cluster) = &config.cluster {

@@ -430,7 +430,10 @@ async fn low_traffic_on_every_kind_is_never_refused() {
     let _one = one_at_a_time().await;
     let redis = RedisServer::start().await;
     let (upstream, _, _) = gated_upstream().await;
-    let mut rules = cluster(&redis, "");
+    // A request waits for a refill at most twice the call timeout: 2 s, so that a stall of
+    // this busy 2-core machine (three processes, Redis and the test) is not taken for a
+    // Redis too slow to answer.
+    let mut rules = cluster(&redis, "call_timeout = \"1s\"");
     for (name, fields, _) in LOW_TRAFFIC {
         rules.push_str(&rule(name, fields));
     }
@@ -476,7 +479,9 @@ async fn a_burst_of_first_requests_stays_within_the_limit() {
     let (upstream, _, _) = gated_upstream().await;
     let rules = format!(
         "{}{}{}",
-        cluster(&redis, "startup_wait = \"2s\""),
+        // A first call within 1 s: on this busy 2-core machine, three processes starting at
+        // once can take longer than the default 100 ms to hear from Redis.
+        cluster(&redis, "startup_wait = \"2s\"\ncall_timeout = \"1s\""),
         rule("strict", STRICT_QPS),
         rule("leased", LEASED_QPS)
     );
@@ -527,16 +532,22 @@ async fn a_burst_of_first_requests_stays_within_the_limit() {
     for tally in [&strict, &leased] {
         assert!(tally.others.is_empty(), "{:?}", tally.others);
     }
+    // Every decision fell between the first send and the last answer. A window is two
+    // buckets: a burst within one window (as it is, fired 10 ms into a bucket, on a machine
+    // that answers it within 990 ms) is held to the bound once; one that a slow machine spread
+    // over more buckets, once per window it touched.
+    let buckets = (10 + took.as_millis() as usize).div_ceil(BUCKET_MS as usize);
+    let windows = buckets.div_ceil(2).max(1);
     let why = format!(
-        "burst of {} ms (1 s fits the window), states after {states:?}",
+        "burst of {} ms ({windows} window(s)), states after {states:?}",
         took.as_millis()
     );
     assert!(
-        (1..=LIMIT).contains(&strict_in),
+        (1..=windows * LIMIT).contains(&strict_in),
         "strict: {strict_in} admitted; {why}"
     );
     assert!(
-        (1..=LEASED_BOUND).contains(&leased_in),
+        (1..=windows * LEASED_BOUND).contains(&leased_in),
         "leased: {leased_in} admitted; {why}"
     );
 }

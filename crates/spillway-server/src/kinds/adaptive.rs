@@ -1,6 +1,7 @@
 //! Adaptive concurrency limits (`[[adaptive]]`).
 
-use super::{core_fault, rules_of, Change, CoreRules, Problem, RuleKind};
+use super::{core_fault, given, rules_of, Change, CoreRules, Problem, RuleKind};
+use crate::config::Config;
 use crate::proxy::Proxy;
 use serde_json::{json, Value};
 use spillway::adaptive::AdaptiveRule;
@@ -45,6 +46,13 @@ impl RuleKind for Adaptive {
             })
             .collect();
         Some(Value::from(states))
+    }
+
+    fn configured(&self, config: &Config) -> Box<dyn Change> {
+        Box::new(CoreRules {
+            rules: given(&config.adaptive),
+            load: |spillway, rules| spillway.load_adaptive_rules(rules),
+        })
     }
 
     fn parse(&self, rules: Value) -> Result<Box<dyn Change>, Problem> {

@@ -1,6 +1,7 @@
 //! Circuit breakers (`[[breaker]]`): Sentinel's degrade rules.
 
-use super::{core_fault, rules_of, Change, CoreRules, Problem, RuleKind};
+use super::{core_fault, given, rules_of, Change, CoreRules, Problem, RuleKind};
+use crate::config::Config;
 use crate::proxy::Proxy;
 use serde_json::{json, Value};
 use spillway::breaker::BreakerRule;
@@ -34,6 +35,13 @@ impl RuleKind for Breaker {
 
     fn read(&self, proxy: &Proxy) -> Value {
         json!(proxy.spillway().breaker_rules())
+    }
+
+    fn configured(&self, config: &Config) -> Box<dyn Change> {
+        Box::new(CoreRules {
+            rules: given(&config.breakers),
+            load: |spillway, rules| spillway.load_breaker_rules(rules),
+        })
     }
 
     fn parse(&self, rules: Value) -> Result<Box<dyn Change>, Problem> {

@@ -1,7 +1,7 @@
 //! Cluster rules (`[[cluster_rule]]`): limits shared by a fleet on the `[cluster]` Redis.
 
-use super::{rules_of, toml_tables, Change, Fault, Problem, RuleKind};
-use crate::config::ClusterRuleConfig;
+use super::{given, rules_of, toml_tables, Change, Fault, Problem, RuleKind};
+use crate::config::{ClusterConfig, ClusterRuleConfig, Config};
 use crate::proxy::Proxy;
 use serde_json::{json, Value};
 
@@ -49,10 +49,21 @@ impl RuleKind for Cluster {
         Some(Value::from(states))
     }
 
+    /// The file's rules under the file's `[cluster]` section.
+    fn configured(&self, config: &Config) -> Box<dyn Change> {
+        Box::new(ClusterChange {
+            section: Some(config.cluster.as_ref().map(|c| c.get_ref().clone())),
+            rules: given(&config.cluster_rules),
+        })
+    }
+
     fn parse(&self, rules: Value) -> Result<Box<dyn Change>, Problem> {
         let rules: Vec<ClusterRuleConfig> = rules_of(rules)?;
         crate::cluster::validate_rules(&rules).map_err(|fault| fault_of(&rules, fault))?;
-        Ok(Box::new(ClusterChange { rules }))
+        Ok(Box::new(ClusterChange {
+            section: None,
+            rules,
+        }))
     }
 }
 
@@ -63,13 +74,20 @@ fn fault_of(rules: &[ClusterRuleConfig], fault: (usize, &'static str, String)) -
 
 /// Cluster rules given.
 struct ClusterChange {
+    /// The `[cluster]` section they run under, when given with them (by the file); `None`:
+    /// the one in force.
+    section: Option<Option<ClusterConfig>>,
     rules: Vec<ClusterRuleConfig>,
 }
 
 impl Change for ClusterChange {
     /// Cluster rules share the `[cluster]` section's Redis: there must be one.
     fn stage(&mut self, proxy: &Proxy) -> Result<(), Fault> {
-        if !self.rules.is_empty() && proxy.cluster_limits().configured().0.is_none() {
+        let section = match &self.section {
+            Some(section) => section.is_some(),
+            None => proxy.cluster_limits().configured().0.is_some(),
+        };
+        if !self.rules.is_empty() && !section {
             return Err(fault_of(
                 &self.rules,
                 (
@@ -90,7 +108,12 @@ impl Change for ClusterChange {
 
     /// A rule that stays the same keeps its lease and its task; the tasks of rules gone stop.
     fn apply(self: Box<Self>, proxy: &Proxy) -> Result<(), Fault> {
-        let rules = proxy.cluster_limits().rules_replaced(self.rules);
+        let limits = proxy.cluster_limits();
+        let section = match self.section {
+            Some(section) => section,
+            None => limits.configured().0,
+        };
+        let rules = limits.replace(section, self.rules);
         proxy
             .spillway()
             .load_cluster_rules(rules)

@@ -1,6 +1,7 @@
 //! Flow rules (`[[flow]]`): Sentinel's QPS and concurrency rules, with their controllers.
 
-use super::{core_fault, rules_of, Change, CoreRules, Problem, RuleKind};
+use super::{core_fault, given, rules_of, Change, CoreRules, Problem, RuleKind};
+use crate::config::Config;
 use crate::proxy::Proxy;
 use serde_json::{json, Value};
 use spillway::flow::FlowRule;
@@ -38,6 +39,13 @@ impl RuleKind for Flow {
             })
             .collect();
         Some(Value::from(states))
+    }
+
+    fn configured(&self, config: &Config) -> Box<dyn Change> {
+        Box::new(CoreRules {
+            rules: given(&config.flow),
+            load: |spillway, rules| spillway.load_flow_rules(rules),
+        })
     }
 
     fn parse(&self, rules: Value) -> Result<Box<dyn Change>, Problem> {

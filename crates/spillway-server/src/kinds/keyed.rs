@@ -1,7 +1,7 @@
 //! Per-key rules (`[[keyed]]`): limits per client key, with where each request's key is read.
 
-use super::{rules_of, toml_tables, Change, Fault, Problem, RuleKind};
-use crate::config::KeyedConfig;
+use super::{rules_of, toml_tables, Change, CoreRules, Fault, Problem, RuleKind};
+use crate::config::{Config, KeyedConfig};
 use crate::proxy::{Proxy, StagedKeyed};
 use serde_json::{json, Value};
 
@@ -40,6 +40,14 @@ impl RuleKind for Keyed {
             })
             .collect();
         Some(Value::from(states))
+    }
+
+    /// The core's rules; the routes' key readers come with the file's routing table.
+    fn configured(&self, config: &Config) -> Box<dyn Change> {
+        Box::new(CoreRules {
+            rules: crate::keyed::rules(config),
+            load: |spillway, rules| spillway.load_keyed_rules(rules),
+        })
     }
 
     fn parse(&self, rules: Value) -> Result<Box<dyn Change>, Problem> {

@@ -1,6 +1,7 @@
 //! System rules (`[[system]]`): Sentinel's checks of the whole process's inbound traffic.
 
-use super::{core_fault, rules_of, Change, CoreRules, Problem, RuleKind};
+use super::{core_fault, given, rules_of, Change, CoreRules, Problem, RuleKind};
+use crate::config::Config;
 use crate::proxy::Proxy;
 use serde_json::{json, Value};
 use spillway::system::SystemRule;
@@ -15,6 +16,13 @@ impl RuleKind for System {
 
     fn read(&self, proxy: &Proxy) -> Value {
         json!(proxy.spillway().system_rules())
+    }
+
+    fn configured(&self, config: &Config) -> Box<dyn Change> {
+        Box::new(CoreRules {
+            rules: given(&config.system),
+            load: |spillway, rules| spillway.load_system_rules(rules),
+        })
     }
 
     fn parse(&self, rules: Value) -> Result<Box<dyn Change>, Problem> {
