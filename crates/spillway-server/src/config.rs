@@ -9,7 +9,9 @@ mod error;
 mod file;
 mod keyed;
 mod max_connections;
+mod read;
 mod validate;
+mod warnings;
 
 pub use cluster::{ClusterConfig, ClusterKind, ClusterMode, ClusterRuleConfig, FallbackPolicy};
 pub use error::{ConfigError, Problem};
@@ -20,4 +22,6 @@ pub use file::{
 };
 pub use keyed::{KeyedConfig, OnMissing};
 pub use max_connections::MaxConnections;
-pub use validate::{admin_token, load, parse, read, warnings, MAX_FILE_BYTES, MAX_PROBLEMS};
+pub use read::{load, read, MAX_FILE_BYTES};
+pub use validate::{admin_token, parse, MAX_PROBLEMS};
+pub use warnings::warnings;

@@ -9,55 +9,29 @@ mod forward;
 mod keyed;
 mod path;
 mod pool;
+mod refusal;
 mod table;
 
 pub use body::ProxyBody;
 use client_body::ClientFault;
 pub use forward::Peer;
 pub(crate) use keyed::StagedKeyed;
+use path::{bad_host, normalize_uri};
 pub use path::{normalize_path, PathError};
+use refusal::{blocked, metrics_missing_key};
 pub(crate) use table::Table;
 
 use crate::config::Config;
 use crate::conn::ListenerCounts;
-use crate::metrics::{Metrics, ResourceMetrics};
+use crate::metrics::Metrics;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsLimiter};
-use spillway::{BlockError, BlockKind};
+use spillway::BlockKind;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What is wrong with an HTTP/1.1 request's `Host`: none at all, or more than one.
-fn bad_host<B>(request: &Request<B>) -> Option<&'static str> {
-    if request.version() != http::Version::HTTP_11 {
-        return None;
-    }
-    let mut hosts = request.headers().get_all(http::header::HOST).iter();
-    match (hosts.next(), hosts.next()) {
-        (None, _) => Some("an HTTP/1.1 request needs a Host header\n"),
-        (Some(_), Some(_)) => Some("more than one Host header\n"),
-        (Some(_), None) => None,
-    }
-}
-
-/// Puts the request's path in normal form ([`normalize_path`]), keeping its query.
-fn normalize_uri<B>(request: &mut Request<B>) -> Result<(), PathError> {
-    let uri = request.uri();
-    let std::borrow::Cow::Owned(path) = normalize_path(uri.path())? else {
-        return Ok(());
-    };
-    let path_and_query = match uri.query() {
-        Some(query) => format!("{path}?{query}"),
-        None => path,
-    };
-    let mut parts = uri.clone().into_parts();
-    parts.path_and_query = Some(path_and_query.parse().map_err(|_| PathError::NotAbsolute)?);
-    *request.uri_mut() = Uri::from_parts(parts).map_err(|_| PathError::NotAbsolute)?;
-    Ok(())
-}
 
 /// What a configuration needs from files (its upstreams' CA files, the listener's certificate
 /// and key), read and checked, ready for [`Proxy::install`]: a reload prepares this first, so
@@ -437,40 +411,6 @@ impl Proxy {
             }
         }
     }
-
-    /// Logs a request shadow mode would have blocked: at most one line a second, with the
-    /// count since the last line (the metrics count each one).
-    fn shadow_logged(&self, resource: &str, reason: &str) {
-        if let Some(count) = self.inner.shadow_log.note(tokio::time::Instant::now()) {
-            tracing::info!(%resource, %reason, count, "shadow mode: would block (count: since the last such line)");
-        }
-    }
-
-    /// A Dubbo limit refused: counted as a block on the resource and answered with the blocked
-    /// response; in shadow mode, counted and logged only (`None`: go on).
-    fn refused(
-        &self,
-        resource: &str,
-        counters: &ResourceMetrics,
-        err: &BlockError,
-        table: &Table,
-        grpc: bool,
-    ) -> Option<Response<ProxyBody>> {
-        let spillway = &self.inner.spillway;
-        let metrics = &self.inner.metrics;
-        // Counted as a block on the resource either way, as a spillway rule's refusal is.
-        if let Ok(handle) = spillway.resource(resource) {
-            handle.record_block(1);
-        }
-        if table.shadow {
-            metrics.count(resource, "shadow_block", err.kind().as_str());
-            self.shadow_logged(resource, &err.to_string());
-            return None;
-        }
-        metrics.count(resource, "block", err.kind().as_str());
-        counters.blocked(err);
-        Some(blocked(spillway, err, table.blocked.as_ref(), grpc))
-    }
 }
 
 impl std::fmt::Debug for Proxy {
@@ -509,44 +449,6 @@ async fn tunnel(
         }
     }
     drop((entry, permits));
-}
-
-/// The response of a blocked request: gRPC `RESOURCE_EXHAUSTED` to a gRPC call, else the
-/// default 429 (with `Retry-After` and the `RateLimit` fields), or the configured status and
-/// body (keeping `Retry-After`).
-/// Counts a request refused for want of a per-key rule's key.
-fn metrics_missing_key(metrics: &Metrics, resource: &str) {
-    metrics.count(resource, "block", "missing_key");
-}
-
-fn blocked(
-    spillway: &spillway::Spillway,
-    err: &BlockError,
-    configured: Option<&crate::config::BlockedResponse>,
-    grpc: bool,
-) -> Response<ProxyBody> {
-    if grpc {
-        return spillway_tower::grpc_resource_exhausted(err).map(ProxyBody::full);
-    }
-    let mut response = spillway_tower::too_many_requests(err, spillway);
-    if let Some(configured) = configured {
-        if let Ok(status) = StatusCode::from_u16(configured.status) {
-            *response.status_mut() = status;
-        }
-        if let Some(body) = &configured.body {
-            *response.body_mut() = Bytes::from(body.clone());
-        }
-        if let Some(content_type) = configured
-            .content_type
-            .as_deref()
-            .and_then(|value| http::HeaderValue::from_str(value).ok())
-        {
-            response
-                .headers_mut()
-                .insert(http::header::CONTENT_TYPE, content_type);
-        }
-    }
-    response.map(ProxyBody::full)
 }
 
 #[cfg(test)]

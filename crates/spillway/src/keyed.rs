@@ -13,6 +13,7 @@ mod limiter;
 mod rule;
 mod rule_set;
 mod sketch;
+mod slot;
 mod validate;
 
 #[cfg(all(test, spillway_loom))]

@@ -3,13 +3,15 @@
 mod error;
 #[cfg(all(test, spillway_loom))]
 mod loom_schedule;
+mod reservation;
 mod schedule;
 mod smooth;
 
 pub use error::RateLimiterError;
+pub use reservation::Reservation;
 
 use crate::clock::{AnyClock, Clock, Stopwatch, SystemClock};
-use schedule::{Schedule, Undo};
+use schedule::Schedule;
 use smooth::Curve;
 use std::fmt;
 use std::time::Duration;
@@ -433,36 +435,6 @@ impl RateLimiter {
     pub fn stored_permits(&self) -> f64 {
         let now = self.now_micros();
         self.schedule.snapshot().stored_at(now)
-    }
-}
-
-/// Permits reserved from a [`RateLimiter`] that may still be given back.
-///
-/// Dropping it keeps the reservation (as [`commit`](Self::commit) does); [`cancel`](Self::cancel)
-/// gives it back if nothing was reserved after it. The caller waits [`wait`](Self::wait) before
-/// using the permits.
-#[derive(Debug)]
-#[must_use = "a reservation is kept when dropped; call `cancel` to give it back"]
-pub struct Reservation<'a> {
-    limiter: &'a RateLimiter,
-    wait: Duration,
-    undo: Undo,
-}
-
-impl Reservation<'_> {
-    /// How long the caller must wait, from the reservation, before using the permits.
-    pub fn wait(&self) -> Duration {
-        self.wait
-    }
-
-    /// Keeps the reservation.
-    pub fn commit(self) {}
-
-    /// Gives the reservation back, if nothing changed the limiter after it (no reservation, no
-    /// rate change): the next caller then gets this one's moment. Returns whether it was given back; if
-    /// not, the permits stay reserved and unused (later callers' moments do not move).
-    pub fn cancel(self) -> bool {
-        self.limiter.schedule.undo(self.undo)
     }
 }
 

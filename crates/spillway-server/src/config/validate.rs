@@ -7,45 +7,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::ops::Range;
-use std::path::Path;
 use toml::Spanned;
-
-/// Reads and checks the file at `path`.
-///
-/// # Errors
-///
-/// A [`ConfigError`] naming the file, line and field of the first problem.
-pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    parse(&read(path)?, &path.display().to_string())
-}
-
-/// The text of the file at `path`, read whole if it is at most [`MAX_FILE_BYTES`] long.
-///
-/// # Errors
-///
-/// A [`ConfigError`] if it cannot be read, is longer, or is not UTF-8.
-pub fn read(path: &Path) -> Result<String, ConfigError> {
-    use std::io::Read as _;
-    let name = path.display().to_string();
-    let cannot_read = |err: std::io::Error| ConfigError::file(&name, format!("cannot read: {err}"));
-    let file = std::fs::File::open(path).map_err(cannot_read)?;
-    // Read at most one byte past the cap: a huge file (or `/dev/zero`) costs no more.
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot_read)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(ConfigError::file(
-            &name,
-            format!("is larger than {} MiB", MAX_FILE_BYTES >> 20),
-        ));
-    }
-    String::from_utf8(bytes).map_err(|_| ConfigError::file(&name, "is not UTF-8 text".to_owned()))
-}
-
-/// The largest configuration file read: far above any real one (a file of 10,000 rules is
-/// about 1 MiB), small enough that reading and parsing it stays quick.
-pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// Checks a configuration's text; `file` names it in errors.
 ///
@@ -79,15 +41,15 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
 /// time a good one takes (each rule kind is checked again after each rule at fault).
 pub const MAX_PROBLEMS: usize = 100;
 
-struct Check<'a> {
+pub(super) struct Check<'a> {
     text: &'a str,
     file: &'a str,
     lines: LineIndex,
-    problems: RefCell<Vec<ConfigError>>,
+    pub(super) problems: RefCell<Vec<ConfigError>>,
 }
 
 impl<'a> Check<'a> {
-    fn new(text: &'a str, file: &'a str) -> Self {
+    pub(super) fn new(text: &'a str, file: &'a str) -> Self {
         Self {
             text,
             file,
@@ -98,7 +60,13 @@ impl<'a> Check<'a> {
 
     /// Notes a problem in the item at `span`, pointing at `key` inside it when the key is
     /// written there.
-    fn problem(&self, span: Range<usize>, path: String, key: &str, message: impl Into<String>) {
+    pub(super) fn problem(
+        &self,
+        span: Range<usize>,
+        path: String,
+        key: &str,
+        message: impl Into<String>,
+    ) {
         let at = self.key_offset(&span, key).unwrap_or(span.start);
         let field = if key.is_empty() {
             path
@@ -480,60 +448,6 @@ impl<'a> Check<'a> {
             plain.remove(at);
         }
     }
-}
-
-/// Rules that name a resource no route (nor the default route) produces: they never apply.
-/// Each is a line of `file:line:column:`, the field (`flow[0].resource`) and why, for `check`
-/// to print as a warning and `serve` to log.
-pub fn warnings(config: &Config, text: &str, file: &str) -> Vec<String> {
-    let mut produced: HashSet<&str> = config
-        .routes
-        .iter()
-        .map(|route| route.get_ref().resource.as_str())
-        .collect();
-    produced.insert(
-        config
-            .default
-            .as_ref()
-            .map_or("unmatched", |default| default.get_ref().resource.as_str()),
-    );
-    let check = Check::new(text, file);
-    let note = |kind: &str, index: usize, span: Range<usize>, resource: &str| {
-        if !produced.contains(resource) {
-            check.problem(
-                span,
-                format!("{kind}[{index}]"),
-                "resource",
-                format!("no route produces `{resource}`, so this rule never applies"),
-            );
-        }
-    };
-    for (index, rule) in config.flow.iter().enumerate() {
-        note("flow", index, rule.span(), &rule.get_ref().resource);
-    }
-    for (index, rule) in config.breakers.iter().enumerate() {
-        note("breaker", index, rule.span(), &rule.get_ref().resource);
-    }
-    for (index, rule) in config.adaptive.iter().enumerate() {
-        if let Some(resource) = &rule.get_ref().resource {
-            note("adaptive", index, rule.span(), resource);
-        }
-    }
-    for (index, rule) in config.cluster_rules.iter().enumerate() {
-        note("cluster_rule", index, rule.span(), &rule.get_ref().resource);
-    }
-    for (index, rule) in config.keyed.iter().enumerate() {
-        note("keyed", index, rule.span(), &rule.get_ref().resource);
-    }
-    let mut lines: Vec<String> = ConfigError::all(check.problems.into_inner())
-        .map(|all| all.problems().iter().map(ToString::to_string).collect())
-        .unwrap_or_default();
-    if lines.len() > MAX_PROBLEMS {
-        let more = lines.len() - MAX_PROBLEMS;
-        lines.truncate(MAX_PROBLEMS);
-        lines.push(format!("{file}: and {more} more rules no route produces"));
-    }
-    lines
 }
 
 /// The admin token: the environment's `SPILLWAY_ADMIN_TOKEN`, else the file's.

@@ -2,6 +2,7 @@
 //! `/x/../api/x` and `/%61pi/x` would miss a route on `/api` (and its limits) while the upstream
 //! serves each as `/api/x`.
 
+use http::{Request, Uri};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -153,6 +154,35 @@ pub fn normalize_path(path: &str) -> Result<Cow<'_, str>, PathError> {
         normal.push('/');
     }
     Ok(Cow::Owned(normal))
+}
+
+/// What is wrong with an HTTP/1.1 request's `Host`: none at all, or more than one.
+pub(super) fn bad_host<B>(request: &Request<B>) -> Option<&'static str> {
+    if request.version() != http::Version::HTTP_11 {
+        return None;
+    }
+    let mut hosts = request.headers().get_all(http::header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (None, _) => Some("an HTTP/1.1 request needs a Host header\n"),
+        (Some(_), Some(_)) => Some("more than one Host header\n"),
+        (Some(_), None) => None,
+    }
+}
+
+/// Puts the request's path in normal form ([`normalize_path`]), keeping its query.
+pub(super) fn normalize_uri<B>(request: &mut Request<B>) -> Result<(), PathError> {
+    let uri = request.uri();
+    let std::borrow::Cow::Owned(path) = normalize_path(uri.path())? else {
+        return Ok(());
+    };
+    let path_and_query = match uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path,
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(path_and_query.parse().map_err(|_| PathError::NotAbsolute)?);
+    *request.uri_mut() = Uri::from_parts(parts).map_err(|_| PathError::NotAbsolute)?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 //! Memory per rule is fixed by `capacity` (see [`KeyedLimiter::heap_bytes`]).
 
 use super::sketch::{Cells, FlightSketch, WindowSketch};
+use super::slot::Slot;
 use super::{fingerprint, KeyedBehavior, KeyedRule};
 use crate::flow::{Decision, Grade};
 use crate::stats::StripedCounter;
@@ -35,59 +36,6 @@ pub const WAYS: usize = 4;
 /// capacity. Keys without a place share these cells; more columns would only matter for floods
 /// of distinct keys, where they make early refusals of the keys without a place rarer.
 pub const SKETCH_WIDTH: usize = 8_192;
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    /// The key's fingerprint; 0: a free place (a key hashing to 0 is stored as 1).
-    key: u64,
-    /// Reject: tokens left (Sentinel's token counter). Unused by throttle.
-    tokens: i64,
-    /// Reject: when tokens were last added; throttle: the last pass (ms).
-    last_ms: u64,
-    /// Permits passed in the slot's window, and in the window before it.
-    passed: u32,
-    passed_before: u32,
-    /// Calls since it took its place, halved for each window since (how busy the key is).
-    busy: u16,
-    /// The window of the key's last call (its low 16 bits).
-    window: u16,
-    /// One more than the window in which the key was last refused (low 16 bits; 0: never).
-    limited: u16,
-}
-
-impl Slot {
-    /// Counts a call in `window`, aging the counts by the windows since the last.
-    fn touch(&mut self, window: u16) {
-        let since = window.wrapping_sub(self.window);
-        self.busy = self.aged(window).saturating_add(1);
-        match since {
-            0 => {}
-            1 => self.passed_before = std::mem::take(&mut self.passed),
-            _ => (self.passed, self.passed_before) = (0, 0),
-        }
-        self.window = window;
-    }
-
-    /// How busy the key is, as of `window`.
-    fn aged(&self, window: u16) -> u16 {
-        let since = window.wrapping_sub(self.window);
-        self.busy.checked_shr(u32::from(since)).unwrap_or(0)
-    }
-
-    /// Whether the key was refused in `window` or the one before (then it keeps its place).
-    fn protected(&self, window: u16) -> bool {
-        self.limited != 0 && window.wrapping_sub(self.limited.wrapping_sub(1)) <= 1
-    }
-
-    /// Its passes in `window` and the one before.
-    fn recent_passes(&self, window: u16) -> u64 {
-        match window.wrapping_sub(self.window) {
-            0 => u64::from(self.passed) + u64::from(self.passed_before),
-            1 => u64::from(self.passed),
-            _ => 0,
-        }
-    }
-}
 
 /// How a check was decided, for the rule's counters and the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

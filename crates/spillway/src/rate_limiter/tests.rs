@@ -6,6 +6,7 @@ use super::*;
 use crate::ManualClock;
 
 mod rate_changes;
+mod reservations;
 
 struct Trace {
     clock: ManualClock,
@@ -413,39 +414,6 @@ fn configurable_burst_and_peeks() {
     ); // no change
 }
 
-#[test]
-fn reservations_are_ordered_under_contention() {
-    let limiter = RateLimiter::bursty_with_clock(1_000.0, ManualClock::new()).unwrap();
-    let waits = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..4 {
-            s.spawn(|| {
-                for _ in 0..100 {
-                    let wait = limiter.reserve(1).unwrap();
-                    waits.lock().unwrap().push(wait.as_micros());
-                }
-            });
-        }
-    });
-    let mut waits = waits.into_inner().unwrap();
-    waits.sort_unstable();
-    // 400 reservations at one instant: one free, then one every millisecond, none shared.
-    let expected: Vec<u128> = (0..400).map(|i| i * 1_000).collect();
-    assert_eq!(waits, expected);
-}
-
-/// A small deterministic generator (xorshift), so the test needs no extra crate.
-struct Xorshift(u64);
-
-impl Xorshift {
-    fn below(&mut self, bound: u32) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % u64::from(bound)) as u32
-    }
-}
-
 /// Guava's testTimeToWarmUpIsHonouredEvenWithWeights: going from cold to stable takes the
 /// warm-up period, however the permits are grouped.
 #[test]
@@ -484,30 +452,14 @@ fn time_to_warm_up_is_honoured_even_with_weights() {
     }
 }
 
-#[test]
-fn a_cancelled_reservation_is_given_back_only_if_last() {
-    let limiter = RateLimiter::bursty_with_clock(5.0, ManualClock::new()).unwrap();
-    assert_eq!(limiter.reserve(1).unwrap(), Duration::ZERO);
-    let first = limiter.reserve_cancellable(1).unwrap();
-    let second = limiter.reserve_cancellable(1).unwrap();
-    assert_eq!(second.wait(), Duration::from_millis(400));
-    assert!(!first.cancel()); // someone reserved after it
-    assert!(second.cancel());
-    // The schedule went back by one permit (next free at 400 ms, not 600 ms), and try_acquire
-    // sees it: the lock-free refusal must not refuse on the stale, later moment.
-    assert_eq!(
-        limiter.try_acquire(1, Duration::from_millis(400)).unwrap(),
-        Some(Duration::from_millis(400))
-    );
-}
+/// A small deterministic generator (xorshift), so the test needs no extra crate.
+struct Xorshift(u64);
 
-#[test]
-fn a_cancelled_reservation_returns_stored_permits() {
-    let clock = ManualClock::new();
-    let limiter = RateLimiter::bursty_with_clock(2.0, clock.clone()).unwrap();
-    clock.advance_millis(5_000);
-    let reservation = limiter.reserve_cancellable(2).unwrap();
-    assert_eq!(limiter.stored_permits(), 0.0);
-    assert!(reservation.cancel());
-    assert_eq!(limiter.stored_permits(), 2.0);
+impl Xorshift {
+    fn below(&mut self, bound: u32) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % u64::from(bound)) as u32
+    }
 }
