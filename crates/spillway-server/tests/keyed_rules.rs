@@ -3,21 +3,22 @@
 //! a refusal says; a reload that keeps each key's state; and the file's checks. On tokio's
 //! paused clock: no window rolls over in the middle of a test.
 
+mod support;
+
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use spillway_server::{config, Server};
+use spillway_server::config;
 use std::net::SocketAddr;
+use support::server::Harness;
 
 const ROUTES: &str = "[listener]\nlisten = \"127.0.0.1:0\"\ntrusted_proxies = [\"127.0.0.0/8\"]\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:9\"\n\n[[route]]\nresource = \"users\"\npath = \"/users/{id}/orders\"\nupstream = \"app\"\n\n[[route]]\nresource = \"search\"\npath = \"/search\"\nupstream = \"app\"\n";
 
-async fn start(rules: &str) -> (SocketAddr, Server) {
-    let config = config::parse(&format!("{ROUTES}\n{rules}"), "test.toml").unwrap();
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway).await.unwrap();
-    (server.local_addr().unwrap(), server)
+/// The proxy over [`ROUTES`] with `rules` (and its admin API, and its file).
+async fn start(rules: &str) -> Harness {
+    Harness::start(&format!("{ROUTES}\n{rules}")).await
 }
 
 /// The status and body of `GET path` with `headers`.
@@ -56,8 +57,7 @@ async fn each_client_each_user_and_each_id_has_its_own_limit() {
                  [[keyed]]\nid = \"per-user\"\nresource = \"search\"\nkey = \"header:x-user\"\ncount = 2\nexceptions = [{ key = \"batch\", count = 5 }]\n\n\
                  [[keyed]]\nid = \"per-id\"\nresource = \"users\"\nkey = \"path:id\"\ncount = 1\n\n\
                  [[keyed]]\nid = \"per-query\"\nresource = \"users\"\nkey = \"query:tenant\"\ncount = 2\n";
-    let (proxy, server) = start(rules).await;
-    tokio::spawn(server.run(std::future::pending()));
+    let proxy = start(rules).await.proxy;
     // The peer is a trusted proxy: each client named in X-Forwarded-For has its own 3.
     let client = |ip: &'static str| [("x-forwarded-for", ip)];
     assert_eq!(admitted(proxy, "/search", &client("1.1.1.1"), 5).await, 3);
@@ -104,8 +104,7 @@ async fn each_client_each_user_and_each_id_has_its_own_limit() {
 async fn a_request_without_its_key_passes_is_refused_or_shares_one_limit() {
     let rules = "[[keyed]]\nid = \"needs-user\"\nresource = \"search\"\nkey = \"header:x-user\"\non_missing = \"refuse\"\ncount = 5\n\n\
                  [[keyed]]\nid = \"tenants\"\nresource = \"users\"\nkey = \"query:tenant\"\non_missing = \"shared\"\ncount = 2\n";
-    let (proxy, server) = start(rules).await;
-    tokio::spawn(server.run(std::future::pending()));
+    let proxy = start(rules).await.proxy;
     let (status, body) = get(proxy, "/search", &[]).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(
@@ -124,29 +123,21 @@ async fn a_reload_of_the_file_keeps_each_key_s_state_and_applies_a_change() {
     let rule = |count: u32| {
         format!("[[keyed]]\nid = \"per-user\"\nresource = \"search\"\nkey = \"header:x-user\"\ncount = {count}\n")
     };
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("spillway.toml");
-    std::fs::write(&file, format!("{ROUTES}\n{}", rule(2))).unwrap();
-    let config = config::load(&file).unwrap();
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway).await.unwrap();
-    let proxy = server.local_addr().unwrap();
-    let reloader =
-        spillway_server::reload::Reloader::new(file.clone(), config, server.proxy().clone());
-    tokio::spawn(server.run(std::future::pending()));
+    let h = start(&rule(2)).await;
+    let (proxy, file, reloader) = (h.proxy, &h.file, &h.reloader);
     let alice = [("x-user", "alice")];
     assert_eq!(admitted(proxy, "/search", &alice, 1).await, 1);
     // The file again, with a comment more: alice still has one left, not two.
-    std::fs::write(&file, format!("# touched\n{ROUTES}\n{}", rule(2))).unwrap();
+    std::fs::write(file, format!("# touched\n{ROUTES}\n{}", rule(2))).unwrap();
     reloader.reload().unwrap();
     assert_eq!(admitted(proxy, "/search", &alice, 3).await, 1);
     // A changed rule starts again, at its new count.
-    std::fs::write(&file, format!("{ROUTES}\n{}", rule(4))).unwrap();
+    std::fs::write(file, format!("{ROUTES}\n{}", rule(4))).unwrap();
     reloader.reload().unwrap();
     assert_eq!(admitted(proxy, "/search", &alice, 5).await, 4);
     // A bad rule changes nothing.
     std::fs::write(
-        &file,
+        file,
         format!("{ROUTES}\n{}", rule(4).replace("header:x-user", "cookie:x")),
     )
     .unwrap();
@@ -183,8 +174,7 @@ async fn a_forged_forwarded_header_does_not_beat_a_per_ip_limit() {
     // The front proxy (loopback, trusted) appends the client to X-Forwarded-For and passes on
     // whatever `Forwarded` the client made up: a new address on every request.
     let rules = "[[keyed]]\nid = \"per-ip\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 5\n";
-    let (proxy, server) = start(rules).await;
-    tokio::spawn(server.run(std::future::pending()));
+    let proxy = start(rules).await.proxy;
     let mut passed = 0;
     for n in 0..20 {
         let forged = format!("for=10.0.{}.{}", n / 250, n % 250 + 1);
@@ -205,11 +195,7 @@ async fn a_forged_forwarded_header_does_not_beat_a_per_ip_limit() {
         "trusted_proxies = [\"127.0.0.0/8\"]",
         "trusted_proxies = [\"127.0.0.0/8\"]\nforwarded_header = \"forwarded\"",
     );
-    let config = config::parse(&format!("{text}\n{rules}"), "test.toml").unwrap();
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway).await.unwrap();
-    let proxy = server.local_addr().unwrap();
-    tokio::spawn(server.run(std::future::pending()));
+    let proxy = Harness::start(&format!("{text}\n{rules}")).await.proxy;
     let mut passed = 0;
     for n in 0..20 {
         let forged = format!("10.1.0.{}", n + 1);
@@ -228,9 +214,8 @@ async fn a_forged_forwarded_header_does_not_beat_a_per_ip_limit() {
 async fn each_keyed_rule_shows_in_the_metrics_and_the_status() {
     let rules =
         "[[keyed]]\nid = \"per-client\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 3\n";
-    let (proxy, server) = start(rules).await;
-    let handle = server.proxy().clone();
-    tokio::spawn(server.run(std::future::pending()));
+    let h = start(rules).await;
+    let (proxy, handle) = (h.proxy, h.handle.clone());
     let client = |ip: &'static str| [("x-forwarded-for", ip)];
     assert_eq!(admitted(proxy, "/search", &client("1.1.1.1"), 5).await, 3);
     assert_eq!(admitted(proxy, "/search", &client("2.2.2.2"), 5).await, 3);
@@ -255,11 +240,7 @@ async fn each_keyed_rule_shows_in_the_metrics_and_the_status() {
     assert!(metrics.contains(&sketch), "no `{sketch}` in:\n{metrics}");
 
     // The admin API's status lists it with the same figures.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let admin_addr = listener.local_addr().unwrap();
-    let admin = spillway_server::admin::Admin::new(handle, None, None);
-    tokio::spawn(admin.run(listener, std::future::pending()));
-    let (status, body) = get(admin_addr, "/api/status", &[]).await;
+    let (status, body) = support::server::get(h.admin, "/api/status").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let status: serde_json::Value = serde_json::from_str(&body).unwrap();
     let keyed = &status["keyed"][0];
