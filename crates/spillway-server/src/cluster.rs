@@ -100,8 +100,13 @@ impl ClusterLimits {
     #[cfg(test)]
     fn rules_for(&self, config: &Config) -> Vec<ClusterRule> {
         let section = config.cluster.as_ref().map(|c| c.get_ref().clone());
-        let rules = config.cluster_rules.iter().map(|r| r.get_ref().clone());
-        self.replace(section, rules.collect())
+        let rules: Vec<_> = config
+            .cluster_rules
+            .iter()
+            .map(|r| r.get_ref().clone())
+            .collect();
+        self.rebuild(&mut lock(&self.running), section.as_ref(), &rules)
+            .0
     }
 
     /// The `[cluster]` section and the rules in force, as given.
@@ -109,26 +114,53 @@ impl ClusterLimits {
         lock(&self.configured).clone()
     }
 
-    /// The core's cluster rules for `given` under `section` (checked), the leased ones; the
-    /// strict ones are kept for the proxy to await. A rule that stays the same, under the same
-    /// `[cluster]`, keeps its lease; others get a new one and a task to refill it (or keep a
-    /// strict check's connection); the tasks of rules gone stop. Call it inside the runtime.
+    /// Replaces the cluster rules with `given` (checked) under `section`, and loads the leased
+    /// ones into `spillway`, in one step under this limits' lock, so that two replacements (a
+    /// reload and an admin API write) never interleave. The strict ones are kept for the proxy
+    /// to await. A rule that stays the same, under the same `[cluster]`, keeps its lease;
+    /// others get a new one and a task to refill it (or keep a strict check's connection); the
+    /// tasks of rules gone stop. Call it inside the runtime.
+    ///
+    /// # Errors
+    ///
+    /// Rules given without a `[cluster]` section (nothing changes), or a rule the core refuses
+    /// (checked rules are not).
     pub(crate) fn replace(
         &self,
+        spillway: &spillway::Spillway,
         section: Option<ClusterConfig>,
         given: Vec<ClusterRuleConfig>,
-    ) -> Vec<ClusterRule> {
+    ) -> Result<(), String> {
         let mut running = lock(&self.running);
-        *lock(&self.configured) = (section.clone(), given.clone());
-        let Some(section) = section.as_ref() else {
+        if section.is_none() && !given.is_empty() {
+            return Err(
+                "cluster rules need a [cluster] section with the `redis` they share".to_owned(),
+            );
+        }
+        let (rules, started) = self.rebuild(&mut running, section.as_ref(), &given);
+        *lock(&self.configured) = (section, started);
+        spillway
+            .load_cluster_rules(rules)
+            .map_err(|err| err.to_string())
+    }
+
+    /// The running rules made `given` under `section`: the core's leased rules, and the rules
+    /// running (a rule that cannot start is left out: a checked one always starts).
+    fn rebuild(
+        &self,
+        running: &mut Vec<Running>,
+        section: Option<&ClusterConfig>,
+        given: &[ClusterRuleConfig],
+    ) -> (Vec<ClusterRule>, Vec<ClusterRuleConfig>) {
+        let Some(section) = section else {
             running.clear();
             self.strict.store(Arc::default());
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let mut next = Vec::new();
         let mut rules = Vec::new();
         let mut strict: HashMap<String, Vec<StrictRule>> = HashMap::new();
-        for rule in &given {
+        for rule in given {
             let built_from = (rule.clone(), section.clone());
             let kept = running
                 .iter()
@@ -150,6 +182,10 @@ impl ClusterLimits {
             }
             next.push(entry);
         }
+        let started = next
+            .iter()
+            .map(|entry| entry.built_from.0.clone())
+            .collect();
         // What is left in `running` is gone from the file: dropped, its task stopped.
         *running = next;
         let strict = strict
@@ -157,7 +193,7 @@ impl ClusterLimits {
             .map(|(resource, checks)| (resource, Arc::from(checks)))
             .collect();
         self.strict.store(Arc::new(strict));
-        rules
+        (rules, started)
     }
 
     /// Waits until every rule has had its first answer from Redis (or found it failing), at

@@ -1,8 +1,8 @@
 //! Every kind of rule as the server's surfaces meet it, in one list ([`KINDS`]): its tables in
 //! the file, its rules through `GET` and `PUT /api/rules` (checked whole before any is
-//! applied), written back to the file, its state in `/api/status`, and its count in
-//! `spillway_rules`. Each kind is one module under `kinds/`; the admin API, persistence and
-//! the status loop over the list.
+//! applied), written back to the file, loaded from it, and its state in `/api/status`. Each
+//! kind is one module under `kinds/`; the file's loading, the admin API, persistence and the
+//! status loop over the list (the metrics do not yet: `metrics/live.rs` calls each kind's).
 
 mod adaptive;
 mod breaker;
@@ -23,8 +23,9 @@ pub(crate) trait RuleKind: Sync {
     /// and in the audit.
     fn name(&self) -> &'static str;
 
-    /// Its label in `spillway_rules{kind}` and its key in `/api/status` (the name, unless the
-    /// kind's file tables are named otherwise).
+    /// Its short name: the kind as `spillway_rules{kind}` labels it (`metrics/live.rs` lists
+    /// the same names), and its key in `/api/status` (the name, unless the kind's file tables
+    /// are named otherwise).
     fn label(&self) -> &'static str {
         self.name()
     }

@@ -96,6 +96,11 @@ async fn cluster_rules_are_read_replaced_and_persisted_through_the_api() {
     let (_, rules) = get(h.admin, "/api/rules").await;
     assert_eq!(json(&rules)["cluster_rule"][1]["id"], "places");
 
+    // A kind given as null stays as it is.
+    let (status, response) = put_rules(&h, Some(TOKEN), r#"{"cluster_rule": null}"#).await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert_eq!(json(&response)["cluster_rule"][1]["id"], "places");
+
     // None at all: every lease's task stops, and the metrics count none.
     let (status, response) = put_rules(&h, Some(TOKEN), r#"{"cluster_rule": []}"#).await;
     assert_eq!(status, StatusCode::OK, "{response}");

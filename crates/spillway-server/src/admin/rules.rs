@@ -195,7 +195,8 @@ fn parse_rules_body(body: &[u8]) -> Result<RulesBody, BodyError> {
     }
     let mut changes = Vec::new();
     for kind in KINDS {
-        let Some(rules) = given.remove(kind.name()) else {
+        // A kind left out, or given as null, stays as it is.
+        let Some(rules) = given.remove(kind.name()).filter(|rules| !rules.is_null()) else {
             continue;
         };
         match kind.parse(rules) {

@@ -113,10 +113,17 @@ impl Change for ClusterChange {
             Some(section) => section,
             None => limits.configured().0,
         };
-        let rules = limits.replace(section, self.rules);
-        proxy
-            .spillway()
-            .load_cluster_rules(rules)
-            .map_err(Fault::from)
+        let first = self
+            .rules
+            .first()
+            .map_or(String::new(), |rule| rule.id.clone());
+        limits
+            .replace(proxy.spillway(), section, self.rules)
+            .map_err(|problem| Fault {
+                index: 0,
+                id: first,
+                field: String::new(),
+                problem,
+            })
     }
 }
