@@ -13,11 +13,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use redis_server::RedisServer;
 use spillway_server::config::parse;
-use spillway_server::Server;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, Notify};
+use support::server::{get, Harness};
+use tokio::sync::{mpsc, Notify};
 
 /// Longest any one wait may take before the test fails (never reached when it passes).
 const STEP: Duration = Duration::from_secs(30);
@@ -52,7 +52,7 @@ struct Proxy {
     addr: SocketAddr,
     handle: spillway_server::Proxy,
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
-    _stop: oneshot::Sender<()>,
+    server: Harness,
 }
 
 /// A proxy for `/api` on `upstream`, with `cluster` (the `[cluster]` section and the rules).
@@ -60,20 +60,12 @@ async fn proxy(upstream: SocketAddr, cluster: &str) -> Proxy {
     let text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n[[route]]\nresource = \"api\"\npath = \"/api\"\nupstream = \"app\"\n\n{cluster}"
     );
-    let config = parse(&text, "test.toml").unwrap();
-    let server = Server::bind(&config, spillway::Spillway::new())
-        .await
-        .unwrap();
-    let (addr, handle) = (server.local_addr().unwrap(), server.proxy().clone());
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
+    let server = Harness::start(&text).await;
     Proxy {
-        addr,
-        handle,
+        addr: server.proxy,
+        handle: server.handle.clone(),
         client: Client::builder(TokioExecutor::new()).build_http(),
-        _stop: stop,
+        server,
     }
 }
 
@@ -89,20 +81,13 @@ impl Proxy {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
-    /// `GET /api/status` from an admin API serving this proxy.
+    /// `GET /api/status` from the proxy's admin API.
     async fn admin_status(&self) -> serde_json::Value {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let admin = spillway_server::admin::Admin::new(self.handle.clone(), None, None);
-        tokio::spawn(admin.run(listener, std::future::pending()));
-        let uri = format!("http://{addr}/api/status").parse().unwrap();
-        let response = tokio::time::timeout(STEP, self.client.get(uri))
+        let (status, body) = tokio::time::timeout(STEP, get(self.server.admin, "/api/status"))
             .await
-            .expect("the admin API answers")
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        serde_json::from_slice(&body).unwrap()
+            .expect("the admin API answers");
+        assert_eq!(status, StatusCode::OK, "{body}");
+        serde_json::from_str(&body).unwrap()
     }
 
     /// A request with `x-hold`, which the gated upstream holds until its gate opens.

@@ -3,34 +3,28 @@
 //! neither without the token. On tokio's paused clock: the feed's seconds pass when the test
 //! waits.
 
+mod support;
+
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
-use spillway_server::admin::{self, Admin};
-use spillway_server::{config, Server};
 use std::net::SocketAddr;
 use std::time::Duration;
+use support::server::{Harness, TOKEN};
 
-const TOKEN: &str = "s3cret";
 /// Longest any one wait may take before the test fails (never reached when it passes).
 const STEP: Duration = Duration::from_secs(30);
 
-async fn start() -> (SocketAddr, SocketAddr) {
+/// The proxy (a QPS limit of 1 on `/orders`) and its admin API with a minute of history.
+async fn start() -> Harness {
     let text = "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:9\"\n\n[[route]]\nresource = \"orders\"\npath = \"/orders\"\nupstream = \"app\"\n\n[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 1\n";
-    let config = config::parse(text, "test.toml").unwrap();
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway).await.unwrap();
-    let proxy = server.local_addr().unwrap();
-    let listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let admin = listener.local_addr().unwrap();
-    let api = Admin::new(server.proxy().clone(), None, Some(TOKEN.into()))
-        .with_history(Duration::from_secs(60), 10);
-    tokio::spawn(api.run(listener, std::future::pending()));
-    tokio::spawn(server.run(std::future::pending()));
-    (proxy, admin)
+    Harness::start_with(text, |admin| {
+        admin.with_history(Duration::from_secs(60), 10)
+    })
+    .await
 }
 
 fn request(addr: SocketAddr, path: &str, token: Option<&str>) -> Request<Empty<Bytes>> {
@@ -43,7 +37,8 @@ fn request(addr: SocketAddr, path: &str, token: Option<&str>) -> Request<Empty<B
 
 #[tokio::test(start_paused = true)]
 async fn the_stream_and_the_history_show_each_second() {
-    let (proxy, admin) = start().await;
+    let h = start().await;
+    let (proxy, admin) = (h.proxy, h.admin);
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let stream = client
         .request(request(admin, "/api/stream", Some(TOKEN)))
@@ -136,7 +131,8 @@ async fn the_stream_and_the_history_show_each_second() {
 
 #[tokio::test(start_paused = true)]
 async fn neither_without_the_token() {
-    let (_, admin) = start().await;
+    let h = start().await;
+    let admin = h.admin;
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     for path in ["/api/stream", "/api/history"] {
         let response = client.request(request(admin, path, None)).await.unwrap();

@@ -33,6 +33,12 @@ impl Harness {
     /// port of its own. Its spillway is on tokio's clock: in a paused test, no window rolls
     /// over in the middle of it.
     pub(crate) async fn start(text: &str) -> Harness {
+        Self::start_with(text, |admin| admin).await
+    }
+
+    /// As [`start`](Self::start), with the admin API as `admin` makes it (a history, say).
+    pub(crate) async fn start_with(text: &str, admin: impl FnOnce(Admin) -> Admin) -> Harness {
+        let adjust = admin;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("spillway.toml");
         std::fs::write(&file, text).unwrap();
@@ -44,7 +50,11 @@ impl Harness {
         let reloader = Reloader::new(file.clone(), config, handle.clone());
         let admin_listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let admin = admin_listener.local_addr().unwrap();
-        let api = Admin::new(handle.clone(), Some(reloader.clone()), Some(TOKEN.into()));
+        let api = adjust(Admin::new(
+            handle.clone(),
+            Some(reloader.clone()),
+            Some(TOKEN.into()),
+        ));
         tokio::spawn(api.run(admin_listener, std::future::pending()));
         tokio::spawn(server.run(std::future::pending()));
         Harness {
