@@ -3,6 +3,8 @@
 //! and idle ones closed after the idle timeout. Waits are on events, with a timeout; time is
 //! tokio's, paused.
 
+mod support;
+
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
@@ -10,15 +12,13 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use spillway_server::config::parse;
-use spillway_server::Server;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use support::server::Harness;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::oneshot;
 
 /// Longest any one wait may take before the test fails (never reached when it passes).
 const STEP: Duration = Duration::from_secs(600);
@@ -140,7 +140,7 @@ async fn closing_upstream() -> (SocketAddr, Arc<Seen>) {
 struct Proxy {
     addr: SocketAddr,
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
-    _stop: oneshot::Sender<()>,
+    _server: Harness,
 }
 
 /// The proxy, sending every request to `upstream` over `protocol`.
@@ -148,18 +148,11 @@ async fn proxy(upstream: SocketAddr, protocol: &str) -> Proxy {
     let text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\nprotocol = \"{protocol}\"\n\n[default]\nupstream = \"app\"\n"
     );
-    let config = parse(&text, "test.toml").unwrap();
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway).await.unwrap();
-    let addr = server.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
+    let server = Harness::start(&text).await;
     Proxy {
-        addr,
+        addr: server.proxy,
         client: Client::builder(TokioExecutor::new()).build_http(),
-        _stop: stop,
+        _server: server,
     }
 }
 
