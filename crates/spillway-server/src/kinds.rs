@@ -7,6 +7,7 @@
 mod adaptive;
 mod breaker;
 mod cluster;
+mod core_kind;
 mod flow;
 mod keyed;
 mod system;
@@ -108,10 +109,10 @@ pub(crate) fn apply_configured(proxy: &Proxy, config: &Config) -> Result<(), Str
 
 /// Every kind, in the order the admin API applies them and the status lists them.
 pub(crate) const KINDS: &[&dyn RuleKind] = &[
-    &flow::Flow,
-    &system::System,
-    &breaker::Breaker,
-    &adaptive::Adaptive,
+    &flow::FLOW,
+    &system::SYSTEM,
+    &breaker::BREAKER,
+    &adaptive::ADAPTIVE,
     &cluster::Cluster,
     &keyed::Keyed,
 ];

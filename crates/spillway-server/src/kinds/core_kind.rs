@@ -1,0 +1,68 @@
+//! A kind whose rules go straight into the core: the file's tables are the core's rule type,
+//! checked by the core's validator and loaded by the core's loader. Flow, system, breaker and
+//! adaptive rules are each one of these, with their functions.
+
+use super::{core_fault, given, rules_of, Change, CoreRules, Problem, RuleKind};
+use crate::config::Config;
+use crate::proxy::Proxy;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use spillway::{RuleError, Spillway};
+use toml::Spanned;
+
+/// A kind of the core's rules, `T`, described by its functions.
+pub(super) struct CoreKind<T: 'static> {
+    /// Its tables in the file and its key in the admin API.
+    pub(super) name: &'static str,
+    /// Its key in `/api/status`, if not its name.
+    pub(super) states_key: Option<&'static str>,
+    /// Its tables in a configuration.
+    pub(super) tables: fn(&Config) -> &[Spanned<T>],
+    /// The rules in force.
+    pub(super) read: fn(&Spillway) -> Vec<T>,
+    /// Each rule with its state now, for `/api/status`, if the kind has one to show.
+    pub(super) states: Option<fn(&Spillway) -> Vec<Value>>,
+    /// The core's checks.
+    pub(super) validate: fn(&[T]) -> Result<(), RuleError>,
+    /// The core's load (a rule that stays the same keeps its state).
+    pub(super) load: fn(&Spillway, Vec<T>) -> Result<(), RuleError>,
+}
+
+impl<T> RuleKind for CoreKind<T>
+where
+    T: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
+{
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn states_key(&self) -> &'static str {
+        self.states_key.unwrap_or(self.name)
+    }
+
+    fn read(&self, proxy: &Proxy) -> Value {
+        json!((self.read)(proxy.spillway()))
+    }
+
+    fn states(&self, proxy: &Proxy) -> Option<Value> {
+        self.states
+            .map(|states| Value::from(states(proxy.spillway())))
+    }
+
+    fn configured(&self, config: &Config) -> Box<dyn Change> {
+        Box::new(CoreRules {
+            rules: given((self.tables)(config)),
+            load: self.load,
+        })
+    }
+
+    fn parse(&self, rules: Value) -> Result<Box<dyn Change>, Problem> {
+        let rules: Vec<T> = rules_of(rules)?;
+        (self.validate)(&rules).map_err(core_fault)?;
+        Ok(Box::new(CoreRules {
+            rules,
+            load: self.load,
+        }))
+    }
+}
