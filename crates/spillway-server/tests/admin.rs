@@ -96,6 +96,11 @@ async fn writes_need_the_token_and_bad_bodies_change_nothing() {
 
     let (status, body) = put_rules(&h, Some(TOKEN), r#"{"flw": []}"#).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("unknown rule kind `flw`"), "{body}");
+    // A kind given twice is refused, not read as its last.
+    let (status, body) = put_rules(&h, Some(TOKEN), r#"{"flow": [], "flow": []}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("`flow` given twice"), "{body}");
 
     let bad = r#"{"flow": [{"id": "x", "resource": "orders", "count": -1}],
                  "breaker": []}"#;
@@ -136,15 +141,15 @@ async fn writes_need_the_token_and_bad_bodies_change_nothing() {
             )
         })
         .collect();
-    assert_eq!(outcomes.len(), 7, "{outcomes:?}");
+    assert_eq!(outcomes.len(), 8, "{outcomes:?}");
     assert_eq!(
         outcomes[0],
         ("applied", "flow: changed orders-qps (count 1.0 -> 100.0)")
     );
     assert_eq!(outcomes[2].0, "invalid");
     assert!(outcomes[2].1.contains("`count`"), "{outcomes:?}");
-    assert_eq!(outcomes[5], ("refused", "no valid admin token"));
     assert_eq!(outcomes[6], ("refused", "no valid admin token"));
+    assert_eq!(outcomes[7], ("refused", "no valid admin token"));
     assert!(audit.iter().all(|w| w["action"] == "PUT /api/rules"
         && w["peer"].as_str().unwrap().starts_with("127.0.0.1:")));
 }

@@ -184,7 +184,7 @@ impl BodyError {
 
 /// The body's rule kinds, every one read and checked on its own fields.
 fn parse_rules_body(body: &[u8]) -> Result<RulesBody, BodyError> {
-    let mut given: serde_json::Map<String, Value> =
+    let Given(mut given) =
         serde_json::from_slice(body).map_err(|err| BodyError::malformed(err.to_string()))?;
     if let Some(unknown) = given.keys().find(|name| kinds::named(name).is_none()) {
         let known: Vec<&str> = KINDS.iter().map(|kind| kind.name()).collect();
@@ -208,4 +208,36 @@ fn parse_rules_body(body: &[u8]) -> Result<RulesBody, BodyError> {
         }
     }
     Ok(changes)
+}
+
+/// A body's kinds by name, a name given twice refused (a JSON object read into a map would
+/// keep the last silently).
+struct Given(serde_json::Map<String, Value>);
+
+impl<'de> serde::Deserialize<'de> for Given {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Kinds;
+        impl<'de> serde::de::Visitor<'de> for Kinds {
+            type Value = Given;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of rule kinds")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Given, A::Error> {
+                let mut kinds = serde_json::Map::new();
+                while let Some((name, rules)) = map.next_entry::<String, Value>()? {
+                    if kinds.contains_key(&name) {
+                        return Err(serde::de::Error::custom(format!("`{name}` given twice")));
+                    }
+                    kinds.insert(name, rules);
+                }
+                Ok(Given(kinds))
+            }
+        }
+        deserializer.deserialize_map(Kinds)
+    }
 }
