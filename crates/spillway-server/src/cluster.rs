@@ -43,8 +43,8 @@ fn target(section: &ClusterConfig) -> Option<Target> {
 #[derive(Debug)]
 pub struct ClusterLimits {
     running: Mutex<Vec<Running>>,
-    /// The `[cluster]` section and the rules as last given (by the file or the admin API).
-    configured: Mutex<(Option<ClusterConfig>, Vec<ClusterRuleConfig>)>,
+    /// The `[cluster]` section in force (by the file; the rules running say theirs).
+    section: Mutex<Option<ClusterConfig>>,
     /// The strict rules by resource, for the proxy to await before a request's entry.
     strict: ArcSwap<HashMap<String, Arc<[StrictRule]>>>,
 }
@@ -53,7 +53,7 @@ impl Default for ClusterLimits {
     fn default() -> Self {
         Self {
             running: Mutex::default(),
-            configured: Mutex::default(),
+            section: Mutex::default(),
             strict: ArcSwap::from_pointee(HashMap::new()),
         }
     }
@@ -106,12 +106,13 @@ impl ClusterLimits {
             .map(|r| r.get_ref().clone())
             .collect();
         self.rebuild(&mut lock(&self.running), section.as_ref(), &rules)
-            .0
     }
 
     /// The `[cluster]` section and the rules in force, as given.
     pub(crate) fn configured(&self) -> (Option<ClusterConfig>, Vec<ClusterRuleConfig>) {
-        lock(&self.configured).clone()
+        let running = lock(&self.running);
+        let rules = running.iter().map(|rule| rule.built_from.0.clone());
+        (lock(&self.section).clone(), rules.collect())
     }
 
     /// Replaces the cluster rules with `given` (checked) under `section`, and loads the leased
@@ -137,25 +138,25 @@ impl ClusterLimits {
                 "cluster rules need a [cluster] section with the `redis` they share".to_owned(),
             );
         }
-        let (rules, started) = self.rebuild(&mut running, section.as_ref(), &given);
-        *lock(&self.configured) = (section, started);
+        let rules = self.rebuild(&mut running, section.as_ref(), &given);
+        *lock(&self.section) = section;
         spillway
             .load_cluster_rules(rules)
             .map_err(|err| err.to_string())
     }
 
-    /// The running rules made `given` under `section`: the core's leased rules, and the rules
-    /// running (a rule that cannot start is left out: a checked one always starts).
+    /// The running rules made `given` under `section` (a rule that cannot start is left out: a
+    /// checked one always starts): the core's leased rules.
     fn rebuild(
         &self,
         running: &mut Vec<Running>,
         section: Option<&ClusterConfig>,
         given: &[ClusterRuleConfig],
-    ) -> (Vec<ClusterRule>, Vec<ClusterRuleConfig>) {
+    ) -> Vec<ClusterRule> {
         let Some(section) = section else {
             running.clear();
             self.strict.store(Arc::default());
-            return (Vec::new(), Vec::new());
+            return Vec::new();
         };
         let mut next = Vec::new();
         let mut rules = Vec::new();
@@ -182,10 +183,6 @@ impl ClusterLimits {
             }
             next.push(entry);
         }
-        let started = next
-            .iter()
-            .map(|entry| entry.built_from.0.clone())
-            .collect();
         // What is left in `running` is gone from the file: dropped, its task stopped.
         *running = next;
         let strict = strict
@@ -193,7 +190,7 @@ impl ClusterLimits {
             .map(|(resource, checks)| (resource, Arc::from(checks)))
             .collect();
         self.strict.store(Arc::new(strict));
-        (rules, started)
+        rules
     }
 
     /// Waits until every rule has had its first answer from Redis (or found it failing), at
