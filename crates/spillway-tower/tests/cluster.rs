@@ -116,6 +116,10 @@ async fn two_services_share_cluster_rules_through_the_layer() {
     let mut a = process(&redis, &clock, "a", gate.clone(), arrived.clone()).await;
     let mut b = process(&redis, &clock, "b", gate.clone(), arrived).await;
 
+    // Each holds its first lease before its first request (the test is each process's driver:
+    // a request that found no lease would wait for one that never comes).
+    a.refill().await;
+    b.refill().await;
     // 10 a second for both: in one bucket of the window, the two admit 10 between them.
     let mut passed = 0;
     for _ in 0..20 {

@@ -2,14 +2,23 @@
 //! the layer is configured, and whether its resource's cluster rules can decide it at once.
 
 use super::config::{Config, Selector};
+use super::missing::{MissingKey, OnMissingKey, SHARED_MISSING};
 use spillway::{BlockError, OwnedAdmission};
 
-/// Enters the request's resource: ready, queued, or blocked. `parts` is the request's head
+/// Why a request was not admitted.
+pub(super) enum Refused {
+    /// A check refused it.
+    Blocked(BlockError),
+    /// It lacks a key whose rules refuse requests without one.
+    Missing(MissingKey),
+}
+
+/// Enters the request's resource: ready, queued, or refused. `parts` is the request's head
 /// when the configuration reads it.
 pub(super) fn admit(
     config: &Config,
     parts: Option<&http::request::Parts>,
-) -> Result<OwnedAdmission, BlockError> {
+) -> Result<OwnedAdmission, Refused> {
     let origin = match (&config.origin, parts) {
         (Some(origin), Some(parts)) => origin(parts),
         _ => None,
@@ -17,16 +26,25 @@ pub(super) fn admit(
     let enter = |builder: spillway::EntryBuilder<'_>| {
         let mut builder = builder.traffic(config.traffic);
         if let Some(parts) = parts {
-            for (position, key) in &config.keys {
-                if let Some(key) = key(parts) {
-                    builder = builder.key_at(*position, key.as_str());
-                }
+            for key in &config.keys {
+                builder = match ((key.read)(parts), key.missing) {
+                    (Some(value), _) => builder.key_at(key.position, value.as_str()),
+                    (None, OnMissingKey::Pass) => builder,
+                    (None, OnMissingKey::Shared) => builder.key_at(key.position, SHARED_MISSING),
+                    (None, OnMissingKey::Refuse) => {
+                        return Err(Refused::Missing(MissingKey {
+                            position: key.position,
+                            source: key.source.clone(),
+                        }))
+                    }
+                };
             }
         }
-        match &origin {
+        let admission = match &origin {
             Some(origin) => builder.origin(origin).try_enter_owned(),
             None => builder.try_enter_owned(),
-        }
+        };
+        admission.map_err(Refused::Blocked)
     };
     match (&config.resource, parts) {
         (Selector::Fixed(resource), _) => enter(resource.entry()),

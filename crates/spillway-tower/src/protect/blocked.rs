@@ -15,6 +15,37 @@ use spillway::flow::Grade;
 use spillway::{BlockError, BlockKind};
 use std::time::Duration;
 
+/// Marks the response of a request the layer refused (whatever
+/// [`on_blocked`](super::SpillwayLayer::on_blocked) made of it) with the refusal, for the layers
+/// outside: a metrics or access-log layer reads why, and which rule, from it.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::flow::FlowRule;
+/// use spillway::BlockKind;
+/// use spillway_tower::protect::Blocked;
+/// use spillway_tower::{SpillwayLayer, TokioClock};
+/// use tower::{service_fn, Layer, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let spillway = spillway::Spillway::new_with_clock(TokioClock::new());
+/// spillway.load_flow_rules(vec![FlowRule::qps("closed", "api", 0.0)])?;
+/// let service = SpillwayLayer::new(spillway).fixed_resource("api").layer(service_fn(
+///     |_request: http::Request<String>| async {
+///         Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+///     },
+/// ));
+/// let response = service.oneshot(http::Request::new(String::new())).await?;
+/// let Blocked(err) = response.extensions().get::<Blocked>().unwrap();
+/// assert_eq!((err.kind(), err.rule_id()), (BlockKind::Flow, Some("closed")));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Blocked(pub BlockError);
+
 /// The layer's default: [`grpc_resource_exhausted`] for a gRPC request, else
 /// [`too_many_requests`].
 pub(super) fn default_blocked(

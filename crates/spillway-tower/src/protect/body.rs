@@ -33,13 +33,20 @@ pin_project! {
 }
 
 impl<B> ResponseBody<B> {
-    pub(super) fn inner(body: B, entry: OwnedEntry, grpc: bool) -> Self {
+    pub(super) fn inner(body: B, entry: Option<OwnedEntry>, grpc: bool) -> Self {
         Self {
-            kind: Kind::Inner {
-                body,
-                entry: Some(entry),
-                grpc,
-            },
+            kind: Kind::Inner { body, entry, grpc },
+        }
+    }
+
+    /// Counts the call as failed, if its entry has not ended yet: for what happens after the
+    /// response (a tunnel after an upgrade that fails, say).
+    pub fn mark_error(&mut self) {
+        if let Kind::Inner {
+            entry: Some(entry), ..
+        } = &mut self.kind
+        {
+            entry.mark_error();
         }
     }
 

@@ -1,6 +1,7 @@
 //! What a layer decides per request: the resource, the origin, the traffic type, how a response
 //! is classified, and what a blocked request gets.
 
+use super::missing::OnMissingKey;
 use bytes::Bytes;
 use http::{request, HeaderMap, Response, StatusCode};
 use spillway::{BlockError, Resource, TrafficType};
@@ -13,6 +14,17 @@ pub(super) type ResourceFn = dyn Fn(&request::Parts) -> String + Send + Sync;
 pub(super) type OriginFn = dyn Fn(&request::Parts) -> Option<String> + Send + Sync;
 /// Reads a request's key for per-key rules, if it has one.
 pub(super) type KeyFn = dyn Fn(&request::Parts) -> Option<String> + Send + Sync;
+
+/// One key of the per-key rules: where it goes, how it is read, what it is called, and what a
+/// request without it gets.
+#[derive(Clone)]
+pub(super) struct KeyReader {
+    pub(super) position: usize,
+    pub(super) read: Arc<KeyFn>,
+    /// Where the key is read from (`header:x-user`), for the refusal of a request without it.
+    pub(super) source: Arc<str>,
+    pub(super) missing: OnMissingKey,
+}
 /// Says whether a response (its status and headers) counts as an error.
 pub(super) type ClassifyFn = dyn Fn(StatusCode, &HeaderMap) -> bool + Send + Sync;
 /// Builds the response of a blocked request.
@@ -56,12 +68,14 @@ pub(super) struct Config {
     pub(super) spillway: spillway::Spillway,
     pub(super) resource: Selector,
     pub(super) origin: Option<Arc<OriginFn>>,
-    /// The keys of per-key rules, each with its position.
-    pub(super) keys: Vec<(usize, Arc<KeyFn>)>,
+    /// The keys of per-key rules.
+    pub(super) keys: Vec<KeyReader>,
     pub(super) traffic: TrafficType,
     /// `None`: [`default_is_error`].
     pub(super) classify: Option<Arc<ClassifyFn>>,
     pub(super) blocked: Arc<BlockedFn>,
+    /// Shadow mode: a refused request goes on without an entry, marked with its refusal.
+    pub(super) shadow: bool,
 }
 
 impl fmt::Debug for Config {
@@ -74,6 +88,7 @@ impl fmt::Debug for Config {
         f.debug_struct("Config")
             .field("resource", &resource)
             .field("traffic", &self.traffic)
+            .field("shadow", &self.shadow)
             .finish_non_exhaustive()
     }
 }

@@ -1,6 +1,9 @@
+use super::admit::admit;
 use super::body::ResponseBody;
 use super::config::{ClassifyFn, Config};
-use super::shadow::ShadowRefusal;
+use super::decide::{decide, Next};
+use super::shadow::{ShadowBlock, ShadowRefusal};
+use super::verdict::Verdict;
 use crate::grpc::{is_error as default_is_error, is_grpc};
 use http::Response;
 use pin_project_lite::pin_project;
@@ -15,8 +18,9 @@ use tower::Service;
 pin_project! {
     /// The response future of [`Spillway`](super::Spillway): waits out a pacing rule on a
     /// tokio timer if the request was queued, or for a place in a full adaptive limit's queue
-    /// (refused with the blocked response after the queue's timeout), then runs the inner
-    /// service's future; or is the ready response of a blocked request.
+    /// (refused with the blocked response after the queue's timeout), or for a cluster lease's
+    /// refill, then runs the inner service's future; or is the ready response of a refused
+    /// request.
     ///
     /// Dropped while it waits, it gives the queue slot back and leaves the adaptive queue;
     /// dropped while the service runs, the entry completes.
@@ -43,8 +47,10 @@ pin_project! {
             future: F,
             entry: Option<OwnedEntry>,
             classify: Option<Arc<ClassifyFn>>,
+            // Shadow mode's refusal of a request let through (boxed: rare).
+            shadowed: Option<Box<BlockError>>,
         },
-        Blocked {
+        Answered {
             // Boxed, likewise: a response head is larger than the calling state.
             response: Option<Box<Response<bytes::Bytes>>>,
         },
@@ -60,6 +66,8 @@ struct Readying<S, R> {
     ready: Pin<Box<dyn Future<Output = ()> + Send>>,
     call: Option<(S, R)>,
     config: Arc<Config>,
+    /// Whether a refusal for want of a lease after this wait may wait once more.
+    may_wait: bool,
 }
 
 /// A queued call: the wait, the call to make after it, and what answers a refusal.
@@ -69,63 +77,86 @@ struct Waiting<S, R> {
     config: Arc<Config>,
 }
 
-impl<F, S, R> ResponseFuture<F, S, R> {
-    pub(super) fn calling(future: F, entry: OwnedEntry, classify: Option<Arc<ClassifyFn>>) -> Self {
-        Self {
-            state: State::Calling {
-                future,
-                entry: Some(entry),
-                classify,
-            },
-        }
-    }
+/// `service`, leaving a clone in its place (a service that waits with its request is the
+/// one that was ready).
+fn take<S: Clone>(service: &mut S) -> S {
+    let fresh = service.clone();
+    std::mem::replace(service, fresh)
+}
 
-    pub(super) fn waiting(
-        admission: OwnedAdmission,
-        service: S,
-        request: R,
-        config: Arc<Config>,
+impl<F, S, ReqB> ResponseFuture<F, S, http::Request<ReqB>>
+where
+    S: Service<http::Request<ReqB>, Future = F> + Clone,
+{
+    /// The future that carries out `next` with `service`.
+    pub(super) fn start(
+        next: Next<http::Request<ReqB>>,
+        service: &mut S,
+        config: &Arc<Config>,
     ) -> Self {
-        Self {
-            state: State::Waiting {
+        let state = match next {
+            Next::Call {
+                request,
+                entry,
+                shadowed,
+            } => State::Calling {
+                future: service.call(request),
+                entry,
+                classify: config.classify.clone(),
+                shadowed,
+            },
+            Next::Wait(admission, request) => State::Waiting {
                 waiting: Box::new(Waiting {
                     admitting: Box::pin(crate::admit_owned(admission)),
-                    call: Some((service, request)),
-                    config,
+                    call: Some((take(service), request)),
+                    config: Arc::clone(config),
                 }),
             },
-        }
-    }
-
-    pub(super) fn readying(
-        ready: Pin<Box<dyn Future<Output = ()> + Send>>,
-        service: S,
-        request: R,
-        config: Arc<Config>,
-    ) -> Self {
-        Self {
-            state: State::Readying {
-                readying: Box::new(Readying {
-                    ready,
-                    call: Some((service, request)),
-                    config,
-                }),
-            },
-        }
-    }
-
-    pub(super) fn blocked(response: Response<bytes::Bytes>) -> Self {
-        Self {
-            state: State::Blocked {
+            Next::Ready(resource, request) => {
+                Self::readying_state(resource, take(service), request, Arc::clone(config), false)
+            }
+            Next::Answer(response) => State::Answered {
                 response: Some(Box::new(response)),
             },
+        };
+        Self { state }
+    }
+
+    /// Waits for `resource`'s cluster rules to be ready, then enters and calls.
+    pub(super) fn readying(
+        resource: String,
+        service: &mut S,
+        request: http::Request<ReqB>,
+        config: &Arc<Config>,
+    ) -> Self {
+        Self {
+            state: Self::readying_state(resource, take(service), request, Arc::clone(config), true),
+        }
+    }
+
+    fn readying_state(
+        resource: String,
+        service: S,
+        request: http::Request<ReqB>,
+        config: Arc<Config>,
+        may_wait: bool,
+    ) -> State<F, S, http::Request<ReqB>> {
+        let spillway = config.spillway.clone();
+        let ready = Box::pin(async move { spillway.cluster_ready(&resource, 1).await });
+        State::Readying {
+            readying: Box::new(Readying {
+                ready,
+                call: Some((service, request)),
+                config,
+                may_wait,
+            }),
         }
     }
 }
 
 impl<F, S, ReqB, ResB, E> Future for ResponseFuture<F, S, http::Request<ReqB>>
 where
-    S: Service<http::Request<ReqB>, Response = Response<ResB>, Error = E, Future = F>,
+    S: Service<http::Request<ReqB>, Response = Response<ResB>, Error = E, Future = F> + Clone,
     F: Future<Output = Result<Response<ResB>, E>>,
 {
     type Output = Result<Response<ResponseBody<ResB>>, E>;
@@ -143,94 +174,67 @@ where
                     // Entered now, as `call` enters a request that needs no wait.
                     let (parts, body) = request.into_parts();
                     let head = config.reads_request().then_some(&parts);
-                    let admission = super::admit::admit(&config, head);
+                    let admission = admit(&config, head);
                     let request = http::Request::from_parts(parts, body);
-                    let next = match admission {
-                        Ok(OwnedAdmission::Ready(entry)) => {
-                            let mut request = request;
-                            ShadowRefusal::mark(&entry, request.extensions_mut());
-                            State::Calling {
-                                future: service.call(request),
-                                entry: Some(entry),
-                                classify: config.classify.clone(),
-                            }
-                        }
-                        Ok(admission) => State::Waiting {
-                            waiting: Box::new(Waiting {
-                                admitting: Box::pin(crate::admit_owned(admission)),
-                                call: Some((service, request)),
-                                config,
-                            }),
-                        },
-                        Err(err) => {
-                            let (parts, _body) = request.into_parts();
-                            let response = (config.blocked)(&err, &parts, &config.spillway);
-                            State::Blocked {
-                                response: Some(Box::new(response)),
-                            }
-                        }
-                    };
-                    this.state.set(next);
+                    let next = decide(&config, admission, request, readying.may_wait);
+                    let next = ResponseFuture::start(next, &mut service, &config);
+                    this.state.set(next.state);
                 }
                 StateProj::Waiting { waiting } => {
                     let admitted = ready!(waiting.admitting.as_mut().poll(cx));
                     let Some((mut service, request)) = waiting.call.take() else {
                         unreachable!("a waiting state is left as soon as its wait ends");
                     };
-                    let entry = match admitted {
-                        Ok(entry) => entry,
-                        Err(err) => {
-                            let (parts, _body) = request.into_parts();
-                            let config = &waiting.config;
-                            let response = (config.blocked)(&err, &parts, &config.spillway);
-                            this.state.set(State::Blocked {
-                                response: Some(Box::new(response)),
-                            });
-                            continue;
-                        }
-                    };
-                    let mut request = request;
-                    ShadowRefusal::mark(&entry, request.extensions_mut());
-                    let future = service.call(request);
-                    let classify = waiting.config.classify.clone();
-                    this.state.set(State::Calling {
-                        future,
-                        entry: Some(entry),
-                        classify,
-                    });
+                    let admission = admitted
+                        .map(OwnedAdmission::Ready)
+                        .map_err(super::admit::Refused::Blocked);
+                    let config = Arc::clone(&waiting.config);
+                    let next = decide(&config, admission, request, false);
+                    let next = ResponseFuture::start(next, &mut service, &config);
+                    this.state.set(next.state);
                 }
                 StateProj::Calling {
                     future,
                     entry,
                     classify,
+                    shadowed,
                 } => {
                     let result = ready!(future.poll(cx));
-                    let Some(mut entry) = entry.take() else {
-                        unreachable!("a calling state ends once");
-                    };
+                    let mut entry = entry.take();
                     return Poll::Ready(match result {
-                        Ok(response) => {
-                            let (status, headers) = (response.status(), response.headers());
+                        Ok(mut response) => {
                             // Read once: the default classification needs it too.
-                            let grpc = is_grpc(headers);
-                            let error = match classify {
-                                Some(classify) => classify(status, headers),
-                                None => default_is_error(status, headers, grpc),
-                            };
-                            entry.set_error(error);
-                            let mut response = response;
-                            ShadowRefusal::mark(&entry, response.extensions_mut());
+                            let grpc = is_grpc(response.headers());
+                            if let Some(entry) = entry.as_mut() {
+                                match response.extensions().get::<Verdict>() {
+                                    Some(verdict) => verdict.apply(entry),
+                                    None => {
+                                        let (status, headers) =
+                                            (response.status(), response.headers());
+                                        entry.set_error(match classify {
+                                            Some(classify) => classify(status, headers),
+                                            None => default_is_error(status, headers, grpc),
+                                        });
+                                    }
+                                }
+                                ShadowRefusal::mark(entry, response.extensions_mut());
+                            }
+                            if let Some(err) = shadowed.take() {
+                                response.extensions_mut().insert(ShadowBlock(*err));
+                            }
                             Ok(response.map(|body| ResponseBody::inner(body, entry, grpc)))
                         }
                         Err(err) => {
-                            entry.mark_error();
+                            if let Some(entry) = entry.as_mut() {
+                                entry.mark_error();
+                            }
                             Err(err)
                         }
                     });
                 }
-                StateProj::Blocked { response } => {
+                StateProj::Answered { response } => {
                     let Some(response) = response.take() else {
-                        unreachable!("a blocked response is returned once");
+                        unreachable!("an answer is returned once");
                     };
                     return Poll::Ready(Ok((*response).map(ResponseBody::blocked)));
                 }
@@ -245,7 +249,7 @@ impl<F, S, R> fmt::Debug for ResponseFuture<F, S, R> {
             State::Readying { .. } => "readying",
             State::Waiting { .. } => "waiting",
             State::Calling { .. } => "calling",
-            State::Blocked { .. } => "blocked",
+            State::Answered { .. } => "answered",
         };
         f.debug_struct("ResponseFuture")
             .field("state", &state)

@@ -1,5 +1,6 @@
 use super::blocked::default_blocked;
-use super::config::{Config, Selector};
+use super::config::{Config, KeyReader, Selector};
+use super::missing::OnMissingKey;
 use super::service::Spillway;
 use bytes::Bytes;
 use http::{request, HeaderMap, Response, StatusCode};
@@ -53,6 +54,7 @@ impl SpillwayLayer {
                 traffic: TrafficType::Inbound,
                 classify: None,
                 blocked: Arc::new(default_blocked),
+                shadow: false,
             }),
         }
     }
@@ -135,12 +137,73 @@ impl SpillwayLayer {
         position: usize,
         key: impl Fn(&request::Parts) -> Option<String> + Send + Sync + 'static,
     ) -> Self {
-        self.with(|config| config.keys.push((position, Arc::new(key))))
+        self.named_key(position, format!("key {position}"), key)
+    }
+
+    /// As [`key`](Self::key), naming where the key comes from (`source`) for the refusal of a
+    /// request without it (see [`on_missing_key`](Self::on_missing_key)). The `key_*` methods
+    /// name theirs: `header:NAME`, `query:NAME`, `peer_ip`, `path:NAME`.
+    pub fn named_key(
+        self,
+        position: usize,
+        source: impl Into<String>,
+        key: impl Fn(&request::Parts) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        let source: Arc<str> = Arc::from(source.into());
+        self.with(|config| {
+            let reader = KeyReader {
+                position,
+                read: Arc::new(key),
+                source,
+                missing: OnMissingKey::Pass,
+            };
+            match config.keys.iter_mut().find(|key| key.position == position) {
+                // The last reader given for a position is the one: keep what was said of it.
+                Some(key) => {
+                    *key = KeyReader {
+                        missing: key.missing,
+                        ..reader
+                    }
+                }
+                None => config.keys.push(reader),
+            }
+        })
+    }
+
+    /// What a request without a value for the key at `position` gets (by default
+    /// [`OnMissingKey::Pass`]: it is not limited by that key's rules). Say it after the key.
+    ///
+    /// # Examples
+    ///
+    /// A per-IP limit behind a server that gives no peer address (a plain `axum::serve`
+    /// without `into_make_service_with_connect_info`) would limit nothing; with
+    /// [`Refuse`](OnMissingKey::Refuse), every request is refused and the mistake shows at
+    /// once:
+    ///
+    /// ```
+    /// use spillway_tower::protect::OnMissingKey;
+    /// use spillway_tower::{keys, SpillwayLayer};
+    ///
+    /// let layer = SpillwayLayer::new(spillway::Spillway::new())
+    ///     .key_peer_ip(0, keys::TrustedProxies::default())
+    ///     .on_missing_key(0, OnMissingKey::Refuse);
+    /// # let _ = layer;
+    /// ```
+    pub fn on_missing_key(self, position: usize, missing: OnMissingKey) -> Self {
+        self.with(|config| {
+            for key in config
+                .keys
+                .iter_mut()
+                .filter(|key| key.position == position)
+            {
+                key.missing = missing;
+            }
+        })
     }
 
     /// The key at `position` is the value of header `name` (the first, when valid UTF-8).
     pub fn key_header(self, position: usize, name: &'static str) -> Self {
-        self.key(position, move |parts| {
+        self.named_key(position, format!("header:{name}"), move |parts| {
             parts
                 .headers
                 .get(name)
@@ -151,7 +214,7 @@ impl SpillwayLayer {
 
     /// The key at `position` is the query parameter `name` (the first, percent-decoded).
     pub fn key_query(self, position: usize, name: &'static str) -> Self {
-        self.key(position, move |parts| {
+        self.named_key(position, format!("query:{name}"), move |parts| {
             crate::keys::query_value(parts.uri.query()?, name).map(|value| value.into_owned())
         })
     }
@@ -177,7 +240,7 @@ impl SpillwayLayer {
         trusted: impl Into<crate::keys::TrustedProxies>,
     ) -> Self {
         let trusted = trusted.into();
-        self.key(position, move |parts| {
+        self.named_key(position, "peer_ip", move |parts| {
             let peer = peer_addr(parts)?;
             Some(trusted.client_ip(peer.ip(), &parts.headers).to_string())
         })
@@ -187,11 +250,48 @@ impl SpillwayLayer {
     /// (`/users/{id}`), as the request spells it.
     #[cfg(feature = "axum")]
     pub fn key_path(self, position: usize, name: &'static str) -> Self {
-        self.key(position, move |parts| {
+        self.named_key(position, format!("path:{name}"), move |parts| {
             let template = parts.extensions.get::<axum::extract::MatchedPath>()?;
             let index = crate::keys::path_segment(template.as_str(), name)?;
             crate::keys::segment(parts.uri.path(), index).map(str::to_owned)
         })
+    }
+
+    /// Shadow mode for the whole layer: a request any check refuses goes on to the inner
+    /// service without an entry, marked with a [`ShadowBlock`](super::ShadowBlock) in its
+    /// request's and its response's extensions. Use it to try rules on live traffic before they
+    /// refuse anything; to try one flow rule alone, give it
+    /// [`with_shadow`](spillway::flow::FlowRule::with_shadow) instead. A request without a key
+    /// that [`on_missing_key`](Self::on_missing_key) refuses is refused all the same.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::FlowRule;
+    /// use spillway_tower::protect::ShadowBlock;
+    /// use spillway_tower::{SpillwayLayer, TokioClock};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let spillway = spillway::Spillway::new_with_clock(TokioClock::new());
+    /// spillway.load_flow_rules(vec![FlowRule::qps("closed", "api", 0.0)])?;
+    /// let service = SpillwayLayer::new(spillway).fixed_resource("api").shadow(true).layer(
+    ///     service_fn(|request: http::Request<String>| async move {
+    ///         // The inner service sees what would have happened.
+    ///         assert!(request.extensions().get::<ShadowBlock>().is_some());
+    ///         Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hi")))
+    ///     }),
+    /// );
+    /// let response = service.oneshot(http::Request::new(String::new())).await?;
+    /// assert_eq!(response.status(), 200);
+    /// let ShadowBlock(err) = response.extensions().get::<ShadowBlock>().unwrap();
+    /// assert_eq!(err.rule_id(), Some("closed"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn shadow(self, shadow: bool) -> Self {
+        self.with(|config| config.shadow = shadow)
     }
 
     /// The traffic type of the entries (default inbound: system rules apply).

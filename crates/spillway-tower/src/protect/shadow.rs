@@ -59,3 +59,10 @@ impl ShadowRefusal {
         }
     }
 }
+
+/// The refusal a request met in a layer in shadow mode
+/// ([`SpillwayLayer::shadow`](super::SpillwayLayer::shadow)), which let it go on without an
+/// entry: in the request's extensions, for the inner service, and in the response's, for the
+/// layers outside. Requests that met none carry none.
+#[derive(Debug, Clone)]
+pub struct ShadowBlock(pub spillway::BlockError);
