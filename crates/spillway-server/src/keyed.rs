@@ -4,12 +4,13 @@
 
 use crate::config::{Config, KeyedConfig, OnMissing};
 use http::header::HeaderName;
-use http::Request;
+use http::request::Parts;
 pub(crate) use spillway_tower::keys::{path_segment, trusted_proxies};
-use spillway_tower::keys::{query_value, TrustedProxies};
+use spillway_tower::keys::{query_value, PeerAddr, TrustedProxies};
+use spillway_tower::protect::OnMissingKey;
+use spillway_tower::SpillwayLayer;
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::net::IpAddr;
 
 /// Where a key comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -146,24 +147,6 @@ enum RouteSource {
     Segment(Option<usize>),
 }
 
-/// The key a request has for one source: text, so that it matches an exception written as
-/// text, or the raw bytes of a header that is not UTF-8.
-#[derive(Debug)]
-pub(crate) enum KeyValue<'r> {
-    Text(Cow<'r, str>),
-    Bytes(&'r [u8]),
-}
-
-/// What a request without a key gets, when its rule refuses it.
-#[derive(Debug)]
-pub(crate) struct Missing {
-    /// Where the key was expected (`header:x-user-id`).
-    pub(crate) source: String,
-}
-
-/// The key every request without one shares, under `on_missing = "shared"`.
-const SHARED_MISSING: &str = "\u{0}spillway:missing";
-
 /// The keys the route with path `template` (`None`: the default route) reads for `resource`.
 pub(crate) fn route_keys(plan: &Plan, resource: &str, template: Option<&str>) -> Vec<RouteKey> {
     let Some(sources) = plan.get(resource) else {
@@ -189,63 +172,63 @@ pub(crate) fn route_keys(plan: &Plan, resource: &str, template: Option<&str>) ->
 }
 
 impl RouteKey {
-    /// This key of `request` from `peer`, if it has one.
-    fn value<'r, B>(
-        &self,
-        request: &'r Request<B>,
-        peer: IpAddr,
-        trusted: &TrustedProxies,
-    ) -> Option<KeyValue<'r>> {
-        match &self.source {
-            RouteSource::PeerIp => Some(KeyValue::Text(Cow::Owned(
-                trusted.client_ip(peer, request.headers()).to_string(),
-            ))),
+    /// Whether it is the client's address (read from a [`PeerAddr`] in the request's
+    /// extensions).
+    pub(crate) fn reads_peer(&self) -> bool {
+        matches!(self.source, RouteSource::PeerIp)
+    }
+
+    /// `layer`, reading this key from each request (through `trusted` proxies for the client's
+    /// address), with what a request without it gets.
+    pub(crate) fn read_by(&self, layer: SpillwayLayer, trusted: &TrustedProxies) -> SpillwayLayer {
+        let (source, trusted) = (self.source.clone(), trusted.clone());
+        let read = move |parts: &Parts| source.value(parts, &trusted);
+        let missing = match self.missing {
+            OnMissing::Pass => OnMissingKey::Pass,
+            OnMissing::Shared => OnMissingKey::Shared,
+            OnMissing::Refuse => OnMissingKey::Refuse,
+        };
+        layer
+            .named_key(self.position, self.described.clone(), read)
+            .on_missing_key(self.position, missing)
+    }
+}
+
+impl RouteSource {
+    /// This key of the request with head `parts`, if it has one: as text, so that it matches
+    /// an exception written as text; the raw bytes of a header that is not UTF-8 in a form no
+    /// text takes (a NUL, then the bytes in hex), so that two such keys stay apart.
+    fn value(&self, parts: &Parts, trusted: &TrustedProxies) -> Option<String> {
+        match self {
+            RouteSource::PeerIp => {
+                let peer = parts.extensions.get::<PeerAddr>()?.0.ip();
+                Some(trusted.client_ip(peer, &parts.headers).to_string())
+            }
             RouteSource::Header(name) => {
-                let value = request.headers().get(name)?;
+                let value = parts.headers.get(name)?;
                 Some(match value.to_str() {
-                    Ok(text) => KeyValue::Text(Cow::Borrowed(text)),
-                    Err(_) => KeyValue::Bytes(value.as_bytes()),
+                    Ok(text) => text.to_owned(),
+                    Err(_) => {
+                        let mut text = String::from("\u{0}bytes:");
+                        for byte in value.as_bytes() {
+                            text.push_str(&format!("{byte:02x}"));
+                        }
+                        text
+                    }
                 })
             }
-            RouteSource::Query(name) => {
-                query_value(request.uri().query()?, name).map(KeyValue::Text)
-            }
+            RouteSource::Query(name) => query_value(parts.uri.query()?, name).map(Cow::into_owned),
             RouteSource::Segment(index) => {
-                let segment = request
-                    .uri()
+                let segment = parts
+                    .uri
                     .path()
                     .strip_prefix('/')?
                     .split('/')
                     .nth((*index)?)?;
-                (!segment.is_empty()).then_some(KeyValue::Text(Cow::Borrowed(segment)))
+                (!segment.is_empty()).then(|| segment.to_owned())
             }
         }
     }
-}
-
-/// Sets `request`'s keys on `builder`, one per source of its route; a request that lacks a key
-/// whose rules refuse it gets `Err` with where the key was expected.
-pub(crate) fn with_keys<'a, B>(
-    mut builder: spillway::EntryBuilder<'a>,
-    keys: &[RouteKey],
-    request: &Request<B>,
-    peer: IpAddr,
-    trusted: &TrustedProxies,
-) -> Result<spillway::EntryBuilder<'a>, Missing> {
-    for key in keys {
-        builder = match (key.value(request, peer, trusted), key.missing) {
-            (Some(KeyValue::Text(text)), _) => builder.key_at(key.position, &*text),
-            (Some(KeyValue::Bytes(bytes)), _) => builder.key_at(key.position, bytes),
-            (None, OnMissing::Pass) => builder,
-            (None, OnMissing::Shared) => builder.key_at(key.position, SHARED_MISSING),
-            (None, OnMissing::Refuse) => {
-                return Err(Missing {
-                    source: key.described.clone(),
-                })
-            }
-        };
-    }
-    Ok(builder)
 }
 
 /// Why `rule` cannot read its key on every route that produces its resource: a `path:NAME`
@@ -285,12 +268,16 @@ pub(crate) fn path_problem<'a>(
 mod tests {
     use super::*;
 
-    fn request(uri: &str, headers: &[(&str, &str)]) -> Request<()> {
-        let mut builder = Request::get(uri);
+    fn request(uri: &str, headers: &[(&str, &str)]) -> Parts {
+        let mut builder = http::Request::get(uri);
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
-        builder.body(()).unwrap()
+        let mut parts = builder.body(()).unwrap().into_parts().0;
+        parts
+            .extensions
+            .insert(PeerAddr("9.9.9.9:4000".parse().unwrap()));
+        parts
     }
 
     #[test]
@@ -330,16 +317,9 @@ mod tests {
             .into();
             route_keys(&plan, "r", template)
         };
-        let peer = "9.9.9.9".parse().unwrap();
-        let read = |keys: &[RouteKey], request: &Request<()>| -> Vec<Option<String>> {
+        let read = |keys: &[RouteKey], request: &Parts| -> Vec<Option<String>> {
             keys.iter()
-                .map(
-                    |key| match key.value(request, peer, &TrustedProxies::default()) {
-                        Some(KeyValue::Text(text)) => Some(text.into_owned()),
-                        Some(KeyValue::Bytes(bytes)) => Some(format!("{bytes:?}")),
-                        None => None,
-                    },
-                )
+                .map(|key| key.source.value(request, &TrustedProxies::default()))
                 .collect()
         };
         let all = keys(
@@ -374,51 +354,27 @@ mod tests {
         assert_eq!(read(&default, &request), [None]);
     }
 
-    fn request_without() -> Request<()> {
+    fn request_without() -> Parts {
         request("/users", &[])
     }
 
     #[test]
-    fn a_request_without_its_key_passes_shares_or_is_refused() {
-        let spillway = spillway::Spillway::new_with_clock(spillway::ManualClock::new());
-        let plan = |missing| -> Plan {
-            [(
-                "r".to_owned(),
-                vec![(Source::parse("header:x-user").unwrap(), missing)],
-            )]
-            .into()
+    fn a_header_that_is_not_text_is_a_key_no_text_can_be() {
+        let plan: Plan = [(
+            "r".to_owned(),
+            vec![(Source::parse("header:x-user").unwrap(), OnMissing::Pass)],
+        )]
+        .into();
+        let keys = route_keys(&plan, "r", None);
+        let mut parts = request("/", &[]);
+        let mut read = |value: &[u8]| {
+            let value = http::HeaderValue::from_bytes(value).unwrap();
+            parts.headers.insert("x-user", value);
+            keys[0].source.value(&parts, &TrustedProxies::default())
         };
-        let bare = request("/", &[]);
-        let peer = "1.1.1.1".parse().unwrap();
-        let refused = with_keys(
-            spillway.entry("r"),
-            &route_keys(&plan(OnMissing::Refuse), "r", None),
-            &bare,
-            peer,
-            &TrustedProxies::default(),
-        );
-        assert_eq!(refused.unwrap_err().source, "header:x-user");
-        spillway
-            .load_keyed_rules(vec![spillway::keyed::KeyedRule::qps("per-user", "r", 1.0)])
-            .unwrap();
-        let shared = route_keys(&plan(OnMissing::Shared), "r", None);
-        let enter = |keys: &[RouteKey]| {
-            with_keys(
-                spillway.entry("r"),
-                keys,
-                &bare,
-                peer,
-                &TrustedProxies::default(),
-            )
-            .unwrap()
-            .enter()
-        };
-        assert!(enter(&shared).is_ok());
-        assert!(
-            enter(&shared).is_err(),
-            "requests without the key share one limit"
-        );
-        let passing = route_keys(&plan(OnMissing::Pass), "r", None);
-        assert!(enter(&passing).is_ok() && enter(&passing).is_ok());
+        let (a, b) = (read(b"caf\xe9"), read(b"caf\xe8"));
+        assert_eq!(a.as_deref(), Some("\u{0}bytes:636166e9"));
+        assert_ne!(a, b);
+        assert_eq!(read(b"cafe").as_deref(), Some("cafe"));
     }
 }

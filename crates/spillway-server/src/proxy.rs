@@ -4,13 +4,16 @@
 mod body;
 mod client;
 mod client_body;
-mod enter;
 mod forward;
+mod forwarder;
 mod keyed;
+mod limits;
 mod path;
 mod pool;
 mod refusal;
+mod stack;
 mod table;
+mod tally;
 
 pub use body::ProxyBody;
 use client_body::ClientFault;
@@ -18,7 +21,6 @@ pub use forward::Peer;
 pub(crate) use keyed::StagedKeyed;
 use path::{bad_host, normalize_uri};
 pub use path::{normalize_path, PathError};
-use refusal::{blocked, metrics_missing_key};
 pub(crate) use table::Table;
 
 use crate::config::Config;
@@ -26,12 +28,13 @@ use crate::conn::ListenerCounts;
 use crate::metrics::Metrics;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
+use forward::Failure;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
-use spillway::dubbo::{ActiveLimiter, ExecuteLimiter, TpsLimiter};
-use spillway::BlockKind;
+use spillway_tower::protect::{Blocked, MissingKey};
 use std::sync::Arc;
 use std::time::Duration;
+use tower::ServiceExt;
 
 /// What a configuration needs from files (its upstreams' CA files, the listener's certificate
 /// and key), read and checked, ready for [`Proxy::install`]: a reload prepares this first, so
@@ -68,26 +71,18 @@ pub struct Proxy {
 }
 
 struct Inner {
-    spillway: spillway::Spillway,
-    metrics: Metrics,
-    origin_header: Option<http::HeaderName>,
+    /// What every route's stack shares.
+    shared: stack::Shared,
     table: ArcSwap<Table>,
-    tps: TpsLimiter,
-    executes: ExecuteLimiter,
-    actives: ActiveLimiter,
     /// The listener's TLS, if it terminates TLS.
     tls: Option<crate::tls::ServerTls>,
     /// The proxy's and the admin API's listeners' counts (accept errors, timeouts).
     counts: ListenerCounts,
     admin_counts: ListenerCounts,
-    /// Shadow mode's log lines, one a second at most.
-    shadow_log: crate::log_sampled::Sampled,
     /// Requests refused for want of an upstream connection, logged one line a second at most.
     descriptors_log: crate::log_sampled::Sampled,
     /// The configuration file's reloads (kept by the reloader, read by the metrics).
     config_state: Arc<std::sync::Mutex<crate::config_state::ConfigState>>,
-    /// The cluster rules' leases and strict checks, with their tasks.
-    cluster: Arc<crate::cluster::ClusterLimits>,
 }
 
 impl Proxy {
@@ -107,39 +102,37 @@ impl Proxy {
         let cluster = Arc::new(crate::cluster::ClusterLimits::default());
         Ok(Self {
             inner: Arc::new(Inner {
-                metrics: Metrics::new(
-                    spillway.clone(),
-                    counts.clone(),
-                    admin_counts.clone(),
-                    Arc::clone(&config_state),
-                    Arc::clone(&cluster),
-                ),
+                shared: stack::Shared {
+                    metrics: Arc::new(Metrics::new(
+                        spillway.clone(),
+                        counts.clone(),
+                        admin_counts.clone(),
+                        Arc::clone(&config_state),
+                        Arc::clone(&cluster),
+                    )),
+                    shadow_log: Arc::new(crate::log_sampled::Sampled::new(Duration::from_secs(1))),
+                    origin_header: config
+                        .listener
+                        .origin_header
+                        .as_deref()
+                        .and_then(|name| http::HeaderName::from_bytes(name.as_bytes()).ok()),
+                    spillway,
+                    dubbo: Arc::default(),
+                    cluster,
+                },
                 config_state,
                 counts,
                 admin_counts,
-                shadow_log: crate::log_sampled::Sampled::new(Duration::from_secs(1)),
                 descriptors_log: crate::log_sampled::Sampled::new(Duration::from_secs(1)),
-                origin_header: config
-                    .listener
-                    .origin_header
-                    .as_deref()
-                    .and_then(|name| http::HeaderName::from_bytes(name.as_bytes()).ok()),
-                spillway,
                 table: ArcSwap::from_pointee(prepared.table),
-                // On tokio's clock, as the spillway in the tests and the actives' waits are.
-                tps: TpsLimiter::new_with_clock(spillway_tower::TokioClock::new()),
-                executes: ExecuteLimiter::new(),
-                // Waits run on tokio timers: time them on tokio's clock too.
-                actives: ActiveLimiter::new_with_clock(spillway_tower::TokioClock::new()),
                 tls,
-                cluster,
             }),
         })
     }
 
     /// The cluster rules' leases, kept across reloads.
     pub fn cluster_limits(&self) -> &crate::cluster::ClusterLimits {
-        &self.inner.cluster
+        &self.inner.shared.cluster
     }
 
     /// The listener's TLS, if it terminates TLS.
@@ -149,12 +142,12 @@ impl Proxy {
 
     /// The spillway requests go through.
     pub fn spillway(&self) -> &spillway::Spillway {
-        &self.inner.spillway
+        &self.inner.shared.spillway
     }
 
     /// Its metrics.
     pub(crate) fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
+        &self.inner.shared.metrics
     }
 
     /// The proxy listener's counts.
@@ -178,7 +171,7 @@ impl Proxy {
     ///
     /// If the text cannot be written (it always can).
     pub fn render_metrics(&self) -> Result<String, std::fmt::Error> {
-        self.inner.metrics.render()
+        self.inner.shared.metrics.render()
     }
 
     /// Replaces the routing table and upstreams, and the listener's certificate if it has
@@ -191,175 +184,111 @@ impl Proxy {
         }
     }
 
-    /// Handles one request from `peer`.
-    pub async fn handle(&self, mut request: Request<Incoming>, peer: &Peer) -> Response<ProxyBody> {
+    /// Handles one request from `peer`: checks what every request must be (one host, a path
+    /// in normal form, a body within the cap), routes it, and puts it through its route's
+    /// stack (see `proxy/stack.rs`); then counts what became of it, and holds a WebSocket's
+    /// places while its tunnel is open.
+    pub async fn handle(
+        &self,
+        mut request: Request<Incoming>,
+        peer: &Arc<Peer>,
+    ) -> Response<ProxyBody> {
         let arrived = tokio::time::Instant::now();
         let table = self.inner.table.load_full();
-        let grpc = spillway_tower::grpc::is_grpc(request.headers());
+        let metrics = &self.inner.shared.metrics;
         // An HTTP/1.1 request names its host once (RFC 9112 section 3.2): none, or two that
         // may disagree, is refused before anything reads either.
         if let Some(why) = bad_host(&request) {
-            self.inner
-                .metrics
-                .count(&table.default.resource, "bad_host", "");
+            metrics.count(&table.default.resource, "bad_host", "");
             return ProxyBody::text(StatusCode::BAD_REQUEST, why);
         }
         // Routed and forwarded in normal form, so that no spelling of a path misses its route.
         if let Err(err) = normalize_uri(&mut request) {
-            self.inner
-                .metrics
-                .count(&table.default.resource, "bad_path", "");
+            metrics.count(&table.default.resource, "bad_path", "");
             return ProxyBody::text(StatusCode::BAD_REQUEST, format!("bad path: {err}\n"));
         }
         let route = table.route(&request);
-        let Some(upstream) = route.upstream.clone() else {
-            self.inner.metrics.count(&route.resource, "no_route", "");
+        let Some(service) = route.service(&table, &self.inner.shared) else {
+            metrics.count(&route.resource, "no_route", "");
             return ProxyBody::text(StatusCode::NOT_FOUND, "no route matches\n");
         };
         // A body announced larger than the cap is refused before it takes any place.
         let announced = http_body::Body::size_hint(request.body()).exact();
         if table.max_body_size != 0 && announced.is_some_and(|size| size > table.max_body_size) {
             let fault = ClientFault::TooLarge;
-            self.inner
-                .metrics
-                .count(&route.resource, "client_error", fault.as_str());
+            metrics.count(&route.resource, "client_error", fault.as_str());
             return ProxyBody::text(fault.status(), fault.message());
         }
-        let spillway = &self.inner.spillway;
-        let shadow = table.shadow;
-        let counters = route.metrics(&self.inner.metrics);
-        // Dubbo's limits first: a refusal here never counts as a pass. In shadow mode a
-        // refusal is counted and logged, and the request goes on without that limit's place.
-        let mut permits = body::Permits::default();
-        if let Some(tps) = route.tps {
-            if let Err(err) = self.inner.tps.try_acquire(&route.resource, tps) {
-                if let Some(response) = self.refused(&route.resource, counters, &err, &table, grpc)
-                {
-                    return response;
-                }
-            }
+        if route.reads_peer {
+            let addr = spillway_tower::keys::PeerAddr(peer.addr());
+            request.extensions_mut().insert(addr);
         }
-        if let Some(max) = route.executes {
-            match self.inner.executes.try_acquire(&route.resource, max) {
-                Ok(permit) => permits.execute = Some(permit),
-                Err(err) => {
-                    if let Some(response) =
-                        self.refused(&route.resource, counters, &err, &table, grpc)
-                    {
-                        return response;
-                    }
-                }
-            }
-        }
-        if let Some((max, timeout)) = route.actives {
-            let permit = match self.inner.actives.key(&route.resource) {
-                Ok(key) => spillway_tower::acquire_active(&key, max, timeout).await,
-                Err(err) => Err(err),
-            };
-            match permit {
-                Ok(permit) => permits.active = Some(permit),
-                Err(err) => {
-                    if let Some(response) =
-                        self.refused(&route.resource, counters, &err, &table, grpc)
-                    {
-                        return response;
-                    }
-                }
-            }
-        }
-        // Strict cluster rules: one Redis call each, awaited here (the decision pipeline does
-        // not await), after the Dubbo limits and before the route's local rules.
-        if let Some(strict) = self.inner.cluster.strict_for(&route.resource) {
-            for rule in strict.iter() {
-                if let Err(err) = rule.check(&route.resource).await {
-                    if let Some(response) =
-                        self.refused(&route.resource, counters, &err, &table, grpc)
-                    {
-                        return response;
-                    }
-                }
-            }
-        }
-        let admission = match self.enter(route, &request, peer, &table).await {
-            Ok(admission) => admission,
-            Err(response) => return response,
-        };
-        let metrics = &self.inner.metrics;
-        let mut entry = match admission {
-            Ok(entry) => Some(entry),
-            Err(err) if shadow => {
-                metrics.count(&route.resource, "shadow_block", err.kind().as_str());
-                self.shadow_logged(&route.resource, &err.to_string());
-                None
-            }
-            Err(err) => {
-                metrics.count(&route.resource, "block", err.kind().as_str());
-                counters.blocked(&err);
-                return blocked(spillway, &err, table.blocked.as_ref(), grpc);
-            }
-        };
-        match entry.as_ref().and_then(|entry| entry.shadow_rule()) {
-            // A flow rule in shadow mode would have refused it.
-            Some(rule) => {
-                metrics.count(&route.resource, "shadow_block", BlockKind::Flow.as_str());
-                self.shadow_logged(&route.resource, &format!("shadow rule {rule}"));
-            }
-            None if entry.is_some() => {
-                counters.passed();
-            }
-            None => {}
-        }
-        let timeouts = forward::Timeouts {
-            upstream: table.timeout,
-            body: client_body::BodyLimits {
-                timeout: table.body_timeout,
-                max_size: table.max_body_size,
-            },
-        };
         // The client's side of an upgrade (WebSocket), taken before the request goes on.
         let upgrading = forward::upgrade_of(&request).map(|_| hyper::upgrade::on(&mut request));
-        match forward::send(&upstream, request, peer, timeouts).await {
-            Ok(mut response) => {
-                let grpc = spillway_tower::grpc::is_grpc(response.headers());
-                let error =
-                    spillway_tower::grpc::is_error(response.status(), response.headers(), grpc);
-                if let Some(entry) = entry.as_mut() {
-                    entry.set_error(error);
-                }
-                // A gRPC call's status usually comes in its trailers: its outcome is counted
-                // when its body ends.
-                let deferred = grpc
-                    && !error
-                    && !response
-                        .headers()
-                        .contains_key(spillway_tower::grpc::GRPC_STATUS);
-                let outcome = deferred.then(|| body::GrpcOutcome::new(counters.clone()));
-                if !deferred {
-                    counters.completed(error);
-                }
-                counters.observe(arrived.elapsed());
-                if let (StatusCode::SWITCHING_PROTOCOLS, Some(client)) =
-                    (response.status(), upgrading)
-                {
-                    // The tunnel holds the entry and the permits until it closes: one long
-                    // request against the route's limits.
-                    let upstream_side = hyper::upgrade::on(&mut response);
-                    let resource = route.resource.clone();
-                    tokio::spawn(tunnel(client, upstream_side, (entry, permits), resource));
-                    return response.map(|_| ProxyBody::full(Bytes::new()));
-                }
-                let (parts, body) = response.into_parts();
-                let mut body = ProxyBody::upstream(body, entry, permits, grpc, outcome);
-                let left = table.timeout.saturating_sub(arrived.elapsed());
-                body.read_ahead(left).await;
-                Response::from_parts(parts, body)
-            }
-            Err(forward::Failure::NoUpstreamSeat) => {
-                // Out of places for upstream connections: this process's limit, not the
-                // upstream's failure.
-                if let Some(entry) = entry.as_mut() {
-                    entry.mark_abandoned();
-                }
+        let mut service = service.clone();
+        service.get_mut().get_mut().set_peer(Arc::clone(peer));
+        let response = match service.oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let counters = route.metrics(metrics);
+        let extensions = response.extensions();
+        if let Some(Blocked(err)) = extensions.get::<Blocked>() {
+            metrics.count(&route.resource, "block", err.kind().as_str());
+            counters.blocked(err);
+            return response.map(ProxyBody::stack);
+        }
+        if extensions.get::<MissingKey>().is_some() {
+            metrics.count(&route.resource, "block", "missing_key");
+            return response.map(ProxyBody::stack);
+        }
+        if let Some(failure) = extensions.get::<Failure>().copied() {
+            self.failed(failure, &route.resource, peer, counters, arrived);
+            return response.map(ProxyBody::stack);
+        }
+        let grpc = spillway_tower::grpc::is_grpc(response.headers());
+        let error = spillway_tower::grpc::is_error(response.status(), response.headers(), grpc);
+        // A gRPC call's status usually comes in its trailers: its outcome is counted when its
+        // body ends.
+        let deferred = grpc
+            && !error
+            && !response
+                .headers()
+                .contains_key(spillway_tower::grpc::GRPC_STATUS);
+        let outcome = deferred.then(|| body::GrpcOutcome::new(counters.clone()));
+        if !deferred {
+            counters.completed(error);
+        }
+        counters.observe(arrived.elapsed());
+        let mut response = response;
+        if let (StatusCode::SWITCHING_PROTOCOLS, Some(client)) = (response.status(), upgrading) {
+            // The tunnel holds the body, with the entry and the places, until it closes: one
+            // long request against the route's limits.
+            let upstream_side = hyper::upgrade::on(&mut response);
+            let (parts, held) = response.into_parts();
+            let resource = route.resource.clone();
+            tokio::spawn(tunnel(client, upstream_side, held, resource));
+            return Response::from_parts(parts, ProxyBody::full(Bytes::new()));
+        }
+        let (parts, body) = response.into_parts();
+        let mut body = ProxyBody::upstream(body, outcome);
+        let left = table.timeout.saturating_sub(arrived.elapsed());
+        body.read_ahead(left).await;
+        Response::from_parts(parts, body)
+    }
+
+    /// Counts and logs a request that got no response from its upstream.
+    fn failed(
+        &self,
+        failure: Failure,
+        resource: &str,
+        peer: &Peer,
+        counters: &crate::metrics::ResourceMetrics,
+        arrived: tokio::time::Instant,
+    ) {
+        let metrics = &self.inner.shared.metrics;
+        match failure {
+            Failure::NoUpstreamSeat => {
                 self.inner.counts.count_upstream_refusal();
                 if let Some(count) = self.inner.descriptors_log.note(tokio::time::Instant::now()) {
                     tracing::warn!(
@@ -370,44 +299,21 @@ impl Proxy {
                     );
                 }
                 counters.observe(arrived.elapsed());
-                ProxyBody::text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "no upstream connection available\n",
-                )
             }
-            Err(forward::Failure::BadTarget) => {
-                if let Some(entry) = entry.as_mut() {
-                    entry.mark_abandoned();
-                }
-                metrics.count(&route.resource, "client_error", "bad_target");
-                ProxyBody::text(StatusCode::BAD_REQUEST, "bad request target\n")
-            }
-            Err(forward::Failure::Client(fault)) => {
-                // The client's body stalled, ran past the cap, was malformed or cut short:
-                // the client's fault, never the upstream's. The entry ends with no verdict,
-                // so that no breaker, adaptive limit or error count learns from it.
-                tracing::debug!(resource = %route.resource, peer = %peer.addr(), fault = fault.as_str(), "request body failed");
-                if let Some(entry) = entry.as_mut() {
-                    entry.mark_abandoned();
-                }
+            Failure::BadTarget => metrics.count(resource, "client_error", "bad_target"),
+            Failure::Client(fault) => {
+                // The entry ended with no verdict, so that no breaker, adaptive limit or error
+                // count learns from it.
+                tracing::debug!(%resource, peer = %peer.addr(), fault = fault.as_str(), "request body failed");
                 if fault == ClientFault::Stalled {
                     self.inner.counts.count_body_timeout();
                 }
-                metrics.count(&route.resource, "client_error", fault.as_str());
-                ProxyBody::text(fault.status(), fault.message())
+                metrics.count(resource, "client_error", fault.as_str());
             }
-            Err(forward::Failure::Upstream(status)) => {
-                tracing::debug!(resource = %route.resource, upstream = %upstream.uri, %status, "upstream failed");
-                if let Some(entry) = entry.as_mut() {
-                    entry.mark_error();
-                    // Timed out: to an adaptive limit, a drop.
-                    if status == StatusCode::GATEWAY_TIMEOUT {
-                        entry.mark_dropped();
-                    }
-                }
+            Failure::Upstream(status) => {
+                tracing::debug!(%resource, %status, "upstream failed");
                 counters.completed(true);
                 counters.observe(arrived.elapsed());
-                ProxyBody::text(status, status.canonical_reason().unwrap_or("error"))
             }
         }
     }
@@ -416,21 +322,20 @@ impl Proxy {
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Proxy")
-            .field("spillway", &self.inner.spillway)
+            .field("spillway", &self.inner.shared.spillway)
             .field("table", &self.inner.table.load())
             .finish_non_exhaustive()
     }
 }
 
 /// Copies bytes both ways between the client and the upstream of an upgraded connection until
-/// either side closes, holding the request's entry and permits until then.
+/// either side closes, holding the response's body (the request's entry and places) until then.
 async fn tunnel(
     client: hyper::upgrade::OnUpgrade,
     upstream: hyper::upgrade::OnUpgrade,
-    held: (Option<spillway::OwnedEntry>, body::Permits),
+    mut held: stack::StackBody,
     resource: String,
 ) {
-    let (mut entry, permits) = held;
     let (client, upstream) = tokio::join!(client, upstream);
     let result = match (client, upstream) {
         (Ok(client), Ok(upstream)) => {
@@ -444,11 +349,11 @@ async fn tunnel(
     };
     if let Err(err) = result {
         tracing::debug!(%resource, error = %err, "upgraded connection failed");
-        if let Some(entry) = entry.as_mut() {
-            entry.mark_error();
+        if let Some(body) = held.inner_mut() {
+            body.mark_error();
         }
     }
-    drop((entry, permits));
+    drop(held);
 }
 
 #[cfg(test)]
@@ -458,7 +363,7 @@ mod tests {
     /// The size of the future `handle` returns, without calling it.
     fn future_size<'a, F, R>(_: F) -> usize
     where
-        F: FnOnce(&'a Proxy, Request<Incoming>, &'a Peer) -> R,
+        F: FnOnce(&'a Proxy, Request<Incoming>, &'a Arc<Peer>) -> R,
     {
         std::mem::size_of::<R>()
     }

@@ -243,3 +243,55 @@ async fn a_dropped_verdict_shrinks_an_adaptive_limit_where_an_error_status_does_
     let (before, after) = limit_after(None).await;
     assert!(after >= before, "{before} -> {after}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_grpc_call_is_an_error_unless_a_status_says_ok() {
+    use http_body_util::BodyExt;
+    // Each case: the trailers the body ends with (none: it ends after its data), and whether
+    // the call counts as an error.
+    let cases: [(Option<&str>, f64); 3] = [(Some("0"), 0.0), (Some("14"), 1.0), (None, 1.0)];
+    for (status, errors) in cases {
+        let spillway = spillway();
+        let app = SpillwayLayer::new(spillway.clone())
+            .fixed_resource("api")
+            .layer(service_fn(move |_request: Request<String>| async move {
+                let mut frames = std::collections::VecDeque::from([http_body::Frame::data(
+                    bytes::Bytes::from_static(b"\0\0\0\0\0"),
+                )]);
+                if let Some(status) = status {
+                    let mut trailers = http::HeaderMap::new();
+                    trailers.insert("grpc-status", status.parse().unwrap());
+                    frames.push_back(http_body::Frame::trailers(trailers));
+                }
+                let body = Frames(frames);
+                let mut response = Response::new(body);
+                response
+                    .headers_mut()
+                    .insert("content-type", "application/grpc".parse().unwrap());
+                Ok::<_, Infallible>(response)
+            }));
+        let response = app.oneshot(get(&[])).await.unwrap();
+        response.into_body().collect().await.unwrap();
+        let stats = spillway.resource("api").unwrap().stats();
+        assert_eq!(
+            (stats.success_qps, stats.error_qps),
+            (1.0, errors),
+            "trailers {status:?}"
+        );
+    }
+}
+
+/// A body of the frames given, each ready at once.
+struct Frames(std::collections::VecDeque<http_body::Frame<bytes::Bytes>>);
+
+impl http_body::Body for Frames {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(Ok))
+    }
+}

@@ -1,26 +1,18 @@
-//! The proxy's response body: the upstream's, holding the request's entry and permits until it
-//! ends, or a short text of the proxy's own.
+//! The proxy's response body: a route's stack's (the upstream's, holding the request's entry
+//! and places until it ends), or a short text of the proxy's own; read ahead, or sent by a task
+//! of its own on HTTP/2.
 
+use super::stack::StackBody;
 use crate::metrics::ResourceMetrics;
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
-use spillway::dubbo::{ActivePermit, ExecutePermit};
-use spillway::OwnedEntry;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// Largest upstream body the proxy reads ahead of its head (see [`ProxyBody::read_ahead`]).
 pub(crate) const READ_AHEAD_MAX: u64 = 64 * 1024;
-
-/// Places a request holds under Dubbo limits, given back with the body.
-#[derive(Debug, Default)]
-pub(crate) struct Permits {
-    pub(crate) execute: Option<ExecutePermit>,
-    pub(crate) active: Option<ActivePermit>,
-}
 
 /// The outcome of a gRPC call whose status comes in its trailers, for
 /// `spillway_requests_total`: counted when the body ends or is dropped, as a success if a
@@ -47,17 +39,6 @@ impl Drop for GrpcOutcome {
     }
 }
 
-/// What the body holds until it ends.
-#[derive(Debug)]
-struct Held {
-    /// No entry in shadow mode when the rules would have blocked.
-    entry: Option<OwnedEntry>,
-    /// Held for its drop, which gives the places back.
-    _permits: Permits,
-    /// For a gRPC call whose status is in its trailers (boxed: most responses have none).
-    outcome: Option<Box<GrpcOutcome>>,
-}
-
 /// A response body of the proxy.
 #[derive(Debug)]
 pub struct ProxyBody {
@@ -69,14 +50,12 @@ pub struct ProxyBody {
 #[derive(Debug)]
 enum Kind {
     Upstream {
-        body: Incoming,
-        /// Dropped (ending the entry, giving the permits back and counting a deferred
-        /// outcome) when the body ends.
-        held: Option<Held>,
-        /// A gRPC response: a status other than OK in its trailers is an error.
-        grpc: bool,
+        body: StackBody,
+        /// For a gRPC call whose status is in its trailers (boxed: most responses have none),
+        /// counted when the body ends.
+        outcome: Option<Box<GrpcOutcome>>,
         /// The first frame, read ahead by [`ProxyBody::read_ahead`].
-        first: Option<Result<Frame<Bytes>, hyper::Error>>,
+        first: Option<Result<Frame<Bytes>, BoxError>>,
     },
     Full(Option<Bytes>),
     /// An upstream body sent on by a task of its own ([`ProxyBody::watched`]).
@@ -106,28 +85,22 @@ impl std::fmt::Display for StreamStalled {
 impl std::error::Error for StreamStalled {}
 
 impl ProxyBody {
-    /// The upstream's `body`, holding `entry` and `permits` until it ends; for a gRPC
-    /// response (`grpc`), its trailers' status marks the entry, and counts `outcome` if given.
-    pub(crate) fn upstream(
-        body: Incoming,
-        entry: Option<OwnedEntry>,
-        permits: Permits,
-        grpc: bool,
-        outcome: Option<GrpcOutcome>,
-    ) -> Self {
+    /// A route's stack's `body`; for a gRPC response whose status comes in its trailers,
+    /// counting `outcome` when it ends.
+    pub(crate) fn upstream(body: StackBody, outcome: Option<GrpcOutcome>) -> Self {
         Self {
             kind: Kind::Upstream {
                 body,
-                held: Some(Held {
-                    entry,
-                    _permits: permits,
-                    outcome: outcome.map(Box::new),
-                }),
-                grpc,
+                outcome: outcome.map(Box::new),
                 first: None,
             },
             busy: None,
         }
+    }
+
+    /// A route's stack's `body`, with no outcome left to count.
+    pub(crate) fn stack(body: StackBody) -> Self {
+        Self::upstream(body, None)
     }
 
     pub(crate) fn full(bytes: Bytes) -> Self {
@@ -253,55 +226,26 @@ impl Body for ProxyBody {
         match &mut self.kind {
             Kind::Upstream {
                 body,
-                held,
-                grpc,
+                outcome,
                 first,
             } => {
                 let polled = match first.take() {
                     Some(frame) => Poll::Ready(Some(frame)),
                     None => Pin::new(body).poll_frame(cx),
                 };
-                match &polled {
-                    // Trailers are a body's last frame: the request ends here, before they are
-                    // sent on.
-                    Poll::Ready(Some(Ok(frame))) if frame.is_trailers() => {
-                        if let (Some(trailers), Some(mut held)) =
-                            (frame.trailers_ref(), held.take())
-                        {
-                            let failed = *grpc && spillway_tower::grpc::has_error_status(trailers);
-                            let status = trailers.contains_key(spillway_tower::grpc::GRPC_STATUS);
-                            // A deferred outcome needs a status here: none is a failed call.
-                            let unanswered = held.outcome.is_some() && !status;
-                            if let Some(outcome) = held.outcome.as_mut() {
-                                outcome.ok = status && !failed;
-                            }
-                            if let (true, Some(entry)) = (failed || unanswered, held.entry.as_mut())
-                            {
-                                entry.mark_error();
-                            }
-                        }
+                // Trailers are a body's last frame: a deferred outcome is counted from them, as
+                // a success only if they say OK; anything else that ends the body (no status,
+                // a failed stream, a client gone) counts it as an error.
+                if let (Poll::Ready(Some(Ok(frame))), Some(outcome)) = (&polled, outcome.as_mut()) {
+                    if let Some(trailers) = frame.trailers_ref() {
+                        outcome.ok = trailers.contains_key(spillway_tower::grpc::GRPC_STATUS)
+                            && !spillway_tower::grpc::has_error_status(trailers);
                     }
-                    Poll::Ready(None) => {
-                        if let Some(mut held) = held.take() {
-                            // A gRPC call that ended without a status failed, as gRPC
-                            // clients see it.
-                            if held.outcome.as_ref().is_some_and(|outcome| !outcome.ok) {
-                                if let Some(entry) = held.entry.as_mut() {
-                                    entry.mark_error();
-                                }
-                            }
-                        }
-                    }
-                    Poll::Ready(Some(Err(_))) => {
-                        if let Some(mut held) = held.take() {
-                            if let Some(entry) = held.entry.as_mut() {
-                                entry.mark_error();
-                            }
-                        }
-                    }
-                    _ => {}
                 }
-                polled.map(|frame| frame.map(|frame| frame.map_err(Into::into)))
+                if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+                    drop(outcome.take());
+                }
+                polled
             }
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Kind::Pumped {

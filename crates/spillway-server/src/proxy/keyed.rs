@@ -38,8 +38,8 @@ impl Table {
             .iter_mut()
             .chain(std::iter::once(&mut table.default))
         {
-            route.keys =
-                crate::keyed::route_keys(&plan, &route.resource, route.template.as_deref());
+            let keys = crate::keyed::route_keys(&plan, &route.resource, route.template.as_deref());
+            *route = route.clone().with_keys(keys);
         }
         table.keyed = rules;
         Ok(StagedKeyed { table, core })
@@ -67,7 +67,7 @@ impl Proxy {
     ///
     /// The core refused the rules (staging checked them as it does: it does not).
     pub(crate) fn install_keyed(&self, staged: StagedKeyed) -> Result<(), spillway::RuleError> {
-        self.inner.spillway.load_keyed_rules(staged.core)?;
+        self.inner.shared.spillway.load_keyed_rules(staged.core)?;
         self.inner.table.store(Arc::new(staged.table));
         Ok(())
     }

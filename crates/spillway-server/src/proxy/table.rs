@@ -24,6 +24,11 @@ pub(crate) struct RouteInfo {
     pub(crate) keys: Vec<crate::keyed::RouteKey>,
     /// Its resource's series that every request touches, looked up at its first request.
     pub(super) metrics: std::sync::OnceLock<ResourceMetrics>,
+    /// Its stack, built at its first request (`None`: no upstream). A route changed in a copy
+    /// of the table gets a new one ([`RouteInfo::rebuilt`]).
+    pub(super) service: std::sync::OnceLock<Option<super::stack::RouteService>>,
+    /// Whether a key of its reads the client's address.
+    pub(super) reads_peer: bool,
 }
 
 impl RouteInfo {
@@ -37,7 +42,46 @@ impl RouteInfo {
             actives: None,
             keys: Vec::new(),
             metrics: std::sync::OnceLock::new(),
+            service: std::sync::OnceLock::new(),
+            reads_peer: false,
         }
+    }
+
+    /// With `keys` read from each request, and its stack built anew.
+    pub(super) fn with_keys(self, keys: Vec<crate::keyed::RouteKey>) -> Self {
+        Self {
+            reads_peer: keys.iter().any(crate::keyed::RouteKey::reads_peer),
+            keys,
+            service: std::sync::OnceLock::new(),
+            ..self
+        }
+    }
+
+    /// Its stack, built on first use from `table` and the proxy's `shared` parts (`None`: it
+    /// has no upstream).
+    pub(super) fn service(
+        &self,
+        table: &Table,
+        shared: &super::stack::Shared,
+    ) -> Option<&super::stack::RouteService> {
+        self.service
+            .get_or_init(|| {
+                let spec = super::stack::RouteSpec {
+                    resource: &self.resource,
+                    upstream: self.upstream.clone()?,
+                    tps: self.tps,
+                    executes: self.executes,
+                    actives: self.actives,
+                    keys: &self.keys,
+                    counters: self.metrics(&shared.metrics).clone(),
+                    shadow: table.shadow,
+                    blocked: table.blocked.clone(),
+                    trusted: &table.trusted_proxies,
+                    timeouts: table.timeouts(),
+                };
+                Some(super::stack::build(spec, shared))
+            })
+            .as_ref()
     }
 
     /// Its resource's series in `metrics`.
@@ -100,10 +144,14 @@ impl Table {
                     tps: route.tps.map(|tps| TpsConfig::new(tps.rate, tps.interval)),
                     executes: route.executes,
                     actives: route.actives.map(|a| (a.max, a.timeout)),
-                    keys: crate::keyed::route_keys(&plan, &route.resource, Some(&route.path)),
                     template: Some(route.path.clone()),
                     ..RouteInfo::new(route.resource.clone(), upstream(&route.upstream))
                 }
+                .with_keys(crate::keyed::route_keys(
+                    &plan,
+                    &route.resource,
+                    Some(&route.path),
+                ))
             })
             .collect();
         let mut default = match &config.default {
@@ -113,7 +161,8 @@ impl Table {
             ),
             None => RouteInfo::new("unmatched".to_owned(), None),
         };
-        default.keys = crate::keyed::route_keys(&plan, &default.resource, None);
+        let keys = crate::keyed::route_keys(&plan, &default.resource, None);
+        default = default.with_keys(keys);
         Ok(Self {
             keyed,
             router: Router::new(config),
@@ -126,6 +175,17 @@ impl Table {
             shadow: config.listener.shadow,
             trusted_proxies,
         })
+    }
+
+    /// How long a forwarded request may take, and how large its body may be.
+    pub(super) fn timeouts(&self) -> super::forward::Timeouts {
+        super::forward::Timeouts {
+            upstream: self.timeout,
+            body: super::client_body::BodyLimits {
+                timeout: self.body_timeout,
+                max_size: self.max_body_size,
+            },
+        }
     }
 
     pub(super) fn route(&self, request: &Request<Incoming>) -> &RouteInfo {

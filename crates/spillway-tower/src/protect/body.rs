@@ -1,4 +1,4 @@
-use crate::grpc::has_error_status;
+use crate::grpc::{has_error_status, GRPC_STATUS};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
@@ -24,7 +24,7 @@ pin_project! {
             #[pin]
             body: B,
             entry: Option<OwnedEntry>,
-            grpc: bool,
+            grpc: Grpc,
         },
         Blocked {
             data: Option<Bytes>,
@@ -32,8 +32,31 @@ pin_project! {
     }
 }
 
+/// What a response is to gRPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Grpc {
+    /// Not a gRPC response.
+    No,
+    /// A gRPC response whose head has its status.
+    Answered,
+    /// A gRPC response whose status is to come in its trailers: a call that ends without one
+    /// failed, as gRPC clients see it.
+    Awaiting,
+}
+
+impl Grpc {
+    /// What the response with `headers` is, `grpc` saying whether it is gRPC's.
+    pub(super) fn of(grpc: bool, headers: &http::HeaderMap) -> Self {
+        match (grpc, headers.contains_key(crate::grpc::GRPC_STATUS)) {
+            (false, _) => Grpc::No,
+            (true, true) => Grpc::Answered,
+            (true, false) => Grpc::Awaiting,
+        }
+    }
+}
+
 impl<B> ResponseBody<B> {
-    pub(super) fn inner(body: B, entry: Option<OwnedEntry>, grpc: bool) -> Self {
+    pub(super) fn inner(body: B, entry: Option<OwnedEntry>, grpc: Grpc) -> Self {
         Self {
             kind: Kind::Inner { body, entry, grpc },
         }
@@ -76,9 +99,13 @@ where
                 let polled = body.poll_frame(cx);
                 match &polled {
                     Poll::Ready(Some(Ok(frame))) => {
-                        let failed = *grpc && frame.trailers_ref().is_some_and(has_error_status);
-                        if let (true, Some(entry)) = (failed, entry.as_mut()) {
-                            entry.mark_error();
+                        if let (Some(trailers), true) = (frame.trailers_ref(), *grpc != Grpc::No) {
+                            let failed = has_error_status(trailers)
+                                || (*grpc == Grpc::Awaiting && !trailers.contains_key(GRPC_STATUS));
+                            *grpc = Grpc::Answered;
+                            if let (true, Some(entry)) = (failed, entry.as_mut()) {
+                                entry.mark_error();
+                            }
                         }
                     }
                     Poll::Ready(Some(Err(_))) => {
@@ -86,8 +113,15 @@ where
                             entry.mark_error();
                         }
                     }
-                    // The body ended: the call is complete.
-                    Poll::Ready(None) => drop(entry.take()),
+                    // The body ended: the call is complete (failed, if its gRPC status never
+                    // came).
+                    Poll::Ready(None) => {
+                        if let Some(mut entry) = entry.take() {
+                            if *grpc == Grpc::Awaiting {
+                                entry.mark_error();
+                            }
+                        }
+                    }
                     Poll::Pending => {}
                 }
                 polled

@@ -1,5 +1,5 @@
 use super::admit::admit;
-use super::body::ResponseBody;
+use super::body::{Grpc, ResponseBody};
 use super::config::{ClassifyFn, Config};
 use super::decide::{decide, Next};
 use super::shadow::{ShadowBlock, ShadowRefusal};
@@ -222,6 +222,7 @@ where
                             if let Some(err) = shadowed.take() {
                                 response.extensions_mut().insert(ShadowBlock(*err));
                             }
+                            let grpc = Grpc::of(grpc, response.headers());
                             Ok(response.map(|body| ResponseBody::inner(body, entry, grpc)))
                         }
                         Err(err) => {

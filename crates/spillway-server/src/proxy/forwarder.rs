@@ -1,0 +1,126 @@
+//! The innermost service of a route's stack: counts the admission, forwards the request to the
+//! route's upstream, and answers a failure with the proxy's own response, marked with what
+//! failed ([`Failure`]) and the call's [`Verdict`] for the spillway layer around it.
+
+use super::client::Upstream;
+use super::forward::{self, Failure, Peer, Timeouts};
+use super::tally::Tally;
+use bytes::Bytes;
+use http::{header, HeaderValue, Request, Response, StatusCode};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use spillway_tower::protect::{ShadowBlock, ShadowRefusal, Verdict};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// A forwarded response's body: the upstream's, or the proxy's text after a failure.
+pub(crate) type ForwardBody = Either<Incoming, Full<Bytes>>;
+
+/// Forwards a route's requests to its upstream.
+#[derive(Debug, Clone)]
+pub(crate) struct Forwarder {
+    upstream: Arc<Upstream>,
+    timeouts: Timeouts,
+    tally: Arc<Tally>,
+    /// The client connection's peer, set on the clone that serves its request.
+    peer: Option<Arc<Peer>>,
+}
+
+impl Forwarder {
+    pub(crate) fn new(upstream: Arc<Upstream>, timeouts: Timeouts, tally: Arc<Tally>) -> Self {
+        Self {
+            upstream,
+            timeouts,
+            tally,
+            peer: None,
+        }
+    }
+
+    /// Serves requests from `peer` (named in the forwarding headers).
+    pub(crate) fn set_peer(&mut self, peer: Arc<Peer>) {
+        self.peer = Some(peer);
+    }
+}
+
+impl tower::Service<Request<Incoming>> for Forwarder {
+    type Response = Response<ForwardBody>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        // Admitted: a pass, unless only shadow mode let it through.
+        let extensions = request.extensions();
+        if let Some(ShadowBlock(err)) = extensions.get::<ShadowBlock>() {
+            self.tally.shadowed(err.kind().as_str(), &err.to_string());
+        } else if let Some(ShadowRefusal { rule }) = extensions.get::<ShadowRefusal>() {
+            let kind = spillway::BlockKind::Flow.as_str();
+            self.tally.shadowed(kind, &format!("shadow rule {rule}"));
+        } else {
+            self.tally.passed();
+        }
+        let (upstream, timeouts, peer) =
+            (Arc::clone(&self.upstream), self.timeouts, self.peer.clone());
+        Box::pin(async move {
+            let Some(peer) = peer else {
+                // Every clone that serves a request is given its peer first.
+                tracing::error!("a request reached the forwarder without its peer");
+                return Ok(failed(Failure::Upstream(StatusCode::BAD_GATEWAY)));
+            };
+            Ok(
+                match forward::send(&upstream, request, &peer, timeouts).await {
+                    Ok(response) => response.map(Either::Left),
+                    Err(failure) => failed(failure),
+                },
+            )
+        })
+    }
+}
+
+/// The proxy's answer to `failure`, marked with it and with the call's verdict: the upstream's
+/// failure is an error (a timeout also a drop, to an adaptive limit); anything else, nobody's.
+fn failed(failure: Failure) -> Response<ForwardBody> {
+    let (status, text, verdict) = match failure {
+        // Out of places for upstream connections: this process's limit, not the upstream's
+        // failure.
+        Failure::NoUpstreamSeat => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no upstream connection available\n",
+            Verdict::Abandoned,
+        ),
+        Failure::BadTarget => (
+            StatusCode::BAD_REQUEST,
+            "bad request target\n",
+            Verdict::Abandoned,
+        ),
+        // The client's body stalled, ran past the cap, was malformed or cut short: the
+        // client's fault, never the upstream's.
+        Failure::Client(fault) => (fault.status(), fault.message(), Verdict::Abandoned),
+        Failure::Upstream(status) => (
+            status,
+            status.canonical_reason().unwrap_or("error"),
+            if status == StatusCode::GATEWAY_TIMEOUT {
+                Verdict::Dropped
+            } else {
+                Verdict::Error
+            },
+        ),
+    };
+    let mut response = Response::new(Either::Right(Full::new(Bytes::from_static(
+        text.as_bytes(),
+    ))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response.extensions_mut().insert(verdict);
+    response.extensions_mut().insert(failure);
+    response
+}

@@ -1,0 +1,112 @@
+//! A route's request path as a tower stack: its limits outside spillway's rules, then
+//! `spillway-tower`'s layer (the code a library user gets), then the forwarder.
+//!
+//! ```text
+//! Limits (tps, executes, actives, strict cluster rules)
+//!   -> spillway_tower::Spillway (resource, origin, keys; rules, waits, shadow mode)
+//!     -> Forwarder (counts the admission, sends to the upstream)
+//! ```
+
+use super::client::Upstream;
+use super::forward::Timeouts;
+use super::forwarder::{ForwardBody, Forwarder};
+use super::limits::{Dubbo, Limits, LimitsBody, RouteLimits};
+use super::tally::Tally;
+use crate::cluster::ClusterLimits;
+use crate::config::BlockedResponse;
+use crate::keyed::RouteKey;
+use crate::log_sampled::Sampled;
+use crate::metrics::{Metrics, ResourceMetrics};
+use spillway::dubbo::TpsConfig;
+use spillway_tower::keys::TrustedProxies;
+use spillway_tower::protect::ResponseBody;
+use spillway_tower::SpillwayLayer;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::Layer;
+
+/// What every route's stack shares: the proxy's parts that outlive a reload.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) spillway: spillway::Spillway,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Shadow mode's log lines, one a second at most.
+    pub(crate) shadow_log: Arc<Sampled>,
+    /// The Dubbo limiters of every route.
+    pub(crate) dubbo: Arc<Dubbo>,
+    /// The cluster rules' leases and strict checks, with their tasks.
+    pub(crate) cluster: Arc<ClusterLimits>,
+    /// The header that names a request's origin, if the listener reads one.
+    pub(crate) origin_header: Option<http::HeaderName>,
+}
+
+/// What one route's stack is made of, from its configuration.
+#[derive(Debug)]
+pub(crate) struct RouteSpec<'a> {
+    pub(crate) resource: &'a str,
+    pub(crate) upstream: Arc<Upstream>,
+    pub(crate) tps: Option<TpsConfig>,
+    pub(crate) executes: Option<u32>,
+    pub(crate) actives: Option<(u32, Duration)>,
+    /// The keys its resource's per-key rules read.
+    pub(crate) keys: &'a [RouteKey],
+    /// Its resource's series that every request touches.
+    pub(crate) counters: ResourceMetrics,
+    /// The listener's: shadow mode, the response of a refused request, the proxies whose
+    /// forwarding headers name the client, the timeouts and the body's cap.
+    pub(crate) shadow: bool,
+    pub(crate) blocked: Option<BlockedResponse>,
+    pub(crate) trusted: &'a TrustedProxies,
+    pub(crate) timeouts: Timeouts,
+}
+
+/// A route's stack.
+pub(crate) type RouteService = Limits<spillway_tower::Spillway<Forwarder>>;
+
+/// The body of a response through a route's stack.
+pub(crate) type StackBody = LimitsBody<ResponseBody<ForwardBody>>;
+
+/// The stack of the route `spec` describes.
+pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
+    let tally = Arc::new(Tally::new(
+        spec.resource,
+        spec.counters,
+        Arc::clone(&shared.metrics),
+        Arc::clone(&shared.shadow_log),
+    ));
+    let (configured, spillway) = (spec.blocked, shared.spillway.clone());
+    let refusal = Arc::new(
+        move |err: &spillway::BlockError, headers: &http::HeaderMap| {
+            let grpc = spillway_tower::grpc::is_grpc(headers);
+            super::refusal::blocked(&spillway, err, configured.as_ref(), grpc)
+        },
+    );
+    let on_blocked = Arc::clone(&refusal);
+    let mut layer = SpillwayLayer::new(shared.spillway.clone())
+        .fixed_resource(spec.resource)
+        .shadow(spec.shadow)
+        .on_blocked(move |err, parts, _| on_blocked(err, &parts.headers));
+    if let Some(name) = shared.origin_header.clone() {
+        layer = layer.origin(move |parts| {
+            let value = parts.headers.get(&name)?;
+            value.to_str().ok().map(str::to_owned)
+        });
+    }
+    for key in spec.keys {
+        layer = key.read_by(layer, spec.trusted);
+    }
+    let forwarder = Forwarder::new(spec.upstream, spec.timeouts, Arc::clone(&tally));
+    let limits = RouteLimits {
+        resource: spec.resource.to_owned(),
+        tps: spec.tps,
+        executes: spec.executes,
+        actives: spec.actives,
+        dubbo: Arc::clone(&shared.dubbo),
+        cluster: Arc::clone(&shared.cluster),
+        spillway: shared.spillway.clone(),
+        shadow: spec.shadow,
+        refusal,
+        tally,
+    };
+    Limits::new(layer.layer(forwarder), limits)
+}
