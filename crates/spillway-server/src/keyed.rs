@@ -209,9 +209,13 @@ impl RouteSource {
                 Some(match value.to_str() {
                     Ok(text) => text.to_owned(),
                     Err(_) => {
-                        let mut text = String::from("\u{0}bytes:");
-                        for byte in value.as_bytes() {
-                            text.push_str(&format!("{byte:02x}"));
+                        const HEX: &[u8; 16] = b"0123456789abcdef";
+                        let bytes = value.as_bytes();
+                        let mut text = String::with_capacity(7 + 2 * bytes.len());
+                        text.push_str("\u{0}bytes:");
+                        for byte in bytes {
+                            text.push(char::from(HEX[usize::from(byte >> 4)]));
+                            text.push(char::from(HEX[usize::from(byte & 0xf)]));
                         }
                         text
                     }

@@ -233,28 +233,26 @@ impl Proxy {
         };
         let counters = route.metrics(metrics);
         let extensions = response.extensions();
+        // A refusal, or the proxy's answer to a failure: its text is sent as it is, and what
+        // the body held (the entry, the places) is given back now.
         if let Some(Blocked(err)) = extensions.get::<Blocked>() {
             metrics.count(&route.resource, "block", err.kind().as_str());
             counters.blocked(err);
-            return response.map(ProxyBody::stack);
+            return response.map(ProxyBody::answered);
         }
         if extensions.get::<MissingKey>().is_some() {
             metrics.count(&route.resource, "block", "missing_key");
-            return response.map(ProxyBody::stack);
+            return response.map(ProxyBody::answered);
         }
         if let Some(failure) = extensions.get::<Failure>().copied() {
             self.failed(failure, &route.resource, peer, counters, arrived);
-            return response.map(ProxyBody::stack);
+            return response.map(ProxyBody::answered);
         }
         let grpc = spillway_tower::grpc::is_grpc(response.headers());
         let error = spillway_tower::grpc::is_error(response.status(), response.headers(), grpc);
         // A gRPC call's status usually comes in its trailers: its outcome is counted when its
         // body ends.
-        let deferred = grpc
-            && !error
-            && !response
-                .headers()
-                .contains_key(spillway_tower::grpc::GRPC_STATUS);
+        let deferred = grpc && !error && spillway_tower::grpc::status_to_come(response.headers());
         let outcome = deferred.then(|| body::GrpcOutcome::new(counters.clone()));
         if !deferred {
             counters.completed(error);

@@ -25,6 +25,36 @@ pub fn is_grpc(headers: &HeaderMap) -> bool {
         .is_some_and(|value| value.as_bytes().starts_with(b"application/grpc"))
 }
 
+/// Whether a gRPC response with `headers` (its head) has its status still to come, in its
+/// trailers: none in the head, and a content type of gRPC over HTTP/2 (`application/grpc`,
+/// alone or with a `+` suffix). gRPC-Web (`application/grpc-web...`) sends its status inside
+/// the body, where the layer does not read it.
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue};
+/// use spillway_tower::grpc;
+///
+/// let head = |content_type| {
+///     let mut headers = HeaderMap::new();
+///     headers.insert("content-type", HeaderValue::from_static(content_type));
+///     headers
+/// };
+/// assert!(grpc::status_to_come(&head("application/grpc+proto")));
+/// assert!(!grpc::status_to_come(&head("application/grpc-web+proto")));
+/// let mut answered = head("application/grpc");
+/// answered.insert("grpc-status", HeaderValue::from_static("0"));
+/// assert!(!grpc::status_to_come(&answered));
+/// ```
+pub fn status_to_come(headers: &HeaderMap) -> bool {
+    let over_http2 = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.as_bytes().strip_prefix(b"application/grpc"))
+        .is_some_and(|suffix| {
+            suffix.is_empty() || suffix.starts_with(b"+") || suffix.starts_with(b";")
+        });
+    over_http2 && !headers.contains_key(GRPC_STATUS)
+}
+
 /// Whether `headers` (or trailers) carry a gRPC status other than 0 (OK).
 pub fn has_error_status(headers: &HeaderMap) -> bool {
     headers

@@ -135,9 +135,10 @@ async fn a_request_without_its_key_passes_shares_or_is_refused_as_configured() {
     let layer = |missing: OnMissingKey| {
         SpillwayLayer::new(spillway.clone())
             .fixed_resource("api")
-            .on_missing_key(0, OnMissingKey::Refuse) // before its key: says nothing
+            .on_missing_key(1, OnMissingKey::Refuse) // said before its key, then overruled
             .key_header(0, "x-user")
             .key_query(1, "tenant")
+            .on_missing_key(1, OnMissingKey::Pass)
             .on_missing_key(0, missing)
             .layer(service(Seen::default(), StatusCode::OK, None))
     };
@@ -154,6 +155,14 @@ async fn a_request_without_its_key_passes_shares_or_is_refused_as_configured() {
             source: Arc::from("header:x-user")
         })
     );
+    // Said before its key, it holds all the same.
+    let before = SpillwayLayer::new(spillway.clone())
+        .fixed_resource("api")
+        .on_missing_key(0, OnMissingKey::Refuse)
+        .key_header(0, "x-user")
+        .layer(service(Seen::default(), StatusCode::OK, None));
+    let refused_before = before.oneshot(get(&[])).await.unwrap();
+    assert_eq!(refused_before.status(), StatusCode::BAD_REQUEST);
     // A request with the key is limited by it. The rule checked the three that shared a key
     // and these two; the one refused for want of its key, never.
     let with_key = || get(&[("x-user", "ann")]);
@@ -247,10 +256,15 @@ async fn a_dropped_verdict_shrinks_an_adaptive_limit_where_an_error_status_does_
 #[tokio::test(start_paused = true)]
 async fn a_grpc_call_is_an_error_unless_a_status_says_ok() {
     use http_body_util::BodyExt;
-    // Each case: the trailers the body ends with (none: it ends after its data), and whether
-    // the call counts as an error.
-    let cases: [(Option<&str>, f64); 3] = [(Some("0"), 0.0), (Some("14"), 1.0), (None, 1.0)];
-    for (status, errors) in cases {
+    // Each case: the content type, the trailers the body ends with (none: it ends after its
+    // data), and whether the call counts as an error. gRPC-Web's status is in its body.
+    let cases: [(&str, Option<&str>, f64); 4] = [
+        ("application/grpc", Some("0"), 0.0),
+        ("application/grpc+proto", Some("14"), 1.0),
+        ("application/grpc", None, 1.0),
+        ("application/grpc-web+proto", None, 0.0),
+    ];
+    for (content_type, status, errors) in cases {
         let spillway = spillway();
         let app = SpillwayLayer::new(spillway.clone())
             .fixed_resource("api")
@@ -267,7 +281,7 @@ async fn a_grpc_call_is_an_error_unless_a_status_says_ok() {
                 let mut response = Response::new(body);
                 response
                     .headers_mut()
-                    .insert("content-type", "application/grpc".parse().unwrap());
+                    .insert("content-type", content_type.parse().unwrap());
                 Ok::<_, Infallible>(response)
             }));
         let response = app.oneshot(get(&[])).await.unwrap();
@@ -276,7 +290,7 @@ async fn a_grpc_call_is_an_error_unless_a_status_says_ok() {
         assert_eq!(
             (stats.success_qps, stats.error_qps),
             (1.0, errors),
-            "trailers {status:?}"
+            "{content_type} with trailers {status:?}"
         );
     }
 }
@@ -294,4 +308,21 @@ impl http_body::Body for Frames {
     ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
         std::task::Poll::Ready(self.0.pop_front().map(Ok))
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_layer_given_its_resource_never_registers_the_default_one() {
+    let spillway = spillway();
+    let named = SpillwayLayer::new(spillway.clone())
+        .fixed_resource("api")
+        .layer(service(Seen::default(), StatusCode::OK, None));
+    named.oneshot(get(&[])).await.unwrap();
+    assert_eq!(spillway.resource_count(), 1, "only `api`");
+    // The default is registered when a request first enters it.
+    let default =
+        SpillwayLayer::new(spillway.clone()).layer(service(Seen::default(), StatusCode::OK, None));
+    assert_eq!(spillway.resource_count(), 1);
+    default.oneshot(get(&[])).await.unwrap();
+    assert_eq!(spillway.resource("http").unwrap().stats().pass_qps, 1.0);
+    assert_eq!(spillway.resource_count(), 2);
 }

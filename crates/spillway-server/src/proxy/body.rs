@@ -98,9 +98,18 @@ impl ProxyBody {
         }
     }
 
-    /// A route's stack's `body`, with no outcome left to count.
-    pub(crate) fn stack(body: StackBody) -> Self {
-        Self::upstream(body, None)
+    /// The proxy's own answer that came through a route's stack (a refusal's text, a failure's):
+    /// read now, so that what the body held (the entry, the places) is given back at once and
+    /// the text needs no task to send it. Such a body is made in memory and ready whole (were
+    /// one not, what is left of it would stream as it comes).
+    pub(crate) fn answered(body: StackBody) -> Self {
+        use futures_util::FutureExt;
+        use http_body_util::BodyExt;
+        let mut body = body;
+        match (&mut body).collect().now_or_never() {
+            Some(Ok(collected)) => Self::full(collected.to_bytes()),
+            _ => Self::upstream(body, None),
+        }
     }
 
     pub(crate) fn full(bytes: Bytes) -> Self {

@@ -25,7 +25,7 @@ pub(crate) struct RouteInfo {
     /// Its resource's series that every request touches, looked up at its first request.
     pub(super) metrics: std::sync::OnceLock<ResourceMetrics>,
     /// Its stack, built at its first request (`None`: no upstream). A route changed in a copy
-    /// of the table gets a new one ([`RouteInfo::rebuilt`]).
+    /// of the table gets a new one ([`RouteInfo::with_keys`]).
     pub(super) service: std::sync::OnceLock<Option<super::stack::RouteService>>,
     /// Whether a key of its reads the client's address.
     pub(super) reads_peer: bool,

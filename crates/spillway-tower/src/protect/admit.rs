@@ -46,7 +46,7 @@ pub(super) fn admit(
         };
         admission.map_err(Refused::Blocked)
     };
-    match (&config.resource, parts) {
+    match (config.resource.resolved(&config.spillway), parts) {
         (Selector::Fixed(resource), _) => enter(resource.entry()),
         (Selector::Named(name), _) => enter(config.spillway.entry(name)),
         (Selector::Dynamic(name), Some(parts)) => {
@@ -54,6 +54,7 @@ pub(super) fn admit(
             enter(config.spillway.entry(&name))
         }
         (Selector::Dynamic(_), None) => unreachable!("a dynamic resource reads the request"),
+        (Selector::Default(_), _) => unreachable!("a resolved selector is not the default"),
     }
 }
 
@@ -65,11 +66,12 @@ pub(super) fn unready(config: &Config, parts: Option<&http::request::Parts>) -> 
     if !config.spillway.has_cluster_rules() {
         return None;
     }
-    let name = match (&config.resource, parts) {
+    let name = match (config.resource.resolved(&config.spillway), parts) {
         (Selector::Fixed(resource), _) => std::borrow::Cow::Borrowed(resource.name()),
         (Selector::Named(name), _) => std::borrow::Cow::Borrowed(&**name),
         (Selector::Dynamic(name), Some(parts)) => std::borrow::Cow::Owned(name(parts)),
         (Selector::Dynamic(_), None) => unreachable!("a dynamic resource reads the request"),
+        (Selector::Default(_), _) => unreachable!("a resolved selector is not the default"),
     };
     (!config.spillway.cluster_is_ready(&name, 1)).then(|| name.into_owned())
 }

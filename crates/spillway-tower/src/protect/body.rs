@@ -37,7 +37,7 @@ pin_project! {
 pub(super) enum Grpc {
     /// Not a gRPC response.
     No,
-    /// A gRPC response whose head has its status.
+    /// A gRPC response whose head has its status (or whose status is in its body: gRPC-Web).
     Answered,
     /// A gRPC response whose status is to come in its trailers: a call that ends without one
     /// failed, as gRPC clients see it.
@@ -47,10 +47,10 @@ pub(super) enum Grpc {
 impl Grpc {
     /// What the response with `headers` is, `grpc` saying whether it is gRPC's.
     pub(super) fn of(grpc: bool, headers: &http::HeaderMap) -> Self {
-        match (grpc, headers.contains_key(crate::grpc::GRPC_STATUS)) {
+        match (grpc, crate::grpc::status_to_come(headers)) {
             (false, _) => Grpc::No,
-            (true, true) => Grpc::Answered,
-            (true, false) => Grpc::Awaiting,
+            (true, false) => Grpc::Answered,
+            (true, true) => Grpc::Awaiting,
         }
     }
 }

@@ -41,9 +41,23 @@ pub(super) enum Selector {
     Named(Arc<str>),
     /// A name per request.
     Dynamic(Arc<ResourceFn>),
+    /// The default, `http`, resolved at the first request: a layer given another resource
+    /// never puts this one in the registry.
+    Default(Arc<std::sync::OnceLock<Selector>>),
 }
 
+/// The default resource's name.
+const DEFAULT_RESOURCE: &str = "http";
+
 impl Config {
+    /// What a request without the key at `position` gets.
+    pub(super) fn missing_at(&self, position: usize) -> OnMissingKey {
+        self.missing
+            .iter()
+            .find(|(at, _)| *at == position)
+            .map_or(OnMissingKey::Pass, |(_, missing)| *missing)
+    }
+
     /// Whether a request's head is read (to name its resource or its origin).
     pub(super) fn reads_request(&self) -> bool {
         self.origin.is_some()
@@ -53,6 +67,21 @@ impl Config {
 }
 
 impl Selector {
+    /// The default resource, resolved when first used.
+    pub(super) fn default_resource() -> Self {
+        Selector::Default(Arc::default())
+    }
+
+    /// This selector, the default resolved now if it was not yet.
+    pub(super) fn resolved(&self, spillway: &spillway::Spillway) -> &Selector {
+        match self {
+            Selector::Default(cell) => {
+                cell.get_or_init(|| Selector::named(spillway, DEFAULT_RESOURCE))
+            }
+            other => other,
+        }
+    }
+
     /// The resource `name`, resolved now if the registry takes it.
     pub(super) fn named(spillway: &spillway::Spillway, name: &str) -> Self {
         match spillway.resource(name) {
@@ -70,6 +99,9 @@ pub(super) struct Config {
     pub(super) origin: Option<Arc<OriginFn>>,
     /// The keys of per-key rules.
     pub(super) keys: Vec<KeyReader>,
+    /// What a request without the key at each position gets, as said (before or after the
+    /// key); unsaid: [`OnMissingKey::Pass`].
+    pub(super) missing: Vec<(usize, OnMissingKey)>,
     pub(super) traffic: TrafficType,
     /// `None`: [`default_is_error`].
     pub(super) classify: Option<Arc<ClassifyFn>>,
@@ -84,6 +116,7 @@ impl fmt::Debug for Config {
             Selector::Fixed(resource) => resource.name().to_owned(),
             Selector::Named(name) => name.to_string(),
             Selector::Dynamic(_) => "<per request>".to_owned(),
+            Selector::Default(_) => DEFAULT_RESOURCE.to_owned(),
         };
         f.debug_struct("Config")
             .field("resource", &resource)

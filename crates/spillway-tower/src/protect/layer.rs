@@ -47,10 +47,11 @@ impl SpillwayLayer {
     pub fn new(spillway: spillway::Spillway) -> Self {
         Self {
             config: Arc::new(Config {
-                resource: Selector::named(&spillway, "http"),
+                resource: Selector::default_resource(),
                 spillway,
                 origin: None,
                 keys: Vec::new(),
+                missing: Vec::new(),
                 traffic: TrafficType::Inbound,
                 classify: None,
                 blocked: Arc::new(default_blocked),
@@ -155,23 +156,19 @@ impl SpillwayLayer {
                 position,
                 read: Arc::new(key),
                 source,
-                missing: OnMissingKey::Pass,
+                missing: config.missing_at(position),
             };
+            // The last reader given for a position is the one.
             match config.keys.iter_mut().find(|key| key.position == position) {
-                // The last reader given for a position is the one: keep what was said of it.
-                Some(key) => {
-                    *key = KeyReader {
-                        missing: key.missing,
-                        ..reader
-                    }
-                }
+                Some(key) => *key = reader,
                 None => config.keys.push(reader),
             }
         })
     }
 
     /// What a request without a value for the key at `position` gets (by default
-    /// [`OnMissingKey::Pass`]: it is not limited by that key's rules). Say it after the key.
+    /// [`OnMissingKey::Pass`]: it is not limited by that key's rules), said before or after
+    /// the key.
     ///
     /// # Examples
     ///
@@ -191,12 +188,12 @@ impl SpillwayLayer {
     /// ```
     pub fn on_missing_key(self, position: usize, missing: OnMissingKey) -> Self {
         self.with(|config| {
-            for key in config
-                .keys
-                .iter_mut()
-                .filter(|key| key.position == position)
-            {
-                key.missing = missing;
+            config.missing.retain(|(at, _)| *at != position);
+            config.missing.push((position, missing));
+            for key in config.keys.iter_mut() {
+                if key.position == position {
+                    key.missing = missing;
+                }
             }
         })
     }

@@ -24,8 +24,9 @@ pub enum OnMissingKey {
     Refuse,
 }
 
-/// The key every request without one shares, under [`OnMissingKey::Shared`]: no text a request
-/// can carry starts with a NUL and reads this way from a header, a query or a path.
+/// The key every request without one shares, under [`OnMissingKey::Shared`]. A request can
+/// spell it (a query parameter `%00spillway:missing`), and then only joins the requests that
+/// share it.
 pub(super) const SHARED_MISSING: &str = "\u{0}spillway:missing";
 
 /// Marks the response of a request refused because it had no value for a key whose rules
