@@ -103,13 +103,30 @@ impl ProxyBody {
     /// the text needs no task to send it. Such a body is made in memory and ready whole (were
     /// one not, what is left of it would stream as it comes).
     pub(crate) fn answered(body: StackBody) -> Self {
-        use futures_util::FutureExt;
-        use http_body_util::BodyExt;
         let mut body = body;
-        match (&mut body).collect().now_or_never() {
-            Some(Ok(collected)) => Self::full(collected.to_bytes()),
-            _ => Self::upstream(body, None),
+        let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
+        let text = match Pin::new(&mut body).poll_frame(&mut cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(text) => text,
+                Err(frame) => return Self::upstream(body, None).with_first(Ok(frame)),
+            },
+            Poll::Ready(Some(Err(err))) => return Self::upstream(body, None).with_first(Err(err)),
+            Poll::Ready(None) => Bytes::new(),
+            Poll::Pending => return Self::upstream(body, None),
+        };
+        if body.is_end_stream() {
+            // Dropping it gives back what it held.
+            return Self::full(text);
         }
+        Self::upstream(body, None).with_first(Ok(Frame::data(text)))
+    }
+
+    /// With `frame`, taken from the upstream body already, sent first.
+    fn with_first(mut self, frame: Result<Frame<Bytes>, BoxError>) -> Self {
+        if let Kind::Upstream { first, .. } = &mut self.kind {
+            *first = Some(frame);
+        }
+        self
     }
 
     pub(crate) fn full(bytes: Bytes) -> Self {
