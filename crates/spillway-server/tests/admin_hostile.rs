@@ -2,54 +2,24 @@
 //! live streams past their cap, and cross-site writes from a browser. Each waits on events
 //! (an answer, a closed socket), on tokio's paused clock where time matters.
 
-use spillway_server::admin::{self, Admin, AdminLimits};
-use spillway_server::config;
-use spillway_server::reload::Reloader;
-use spillway_server::Server;
+mod support;
+
+use spillway_server::admin::AdminLimits;
 use std::net::SocketAddr;
 use std::time::Duration;
+use support::server::Harness;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const TOKEN: &str = "s3cret";
+use support::server::TOKEN;
 
 /// The longest any one wait may take, in real time.
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// A proxy in front of nothing, with its admin API (its token `token`) and its file.
-struct Harness {
-    admin: SocketAddr,
-    reloader: std::sync::Arc<Reloader>,
-    _dir: tempfile::TempDir,
-}
-
+/// A proxy in front of nothing, with its admin API (token `token`) held to `limits`, on a file of its own.
 async fn start(token: Option<&str>, limits: AdminLimits) -> Harness {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("spillway.toml");
-    std::fs::write(
-        &file,
-        "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:9\"\n",
-    )
-    .unwrap();
-    let config = config::load(&file).unwrap();
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway).await.unwrap();
-    let reloader = Reloader::new(file, config, server.proxy().clone());
-    let listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let admin = listener.local_addr().unwrap();
-    let api = Admin::new(
-        server.proxy().clone(),
-        Some(reloader.clone()),
-        token.map(str::to_owned),
-    )
-    .with_limits(limits);
-    tokio::spawn(api.run(listener, std::future::pending()));
-    tokio::spawn(server.run(std::future::pending()));
-    Harness {
-        admin,
-        reloader,
-        _dir: dir,
-    }
+    let text = "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:9\"\n";
+    Harness::start_as(text, token, |admin| admin.with_limits(limits)).await
 }
 
 /// Sends `request` on a new connection and reads the answer's head and body, up to the
@@ -194,7 +164,7 @@ async fn streams_past_their_cap_and_newcomers_when_all_hold_the_token_get_503_at
     assert!(answer.contains("max_streams"), "{answer}");
     // Every place taken by a connection that showed the token: 61 more kept alive.
     let mut held = Vec::new();
-    for _ in 0..admin::MAX_CONNECTIONS - 3 {
+    for _ in 0..spillway_server::admin::MAX_CONNECTIONS - 3 {
         let mut stream = TcpStream::connect(h.admin).await.unwrap();
         stream
             .write_all(authorized_get("/api/status").as_bytes())

@@ -3,6 +3,8 @@
 //! and server (tonic), a WebSocket echo, and HTTPS upstreams. Every wait is on an event with
 //! a timeout; no test depends on the machine's speed.
 
+mod support;
+
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use http::{Request, Response, StatusCode, Version};
@@ -19,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
+use support::server::Served;
 
 /// Longest any one step may take before the test fails (never reached when it passes).
 const STEP: Duration = Duration::from_secs(20);
@@ -140,30 +142,10 @@ fn https_client(ca: &Path, h2: bool) -> HttpsClient {
     Client::builder(TokioExecutor::new()).build(connector)
 }
 
-/// The proxy in-process, serving `config` until dropped.
-struct Proxy {
-    addr: SocketAddr,
-    handle: spillway_server::Proxy,
-    spillway: spillway::Spillway,
-    _stop: oneshot::Sender<()>,
-}
-
-async fn proxy(config: &str) -> Proxy {
+/// The proxy in-process, serving `config` until dropped (its spillway on the system clock).
+async fn proxy(config: &str) -> Served {
     let config = parse(config, "test.toml").unwrap();
-    let spillway = spillway::Spillway::new();
-    let server = Server::bind(&config, spillway.clone()).await.unwrap();
-    let addr = server.local_addr().unwrap();
-    let handle = server.proxy().clone();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
-    Proxy {
-        addr,
-        handle,
-        spillway,
-        _stop: stop,
-    }
+    Served::with(&config, spillway::Spillway::new(), None).await
 }
 
 fn routed(listener: &str, upstream: &str, extra: &str) -> String {
@@ -182,7 +164,7 @@ async fn body_text(response: Response<Incoming>) -> String {
 async fn http2_with_prior_knowledge_and_http1_share_the_cleartext_port() {
     let upstream = version_upstream(None).await;
     let p = proxy(&routed("", &format!("url = \"http://{upstream}\""), "")).await;
-    let uri: http::Uri = format!("http://{}/x", p.addr).parse().unwrap();
+    let uri: http::Uri = format!("http://{}/x", p.proxy).parse().unwrap();
 
     let h2c: Client<HttpConnector, Empty<Bytes>> = Client::builder(TokioExecutor::new())
         .http2_only(true)
@@ -191,13 +173,13 @@ async fn http2_with_prior_knowledge_and_http1_share_the_cleartext_port() {
     assert_eq!(response.version(), Version::HTTP_2);
     assert_eq!(response.status(), StatusCode::OK);
     // The upstream got HTTP/1.1 with the client's authority as `Host`.
-    assert_eq!(body_text(response).await, format!("HTTP/1.1 {}", p.addr));
+    assert_eq!(body_text(response).await, format!("HTTP/1.1 {}", p.proxy));
 
     let h1: Client<HttpConnector, Empty<Bytes>> =
         Client::builder(TokioExecutor::new()).build_http();
     let response = step("http/1.1", h1.get(uri)).await.unwrap();
     assert_eq!(response.version(), Version::HTTP_11);
-    assert_eq!(body_text(response).await, format!("HTTP/1.1 {}", p.addr));
+    assert_eq!(body_text(response).await, format!("HTTP/1.1 {}", p.proxy));
     assert_eq!(p.spillway.resource("app").unwrap().stats().total_pass, 2);
 }
 
@@ -216,7 +198,7 @@ async fn tls_offers_http2_and_http1_by_alpn_and_a_reload_swaps_the_certificate()
         "",
     );
     let p = proxy(&text).await;
-    let uri: http::Uri = format!("https://localhost:{}/x", p.addr.port())
+    let uri: http::Uri = format!("https://localhost:{}/x", p.proxy.port())
         .parse()
         .unwrap();
 
@@ -301,7 +283,7 @@ async fn a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
         ))
         .await;
         let start = tokio::time::Instant::now();
-        assert!(silent(p.addr).await.is_empty());
+        assert!(silent(p.proxy).await.is_empty());
         assert!(start.elapsed() >= Duration::from_secs(5));
         let metrics = p.handle.render_metrics().unwrap();
         assert!(
@@ -316,7 +298,7 @@ async fn a_connection_that_sends_nothing_is_closed_after_the_header_timeout() {
 async fn grpc_proxy(
     upstream: SocketAddr,
 ) -> (
-    Proxy,
+    Served,
     tonic_health::pb::health_client::HealthClient<tonic::transport::Channel>,
 ) {
     let p = proxy(&routed(
@@ -325,7 +307,7 @@ async fn grpc_proxy(
         "",
     ))
     .await;
-    let endpoint = tonic::transport::Channel::from_shared(format!("http://{}", p.addr)).unwrap();
+    let endpoint = tonic::transport::Channel::from_shared(format!("http://{}", p.proxy)).unwrap();
     let channel = step("connect", endpoint.connect()).await.unwrap();
     (
         p,
@@ -430,7 +412,7 @@ async fn a_grpc_status_in_the_trailers_decides_the_calls_outcome_in_the_metrics_
             .insert("x-status", status.parse().unwrap());
         request
     };
-    let outcomes = |p: &Proxy| {
+    let outcomes = |p: &Served| {
         let text = p.handle.render_metrics().unwrap();
         let value = |outcome: &str| {
             let series = format!(
@@ -490,10 +472,10 @@ async fn a_websocket_is_tunnelled_and_holds_its_place_until_it_closes() {
         "executes = 1\n",
     ))
     .await;
-    let stream = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    let stream = tokio::net::TcpStream::connect(p.proxy).await.unwrap();
     let (mut socket, response) = step(
         "handshake",
-        tokio_tungstenite::client_async(format!("ws://{}/chat", p.addr), stream),
+        tokio_tungstenite::client_async(format!("ws://{}/chat", p.proxy), stream),
     )
     .await
     .unwrap();
@@ -507,7 +489,7 @@ async fn a_websocket_is_tunnelled_and_holds_its_place_until_it_closes() {
     // The open socket is one request in flight: `executes = 1` refuses a second one.
     let client: Client<HttpConnector, Empty<Bytes>> =
         Client::builder(TokioExecutor::new()).build_http();
-    let uri: http::Uri = format!("http://{}/plain", p.addr).parse().unwrap();
+    let uri: http::Uri = format!("http://{}/plain", p.proxy).parse().unwrap();
     let refused = step("second", client.get(uri.clone())).await.unwrap();
     assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
     let resource = p.spillway.resource("app").unwrap();
@@ -551,7 +533,7 @@ async fn an_https_upstream_speaks_the_version_alpn_picks_and_needs_a_trusted_cer
             "",
         ))
         .await;
-        let uri: http::Uri = format!("http://{}/x", p.addr).parse().unwrap();
+        let uri: http::Uri = format!("http://{}/x", p.proxy).parse().unwrap();
         let response = step(protocol, client.get(uri)).await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{protocol}");
         let text = body_text(response).await;
@@ -559,7 +541,7 @@ async fn an_https_upstream_speaks_the_version_alpn_picks_and_needs_a_trusted_cer
     }
     // Without the CA, the bundled public roots do not trust it: 502.
     let p = proxy(&routed("", &url, "")).await;
-    let uri: http::Uri = format!("http://{}/x", p.addr).parse().unwrap();
+    let uri: http::Uri = format!("http://{}/x", p.proxy).parse().unwrap();
     let response = step("untrusted", client.get(uri)).await.unwrap();
     assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
 }
@@ -573,13 +555,13 @@ async fn an_idle_http2_connection_is_closed_after_the_header_timeout() {
         "",
     ))
     .await;
-    let stream = tokio::net::TcpStream::connect(p.addr).await.unwrap();
+    let stream = tokio::net::TcpStream::connect(p.proxy).await.unwrap();
     let (mut sender, connection) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
             .await
             .unwrap();
     let connection = tokio::spawn(connection);
-    let request = Request::get(format!("http://{}/x", p.addr))
+    let request = Request::get(format!("http://{}/x", p.proxy))
         .body(Empty::<Bytes>::new())
         .unwrap();
     let response = sender.send_request(request).await.unwrap();

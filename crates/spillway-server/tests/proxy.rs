@@ -10,10 +10,9 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use spillway_server::config::parse;
-use spillway_server::Server;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use support::server::Served;
 use tokio::sync::{oneshot, Notify};
 
 /// An upstream: `/fail` answers 500, `/hold` waits for `release`, `/echo/...` echoes the path
@@ -80,13 +79,12 @@ async fn upstream(release: Arc<Notify>) -> SocketAddr {
 }
 
 struct Harness {
+    served: Served,
     proxy: SocketAddr,
     handle: spillway_server::Proxy,
     spillway: spillway::Spillway,
     client: Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
     release: Arc<Notify>,
-    stop: Option<oneshot::Sender<()>>,
-    serving: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
 async fn start(rules: &str) -> Harness {
@@ -100,25 +98,14 @@ async fn start_with(listener: &str, rules: &str) -> Harness {
     let text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\norigin_header = \"x-caller\"\n{listener}\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
     );
-    let config = parse(&text, "test.toml").unwrap();
-    // On tokio's clock, paused in the tests: statistics windows, timers and waits move
-    // together, and no window rolls over between two requests of a test.
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway.clone()).await.unwrap();
-    let proxy = server.local_addr().unwrap();
-    let handle = server.proxy().clone();
-    let (stop, stopped) = oneshot::channel();
-    let serving = tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
+    let served = Served::start(&text).await;
     Harness {
-        proxy,
-        handle,
-        spillway,
+        proxy: served.proxy,
+        handle: served.handle.clone(),
+        spillway: served.spillway.clone(),
+        served,
         client: Client::builder(TokioExecutor::new()).build_http(),
         release,
-        stop: Some(stop),
-        serving: Some(serving),
     }
 }
 
@@ -161,9 +148,8 @@ impl Harness {
         self.spillway.resource(resource).unwrap().stats()
     }
 
-    async fn shutdown(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.serving.take().unwrap().await.unwrap().unwrap();
+    async fn shutdown(self) {
+        self.served.shutdown().await;
     }
 }
 
@@ -304,25 +290,16 @@ async fn an_unreachable_upstream_is_a_502_and_an_error() {
     let text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\n[[upstream]]\nname = \"dead\"\nurl = \"http://{dead}\"\n[default]\nresource = \"dead\"\nupstream = \"dead\"\n"
     );
-    let config = parse(&text, "test.toml").unwrap();
-    // On tokio's clock, paused in the tests: statistics windows, timers and waits move
-    // together, and no window rolls over between two requests of a test.
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway.clone()).await.unwrap();
-    let proxy = server.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let serving = tokio::spawn(server.run(async {
-        let _ = stopped.await;
-    }));
+    let served = Served::start(&text).await;
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let response = client
-        .get(format!("http://{proxy}/x").parse().unwrap())
+        .get(format!("http://{}/x", served.proxy).parse().unwrap())
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
-    assert_eq!(spillway.resource("dead").unwrap().stats().total_error, 1);
-    let _ = stop.send(());
-    serving.await.unwrap().unwrap();
+    let dead = served.spillway.resource("dead").unwrap();
+    assert_eq!(dead.stats().total_error, 1);
+    served.shutdown().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -501,13 +478,8 @@ async fn the_connection_cap_closes_connections_past_it() {
     let text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\nmax_connections = 1\nat_capacity = \"close\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n[default]\nresource = \"all\"\nupstream = \"app\"\n"
     );
-    let config = parse(&text, "test.toml").unwrap();
-    // On tokio's clock, paused in the tests: statistics windows, timers and waits move
-    // together, and no window rolls over between two requests of a test.
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway.clone()).await.unwrap();
-    let proxy = server.local_addr().unwrap();
-    tokio::spawn(server.run(std::future::pending()));
+    let served = Served::start(&text).await;
+    let (proxy, spillway) = (served.proxy, served.spillway.clone());
     // One connection holds the only place (its request waits at the upstream).
     let first: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let held = tokio::spawn(async move {
@@ -884,11 +856,7 @@ async fn a_head_past_max_header_size_gets_431_and_one_within_it_passes() {
 
 /// An upstream that answers its first connection's request with a body without end, and
 /// says when that connection is closed; and a proxy in front of it with a send timeout of 2 s.
-async fn endless_behind_proxy() -> (
-    SocketAddr,
-    oneshot::Receiver<()>,
-    tokio::task::JoinHandle<std::io::Result<()>>,
-) {
+async fn endless_behind_proxy() -> (SocketAddr, oneshot::Receiver<()>, Served) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let upstream = listener.local_addr().unwrap();
@@ -910,12 +878,8 @@ async fn endless_behind_proxy() -> (
     let text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\nsend_timeout = \"2s\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n[default]\nupstream = \"app\"\n"
     );
-    let config = parse(&text, "test.toml").unwrap();
-    let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-    let server = Server::bind(&config, spillway).await.unwrap();
-    let proxy = server.local_addr().unwrap();
-    let serving = tokio::spawn(server.run(std::future::pending()));
-    (proxy, closed, serving)
+    let served = Served::start(&text).await;
+    (served.proxy, closed, served)
 }
 
 /// Waits for the upstream connection to close, and says how long that took.
@@ -931,7 +895,7 @@ async fn upstream_closed(closed: oneshot::Receiver<()>) -> std::time::Duration {
 #[tokio::test(start_paused = true)]
 async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upstream() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (proxy, closed, serving) = endless_behind_proxy().await;
+    let (proxy, closed, _served) = endless_behind_proxy().await;
     // The client asks, then reads nothing.
     let mut client = tokio::net::TcpStream::connect(proxy).await.unwrap();
     client
@@ -959,12 +923,11 @@ async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upst
         std::io::ErrorKind::ConnectionReset,
         "reset, not closed gracefully"
     );
-    serving.abort();
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_http2_stream_given_no_window_frees_its_upstream_at_the_send_timeout() {
-    let (proxy, closed, serving) = endless_behind_proxy().await;
+    let (proxy, closed, _served) = endless_behind_proxy().await;
     // HTTP/2 with prior knowledge; the response's body is never read, so the client grants
     // no window past the first 64 KiB: the socket never fills, no write ever waits.
     let stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
@@ -995,7 +958,6 @@ async fn an_http2_stream_given_no_window_frees_its_upstream_at_the_send_timeout(
         }
     }
     assert!(failed, "the stream was failed, not ended as if complete");
-    serving.abort();
 }
 
 #[tokio::test(start_paused = true)]

@@ -11,8 +11,9 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use spillway::ManualClock;
-use spillway_server::{config, Proxy, Server};
+use spillway_server::{config, Proxy};
 use std::convert::Infallible;
+use support::server::Served;
 use tower::ServiceExt;
 
 /// What a client sees of an answer: status, the refusal headers and the body.
@@ -73,9 +74,8 @@ async fn the_binary_and_the_layer_decide_alike() {
 
     // The binary, on the clock.
     let served = spillway::Spillway::new_with_clock(clock.clone());
-    let server = Server::bind(&config, served.clone()).await.unwrap();
-    let addr = server.local_addr().unwrap();
-    tokio::spawn(server.run(std::future::pending()));
+    let server = Served::with(&config, served.clone(), None).await;
+    let addr = server.proxy;
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
 
     // The layer, on the same clock, with the same rules loaded as the binary loads them.

@@ -14,12 +14,12 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use spillway_server::config::parse;
-use spillway_server::Server;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot, Notify};
+use support::server::Served;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::timeout;
 
 /// Long enough for a loaded machine; a test that waits this long has failed.
@@ -48,8 +48,7 @@ struct Harness {
     handle: spillway_server::Proxy,
     release: Arc<Notify>,
     arrived: mpsc::UnboundedReceiver<()>,
-    stop: Option<oneshot::Sender<()>>,
-    serving: tokio::task::JoinHandle<std::io::Result<()>>,
+    served: Served,
 }
 
 /// The proxy on `workers` threads in front of [`upstream`], with more `[listener]` fields.
@@ -61,23 +60,14 @@ async fn start(workers: usize, listener: &str) -> Harness {
         "[listener]\nlisten = \"127.0.0.1:0\"\n{listener}\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n[default]\nresource = \"all\"\nupstream = \"app\"\n"
     );
     let config = parse(&text, "test.toml").unwrap();
-    let server = Server::bind(&config, spillway::Spillway::new())
-        .await
-        .unwrap();
-    let proxy = server.local_addr().unwrap();
-    let handle = server.proxy().clone();
-    let (stop, stopped) = oneshot::channel();
-    let workers = NonZeroUsize::new(workers).unwrap();
-    let serving = tokio::spawn(server.run_on_workers(workers, async {
-        let _ = stopped.await;
-    }));
+    let workers = NonZeroUsize::new(workers);
+    let served = Served::with(&config, spillway::Spillway::new(), workers).await;
     Harness {
-        proxy,
-        handle,
+        proxy: served.proxy,
+        handle: served.handle.clone(),
         release,
         arrived,
-        stop: Some(stop),
-        serving,
+        served,
     }
 }
 
@@ -222,27 +212,25 @@ async fn one_cap_counts_the_connections_of_every_worker() {
 async fn a_drain_ends_the_requests_in_flight_and_refuses_new_connections() {
     let mut h = start(2, "").await;
     let held = h.hold().await;
-    h.stop.take().unwrap().send(()).unwrap();
+    h.served.stop();
     // Every worker closes its clone of the socket: connecting is refused, not left waiting.
     until_refused(h.proxy).await;
-    assert!(!h.serving.is_finished(), "a request is still in flight");
+    assert!(!h.served.is_finished(), "a request is still in flight");
     h.release.notify_waiters();
     assert_eq!(
         held.await.unwrap().unwrap(),
         (StatusCode::OK, "released".to_owned())
     );
-    timeout(PATIENCE, h.serving)
+    timeout(PATIENCE, h.served.finished())
         .await
-        .expect("the drain ends with its last request")
-        .unwrap()
-        .unwrap();
+        .expect("the drain ends with its last request");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_server_stops_the_workers_and_cuts_requests_in_flight() {
     let mut h = start(2, "").await;
     let held = h.hold().await;
-    h.serving.abort();
+    h.served.abort();
     let cut = held.await.unwrap();
     assert!(cut.is_err(), "the request in flight is cut: {cut:?}");
     until_refused(h.proxy).await;

@@ -18,12 +18,115 @@ use std::path::PathBuf;
 
 pub(crate) const TOKEN: &str = "s3cret";
 
+/// `spillway serve` in this process (no admin API), serving until [`shutdown`](Self::shutdown)
+/// or until dropped.
+pub(crate) struct Served {
+    pub(crate) proxy: SocketAddr,
+    pub(crate) handle: spillway_server::Proxy,
+    pub(crate) spillway: spillway::Spillway,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    serving: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Served {
+    /// For the configuration `text`, its spillway on tokio's clock (in a paused test, no
+    /// window rolls over between two requests).
+    pub(crate) async fn start(text: &str) -> Served {
+        let config = config::parse(text, "test.toml").unwrap();
+        Self::with(&config, tokio_clocked(), None).await
+    }
+
+    /// For `config` with `spillway`, on `workers` worker threads of their own (`None`: on the
+    /// test's runtime).
+    pub(crate) async fn with(
+        config: &config::Config,
+        spillway: spillway::Spillway,
+        workers: Option<std::num::NonZeroUsize>,
+    ) -> Served {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let mut served = Self::until(config, spillway, workers, stopped).await;
+        served.stop = Some(stop);
+        served
+    }
+
+    /// For `config` on tokio's clock, serving until the test's runtime ends (dropped, too).
+    pub(crate) async fn for_ever(config: &config::Config) -> Served {
+        Self::until(config, tokio_clocked(), None, std::future::pending()).await
+    }
+
+    async fn until(
+        config: &config::Config,
+        spillway: spillway::Spillway,
+        workers: Option<std::num::NonZeroUsize>,
+        stopped: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Served {
+        let server = Server::bind(config, spillway.clone()).await.unwrap();
+        let proxy = server.local_addr().unwrap();
+        let handle = server.proxy().clone();
+        let serving = match workers {
+            None => tokio::spawn(server.run(stopped)),
+            Some(workers) => tokio::spawn(server.run_on_workers(workers, stopped)),
+        };
+        Served {
+            proxy,
+            handle,
+            spillway,
+            stop: None,
+            serving: Some(serving),
+        }
+    }
+
+    /// Stops it as SIGTERM does (draining what is in flight) and waits until it has.
+    pub(crate) async fn shutdown(mut self) {
+        self.stop();
+        self.finished().await;
+    }
+
+    /// Tells it to stop as SIGTERM does: it drains what is in flight.
+    pub(crate) fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Whether it has stopped serving.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.serving
+            .as_ref()
+            .map_or(true, |serving| serving.is_finished())
+    }
+
+    /// Waits until it has stopped, and says it stopped cleanly.
+    pub(crate) async fn finished(&mut self) {
+        if let Some(serving) = self.serving.take() {
+            serving.await.unwrap().unwrap();
+        }
+    }
+
+    /// Drops it at once, as a crash would: whatever is in flight is cut.
+    pub(crate) fn abort(&self) {
+        if let Some(serving) = &self.serving {
+            serving.abort();
+        }
+    }
+}
+
+/// A spillway on tokio's clock.
+pub(crate) fn tokio_clocked() -> spillway::Spillway {
+    spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new())
+}
+
 pub(crate) struct Harness {
     pub(crate) proxy: SocketAddr,
     pub(crate) admin: SocketAddr,
     pub(crate) file: PathBuf,
     pub(crate) reloader: std::sync::Arc<Reloader>,
     pub(crate) handle: spillway_server::Proxy,
+    /// Serving until the test's runtime ends.
+    _served: Served,
     _dir: tempfile::TempDir,
 }
 
@@ -38,31 +141,38 @@ impl Harness {
 
     /// As [`start`](Self::start), with the admin API as `admin` makes it (a history, say).
     pub(crate) async fn start_with(text: &str, admin: impl FnOnce(Admin) -> Admin) -> Harness {
+        Self::start_as(text, Some(TOKEN), admin).await
+    }
+
+    /// As [`start_with`](Self::start_with), the admin API's token `token` (`None`: none).
+    pub(crate) async fn start_as(
+        text: &str,
+        token: Option<&str>,
+        admin: impl FnOnce(Admin) -> Admin,
+    ) -> Harness {
         let adjust = admin;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("spillway.toml");
         std::fs::write(&file, text).unwrap();
         let config = config::load(&file).unwrap();
-        let spillway = spillway::Spillway::new_with_clock(spillway_tower::TokioClock::new());
-        let server = Server::bind(&config, spillway).await.unwrap();
-        let proxy = server.local_addr().unwrap();
-        let handle = server.proxy().clone();
+        let served = Served::for_ever(&config).await;
+        let handle = served.handle.clone();
         let reloader = Reloader::new(file.clone(), config, handle.clone());
         let admin_listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let admin = admin_listener.local_addr().unwrap();
         let api = adjust(Admin::new(
             handle.clone(),
             Some(reloader.clone()),
-            Some(TOKEN.into()),
+            token.map(str::to_owned),
         ));
         tokio::spawn(api.run(admin_listener, std::future::pending()));
-        tokio::spawn(server.run(std::future::pending()));
         Harness {
-            proxy,
+            proxy: served.proxy,
             admin,
             file,
             reloader,
             handle,
+            _served: served,
             _dir: dir,
         }
     }
