@@ -2,7 +2,7 @@
 //! the file, its rules through `GET` and `PUT /api/rules` (checked whole before any is
 //! applied), written back to the file, loaded from it, and its state in `/api/status`. Each
 //! kind is one module under `kinds/`; the file's loading, the admin API, persistence and the
-//! status loop over the list (the metrics do not yet: `metrics/live.rs` calls each kind's).
+//! status loop over the list, and so do the metrics (each kind gives its own).
 
 mod adaptive;
 mod breaker;
@@ -13,6 +13,7 @@ mod keyed;
 mod system;
 
 use crate::config::Config;
+use crate::metrics::KindMetrics;
 use crate::proxy::Proxy;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -35,6 +36,9 @@ pub(crate) trait RuleKind: Sync {
     fn states_key(&self) -> &'static str {
         self.label()
     }
+
+    /// Its metrics: its rules loaded and its own series (`metrics/<kind>.rs`).
+    fn metrics(&self) -> &dyn KindMetrics;
 
     /// The rules in force, in the file's form.
     fn read(&self, proxy: &Proxy) -> Value;
@@ -116,6 +120,11 @@ pub(crate) const KINDS: &[&dyn RuleKind] = &[
     &cluster::Cluster,
     &keyed::Keyed,
 ];
+
+/// Every kind's metrics, for `/metrics` ([`crate::metrics::Metrics::set_kinds`]).
+pub(crate) fn metrics() -> Vec<&'static dyn KindMetrics> {
+    KINDS.iter().map(|kind| kind.metrics()).collect()
+}
 
 /// The kind named `name` in the file and the admin API.
 pub(crate) fn named(name: &str) -> Option<&'static dyn RuleKind> {
@@ -240,5 +249,20 @@ mod tests {
         };
         assert_eq!((fault.index, fault.id.as_str()), (1, "b"));
         assert_eq!(fault.field, "count");
+    }
+
+    #[test]
+    fn every_kind_gives_its_metrics_under_its_own_label() {
+        let labels: Vec<&str> = metrics().iter().map(|kind| kind.label()).collect();
+        let expected: Vec<&str> = KINDS.iter().map(|kind| kind.label()).collect();
+        assert_eq!(labels, expected);
+        let mut distinct = labels.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), labels.len(), "{labels:?}");
+        assert_eq!(
+            labels,
+            ["flow", "system", "breaker", "adaptive", "cluster", "keyed"]
+        );
     }
 }

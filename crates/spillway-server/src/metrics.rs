@@ -13,9 +13,11 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod adaptive;
-mod cluster;
-mod keyed;
+pub(crate) mod adaptive;
+pub(crate) mod breaker;
+pub(crate) mod cluster;
+pub(crate) mod flow;
+pub(crate) mod keyed;
 mod live;
 
 use live::Live;
@@ -37,10 +39,49 @@ pub(crate) struct ResourceLabel {
     pub(crate) resource: String,
 }
 
+/// What a kind's metrics are read from at each scrape.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sources<'a> {
+    pub(crate) spillway: &'a spillway::Spillway,
+    /// The cluster rules, leased and strict.
+    pub(crate) cluster: &'a crate::cluster::ClusterLimits,
+}
+
+/// One kind of rule's metrics, read at each scrape: the rules it has loaded
+/// (`spillway_rules{kind}`) and its own series. Each kind of the server's list gives its own
+/// ([`Metrics::set_kinds`]), so that this module names none.
+pub(crate) trait KindMetrics: Sync {
+    /// Its `kind` label.
+    fn label(&self) -> &'static str;
+
+    /// How many of its rules are loaded.
+    fn loaded(&self, from: Sources<'_>) -> usize;
+
+    /// Writes its own series (none unless it has some).
+    ///
+    /// # Errors
+    ///
+    /// If the text cannot be written.
+    fn encode(&self, _encoder: &mut DescriptorEncoder<'_>, _from: Sources<'_>) -> fmt::Result {
+        Ok(())
+    }
+}
+
+impl fmt::Debug for dyn KindMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+/// The kinds whose metrics a scrape reads, given once the kinds' list is known.
+pub(crate) type KindsMetrics = Arc<std::sync::OnceLock<Vec<&'static dyn KindMetrics>>>;
+
 /// The proxy's metrics.
 #[derive(Debug)]
 pub(crate) struct Metrics {
     registry: Registry,
+    /// Every kind of rule's metrics.
+    kinds: KindsMetrics,
     pub(crate) requests: Family<RequestLabels, Counter>,
     pub(crate) latency: Family<ResourceLabel, Histogram>,
     /// Each resource's current second, for the dashboard's history, in first-use order.
@@ -75,15 +116,26 @@ impl Metrics {
             "Time from a request's arrival to its response head, by resource",
             latency.clone(),
         );
-        registry.register_collector(Box::new(Live { spillway, cluster }));
+        let kinds = KindsMetrics::default();
+        registry.register_collector(Box::new(Live {
+            spillway,
+            cluster,
+            kinds: Arc::clone(&kinds),
+        }));
         registry.register_collector(Box::new(Listeners { proxy, admin }));
         registry.register_collector(Box::new(Reloads { state: reloads }));
         Self {
             registry,
+            kinds,
             requests,
             latency,
             seconds: Mutex::default(),
         }
+    }
+
+    /// Reads `kinds`' metrics at each scrape (the first list given is kept).
+    pub(crate) fn set_kinds(&self, kinds: Vec<&'static dyn KindMetrics>) {
+        let _ = self.kinds.set(kinds);
     }
 
     /// The series of `resource` that every request touches (its passes, successes, errors and

@@ -63,6 +63,7 @@ impl Server {
     pub async fn bind(config: &Config, spillway: spillway::Spillway) -> io::Result<Self> {
         let proxy = Proxy::new(config, spillway)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+        proxy.metrics().set_kinds(crate::kinds::metrics());
         apply_rules(&proxy, config)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
         // Cluster rules learn the fleet's state before the first request.

@@ -13,6 +13,7 @@ pub(super) const ADAPTIVE: CoreKind<AdaptiveRule> = CoreKind {
     states: Some(states),
     validate: spillway::adaptive::validate_adaptive_rules,
     load: |spillway, rules| spillway.load_adaptive_rules(rules),
+    metrics: Some(crate::metrics::adaptive::encode),
 };
 
 /// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the

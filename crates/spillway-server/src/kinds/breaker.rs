@@ -14,6 +14,7 @@ pub(super) const BREAKER: CoreKind<BreakerRule> = CoreKind {
     states: Some(states),
     validate: spillway::breaker::validate_breaker_rules,
     load: |spillway, rules| spillway.load_breaker_rules(rules),
+    metrics: Some(crate::metrics::breaker::encode),
 };
 
 /// Each breaker's rule, resource and state (`closed`, `open`, `half_open`).

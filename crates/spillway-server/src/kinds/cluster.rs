@@ -2,11 +2,27 @@
 
 use super::{given, rules_of, toml_tables, Change, Fault, Problem, RuleKind};
 use crate::config::{ClusterConfig, ClusterRuleConfig, Config};
+use crate::metrics::{KindMetrics, Sources};
 use crate::proxy::Proxy;
+use prometheus_client::encoding::DescriptorEncoder;
 use serde_json::{json, Value};
 
 /// Cluster rules, in the file's form.
 pub(super) struct Cluster;
+
+impl KindMetrics for Cluster {
+    fn label(&self) -> &'static str {
+        RuleKind::label(self)
+    }
+
+    fn loaded(&self, from: Sources<'_>) -> usize {
+        from.cluster.states().len()
+    }
+
+    fn encode(&self, encoder: &mut DescriptorEncoder<'_>, from: Sources<'_>) -> std::fmt::Result {
+        crate::metrics::cluster::encode(encoder, from.cluster)
+    }
+}
 
 impl RuleKind for Cluster {
     fn name(&self) -> &'static str {
@@ -15,6 +31,10 @@ impl RuleKind for Cluster {
 
     fn label(&self) -> &'static str {
         "cluster"
+    }
+
+    fn metrics(&self) -> &dyn KindMetrics {
+        self
     }
 
     fn read(&self, proxy: &Proxy) -> Value {

@@ -4,7 +4,9 @@
 
 use super::{core_fault, given, rules_of, Change, CoreRules, Problem, RuleKind};
 use crate::config::Config;
+use crate::metrics::{KindMetrics, Sources};
 use crate::proxy::Proxy;
+use prometheus_client::encoding::DescriptorEncoder;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -27,6 +29,25 @@ pub(super) struct CoreKind<T: 'static> {
     pub(super) validate: fn(&[T]) -> Result<(), RuleError>,
     /// The core's load (a rule that stays the same keeps its state).
     pub(super) load: fn(&Spillway, Vec<T>) -> Result<(), RuleError>,
+    /// Its own series in `/metrics`, if it has any.
+    pub(super) metrics: Option<fn(&mut DescriptorEncoder<'_>, &Spillway) -> std::fmt::Result>,
+}
+
+impl<T: Send + Sync + 'static> KindMetrics for CoreKind<T> {
+    fn label(&self) -> &'static str {
+        self.name
+    }
+
+    fn loaded(&self, from: Sources<'_>) -> usize {
+        (self.read)(from.spillway).len()
+    }
+
+    fn encode(&self, encoder: &mut DescriptorEncoder<'_>, from: Sources<'_>) -> std::fmt::Result {
+        match self.metrics {
+            Some(metrics) => metrics(encoder, from.spillway),
+            None => Ok(()),
+        }
+    }
 }
 
 impl<T> RuleKind for CoreKind<T>
@@ -35,6 +56,10 @@ where
 {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn metrics(&self) -> &dyn KindMetrics {
+        self
     }
 
     fn states_key(&self) -> &'static str {

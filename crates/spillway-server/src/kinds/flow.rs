@@ -13,6 +13,7 @@ pub(super) const FLOW: CoreKind<FlowRule> = CoreKind {
     states: Some(states),
     validate: spillway::flow::validate_flow_rules,
     load: |spillway, rules| spillway.load_flow_rules(rules),
+    metrics: Some(crate::metrics::flow::encode),
 };
 
 /// Each flow rule in load order, with what its controller holds now: a warm-up's allowed QPS,

@@ -2,15 +2,35 @@
 
 use super::{rules_of, toml_tables, Change, CoreRules, Fault, Problem, RuleKind};
 use crate::config::{Config, KeyedConfig};
+use crate::metrics::{KindMetrics, Sources};
 use crate::proxy::{Proxy, StagedKeyed};
+use prometheus_client::encoding::DescriptorEncoder;
 use serde_json::{json, Value};
 
 /// Per-key rules, in the file's form (with their key sources).
 pub(super) struct Keyed;
 
+impl KindMetrics for Keyed {
+    fn label(&self) -> &'static str {
+        RuleKind::label(self)
+    }
+
+    fn loaded(&self, from: Sources<'_>) -> usize {
+        from.spillway.keyed_rules().len()
+    }
+
+    fn encode(&self, encoder: &mut DescriptorEncoder<'_>, from: Sources<'_>) -> std::fmt::Result {
+        crate::metrics::keyed::encode(encoder, from.spillway)
+    }
+}
+
 impl RuleKind for Keyed {
     fn name(&self) -> &'static str {
         "keyed"
+    }
+
+    fn metrics(&self) -> &dyn KindMetrics {
+        self
     }
 
     fn read(&self, proxy: &Proxy) -> Value {

@@ -12,4 +12,5 @@ pub(super) const SYSTEM: CoreKind<SystemRule> = CoreKind {
     states: None,
     validate: spillway::system::validate_system_rules,
     load: |spillway, rules| spillway.load_system_rules(rules),
+    metrics: None,
 };

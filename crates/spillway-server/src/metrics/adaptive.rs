@@ -6,7 +6,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use std::fmt;
 
 /// Writes every adaptive rule's metrics.
-pub(super) fn encode(
+pub(crate) fn encode(
     encoder: &mut DescriptorEncoder<'_>,
     spillway: &spillway::Spillway,
 ) -> Result<(), fmt::Error> {

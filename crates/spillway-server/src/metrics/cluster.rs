@@ -5,7 +5,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use std::fmt;
 
 /// Writes every cluster rule's metrics.
-pub(super) fn encode(
+pub(crate) fn encode(
     encoder: &mut DescriptorEncoder<'_>,
     cluster: &crate::cluster::ClusterLimits,
 ) -> Result<(), fmt::Error> {

@@ -7,7 +7,7 @@ use spillway::keyed::KeyedStats;
 use std::fmt;
 
 /// Writes every per-key rule's metrics.
-pub(super) fn encode(
+pub(crate) fn encode(
     encoder: &mut DescriptorEncoder<'_>,
     spillway: &spillway::Spillway,
 ) -> Result<(), fmt::Error> {
