@@ -25,9 +25,9 @@ pub(crate) trait RuleKind: Sync {
     /// and in the audit.
     fn name(&self) -> &'static str;
 
-    /// Its short name: the kind as `spillway_rules{kind}` labels it (`metrics/live.rs` lists
-    /// the same names), and its key in `/api/status` (the name, unless the kind's file tables
-    /// are named otherwise).
+    /// Its short name: the kind as `spillway_rules{kind}` labels it (its
+    /// [`KindMetrics::label`] is the same), and its key in `/api/status` (the name, unless the
+    /// kind's file tables are named otherwise).
     fn label(&self) -> &'static str {
         self.name()
     }
@@ -90,12 +90,14 @@ pub(crate) trait Change: Send {
 }
 
 /// Loads every kind's rules from a checked configuration file (the routes' key readers come
-/// with the routing table the same file gives).
+/// with the routing table the same file gives), the proxy's metrics reading every kind's.
 ///
 /// # Errors
 ///
 /// A rule the core refuses (a checked file has none).
 pub(crate) fn apply_configured(proxy: &Proxy, config: &Config) -> Result<(), String> {
+    // The first load of a proxy's rules says which kinds its metrics read (once: kept).
+    proxy.metrics().set_kinds(metrics());
     for kind in KINDS {
         kind.configured(config).apply(proxy).map_err(|fault| {
             format!(

@@ -13,11 +13,6 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub(crate) mod adaptive;
-pub(crate) mod breaker;
-pub(crate) mod cluster;
-pub(crate) mod flow;
-pub(crate) mod keyed;
 mod live;
 
 use live::Live;
@@ -244,15 +239,15 @@ impl ResourceMetrics {
 }
 
 /// Labels of one series: `(name, value)` pairs.
-type Labels<'a> = Vec<(&'a str, String)>;
+pub(crate) type Labels<'a> = Vec<(&'a str, String)>;
 
 /// A rule's series labels: its id and its resource.
-fn rule_labels(id: &str, resource: &str) -> Labels<'static> {
+pub(crate) fn rule_labels(id: &str, resource: &str) -> Labels<'static> {
     vec![("rule", id.to_owned()), ("resource", resource.to_owned())]
 }
 
 /// Writes one counter family: a series per row.
-fn counters<'a>(
+pub(crate) fn counters<'a>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
@@ -289,7 +284,7 @@ fn single(
 }
 
 /// Writes one gauge family: a series per row.
-fn gauges<'a>(
+pub(crate) fn gauges<'a>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,

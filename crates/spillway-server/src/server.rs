@@ -12,7 +12,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Loads every kind of rule `config` (checked) gives into the proxy's spillway, the cluster
-/// rules with leases (inside the runtime: a new cluster rule starts a task).
+/// rules with leases (inside the runtime: a new cluster rule starts a task), and has the
+/// proxy's metrics read every kind's.
 ///
 /// # Errors
 ///
@@ -63,7 +64,6 @@ impl Server {
     pub async fn bind(config: &Config, spillway: spillway::Spillway) -> io::Result<Self> {
         let proxy = Proxy::new(config, spillway)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
-        proxy.metrics().set_kinds(crate::kinds::metrics());
         apply_rules(&proxy, config)
             .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
         // Cluster rules learn the fleet's state before the first request.

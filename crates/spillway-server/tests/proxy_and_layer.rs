@@ -82,6 +82,18 @@ async fn the_binary_and_the_layer_decide_alike() {
     let layered = spillway::Spillway::new_with_clock(clock.clone());
     let loader = Proxy::new(&config, layered.clone()).unwrap();
     spillway_server::apply_rules(&loader, &config).unwrap();
+    // A proxy made without `Server::bind` has every kind's metrics all the same.
+    let metrics = loader.render_metrics().unwrap();
+    for kind in ["flow", "system", "breaker", "adaptive", "cluster", "keyed"] {
+        assert!(
+            metrics.contains(&format!("spillway_rules{{kind=\"{kind}\"}}")),
+            "{kind}"
+        );
+    }
+    assert!(
+        metrics.contains("spillway_rules{kind=\"keyed\"} 1"),
+        "{metrics}"
+    );
     let layer = spillway_tower::SpillwayLayer::new(layered.clone())
         .fixed_resource("orders")
         .key_header(0, "x-user");

@@ -27,7 +27,7 @@ pub fn is_grpc(headers: &HeaderMap) -> bool {
 
 /// Whether a gRPC response with `headers` (its head) has its status still to come, in its
 /// trailers: none in the head, and a content type of gRPC over HTTP/2 (`application/grpc`,
-/// alone or with a `+` suffix). gRPC-Web (`application/grpc-web...`) sends its status inside
+/// alone, with a `+` suffix or with parameters). gRPC-Web (`application/grpc-web...`) sends its status inside
 /// the body, where the layer does not read it.
 ///
 /// ```

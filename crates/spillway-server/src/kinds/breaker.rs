@@ -1,8 +1,12 @@
 //! Circuit breakers (`[[breaker]]`): Sentinel's degrade rules.
 
 use super::core_kind::CoreKind;
+use crate::metrics::{gauges, rule_labels};
+use prometheus_client::encoding::DescriptorEncoder;
 use serde_json::{json, Value};
 use spillway::breaker::BreakerRule;
+use spillway::breaker::BreakerState;
+use std::fmt;
 
 /// Circuit breaker rules; their states under `breakers` in the status, the key it has had
 /// since it began (the dashboard reads it).
@@ -14,7 +18,7 @@ pub(super) const BREAKER: CoreKind<BreakerRule> = CoreKind {
     states: Some(states),
     validate: spillway::breaker::validate_breaker_rules,
     load: |spillway, rules| spillway.load_breaker_rules(rules),
-    metrics: Some(crate::metrics::breaker::encode),
+    metrics: Some(metrics),
 };
 
 /// Each breaker's rule, resource and state (`closed`, `open`, `half_open`).
@@ -27,4 +31,29 @@ fn states(spillway: &spillway::Spillway) -> Vec<Value> {
             json!({ "rule": rule.id, "resource": rule.resource, "state": state })
         })
         .collect()
+}
+
+/// The breakers' metrics: each rule's state.
+pub(super) fn metrics(
+    encoder: &mut DescriptorEncoder<'_>,
+    spillway: &spillway::Spillway,
+) -> Result<(), fmt::Error> {
+    let breakers: Vec<_> = spillway
+        .breaker_rules()
+        .into_iter()
+        .map(|rule| {
+            let value = match spillway.breaker_state(&rule.id) {
+                Some(BreakerState::Closed) | None => 0.0,
+                Some(BreakerState::Open) => 1.0,
+                Some(BreakerState::HalfOpen) => 2.0,
+            };
+            (rule_labels(&rule.id, &rule.resource), value)
+        })
+        .collect();
+    gauges(
+        encoder,
+        "spillway_breaker_state",
+        "Circuit breaker state: 0 closed, 1 open, 2 half-open",
+        breakers,
+    )
 }

@@ -2,10 +2,12 @@
 
 use super::{given, rules_of, toml_tables, Change, Fault, Problem, RuleKind};
 use crate::config::{ClusterConfig, ClusterRuleConfig, Config};
+use crate::metrics::{gauges, rule_labels};
 use crate::metrics::{KindMetrics, Sources};
 use crate::proxy::Proxy;
 use prometheus_client::encoding::DescriptorEncoder;
 use serde_json::{json, Value};
+use std::fmt;
 
 /// Cluster rules, in the file's form.
 pub(super) struct Cluster;
@@ -20,7 +22,7 @@ impl KindMetrics for Cluster {
     }
 
     fn encode(&self, encoder: &mut DescriptorEncoder<'_>, from: Sources<'_>) -> std::fmt::Result {
-        crate::metrics::cluster::encode(encoder, from.cluster)
+        metrics(encoder, from.cluster)
     }
 }
 
@@ -146,4 +148,40 @@ impl Change for ClusterChange {
                 problem,
             })
     }
+}
+
+/// The cluster rules' metrics, by rule: starting, in the fallback, and the instances sharing it.
+pub(super) fn metrics(
+    encoder: &mut DescriptorEncoder<'_>,
+    cluster: &crate::cluster::ClusterLimits,
+) -> Result<(), fmt::Error> {
+    let cluster = cluster.states();
+    gauges(
+        encoder,
+        "spillway_cluster_fallback",
+        "Whether a cluster rule admits by its fallback now (1: Redis out of reach) or by the shared limit (0), by rule",
+        cluster.iter().map(|rule| {
+            let fallback = if rule.fallback { 1.0 } else { 0.0 };
+            (rule_labels(&rule.id, &rule.resource), fallback)
+        }),
+    )?;
+    gauges(
+        encoder,
+        "spillway_cluster_starting",
+        "Whether a cluster rule has had no answer from Redis yet (1: starting) or has (0), by rule",
+        cluster.iter().map(|rule| {
+            let starting = if rule.starting { 1.0 } else { 0.0 };
+            (rule_labels(&rule.id, &rule.resource), starting)
+        }),
+    )?;
+    gauges(
+        encoder,
+        "spillway_cluster_instances",
+        "The instances sharing a cluster rule, as its last heartbeat's answer counted them, by rule",
+        cluster.iter().filter_map(|rule| {
+            let instances = rule.instances?;
+            Some((rule_labels(&rule.id, &rule.resource), instances as f64))
+        }),
+    )?;
+    Ok(())
 }

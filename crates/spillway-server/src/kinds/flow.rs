@@ -1,8 +1,11 @@
 //! Flow rules (`[[flow]]`): Sentinel's QPS and concurrency rules, with their controllers.
 
 use super::core_kind::CoreKind;
+use crate::metrics::{counters, rule_labels};
+use prometheus_client::encoding::DescriptorEncoder;
 use serde_json::{json, Value};
 use spillway::flow::FlowRule;
+use std::fmt;
 
 /// Flow rules.
 pub(super) const FLOW: CoreKind<FlowRule> = CoreKind {
@@ -13,7 +16,7 @@ pub(super) const FLOW: CoreKind<FlowRule> = CoreKind {
     states: Some(states),
     validate: spillway::flow::validate_flow_rules,
     load: |spillway, rules| spillway.load_flow_rules(rules),
-    metrics: Some(crate::metrics::flow::encode),
+    metrics: Some(metrics),
 };
 
 /// Each flow rule in load order, with what its controller holds now: a warm-up's allowed QPS,
@@ -35,4 +38,25 @@ fn states(spillway: &spillway::Spillway) -> Vec<Value> {
             })
         })
         .collect()
+}
+
+/// The flow rules' metrics: what each rule in shadow mode would have refused.
+pub(super) fn metrics(
+    encoder: &mut DescriptorEncoder<'_>,
+    spillway: &spillway::Spillway,
+) -> Result<(), fmt::Error> {
+    let flow_rules = spillway.flow_rules();
+    let shadow = flow_rules
+        .iter()
+        .filter(|rule| rule.shadow)
+        .filter_map(|rule| {
+            let stats = spillway.flow_rule_stats(&rule.id)?;
+            Some((rule_labels(&rule.id, &rule.resource), stats.shadow_refusals))
+        });
+    counters(
+        encoder,
+        "spillway_flow_rule_shadow_refusals",
+        "Requests a flow rule in shadow mode would have refused (it admitted them), by rule",
+        shadow,
+    )
 }

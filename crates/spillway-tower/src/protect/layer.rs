@@ -168,7 +168,8 @@ impl SpillwayLayer {
 
     /// What a request without a value for the key at `position` gets (by default
     /// [`OnMissingKey::Pass`]: it is not limited by that key's rules), said before or after
-    /// the key.
+    /// the key. A position no key is read at is not checked: say it of the position the key
+    /// is given.
     ///
     /// # Examples
     ///
