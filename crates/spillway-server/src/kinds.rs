@@ -37,8 +37,14 @@ pub(crate) trait RuleKind: Sync {
         self.label()
     }
 
-    /// Its metrics: its rules loaded and its own series (`metrics/<kind>.rs`).
+    /// Its metrics: its rules loaded and its own series.
     fn metrics(&self) -> &dyn KindMetrics;
+
+    /// Its section's title on the dashboard.
+    fn title(&self) -> &'static str;
+
+    /// A new rule of it as the dashboard's form starts it, in the file's form.
+    fn template(&self) -> Value;
 
     /// The rules in force, in the file's form.
     fn read(&self, proxy: &Proxy) -> Value;

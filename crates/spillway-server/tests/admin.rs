@@ -75,6 +75,53 @@ async fn statistics_rules_and_status_read_back() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_kinds_the_dashboard_forms_are_built_from_are_the_kinds_of_the_rules() {
+    let h = start(ORDERS_QPS_1).await;
+    let (status, _) = call(h.admin, Method::GET, "/api/kinds", None, Bytes::new()).await;
+    assert_eq!(
+        status,
+        StatusCode::UNAUTHORIZED,
+        "the token, as for the rules"
+    );
+    let (status, kinds) = get(h.admin, "/api/kinds").await;
+    assert_eq!(status, StatusCode::OK);
+    let kinds = json(&kinds);
+    let names: Vec<&str> = kinds
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kind| kind["name"].as_str().unwrap())
+        .collect();
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    let rules = json(&rules);
+    let mut ruled: Vec<&str> = rules
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut listed = names.clone();
+    ruled.sort_unstable();
+    listed.sort_unstable();
+    assert_eq!(listed, ruled);
+    assert_eq!(
+        names,
+        [
+            "flow",
+            "system",
+            "breaker",
+            "adaptive",
+            "cluster_rule",
+            "keyed"
+        ]
+    );
+    for kind in kinds.as_array().unwrap() {
+        assert!(!kind["title"].as_str().unwrap().is_empty(), "{kind}");
+        assert_eq!(kind["template"]["id"], "", "{kind}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn writes_need_the_token_and_bad_bodies_change_nothing() {
     let h = start(ORDERS_QPS_1).await;
     let replacement = r#"{"flow": [{"id": "orders-qps", "resource": "orders", "count": 100}]}"#;

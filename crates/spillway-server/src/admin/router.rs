@@ -17,6 +17,7 @@ pub(super) fn router(admin: Admin) -> Router {
     Router::new()
         .route("/", get(dashboard))
         .route("/api/resources", get(resources))
+        .route("/api/kinds", get(kinds))
         .route("/api/rules", get(rules).put(put_rules))
         .route("/api/status", get(status))
         .route("/api/history", get(history))
@@ -133,6 +134,10 @@ async fn dashboard() -> Response {
 
 async fn resources(State(admin): State<Admin>) -> Response {
     body(json_response(StatusCode::OK, &admin.resources()))
+}
+
+async fn kinds(State(admin): State<Admin>) -> Response {
+    body(json_response(StatusCode::OK, &admin.kinds()))
 }
 
 async fn rules(State(admin): State<Admin>) -> Response {

@@ -23,6 +23,17 @@ impl Admin {
         Value::Object(rules)
     }
 
+    /// `GET /api/kinds`: every kind, in the order `/api/rules` and the status list them, with
+    /// what the dashboard's forms need: its name, its section's title, and a new rule's
+    /// template in the file's form.
+    pub(super) fn kinds(&self) -> Value {
+        let kinds: Vec<Value> = KINDS
+            .iter()
+            .map(|kind| json!({ "name": kind.name(), "title": kind.title(), "template": kind.template() }))
+            .collect();
+        Value::Array(kinds)
+    }
+
     /// `PUT /api/rules[?persist=true]`: replaces the kinds of rules the body holds, every one
     /// checked (its own fields, then against the running proxy) before any is applied, so a
     /// bad body changes nothing; written to the file first if asked; audited.

@@ -16,6 +16,8 @@ pub(super) const ADAPTIVE: CoreKind<AdaptiveRule> = CoreKind {
     states: Some(states),
     validate: spillway::adaptive::validate_adaptive_rules,
     load: |spillway, rules| spillway.load_adaptive_rules(rules),
+    title: "Adaptive concurrency rules",
+    template: || json!({ "id": "", "algorithm": { "type": "envoy_gradient" } }),
     metrics: Some(metrics),
 };
 

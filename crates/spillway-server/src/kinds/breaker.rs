@@ -18,6 +18,11 @@ pub(super) const BREAKER: CoreKind<BreakerRule> = CoreKind {
     states: Some(states),
     validate: spillway::breaker::validate_breaker_rules,
     load: |spillway, rules| spillway.load_breaker_rules(rules),
+    title: "Circuit breaker rules",
+    template: || {
+        json!({ "id": "", "resource": "",
+            "strategy": { "type": "error_ratio", "threshold": 0.5 }, "retry_timeout": "5s" })
+    },
     metrics: Some(metrics),
 };
 

@@ -39,6 +39,14 @@ impl RuleKind for Cluster {
         self
     }
 
+    fn title(&self) -> &'static str {
+        "Cluster rules (shared on Redis)"
+    }
+
+    fn template(&self) -> Value {
+        json!({ "id": "", "resource": "", "kind": "qps", "limit": 100 })
+    }
+
     fn read(&self, proxy: &Proxy) -> Value {
         json!(proxy.cluster_limits().configured().1)
     }

@@ -29,6 +29,10 @@ pub(super) struct CoreKind<T: 'static> {
     pub(super) validate: fn(&[T]) -> Result<(), RuleError>,
     /// The core's load (a rule that stays the same keeps its state).
     pub(super) load: fn(&Spillway, Vec<T>) -> Result<(), RuleError>,
+    /// Its section's title on the dashboard.
+    pub(super) title: &'static str,
+    /// A new rule as the dashboard's form starts it.
+    pub(super) template: fn() -> Value,
     /// Its own series in `/metrics`, if it has any.
     pub(super) metrics: Option<fn(&mut DescriptorEncoder<'_>, &Spillway) -> std::fmt::Result>,
 }
@@ -60,6 +64,14 @@ where
 
     fn metrics(&self) -> &dyn KindMetrics {
         self
+    }
+
+    fn title(&self) -> &'static str {
+        self.title
+    }
+
+    fn template(&self) -> Value {
+        (self.template)()
     }
 
     fn states_key(&self) -> &'static str {

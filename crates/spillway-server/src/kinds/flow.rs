@@ -16,6 +16,8 @@ pub(super) const FLOW: CoreKind<FlowRule> = CoreKind {
     states: Some(states),
     validate: spillway::flow::validate_flow_rules,
     load: |spillway, rules| spillway.load_flow_rules(rules),
+    title: "Flow rules",
+    template: || json!({ "id": "", "resource": "", "count": 100 }),
     metrics: Some(metrics),
 };
 

@@ -36,6 +36,14 @@ impl RuleKind for Keyed {
         self
     }
 
+    fn title(&self) -> &'static str {
+        "Per-key rules"
+    }
+
+    fn template(&self) -> Value {
+        json!({ "id": "", "resource": "", "key": "peer_ip", "count": 10 })
+    }
+
     fn read(&self, proxy: &Proxy) -> Value {
         json!(proxy.keyed_rules())
     }

@@ -12,5 +12,7 @@ pub(super) const SYSTEM: CoreKind<SystemRule> = CoreKind {
     states: None,
     validate: spillway::system::validate_system_rules,
     load: |spillway, rules| spillway.load_system_rules(rules),
+    title: "System rules",
+    template: || serde_json::json!({ "id": "", "max_qps": 1000 }),
     metrics: None,
 };
