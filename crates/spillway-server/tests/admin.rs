@@ -365,6 +365,42 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_reload_rebuilds_each_route_s_stack_with_its_new_limits() {
+    // Each route's stack is built at its first request and kept: a reload must replace it.
+    let text = |tps: &str| {
+        format!(
+            "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:9\"\n\n[[route]]\nresource = \"orders\"\npath = \"/orders\"\nupstream = \"app\"\n{tps}\n"
+        )
+    };
+    let h = Harness::start(&text("tps = { rate = 1, interval = \"1h\" }")).await;
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let status = |client: Client<_, Empty<Bytes>>| async move {
+        let uri = format!("http://{}/orders", h.proxy).parse().unwrap();
+        client.get(uri).await.unwrap().status()
+    };
+    // Admitted (nothing listens upstream: 502), then refused by the route's tps.
+    assert_eq!(status(client.clone()).await, StatusCode::BAD_GATEWAY);
+    assert_eq!(status(client.clone()).await, StatusCode::TOO_MANY_REQUESTS);
+    std::fs::write(&h.file, text("")).unwrap();
+    let (reloaded, _) = call(
+        h.admin,
+        Method::POST,
+        "/api/reload",
+        Some(TOKEN),
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(reloaded, StatusCode::OK);
+    for _ in 0..3 {
+        assert_eq!(
+            status(client.clone()).await,
+            StatusCode::BAD_GATEWAY,
+            "no tps now"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_good_reload_applies_and_a_bad_one_changes_nothing() {
     let h = start(ORDERS_QPS_1).await;
     std::fs::write(
