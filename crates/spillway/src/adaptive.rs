@@ -82,6 +82,7 @@ mod rule;
 mod rule_set;
 mod sample;
 mod sampling;
+mod step;
 mod vegas;
 
 #[cfg(all(test, spillway_loom))]
@@ -103,4 +104,5 @@ pub use rule::{validate_adaptive_rules, AdaptiveAlgorithm, AdaptiveRule, Adaptiv
 pub(crate) use rule_set::{AdaptiveRuleSet, InstalledAdaptive};
 pub use sample::{Sample, SampleWindow};
 pub use sampling::{Sampling, WindowPolicy};
+pub(crate) use step::blocked;
 pub use vegas::{Vegas, VegasConfig};

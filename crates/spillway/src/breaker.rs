@@ -26,6 +26,7 @@
 mod circuit;
 mod rule;
 mod set;
+mod step;
 mod validate;
 
 pub(crate) use circuit::Listeners;

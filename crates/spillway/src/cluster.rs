@@ -45,6 +45,7 @@
 //! ```
 
 mod rule_set;
+mod step;
 
 pub(crate) use rule_set::{ClusterRuleSet, ResourceCluster};
 
@@ -256,67 +257,4 @@ pub fn validate_cluster_rule_ids(rules: &[(&str, &str)]) -> Result<(), ClusterRu
         }
     }
     Ok(())
-}
-
-/// The passes an entry's cluster rules took: the rules' bits (by position on the resource)
-/// and the count each took, and which of those rules hold them until the entry ends. Given
-/// back through the resource's rules as installed then (as adaptive places and breaker probes
-/// are): a reload that reorders a resource's concurrency rules while entries are in flight
-/// gives their passes to the rule now at their place.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Taken {
-    pub(crate) rules: u8,
-    pub(crate) count: u32,
-    /// The bits of `rules` whose passes are held until the entry ends.
-    pub(crate) until_exit: u8,
-}
-
-impl ResourceCluster {
-    /// Step 3b: takes `count` from every rule in order; at the first refusal, gives back what
-    /// the earlier ones took and returns the refusing rule's id number with its refusal.
-    pub(crate) fn take(&self, count: u32, taken: &mut Taken) -> Result<(), (u32, SharedRefusal)> {
-        for (bit, rule) in self.rules.iter().enumerate() {
-            match rule.limit.try_take(count) {
-                Ok(()) => {
-                    taken.rules |= 1 << bit;
-                    taken.count = count;
-                    taken.until_exit = taken.rules & self.until_exit;
-                }
-                Err(refusal) => {
-                    self.give_back(*taken);
-                    *taken = Taken::default();
-                    return Err((rule.id_number, refusal));
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Gives back what `taken` says.
-    pub(crate) fn give_back(&self, taken: Taken) {
-        for (bit, rule) in self.rules.iter().enumerate() {
-            if taken.rules & (1 << bit) != 0 {
-                rule.limit.give_back(taken.count);
-            }
-        }
-    }
-}
-
-/// The block of a refusal by the cluster rule of id number `rule`.
-pub(crate) fn blocked(
-    resource_number: u32,
-    rule: u32,
-    refusal: SharedRefusal,
-) -> crate::BlockError {
-    let error = crate::BlockError::new(
-        crate::BlockKind::Cluster,
-        resource_number,
-        refusal.observed,
-        refusal.threshold,
-    )
-    .with_rule(rule);
-    match refusal.retry_after {
-        Some(after) => error.with_retry_after(after),
-        None => error,
-    }
 }

@@ -1,13 +1,12 @@
 //! What every resource of one [`Spillway`](crate::Spillway) shares.
 
-use crate::adaptive::InstalledAdaptive;
 use crate::breaker::Listeners;
 use crate::clock::AnyClock;
 use crate::flow::FlowRuleSet;
-use crate::kinds::Sets;
+use crate::kinds::{Sets, Slots};
 use crate::stats::{NodeConfig, ResourceNode};
 use crate::system::{SystemProbe, SystemRules};
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -28,10 +27,9 @@ pub(crate) struct Core {
     /// The system rules as loaded, and whether any is (checked first, with a relaxed load).
     pub(crate) system: ArcSwap<SystemRules>,
     pub(crate) has_system: AtomicBool,
-    /// The adaptive rule on all inbound traffic, and whether there is one (checked with a
-    /// relaxed load).
-    pub(crate) inbound_adaptive: ArcSwapOption<InstalledAdaptive>,
-    pub(crate) has_inbound_adaptive: AtomicBool,
+    /// The rules on all inbound traffic of the kinds checked after the flow rules (the adaptive
+    /// limit on all inbound traffic), kept as a resource keeps its own.
+    pub(crate) inbound_rules: Slots,
     /// Where system rules read load and CPU usage.
     pub(crate) probe: Arc<dyn SystemProbe>,
     /// Held while rules are loaded and while a resource is registered, so that a new resource

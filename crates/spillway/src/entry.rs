@@ -6,7 +6,6 @@ mod flow_check;
 mod gate_check;
 mod guard;
 mod held;
-mod later;
 mod owned;
 mod pending;
 mod pipeline;

@@ -14,6 +14,7 @@ mod rule;
 mod rule_set;
 mod sketch;
 mod slot;
+mod step;
 mod validate;
 
 #[cfg(all(test, spillway_loom))]
@@ -24,7 +25,7 @@ mod tests;
 pub use limiter::{KeyedLimiter, KeyedStats, SKETCH_WIDTH, WAYS};
 pub use rule::{KeyException, KeyedBehavior, KeyedRule, DEFAULT_CAPACITY};
 pub use rule_set::MAX_KEYED_RULES_PER_RESOURCE;
-pub(crate) use rule_set::{blocked, KeyedRuleSet, KeyedTaken, ResourceKeyed};
+pub(crate) use rule_set::{KeyedRuleSet, ResourceKeyed};
 pub use validate::{
     validate_keyed_rules, KeyedRuleError, MAX_CAPACITY, MAX_DURATION_SECS, MAX_EXCEPTIONS,
 };

@@ -1,19 +1,24 @@
 //! The rule kinds a resource checks after its flow rules, as one list: where the instance keeps
 //! each kind's rules as loaded ([`Sets`]), where a resource keeps its own ([`Slots`], with one
 //! flag bit per kind, so that a resource with none of a kind pays one relaxed load and a bit
-//! test), and how a load reaches every resource ([`Kind`]).
+//! test), how a load reaches every resource ([`Kind`]), and the kinds' steps in an entry's
+//! path, in order ([`Taken`], [`Kept`]: each kind's [`Step`] is in its own module).
 //!
-//! A new kind implements [`Kind`] here and takes a field in [`Sets`] and in [`Slots`]; loading
-//! it is [`Spillway::replace_rules`](crate::Spillway), reading a resource's rules is
-//! [`Slots::load`]. Its step in the entry pipeline goes where its order says (`entry/later.rs`).
+//! A new kind implements [`Kind`] here and takes a field in [`Sets`] and in [`Slots`], and its
+//! place in the steps' order: a position, a field in [`Taken`] (and in [`Kept`] if it keeps
+//! more than a mark until the entry ends), and a line in each of the list's loops. Loading it
+//! is [`Spillway::replace_rules`](crate::Spillway), reading a resource's rules is
+//! [`Slots::load`].
 
 use crate::adaptive::{AdaptiveRuleSet, InstalledAdaptive};
 use crate::breaker::{BreakerRuleSet, ResourceBreakers};
 use crate::cluster::{ClusterRuleSet, ResourceCluster};
 use crate::keyed::{KeyedRuleSet, ResourceKeyed};
+use crate::step::{At, End, Step, Stop, MARKS};
 use arc_swap::{ArcSwap, ArcSwapOption, Guard};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A kind of rule a resource holds installed, checked after its flow rules.
 pub(crate) trait Kind: Send + Sync + Sized + 'static {
@@ -174,6 +179,262 @@ impl Kind for ResourceKeyed {
     }
 }
 
+/// Each step's position in the entry's path: the order the steps run in, and where an entry
+/// that waited in a step's queue goes on (the next position).
+const CLUSTER: u8 = 0;
+const KEYED: u8 = 1;
+const ADAPTIVE: u8 = 2;
+/// The adaptive limit on all inbound traffic (in the instance's inbound slots).
+const INBOUND_ADAPTIVE: u8 = 3;
+const BREAKERS: u8 = 4;
+
+/// The mark, in an entry's `limited` byte, of the kind at `position` keeping something until
+/// the entry ends: the high four bits ([`MARKS`]), so the first four positions may keep.
+/// Evaluated at compile time (`const { mark(..) }`), where a fifth fails the build.
+const fn mark(position: u8) -> u8 {
+    let mark = 0x10 << position;
+    assert!(mark & MARKS == mark && position < 4, "no mark left");
+    mark
+}
+
+/// The `Kind::FLAG` bits of the kinds every exit reaches.
+const EVERY_EXIT: u8 = every_exit::<ResourceCluster>()
+    | every_exit::<ResourceKeyed>()
+    | every_exit::<InstalledAdaptive>()
+    | every_exit::<ResourceBreakers>();
+
+const fn every_exit<K: Kind + Step>() -> u8 {
+    if K::EVERY_EXIT {
+        K::FLAG
+    } else {
+        0
+    }
+}
+
+/// The longer of two waits, either of which may be none (folded away where a kind never
+/// paces).
+#[inline(always)]
+fn longer(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// Where an entry's steps find their rules: its resource's slots and, for an inbound entry,
+/// the instance's slots for all inbound traffic.
+#[derive(Clone, Copy)]
+pub(crate) struct Reach<'a> {
+    pub(crate) resource: &'a Slots,
+    pub(crate) inbound: Option<&'a Slots>,
+}
+
+impl Reach<'_> {
+    /// Whether any step has rules to check (relaxed, as every rule flag).
+    #[inline(always)]
+    pub(crate) fn any(&self) -> bool {
+        self.resource.any() || self.inbound.is_some_and(Slots::any)
+    }
+
+    /// Whether every exit must reach a kind here (relaxed, likewise).
+    #[inline(always)]
+    pub(crate) fn sees_every_exit(&self) -> bool {
+        self.resource.sees_every_exit() || self.inbound.is_some_and(Slots::sees_every_exit)
+    }
+}
+
+impl Slots {
+    /// Whether every exit must reach a kind here (relaxed, as every rule flag).
+    #[inline(always)]
+    pub(crate) fn sees_every_exit(&self) -> bool {
+        self.flags.load(Ordering::Relaxed) & EVERY_EXIT != 0
+    }
+
+    /// The kind's step for an entry, when the resource has rules of it that apply.
+    #[inline(always)]
+    fn take<K: Kind + Step>(
+        &self,
+        at: &At,
+        taken: &mut K::Taken,
+        position: u8,
+    ) -> Result<(), Stop> {
+        if self.has::<K>() && K::applies(at) {
+            if let Some(kind) = self.load::<K>().as_ref() {
+                return K::take(kind, at, taken).map_err(|stop| stop.at(position));
+            }
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn give_back<K: Kind + Step>(&self, taken: &K::Taken) {
+        if K::holds(taken) {
+            if let Some(kind) = self.load::<K>().as_ref() {
+                kind.give_back(taken);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn rebase<K: Kind + Step>(&self, taken: &mut K::Taken, now: u64) {
+        if K::holds(taken) {
+            if let Some(kind) = self.load::<K>().as_ref() {
+                kind.rebase(taken, now);
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn exit<K: Kind + Step>(&self, marked: bool, kept: K::Kept, end: &End) {
+        if marked || (K::EVERY_EXIT && self.has::<K>()) {
+            if let Some(kind) = self.load::<K>().as_ref() {
+                kind.exit(kept, end);
+            }
+        }
+    }
+}
+
+/// What an entry's steps took, by kind: given back if a later step (or a flow rule's queue)
+/// refuses it, kept in part until it ends ([`Taken::keep`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Taken {
+    cluster: <ResourceCluster as Step>::Taken,
+    keyed: <ResourceKeyed as Step>::Taken,
+    adaptive: <InstalledAdaptive as Step>::Taken,
+    inbound_adaptive: <InstalledAdaptive as Step>::Taken,
+    breakers: <ResourceBreakers as Step>::Taken,
+}
+
+/// What an admitted entry keeps until it ends beyond the kinds' marks, by kind: six bytes, so
+/// that an entry's state stays four words (`entry::layout`).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Kept {
+    cluster: <ResourceCluster as Step>::Kept,
+    keyed: <ResourceKeyed as Step>::Kept,
+}
+
+impl Taken {
+    /// The steps from position `from` (0: all), in order. What each takes is noted here; at a
+    /// refusal, the refusing step has given back its own, and the caller gives back the rest.
+    #[inline(never)]
+    // Every step is written `from <= ITS_POSITION`, the first one too.
+    #[allow(clippy::absurd_extreme_comparisons)]
+    pub(crate) fn take(&mut self, reach: Reach<'_>, at: &At, from: u8) -> Result<(), Stop> {
+        let own = reach.resource;
+        if from <= CLUSTER {
+            own.take::<ResourceCluster>(at, &mut self.cluster, CLUSTER)?;
+        }
+        if from <= KEYED {
+            own.take::<ResourceKeyed>(at, &mut self.keyed, KEYED)?;
+        }
+        if from <= ADAPTIVE {
+            own.take::<InstalledAdaptive>(at, &mut self.adaptive, ADAPTIVE)?;
+        }
+        if from <= INBOUND_ADAPTIVE {
+            if let Some(all) = reach.inbound {
+                all.take::<InstalledAdaptive>(at, &mut self.inbound_adaptive, INBOUND_ADAPTIVE)?;
+            }
+        }
+        own.take::<ResourceBreakers>(at, &mut self.breakers, BREAKERS)
+    }
+
+    /// The longest wait a pacing rule among the steps queued the entry for (zero if none).
+    #[inline(always)]
+    pub(crate) fn wait(&self) -> Duration {
+        let waits = [
+            ResourceCluster::wait(&self.cluster),
+            ResourceKeyed::wait(&self.keyed),
+            InstalledAdaptive::wait(&self.adaptive),
+            InstalledAdaptive::wait(&self.inbound_adaptive),
+            ResourceBreakers::wait(&self.breakers),
+        ];
+        waits.into_iter().fold(None, longer).unwrap_or_default()
+    }
+
+    /// The step at `position` handed the entry waiting in its queue a place.
+    pub(crate) fn granted(&mut self, position: u8) {
+        match position {
+            ADAPTIVE => InstalledAdaptive::granted(&mut self.adaptive),
+            INBOUND_ADAPTIVE => InstalledAdaptive::granted(&mut self.inbound_adaptive),
+            _ => {}
+        }
+    }
+
+    /// Whether any step holds anything to give back.
+    #[inline(always)]
+    pub(crate) fn holds(&self) -> bool {
+        ResourceCluster::holds(&self.cluster)
+            || ResourceKeyed::holds(&self.keyed)
+            || InstalledAdaptive::holds(&self.adaptive)
+            || InstalledAdaptive::holds(&self.inbound_adaptive)
+            || ResourceBreakers::holds(&self.breakers)
+    }
+
+    /// Gives back everything taken, in the steps' order.
+    pub(crate) fn give_back(&self, reach: Reach<'_>) {
+        let own = reach.resource;
+        own.give_back::<ResourceCluster>(&self.cluster);
+        own.give_back::<ResourceKeyed>(&self.keyed);
+        own.give_back::<InstalledAdaptive>(&self.adaptive);
+        if let Some(all) = reach.inbound {
+            all.give_back::<InstalledAdaptive>(&self.inbound_adaptive);
+        }
+        own.give_back::<ResourceBreakers>(&self.breakers);
+    }
+
+    /// A queued entry starts its call at `now`: what it took follows it.
+    pub(crate) fn rebase(&mut self, reach: Reach<'_>, now: u64) {
+        let own = reach.resource;
+        own.rebase::<ResourceCluster>(&mut self.cluster, now);
+        own.rebase::<ResourceKeyed>(&mut self.keyed, now);
+        own.rebase::<InstalledAdaptive>(&mut self.adaptive, now);
+        if let Some(all) = reach.inbound {
+            all.rebase::<InstalledAdaptive>(&mut self.inbound_adaptive, now);
+        }
+        own.rebase::<ResourceBreakers>(&mut self.breakers, now);
+    }
+
+    /// What the admitted entry keeps until it ends: the marks of the kinds that keep anything
+    /// (for its `limited` byte), and what they keep beyond the mark.
+    #[inline(always)]
+    pub(crate) fn keep(&self) -> (u8, Kept) {
+        let mut marks = 0;
+        let mut kept = Kept::default();
+        if let Some(cluster) = ResourceCluster::keep(&self.cluster) {
+            kept.cluster = cluster;
+            marks |= const { mark(CLUSTER) };
+        }
+        if let Some(keyed) = ResourceKeyed::keep(&self.keyed) {
+            kept.keyed = keyed;
+            marks |= const { mark(KEYED) };
+        }
+        if InstalledAdaptive::keep(&self.adaptive).is_some() {
+            marks |= const { mark(ADAPTIVE) };
+        }
+        if InstalledAdaptive::keep(&self.inbound_adaptive).is_some() {
+            marks |= const { mark(INBOUND_ADAPTIVE) };
+        }
+        (marks, kept)
+    }
+}
+
+impl Kept {
+    /// The entry that kept this, with these `marks`, ended: each kind marked, and each every
+    /// exit reaches, is told, in the steps' order.
+    pub(crate) fn exit(&self, reach: Reach<'_>, marks: u8, end: &End) {
+        let own = reach.resource;
+        let marked = |mark: u8| marks & mark != 0;
+        own.exit::<ResourceCluster>(marked(const { mark(CLUSTER) }), self.cluster, end);
+        own.exit::<ResourceKeyed>(marked(const { mark(KEYED) }), self.keyed, end);
+        own.exit::<InstalledAdaptive>(marked(const { mark(ADAPTIVE) }), (), end);
+        if let Some(all) = reach.inbound {
+            all.exit::<InstalledAdaptive>(marked(const { mark(INBOUND_ADAPTIVE) }), (), end);
+        }
+        own.exit::<ResourceBreakers>(false, (), end);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +454,38 @@ mod tests {
                 assert_eq!(a & b, 0);
             }
         }
+    }
+
+    /// The kinds that keep something until the exit each have their own mark, in the entry's
+    /// high four bits, clear of the system and flow rules' places.
+    #[test]
+    fn every_keeping_step_has_its_own_mark_above_the_places() {
+        let marks = [
+            mark(CLUSTER),
+            mark(KEYED),
+            mark(ADAPTIVE),
+            mark(INBOUND_ADAPTIVE),
+        ];
+        for (i, a) in marks.iter().enumerate() {
+            assert_eq!((a.count_ones(), a & crate::step::PLACES), (1, 0));
+            for b in &marks[i + 1..] {
+                assert_eq!(a & b, 0);
+            }
+        }
+        assert!(std::mem::size_of::<Kept>() <= 6 && std::mem::align_of::<Kept>() <= 2);
+    }
+
+    /// A breaker counts every completion of its resource; no other kind needs every exit.
+    #[test]
+    fn only_breakers_see_every_exit() {
+        assert_eq!(EVERY_EXIT, ResourceBreakers::FLAG);
+        let slots = Slots::default();
+        slots.set::<InstalledAdaptive>(None);
+        assert!(!slots.sees_every_exit());
+        slots.set::<ResourceBreakers>(Some(Arc::new(ResourceBreakers {
+            breakers: Vec::new(),
+        })));
+        assert!(slots.sees_every_exit());
     }
 
     #[test]

@@ -168,6 +168,7 @@ mod rule_error;
 mod snapshot;
 mod spillway;
 pub mod stats;
+mod step;
 mod sync;
 pub mod system;
 

@@ -59,6 +59,17 @@ pub(crate) struct ResourceInner {
     pub(crate) core: Arc<Core>,
 }
 
+impl ResourceInner {
+    /// Where the later kinds' steps of an entry (`inbound` or not) find their rules.
+    #[inline(always)]
+    pub(crate) fn reach(&self, inbound: bool) -> crate::kinds::Reach<'_> {
+        crate::kinds::Reach {
+            resource: &self.slots,
+            inbound: inbound.then_some(&self.core.inbound_rules),
+        }
+    }
+}
+
 impl crate::flow::RelatedNode for ResourceInner {
     fn node(&self) -> &ResourceNode {
         &self.node

@@ -1,4 +1,4 @@
-use super::pending::{rebase_probes, OwnedPending, Pending, PendingState, Queued};
+use super::pending::{OwnedPending, Pending, PendingState, Queued};
 use super::waiting::{Admission, OwnedAdmission, OwnedWaiting, Waiting, WaitingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
 use crate::block::BlockError;
@@ -242,11 +242,13 @@ impl<'a> EntryBuilder<'a> {
 
     /// Waits out a queued admission on the clock, then counts it.
     #[inline(never)]
-    fn after_wait(&self, inner: &ResourceInner, queued: Queued<'_>) -> EntryState {
+    fn after_wait(&self, inner: &ResourceInner, mut queued: Queued<'_>) -> EntryState {
         debug_assert!(queued.place.is_none(), "`enter` does not wait for a place");
         inner.clock.sleep(queued.wait);
         let now = inner.clock.now_nanos();
-        rebase_probes(inner, &queued.held, now);
+        let inbound = self.traffic == TrafficType::Inbound;
+        // What the later kinds took follows the entry to its start.
+        queued.held.later.rebase(inner.reach(inbound), now);
         let queue = queued.queue;
         EntryState::admit(
             inner,
@@ -254,7 +256,7 @@ impl<'a> EntryBuilder<'a> {
             queue.entrance,
             now,
             self.count,
-            self.traffic == TrafficType::Inbound,
+            inbound,
             queued.held.limited,
             queue.occupied,
         )

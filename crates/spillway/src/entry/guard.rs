@@ -1,14 +1,11 @@
 use super::held::Held;
-use super::places::{
-    end_adaptive, release_limited, LIMITED_ADAPTIVE_ANY, LIMITED_CLUSTER, LIMITED_KEYED,
-};
+use super::places::release_limited;
 use crate::adaptive::Outcome;
-use crate::breaker::ResourceBreakers;
 use crate::clock::Clock;
-use crate::cluster::{ResourceCluster, Taken};
-use crate::keyed::ResourceKeyed;
+use crate::kinds::Kept;
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::{ResourceNode, ShortLine};
+use crate::step::{End, MARKS, PLACES};
 use crate::sync::{cached_thread_slot, thread_slot};
 use std::fmt;
 
@@ -23,21 +20,17 @@ pub(crate) struct EntryState {
     /// for overload, which an adaptive limit takes as a drop): one byte, so that with the
     /// places and rules it holds an entry's state stays four words (`entry::layout`).
     flags: u8,
-    /// `LIMITED_*` bits: exact in-flight counters this entry holds a place on.
+    /// What the entry holds until it ends, in one byte so that one test tells a short exit
+    /// whether it holds anything: in its low four bits ([`PLACES`]) the system and flow rules'
+    /// places on exact in-flight counters (`LIMITED_*`, `places.rs`), in its high four
+    /// ([`MARKS`]) which later kinds keep something (`kinds.rs`).
     pub(crate) limited: u8,
     /// The id number of the first rule in shadow mode that would have refused the entry, or
     /// `NO_SHADOW`.
     pub(crate) shadow: u32,
-    /// The bits (by position on the resource) of the cluster rules whose passes the entry holds
-    /// until it ends; with `LIMITED_CLUSTER` in `limited` when any.
-    pub(crate) cluster: u8,
-    /// The bits of the per-key concurrency rules holding a call in flight for the entry's key
-    /// until it ends; with `LIMITED_KEYED` in `limited` when any.
-    pub(crate) keyed: u8,
-    /// The entry's key (the digest of its fingerprint that per-key concurrency counts by), when
-    /// `keyed` is not 0: 4 bytes, so that the state stays four words and an entry five
-    /// (`entry::layout`).
-    pub(crate) key: u32,
+    /// What the later kinds marked in `limited` keep: six bytes, so that the state stays four
+    /// words and an entry five (`entry::layout`).
+    kept: Kept,
 }
 
 /// [`EntryState`] flags: the entry is inbound ...
@@ -108,28 +101,20 @@ impl EntryState {
             flags: if inbound { INBOUND } else { 0 },
             limited,
             shadow: NO_SHADOW,
-            cluster: 0,
-            keyed: 0,
-            key: 0,
+            kept: Kept::default(),
         }
     }
 
     /// The state, noting from what the admission holds the shadow rule that would have refused
-    /// the entry, if any, and the cluster and per-key rules' passes it holds until it ends.
+    /// the entry, if any, and what the later kinds keep until it ends.
     #[inline(always)]
     pub(crate) fn with_held(mut self, held: &Held) -> Self {
         if let Some(rule) = held.shadow() {
             self.shadow = rule;
         }
-        if held.cluster.until_exit != 0 {
-            self.cluster = held.cluster.until_exit;
-            self.limited |= LIMITED_CLUSTER;
-        }
-        if held.keyed.until_exit != 0 {
-            self.keyed = held.keyed.until_exit;
-            self.key = held.keyed.digest;
-            self.limited |= LIMITED_KEYED;
-        }
+        let (marks, kept) = held.later.keep();
+        self.limited |= marks;
+        self.kept = kept;
         self
     }
 
@@ -243,7 +228,8 @@ impl EntryState {
     /// long path.
     #[inline(never)]
     fn complete_inbound(&self, resource: &ResourceInner) {
-        if let Some((now, slot)) = self.short_exit(resource) {
+        let every_exit = resource.core.inbound_rules.sees_every_exit();
+        if let Some((now, slot)) = self.short_exit(resource).filter(|_| !every_exit) {
             if let Some((line, Some(global))) = short_lines(resource, slot, now, true) {
                 let (rt_micros, count, errors) = self.outcome(now);
                 line.exit(rt_micros, count, errors);
@@ -255,14 +241,15 @@ impl EntryState {
     }
 
     /// The time and the thread's slot for a short exit: an entry with neither an origin nor an
-    /// entrance, that holds no place, on a resource without breakers, whose clock reads inline.
+    /// entrance, that holds nothing, on a resource with no rules every exit reaches (breakers),
+    /// whose clock reads inline.
     #[inline(always)]
     fn short_exit(&self, resource: &ResourceInner) -> Option<(u64, usize)> {
         // Relaxed, as the rule flags on entry.
         if self.limited != 0
             || self.flags & ABANDONED != 0
             || !ChildSlot::both_none(self.origin, self.entrance)
-            || resource.slots.has::<ResourceBreakers>()
+            || resource.slots.sees_every_exit()
         {
             return None;
         }
@@ -303,40 +290,26 @@ impl EntryState {
                 }
             }
         );
-        if self.limited & LIMITED_ADAPTIVE_ANY != 0 {
-            // The call ran: its RT is a sample for the adaptive limits, or a drop.
-            let outcome = if abandoned {
-                Outcome::Ignore
-            } else if self.dropped() {
-                Outcome::Dropped
-            } else {
-                Outcome::Success
-            };
-            end_adaptive(resource, self.limited, self.started_nanos, outcome);
-        }
-        let others = self.limited & !LIMITED_ADAPTIVE_ANY;
-        release_limited(resource, self.origin, self.entrance, others);
-        if self.cluster != 0 {
-            if let Some(cluster) = resource.slots.load::<ResourceCluster>().as_ref() {
-                cluster.give_back(Taken {
-                    rules: self.cluster,
-                    count: self.count,
-                    until_exit: self.cluster,
-                });
-            }
-        }
-        if self.keyed != 0 {
-            if let Some(keyed) = resource.slots.load::<ResourceKeyed>().as_ref() {
-                keyed.exit(self.keyed, self.key);
-            }
-        }
+        release_limited(resource, self.origin, self.entrance, self.limited & PLACES);
+        let reach = resource.reach(self.inbound());
         // Relaxed, as the rule flags on entry.
-        if resource.slots.has::<ResourceBreakers>() {
-            if abandoned {
-                release_probe(resource, self.started_nanos);
-            } else {
-                feed_breakers(resource, self.started_nanos, now, rt_micros, error);
-            }
+        if self.limited & MARKS != 0 || reach.sees_every_exit() {
+            let end = End {
+                started: self.started_nanos,
+                now,
+                rt_micros,
+                count: self.count,
+                error,
+                // An abandoned call's end is no sample; a dropped one counts as a drop.
+                outcome: if abandoned {
+                    Outcome::Ignore
+                } else if self.dropped() {
+                    Outcome::Dropped
+                } else {
+                    Outcome::Success
+                },
+            };
+            self.kept.exit(reach, self.limited, &end);
         }
     }
 }
@@ -357,22 +330,6 @@ pub(crate) fn short_lines(
     }
     let global = resource.core.inbound.short_line(slot, now)?;
     Some((line, Some(global)))
-}
-
-/// A call admitted at `started` reached no verdict: a half-open breaker's probe place goes back.
-#[inline(never)]
-fn release_probe(resource: &ResourceInner, started: u64) {
-    if let Some(breakers) = resource.slots.load::<ResourceBreakers>().as_ref() {
-        breakers.release(started);
-    }
-}
-
-/// Every breaker of the resource counts a completion (kept out of the rule-free exit path).
-#[inline(never)]
-fn feed_breakers(resource: &ResourceInner, started: u64, now: u64, rt_micros: u64, error: bool) {
-    if let Some(breakers) = resource.slots.load::<ResourceBreakers>().as_ref() {
-        breakers.on_complete(started, now, rt_micros, error);
-    }
 }
 
 /// An admitted call. Dropping it (or calling [`exit`](Self::exit)) records the completion:

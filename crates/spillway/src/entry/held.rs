@@ -1,12 +1,10 @@
-//! What an admission holds until it ends or is given back: places on exact in-flight counters,
-//! probe places of half-open breakers, queue slots, admissions counted on rings, passes of
-//! shared (cluster) limits and of per-key limits.
+//! What an admission holds until it ends or is given back: the system and flow rules' places
+//! on exact in-flight counters, queue slots and admissions counted on rings, and what the later
+//! kinds' steps took (`kinds::Taken`).
 
 use super::places::release_limited;
-use crate::breaker::ResourceBreakers;
-use crate::cluster::{ResourceCluster, Taken};
 use crate::flow::{Admitted, Controller, ResourceRules, Slot};
-use crate::keyed::ResourceKeyed;
+use crate::kinds::Taken;
 use crate::resource::{ChildSlot, ResourceInner};
 
 pub(crate) use crate::entry_caps::{MAX_COUNTED, MAX_QUEUED};
@@ -14,11 +12,8 @@ pub(crate) use crate::entry_caps::{MAX_COUNTED, MAX_QUEUED};
 /// Reservations an admission holds: places on exact in-flight counters, and queue slots.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Held {
-    /// `LIMITED_*` bits of the places held (see `places.rs`).
+    /// `LIMITED_*` bits of the system and flow rules' places held (see `places.rs`).
     pub(crate) limited: u8,
-    /// The entry holds probe places of half-open breakers, taken at `decided`.
-    pub(crate) probes: bool,
-    pub(crate) decided: u64,
     /// Queue slots taken, with the index of the rule that took each; `None` (one byte to write)
     /// until a queueing rule takes one, so that the common path initialises nothing more.
     queued: Option<Queued>,
@@ -27,10 +22,8 @@ pub(crate) struct Held {
     /// The id number of the first rule in shadow mode that would have refused the entry, plus
     /// one (0: none), so that the default is all zeros.
     shadow: u32,
-    /// Passes the resource's cluster rules took.
-    pub(crate) cluster: Taken,
-    /// What the resource's per-key rules took.
-    pub(crate) keyed: crate::keyed::KeyedTaken,
+    /// What the later kinds' steps took.
+    pub(crate) later: Taken,
 }
 
 /// Admissions QPS reject rules counted for one entry (at most `MAX_COUNTED`; further rules read
@@ -102,28 +95,24 @@ impl Held {
     /// Whether anything is held.
     #[inline]
     fn holds_anything(&self) -> bool {
-        self.limited != 0
-            || self.probes
-            || self.queued.is_some()
-            || self.counted.is_some()
-            || self.cluster.rules != 0
-            || self.keyed.rules != 0
+        self.limited != 0 || self.queued.is_some() || self.counted.is_some() || self.later.holds()
     }
 }
 
-/// Releases every reservation in `held`, of an entry with these child slots, that the rules
-/// `rules` (if any) made.
+/// Releases every reservation in `held`, of an entry with these child slots (inbound or not),
+/// that the rules `rules` (if any) and the later kinds made.
 #[inline]
 pub(crate) fn give_back(
     resource: &ResourceInner,
     rules: Option<&ResourceRules>,
     origin: ChildSlot,
     entrance: ChildSlot,
+    inbound: bool,
     held: &Held,
 ) {
     // Most refused entries hold nothing: decide that without a call.
     if held.holds_anything() {
-        give_back_held(resource, rules, origin, entrance, held);
+        give_back_held(resource, rules, origin, entrance, inbound, held);
     }
 }
 
@@ -133,24 +122,11 @@ fn give_back_held(
     rules: Option<&ResourceRules>,
     origin: ChildSlot,
     entrance: ChildSlot,
+    inbound: bool,
     held: &Held,
 ) {
     release_limited(resource, origin, entrance, held.limited);
-    if held.probes {
-        if let Some(breakers) = resource.slots.load::<ResourceBreakers>().as_ref() {
-            breakers.release(held.decided);
-        }
-    }
-    if held.cluster.rules != 0 {
-        if let Some(cluster) = resource.slots.load::<ResourceCluster>().as_ref() {
-            cluster.give_back(held.cluster);
-        }
-    }
-    if held.keyed.rules != 0 {
-        if let Some(keyed) = resource.slots.load::<ResourceKeyed>().as_ref() {
-            keyed.give_back(held.keyed);
-        }
-    }
+    held.later.give_back(resource.reach(inbound));
     let Some(rules) = rules else {
         return;
     };

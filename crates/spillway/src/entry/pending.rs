@@ -1,12 +1,11 @@
 //! Entries a pacing rule queued: reserved now, entered after a wait, or given back.
 
 use super::held::{give_back, Held};
-use super::later::PlaceWait;
 use super::{Entry, EntryState, OwnedEntry};
-use crate::breaker::ResourceBreakers;
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
 use crate::resource::{ChildSlot, Resource, ResourceInner};
+use crate::step::PlaceWait;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,7 +70,9 @@ impl PendingState {
     fn enter(&mut self, resource: &ResourceInner) -> EntryState {
         self.done = true;
         let now = resource.clock.now_nanos();
-        rebase_probes(resource, &self.held, now);
+        // What the later kinds took follows the entry to its start (a breaker's probe place,
+        // so that the call's completion is known as the probe's).
+        self.held.later.rebase(resource.reach(self.inbound), now);
         EntryState::admit(
             resource,
             self.queue.origin,
@@ -95,6 +96,7 @@ impl PendingState {
             self.rules.as_deref(),
             self.queue.origin,
             self.queue.entrance,
+            self.inbound,
             &self.held,
         );
     }
@@ -196,15 +198,4 @@ pub(super) struct Queue {
     pub(super) origin: ChildSlot,
     pub(super) entrance: ChildSlot,
     pub(super) occupied: bool,
-}
-
-/// A queued entry starts its call at `now`: the breaker probe places it took at the check follow
-/// it, so that its completion is known as the probe's.
-#[inline(never)]
-pub(super) fn rebase_probes(inner: &ResourceInner, held: &Held, now: u64) {
-    if held.probes {
-        if let Some(breakers) = inner.slots.load::<ResourceBreakers>().as_ref() {
-            breakers.rebase(held.decided, now);
-        }
-    }
 }

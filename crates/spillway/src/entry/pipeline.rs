@@ -10,20 +10,21 @@
 //!    rule (QPS reject rules every caller meets) and nothing follows, the gate decides on a short
 //!    path (`gate_check.rs`); otherwise, or while a reload rewrites the gate, the rule set does
 //!    (`flow_check.rs`). Rules in shadow mode count what they would refuse and refuse nothing.
-//!    Then the resource's **cluster rules** (limits shared with other processes, decided from
-//!    what this process holds: `cluster.rs`) and, for an entry with a key, its **per-key
-//!    rules** (`keyed/`), out of line with steps 4 and 5.
-//! 4. **Adaptive limits**: the resource's adaptive concurrency limit, and the one on all
-//!    inbound traffic (`adaptive/`). This file. Over a limit with a queue, an entry that can
-//!    wait is handed back waiting for a place (`waiting.rs`), and goes on from here once it has
-//!    one.
-//! 5. **Breakers**: the resource's circuit breakers (Sentinel's `DegradeSlot`). This file.
-//! 6. **Admit, queue or refuse**: an admission counts on every node of the entry
+//! 4. **The later kinds**, out of line, in the order of their list (`kinds.rs`; each kind's
+//!    step, a [`Step`](crate::step::Step), is in its own module): the **cluster rules** (limits
+//!    shared with other processes, decided from what this process holds: `cluster/step.rs`),
+//!    for an entry with a key its **per-key rules** (`keyed/step.rs`), the **adaptive limits**
+//!    (the resource's, then the one on all inbound traffic: `adaptive/step.rs`), the
+//!    **breakers** (Sentinel's `DegradeSlot`: `breaker/step.rs`). Over an adaptive limit with a
+//!    queue, an entry that can wait is handed back waiting for a place (`waiting.rs`), and goes
+//!    on from the next step once it has one.
+//! 5. **Admit, queue or refuse**: an admission counts on every node of the entry
 //!    (`guard.rs`); a queued one waits for its slot (`pending.rs`); a refusal gives back what
-//!    the earlier steps reserved (`held.rs`), is counted (`refusal.rs`) and returned as a
+//!    the earlier steps took (`held.rs`), is counted (`refusal.rs`) and returned as a
 //!    [`BlockError`].
-//! 7. **Exit**: the [`Entry`](super::Entry)'s drop records the completion and gives back its
-//!    places (`guard.rs`).
+//! 6. **Exit**: the [`Entry`](super::Entry)'s drop records the completion, gives back its
+//!    places, and tells each later kind that kept something, or that sees every exit
+//!    (`guard.rs`).
 //!
 //! A step with nothing to check costs one flag test; a resource without rules admits after
 //! the flags alone.
@@ -32,7 +33,6 @@ use super::builder::EntryBuilder;
 use super::flow_check::{check_flow, Caller};
 use super::gate_check::check_gate;
 use super::held::{give_back, Held};
-use super::later::{later_steps, Later, Resume};
 use super::pending::{Queue, Queued};
 use super::places::{release_limited, LIMITED_INBOUND};
 use super::refusal::{count_refusal, refusal_error};
@@ -41,6 +41,7 @@ use crate::block::{BlockError, BlockKind};
 use crate::clock::Clock;
 use crate::flow::{try_increment, Decision};
 use crate::resource::{Resource, ResourceInner};
+use crate::step::{At, Stop};
 use crate::sync::Ordering;
 use crate::system::{SystemBlock, SystemCheck};
 
@@ -51,7 +52,7 @@ use crate::system::{SystemBlock, SystemCheck};
 struct Steps {
     system: bool,
     flow: bool,
-    /// A cluster rule, an adaptive limit or a breaker applies: out of line.
+    /// A kind checked after the flow rules has rules here (`kinds.rs`): out of line.
     later: bool,
 }
 
@@ -61,8 +62,7 @@ impl Steps {
         Self {
             system: inbound && resource.core.has_system.load(Ordering::Relaxed),
             flow: resource.flow.present(),
-            later: resource.slots.any()
-                || (inbound && resource.core.has_inbound_adaptive.load(Ordering::Relaxed)),
+            later: resource.reach(inbound).any(),
         }
     }
 }
@@ -147,7 +147,7 @@ impl<'a> EntryBuilder<'a> {
         // Gives back what is held, counts the refusal, and returns the block.
         macro_rules! refuse {
             ($rules:expr, $error:expr) => {{
-                give_back(inner, $rules, origin, entrance, &held);
+                give_back(inner, $rules, origin, entrance, inbound, &held);
                 count_refusal(inner, origin, entrance, now, count, inbound);
                 return refused($error);
             }};
@@ -171,29 +171,27 @@ impl<'a> EntryBuilder<'a> {
             }
         }
 
-        // 4 and 5. Adaptive limits, then breakers.
+        // The later kinds, in order: cluster and per-key rules, adaptive limits, breakers.
         let mut place = None;
         if steps.later {
-            match later_steps(
-                inner,
-                inbound,
+            let at = At {
+                resource: inner.name_number,
                 now,
                 count,
-                &mut held,
+                keys: self.keys,
                 can_wait,
-                Resume::Start,
-                self.keys,
-            ) {
+            };
+            match held.later.take(inner.reach(inbound), &at, 0) {
                 Ok(()) => {
                     // A per-key pacing rule queued the entry: it waits for the longest queue.
-                    let wait = held.keyed.wait;
+                    let wait = held.later.wait();
                     if !wait.is_zero() {
                         let (flow_wait, occupied) = queue_for.unwrap_or_default();
                         queue_for = Some((flow_wait.max(wait), occupied));
                     }
                 }
-                Err(Later::Refused(error)) => refuse!(rules.map(|rules| &**rules), error),
-                Err(Later::Waiting(wait)) => place = Some(wait),
+                Err(Stop::Refused(error)) => refuse!(rules.map(|rules| &**rules), error),
+                Err(Stop::Waiting(wait)) => place = Some(wait),
             }
         }
 

@@ -1,9 +1,10 @@
-//! The places an admission holds on exact in-flight counters (concurrency rules, a system
-//! rule's `max_concurrency`, adaptive limits), named by bit, and giving them back.
+//! The places an admission holds on exact in-flight counters under the system and flow rules
+//! (concurrency rules, a system rule's `max_concurrency`), named by bit in the low four bits of
+//! an entry's `limited` byte (`step::PLACES`), and giving them back.
 
-use crate::adaptive::{InstalledAdaptive, Outcome};
 use crate::resource::{ChildSlot, ResourceInner};
 use crate::stats::ResourceNode;
+use crate::step::PLACES;
 use crate::sync::Ordering;
 
 /// The entry holds a place on the resource node's exact in-flight counter.
@@ -14,35 +15,14 @@ pub(crate) const LIMITED_ORIGIN: u8 = 2;
 pub(crate) const LIMITED_ENTRANCE: u8 = 4;
 /// ... on the global inbound node's (a system rule's `max_concurrency`).
 pub(crate) const LIMITED_INBOUND: u8 = 8;
-/// ... under the resource's adaptive limit.
-pub(crate) const LIMITED_ADAPTIVE: u8 = 16;
-/// ... under the adaptive limit on all inbound traffic.
-pub(crate) const LIMITED_ADAPTIVE_INBOUND: u8 = 32;
-/// ... on the resource's cluster rules that hold passes until the entry ends (which: the entry
-/// state's `cluster` bits).
-pub(crate) const LIMITED_CLUSTER: u8 = 64;
-/// ... on the resource's per-key concurrency rules (which, and the key: the entry state's
-/// `keyed` and `key`).
-pub(crate) const LIMITED_KEYED: u8 = 128;
-/// Both adaptive places.
-pub(crate) const LIMITED_ADAPTIVE_ANY: u8 = LIMITED_ADAPTIVE | LIMITED_ADAPTIVE_INBOUND;
 
-/// Gives back the adaptive places `limited` says are held, each with the sample of a call that
-/// started at `started` (none for [`Outcome::Ignore`]).
-pub(crate) fn end_adaptive(resource: &ResourceInner, limited: u8, started: u64, outcome: Outcome) {
-    if limited & LIMITED_ADAPTIVE != 0 {
-        if let Some(adaptive) = resource.slots.load::<InstalledAdaptive>().as_ref() {
-            adaptive.limiter.end_place(started, outcome);
-        }
-    }
-    if limited & LIMITED_ADAPTIVE_INBOUND != 0 {
-        if let Some(adaptive) = resource.core.inbound_adaptive.load().as_ref() {
-            adaptive.limiter.end_place(started, outcome);
-        }
-    }
-}
+const _: () = assert!(
+    (LIMITED_RESOURCE | LIMITED_ORIGIN | LIMITED_ENTRANCE | LIMITED_INBOUND) & !PLACES == 0,
+    "the places' bits are the low four"
+);
 
-/// Gives back the places on exact in-flight counters that `limited` says are held.
+/// Gives back the places on exact in-flight counters that `limited` says are held (only
+/// [`PLACES`] bits).
 #[inline]
 pub(crate) fn release_limited(
     resource: &ResourceInner,
@@ -75,6 +55,4 @@ fn release_places(resource: &ResourceInner, origin: ChildSlot, entrance: ChildSl
     if limited & LIMITED_INBOUND != 0 {
         release(Some(&resource.core.inbound));
     }
-    // Given back without a sample: the call did not run.
-    end_adaptive(resource, limited, 0, Outcome::Ignore);
 }

@@ -2,16 +2,16 @@
 //! through the rest of the pipeline; or given up after the queue's timeout.
 
 use super::held::{give_back, Held};
-use super::later::{adaptive_blocked, later_steps, Later, PlaceWait, Resume};
 use super::pending::{OwnedPending, Pending, PendingState, Queue, Queued};
-use super::places::LIMITED_ADAPTIVE;
 use super::refusal::count_refusal;
 use super::{Entry, EntryState, OwnedEntry};
 use crate::adaptive::Granted;
 use crate::block::BlockError;
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
+use crate::keyed::Keys;
 use crate::resource::{Resource, ResourceInner};
+use crate::step::{At, PlaceWait, Stop};
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -100,6 +100,7 @@ impl WaitingState {
             self.rules.as_deref(),
             queue.origin,
             queue.entrance,
+            self.inbound,
             &self.held,
         );
         let now = resource.clock.now_nanos();
@@ -119,38 +120,33 @@ impl WaitingState {
         self.done = true;
         let adaptive = Arc::clone(&self.place.adaptive);
         let refusal = adaptive.limiter.stop_waiting(&self.place.slot, true);
-        let error = adaptive_blocked(resource, &adaptive, refusal);
+        let error = crate::adaptive::blocked(resource.name_number, &adaptive, refusal);
         self.refuse(resource, error)
     }
 
-    /// With its place: the rest of steps 4 and 5, then admitted, paced, or waiting again
-    /// (under the inbound limit). Not yet granted a place, it gives up.
+    /// With its place: the later kinds' steps after the one that queued it, then admitted,
+    /// paced, or waiting again (under the inbound limit). Not yet granted a place, it gives up.
     fn resume(&mut self, resource: &ResourceInner) -> Result<Resumed, BlockError> {
         if !self.place.slot.is_granted() {
             return Err(self.give_up(resource));
         }
         self.done = true;
-        self.held.limited |= self.place.limited;
+        self.held.later.granted(self.place.position);
         let now = resource.clock.now_nanos();
-        let from = if self.place.limited == LIMITED_ADAPTIVE {
-            Resume::InboundAdaptive
-        } else {
-            Resume::Breakers
-        };
-        match later_steps(
-            resource,
-            self.inbound,
+        let at = At {
+            resource: resource.name_number,
             now,
-            self.count,
-            &mut self.held,
-            true,
-            from,
+            count: self.count,
             // Per-key rules were checked before the entry waited.
-            crate::keyed::Keys::NONE,
-        ) {
+            keys: Keys::NONE,
+            can_wait: true,
+        };
+        let reach = resource.reach(self.inbound);
+        match self.held.later.take(reach, &at, self.place.position + 1) {
+            // A per-key pacing rule's wait was taken before the entry waited.
             Ok(()) => {}
-            Err(Later::Refused(error)) => return Err(self.refuse(resource, error)),
-            Err(Later::Waiting(place)) => {
+            Err(Stop::Refused(error)) => return Err(self.refuse(resource, error)),
+            Err(Stop::Waiting(place)) => {
                 return Ok(Resumed::Waiting(WaitingState {
                     place,
                     rules: self.rules.clone(),
@@ -202,6 +198,7 @@ impl WaitingState {
             self.rules.as_deref(),
             queue.origin,
             queue.entrance,
+            self.inbound,
             &self.held,
         );
     }

@@ -1,11 +1,9 @@
-//! The per-key rules as installed: grouped per resource, each with its limiter, and what an
-//! entry took from them.
+//! The per-key rules as installed: grouped per resource, each with its limiter.
 
-use super::{validate_keyed_rules, KeyedLimiter, KeyedRule, KeyedRuleError, Keys};
-use crate::flow::{Decision, Grade};
+use super::{validate_keyed_rules, KeyedLimiter, KeyedRule, KeyedRuleError};
+use crate::flow::Grade;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Most per-key rules on one resource (an entry notes which it passed in a byte).
 pub const MAX_KEYED_RULES_PER_RESOURCE: usize = 8;
@@ -22,7 +20,7 @@ pub(crate) struct KeyedRuleSet {
 pub(crate) struct ResourceKeyed {
     pub(crate) rules: Vec<InstalledKeyed>,
     /// The bits of the concurrency rules, whose passes are held until the entry ends.
-    until_exit: u8,
+    pub(super) until_exit: u8,
 }
 
 /// A rule and its state.
@@ -102,96 +100,4 @@ impl KeyedRuleSet {
             .flat_map(|resource| &resource.rules)
             .find(|installed| installed.rule.id == id)
     }
-}
-
-/// What an entry's per-key rules took: the keys, the rules' bits (by position on the
-/// resource), the count, which of them hold a call in flight until the entry ends (and the
-/// digest of their key), and the longest wait a pacing rule queued the entry for. Given back
-/// through the resource's rules as installed then (as cluster passes are).
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct KeyedTaken {
-    pub(crate) keys: Keys,
-    pub(crate) digest: u32,
-    pub(crate) rules: u8,
-    pub(crate) count: u32,
-    pub(crate) until_exit: u8,
-    pub(crate) wait: Duration,
-}
-
-impl ResourceKeyed {
-    /// Checks `count` for `key` against every rule in order; at the first refusal, gives back
-    /// what the earlier ones took and returns the refusing rule.
-    pub(crate) fn take(
-        &self,
-        keys: Keys,
-        count: u32,
-        now: u64,
-        taken: &mut KeyedTaken,
-    ) -> Result<(), &InstalledKeyed> {
-        taken.keys = keys;
-        taken.count = count;
-        for (bit, installed) in self.rules.iter().enumerate() {
-            // A rule whose key the entry does not have does not apply.
-            let Some(key) = keys.get(installed.rule.param) else {
-                continue;
-            };
-            if installed.rule.grade == Grade::Concurrency {
-                // Validation keeps a resource's concurrency rules on one position.
-                taken.digest = super::digest(key);
-            }
-            match installed.limiter.check(key, count, now) {
-                Decision::Block => {
-                    self.give_back(*taken);
-                    *taken = KeyedTaken::default();
-                    return Err(installed);
-                }
-                decision => {
-                    if let Decision::Wait(wait) = decision {
-                        taken.wait = taken.wait.max(wait);
-                    }
-                    taken.rules |= 1 << bit;
-                    taken.until_exit = taken.rules & self.until_exit;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Gives back what `taken` says: a reject rule's tokens, a concurrency rule's call in
-    /// flight. (A pacing rule's place in a key's schedule is not given back: the key waits a
-    /// little longer next time, never less.)
-    pub(crate) fn give_back(&self, taken: KeyedTaken) {
-        for (bit, installed) in self.rules.iter().enumerate() {
-            if taken.rules & (1 << bit) != 0 {
-                if let Some(key) = taken.keys.get(installed.rule.param) {
-                    installed.limiter.give_back(key, taken.count);
-                }
-            }
-        }
-    }
-}
-
-impl ResourceKeyed {
-    /// An entry holding calls in flight under the concurrency rules `rules` (bits) for the key
-    /// of `digest` ended.
-    pub(crate) fn exit(&self, rules: u8, digest: u32) {
-        for (bit, installed) in self.rules.iter().enumerate() {
-            if rules & (1 << bit) != 0 {
-                installed.limiter.exit_digest(digest);
-            }
-        }
-    }
-}
-
-/// The block of a refusal by `installed` of the key's `count`.
-pub(crate) fn blocked(resource_number: u32, installed: &InstalledKeyed) -> crate::BlockError {
-    crate::BlockError::new(
-        crate::BlockKind::Keyed,
-        resource_number,
-        // The key's count is not read again for the error: observed is the limit.
-        installed.rule.count.trunc(),
-        installed.rule.count.trunc(),
-    )
-    .with_rule(installed.id_number)
-    .with_retry_after(installed.rule.duration)
 }

@@ -1,7 +1,6 @@
 //! The instance's adaptive rules: loading them, and reading them with each limiter's state.
 
 use super::Spillway;
-use std::sync::atomic::Ordering;
 
 impl Spillway {
     /// Loads adaptive concurrency rules, replacing all of them atomically: a rule that stays the
@@ -20,17 +19,8 @@ impl Spillway {
         let core = &self.inner.core;
         self.replace_rules::<InstalledAdaptive, _>(|previous| {
             let set = AdaptiveRuleSet::build(rules, previous, &core.clock)?;
-            // Flag first when adding, after when removing, as for a resource's rules.
-            match set.inbound.clone() {
-                Some(inbound) => {
-                    core.inbound_adaptive.store(Some(inbound));
-                    core.has_inbound_adaptive.store(true, Ordering::Release);
-                }
-                None => {
-                    core.has_inbound_adaptive.store(false, Ordering::Release);
-                    core.inbound_adaptive.store(None);
-                }
-            }
+            core.inbound_rules
+                .set::<InstalledAdaptive>(set.inbound.clone());
             Ok(set)
         })
     }

@@ -4,10 +4,11 @@ use super::{Inner, Spillway, DEFAULT_MAX_ORIGINS};
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::core::Core;
 use crate::flow::FlowRuleSet;
+use crate::kinds::Slots;
 use crate::registry::{OverflowPolicy, Registry, DEFAULT_MAX_RESOURCES};
 use crate::stats::{NodeConfig, ResourceNode};
 use crate::system::{LinuxProbe, SystemProbe, SystemRules};
-use arc_swap::{ArcSwap, ArcSwapOption};
+use arc_swap::ArcSwap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -109,8 +110,7 @@ impl SpillwayBuilder {
             breaker_listeners: Arc::default(),
             system: ArcSwap::from_pointee(SystemRules::default()),
             has_system: AtomicBool::new(false),
-            inbound_adaptive: ArcSwapOption::new(None),
-            has_inbound_adaptive: AtomicBool::new(false),
+            inbound_rules: Slots::default(),
             probe: self
                 .probe
                 .unwrap_or_else(|| Arc::new(LinuxProbe::global().clone())),

@@ -1,0 +1,76 @@
+//! The adaptive limits' step, after the per-key rules: a place under the resource's limit, then
+//! under the limit on all inbound traffic; over a full limit with a queue, an entry that can
+//! wait joins it. The place is kept until the entry ends, whose RT is the limit's sample.
+
+use super::{AdaptiveRefusal, InstalledAdaptive, NoPlace, Outcome};
+use crate::block::{BlockError, BlockKind};
+use crate::step::{At, End, PlaceWait, Step, Stop};
+use std::sync::Arc;
+
+impl Step for InstalledAdaptive {
+    /// Whether the entry holds a place.
+    type Taken = bool;
+    /// The place is the mark alone.
+    type Kept = ();
+
+    #[inline]
+    fn take(this: &Arc<Self>, at: &At, taken: &mut bool) -> Result<(), Stop> {
+        match this.limiter.take_place(at.can_wait) {
+            Ok(()) => {
+                *taken = true;
+                Ok(())
+            }
+            Err(NoPlace::Refused(refusal)) => {
+                Err(Stop::Refused(blocked(at.resource, this, refusal)))
+            }
+            Err(NoPlace::Waiting(slot)) => Err(Stop::Waiting(PlaceWait {
+                slot,
+                adaptive: Arc::clone(this),
+                position: 0,
+            })),
+        }
+    }
+
+    fn holds(taken: &bool) -> bool {
+        *taken
+    }
+
+    /// Gives the place back without a sample: the call did not run.
+    fn give_back(&self, _taken: &bool) {
+        self.limiter.end_place(0, Outcome::Ignore);
+    }
+
+    fn granted(taken: &mut bool) {
+        *taken = true;
+    }
+
+    fn keep(taken: &bool) -> Option<()> {
+        taken.then_some(())
+    }
+
+    /// The call ran: its RT is a sample for the limit, or a drop (nothing if abandoned).
+    fn exit(&self, _kept: (), end: &End) {
+        self.limiter.end_place(end.started, end.outcome);
+    }
+}
+
+/// The block of a refusal by `adaptive` (with its latest RTT as the time to retry after).
+#[cold]
+#[inline(never)]
+pub(crate) fn blocked(
+    resource_number: u32,
+    adaptive: &InstalledAdaptive,
+    refusal: AdaptiveRefusal,
+) -> BlockError {
+    let error = BlockError::new(
+        BlockKind::Adaptive,
+        resource_number,
+        f64::from(refusal.in_flight),
+        f64::from(refusal.limit),
+    )
+    .with_rule(adaptive.id_number);
+    match adaptive.limiter.latest_rtt() {
+        Some(rtt) => error.with_retry_after(rtt),
+        None => error,
+    }
+}
