@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    match spillway_server::config::parse(text, "fuzz.toml") {
+    match spillway_server::checked::parse(text, "fuzz.toml") {
         Ok(config) => {
             let _ = spillway_server::config::warnings(&config, text, "fuzz.toml");
         }

@@ -343,7 +343,7 @@ fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse;
+    use crate::checked::parse;
 
     fn config(rules: &str) -> Config {
         // A port nothing listens on: the leases stay in their fallback, which is all this needs.
@@ -401,7 +401,7 @@ mod tests {
 #[cfg(test)]
 mod strict_tests {
     use super::*;
-    use crate::config::parse;
+    use crate::checked::parse;
 
     fn config(rules: &str) -> Config {
         // A port nothing listens on: the checks stay in their fallback, which is all this needs.

@@ -1,7 +1,8 @@
 //! The configuration file: routes to upstreams and resources, and every rule type, in TOML.
 //!
 //! Parsing keeps the byte span of every rule and route, so that an error names the file, the
-//! line and the field (see [`ConfigError`]).
+//! line and the field (see [`ConfigError`]). A file is read and checked whole, its rules by
+//! their kinds, by [`crate::checked`].
 
 mod auto_or_count;
 mod cluster;
@@ -22,6 +23,7 @@ pub use file::{
 };
 pub use keyed::{KeyedConfig, OnMissing};
 pub use max_connections::MaxConnections;
-pub use read::{load, read, MAX_FILE_BYTES};
-pub use validate::{admin_token, parse, MAX_PROBLEMS};
+pub use read::{read, MAX_FILE_BYTES};
+pub use validate::{admin_token, MAX_PROBLEMS};
+pub(crate) use validate::{parse_with, Check};
 pub use warnings::warnings;

@@ -34,7 +34,7 @@ pub const UPSTREAM: UpstreamShape = UpstreamShape {
 /// Never for the bundled file; a [`config::ConfigError`] if it were broken.
 pub fn demo_config(upstream: SocketAddr) -> Result<Config, config::ConfigError> {
     let text = DEMO_CONFIG.replace("{upstream}", &upstream.to_string());
-    config::parse(&text, "demo.toml")
+    crate::checked::parse(&text, "demo.toml")
 }
 
 /// Writes a line to stdout, or returns the error (a reader that went away ends the demo).

@@ -1,8 +1,9 @@
 //! Every kind of rule as the server's surfaces meet it, in one list ([`KINDS`]): its tables in
-//! the file, its rules through `GET` and `PUT /api/rules` (checked whole before any is
+//! the file and their checks, its rules through `GET` and `PUT /api/rules` (checked whole before any is
 //! applied), written back to the file, loaded from it, and its state in `/api/status`. Each
-//! kind is one module under `kinds/`; the file's loading, the admin API, persistence and the
-//! status loop over the list, and so do the metrics (each kind gives its own).
+//! kind is one module under `kinds/`; the file's checks (`checked.rs`) and loading, the admin
+//! API, persistence and the status loop over the list, and so do the metrics (each kind gives
+//! its own).
 
 mod adaptive;
 mod breaker;
@@ -12,7 +13,7 @@ mod flow;
 mod keyed;
 mod system;
 
-use crate::config::Config;
+use crate::config::{Check, Config};
 use crate::metrics::KindMetrics;
 use crate::proxy::Proxy;
 use serde::de::DeserializeOwned;
@@ -54,6 +55,10 @@ pub(crate) trait RuleKind: Sync {
     fn states(&self, _proxy: &Proxy) -> Option<Value> {
         None
     }
+
+    /// Checks its rules in a configuration file (each rule at fault noted in `check`, where it
+    /// is written), with what else the file gives that they need.
+    fn check(&self, config: &Config, check: &Check<'_>);
 
     /// The rules a checked configuration file gives (a reload, or the start): applied with
     /// the routes the same file gives.

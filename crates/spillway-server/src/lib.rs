@@ -13,6 +13,7 @@
 
 pub mod admin;
 mod audit;
+pub mod checked;
 mod cluster;
 pub mod config;
 mod config_state;

@@ -220,7 +220,7 @@ fn main() -> ExitCode {
         Command::Check { config: path } => {
             let name = path.display().to_string();
             let checked = config::read(&path).and_then(|text| {
-                let config = config::parse(&text, &name)?;
+                let config = spillway_server::checked::parse(&text, &name)?;
                 // The files it names: certificate, key, CA files.
                 spillway_server::Prepared::new(&config)
                     .map_err(|err| config::ConfigError::file(&name, err))?;
@@ -247,7 +247,7 @@ fn main() -> ExitCode {
             init_logs();
             let name = path.display().to_string();
             let loaded = config::read(&path).and_then(|text| {
-                let config = config::parse(&text, &name)?;
+                let config = spillway_server::checked::parse(&text, &name)?;
                 Ok((config::warnings(&config, &text, &name), config))
             });
             let config = match loaded {

@@ -66,7 +66,7 @@ pub(crate) fn write_rules(path: &Path, kinds: &[(&str, String)]) -> Result<(), S
     }
     let new_text = document.to_string();
     let name = path.display().to_string();
-    crate::config::parse(&new_text, &name)
+    crate::checked::parse(&new_text, &name)
         .map_err(|err| format!("the result would not load: {err}"))?;
     replace(path, new_text.as_bytes())
 }

@@ -134,7 +134,7 @@ impl Reloader {
     pub fn reload(&self) -> Result<(), config::ConfigError> {
         let file_error =
             |err: String| config::ConfigError::file(&self.path.display().to_string(), err);
-        let result = config::load(&self.path).and_then(|config| {
+        let result = crate::checked::load(&self.path).and_then(|config| {
             // What the file names in other files is read first: a bad one changes nothing.
             let prepared = crate::proxy::Prepared::new(&config).map_err(file_error)?;
             apply_rules(&self.proxy, &config).map_err(file_error)?;
@@ -341,7 +341,7 @@ mod tests {
 
     #[test]
     fn a_new_worker_count_takes_a_restart() {
-        let auto = crate::config::parse("", "t.toml").unwrap();
+        let auto = crate::checked::parse("", "t.toml").unwrap();
         let mut two = auto.clone();
         two.listener.workers = crate::config::Workers::Count(2);
         assert_eq!(restart_fields(&auto, &two), ["listener.workers"]);
@@ -354,7 +354,7 @@ mod tests {
             cert: format!("{name}.crt").into(),
             key: format!("{name}.key").into(),
         };
-        let plain = crate::config::parse("", "t.toml").unwrap();
+        let plain = crate::checked::parse("", "t.toml").unwrap();
         let mut tls = plain.clone();
         tls.listener.tls = Some(files("a"));
         let mut renewed = tls.clone();

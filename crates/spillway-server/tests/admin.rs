@@ -10,7 +10,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use spillway_server::admin::{self, Admin, MAX_BODY};
-use spillway_server::config;
+use spillway_server::checked;
 use spillway_server::Server;
 use std::net::SocketAddr;
 
@@ -482,7 +482,7 @@ async fn persisted_rules_are_written_into_the_file_keeping_the_rest() {
         text.contains(r#"behavior = { type = "warm_up", period = "10s", cold_factor = 3 }"#),
         "{text}"
     );
-    let reread = config::load(&h.file).unwrap();
+    let reread = checked::load(&h.file).unwrap();
     let flow = reread.flow[0].get_ref();
     assert_eq!((flow.id.as_str(), flow.count), ("orders-qps", 7.0));
     // Without persist, the file stays as it is.
@@ -533,7 +533,7 @@ async fn adaptive_rules_are_replaced_and_persisted_through_the_api() {
         text.contains(r#"queue = { capacity = 10, order = "lifo", timeout = "20ms" }"#),
         "{text}"
     );
-    let reread = config::load(&h.file).unwrap();
+    let reread = checked::load(&h.file).unwrap();
     let rule = reread.adaptive[0].get_ref();
     assert_eq!(rule.id, "orders-g2");
     assert_eq!(rule.queue.map(|queue| queue.capacity), Some(10));
@@ -589,7 +589,7 @@ async fn persisting_keeps_the_file_s_permissions_and_writes_through_a_symlink() 
         .unwrap()
         .file_type()
         .is_symlink());
-    let reread = config::load(&real).unwrap();
+    let reread = checked::load(&real).unwrap();
     assert_eq!(reread.flow[0].get_ref().count, 9.0);
     assert_eq!(
         std::fs::metadata(&real).unwrap().permissions().mode() & 0o7777,
@@ -653,7 +653,7 @@ async fn metrics_can_be_opened_to_a_scraper_without_the_token() {
     let listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let proxy = {
-        let config = config::load(&h.file).unwrap();
+        let config = checked::load(&h.file).unwrap();
         Server::bind(&config, spillway::Spillway::new())
             .await
             .unwrap()
@@ -700,7 +700,7 @@ async fn on_loopback_a_foreign_host_is_refused_against_dns_rebinding() {
     // A name the operator allows.
     let listener = admin::bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let config = config::load(&h.file).unwrap();
+    let config = checked::load(&h.file).unwrap();
     let server = Server::bind(&config, spillway::Spillway::new())
         .await
         .unwrap();
@@ -996,7 +996,7 @@ async fn per_key_rules_are_read_replaced_and_persisted_through_the_api() {
         text.contains("[[keyed]]") && text.contains(r#"key = "header:x-user""#),
         "{text}"
     );
-    let reread = config::load(&h.file).unwrap();
+    let reread = checked::load(&h.file).unwrap();
     assert_eq!(reread.keyed[0].get_ref().count, 1.0);
     assert_eq!(reread.keyed[0].get_ref().exceptions.len(), 1);
 

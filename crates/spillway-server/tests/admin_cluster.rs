@@ -8,7 +8,7 @@ mod support;
 
 use http::StatusCode;
 use redis_server::RedisServer;
-use spillway_server::config;
+use spillway_server::checked;
 use support::server::{call, get, json, put_rules, Harness, TOKEN};
 
 /// A file routing `/api` to an upstream that is not there (admitted requests get 502), with
@@ -88,7 +88,7 @@ async fn cluster_rules_are_read_replaced_and_persisted_through_the_api() {
         text.contains("[[cluster_rule]]") && text.contains("\"places\""),
         "{text}"
     );
-    let reread = config::load(&h.file).unwrap();
+    let reread = checked::load(&h.file).unwrap();
     assert_eq!(reread.cluster_rules.len(), 2);
     assert_eq!(reread.cluster_rules[1].get_ref().limit, 4.0);
     // A reload of the file keeps them.

@@ -1,6 +1,6 @@
 //! `spillway check`: every problem names the file, the line and the field.
 
-use spillway_server::config::parse;
+use spillway_server::checked::parse;
 
 const UPSTREAM: &str = "[[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:3000\"\n";
 
@@ -217,7 +217,7 @@ fn the_dashboard_history_settings_are_checked() {
         assert!(err.contains(why), "{text}: {err}");
     }
     let good = "[admin]\nhistory = \"15m\"\nhistory_resources = 5000\n";
-    let config = spillway_server::config::parse(good, "spillway.toml").unwrap();
+    let config = spillway_server::checked::parse(good, "spillway.toml").unwrap();
     assert_eq!(config.admin.history, std::time::Duration::from_secs(900));
     assert_eq!(config.admin.history_resources, 5000);
 }

@@ -59,7 +59,7 @@ fn the_bundled_demo_configuration_is_valid() {
 #[test]
 fn the_example_configuration_is_valid() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/spillway.example.toml");
-    let config = spillway_server::config::load(std::path::Path::new(path)).unwrap();
+    let config = spillway_server::checked::load(std::path::Path::new(path)).unwrap();
     assert_eq!((config.routes.len(), config.flow.len()), (3, 4));
     assert_eq!((config.system.len(), config.breakers.len()), (1, 1));
 }

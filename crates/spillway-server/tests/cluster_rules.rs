@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use redis_server::RedisServer;
-use spillway_server::config::parse;
+use spillway_server::checked::parse;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

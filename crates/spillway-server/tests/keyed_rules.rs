@@ -10,7 +10,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use spillway_server::config;
+use spillway_server::checked;
 use std::net::SocketAddr;
 use support::server::Harness;
 
@@ -156,7 +156,7 @@ fn the_file_names_every_keyed_rule_at_fault() {
         "trusted_proxies = [\"127.0.0.0/8\"]",
         "trusted_proxies = [\"10.0.0.0/99\"]",
     );
-    let err = config::parse(&text, "test.toml").unwrap_err().to_string();
+    let err = checked::parse(&text, "test.toml").unwrap_err().to_string();
     for expected in [
         "`listener.trusted_proxies`: `10.0.0.0/99` is not an address or a CIDR block",
         "`keyed[0].key`: `cookie:sid` is not a key source",

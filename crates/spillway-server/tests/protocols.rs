@@ -14,7 +14,7 @@ use hyper::service::service_fn;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use spillway_server::config::parse;
+use spillway_server::checked::parse;
 use spillway_server::{Prepared, Server};
 use std::convert::Infallible;
 use std::net::SocketAddr;

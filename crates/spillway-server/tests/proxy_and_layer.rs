@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use spillway::ManualClock;
-use spillway_server::{config, Proxy};
+use spillway_server::{checked, Proxy};
 use std::convert::Infallible;
 use support::server::Served;
 use tower::ServiceExt;
@@ -69,7 +69,7 @@ async fn the_binary_and_the_layer_decide_alike() {
          [[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 4\n\n\
          [[keyed]]\nid = \"per-user\"\nresource = \"orders\"\nkey = \"header:x-user\"\ncount = 2\n"
     );
-    let config = config::parse(&text, "test.toml").unwrap();
+    let config = checked::parse(&text, "test.toml").unwrap();
     let clock = ManualClock::starting_at_millis(1_700_000_000_000);
 
     // The binary, on the clock.

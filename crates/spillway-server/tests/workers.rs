@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use spillway_server::config::parse;
+use spillway_server::checked::parse;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;

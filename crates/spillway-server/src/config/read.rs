@@ -1,16 +1,7 @@
-//! Reading a configuration file: bounded in size, UTF-8, then checked.
+//! Reading a configuration file: bounded in size, UTF-8 (checking it is `checked::load`).
 
-use super::{parse, Config, ConfigError};
+use super::ConfigError;
 use std::path::Path;
-
-/// Reads and checks the file at `path`.
-///
-/// # Errors
-///
-/// A [`ConfigError`] naming the file, line and field of the first problem.
-pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    parse(&read(path)?, &path.display().to_string())
-}
 
 /// The text of the file at `path`, read whole if it is at most [`MAX_FILE_BYTES`] long.
 ///

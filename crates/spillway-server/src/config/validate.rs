@@ -1,5 +1,6 @@
-//! Reading and checking a configuration: syntax, types, every rule, and the references between
-//! routes and upstreams.
+//! Reading and checking a configuration: syntax, types, the listener, upstreams, routes and the
+//! admin, and the references between routes and upstreams. The rules of each kind are checked
+//! by their kind, through the [`Check`] given to them (`checked::parse` runs both).
 
 use super::error::LineIndex;
 use super::{Config, ConfigError};
@@ -9,17 +10,22 @@ use std::net::IpAddr;
 use std::ops::Range;
 use toml::Spanned;
 
-/// Checks a configuration's text; `file` names it in errors.
+/// Checks a configuration's text, `rules` checking its rules; `file` names it in errors.
 ///
 /// # Errors
 ///
 /// A [`ConfigError`] with every problem found, in file order, each naming its line and field.
 /// A file that is not valid TOML of the right shape stops at its first syntax or type error.
-pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+pub(crate) fn parse_with(
+    text: &str,
+    file: &str,
+    rules: impl FnOnce(&Config, &Check<'_>),
+) -> Result<Config, ConfigError> {
     let config: Config = toml::from_str(text)
         .map_err(|err| ConfigError::at(file, text, err.span(), None, err.message().trim_end()))?;
     let check = Check::new(text, file);
     check.all(&config);
+    rules(&config, &check);
     let mut problems = check.problems.into_inner();
     if problems.len() > MAX_PROBLEMS {
         problems.truncate(MAX_PROBLEMS);
@@ -41,7 +47,8 @@ pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
 /// time a good one takes (each rule kind is checked again after each rule at fault).
 pub const MAX_PROBLEMS: usize = 100;
 
-pub(super) struct Check<'a> {
+/// The problems found in one configuration file, each noted where it is written.
+pub(crate) struct Check<'a> {
     text: &'a str,
     file: &'a str,
     lines: LineIndex,
@@ -60,7 +67,7 @@ impl<'a> Check<'a> {
 
     /// Notes a problem in the item at `span`, pointing at `key` inside it when the key is
     /// written there.
-    pub(super) fn problem(
+    pub(crate) fn problem(
         &self,
         span: Range<usize>,
         path: String,
@@ -123,29 +130,6 @@ impl<'a> Check<'a> {
         self.listener(config);
         let upstreams = self.upstreams(&config.upstreams);
         self.routes(config, &upstreams);
-        self.rules(&config.flow, "flow", |rules| {
-            spillway::flow::validate_flow_rules(rules)
-                .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
-        });
-        self.rules(&config.system, "system", |rules| {
-            spillway::system::validate_system_rules(rules)
-                .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
-        });
-        self.rules(&config.breakers, "breaker", |rules| {
-            spillway::breaker::validate_breaker_rules(rules)
-                .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
-        });
-        self.rules(&config.adaptive, "adaptive", |rules| {
-            spillway::adaptive::validate_adaptive_rules(rules)
-                .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))
-        });
-        self.rules(
-            &config.cluster_rules,
-            "cluster_rule",
-            crate::cluster::validate_rules,
-        );
-        self.cluster(config);
-        self.keyed(config);
         if let Some(blocked) = &config.blocked {
             let (span, item) = (blocked.span(), blocked.get_ref());
             if !(400..=599).contains(&item.status) {
@@ -168,27 +152,6 @@ impl<'a> Check<'a> {
             }
         }
         self.admin(config);
-    }
-
-    /// `[cluster]`, and cluster rules without it.
-    fn cluster(&self, config: &Config) {
-        match &config.cluster {
-            Some(cluster) => {
-                if let Err((key, problem)) = crate::cluster::validate_section(cluster.get_ref()) {
-                    self.problem(cluster.span(), "cluster".into(), key, problem);
-                }
-            }
-            None => {
-                if let Some(rule) = config.cluster_rules.first() {
-                    self.problem(
-                        rule.span(),
-                        "cluster_rule[0]".into(),
-                        "",
-                        "cluster rules need a [cluster] section with the `redis` they share",
-                    );
-                }
-            }
-        }
     }
 
     fn listener(&self, config: &Config) {
@@ -225,33 +188,6 @@ impl<'a> Check<'a> {
                     listener.max_header_size
                 ),
             );
-        }
-    }
-
-    /// `[[keyed]]`: each rule's own fields and key source (every rule at fault), then keys read
-    /// from a path segment that a route producing the resource lacks.
-    fn keyed(&self, config: &Config) {
-        self.rules(&config.keyed, "keyed", |rules| {
-            crate::keyed::plan(rules).map(|_| ())
-        });
-        let default = config
-            .default
-            .as_ref()
-            .map_or("unmatched", |default| default.get_ref().resource.as_str());
-        for (index, rule) in config.keyed.iter().enumerate() {
-            let routes = config
-                .routes
-                .iter()
-                .map(|route| {
-                    (
-                        route.get_ref().resource.as_str(),
-                        Some(route.get_ref().path.as_str()),
-                    )
-                })
-                .chain(std::iter::once((default, None)));
-            if let Some(problem) = crate::keyed::path_problem(rule.get_ref(), routes) {
-                self.problem(rule.span(), format!("keyed[{index}]"), "key", problem);
-            }
         }
     }
 
@@ -420,7 +356,7 @@ impl<'a> Check<'a> {
 
     /// Notes every rule of `kind` at fault, each with its first problem: the set is checked,
     /// the rule at fault noted and set aside, and the rest checked again, until they pass.
-    fn rules<T: Clone>(
+    pub(crate) fn rules<T: Clone>(
         &self,
         rules: &[Spanned<T>],
         kind: &str,

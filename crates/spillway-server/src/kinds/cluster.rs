@@ -1,7 +1,7 @@
 //! Cluster rules (`[[cluster_rule]]`): limits shared by a fleet on the `[cluster]` Redis.
 
 use super::{given, rules_of, toml_tables, Change, Fault, Problem, RuleKind};
-use crate::config::{ClusterConfig, ClusterRuleConfig, Config};
+use crate::config::{Check, ClusterConfig, ClusterRuleConfig, Config};
 use crate::metrics::{gauges, rule_labels};
 use crate::metrics::{KindMetrics, Sources};
 use crate::proxy::Proxy;
@@ -45,6 +45,32 @@ impl RuleKind for Cluster {
 
     fn template(&self) -> Value {
         json!({ "id": "", "resource": "", "kind": "qps", "limit": 100 })
+    }
+
+    /// Each rule's own fields, then `[cluster]`, which the rules need for their Redis.
+    fn check(&self, config: &Config, check: &Check<'_>) {
+        check.rules(
+            &config.cluster_rules,
+            self.name(),
+            crate::cluster::validate_rules,
+        );
+        match &config.cluster {
+            Some(cluster) => {
+                if let Err((key, problem)) = crate::cluster::validate_section(cluster.get_ref()) {
+                    check.problem(cluster.span(), "cluster".into(), key, problem);
+                }
+            }
+            None => {
+                if let Some(rule) = config.cluster_rules.first() {
+                    check.problem(
+                        rule.span(),
+                        format!("{}[0]", self.name()),
+                        "",
+                        "cluster rules need a [cluster] section with the `redis` they share",
+                    );
+                }
+            }
+        }
     }
 
     fn read(&self, proxy: &Proxy) -> Value {

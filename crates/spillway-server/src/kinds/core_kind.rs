@@ -3,7 +3,7 @@
 //! adaptive rules are each one of these, with their functions.
 
 use super::{core_fault, given, rules_of, Change, CoreRules, Problem, RuleKind};
-use crate::config::Config;
+use crate::config::{Check, Config};
 use crate::metrics::{KindMetrics, Sources};
 use crate::proxy::Proxy;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -85,6 +85,13 @@ where
     fn states(&self, proxy: &Proxy) -> Option<Value> {
         self.states
             .map(|states| Value::from(states(proxy.spillway())))
+    }
+
+    fn check(&self, config: &Config, check: &Check<'_>) {
+        check.rules((self.tables)(config), self.name, |rules| {
+            (self.validate)(rules)
+                .map_err(|err| (err.index(), err.field(), err.problem().to_owned()))
+        });
     }
 
     fn configured(&self, config: &Config) -> Box<dyn Change> {

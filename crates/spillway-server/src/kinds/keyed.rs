@@ -1,7 +1,7 @@
 //! Per-key rules (`[[keyed]]`): limits per client key, with where each request's key is read.
 
 use super::{rules_of, toml_tables, Change, CoreRules, Fault, Problem, RuleKind};
-use crate::config::{Config, KeyedConfig};
+use crate::config::{Check, Config, KeyedConfig};
 use crate::metrics::{counters, gauges, rule_labels};
 use crate::metrics::{KindMetrics, Sources};
 use crate::proxy::{Proxy, StagedKeyed};
@@ -42,6 +42,31 @@ impl RuleKind for Keyed {
 
     fn template(&self) -> Value {
         json!({ "id": "", "resource": "", "key": "peer_ip", "count": 10 })
+    }
+
+    /// Each rule's own fields and key source (every rule at fault), then keys read from a path
+    /// segment that a route producing the resource lacks.
+    fn check(&self, config: &Config, check: &Check<'_>) {
+        check.rules(&config.keyed, self.name(), |rules| {
+            crate::keyed::plan(rules).map(|_| ())
+        });
+        let default = config
+            .default
+            .as_ref()
+            .map_or("unmatched", |default| default.get_ref().resource.as_str());
+        for (index, rule) in config.keyed.iter().enumerate() {
+            let routes = config
+                .routes
+                .iter()
+                .map(|route| {
+                    let route = route.get_ref();
+                    (route.resource.as_str(), Some(route.path.as_str()))
+                })
+                .chain(std::iter::once((default, None)));
+            if let Some(problem) = crate::keyed::path_problem(rule.get_ref(), routes) {
+                check.problem(rule.span(), format!("keyed[{index}]"), "key", problem);
+            }
+        }
     }
 
     fn read(&self, proxy: &Proxy) -> Value {

@@ -8,7 +8,6 @@
 //! from the generator (more are counted as `skipped`), and every run ends by its scenario's end
 //! plus the clients' last timeout.
 
-use crate::config;
 use crate::server::Server;
 use crate::upstream::{Upstream, UpstreamShape};
 use bytes::Bytes;
@@ -175,7 +174,7 @@ pub async fn run_point(
     scenario.validate()?;
     let lab = params.lab_params();
     let upstream = Arc::new(Upstream::start(params.upstream).await?);
-    let config = config::parse(
+    let config = crate::checked::parse(
         &config_text(
             strategy,
             &lab,
@@ -453,7 +452,7 @@ mod tests {
         let upstream = "127.0.0.1:9".parse().unwrap();
         for strategy in Strategy::ALL {
             let text = config_text(strategy, &lab, upstream, &params.upstream, 350.0).unwrap();
-            let parsed = config::parse(&text, "lab.toml").unwrap();
+            let parsed = crate::checked::parse(&text, "lab.toml").unwrap();
             let adaptive: Vec<_> = parsed
                 .adaptive
                 .iter()

@@ -10,9 +10,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use spillway_server::admin::{self, Admin};
-use spillway_server::config;
 use spillway_server::reload::Reloader;
 use spillway_server::Server;
+use spillway_server::{checked, config};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -32,7 +32,7 @@ impl Served {
     /// For the configuration `text`, its spillway on tokio's clock (in a paused test, no
     /// window rolls over between two requests).
     pub(crate) async fn start(text: &str) -> Served {
-        let config = config::parse(text, "test.toml").unwrap();
+        let config = checked::parse(text, "test.toml").unwrap();
         Self::with(&config, tokio_clocked(), None).await
     }
 
@@ -154,7 +154,7 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("spillway.toml");
         std::fs::write(&file, text).unwrap();
-        let config = config::load(&file).unwrap();
+        let config = checked::load(&file).unwrap();
         let served = Served::for_ever(&config).await;
         let handle = served.handle.clone();
         let reloader = Reloader::new(file.clone(), config, handle.clone());
