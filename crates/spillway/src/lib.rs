@@ -75,10 +75,9 @@
 //! | 1. resolve | the resource (a handle's, or a name's through the registry) and the caller's origin and entrance nodes | `entry/builder.rs` |
 //! | 2. system | inbound entries: the system rules against the global inbound node; `max_concurrency` takes its place | `entry/pipeline.rs`, `system/` |
 //! | 3. flow | the resource's flow rules, all or nothing: the gate's short path when it holds every rule, else the rule set; shadow rules count and admit | `entry/gate_check.rs`, `entry/flow_check.rs`, `flow/` |
-//! | 4. adaptive | the resource's adaptive concurrency limit, and the one on all inbound traffic | `entry/pipeline.rs`, `adaptive/` |
-//! | 5. breakers | the resource's circuit breakers | `entry/pipeline.rs`, `breaker/` |
-//! | 6. admit, queue or refuse | count the admission, hand out the wait, or give back what was held, count the refusal and return the block | `entry/guard.rs`, `entry/pending.rs`, `entry/held.rs`, `entry/refusal.rs` |
-//! | 7. exit | the entry's drop: RT, completion, places given back, breakers fed | `entry/guard.rs` |
+//! | 4. later kinds | in the order of their list, each through its `Step`: the cluster rules, the per-key rules (for an entry with keys), the resource's adaptive concurrency limit and the one on all inbound traffic, the breakers | `kinds.rs`, `cluster/step.rs`, `keyed/step.rs`, `adaptive/step.rs`, `breaker/step.rs` |
+//! | 5. admit, queue or refuse | count the admission, hand out the wait, or give back what was held, count the refusal and return the block | `entry/guard.rs`, `entry/pending.rs`, `entry/held.rs`, `entry/refusal.rs` |
+//! | 6. exit | the entry's drop: RT, completion, places given back, each later kind that kept something (or sees every exit: breakers) told | `entry/guard.rs`, `kinds.rs` |
 //!
 //! A step with nothing to check costs one flag test, and a resource without rules is admitted
 //! after the flags alone. The flow step speaks [`flow::Decision`], as the standalone
