@@ -9,7 +9,7 @@
 
 #![cfg(unix)]
 
-mod child;
+use support::child;
 #[path = "../../spillway-redis/tests/common/mod.rs"]
 mod redis_server;
 mod support;

@@ -12,7 +12,7 @@
 
 #![cfg(unix)]
 
-mod child;
+use support::child;
 mod support;
 
 use bytes::Bytes;

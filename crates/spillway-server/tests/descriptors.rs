@@ -5,7 +5,8 @@
 
 #![cfg(target_os = "linux")]
 
-mod child;
+mod support;
+use support::child;
 
 use child::{free_port, serve, wait_for_line, DEADLINE};
 use spillway::{Clock, SystemClock};

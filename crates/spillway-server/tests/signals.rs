@@ -4,7 +4,8 @@
 
 #![cfg(unix)]
 
-mod child;
+mod support;
+use support::child;
 
 use child::{free_port, serve, wait_for_line, DEADLINE};
 use spillway::{Clock, SystemClock};

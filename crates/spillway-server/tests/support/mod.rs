@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test file uses what it needs
 
+pub(crate) mod child;
 pub(crate) mod server;
 
 use bytes::Bytes;

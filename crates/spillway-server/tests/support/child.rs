@@ -1,8 +1,6 @@
 //! `spillway serve` as a child process, for the test files that need the binary itself
 //! (signals, process limits): a free port, the child, and its log's lines as they come.
 
-#![allow(dead_code)] // each test file uses what it needs
-
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::Path;
