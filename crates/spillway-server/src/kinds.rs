@@ -1,9 +1,9 @@
 //! Every kind of rule as the server's surfaces meet it, in one list ([`KINDS`]): its tables in
-//! the file and their checks, its rules through `GET` and `PUT /api/rules` (checked whole before any is
-//! applied), written back to the file, loaded from it, and its state in `/api/status`. Each
-//! kind is one module under `kinds/`; the file's checks (`checked.rs`) and loading, the admin
-//! API, persistence and the status loop over the list, and so do the metrics (each kind gives
-//! its own).
+//! the file and their checks, its rules through `GET` and `PUT /api/rules` (checked whole
+//! before any is applied), written back to the file, loaded from it, and its state in
+//! `/api/status`. Each kind is one module under `kinds/`; the file's checks (`checked.rs`) and
+//! loading, the admin API, persistence and the status loop over the list, and so do the
+//! metrics (each kind gives its own).
 
 mod adaptive;
 mod breaker;

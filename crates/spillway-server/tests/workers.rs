@@ -32,8 +32,11 @@ async fn upstream(release: Arc<Notify>, arrived: mpsc::UnboundedSender<()>) -> S
         let (release, arrived) = (release.clone(), arrived.clone());
         async move {
             if request.uri().path() == "/hold" {
+                // Waiting for `release` from before it says it arrived: a release sent once
+                // the test knows it arrived is never missed.
+                let released = release.notified();
                 let _ = arrived.send(());
-                release.notified().await;
+                released.await;
                 return Response::new(Full::new(Bytes::from_static(b"released")));
             }
             Response::new(Full::new(Bytes::from_static(b"ok")))

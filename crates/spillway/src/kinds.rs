@@ -4,11 +4,17 @@
 //! test), how a load reaches every resource ([`Kind`]), and the kinds' steps in an entry's
 //! path, in order ([`Taken`], [`Kept`]: each kind's [`Step`] is in its own module).
 //!
-//! A new kind implements [`Kind`] here and takes a field in [`Sets`] and in [`Slots`], and its
-//! place in the steps' order: a position, a field in [`Taken`] (and in [`Kept`] if it keeps
-//! more than a mark until the entry ends), and a line in each of the list's loops. Loading it
-//! is [`Spillway::replace_rules`](crate::Spillway), reading a resource's rules is
+//! A new kind implements [`Kind`] here and takes a field in [`Sets`] and in [`Slots`] and its
+//! flag in `FLAGS`; and its place in the steps' order: a position, a field in [`Taken`] (and in
+//! [`Kept`] if it keeps more than a mark until the entry ends), a line in each of the list's
+//! loops (in [`Taken::granted`] too if it has a queue), and its term in `EVERY_EXIT`. Loading
+//! it is [`Spillway::replace_rules`](crate::Spillway), reading a resource's rules is
 //! [`Slots::load`].
+//!
+//! Room is full today: the four marks are the cluster rules', the per-key rules', and the two
+//! adaptive limits', and [`Kept`]'s six bytes are the cluster and per-key rules'. A kind that
+//! keeps nothing until the exit (a breaker keeps nothing: it sees every exit) fits as it is; one
+//! that keeps something needs the entry's state to make room (`entry/guard.rs`).
 
 use crate::adaptive::{AdaptiveRuleSet, InstalledAdaptive};
 use crate::breaker::{BreakerRuleSet, ResourceBreakers};

@@ -144,6 +144,45 @@ fn a_pacing_rule_queues_the_entry_through_try_enter() {
     assert_eq!(waits, [ms(0), ms(100), ms(200), None]);
 }
 
+/// An entry a per-key pacing rule schedules, that then waits for a place under a full adaptive
+/// limit, still waits for its turn once it has the place.
+#[test]
+fn a_paced_entry_that_waits_for_a_place_keeps_its_turn() {
+    use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig};
+    let (_clock, spillway) = spillway();
+    let paced = KeyedRule::qps("paced", "export", 10.0).with_behavior(KeyedBehavior::Throttle {
+        max_queueing_time: Duration::from_millis(250),
+    });
+    spillway.load_keyed_rules(vec![paced]).unwrap();
+    let one = AdaptiveAlgorithm::Aimd(AimdConfig {
+        initial_limit: 1,
+        min_limit: 1,
+        max_limit: 1,
+        ..AimdConfig::default()
+    });
+    let queue = AdaptiveQueue {
+        timeout: Duration::from_secs(1),
+        ..AdaptiveQueue::default()
+    };
+    let rule = AdaptiveRule::resource("one", "export", one).with_queue(queue);
+    spillway.load_adaptive_rules(vec![rule]).unwrap();
+    let Ok(Admission::Ready(first)) = spillway.entry("export").key("k").try_enter() else {
+        panic!("the first entry is admitted at once");
+    };
+    let Ok(Admission::Waiting(waiting)) = spillway.entry("export").key("k").try_enter() else {
+        panic!("the second waits for the adaptive limit's one place");
+    };
+    drop(first);
+    assert!(waiting.is_granted());
+    let resumed = waiting.resume();
+    match &resumed {
+        Ok(Admission::Queued(pending)) => {
+            assert_eq!(pending.wait(), Duration::from_millis(100));
+        }
+        other => panic!("the key's pacing still holds it back 100 ms: {other:?}"),
+    }
+}
+
 #[test]
 fn racing_threads_never_admit_a_key_beyond_its_limit() {
     let (_clock, spillway) = spillway();

@@ -123,6 +123,12 @@ impl ConfigError {
         (!problems.is_empty()).then_some(Self { problems })
     }
 
+    /// Where its first problem is: line and column.
+    pub(crate) fn position(&self) -> (usize, usize) {
+        let first = self.first();
+        (first.line, first.column)
+    }
+
     /// Every problem, in file order.
     pub fn problems(&self) -> &[Problem] {
         &self.problems

@@ -27,6 +27,9 @@ pub(crate) fn parse_with(
     check.all(&config);
     rules(&config, &check);
     let mut problems = check.problems.into_inner();
+    // The first in file order are the ones kept (stable: problems at one spot keep the order
+    // they were found in).
+    problems.sort_by_key(ConfigError::position);
     if problems.len() > MAX_PROBLEMS {
         problems.truncate(MAX_PROBLEMS);
         problems.push(ConfigError::at(

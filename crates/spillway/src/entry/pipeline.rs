@@ -110,7 +110,7 @@ impl<'a> EntryBuilder<'a> {
                 }
             }
         }
-        // No flow rule, adaptive limit or breaker: admitted.
+        // No flow rule and no later kind's rule: admitted.
         if !steps.flow && !steps.later {
             return ready(admit!(place));
         }
@@ -182,20 +182,20 @@ impl<'a> EntryBuilder<'a> {
                 can_wait,
             };
             match held.later.take(inner.reach(inbound), &at, 0) {
-                Ok(()) => {
-                    // A per-key pacing rule queued the entry: it waits for the longest queue.
-                    let wait = held.later.wait();
-                    if !wait.is_zero() {
-                        let (flow_wait, occupied) = queue_for.unwrap_or_default();
-                        queue_for = Some((flow_wait.max(wait), occupied));
-                    }
-                }
+                Ok(()) => {}
                 Err(Stop::Refused(error)) => refuse!(rules.map(|rules| &**rules), error),
                 Err(Stop::Waiting(wait)) => place = Some(wait),
             }
+            // A per-key pacing rule queued the entry (admitted, or waiting for a place after
+            // it): it waits for the longest queue.
+            let wait = held.later.wait();
+            if !wait.is_zero() {
+                let (flow_wait, occupied) = queue_for.unwrap_or_default();
+                queue_for = Some((flow_wait.max(wait), occupied));
+            }
         }
 
-        // 6. Admit or queue.
+        // 5. Admit or queue.
         if queue_for.is_none() && place.is_none() {
             return ready(admit!(held.limited).with_held(&held));
         }

@@ -143,7 +143,7 @@ impl WaitingState {
         };
         let reach = resource.reach(self.inbound);
         match self.held.later.take(reach, &at, self.place.position + 1) {
-            // A per-key pacing rule's wait was taken before the entry waited.
+            // A per-key pacing rule's wait was taken before the entry waited (`paced_until`).
             Ok(()) => {}
             Err(Stop::Refused(error)) => return Err(self.refuse(resource, error)),
             Err(Stop::Waiting(place)) => {

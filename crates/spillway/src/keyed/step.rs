@@ -12,8 +12,8 @@ use std::time::Duration;
 
 /// What an entry's per-key rules took: the keys, the rules' bits (by position on the
 /// resource), the count, which of them hold a call in flight until the entry ends (and the
-/// digest of their key), and the longest wait a pacing rule queued the entry for. Given back through the resource's rules as installed then (as
-/// cluster passes are).
+/// digest of their key), and the longest wait a pacing rule queued the entry for. Given back
+/// through the resource's rules as installed then (as cluster passes are).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Taken {
     keys: Keys,
