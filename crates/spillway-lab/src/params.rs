@@ -24,6 +24,17 @@ pub enum ServiceTime {
         /// The shape, at least 0; 0 is a fixed time.
         sigma: f64,
     },
+    /// Two fixed times: most requests take the fast one, a share `slow_share` take
+    /// `slow_factor` times as long (a cache hit and a miss, say), the two weighted to `mean`.
+    Bimodal {
+        /// The mean over both.
+        mean: Duration,
+        /// The share of slow requests, from 0 to 1 (the shape: 0.1).
+        slow_share: f64,
+        /// How many times the fast time a slow request takes, from 1 to 1000 (the issue's
+        /// shape: 10).
+        slow_factor: f64,
+    },
 }
 
 impl ServiceTime {
@@ -32,8 +43,23 @@ impl ServiceTime {
         match *self {
             ServiceTime::Fixed { time: mean }
             | ServiceTime::Exponential { mean }
-            | ServiceTime::LogNormal { mean, .. } => mean,
+            | ServiceTime::LogNormal { mean, .. }
+            | ServiceTime::Bimodal { mean, .. } => mean,
         }
+    }
+
+    /// A bimodal service's two times, fast and slow: `fast x (1 - share) + fast x factor x
+    /// share = mean`.
+    pub fn bimodal_times(
+        mean: Duration,
+        slow_share: f64,
+        slow_factor: f64,
+    ) -> (Duration, Duration) {
+        let fast = mean.as_secs_f64() / (1.0 - slow_share + slow_factor * slow_share);
+        (
+            Duration::from_secs_f64(fast),
+            Duration::from_secs_f64(fast * slow_factor),
+        )
     }
 
     /// A short description for tables: `exponential, mean 10ms`.
@@ -46,6 +72,14 @@ impl ServiceTime {
             ServiceTime::LogNormal { mean, sigma } => {
                 format!("log-normal, mean {mean:?}, sigma {sigma}")
             }
+            ServiceTime::Bimodal {
+                mean,
+                slow_share,
+                slow_factor,
+            } => format!(
+                "bimodal, mean {mean:?}, {:.0}% {slow_factor}x slower",
+                slow_share * 100.0
+            ),
         }
     }
 }
@@ -168,6 +202,25 @@ impl LabParams {
                 return Err(LabError::new(
                     "service_time.sigma",
                     format!("must be between 0 and 4, got {sigma}"),
+                ));
+            }
+        }
+        if let ServiceTime::Bimodal {
+            slow_share,
+            slow_factor,
+            ..
+        } = self.service_time
+        {
+            if !slow_share.is_finite() || !(0.0..=1.0).contains(&slow_share) {
+                return Err(LabError::new(
+                    "service_time.slow_share",
+                    format!("must be between 0 and 1, got {slow_share}"),
+                ));
+            }
+            if !slow_factor.is_finite() || !(1.0..=1000.0).contains(&slow_factor) {
+                return Err(LabError::new(
+                    "service_time.slow_factor",
+                    format!("must be between 1 and 1000, got {slow_factor}"),
                 ));
             }
         }

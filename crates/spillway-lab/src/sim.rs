@@ -49,6 +49,8 @@ enum WorkDistribution {
     Fixed(u64),
     Exponential(Exp<f64>),
     LogNormal(LogNormal<f64>),
+    /// The fast and the slow time, and the slow share.
+    Bimodal(u64, u64, f64),
 }
 
 impl WorkDistribution {
@@ -68,6 +70,14 @@ impl WorkDistribution {
                     .map(Self::LogNormal)
                     .map_err(|e| bad(e.to_string()))
             }
+            ServiceTime::Bimodal {
+                mean,
+                slow_share,
+                slow_factor,
+            } => {
+                let (fast, slow) = ServiceTime::bimodal_times(mean, slow_share, slow_factor);
+                Ok(Self::Bimodal(nanos(fast), nanos(slow), slow_share))
+            }
         }
     }
 
@@ -76,6 +86,14 @@ impl WorkDistribution {
             Self::Fixed(nanos) => *nanos as f64,
             Self::Exponential(d) => d.sample(rng),
             Self::LogNormal(d) => d.sample(rng),
+            Self::Bimodal(fast, slow, share) => {
+                // `random::<f64>()` is in [0, 1): a share of 0 is never slow, of 1 always.
+                if rng.random::<f64>() < *share {
+                    *slow as f64
+                } else {
+                    *fast as f64
+                }
+            }
         };
         // At least 1 µs, so that every piece of work takes time.
         (nanos as u64).max(1_000)

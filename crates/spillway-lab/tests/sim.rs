@@ -66,6 +66,37 @@ fn an_unprotected_mmc_queue_has_erlang_c_mean_time() {
     }
 }
 
+/// A bimodal service with room for every request: 90% answer in the fast time and 10% in ten
+/// times it, the two weighted to the mean (10 ms = 0.9 x 5.26 ms + 0.1 x 52.6 ms).
+#[test]
+fn a_bimodal_service_answers_in_its_two_times_in_their_shares() {
+    let params = LabParams {
+        workers: 64,
+        service_time: ServiceTime::Bimodal {
+            mean: Duration::from_millis(10),
+            slow_share: 0.1,
+            slow_factor: 10.0,
+        },
+        ..brief()
+    };
+    let (fast, slow) = ServiceTime::bimodal_times(Duration::from_millis(10), 0.1, 10.0);
+    assert_eq!((fast.as_micros(), slow.as_micros()), (5_263, 52_631));
+    let run = simulate(&params, Scenario::Sweep { load: 0.1 }, Strategy::None).unwrap();
+    // 64 workers at 10% load: nobody waits, so the quantiles are the two times.
+    assert!((run.p50_ms - 5.263).abs() < 0.01, "p50 {}", run.p50_ms);
+    assert!((run.p99_ms - 52.63).abs() < 0.01, "p99 {}", run.p99_ms);
+    // The mean, within five standard errors of the 10% draw over the run's requests.
+    let n = run.counts.answered as f64;
+    let tolerance = 5.0 * (0.1f64 * 0.9 / n).sqrt() * (52.63 - 5.263);
+    assert!(
+        (run.mean_ms - 10.0).abs() < tolerance,
+        "mean {} (n {n})",
+        run.mean_ms
+    );
+    let again = simulate(&params, Scenario::Sweep { load: 0.1 }, Strategy::None).unwrap();
+    assert_eq!(run, again, "the same seed, the same run");
+}
+
 #[test]
 fn a_fixed_service_with_one_worker_and_no_contention_answers_in_its_service_time() {
     let params = LabParams {
@@ -219,6 +250,30 @@ fn bad_parameters_get_a_clear_error() {
             },
             Scenario::Sweep { load: 1.0 },
             "service_time.sigma",
+        ),
+        (
+            LabParams {
+                service_time: ServiceTime::Bimodal {
+                    mean: Duration::from_millis(10),
+                    slow_share: 1.5,
+                    slow_factor: 10.0,
+                },
+                ..brief()
+            },
+            Scenario::Sweep { load: 1.0 },
+            "service_time.slow_share",
+        ),
+        (
+            LabParams {
+                service_time: ServiceTime::Bimodal {
+                    mean: Duration::from_millis(10),
+                    slow_share: 0.1,
+                    slow_factor: 0.5,
+                },
+                ..brief()
+            },
+            Scenario::Sweep { load: 1.0 },
+            "service_time.slow_factor",
         ),
         (
             LabParams {

@@ -20,6 +20,11 @@ pub enum Distribution {
     Exponential,
     /// Log-normal, with `--sigma`.
     Lognormal,
+    /// A fixed time.
+    Fixed,
+    /// Two fixed times: `--slow-share` of the requests take `--slow-factor` times as long as
+    /// the rest.
+    Bimodal,
 }
 
 /// The options of `spillway lab`.
@@ -47,6 +52,12 @@ pub struct LabArgs {
     /// The log-normal shape (the underlying normal's standard deviation).
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub sigma: f64,
+    /// The bimodal service's share of slow requests, from 0 to 1.
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
+    pub slow_share: f64,
+    /// How many times as long a bimodal service's slow requests take, from 1 to 1000.
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
+    pub slow_factor: f64,
     /// How long a client waits for an answer, in milliseconds.
     #[arg(long, default_value_t = 200.0, allow_negative_numbers = true)]
     pub timeout_ms: f64,
@@ -96,6 +107,12 @@ impl LabArgs {
             Distribution::Lognormal => ServiceTime::LogNormal {
                 mean,
                 sigma: self.sigma,
+            },
+            Distribution::Fixed => ServiceTime::Fixed { time: mean },
+            Distribution::Bimodal => ServiceTime::Bimodal {
+                mean,
+                slow_share: self.slow_share,
+                slow_factor: self.slow_factor,
             },
         };
         let retries = u32::try_from(self.retries).map_err(|_| {

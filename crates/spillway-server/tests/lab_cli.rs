@@ -103,6 +103,14 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
             "error: lab parameter `service_time.sigma`: must be between 0 and 4, got -1",
         ),
         (
+            vec!["--distribution", "bimodal", "--slow-share", "2"],
+            "error: lab parameter `service_time.slow_share`: must be between 0 and 1, got 2",
+        ),
+        (
+            vec!["--distribution", "bimodal", "--slow-factor", "0.5"],
+            "error: lab parameter `service_time.slow_factor`: must be between 1 and 1000, got 0.5",
+        ),
+        (
             vec!["--strategies", "magic"],
             "error: lab parameter `strategies`: unknown strategy `magic`; known: none, static_qps, \
              static_concurrency, sentinel_system, bbr, bbr_bucket_average, bbr_probe, gradient2, vegas, \
