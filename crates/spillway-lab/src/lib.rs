@@ -19,6 +19,7 @@
 //! # Ok::<(), spillway_lab::LabError>(())
 //! ```
 
+mod draws;
 mod events;
 mod lab;
 mod load_average;
@@ -37,6 +38,7 @@ mod scenario;
 mod sim;
 mod strategy;
 
+pub use draws::ServiceSampler;
 pub use lab::{run_lab, scenarios, LabReport, EVENT_BASE_LOAD};
 pub use params::{LabError, LabParams, RetryPolicy, ServiceTime};
 pub use record::{Counts, RunResult, SeriesPoint};

@@ -48,6 +48,24 @@ impl ServiceTime {
         }
     }
 
+    /// The same shape with mean `mean`.
+    pub fn with_mean(self, mean: Duration) -> Self {
+        match self {
+            ServiceTime::Fixed { .. } => ServiceTime::Fixed { time: mean },
+            ServiceTime::Exponential { .. } => ServiceTime::Exponential { mean },
+            ServiceTime::LogNormal { sigma, .. } => ServiceTime::LogNormal { mean, sigma },
+            ServiceTime::Bimodal {
+                slow_share,
+                slow_factor,
+                ..
+            } => ServiceTime::Bimodal {
+                mean,
+                slow_share,
+                slow_factor,
+            },
+        }
+    }
+
     /// A bimodal service's two times, fast and slow: `fast x (1 - share) + fast x factor x
     /// share = mean`.
     pub fn bimodal_times(

@@ -5,15 +5,16 @@
 //! [`ManualClock`] set to the event's time; an admitted attempt holds its entry until its work is
 //! done, so spillway records its RT and in-flight count as it would in a service.
 
+use crate::draws::WorkDistribution;
 use crate::events::{Agenda, Event};
 use crate::load_average::{LoadAverage, LOAD_PERIOD_NANOS};
-use crate::params::{LabError, LabParams, RetryPolicy, ServiceTime};
+use crate::params::{LabError, LabParams, RetryPolicy};
 use crate::record::{nanos, AttemptRecord, Outcome, RunRecord, RunResult, Tick, BUCKET_NANOS};
 use crate::scenario::Scenario;
 use crate::strategy::{Protection, Strategy, SENTINEL_LOAD_PER_CORE};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, Exp, LogNormal};
+use rand_distr::{Distribution, Exp};
 use spillway::system::SystemProbe;
 use spillway::{ManualClock, OwnedAdmission, OwnedEntry, OwnedPending};
 use std::collections::VecDeque;
@@ -41,63 +42,6 @@ struct Request {
 struct Attempt {
     request: u32,
     record: AttemptRecord,
-}
-
-/// The distribution work is drawn from.
-#[derive(Debug)]
-enum WorkDistribution {
-    Fixed(u64),
-    Exponential(Exp<f64>),
-    LogNormal(LogNormal<f64>),
-    /// The fast and the slow time, and the slow share.
-    Bimodal(u64, u64, f64),
-}
-
-impl WorkDistribution {
-    fn new(service_time: ServiceTime) -> Result<Self, LabError> {
-        let bad = |e: String| LabError::new("service_time", e);
-        match service_time {
-            ServiceTime::Fixed { time } => Ok(Self::Fixed(nanos(time))),
-            ServiceTime::Exponential { mean } => {
-                let rate = 1.0 / (mean.as_nanos() as f64);
-                Exp::new(rate)
-                    .map(Self::Exponential)
-                    .map_err(|e| bad(e.to_string()))
-            }
-            ServiceTime::LogNormal { mean, sigma } => {
-                let mu = (mean.as_nanos() as f64).ln() - sigma * sigma / 2.0;
-                LogNormal::new(mu, sigma)
-                    .map(Self::LogNormal)
-                    .map_err(|e| bad(e.to_string()))
-            }
-            ServiceTime::Bimodal {
-                mean,
-                slow_share,
-                slow_factor,
-            } => {
-                let (fast, slow) = ServiceTime::bimodal_times(mean, slow_share, slow_factor);
-                Ok(Self::Bimodal(nanos(fast), nanos(slow), slow_share))
-            }
-        }
-    }
-
-    fn sample(&self, rng: &mut ChaCha8Rng) -> u64 {
-        let nanos = match self {
-            Self::Fixed(nanos) => *nanos as f64,
-            Self::Exponential(d) => d.sample(rng),
-            Self::LogNormal(d) => d.sample(rng),
-            Self::Bimodal(fast, slow, share) => {
-                // `random::<f64>()` is in [0, 1): a share of 0 is never slow, of 1 always.
-                if rng.random::<f64>() < *share {
-                    *slow as f64
-                } else {
-                    *fast as f64
-                }
-            }
-        };
-        // At least 1 µs, so that every piece of work takes time.
-        (nanos as u64).max(1_000)
-    }
 }
 
 /// One run of one strategy in one scenario.

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use spillway_lab::ServiceTime;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,7 +24,8 @@ pub const DEMO_CONFIG: &str = include_str!("demo.toml");
 /// a worker), `/api/flaky` failing from its third second to its seventh.
 pub const UPSTREAM: UpstreamShape = UpstreamShape {
     workers: WORKERS,
-    work: WORK,
+    service: ServiceTime::Fixed { time: WORK },
+    seed: 0,
     flaky: true,
 };
 

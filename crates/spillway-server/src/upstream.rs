@@ -1,6 +1,6 @@
 //! An upstream with a known capacity, for the demo and the loopback lab: a fixed number of
-//! workers, each request taking a fixed time (times a slowdown factor that can be changed while it
-//! runs); more requests wait for a worker.
+//! workers, each request taking a time drawn from the simulated lab's service-time distributions
+//! (times a slowdown factor that can be changed while it runs); more requests wait for a worker.
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -9,29 +9,33 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use spillway_lab::{ServiceSampler, ServiceTime};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 /// What the upstream does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UpstreamShape {
     /// Requests worked on at once.
     pub workers: usize,
-    /// How long each takes.
-    pub work: Duration,
+    /// How long each takes: fixed, or drawn (each request its own time, in arrival order at the
+    /// workers, from `seed`).
+    pub service: ServiceTime,
+    /// The seed of the service times drawn.
+    pub seed: u64,
     /// The demo's `/api/flaky`: answers 503 from the upstream's third second to its seventh.
     pub flaky: bool,
 }
 
 impl UpstreamShape {
-    /// Requests a second it completes at most: workers / work.
+    /// Requests a second it completes at most, on average: workers / mean service time.
     pub fn capacity(&self) -> f64 {
-        self.workers as f64 / self.work.as_secs_f64()
+        self.workers as f64 / self.service.mean().as_secs_f64()
     }
 }
 
@@ -51,6 +55,10 @@ impl Upstream {
     ///
     /// If it cannot bind a loopback port.
     pub async fn start(shape: UpstreamShape) -> std::io::Result<Self> {
+        let draws = ServiceSampler::new(shape.service, shape.seed).map_err(|err| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, err.to_string())
+        })?;
+        let draws = Arc::new(Mutex::new(draws));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let workers = Arc::new(Semaphore::new(shape.workers));
@@ -72,13 +80,19 @@ impl Upstream {
                 };
                 let _ = stream.set_nodelay(true);
                 let (workers, factor) = (workers.clone(), serving_factor.clone());
+                let draws = draws.clone();
                 connections.spawn(async move {
                     let service = service_fn(move |request: Request<Incoming>| {
                         let (workers, factor) = (workers.clone(), factor.clone());
+                        let draws = draws.clone();
                         async move {
                             let _worker = workers.acquire().await;
                             let slowdown = f64::from_bits(factor.load(Ordering::Relaxed));
-                            tokio::time::sleep(shape.work.mul_f64(slowdown)).await;
+                            let work = draws
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .next_time();
+                            tokio::time::sleep(work.mul_f64(slowdown)).await;
                             let mut response =
                                 Response::new(Full::new(Bytes::from_static(b"ok\n")));
                             let failing = (3..7).contains(&started.elapsed().as_secs());

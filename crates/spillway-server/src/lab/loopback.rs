@@ -1,5 +1,6 @@
-//! The real lab on loopback: the demo's upstream (fixed workers, fixed service time) behind the
-//! `spillway` proxy, driven by an open-loop load generator at fixed rates.
+//! The real lab on loopback: the demo's upstream (fixed workers, service times fixed or drawn as
+//! the simulated lab draws them) behind the `spillway` proxy, driven by an open-loop load
+//! generator at fixed rates.
 //!
 //! Each request is sent at its intended time whatever happened to the ones before it, on its own
 //! task, and its latency is measured from that intended time, so a stalled generator cannot hide
@@ -58,7 +59,10 @@ impl Default for LoopbackParams {
         Self {
             upstream: UpstreamShape {
                 workers: 4,
-                work: Duration::from_millis(10),
+                service: ServiceTime::Fixed {
+                    time: Duration::from_millis(10),
+                },
+                seed: 1,
                 flaky: false,
             },
             capacity: None,
@@ -78,14 +82,15 @@ impl LoopbackParams {
         self.capacity.unwrap_or_else(|| self.upstream.capacity())
     }
 
-    /// The same setting in the simulated lab's terms (for its tables and plots): a fixed service
-    /// time of `workers / capacity`, what each request holds a worker for.
+    /// The same setting in the simulated lab's terms (for its tables and plots): the upstream's
+    /// service-time distribution with a mean of `workers / capacity`, what each request holds a
+    /// worker for as measured.
     pub fn lab_params(&self) -> LabParams {
         LabParams {
             workers: u32::try_from(self.upstream.workers).unwrap_or(u32::MAX),
-            service_time: ServiceTime::Fixed {
-                time: Duration::from_secs_f64(self.upstream.workers as f64 / self.capacity()),
-            },
+            service_time: self.upstream.service.with_mean(Duration::from_secs_f64(
+                self.upstream.workers as f64 / self.capacity(),
+            )),
             client_timeout: self.client_timeout,
             retry: match self.retries {
                 0 => RetryPolicy::Off,
@@ -443,6 +448,41 @@ fn nanos(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The simulated twin of a measured upstream keeps its service's shape, with the mean each
+    /// request held a worker for as measured.
+    #[test]
+    fn the_simulated_twin_keeps_the_upstream_s_shape_at_the_measured_mean() {
+        let params = LoopbackParams {
+            upstream: UpstreamShape {
+                workers: 4,
+                service: ServiceTime::Bimodal {
+                    mean: Duration::from_millis(10),
+                    slow_share: 0.1,
+                    slow_factor: 10.0,
+                },
+                seed: 3,
+                flaky: false,
+            },
+            // 4 workers measured at 320 a second: 12.5 ms a request, not the nominal 10.
+            capacity: Some(320.0),
+            ..LoopbackParams::default()
+        };
+        let twin = params.lab_params();
+        assert_eq!(twin.workers, 4);
+        assert_eq!(
+            twin.service_time,
+            ServiceTime::Bimodal {
+                mean: Duration::from_micros(12_500),
+                slow_share: 0.1,
+                slow_factor: 10.0,
+            }
+        );
+        assert_eq!(
+            LoopbackParams::default().lab_params().service_time.label(),
+            "fixed, 10.00ms"
+        );
+    }
 
     /// Each strategy's file parses, and an adaptive strategy's holds the simulated lab's rule.
     #[test]
