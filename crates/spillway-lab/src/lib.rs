@@ -23,6 +23,7 @@ mod draws;
 mod events;
 mod lab;
 mod load_average;
+pub mod matrix;
 mod params;
 pub mod plot;
 pub mod measure {
@@ -42,7 +43,7 @@ pub use draws::ServiceSampler;
 pub use lab::{run_lab, scenarios, LabReport, EVENT_BASE_LOAD};
 pub use params::{LabError, LabParams, RetryPolicy, ServiceTime};
 pub use record::{Counts, RunResult, SeriesPoint};
-pub use scenario::{Scenario, SWEEP_LOADS};
+pub use scenario::{Scenario, LONG_RUN_LOADS, LONG_RUN_STEP, SWEEP_LOADS};
 pub use strategy::{Strategy, RESOURCE, SENTINEL_LOAD_PER_CORE};
 
 /// Runs `strategy` in `scenario` and measures it.

@@ -10,6 +10,8 @@ use std::time::Duration;
 pub const BUCKET_NANOS: u64 = 100_000_000;
 /// Buckets in the 1-second windows that goodput and p99 series are read over.
 pub const WINDOW_BUCKETS: usize = 10;
+/// The long run's refusals are counted in periods this long.
+const TEN_SECONDS: u64 = 10_000_000_000;
 
 /// One point of a run's time series: the 1-second window ending at `t_s`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -76,8 +78,11 @@ pub struct RunResult {
     pub recovery_s: Option<f64>,
     /// The counts.
     pub counts: Counts,
-    /// The time series (spike and slowdown; empty for a sweep).
+    /// The time series (spike, slowdown and long run; empty for a sweep).
     pub series: Vec<SeriesPoint>,
+    /// The long run's refusals in each 10 s of it, from the start (empty for the other
+    /// scenarios): when a protection refuses below capacity, at start-up or later.
+    pub refused_by_10s: Vec<u64>,
 }
 
 /// How an attempt ended for its client.
@@ -153,6 +158,10 @@ impl RunRecord<'_> {
             ..Counts::default()
         };
         let mut latencies = Vec::new();
+        let mut refused_by_10s = Vec::new();
+        if scenario == Scenario::LongRun {
+            refused_by_10s.resize((arrivals_end - from).div_ceil(TEN_SECONDS) as usize, 0);
+        }
         for a in self
             .attempts
             .iter()
@@ -162,7 +171,14 @@ impl RunRecord<'_> {
             counts.requests += u64::from(a.first);
             match a.outcome {
                 Some(Outcome::Answered) => counts.answered += 1,
-                Some(Outcome::Refused) => counts.refused += 1,
+                Some(Outcome::Refused) => {
+                    counts.refused += 1;
+                    if let Some(count) =
+                        refused_by_10s.get_mut(((a.sent - from) / TEN_SECONDS) as usize)
+                    {
+                        *count += 1;
+                    }
+                }
                 Some(Outcome::TimedOut) => counts.timed_out += 1,
                 Some(Outcome::Failed) => counts.failed += 1,
                 None => {}
@@ -184,6 +200,9 @@ impl RunRecord<'_> {
                     recovery(&answered, nanos(trigger_end), arrivals_end, 0.9 * capacity);
                 (recovery, self.series(&answered, arrivals_end))
             }
+            None if scenario == Scenario::LongRun => {
+                (None, self.series(&self.answered_per_bucket(), arrivals_end))
+            }
             None => (None, Vec::new()),
         };
         RunResult {
@@ -198,6 +217,7 @@ impl RunRecord<'_> {
             recovery_s,
             counts,
             series,
+            refused_by_10s,
         }
     }
 

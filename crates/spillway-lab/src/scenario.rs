@@ -14,6 +14,11 @@ const AFTER: Duration = Duration::from_secs(20);
 /// The spike's offered load and the slowdown's service-time factor.
 const SPIKE_LOAD: f64 = 5.0;
 const SLOWDOWN_FACTOR: f64 = 5.0;
+/// The long run's loads, each held for [`LONG_RUN_STEP`]: below capacity for minutes, crossing
+/// every algorithm's re-measure interval (Envoy's 60 s, BBR's 10 s).
+pub const LONG_RUN_LOADS: [f64; 3] = [0.5, 0.7, 0.9];
+/// How long the long run holds each of its loads.
+pub const LONG_RUN_STEP: Duration = Duration::from_secs(60);
 
 /// What happens during a run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,6 +40,10 @@ pub enum Scenario {
         /// The base load as a multiple of capacity.
         load: f64,
     },
+    /// From a cold start, [`LONG_RUN_LOADS`] in turn, each for [`LONG_RUN_STEP`]: never above
+    /// capacity, so a protection should refuse nothing, at start-up or later. Measured from the
+    /// start.
+    LongRun,
 }
 
 impl Scenario {
@@ -44,15 +53,17 @@ impl Scenario {
             Scenario::Sweep { .. } => "sweep",
             Scenario::Spike { .. } => "spike",
             Scenario::Slowdown { .. } => "slowdown",
+            Scenario::LongRun => "long_run",
         }
     }
 
-    /// The (base) offered load as a multiple of capacity.
+    /// The (base) offered load as a multiple of capacity; the long run's highest.
     pub fn load(&self) -> f64 {
         match *self {
             Scenario::Sweep { load } | Scenario::Spike { load } | Scenario::Slowdown { load } => {
                 load
             }
+            Scenario::LongRun => LONG_RUN_LOADS[LONG_RUN_LOADS.len() - 1],
         }
     }
 
@@ -73,11 +84,13 @@ impl Scenario {
     }
 
     /// When measuring starts (from the start of the run): after a sweep's warm-up; at once for
-    /// a spike or a slowdown.
+    /// a spike, a slowdown or the long run.
     pub fn measure_from(&self, params: &LabParams) -> Duration {
         match self {
             Scenario::Sweep { .. } => params.warm_up,
-            Scenario::Spike { .. } | Scenario::Slowdown { .. } => Duration::ZERO,
+            Scenario::Spike { .. } | Scenario::Slowdown { .. } | Scenario::LongRun => {
+                Duration::ZERO
+            }
         }
     }
 
@@ -86,13 +99,14 @@ impl Scenario {
         match self {
             Scenario::Sweep { .. } => params.warm_up + params.measure,
             Scenario::Spike { .. } | Scenario::Slowdown { .. } => BEFORE + TRIGGER + AFTER,
+            Scenario::LongRun => LONG_RUN_STEP * LONG_RUN_LOADS.len() as u32,
         }
     }
 
     /// The trigger's start and end, for a spike or a slowdown.
     pub fn trigger(&self) -> Option<(Duration, Duration)> {
         match self {
-            Scenario::Sweep { .. } => None,
+            Scenario::Sweep { .. } | Scenario::LongRun => None,
             Scenario::Spike { .. } | Scenario::Slowdown { .. } => Some((BEFORE, BEFORE + TRIGGER)),
         }
     }
@@ -110,6 +124,13 @@ impl Scenario {
                 }
             }
             Scenario::Sweep { load } | Scenario::Slowdown { load } => (load, None),
+            Scenario::LongRun => {
+                let step = (at.as_nanos() / LONG_RUN_STEP.as_nanos()) as usize;
+                let step = step.min(LONG_RUN_LOADS.len() - 1);
+                let next =
+                    (step + 1 < LONG_RUN_LOADS.len()).then(|| LONG_RUN_STEP * (step + 1) as u32);
+                (LONG_RUN_LOADS[step], next)
+            }
         }
     }
 
@@ -132,6 +153,10 @@ impl fmt::Display for Scenario {
             Scenario::Slowdown { load } => write!(
                 f,
                 "slowdown at {load}x: service time x{SLOWDOWN_FACTOR} for {TRIGGER:?}"
+            ),
+            Scenario::LongRun => write!(
+                f,
+                "long run from a cold start: {LONG_RUN_LOADS:?}x, {LONG_RUN_STEP:?} each"
             ),
         }
     }

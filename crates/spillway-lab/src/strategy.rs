@@ -76,6 +76,16 @@ impl Strategy {
         Strategy::EnvoyGradient,
     ];
 
+    /// The adaptive concurrency limits, in the order the tables list them: the strategies
+    /// that need no capacity number and that the shape matrix compares.
+    pub const ADAPTIVE: [Strategy; 5] = [
+        Strategy::BbrProbe,
+        Strategy::Gradient2,
+        Strategy::Vegas,
+        Strategy::Aimd,
+        Strategy::EnvoyGradient,
+    ];
+
     /// Whether the `spillway` binary's configuration file can express this strategy (the
     /// loopback lab runs only those): every one can.
     pub fn in_binary(&self) -> bool {

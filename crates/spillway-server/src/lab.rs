@@ -76,6 +76,11 @@ pub struct LabArgs {
     /// The full lab: skip the real lab on loopback.
     #[arg(long)]
     pub no_loopback: bool,
+    /// The shape matrix only: each strategy (default: the adaptive ones) on services of 1 to
+    /// 32 workers with exponential, log-normal and bimodal service times, simulated; prints
+    /// its tables (or JSON) and writes nothing. `--workers` and `--distribution` are ignored.
+    #[arg(long)]
+    pub matrix: bool,
 }
 
 /// A duration from milliseconds given on the command line.
@@ -183,6 +188,20 @@ fn print(text: &str) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let params = args.params()?;
     let strategies = args.strategies()?;
+    if args.matrix {
+        let strategies = if args.strategies.is_empty() {
+            Strategy::ADAPTIVE.to_vec()
+        } else {
+            strategies
+        };
+        let cells = spillway_lab::matrix::run_matrix(&params, &strategies)?;
+        let text = if args.json {
+            serde_json::to_string_pretty(&cells)?
+        } else {
+            spillway_lab::matrix::matrix_markdown(&cells)
+        };
+        return print(&text);
+    }
     if args.quick {
         let report = spillway_lab::run_lab(&params, &strategies)?;
         let text = if args.json {

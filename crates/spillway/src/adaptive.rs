@@ -20,18 +20,20 @@
 //! | [`EnvoyGradient`] | a percentile of each window's RTTs against a periodically measured minRTT | every window (100 ms) | Envoy |
 //! | [`Bbr`] | the largest rate times the calmest round's mean RT (the bandwidth-delay product), probing above it one round in 8 | every round (100 ms) | TCP BBR; Sentinel's system rule |
 //!
-//! - **Latency-based, no tuning:** [`EnvoyGradient`] re-measures its baseline on a schedule (at
-//!   a minimal limit, briefly), so a baseline that moves is found again; its windows are short,
-//!   so it reacts within a fraction of a second. The periodic measurement costs a brief dip in
-//!   admitted calls.
+//! - **Latency-based, no tuning:** [`EnvoyGradient`] re-measures its baseline on a schedule, so
+//!   a baseline that moves is found again; its windows are short, so it reacts within a
+//!   fraction of a second. When its limit binds it measures at a minimal limit, briefly, as
+//!   Envoy does (a dip in admitted calls); below its limit it measures the calls as they come
+//!   and refuses nothing ([`Remeasure`]).
 //! - **Latency-based, steady:** [`Gradient2`] compares against a long-term average rather than a
 //!   minimum, which suits RPCs whose latency varies widely call to call; it is slow on purpose
 //!   (1 s windows, smoothing 0.2), so it ramps up slowly after a shrink.
 //! - **[`Vegas`]** grows fast while it sees no queue, and needs a clean minimum RTT.
 //! - **[`Bbr`]** is Sentinel's BBR check (`maxSuccessQps x minRt`) made to recover: it needs
 //!   no latency target at all, only the rate and the RT the service shows, and probes for more
-//!   capacity every 8 rounds. It keeps p99 lowest, but refuses more at offered loads near
-//!   capacity than the gradient controllers do.
+//!   capacity every 8 rounds. On services of 8 workers or more it keeps p99 low and
+//!   recovers at once after a slowdown; on smaller ones, and at offered loads near capacity,
+//!   it refuses more than the gradient controllers do (measured in `docs/overload.md`).
 //! - **[`Aimd`]** when latency says little (very mixed work) but timeouts and overload
 //!   refusals do.
 //!
@@ -91,7 +93,7 @@ mod loom_limiter;
 pub use aimd::{Aimd, AimdConfig};
 pub use algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
 pub use bbr::{Bbr, BbrConfig};
-pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig};
+pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig, Remeasure};
 pub use error::AdaptiveError;
 pub use gradient2::{Gradient2, Gradient2Config};
 pub(crate) use limiter::NoPlace;

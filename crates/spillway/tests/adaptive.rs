@@ -198,8 +198,10 @@ fn each_limit_settles_near_the_service_s_concurrency() {
     assert_settles("vegas", &run(vegas(), 60, None), 1.0, 3.0);
     assert_settles("aimd", &run(aimd(), 60, None), 1.0, 2.5);
     assert_settles("envoy", &run(envoy(), 60, None), 1.0, 2.0);
-    // BBR: the bandwidth-delay product, 1.25 x it one round in 8 and 0.75 x it the next.
-    assert_settles("bbr", &run(bbr(), 60, None), 0.95, 1.1);
+    // BBR: the bandwidth-delay product, 1.25 x it one round in 8 and 0.75 x it the next, and
+    // one more call a round while the RT stays within 1.2 x the calmest round's (here, a
+    // queue of up to 1.6 calls on 8 workers).
+    assert_settles("bbr", &run(bbr(), 60, None), 0.95, 1.3);
 }
 
 /// Three quarters of the workers stop for 10 s: the service's concurrency falls from 8 to 2, a
@@ -273,7 +275,7 @@ fn bbr_keeps_the_concurrency_through_a_slowdown_and_probes_back_at_once() {
     };
     let trace = run(bbr(), 40, Some(slowdown));
     let before = trace.mean_limit(second(10.0), second(20.0));
-    assert!((7.5..=9.0).contains(&before), "before: {before:.1}");
+    assert!((7.5..=10.5).contains(&before), "before: {before:.1}");
     let during = trace.mean_limit(second(22.0), second(25.0));
     assert!(
         during >= 0.8 * IDEAL,

@@ -12,6 +12,9 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The analysis that goes with the tables: what the lab's model does to each strategy.
 const NOTES: &str = include_str!("overload_notes.md");
 
+/// What the shape matrix is and how to read it.
+const MATRIX_INTRO: &str = include_str!("matrix_intro.md");
+
 /// Runs the full simulated lab (exponential and log-normal service times of the mean given), the
 /// loopback lab unless skipped, and writes `<docs>/overload.md` and `<docs>/overload/*.svg`.
 pub(super) async fn write_all(
@@ -35,6 +38,12 @@ pub(super) async fn write_all(
     let sim = run_lab(&exponential, strategies)?;
     eprintln!("simulated lab: log-normal service times");
     let sim_lognormal = run_lab(&lognormal, strategies)?;
+    let adaptive: Vec<Strategy> = Strategy::ADAPTIVE
+        .into_iter()
+        .filter(|s| strategies.contains(s))
+        .collect();
+    eprintln!("simulated lab: the shape matrix");
+    let matrix = spillway_lab::matrix::run_matrix(&params.clone().quick(), &adaptive)?;
     let real = if args.no_loopback {
         None
     } else {
@@ -101,6 +110,8 @@ pub(super) async fn write_all(
     );
     doc.push_str(&verdict(&sim, strategies));
     doc.push_str(NOTES);
+    doc.push_str(MATRIX_INTRO);
+    doc.push_str(&spillway_lab::matrix::matrix_markdown(&matrix));
     let _ = writeln!(doc, "\n## The simulated lab: exponential service times\n");
     doc.push_str(&summary_markdown(&sim));
     let _ = writeln!(

@@ -96,6 +96,9 @@ const FULL_PIPE_ROUNDS: u32 = 3;
 /// bursts at low load lower the limit; 1 in 2 misses a slowdown: measured in the lab.)
 const LIMITED_SHARE: u32 = 4;
 
+/// A round whose mean RT is at most this many times the calmest round's saw no queue.
+const NO_QUEUE_RTT: f64 = 1.2;
+
 /// Where the algorithm is.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
@@ -139,7 +142,7 @@ struct Open {
 /// Sentinel's BBR check (`threads > maxSuccessQps x minRt`, in [`system`](crate::system))
 /// measures its limit on the traffic it admits, so once the limit shrinks nothing makes it grow,
 /// and its minimum RT, the fastest single call, is far below a variable service's mean: after a
-/// slowdown it can stay at a fraction of capacity for good. This one differs in three ways:
+/// slowdown it can stay at a fraction of capacity for good. This one differs in five ways:
 ///
 /// - **A robust RT.** Each round's RT is the mean of its calls, and the estimate is the
 ///   smallest round mean in the filter: the calmest round, which one fast call cannot drag
@@ -152,11 +155,20 @@ struct Open {
 ///   and if the service delivers more, the rate filter and the limit grow; the drain empties the
 ///   queue the probe built, which keeps the RT estimate clean. From the start (and until the
 ///   rate stops growing by 25% for 3 rounds) the limit doubles each round it is reached.
-/// - **It measures the RT again** (BBR's ProbeRTT): every `probe_rtt_interval` the limit drops
-///   to `probe_rtt_limit` until `min_samples` calls admitted since then complete, and their
-///   mean RT joins the filter. Without it, a limit above what the service can work on at once
-///   would hold: every round would queue, and `rate x RT` of a queue is just the calls in
-///   flight (Little's law), so it would measure the limit itself.
+/// - **It measures the RT again** (BBR's ProbeRTT): every `probe_rtt_interval`, at the end of
+///   the first round the limit binds, the limit drops to `probe_rtt_limit` until `min_samples`
+///   calls admitted since then complete, and their mean RT joins the filter. Without it, a
+///   limit above what the service can work on at once would hold: every round would queue, and
+///   `rate x RT` of a queue is just the calls in flight (Little's law), so it would measure the
+///   limit itself. While the limit does not bind, the RT is the service's, and it waits: a
+///   service below its limit is not refused for the measurement.
+/// - **Bursts are not overload.** A limit at the product is the service's mean concurrency,
+///   and random arrivals fill it at times well below capacity: the refused calls lower the
+///   rate, and with it the next limit, round after round, until the limit sits well below
+///   capacity and stays there (the lab's 4-worker service never recovered after a slowdown).
+///   So a round the limit bound while
+///   its mean RT stayed within 1.2 times the calmest round's, which shows the service had room,
+///   raises the limit one call above the product, or above the limit.
 ///
 /// A round the limit did not bind (the offered load was below it) cannot lower the limit: the
 /// rate it measured is the load's, not the service's.
@@ -329,6 +341,16 @@ impl Bbr {
         ))
     }
 
+    /// Whether `round`'s mean RT shows no queue against the calmest round's, once the start
+    /// is over.
+    fn no_queue(&self, round: Round) -> bool {
+        self.is_cycling()
+            && round
+                .rtt
+                .zip(self.min_rtt())
+                .is_some_and(|(rtt, min)| rtt.as_secs_f64() <= min.as_secs_f64() * NO_QUEUE_RTT)
+    }
+
     /// The gain this round, and the phase after it.
     fn step(&mut self, round: Round, limited: bool, now: u64) -> (f64, ChangeReason) {
         match &mut self.phase {
@@ -356,7 +378,9 @@ impl Bbr {
             }
             Phase::Cycle(index) => {
                 let at = *index;
-                if self.next_probe_rtt.is_some_and(|due| now >= due) {
+                // Only a limit that binds can measure its own queue: below it, the RT is the
+                // service's, and measuring again would refuse calls the service can take.
+                if limited && self.next_probe_rtt.is_some_and(|due| now >= due) {
                     self.phase = Phase::ProbeRtt {
                         epoch: now,
                         resume: at,
@@ -404,10 +428,19 @@ impl LimitAlgorithm for Bbr {
             return Some(LimitUpdate::new(self.clamp(small), reason));
         }
         let target = self.bdp_limit(gain)?;
-        // A round the limit did not bind measured the load, not the service: it cannot lower
-        // the limit; nor can the start.
-        let keep = !limited || reason == ChangeReason::Grew;
-        let new = if keep { target.max(limit) } else { target };
+        let new = if !limited || reason == ChangeReason::Grew {
+            // A round the limit did not bind measured the load, not the service: it cannot
+            // lower the limit; nor can the start.
+            target.max(limit)
+        } else if self.no_queue(round) {
+            // The limit bound, yet calls took no longer than in the calmest round: the service
+            // had room, and calls arriving in bursts found the limit full below capacity (a
+            // limit at the mean concurrency refuses a share of a random load). Grow past the
+            // product, by one call a round.
+            target.max(limit) + 1
+        } else {
+            target
+        };
         let new = self.clamp(new);
         (new != limit).then(|| LimitUpdate::new(new, reason))
     }

@@ -37,6 +37,32 @@ pub struct EnvoyGradientConfig {
     pub buffer: f64,
     /// The limit never goes above this (Envoy: 1000).
     pub max_limit: u32,
+    /// Whether a scheduled minRTT measurement pins the limit to `min_concurrency` even when
+    /// the limit did not bind (Envoy: always). spillway's default, `when_bound`, measures
+    /// without pinning when no call of the last sample window found the limit full, and then
+    /// only ever lowers the minRTT: below its limit, the service is not kept from working, so
+    /// refusing calls to measure it would refuse below capacity.
+    pub remeasure: Remeasure,
+}
+
+/// When a scheduled minRTT measurement of [`EnvoyGradient`] pins the limit to
+/// `min_concurrency`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
+pub enum Remeasure {
+    /// Only when a call of the last sample window found the limit full; otherwise the calls
+    /// are measured as they come, all admitted, and a result more than `1 + buffer` times the
+    /// minRTT is kept out (a service that got slower shows it as rising RTTs, which shrink the
+    /// limit until it binds, and the next measurement pins). The start, and a limit stuck at
+    /// `min_concurrency`, measure pinned, as Envoy does.
+    #[default]
+    WhenBound,
+    /// Always, as Envoy does: calls beyond `min_concurrency` are refused while it measures.
+    Always,
 }
 
 impl Default for EnvoyGradientConfig {
@@ -50,6 +76,7 @@ impl Default for EnvoyGradientConfig {
             sample_percentile: 0.5,
             buffer: 0.25,
             max_limit: 1000,
+            remeasure: Remeasure::WhenBound,
         }
     }
 }
@@ -90,7 +117,9 @@ const MIN_WINDOWS_BEFORE_REMEASURE: u32 = 5;
 ///   random), and after 5 sample windows in a row at `min_concurrency`, the limit drops to
 ///   `min_concurrency` while `min_rtt_request_count` calls started since then complete; the
 ///   `sample_percentile` of their RTTs is the new minRTT, and the limit goes back to what it
-///   was.
+///   was. spillway's one departure, [`Remeasure::WhenBound`] (the default): a scheduled
+///   measurement when the limit did not bind in the last window takes the calls as they come
+///   instead, and refuses nothing.
 /// - **Sample windows.** Otherwise every `update_interval`, the `sample_percentile` of the
 ///   window's RTTs is the sample RTT, and `gradient = clamp((minRTT x (1 + buffer)) /
 ///   sampleRTT, 0.5, 2)`; the new limit is `limit x gradient + sqrt(limit x gradient)`,
@@ -138,6 +167,8 @@ pub struct EnvoyGradient {
     sample_rtt_micros: Option<u64>,
     /// Whether the minRTT is being measured, since when, and the limit to go back to.
     measuring: bool,
+    /// An unpinned measurement's calls, as they end, while one runs.
+    unpinned: Option<SampleWindow>,
     epoch: u64,
     deferred_limit: u32,
     /// When the next minRTT measurement is due; when the current sample window ends.
@@ -145,6 +176,8 @@ pub struct EnvoyGradient {
     next_window_end: Option<u64>,
     window: SampleWindow,
     windows_at_min: u32,
+    /// Whether a call of the last sample window found the limit full.
+    last_window_bound: bool,
     jitter: Jitter,
 }
 
@@ -175,12 +208,14 @@ impl EnvoyGradient {
             sample_rtt_micros: None,
             // Envoy measures the minRTT as soon as it starts, at the minimum limit.
             measuring: true,
+            unpinned: None,
             epoch: 0,
             deferred_limit: config.min_concurrency,
             next_min_rtt: None,
             next_window_end: None,
             window: SampleWindow::default(),
             windows_at_min: 0,
+            last_window_bound: false,
             jitter,
         })
     }
@@ -221,6 +256,32 @@ impl EnvoyGradient {
         new.clamp(self.config.min_concurrency, self.config.max_limit)
     }
 
+    /// At the end of a sample window, ends an unpinned measurement that has its calls: one
+    /// the limit bound is given up (the next is pinned if it still binds), and a result well
+    /// above the minRTT (a queue, not the service) is kept out.
+    fn close_unpinned(&mut self) {
+        let Some(calls) = &self.unpinned else {
+            return;
+        };
+        if self.last_window_bound {
+            self.unpinned = None;
+            return;
+        }
+        if calls.count() < u64::from(self.config.min_rtt_request_count) {
+            return;
+        }
+        let measured = self
+            .unpinned
+            .take()
+            .and_then(|calls| calls.percentile(self.config.sample_percentile))
+            .map(|rtt| u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX));
+        if let (Some(measured), Some(old)) = (measured, self.min_rtt_micros) {
+            if measured as f64 <= old as f64 * (1.0 + self.config.buffer) {
+                self.min_rtt_micros = Some(measured);
+            }
+        }
+    }
+
     /// Envoy's timers, at `now`: a minRTT measurement that is due starts; a sample window that
     /// ended updates the limit.
     fn tick(&mut self, now: u64, limit: u32) -> Option<LimitUpdate> {
@@ -228,21 +289,38 @@ impl EnvoyGradient {
             return None;
         }
         if self.next_min_rtt.is_some_and(|due| now >= due) {
-            self.measuring = true;
-            self.epoch = now;
-            self.deferred_limit = limit;
-            self.window = SampleWindow::default();
-            self.windows_at_min = 0;
-            return Some(LimitUpdate::new(
-                self.config.min_concurrency,
-                ChangeReason::MeasuringMinRtt,
-            ));
+            let bound = self.window.max_in_flight() >= limit || self.last_window_bound;
+            if self.config.remeasure == Remeasure::WhenBound
+                && !bound
+                && self.windows_at_min < MIN_WINDOWS_BEFORE_REMEASURE
+                && self.min_rtt_micros.is_some()
+            {
+                // The calls as they come measure it: every call that ends from now until
+                // `min_rtt_request_count` have, at the end of a sample window (all that end,
+                // not the first calls admitted, of which the short ones would end first).
+                self.unpinned = Some(SampleWindow::default());
+                let interval = self.jittered(self.config.min_rtt_interval);
+                self.next_min_rtt = Some(now.saturating_add(Self::nanos(interval)));
+            } else {
+                self.unpinned = None;
+                self.measuring = true;
+                self.epoch = now;
+                self.deferred_limit = limit;
+                self.window = SampleWindow::default();
+                self.windows_at_min = 0;
+                return Some(LimitUpdate::new(
+                    self.config.min_concurrency,
+                    ChangeReason::MeasuringMinRtt,
+                ));
+            }
         }
         let end = *self.next_window_end.get_or_insert(now);
         if now < end {
             return None;
         }
         self.next_window_end = Some(now.saturating_add(Self::nanos(self.config.update_interval)));
+        self.last_window_bound = self.window.max_in_flight() >= limit;
+        self.close_unpinned();
         let sample = self.take_percentile()?;
         self.sample_rtt_micros = Some(sample);
         let new = self.new_limit(limit, sample);
@@ -277,6 +355,9 @@ impl LimitAlgorithm for EnvoyGradient {
             return ticked;
         }
         self.window.add(sample);
+        if let Some(calls) = &mut self.unpinned {
+            calls.add(sample);
+        }
         if !(self.measuring && self.window.count() >= u64::from(self.config.min_rtt_request_count))
         {
             return ticked;

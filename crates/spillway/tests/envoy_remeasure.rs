@@ -1,0 +1,190 @@
+//! Envoy's gradient controller measuring its minRTT again: pinned at `min_concurrency` when the
+//! limit binds (as Envoy does, always), measured from a sample window of the calls as they come
+//! when it does not, so that a service below its limit is not refused for the measurement.
+//! Traces on a nanosecond time axis, calls fed to the algorithm as they end.
+
+use spillway::adaptive::{
+    ChangeReason, EnvoyGradient, EnvoyGradientConfig, LimitAlgorithm, Remeasure, Sample,
+};
+use std::time::Duration;
+
+const MS: u64 = 1_000_000;
+
+/// What the limit did: every update's time, limit and reason.
+#[derive(Default)]
+struct Trace {
+    updates: Vec<(u64, u32, ChangeReason)>,
+}
+
+impl Trace {
+    fn at(&self, reason: ChangeReason) -> Vec<u64> {
+        self.updates
+            .iter()
+            .filter(|(_, _, r)| *r == reason)
+            .map(|(at, _, _)| *at)
+            .collect()
+    }
+}
+
+/// Feeds calls that end every `gap_ms` from `from_ms` to `to_ms`, each taking `rtt(at)` ms and
+/// finding `in_flight(limit)` calls in flight when admitted.
+fn feed(
+    envoy: &mut EnvoyGradient,
+    limit: &mut u32,
+    trace: &mut Trace,
+    (from_ms, to_ms, gap_ms): (u64, u64, u64),
+    rtt: impl Fn(u64) -> u64,
+    in_flight: impl Fn(u32) -> u32,
+) {
+    let mut end = from_ms;
+    while end < to_ms {
+        let rtt_ms = rtt(end);
+        let sample = Sample {
+            started_nanos: (end - rtt_ms) * MS,
+            rtt: Duration::from_millis(rtt_ms),
+            in_flight: in_flight(*limit),
+            dropped: false,
+        };
+        if let Some(update) = envoy.on_sample(&sample, end * MS, *limit) {
+            *limit = update.limit;
+            trace.updates.push((end * MS, update.limit, update.reason));
+        }
+        end += gap_ms;
+    }
+}
+
+fn envoy(remeasure: Remeasure) -> EnvoyGradient {
+    let config = EnvoyGradientConfig {
+        min_rtt_interval: Duration::from_secs(10),
+        jitter: 0.0,
+        remeasure,
+        ..EnvoyGradientConfig::default()
+    };
+    EnvoyGradient::with_seed(config, 3).unwrap()
+}
+
+/// A light load: 200 calls a second of 10 ms, two in flight, far below any limit after the
+/// start.
+fn light(envoy: &mut EnvoyGradient, limit: &mut u32, trace: &mut Trace, seconds: u64) {
+    feed(
+        envoy,
+        limit,
+        trace,
+        (20, seconds * 1000, 5),
+        |_| 10,
+        |limit| 2.min(limit),
+    );
+}
+
+#[test]
+fn below_its_limit_the_service_is_not_pinned_to_measure_again() {
+    let mut envoy = envoy(Remeasure::WhenBound);
+    let mut limit = envoy.initial_limit();
+    let mut trace = Trace::default();
+    light(&mut envoy, &mut limit, &mut trace, 35);
+    // The start measures pinned, as Envoy does (nothing is known yet): at the initial limit,
+    // `min_concurrency`, so with no update. No later measurement pins.
+    assert_eq!(envoy.initial_limit(), 3);
+    assert_eq!(trace.at(ChangeReason::MeasuringMinRtt), Vec::<u64>::new());
+    assert_eq!(trace.at(ChangeReason::MinRttMeasured).len(), 1);
+    // After it, the limit never comes back down: 35 s cross three scheduled measurements.
+    let first = trace.at(ChangeReason::MinRttMeasured)[0];
+    let lowest = trace
+        .updates
+        .iter()
+        .filter(|(at, _, _)| *at > first + 1_000 * MS)
+        .map(|(_, limit, _)| *limit)
+        .min();
+    assert!(
+        lowest.unwrap_or(limit) > 100,
+        "the limit fell to {lowest:?}"
+    );
+    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(10)));
+}
+
+#[test]
+fn envoy_s_own_schedule_pins_whatever_the_load() {
+    let mut envoy = envoy(Remeasure::Always);
+    let mut limit = envoy.initial_limit();
+    let mut trace = Trace::default();
+    light(&mut envoy, &mut limit, &mut trace, 35);
+    let pinned = trace.at(ChangeReason::MeasuringMinRtt);
+    // At about 10, 20 and 30 s (after the start's, at the initial limit).
+    assert_eq!(pinned.len(), 3, "pinned at {pinned:?}");
+    for pair in pinned.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!((10_000 * MS..=10_500 * MS).contains(&gap), "{gap} ns apart");
+    }
+}
+
+#[test]
+fn a_faster_service_lowers_the_min_rtt_without_pinning() {
+    let mut envoy = envoy(Remeasure::WhenBound);
+    let mut limit = envoy.initial_limit();
+    let mut trace = Trace::default();
+    light(&mut envoy, &mut limit, &mut trace, 5);
+    // From 5 s, calls take 4 ms: the next measurement (about 10 s after the first) takes it.
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (5_000, 12_000, 5),
+        |_| 4,
+        |limit| 1.min(limit),
+    );
+    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(4)));
+    assert_eq!(trace.at(ChangeReason::MeasuringMinRtt), Vec::<u64>::new());
+}
+
+#[test]
+fn a_slower_service_is_measured_pinned_once_its_limit_binds() {
+    let mut envoy = envoy(Remeasure::WhenBound);
+    let mut limit = envoy.initial_limit();
+    let mut trace = Trace::default();
+    light(&mut envoy, &mut limit, &mut trace, 5);
+    // From 5 s, calls take 30 ms, and as many are in flight as the limit lets in: the gradient
+    // shrinks the limit, calls fill it, and the next measurement pins.
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (5_000, 25_000, 5),
+        |_| 30,
+        |limit| limit,
+    );
+    let pinned = trace.at(ChangeReason::MeasuringMinRtt);
+    assert!(!pinned.is_empty(), "pinned at {pinned:?}");
+    assert!(pinned[0] > 5_000 * MS);
+    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(30)));
+}
+
+#[test]
+fn a_measurement_inflated_by_a_queue_is_kept_out() {
+    let mut envoy = envoy(Remeasure::WhenBound);
+    let mut limit = envoy.initial_limit();
+    let mut trace = Trace::default();
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (20, 10_200, 5),
+        |_| 10,
+        |limit| 2.min(limit),
+    );
+    // Through the measurement due at about 10.3 s, calls take 20 ms but do not fill the limit
+    // (the gradient lowers it, not yet to the calls in flight): a queue in the service, twice
+    // the minRTT, is not taken as the new minRTT.
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (10_200, 10_700, 5),
+        |_| 20,
+        |limit| 3.min(limit),
+    );
+    assert!(limit > 3, "the limit fell to {limit}");
+    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(10)));
+    // The windows saw the calls of 20 ms.
+    assert_eq!(envoy.estimates().latest, Some(Duration::from_millis(20)));
+    assert_eq!(trace.at(ChangeReason::MeasuringMinRtt), Vec::<u64>::new());
+}
