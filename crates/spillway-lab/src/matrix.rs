@@ -285,6 +285,7 @@ fn cell_text(cell: &Cell) -> String {
         cell.p99_ratio[1],
         cell.p99_ratio[2],
         cell.long_run_refused_at_start,
-        cell.long_run_refused - cell.long_run_refused_at_start
+        cell.long_run_refused
+            .saturating_sub(cell.long_run_refused_at_start)
     )
 }

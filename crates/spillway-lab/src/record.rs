@@ -57,7 +57,7 @@ pub struct Counts {
 /// One run: a strategy in a scenario at a load.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunResult {
-    /// `sweep`, `spike` or `slowdown`.
+    /// `sweep`, `spike`, `slowdown` or `long_run`.
     pub scenario: &'static str,
     /// The strategy's name.
     pub strategy: &'static str,

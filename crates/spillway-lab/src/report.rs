@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 /// One JSON row: a strategy in a scenario at a load.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JsonRow {
-    /// `sweep`, `spike` or `slowdown`.
+    /// `sweep`, `spike`, `slowdown` or `long_run`.
     pub scenario: &'static str,
     /// The strategy's name.
     pub strategy: &'static str,

@@ -47,7 +47,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    /// The name in tables and JSON: `sweep`, `spike` or `slowdown`.
+    /// The name in tables and JSON: `sweep`, `spike`, `slowdown` or `long_run`.
     pub fn name(&self) -> &'static str {
         match self {
             Scenario::Sweep { .. } => "sweep",

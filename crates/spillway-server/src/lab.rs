@@ -67,7 +67,7 @@ pub struct LabArgs {
     /// The back-off before the first retry, in milliseconds (doubling, jittered 50-100%).
     #[arg(long, default_value_t = 50.0, allow_negative_numbers = true)]
     pub backoff_ms: f64,
-    /// The strategies, comma-separated (default: all).
+    /// The strategies, comma-separated (default: all; with `--matrix`, the adaptive ones).
     #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
     /// Where the full lab writes overload.md and its plots.
@@ -77,8 +77,10 @@ pub struct LabArgs {
     #[arg(long)]
     pub no_loopback: bool,
     /// The shape matrix only: each strategy (default: the adaptive ones) on services of 1 to
-    /// 32 workers with exponential, log-normal and bimodal service times, simulated; prints
-    /// its tables (or JSON) and writes nothing. `--workers` and `--distribution` are ignored.
+    /// 32 workers with exponential, log-normal and bimodal service times of `--service-ms`,
+    /// simulated in the short mode, as docs/overload.md has it; prints its tables (or JSON)
+    /// and writes nothing. The options of the service's shape (`--workers`,
+    /// `--distribution`, `--sigma`, `--slow-share`, `--slow-factor`) are ignored.
     #[arg(long)]
     pub matrix: bool,
 }
@@ -194,7 +196,7 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
         } else {
             strategies
         };
-        let cells = spillway_lab::matrix::run_matrix(&params, &strategies)?;
+        let cells = spillway_lab::matrix::run_matrix(&params.quick(), &strategies)?;
         let text = if args.json {
             serde_json::to_string_pretty(&cells)?
         } else {

@@ -47,7 +47,7 @@ retry_timeout = \"10s\"
 
 [[adaptive]]
 id = \"service\"
-algorithm = {{ type = \"envoy_gradient\", min_rtt_interval = \"30s\" }}
+algorithm = {{ type = \"envoy_gradient\", min_rtt_interval = \"30s\", remeasure = \"always\" }}
 
 [[adaptive]]
 id = \"orders-adaptive\"
@@ -59,6 +59,11 @@ algorithm = {{ type = \"gradient2\", min_limit = 1 }}
     assert_eq!(config.routes.len(), 1);
     assert_eq!(config.default.unwrap().get_ref().resource, "unmatched");
     assert_eq!(config.adaptive.len(), 2);
+    let envoy = &config.adaptive[0].get_ref().algorithm;
+    assert!(
+        matches!(envoy, spillway::adaptive::AdaptiveAlgorithm::EnvoyGradient(c) if c.remeasure == spillway::adaptive::Remeasure::Always),
+        "{envoy:?}"
+    );
 }
 
 #[test]
@@ -121,6 +126,13 @@ algorithm = {{ type = \"envoy_gradient\", min_concurrency = 0 }}
         "{UPSTREAM}\n[[adaptive]]\nid = \"x\"\nalgorithm = {{ type = \"fancy\" }}\n"
     ));
     assert!(unknown.contains("unknown variant `fancy`"), "{unknown}");
+    let remeasure = error(&format!(
+        "{UPSTREAM}\n[[adaptive]]\nid = \"x\"\nalgorithm = {{ type = \"envoy_gradient\", remeasure = \"never\" }}\n"
+    ));
+    assert!(
+        remeasure.contains("unknown variant `never`, expected `when_bound` or `always`"),
+        "{remeasure}"
+    );
     let queue = |fields: &str| {
         error(&format!(
             "{UPSTREAM}\n[[adaptive]]\nid = \"q\"\nalgorithm = {{ type = \"bbr\" }}\nqueue = {{ {fields} }}\n"

@@ -142,20 +142,54 @@ fn a_slower_service_is_measured_pinned_once_its_limit_binds() {
     let mut limit = envoy.initial_limit();
     let mut trace = Trace::default();
     light(&mut envoy, &mut limit, &mut trace, 5);
-    // From 5 s, calls take 30 ms, and as many are in flight as the limit lets in: the gradient
-    // shrinks the limit, calls fill it, and the next measurement pins.
+    // From 5 s, calls take 20 ms, and as many are in flight as the limit lets in: the gradient
+    // (12.5 / 20) holds the limit at 4, above `min_concurrency`, so only the schedule can
+    // measure again, and with the limit bound it pins.
     feed(
         &mut envoy,
         &mut limit,
         &mut trace,
-        (5_000, 25_000, 5),
-        |_| 30,
+        (5_000, 12_000, 5),
+        |_| 20,
         |limit| limit,
     );
     let pinned = trace.at(ChangeReason::MeasuringMinRtt);
-    assert!(!pinned.is_empty(), "pinned at {pinned:?}");
-    assert!(pinned[0] > 5_000 * MS);
-    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(30)));
+    assert_eq!(pinned.len(), 1, "pinned at {pinned:?}");
+    assert!(
+        (10_000 * MS..=10_600 * MS).contains(&pinned[0]),
+        "pinned at {pinned:?}"
+    );
+    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(20)));
+}
+
+#[test]
+fn a_limit_that_binds_during_an_unpinned_measurement_pins_at_once() {
+    let mut envoy = envoy(Remeasure::WhenBound);
+    let mut limit = envoy.initial_limit();
+    let mut trace = Trace::default();
+    // Light until the measurement due at about 10.3 s has begun, unpinned.
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (20, 10_300, 5),
+        |_| 10,
+        |limit| 2.min(limit),
+    );
+    assert!(trace.at(ChangeReason::MeasuringMinRtt).is_empty());
+    // Then every call finds the limit full: the first window that ends gives the unpinned
+    // measurement up and the next call pins, not the next scheduled time 10 s later.
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (10_300, 11_000, 5),
+        |_| 10,
+        |limit| limit,
+    );
+    let pinned = trace.at(ChangeReason::MeasuringMinRtt);
+    assert_eq!(pinned.len(), 1, "pinned at {pinned:?}");
+    assert!(pinned[0] <= 10_500 * MS, "pinned at {pinned:?}");
 }
 
 #[test]

@@ -42,8 +42,12 @@ pub(super) async fn write_all(
         .into_iter()
         .filter(|s| strategies.contains(s))
         .collect();
-    eprintln!("simulated lab: the shape matrix");
-    let matrix = spillway_lab::matrix::run_matrix(&params.clone().quick(), &adaptive)?;
+    let matrix = if adaptive.is_empty() {
+        Vec::new()
+    } else {
+        eprintln!("simulated lab: the shape matrix");
+        spillway_lab::matrix::run_matrix(&params.clone().quick(), &adaptive)?
+    };
     let real = if args.no_loopback {
         None
     } else {
@@ -110,8 +114,10 @@ pub(super) async fn write_all(
     );
     doc.push_str(&verdict(&sim, strategies));
     doc.push_str(NOTES);
-    doc.push_str(MATRIX_INTRO);
-    doc.push_str(&spillway_lab::matrix::matrix_markdown(&matrix));
+    if !matrix.is_empty() {
+        doc.push_str(&MATRIX_INTRO.replace("{mean}", &format!("{:?}", params.service_time.mean())));
+        doc.push_str(&spillway_lab::matrix::matrix_markdown(&matrix));
+    }
     let _ = writeln!(doc, "\n## The simulated lab: exponential service times\n");
     doc.push_str(&summary_markdown(&sim));
     let _ = writeln!(

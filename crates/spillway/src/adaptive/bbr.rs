@@ -32,7 +32,8 @@ pub struct BbrConfig {
     pub probe_gain: f64,
     /// The gain of the round after it, which drains the queue the probe built (BBR: 0.75).
     pub drain_gain: f64,
-    /// How often the RT is measured again at `probe_rtt_limit` (BBR: 10 s).
+    /// How long after the last RT measurement the next is due (BBR: 10 s); it runs at
+    /// `probe_rtt_limit` at the end of the first round the limit binds after that.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub probe_rtt_interval: Duration,
     /// The limit while the RT is measured again (BBR: 4), raised to `min_limit` if below it.
@@ -341,14 +342,12 @@ impl Bbr {
         ))
     }
 
-    /// Whether `round`'s mean RT shows no queue against the calmest round's, once the start
-    /// is over.
+    /// Whether `round`'s mean RT shows no queue against the calmest round's.
     fn no_queue(&self, round: Round) -> bool {
-        self.is_cycling()
-            && round
-                .rtt
-                .zip(self.min_rtt())
-                .is_some_and(|(rtt, min)| rtt.as_secs_f64() <= min.as_secs_f64() * NO_QUEUE_RTT)
+        round
+            .rtt
+            .zip(self.min_rtt())
+            .is_some_and(|(rtt, min)| rtt.as_secs_f64() <= min.as_secs_f64() * NO_QUEUE_RTT)
     }
 
     /// The gain this round, and the phase after it.
@@ -432,12 +431,13 @@ impl LimitAlgorithm for Bbr {
             // A round the limit did not bind measured the load, not the service: it cannot
             // lower the limit; nor can the start.
             target.max(limit)
-        } else if self.no_queue(round) {
-            // The limit bound, yet calls took no longer than in the calmest round: the service
-            // had room, and calls arriving in bursts found the limit full below capacity (a
-            // limit at the mean concurrency refuses a share of a random load). Grow past the
-            // product, by one call a round.
-            target.max(limit) + 1
+        } else if reason == ChangeReason::BandwidthDelay && self.no_queue(round) {
+            // A cruising round the limit bound, yet calls took no longer than in the calmest
+            // round: the service had room, and calls arriving in bursts found the limit full
+            // below capacity (a limit at the mean concurrency refuses a share of a random
+            // load). Grow past the product, by one call a round. (Not as the start ends, nor
+            // into a probe or a drain, which set their own limits.)
+            target.max(limit).saturating_add(1)
         } else {
             target
         };

@@ -40,8 +40,9 @@ pub struct EnvoyGradientConfig {
     /// Whether a scheduled minRTT measurement pins the limit to `min_concurrency` even when
     /// the limit did not bind (Envoy: always). spillway's default, `when_bound`, measures
     /// without pinning when no call of the last sample window found the limit full, and then
-    /// only ever lowers the minRTT: below its limit, the service is not kept from working, so
-    /// refusing calls to measure it would refuse below capacity.
+    /// takes the result only if it is at most `1 + buffer` times the minRTT: below its limit,
+    /// the service is not kept from working, so refusing calls to measure it would refuse
+    /// below capacity.
     pub remeasure: Remeasure,
 }
 
@@ -56,9 +57,11 @@ pub struct EnvoyGradientConfig {
 pub enum Remeasure {
     /// Only when a call of the last sample window found the limit full; otherwise the calls
     /// are measured as they come, all admitted, and a result more than `1 + buffer` times the
-    /// minRTT is kept out (a service that got slower shows it as rising RTTs, which shrink the
-    /// limit until it binds, and the next measurement pins). The start, and a limit stuck at
-    /// `min_concurrency`, measure pinned, as Envoy does.
+    /// minRTT is kept out. A measurement that is given up (the limit bound before it had its
+    /// calls) or kept out is followed by a pinned one as soon as a sample window finds the
+    /// limit full: a service that got slower shows it as rising RTTs, which shrink the limit
+    /// until it binds. The start, and a limit stuck at `min_concurrency`, measure pinned, as
+    /// Envoy does.
     #[default]
     WhenBound,
     /// Always, as Envoy does: calls beyond `min_concurrency` are refused while it measures.
@@ -169,6 +172,9 @@ pub struct EnvoyGradient {
     measuring: bool,
     /// An unpinned measurement's calls, as they end, while one runs.
     unpinned: Option<SampleWindow>,
+    /// Whether the last unpinned measurement was given up or kept out: the next window the
+    /// limit binds measures pinned.
+    pin_when_bound: bool,
     epoch: u64,
     deferred_limit: u32,
     /// When the next minRTT measurement is due; when the current sample window ends.
@@ -209,6 +215,7 @@ impl EnvoyGradient {
             // Envoy measures the minRTT as soon as it starts, at the minimum limit.
             measuring: true,
             unpinned: None,
+            pin_when_bound: false,
             epoch: 0,
             deferred_limit: config.min_concurrency,
             next_min_rtt: None,
@@ -257,14 +264,15 @@ impl EnvoyGradient {
     }
 
     /// At the end of a sample window, ends an unpinned measurement that has its calls: one
-    /// the limit bound is given up (the next is pinned if it still binds), and a result well
-    /// above the minRTT (a queue, not the service) is kept out.
+    /// the limit bound is given up, and a result well above the minRTT (a queue, not the
+    /// service) is kept out; either way, the next window the limit binds measures pinned.
     fn close_unpinned(&mut self) {
         let Some(calls) = &self.unpinned else {
             return;
         };
         if self.last_window_bound {
             self.unpinned = None;
+            self.pin_when_bound = true;
             return;
         }
         if calls.count() < u64::from(self.config.min_rtt_request_count) {
@@ -278,6 +286,8 @@ impl EnvoyGradient {
         if let (Some(measured), Some(old)) = (measured, self.min_rtt_micros) {
             if measured as f64 <= old as f64 * (1.0 + self.config.buffer) {
                 self.min_rtt_micros = Some(measured);
+            } else {
+                self.pin_when_bound = true;
             }
         }
     }
@@ -303,6 +313,7 @@ impl EnvoyGradient {
                 self.next_min_rtt = Some(now.saturating_add(Self::nanos(interval)));
             } else {
                 self.unpinned = None;
+                self.pin_when_bound = false;
                 self.measuring = true;
                 self.epoch = now;
                 self.deferred_limit = limit;
@@ -321,6 +332,12 @@ impl EnvoyGradient {
         self.next_window_end = Some(now.saturating_add(Self::nanos(self.config.update_interval)));
         self.last_window_bound = self.window.max_in_flight() >= limit;
         self.close_unpinned();
+        if self.pin_when_bound && self.last_window_bound {
+            // The last unpinned measurement was given up or kept out, and now the limit
+            // binds: measure pinned at the next call.
+            self.pin_when_bound = false;
+            self.next_min_rtt = Some(now);
+        }
         let sample = self.take_percentile()?;
         self.sample_rtt_micros = Some(sample);
         let new = self.new_limit(limit, sample);
