@@ -163,7 +163,7 @@ fn a_slower_service_is_measured_pinned_once_its_limit_binds() {
 }
 
 #[test]
-fn a_limit_that_binds_during_an_unpinned_measurement_pins_at_once() {
+fn a_burst_that_fills_the_limit_restarts_an_unpinned_measurement() {
     let mut envoy = envoy(Remeasure::WhenBound);
     let mut limit = envoy.initial_limit();
     let mut trace = Trace::default();
@@ -176,20 +176,27 @@ fn a_limit_that_binds_during_an_unpinned_measurement_pins_at_once() {
         |_| 10,
         |limit| 2.min(limit),
     );
-    assert!(trace.at(ChangeReason::MeasuringMinRtt).is_empty());
-    // Then every call finds the limit full: the first window that ends gives the unpinned
-    // measurement up and the next call pins, not the next scheduled time 10 s later.
+    // A burst: for 100 ms every call finds the limit full, and takes 8 ms. The measurement
+    // that saw it is given up (it would have been 8 ms), without pinning the limit.
     feed(
         &mut envoy,
         &mut limit,
         &mut trace,
-        (10_300, 11_000, 5),
-        |_| 10,
+        (10_300, 10_400, 5),
+        |_| 8,
         |limit| limit,
     );
-    let pinned = trace.at(ChangeReason::MeasuringMinRtt);
-    assert_eq!(pinned.len(), 1, "pinned at {pinned:?}");
-    assert!(pinned[0] <= 10_500 * MS, "pinned at {pinned:?}");
+    // Then calls of 6 ms, light: the measurement starts again and takes them.
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (10_400, 11_200, 5),
+        |_| 6,
+        |limit| 2.min(limit),
+    );
+    assert!(trace.at(ChangeReason::MeasuringMinRtt).is_empty());
+    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(6)));
 }
 
 #[test]

@@ -57,11 +57,11 @@ pub struct EnvoyGradientConfig {
 pub enum Remeasure {
     /// Only when a call of the last sample window found the limit full; otherwise the calls
     /// are measured as they come, all admitted, and a result more than `1 + buffer` times the
-    /// minRTT is kept out. A measurement that is given up (the limit bound before it had its
-    /// calls) or kept out is followed by a pinned one as soon as a sample window finds the
-    /// limit full: a service that got slower shows it as rising RTTs, which shrink the limit
-    /// until it binds. The start, and a limit stuck at `min_concurrency`, measure pinned, as
-    /// Envoy does.
+    /// minRTT is kept out: a service that got slower shows it as rising RTTs, which shrink the
+    /// limit until it binds, and the next scheduled measurement pins (no later than Envoy's
+    /// would). A window in which the limit binds gives the measurement up; it starts again at
+    /// the next window that does not. The start, and a limit stuck at `min_concurrency`,
+    /// measure pinned, as Envoy does.
     #[default]
     WhenBound,
     /// Always, as Envoy does: calls beyond `min_concurrency` are refused while it measures.
@@ -172,9 +172,9 @@ pub struct EnvoyGradient {
     measuring: bool,
     /// An unpinned measurement's calls, as they end, while one runs.
     unpinned: Option<SampleWindow>,
-    /// Whether the last unpinned measurement was given up or kept out: the next window the
-    /// limit binds measures pinned.
-    pin_when_bound: bool,
+    /// Whether the last unpinned measurement was given up (a window bound): the next window
+    /// that does not bind starts it again.
+    unpinned_again: bool,
     epoch: u64,
     deferred_limit: u32,
     /// When the next minRTT measurement is due; when the current sample window ends.
@@ -215,7 +215,7 @@ impl EnvoyGradient {
             // Envoy measures the minRTT as soon as it starts, at the minimum limit.
             measuring: true,
             unpinned: None,
-            pin_when_bound: false,
+            unpinned_again: false,
             epoch: 0,
             deferred_limit: config.min_concurrency,
             next_min_rtt: None,
@@ -264,15 +264,17 @@ impl EnvoyGradient {
     }
 
     /// At the end of a sample window, ends an unpinned measurement that has its calls: one
-    /// the limit bound is given up, and a result well above the minRTT (a queue, not the
-    /// service) is kept out; either way, the next window the limit binds measures pinned.
+    /// the limit bound is given up (and starts again at the next window that does not bind),
+    /// and a result well above the minRTT (a queue, not the service) is kept out.
     fn close_unpinned(&mut self) {
         let Some(calls) = &self.unpinned else {
             return;
         };
         if self.last_window_bound {
+            // A burst filled the limit: this measurement may have queued. Start again from
+            // the next window that does not bind.
             self.unpinned = None;
-            self.pin_when_bound = true;
+            self.unpinned_again = true;
             return;
         }
         if calls.count() < u64::from(self.config.min_rtt_request_count) {
@@ -286,8 +288,6 @@ impl EnvoyGradient {
         if let (Some(measured), Some(old)) = (measured, self.min_rtt_micros) {
             if measured as f64 <= old as f64 * (1.0 + self.config.buffer) {
                 self.min_rtt_micros = Some(measured);
-            } else {
-                self.pin_when_bound = true;
             }
         }
     }
@@ -313,7 +313,7 @@ impl EnvoyGradient {
                 self.next_min_rtt = Some(now.saturating_add(Self::nanos(interval)));
             } else {
                 self.unpinned = None;
-                self.pin_when_bound = false;
+                self.unpinned_again = false;
                 self.measuring = true;
                 self.epoch = now;
                 self.deferred_limit = limit;
@@ -332,11 +332,9 @@ impl EnvoyGradient {
         self.next_window_end = Some(now.saturating_add(Self::nanos(self.config.update_interval)));
         self.last_window_bound = self.window.max_in_flight() >= limit;
         self.close_unpinned();
-        if self.pin_when_bound && self.last_window_bound {
-            // The last unpinned measurement was given up or kept out, and now the limit
-            // binds: measure pinned at the next call.
-            self.pin_when_bound = false;
-            self.next_min_rtt = Some(now);
+        if self.unpinned_again && !self.last_window_bound && self.unpinned.is_none() {
+            self.unpinned_again = false;
+            self.unpinned = Some(SampleWindow::default());
         }
         let sample = self.take_percentile()?;
         self.sample_rtt_micros = Some(sample);
