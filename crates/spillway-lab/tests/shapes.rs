@@ -7,9 +7,12 @@ use spillway_lab::matrix::{
     matrix_markdown, matrix_shapes, run_matrix, shape_name, Cell, MATRIX_WORKERS,
 };
 use spillway_lab::{
-    simulate, LabParams, RunResult, Scenario, ServiceTime, Strategy, LONG_RUN_LOADS, LONG_RUN_STEP,
+    simulate, LabParams, Scenario, ServiceTime, Strategy, LONG_RUN_LOADS, LONG_RUN_STEP,
 };
 use std::time::Duration;
+use support::assert_conserved;
+
+mod support;
 
 const MEAN: Duration = Duration::from_millis(10);
 
@@ -21,18 +24,6 @@ fn shape(workers: u32, service_time: ServiceTime) -> LabParams {
         measure: Duration::from_secs(3),
         ..LabParams::default()
     }
-}
-
-fn assert_conserved(run: &RunResult) {
-    let c = &run.counts;
-    let context = format!("{} {} {}: {c:?}", run.scenario, run.strategy, run.load);
-    assert_eq!(
-        c.answered + c.refused + c.timed_out,
-        c.attempts,
-        "{context}"
-    );
-    assert_eq!(c.requests + c.retries, c.attempts, "{context}");
-    assert_eq!(c.admitted + c.refused, c.attempts, "{context}");
 }
 
 #[test]

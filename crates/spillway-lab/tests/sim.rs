@@ -5,6 +5,9 @@ use spillway_lab::{
     run_lab, simulate, LabParams, RetryPolicy, RunResult, Scenario, ServiceTime, Strategy,
 };
 use std::time::Duration;
+use support::assert_conserved;
+
+mod support;
 
 fn brief() -> LabParams {
     LabParams {
@@ -110,24 +113,6 @@ fn a_fixed_service_with_one_worker_and_no_contention_answers_in_its_service_time
     // 64 workers at 10% load: nobody waits.
     assert_eq!((run.p50_ms, run.p99_ms, run.p999_ms), (10.0, 10.0, 10.0));
     assert_eq!(run.mean_ms, 10.0);
-}
-
-fn assert_conserved(run: &RunResult) {
-    let c = &run.counts;
-    let context = format!("{} {} {}: {c:?}", run.scenario, run.strategy, run.load);
-    // Every attempt ends exactly once: answered, refused or timed out.
-    assert_eq!(
-        c.answered + c.refused + c.timed_out,
-        c.attempts,
-        "{context}"
-    );
-    assert_eq!(c.failed, 0, "{context}");
-    // Every attempt is a request or one of its retries, and is admitted or refused.
-    assert_eq!(c.requests + c.retries, c.attempts, "{context}");
-    assert_eq!(c.admitted + c.refused, c.attempts, "{context}");
-    assert!(c.answered <= c.admitted, "{context}");
-    // At most two retries a request.
-    assert!(c.attempts <= 3 * c.requests + 2 * 200, "{context}");
 }
 
 #[test]
