@@ -14,6 +14,8 @@ pub(crate) enum Event {
     Timeout { attempt: u32 },
     /// A paced admission of attempt `attempt` is due.
     Admit { attempt: u32 },
+    /// Attempt `attempt` has waited its adaptive limit's queue timeout out.
+    QueueTimeout { attempt: u32 },
     /// Worker `worker` finishes its request.
     Complete { worker: u32 },
     /// The lab's sampling tick.

@@ -1,5 +1,6 @@
 //! What the lab simulates: the service, its clients and how long each run lasts.
 
+use spillway::adaptive::AdaptiveQueue;
 use std::fmt;
 use std::time::Duration;
 
@@ -160,6 +161,9 @@ pub struct LabParams {
     pub warm_up: Duration,
     /// A sweep point's measured time, after the warm-up.
     pub measure: Duration,
+    /// The queue the adaptive strategies' limits get (none by default: a full limit refuses
+    /// at once).
+    pub adaptive_queue: Option<AdaptiveQueue>,
 }
 
 impl Default for LabParams {
@@ -177,6 +181,7 @@ impl Default for LabParams {
             seed: 1,
             warm_up: Duration::from_secs(5),
             measure: Duration::from_secs(30),
+            adaptive_queue: None,
         }
     }
 }

@@ -38,7 +38,8 @@ pub struct Counts {
     pub attempts: u64,
     /// Retries sent.
     pub retries: u64,
-    /// Attempts admitted into the service.
+    /// Attempts admitted into the service, or waiting for a place in an adaptive limit's
+    /// queue when their client gave up (a client cannot tell a wait from work).
     pub admitted: u64,
     /// Attempts refused by the protection.
     pub refused: u64,

@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp};
 use spillway::system::SystemProbe;
-use spillway::{ManualClock, OwnedAdmission, OwnedEntry, OwnedPending};
+use spillway::{ManualClock, OwnedAdmission, OwnedEntry, OwnedPending, OwnedWaiting};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -64,6 +64,8 @@ pub(crate) struct Run<'p> {
     idle: Vec<u32>,
     /// Paced admissions, by attempt.
     paced: Vec<(u32, OwnedPending)>,
+    /// Attempts waiting in the adaptive limit's queue, by attempt.
+    waiting: Vec<(u32, OwnedWaiting)>,
     /// Requests whose client still waits or will retry.
     open_requests: u64,
     load: LoadAverage,
@@ -102,6 +104,7 @@ impl<'p> Run<'p> {
             workers: (0..workers).map(|_| None).collect(),
             idle: (0..workers).rev().collect(),
             paced: Vec::new(),
+            waiting: Vec::new(),
             open_requests: 0,
             load: LoadAverage::default(),
             ticks: Vec::new(),
@@ -125,6 +128,7 @@ impl<'p> Run<'p> {
                 Event::Send { request } => self.send(at, request),
                 Event::Timeout { attempt } => self.time_out(at, attempt),
                 Event::Admit { attempt } => self.admit_paced(at, attempt),
+                Event::QueueTimeout { attempt } => self.stop_waiting(at, attempt),
                 Event::Complete { worker } => self.complete(at, worker),
                 Event::Tick => self.tick(at),
             }
@@ -201,8 +205,18 @@ impl<'p> Run<'p> {
                     .schedule(at + nanos(pending.wait()), Event::Admit { attempt });
                 self.paced.push((attempt, pending));
             }
-            // No strategy gives its adaptive limit a queue: nothing waits for a place.
-            Ok(OwnedAdmission::Waiting(_)) | Err(_) => {
+            Ok(OwnedAdmission::Waiting(waiting)) => {
+                // Not refused: counted as admitted unless it waits the queue's timeout out (the
+                // loopback lab's clients cannot tell a wait from work either).
+                record.record.admitted = true;
+                self.attempts.push(record);
+                self.agenda.schedule(
+                    at + nanos(waiting.timeout()),
+                    Event::QueueTimeout { attempt },
+                );
+                self.waiting.push((attempt, waiting));
+            }
+            Err(_) => {
                 record.record.outcome = Some(Outcome::Refused);
                 self.attempts.push(record);
                 self.retry_or_give_up(at, request);
@@ -221,6 +235,44 @@ impl<'p> Run<'p> {
         };
         let (_, pending) = self.paced.swap_remove(index);
         self.start_or_queue(at, attempt, pending.enter());
+    }
+
+    /// Admits the waiting attempt a finished call handed its place to, if any.
+    fn admit_granted(&mut self, at: u64) {
+        while let Some(index) = self.waiting.iter().position(|(_, w)| w.is_granted()) {
+            let (attempt, waiting) = self.waiting.swap_remove(index);
+            self.resume(at, attempt, waiting);
+        }
+    }
+
+    /// Goes on with a waiting attempt: admitted once granted, else refused.
+    fn resume(&mut self, at: u64, attempt: u32, waiting: OwnedWaiting) {
+        let admission = if waiting.is_granted() {
+            waiting.resume()
+        } else {
+            Err(waiting.give_up())
+        };
+        match admission {
+            Ok(OwnedAdmission::Ready(entry)) => self.start_or_queue(at, attempt, entry),
+            // Nothing after the adaptive limit paces or waits again in the lab's strategies.
+            Ok(_) | Err(_) => {
+                let Attempt { request, record } = &mut self.attempts[attempt as usize];
+                if record.outcome.is_none() {
+                    record.admitted = false;
+                    record.outcome = Some(Outcome::Refused);
+                    let request = *request;
+                    self.retry_or_give_up(at, request);
+                }
+            }
+        }
+    }
+
+    /// Attempt `attempt` has waited the queue's timeout out (unless it was admitted first).
+    fn stop_waiting(&mut self, at: u64, attempt: u32) {
+        if let Some(index) = self.waiting.iter().position(|(a, _)| *a == attempt) {
+            let (attempt, waiting) = self.waiting.swap_remove(index);
+            self.resume(at, attempt, waiting);
+        }
     }
 
     fn start_or_queue(&mut self, at: u64, attempt: u32, entry: OwnedEntry) {
@@ -242,7 +294,8 @@ impl<'p> Run<'p> {
         let Some((attempt, entry)) = self.workers[worker as usize].take() else {
             return;
         };
-        drop(entry); // spillway records the RT and the exit at `at`
+        drop(entry); // spillway records the RT and the exit at `at`, and hands its place on
+        self.admit_granted(at);
         let record = &mut self.attempts[attempt as usize].record;
         record.ended = Some(at);
         if record.outcome.is_none() {
@@ -265,6 +318,11 @@ impl<'p> Run<'p> {
         // A paced attempt not yet admitted gives its slot back; work already admitted goes on.
         if let Some(index) = self.paced.iter().position(|(a, _)| *a == attempt) {
             drop(self.paced.swap_remove(index));
+        }
+        // So does one waiting for a place; it counts with its wait.
+        if let Some(index) = self.waiting.iter().position(|(a, _)| *a == attempt) {
+            drop(self.waiting.swap_remove(index));
+            self.attempts[attempt as usize].record.ended = Some(at);
         }
         self.retry_or_give_up(at, request);
     }

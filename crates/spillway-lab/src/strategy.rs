@@ -125,7 +125,11 @@ impl Strategy {
             Strategy::BbrProbe => AdaptiveAlgorithm::Bbr(BbrConfig::default()),
             _ => return None,
         };
-        Some(AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1))
+        let rule = AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1);
+        Some(match params.adaptive_queue {
+            Some(queue) => rule.with_queue(queue),
+            None => rule,
+        })
     }
 
     /// The name in tables and JSON.

@@ -46,6 +46,7 @@ fn an_unprotected_mmc_queue_has_erlang_c_mean_time() {
         warm_up: Duration::from_secs(10),
         measure: Duration::from_secs(300),
         seed,
+        adaptive_queue: None,
     };
     let runs: Vec<RunResult> = (1..=5)
         .map(|seed| simulate(&params(seed), Scenario::Sweep { load: 0.8 }, Strategy::None).unwrap())
@@ -298,4 +299,54 @@ fn bad_parameters_get_a_clear_error() {
             .starts_with(&format!("lab parameter `{field}`: ")));
     }
     assert_eq!(run_lab(&brief(), &[]).unwrap_err().field(), "strategies");
+}
+
+/// An adaptive limit with a queue: attempts that find the limit full wait for a place, and
+/// each still ends exactly once (admitted once a place is handed to it, refused once it waits
+/// the queue's timeout out, or timed out by its client while it waits). Near capacity, on a
+/// small random service, the waits take the place of most refusals.
+#[test]
+fn an_adaptive_limit_s_queue_turns_refusals_near_capacity_into_brief_waits() {
+    use spillway::adaptive::{AdaptiveQueue, QueueOrder};
+    let base = LabParams {
+        workers: 4,
+        ..brief()
+    };
+    let without = simulate(
+        &base,
+        Scenario::Sweep { load: 0.9 },
+        Strategy::EnvoyGradient,
+    )
+    .unwrap();
+    assert_conserved(&without);
+    assert!(without.counts.refused > 0, "{:?}", without.counts);
+    for order in [QueueOrder::Fifo, QueueOrder::Lifo, QueueOrder::Adaptive] {
+        for timeout_ms in [1, 150, 400] {
+            let params = LabParams {
+                adaptive_queue: Some(AdaptiveQueue {
+                    capacity: 1000,
+                    order,
+                    timeout: Duration::from_millis(timeout_ms),
+                }),
+                ..base.clone()
+            };
+            for load in [0.9, 5.0] {
+                let run =
+                    simulate(&params, Scenario::Sweep { load }, Strategy::EnvoyGradient).unwrap();
+                assert_conserved(&run);
+                // A wait longer than the client's: the client gives up first.
+                if timeout_ms > 200 && load > 1.0 {
+                    assert!(run.counts.timed_out > 0, "{order:?}: {:?}", run.counts);
+                }
+                if load < 1.0 && timeout_ms == 150 {
+                    assert!(
+                        run.counts.refused * 3 < without.counts.refused,
+                        "{order:?}: {:?} against {:?}",
+                        run.counts,
+                        without.counts
+                    );
+                }
+            }
+        }
+    }
 }

@@ -9,6 +9,7 @@ mod docs;
 pub mod loopback;
 
 use clap::ValueEnum;
+use spillway::adaptive::{AdaptiveQueue, QueueOrder};
 use spillway_lab::{LabError, LabParams, RetryPolicy, ServiceTime, Strategy};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -83,6 +84,27 @@ pub struct LabArgs {
     /// `--distribution`, `--sigma`, `--slow-share`, `--slow-factor`) are ignored.
     #[arg(long)]
     pub matrix: bool,
+    /// The adaptive strategies' queue in the simulated lab: how many requests may wait for a
+    /// place (0: none, a full limit refuses at once; the loopback lab runs without one).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub queue_capacity: i64,
+    /// The queue's longest wait, in milliseconds.
+    #[arg(long, default_value_t = 100.0, allow_negative_numbers = true)]
+    pub queue_timeout_ms: f64,
+    /// Which waiting request a freed place goes to.
+    #[arg(long, value_enum, default_value_t = QueueOrderArg::Fifo)]
+    pub queue_order: QueueOrderArg,
+}
+
+/// [`QueueOrder`] on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum QueueOrderArg {
+    /// The one that waited longest.
+    Fifo,
+    /// The newest.
+    Lifo,
+    /// In order, or the newest first while the queue stands (see `QueueOrder::Adaptive`).
+    Adaptive,
 }
 
 /// A duration from milliseconds given on the command line.
@@ -135,7 +157,32 @@ impl LabArgs {
                 backoff: millis("backoff_ms", self.backoff_ms)?,
             },
         };
+        let queue_timeout = millis("queue_timeout_ms", self.queue_timeout_ms)?;
+        let adaptive_queue = match self.queue_capacity {
+            0 => None,
+            capacity => {
+                let queue = AdaptiveQueue {
+                    capacity: u32::try_from(capacity).map_err(|_| {
+                        LabError::new(
+                            "queue_capacity",
+                            format!("must be between 0 and 1000000, got {capacity}"),
+                        )
+                    })?,
+                    order: match self.queue_order {
+                        QueueOrderArg::Fifo => QueueOrder::Fifo,
+                        QueueOrderArg::Lifo => QueueOrder::Lifo,
+                        QueueOrderArg::Adaptive => QueueOrder::Adaptive,
+                    },
+                    timeout: queue_timeout,
+                };
+                queue
+                    .validate()
+                    .map_err(|err| LabError::new(err.field(), err.problem().to_string()))?;
+                Some(queue)
+            }
+        };
         let params = LabParams {
+            adaptive_queue,
             workers,
             service_time,
             client_timeout: millis("timeout_ms", self.timeout_ms)?,

@@ -310,7 +310,7 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
         "[[adaptive]]\nid = \"service\"\nalgorithm = { type = \"envoy_gradient\" }\n\
          [[adaptive]]\nid = \"orders-bbr\"\nresource = \"orders\"\n\
          algorithm = { type = \"bbr\", probe_rtt_interval = \"5s\" }\n\
-         queue = { capacity = 5, order = \"lifo\", timeout = \"50ms\" }\n",
+         queue = { capacity = 5, order = \"adaptive\", timeout = \"50ms\" }\n",
     )
     .await;
     let (_, rules) = get(h.admin, "/api/rules").await;
@@ -319,7 +319,7 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
     let bbr = &rules["adaptive"][1];
     assert_eq!(bbr["algorithm"]["type"], "bbr");
     assert_eq!(bbr["algorithm"]["probe_rtt_interval"], "5s");
-    assert_eq!(bbr["queue"]["order"], "lifo");
+    assert_eq!(bbr["queue"]["order"], "adaptive");
     assert_eq!(bbr["queue"]["timeout"], "50ms");
     let (_, status) = get(h.admin, "/api/status").await;
     let adaptive = &json(&status)["adaptive"][0];

@@ -111,6 +111,22 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
             "error: lab parameter `service_time.slow_factor`: must be between 1 and 1000, got 0.5",
         ),
         (
+            vec!["--queue-capacity", "-1"],
+            "error: lab parameter `queue_capacity`: must be between 0 and 1000000, got -1",
+        ),
+        (
+            vec!["--queue-capacity", "2000000"],
+            "error: lab parameter `queue.capacity`: must be at most 1000000, got 2000000",
+        ),
+        (
+            vec!["--queue-timeout-ms", "-5"],
+            "error: lab parameter `queue_timeout_ms`: must be a number of milliseconds, at least 0, got -5",
+        ),
+        (
+            vec!["--queue-capacity", "5", "--queue-timeout-ms", "0"],
+            "error: lab parameter `queue.timeout`: must be longer than 0",
+        ),
+        (
             vec!["--strategies", "magic"],
             "error: lab parameter `strategies`: unknown strategy `magic`; known: none, static_qps, \
              static_concurrency, sentinel_system, bbr, bbr_bucket_average, bbr_probe, gradient2, vegas, \

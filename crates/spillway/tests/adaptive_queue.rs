@@ -1,5 +1,5 @@
 //! An adaptive limit's queue, traced on a manual clock: callers that can wait queue for a place
-//! while the limit is full, a finishing call hands its place on in FIFO or LIFO order, the queue
+//! while the limit is full, a finishing call hands its place on in FIFO, LIFO or adaptive order, the queue
 //! is bounded, giving up is a counted refusal, and dropping a waiting entry leaves the queue
 //! (passing on a place it was handed) and gives back what it held.
 
@@ -84,6 +84,45 @@ fn a_freed_place_goes_to_the_newest_caller_in_lifo_order() {
     drop(first);
     let granted: Vec<bool> = waiters.iter().map(Waiting::is_granted).collect();
     assert_eq!(granted, [false, false, true]);
+}
+
+#[test]
+fn the_adaptive_order_drains_a_burst_in_order_and_a_standing_queue_newest_first() {
+    // The queue's timeout is 100 ms.
+    let (spillway, clock) = limited(1, queue(10, QueueOrder::Adaptive));
+    let first = ready(spillway.entry("r").try_enter());
+    let waiters: Vec<Waiting<'_>> = (0..4).map(|_| wait(&spillway)).collect();
+    let granted =
+        |waiters: &[Waiting<'_>]| waiters.iter().map(Waiting::is_granted).collect::<Vec<_>>();
+    // 60 ms in, the queue has stood for less than its timeout: the oldest goes first.
+    clock.advance(Duration::from_millis(60));
+    drop(first);
+    assert_eq!(granted(&waiters), [true, false, false, false]);
+    let mut waiters = waiters.into_iter();
+    let second = ready(waiters.next().unwrap().resume());
+    let waiters: Vec<Waiting<'_>> = waiters.collect();
+    // 100 ms in, not yet longer than the timeout: still in order.
+    clock.advance(Duration::from_millis(40));
+    drop(second);
+    assert_eq!(granted(&waiters), [true, false, false]);
+    let mut waiters = waiters.into_iter();
+    let third = ready(waiters.next().unwrap().resume());
+    let waiters: Vec<Waiting<'_>> = waiters.collect();
+    // 101 ms in, the queue has stood longer than a caller may wait: the newest goes first.
+    clock.advance(Duration::from_millis(1));
+    drop(third);
+    assert_eq!(granted(&waiters), [false, true]);
+    let mut waiters = waiters.into_iter();
+    let oldest = waiters.next().unwrap();
+    let fourth = ready(waiters.next().unwrap().resume());
+    // The oldest leaves (its client gave up): the queue is empty, and the next burst is
+    // drained in order again.
+    drop(oldest);
+    clock.advance(Duration::from_millis(500));
+    let burst: Vec<Waiting<'_>> = (0..2).map(|_| wait(&spillway)).collect();
+    clock.advance(Duration::from_millis(10));
+    drop(fourth);
+    assert_eq!(granted(&burst), [true, false]);
 }
 
 #[test]

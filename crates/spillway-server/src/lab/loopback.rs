@@ -102,6 +102,7 @@ impl LoopbackParams {
             seed: 0,
             warm_up: self.warm_up,
             measure: self.measure,
+            adaptive_queue: None,
         }
     }
 }

@@ -238,7 +238,7 @@ impl AdaptiveLimiter {
         };
         if let (true, Some(waiters)) = (can_wait, &self.waiters) {
             let mut queue = waiters.lock();
-            if let Some(slot) = waiters.join(&mut queue) {
+            if let Some(slot) = waiters.join(&mut queue, self.clock.now_nanos()) {
                 // A place freed since the check above is handed over now.
                 self.hand_over_locked(waiters, &mut queue);
                 return Err(NoPlace::Waiting(slot));
@@ -263,7 +263,7 @@ impl AdaptiveLimiter {
                 drop(queue);
                 self.end_place(0, Outcome::Ignore);
             } else {
-                waiters.leave(&mut queue, slot);
+                waiters.leave(&mut queue, slot, self.clock.now_nanos());
             }
             if timed_out {
                 waiters.count_timeout();
@@ -283,13 +283,16 @@ impl AdaptiveLimiter {
     }
 
     fn hand_over_locked(&self, waiters: &Waiters, queue: &mut VecDeque<Arc<WaitSlot>>) {
-        while let Some(slot) = waiters.next(queue) {
+        let now = self.clock.now_nanos();
+        while let Some((slot, end)) = waiters.next(queue, now) {
             if self.increment().is_err() {
-                waiters.put_back(queue, slot);
+                waiters.put_back(queue, slot, end);
                 return;
             }
             Waiters::grant(&slot);
         }
+        // Every waiting caller has its place: the queue is empty now.
+        waiters.changed(queue, now);
     }
 
     /// Gives back a place taken with [`take_place`](Self::take_place): a sample of a call that

@@ -23,6 +23,20 @@ pub enum QueueOrder {
     /// The one that came last (Netflix's `LifoBlockingLimiter`): under a long overload the
     /// freshest callers, whose clients still wait, are served, and the oldest time out.
     Lifo,
+    /// First in, first out while the queue has been empty within the last `timeout` (a
+    /// burst, which it drains in order: each caller in it can still be served in time), last
+    /// in, first out once it has stood longer than that (an overload: its oldest callers would
+    /// time out anyway, so the freshest are served): Facebook's "adaptive LIFO". Near capacity
+    /// no caller is left to time out behind newer ones, and under overload the callers that
+    /// get a place have waited least.
+    Adaptive,
+}
+
+/// Which end of the queue a freed place is taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    Front,
+    Back,
 }
 
 /// An adaptive limit's queue: while the limit is full, up to `capacity` callers that can wait
@@ -174,6 +188,8 @@ pub(crate) struct Waiters {
     len: AtomicU64,
     /// Callers that gave up (timed out) since the limiter was made.
     timeouts: AtomicU64,
+    /// When the queue was last seen empty (clock nanoseconds; written under the lock).
+    empty_at: AtomicU64,
 }
 
 impl Waiters {
@@ -183,6 +199,33 @@ impl Waiters {
             queue: Mutex::new(VecDeque::new()),
             len: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
+            empty_at: AtomicU64::new(0),
+        }
+    }
+
+    /// Records the queue's length after a change at `now` (and, if it is empty, that it was
+    /// empty then).
+    pub(crate) fn changed(&self, queue: &VecDeque<Arc<WaitSlot>>, now: u64) {
+        if queue.is_empty() {
+            self.empty_at.store(now, Ordering::Relaxed);
+        }
+        self.len.store(queue.len() as u64, Ordering::Release);
+    }
+
+    /// The end the next freed place is taken from at `now`.
+    fn end(&self, now: u64) -> End {
+        match self.config.order {
+            QueueOrder::Fifo => End::Front,
+            QueueOrder::Lifo => End::Back,
+            QueueOrder::Adaptive => {
+                let empty_for = now.saturating_sub(self.empty_at.load(Ordering::Relaxed));
+                // Standing longer than a caller may wait: an overload.
+                if u128::from(empty_for) > self.config.timeout.as_nanos() {
+                    End::Back
+                } else {
+                    End::Front
+                }
+            }
         }
     }
 
@@ -205,32 +248,49 @@ impl Waiters {
         self.timeouts.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Adds a waiting caller, unless the queue is full.
-    pub(crate) fn join(&self, queue: &mut VecDeque<Arc<WaitSlot>>) -> Option<Arc<WaitSlot>> {
+    /// Adds a waiting caller at `now`, unless the queue is full.
+    pub(crate) fn join(
+        &self,
+        queue: &mut VecDeque<Arc<WaitSlot>>,
+        now: u64,
+    ) -> Option<Arc<WaitSlot>> {
         if queue.len() >= self.config.capacity as usize {
             return None;
         }
+        // Empty until now.
+        self.changed(queue, now);
         let slot = Arc::new(WaitSlot::default());
         queue.push_back(Arc::clone(&slot));
-        self.len.store(queue.len() as u64, Ordering::Release);
+        self.changed(queue, now);
         Some(slot)
     }
 
-    /// The caller a freed place goes to, taken out of the queue.
-    pub(crate) fn next(&self, queue: &mut VecDeque<Arc<WaitSlot>>) -> Option<Arc<WaitSlot>> {
-        let slot = match self.config.order {
-            QueueOrder::Fifo => queue.pop_front(),
-            QueueOrder::Lifo => queue.pop_back(),
+    /// The caller a place freed at `now` goes to, taken out of the queue, and the end it was
+    /// taken from.
+    pub(crate) fn next(
+        &self,
+        queue: &mut VecDeque<Arc<WaitSlot>>,
+        now: u64,
+    ) -> Option<(Arc<WaitSlot>, End)> {
+        let end = self.end(now);
+        let slot = match end {
+            End::Front => queue.pop_front(),
+            End::Back => queue.pop_back(),
         };
         self.len.store(queue.len() as u64, Ordering::Release);
-        slot
+        slot.map(|slot| (slot, end))
     }
 
-    /// Puts back a caller [`next`](Self::next) took, where it was.
-    pub(crate) fn put_back(&self, queue: &mut VecDeque<Arc<WaitSlot>>, slot: Arc<WaitSlot>) {
-        match self.config.order {
-            QueueOrder::Fifo => queue.push_front(slot),
-            QueueOrder::Lifo => queue.push_back(slot),
+    /// Puts back a caller [`next`](Self::next) took, where it was (at `now`, as it was taken).
+    pub(crate) fn put_back(
+        &self,
+        queue: &mut VecDeque<Arc<WaitSlot>>,
+        slot: Arc<WaitSlot>,
+        end: End,
+    ) {
+        match end {
+            End::Front => queue.push_front(slot),
+            End::Back => queue.push_back(slot),
         }
         self.len.store(queue.len() as u64, Ordering::Release);
     }
@@ -241,8 +301,13 @@ impl Waiters {
     }
 
     /// Takes a caller that stops waiting out of the queue (if it is still there).
-    pub(crate) fn leave(&self, queue: &mut VecDeque<Arc<WaitSlot>>, slot: &Arc<WaitSlot>) {
+    pub(crate) fn leave(
+        &self,
+        queue: &mut VecDeque<Arc<WaitSlot>>,
+        slot: &Arc<WaitSlot>,
+        now: u64,
+    ) {
         queue.retain(|waiting| !Arc::ptr_eq(waiting, slot));
-        self.len.store(queue.len() as u64, Ordering::Release);
+        self.changed(queue, now);
     }
 }
