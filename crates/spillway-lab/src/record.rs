@@ -39,7 +39,8 @@ pub struct Counts {
     /// Retries sent.
     pub retries: u64,
     /// Attempts admitted into the service, or waiting for a place in an adaptive limit's
-    /// queue when their client gave up (a client cannot tell a wait from work).
+    /// queue when their client gave up or the run ended (a client cannot tell a wait from
+    /// work).
     pub admitted: u64,
     /// Attempts refused by the protection.
     pub refused: u64,

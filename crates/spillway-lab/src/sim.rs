@@ -237,7 +237,7 @@ impl<'p> Run<'p> {
         self.start_or_queue(at, attempt, pending.enter());
     }
 
-    /// Admits the waiting attempt a finished call handed its place to, if any.
+    /// Admits every waiting attempt a freed place was handed to.
     fn admit_granted(&mut self, at: u64) {
         while let Some(index) = self.waiting.iter().position(|(_, w)| w.is_granted()) {
             let (attempt, waiting) = self.waiting.swap_remove(index);
@@ -273,6 +273,7 @@ impl<'p> Run<'p> {
             let (attempt, waiting) = self.waiting.swap_remove(index);
             self.resume(at, attempt, waiting);
         }
+        self.admit_granted(at);
     }
 
     fn start_or_queue(&mut self, at: u64, attempt: u32, entry: OwnedEntry) {
@@ -324,6 +325,8 @@ impl<'p> Run<'p> {
             drop(self.waiting.swap_remove(index));
             self.attempts[attempt as usize].record.ended = Some(at);
         }
+        // A place it gave back goes to the next waiting attempt.
+        self.admit_granted(at);
         self.retry_or_give_up(at, request);
     }
 

@@ -84,8 +84,9 @@ pub struct LabArgs {
     /// `--distribution`, `--sigma`, `--slow-share`, `--slow-factor`) are ignored.
     #[arg(long)]
     pub matrix: bool,
-    /// The adaptive strategies' queue in the simulated lab: how many requests may wait for a
-    /// place (0: none, a full limit refuses at once; the loopback lab runs without one).
+    /// The adaptive strategies' queue, with `--quick` or `--matrix` (the full lab and the
+    /// loopback lab run without one): how many requests may wait for a place (0: none, a full
+    /// limit refuses at once).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub queue_capacity: i64,
     /// The queue's longest wait, in milliseconds.
@@ -175,12 +176,25 @@ impl LabArgs {
                     },
                     timeout: queue_timeout,
                 };
-                queue
-                    .validate()
-                    .map_err(|err| LabError::new(err.field(), err.problem().to_string()))?;
+                queue.validate().map_err(|err| {
+                    // Named as the options are.
+                    let option = match err.field() {
+                        "queue.capacity" => "queue_capacity",
+                        "queue.timeout" => "queue_timeout_ms",
+                        other => other,
+                    };
+                    LabError::new(option, err.problem().to_string())
+                })?;
                 Some(queue)
             }
         };
+        if adaptive_queue.is_some() && !self.quick && !self.matrix {
+            return Err(LabError::new(
+                "queue_capacity",
+                "the full lab writes docs/overload.md without a queue: give a queue with \
+                 --quick or --matrix",
+            ));
+        }
         let params = LabParams {
             adaptive_queue,
             workers,

@@ -148,7 +148,7 @@ algorithm = {{ type = \"envoy_gradient\", min_concurrency = 0 }}
     );
     let order = queue("order = \"random\"");
     assert!(
-        order.contains("unknown variant `random`, expected `fifo` or `lifo`"),
+        order.contains("unknown variant `random`, expected one of `fifo`, `lifo`, `adaptive`"),
         "{order}"
     );
     let bbr = error(&format!(

@@ -116,7 +116,7 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         ),
         (
             vec!["--queue-capacity", "2000000"],
-            "error: lab parameter `queue.capacity`: must be at most 1000000, got 2000000",
+            "error: lab parameter `queue_capacity`: must be at most 1000000, got 2000000",
         ),
         (
             vec!["--queue-timeout-ms", "-5"],
@@ -124,7 +124,12 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         ),
         (
             vec!["--queue-capacity", "5", "--queue-timeout-ms", "0"],
-            "error: lab parameter `queue.timeout`: must be longer than 0",
+            "error: lab parameter `queue_timeout_ms`: must be longer than 0",
+        ),
+        (
+            vec!["--queue-capacity", "5"],
+            "error: lab parameter `queue_capacity`: the full lab writes docs/overload.md without \
+             a queue: give a queue with --quick or --matrix",
         ),
         (
             vec!["--strategies", "magic"],

@@ -47,7 +47,8 @@
 //! all inbound traffic, checked with the other rules. By default a call over the limit is
 //! refused at once; with an [`AdaptiveQueue`], callers that can wait (async ones, through
 //! [`EntryBuilder::try_enter`](crate::EntryBuilder::try_enter) and `spillway-tower`) wait
-//! briefly for a place in FIFO or LIFO order, and a finishing call hands its place to the next.
+//! briefly for a place in FIFO, LIFO or adaptive order ([`QueueOrder`]), and a finishing call
+//! hands its place to the next.
 //!
 //! # Examples
 //!

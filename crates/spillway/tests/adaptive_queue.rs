@@ -1,7 +1,7 @@
 //! An adaptive limit's queue, traced on a manual clock: callers that can wait queue for a place
-//! while the limit is full, a finishing call hands its place on in FIFO, LIFO or adaptive order, the queue
-//! is bounded, giving up is a counted refusal, and dropping a waiting entry leaves the queue
-//! (passing on a place it was handed) and gives back what it held.
+//! while the limit is full, a finishing call hands its place on in FIFO, LIFO or adaptive
+//! order, the queue is bounded, giving up is a counted refusal, and dropping a waiting entry
+//! leaves the queue (passing on a place it was handed) and gives back what it held.
 
 mod support;
 

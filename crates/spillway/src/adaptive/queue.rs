@@ -281,7 +281,7 @@ impl Waiters {
         slot.map(|slot| (slot, end))
     }
 
-    /// Puts back a caller [`next`](Self::next) took, where it was (at `now`, as it was taken).
+    /// Puts back a caller [`next`](Self::next) took, where it was.
     pub(crate) fn put_back(
         &self,
         queue: &mut VecDeque<Arc<WaitSlot>>,
