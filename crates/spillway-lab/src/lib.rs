@@ -19,6 +19,7 @@
 //! # Ok::<(), spillway_lab::LabError>(())
 //! ```
 
+pub mod arrivals;
 mod draws;
 mod events;
 mod lab;

@@ -58,6 +58,17 @@ pub fn shape_name(shape: &ServiceTime) -> &'static str {
     }
 }
 
+/// The long run's refusals in a [`Cell`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LongRunRefusals {
+    /// Attempts the strategy refused in the long run below capacity.
+    pub long_run_refused: u64,
+    /// Of those, the ones refused in its first 10 s (the start-up).
+    pub long_run_refused_at_start: u64,
+    /// Attempts made in the long run.
+    pub long_run_attempts: u64,
+}
+
 /// What one strategy did on one service shape.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
@@ -67,6 +78,8 @@ pub struct Cell {
     pub workers: u32,
     /// The service-time shape's name ([`shape_name`]).
     pub shape: &'static str,
+    /// The service's capacity in requests a second (the loopback lab's as measured).
+    pub capacity: f64,
     /// The unprotected service's p99 at 0.5x, in ms: what "unloaded" means.
     pub unloaded_p99_ms: f64,
     /// Goodput at each of [`MATRIX_LOADS`], as a share of capacity.
@@ -76,43 +89,22 @@ pub struct Cell {
     /// Seconds from the slowdown's end to the first second at 90% of capacity (`None`: not
     /// within 20 s).
     pub recovery_s: Option<f64>,
-    /// Attempts the strategy refused in the long run below capacity.
-    pub long_run_refused: u64,
-    /// Of those, the ones refused in its first 10 s (the start-up).
-    pub long_run_refused_at_start: u64,
-    /// Attempts made in the long run.
-    pub long_run_attempts: u64,
+    /// The long run's refusals (`None`: the long run was not run, as in the loopback matrix).
+    #[serde(flatten)]
+    pub long_run: Option<LongRunRefusals>,
 }
 
 impl Cell {
-    /// Whether goodput and p99 meet the target at 3x and 5x.
-    pub fn meets_overload(&self) -> bool {
-        (0..2).all(|i| self.goodput[i] >= TARGET_GOODPUT && self.p99_ratio[i] <= TARGET_P99_RATIO)
-    }
-
-    /// Whether the slowdown's recovery meets the target.
-    pub fn meets_recovery(&self) -> bool {
-        self.recovery_s.is_some_and(|s| s <= TARGET_RECOVERY_S)
-    }
-
-    /// Whether the long run below capacity refused nothing.
-    pub fn meets_long_run(&self) -> bool {
-        self.long_run_refused == 0
-    }
-
-    /// Whether the cell meets every target.
-    pub fn meets(&self) -> bool {
-        self.meets_overload() && self.meets_recovery() && self.meets_long_run()
-    }
-
-    fn from_runs(
+    /// The cell of `strategy`'s runs on the service of `params` (shape `shape`): `unloaded` is
+    /// the unprotected service at 0.5x, `overloads` the sweeps at [`MATRIX_LOADS`].
+    pub fn new(
         strategy: Strategy,
         shape: &'static str,
         params: &LabParams,
         unloaded: &RunResult,
-        overloads: &[RunResult],
+        overloads: &[RunResult; 3],
         slowdown: &RunResult,
-        long_run: &RunResult,
+        long_run: Option<&RunResult>,
     ) -> Self {
         let unloaded_p99_ms = unloaded.p99_ms;
         let mut goodput = [0.0; 3];
@@ -125,15 +117,99 @@ impl Cell {
             strategy: strategy.name(),
             workers: params.workers,
             shape,
+            capacity: params.capacity(),
             unloaded_p99_ms,
             goodput,
             p99_ratio,
             recovery_s: slowdown.recovery_s,
-            long_run_refused: long_run.counts.refused,
-            long_run_refused_at_start: long_run.refused_by_10s.first().copied().unwrap_or(0),
-            long_run_attempts: long_run.counts.attempts,
+            long_run: long_run.map(|run| LongRunRefusals {
+                long_run_refused: run.counts.refused,
+                long_run_refused_at_start: run.refused_by_10s.first().copied().unwrap_or(0),
+                long_run_attempts: run.counts.attempts,
+            }),
         }
     }
+
+    /// Whether goodput and p99 meet the target at 3x and 5x.
+    pub fn meets_overload(&self) -> bool {
+        (0..2).all(|i| self.goodput[i] >= TARGET_GOODPUT && self.p99_ratio[i] <= TARGET_P99_RATIO)
+    }
+
+    /// Whether the slowdown's recovery meets the target.
+    pub fn meets_recovery(&self) -> bool {
+        self.recovery_s.is_some_and(|s| s <= TARGET_RECOVERY_S)
+    }
+
+    /// Whether the long run below capacity refused nothing (`true` where it was not run).
+    pub fn meets_long_run(&self) -> bool {
+        self.long_run.map_or(true, |l| l.long_run_refused == 0)
+    }
+
+    /// Whether the cell meets every target it was run for.
+    pub fn meets(&self) -> bool {
+        self.meets_overload() && self.meets_recovery() && self.meets_long_run()
+    }
+}
+
+/// The largest difference in goodput (a share of capacity) between a loopback cell and its
+/// simulated twin that counts as agreeing.
+pub const AGREE_GOODPUT: f64 = 0.05;
+/// The largest difference in p99 (as a multiple of the unloaded p99) that counts as agreeing.
+pub const AGREE_P99_RATIO: f64 = 0.5;
+
+/// Where `real` (a loopback cell) and `twin` (the same strategy simulated on the same shape)
+/// disagree: goodput by more than [`AGREE_GOODPUT`] or p99 by more than [`AGREE_P99_RATIO`] at
+/// a load of [`MATRIX_LOADS`], or the recovery target met by one and not the other. Empty when
+/// they agree.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_lab::matrix::{disagreements, Cell};
+///
+/// let twin = Cell {
+///     strategy: "aimd",
+///     workers: 4,
+///     shape: "exponential",
+///     capacity: 400.0,
+///     unloaded_p99_ms: 30.0,
+///     goodput: [0.97, 0.97, 0.96],
+///     p99_ratio: [1.5, 1.6, 1.8],
+///     recovery_s: Some(0.4),
+///     long_run: None,
+/// };
+/// let real = Cell { goodput: [0.90, 0.95, 0.96], p99_ratio: [1.6, 2.3, 1.9], ..twin.clone() };
+/// assert_eq!(
+///     disagreements(&real, &twin),
+///     ["goodput 3x 0.90 (simulated 0.97)", "p99 5x 2.3x (simulated 1.6x)"]
+/// );
+/// ```
+pub fn disagreements(real: &Cell, twin: &Cell) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, load) in MATRIX_LOADS.iter().enumerate() {
+        if (real.goodput[i] - twin.goodput[i]).abs() > AGREE_GOODPUT {
+            out.push(format!(
+                "goodput {load}x {:.2} (simulated {:.2})",
+                real.goodput[i], twin.goodput[i]
+            ));
+        }
+    }
+    for (i, load) in MATRIX_LOADS.iter().enumerate() {
+        if (real.p99_ratio[i] - twin.p99_ratio[i]).abs() > AGREE_P99_RATIO {
+            out.push(format!(
+                "p99 {load}x {:.1}x (simulated {:.1}x)",
+                real.p99_ratio[i], twin.p99_ratio[i]
+            ));
+        }
+    }
+    if real.meets_recovery() != twin.meets_recovery() {
+        out.push(format!(
+            "recovery {} (simulated {})",
+            recovery_text(real.recovery_s),
+            recovery_text(twin.recovery_s)
+        ));
+    }
+    out
 }
 
 /// Runs every strategy in `strategies` on every shape of the matrix: [`MATRIX_WORKERS`] x
@@ -175,57 +251,115 @@ pub fn run_matrix(base: &LabParams, strategies: &[Strategy]) -> Result<Vec<Cell>
     }
     for &strategy in strategies {
         for (params, shape, unloaded_run) in &unloaded {
-            let overloads = MATRIX_LOADS
-                .iter()
-                .map(|&load| crate::simulate(params, Scenario::Sweep { load }, strategy))
-                .collect::<Result<Vec<_>, _>>()?;
-            let slowdown = crate::simulate(
-                params,
-                Scenario::Slowdown {
-                    load: EVENT_BASE_LOAD,
-                },
-                strategy,
-            )?;
-            let long_run = crate::simulate(params, Scenario::LongRun, strategy)?;
-            cells.push(Cell::from_runs(
-                strategy,
-                shape,
-                params,
-                unloaded_run,
-                &overloads,
-                &slowdown,
-                &long_run,
-            ));
+            cells.push(run_cell(params, strategy, shape, unloaded_run, true)?);
         }
     }
     Ok(cells)
 }
 
+/// Simulates `strategy`'s cell on the service of `params` (shape `shape`, its unprotected run at
+/// 0.5x `unloaded`): the sweeps at [`MATRIX_LOADS`], the slowdown and, with `long_run`, the long
+/// run.
+///
+/// # Errors
+///
+/// A [`LabError`] if a parameter cannot be simulated.
+pub fn run_cell(
+    params: &LabParams,
+    strategy: Strategy,
+    shape: &'static str,
+    unloaded: &RunResult,
+    long_run: bool,
+) -> Result<Cell, LabError> {
+    let sweep = |load| crate::simulate(params, Scenario::Sweep { load }, strategy);
+    let overloads = [
+        sweep(MATRIX_LOADS[0])?,
+        sweep(MATRIX_LOADS[1])?,
+        sweep(MATRIX_LOADS[2])?,
+    ];
+    let slowdown = crate::simulate(
+        params,
+        Scenario::Slowdown {
+            load: EVENT_BASE_LOAD,
+        },
+        strategy,
+    )?;
+    let long_run = if long_run {
+        Some(crate::simulate(params, Scenario::LongRun, strategy)?)
+    } else {
+        None
+    };
+    Ok(Cell::new(
+        strategy,
+        shape,
+        params,
+        unloaded,
+        &overloads,
+        &slowdown,
+        long_run.as_ref(),
+    ))
+}
+
 /// The cells as Markdown: a count of the cells that meet each target per strategy, then one
-/// table per strategy, a row per worker count and a column per shape.
+/// table per strategy, a row per worker count and a column per shape. The long run's column
+/// appears if a cell has one.
 pub fn matrix_markdown(cells: &[Cell]) -> String {
+    markdown(cells, None)
+}
+
+/// The loopback lab's cells as [`matrix_markdown`] has them, each with its measured capacity and
+/// what its simulated twin in `twins` (the same strategy and shape) says where they
+/// [disagree](disagreements), and a count of those per strategy.
+pub fn compared_markdown(real: &[Cell], twins: &[Cell]) -> String {
+    markdown(real, Some(twins))
+}
+
+/// The twin of `cell` in `twins`.
+fn twin_of<'a>(cell: &Cell, twins: &'a [Cell]) -> Option<&'a Cell> {
+    twins
+        .iter()
+        .find(|t| t.strategy == cell.strategy && t.workers == cell.workers && t.shape == cell.shape)
+}
+
+fn markdown(cells: &[Cell], twins: Option<&[Cell]>) -> String {
     let mut strategies: Vec<&'static str> = Vec::new();
     for cell in cells {
         if !strategies.contains(&cell.strategy) {
             strategies.push(cell.strategy);
         }
     }
-    let mut out = String::from(
-        "| strategy | overload (3x, 5x) | recovery | long run: nothing refused | every target |\n\
-         |---|---:|---:|---:|---:|\n",
-    );
+    let long_run = cells.iter().any(|c| c.long_run.is_some());
+    let disagree = |cell: &Cell| {
+        twins
+            .and_then(|twins| twin_of(cell, twins))
+            .map(|twin| disagreements(cell, twin))
+    };
+    let mut out = String::from("| strategy | overload (3x, 5x) | recovery |");
+    if long_run {
+        out.push_str(" long run: nothing refused |");
+    }
+    out.push_str(" every target |");
+    if twins.is_some() {
+        out.push_str(" agrees with the simulation |");
+    }
+    out.push_str("\n|---|---:|---:|");
+    out.push_str(&"---:|".repeat(usize::from(long_run) + 1 + usize::from(twins.is_some())));
+    out.push('\n');
     for strategy in &strategies {
         let mine: Vec<&Cell> = cells.iter().filter(|c| c.strategy == *strategy).collect();
-        let count = |meets: fn(&Cell) -> bool| mine.iter().filter(|c| meets(c)).count();
-        let _ = writeln!(
-            out,
-            "| {strategy} | {} of {n} | {} of {n} | {} of {n} | {} of {n} |",
-            count(Cell::meets_overload),
-            count(Cell::meets_recovery),
-            count(Cell::meets_long_run),
-            count(Cell::meets),
-            n = mine.len()
-        );
+        let n = mine.len();
+        let count = |meets: &dyn Fn(&Cell) -> bool| {
+            format!("{} of {n}", mine.iter().filter(|c| meets(c)).count())
+        };
+        let mut row = vec![count(&Cell::meets_overload), count(&Cell::meets_recovery)];
+        if long_run {
+            row.push(count(&Cell::meets_long_run));
+        }
+        row.push(count(&Cell::meets));
+        if twins.is_some() {
+            row.push(count(&|c| disagree(c).is_some_and(|d| d.is_empty())));
+        }
+        let _ = writeln!(out, "| {strategy} | {} |", row.join(" | "));
     }
     for strategy in &strategies {
         let _ = writeln!(out, "\n### {strategy}\n");
@@ -246,7 +380,22 @@ pub fn matrix_markdown(cells: &[Cell]) -> String {
                 .map(|shape| {
                     mine.iter()
                         .find(|c| c.workers == w && c.shape == *shape)
-                        .map_or_else(String::new, |c| cell_text(c))
+                        .map_or_else(String::new, |c| {
+                            let mut text = cell_text(c);
+                            if let Some(twins) = twins {
+                                let _ = write!(text, "<br>{:.0}/s", c.capacity);
+                                match twin_of(c, twins).map(|twin| disagreements(c, twin)) {
+                                    None => text.push_str("<br>no simulated twin"),
+                                    Some(d) if d.is_empty() => {
+                                        text.push_str("<br>as simulated");
+                                    }
+                                    Some(d) => {
+                                        let _ = write!(text, "<br>**differs**: {}", d.join("; "));
+                                    }
+                                }
+                            }
+                            text
+                        })
                 })
                 .collect();
             let _ = writeln!(out, "| {w} | {} |", row.join(" | "));
@@ -255,8 +404,13 @@ pub fn matrix_markdown(cells: &[Cell]) -> String {
     out
 }
 
+/// A recovery as the tables show it.
+fn recovery_text(recovery_s: Option<f64>) -> String {
+    recovery_s.map_or_else(|| "never".to_string(), |s| format!("{s:.1} s"))
+}
+
 /// One cell: whether it meets every target (and which it misses), goodput and p99 at 3x, 5x and
-/// 10x, the recovery, and the long run's refusals.
+/// 10x, the recovery, and the long run's refusals if it was run.
 fn cell_text(cell: &Cell) -> String {
     let mut misses = Vec::new();
     if !cell.meets_overload() {
@@ -273,19 +427,24 @@ fn cell_text(cell: &Cell) -> String {
     } else {
         format!("no ({})", misses.join(", "))
     };
-    let recovery = cell
-        .recovery_s
-        .map_or_else(|| "never".to_string(), |s| format!("{s:.1} s"));
-    format!(
-        "{verdict}<br>{:.2} {:.2} {:.2}<br>{:.1}x {:.1}x {:.1}x<br>{recovery}<br>{} + {} refused",
+    let mut text = format!(
+        "{verdict}<br>{:.2} {:.2} {:.2}<br>{:.1}x {:.1}x {:.1}x<br>{}",
         cell.goodput[0],
         cell.goodput[1],
         cell.goodput[2],
         cell.p99_ratio[0],
         cell.p99_ratio[1],
         cell.p99_ratio[2],
-        cell.long_run_refused_at_start,
-        cell.long_run_refused
-            .saturating_sub(cell.long_run_refused_at_start)
-    )
+        recovery_text(cell.recovery_s),
+    );
+    if let Some(l) = cell.long_run {
+        let _ = write!(
+            text,
+            "<br>{} + {} refused",
+            l.long_run_refused_at_start,
+            l.long_run_refused
+                .saturating_sub(l.long_run_refused_at_start)
+        );
+    }
+    text
 }

@@ -4,7 +4,8 @@
 //! refusing nothing below capacity after its start).
 
 use spillway_lab::matrix::{
-    matrix_markdown, matrix_shapes, run_matrix, shape_name, Cell, MATRIX_WORKERS,
+    compared_markdown, matrix_markdown, matrix_shapes, run_matrix, shape_name, Cell,
+    LongRunRefusals, MATRIX_WORKERS,
 };
 use spillway_lab::{
     simulate, LabParams, Scenario, ServiceTime, Strategy, LONG_RUN_LOADS, LONG_RUN_STEP,
@@ -145,13 +146,16 @@ fn a_cell_meets_the_target_only_on_every_count() {
         strategy: "envoy_gradient",
         workers: 4,
         shape: "exponential",
+        capacity: 400.0,
         unloaded_p99_ms: 50.0,
         goodput: [0.99, 0.97, 0.9],
         p99_ratio: [1.1, 1.9, 3.0],
         recovery_s: Some(0.2),
-        long_run_refused: 0,
-        long_run_refused_at_start: 0,
-        long_run_attempts: 12_000,
+        long_run: Some(LongRunRefusals {
+            long_run_refused: 0,
+            long_run_refused_at_start: 0,
+            long_run_attempts: 12_000,
+        }),
     };
     assert!(good.meets());
     let slow = Cell {
@@ -161,8 +165,11 @@ fn a_cell_meets_the_target_only_on_every_count() {
     };
     let refusing = Cell {
         workers: 2,
-        long_run_refused: 3,
-        long_run_refused_at_start: 2,
+        long_run: Some(LongRunRefusals {
+            long_run_refused: 3,
+            long_run_refused_at_start: 2,
+            long_run_attempts: 12_000,
+        }),
         ..good.clone()
     };
     let queued = Cell {
@@ -196,4 +203,58 @@ fn a_matrix_needs_a_strategy_and_good_parameters() {
             .field(),
         "client_timeout"
     );
+}
+
+/// The loopback matrix's table: no long-run column when no cell ran it, each cell's capacity,
+/// and each cell beside its simulated twin where they disagree.
+#[test]
+fn a_compared_matrix_shows_where_the_simulation_disagrees() {
+    let twin = Cell {
+        strategy: "gradient2",
+        workers: 2,
+        shape: "bimodal",
+        capacity: 190.0,
+        unloaded_p99_ms: 60.0,
+        goodput: [0.97, 0.97, 0.95],
+        p99_ratio: [1.4, 1.5, 1.6],
+        recovery_s: Some(0.3),
+        long_run: None,
+    };
+    let agreeing = Cell {
+        goodput: [0.95, 0.99, 0.91],
+        p99_ratio: [1.8, 1.1, 2.0],
+        ..twin.clone()
+    };
+    let differing = Cell {
+        workers: 4,
+        goodput: [0.90, 0.97, 0.95],
+        recovery_s: None,
+        ..twin.clone()
+    };
+    let lonely = Cell {
+        workers: 8,
+        ..twin.clone()
+    };
+    let twin4 = Cell {
+        workers: 4,
+        ..twin.clone()
+    };
+    let text = compared_markdown(&[agreeing, differing, lonely], &[twin, twin4]);
+    assert!(
+        text.starts_with(
+            "| strategy | overload (3x, 5x) | recovery | every target | agrees with the simulation |\n\
+             |---|---:|---:|---:|---:|\n\
+             | gradient2 | 2 of 3 | 2 of 3 | 2 of 3 | 1 of 3 |\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("<br>190/s<br>as simulated |"), "{text}");
+    assert!(
+        text.contains(
+            "<br>**differs**: goodput 3x 0.90 (simulated 0.97); recovery never (simulated 0.3 s)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("<br>no simulated twin"), "{text}");
+    assert!(!text.contains("refused"), "no long run: {text}");
 }

@@ -3,10 +3,13 @@
 //! - `spillway lab --quick` runs the simulated lab in its short mode and prints its tables (or,
 //!   with `--json`, one JSON array of rows);
 //! - `spillway lab` runs the full simulated lab (exponential and log-normal service times) and the
-//!   real lab on loopback, then writes `docs/overload.md` and its plots.
+//!   real lab on loopback, then writes `docs/overload.md` and its plots;
+//! - `spillway lab --matrix` prints the simulated shape matrix, and `--matrix --loopback` runs
+//!   it through the real proxy on loopback beside its simulated twin.
 
 mod docs;
 pub mod loopback;
+pub mod loopback_matrix;
 
 use clap::ValueEnum;
 use spillway::adaptive::{AdaptiveQueue, QueueOrder};
@@ -84,6 +87,12 @@ pub struct LabArgs {
     /// `--distribution`, `--sigma`, `--slow-share`, `--slow-factor`) are ignored.
     #[arg(long)]
     pub matrix: bool,
+    /// With `--matrix`: run the matrix through the real proxy on loopback (1 to 32 workers,
+    /// exponential and bimodal service times, no long run; about 50 minutes for the five
+    /// adaptive strategies) beside its simulated twin, and print the section of
+    /// docs/overload.md it makes.
+    #[arg(long)]
+    pub loopback: bool,
     /// The adaptive strategies' queue, with `--quick` or `--matrix` (the full lab and the
     /// loopback lab run without one): how many requests may wait for a place (0: none, a full
     /// limit refuses at once).
@@ -188,6 +197,20 @@ impl LabArgs {
                 Some(queue)
             }
         };
+        if self.loopback && !self.matrix {
+            return Err(LabError::new(
+                "loopback",
+                "--loopback runs the shape matrix on loopback: give --matrix too (the full \
+                 lab runs the loopback lab unless --no-loopback)",
+            ));
+        }
+        if self.loopback && adaptive_queue.is_some() {
+            return Err(LabError::new(
+                "queue_capacity",
+                "the loopback matrix runs without a queue: give a queue to the simulated \
+                 matrix (--matrix without --loopback)",
+            ));
+        }
         if adaptive_queue.is_some() && !self.quick && !self.matrix {
             return Err(LabError::new(
                 "queue_capacity",
@@ -257,6 +280,22 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
         } else {
             strategies
         };
+        if args.loopback {
+            let base = loopback::LoopbackParams::default();
+            eprintln!(
+                "loopback matrix: {} strategies, about {} minutes",
+                strategies.len(),
+                loopback_matrix::loopback_matrix_minutes(&base, strategies.len())
+            );
+            let matrix =
+                loopback_matrix::run_loopback_matrix(&base, &strategies, params.seed).await?;
+            let text = if args.json {
+                serde_json::to_string_pretty(&matrix)?
+            } else {
+                matrix.markdown()
+            };
+            return print(&text);
+        }
         let cells = spillway_lab::matrix::run_matrix(&params.quick(), &strategies)?;
         let text = if args.json {
             serde_json::to_string_pretty(&cells)?

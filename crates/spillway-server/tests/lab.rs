@@ -1,5 +1,6 @@
 //! The loopback lab against the real proxy and upstream, briefly.
 
+use spillway_lab::arrivals::Spacing;
 use spillway_lab::{Scenario, Strategy};
 use spillway_server::lab::loopback::{run_point, LoopbackParams};
 use std::time::Duration;
@@ -36,5 +37,34 @@ async fn every_attempt_ends_once_and_overload_is_refused() {
     assert_eq!(c.admitted, c.attempts - c.refused, "{c:?}");
     // The concurrency rule refuses: three times the capacity cannot all be admitted.
     assert!(c.refused > 0, "{c:?}");
+    assert_eq!(c.skipped, 0, "{c:?}");
+}
+
+/// Poisson arrivals through the real proxy: about as many requests in the measured second as
+/// evenly spaced ones (a Poisson count of mean 1,200 lies within 1,060 to 1,340 but about once
+/// in 10,000), and every attempt ending once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poisson_arrivals_reach_the_proxy_and_every_attempt_ends_once() {
+    let params = LoopbackParams {
+        spacing: Spacing::Poisson,
+        ..brief()
+    };
+    let run = run_point(
+        &params,
+        Strategy::EnvoyGradient,
+        Scenario::Sweep { load: 3.0 },
+    )
+    .await
+    .unwrap();
+    let c = &run.counts;
+    eprintln!("{c:?}");
+    assert!((1060..=1340).contains(&c.requests), "{c:?}");
+    assert_eq!(c.retries, c.attempts - c.requests);
+    assert_eq!(
+        c.answered + c.refused + c.timed_out + c.failed,
+        c.attempts,
+        "{c:?}"
+    );
+    assert_eq!(c.admitted, c.attempts - c.refused, "{c:?}");
     assert_eq!(c.skipped, 0, "{c:?}");
 }

@@ -132,6 +132,16 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
              a queue: give a queue with --quick or --matrix",
         ),
         (
+            vec!["--loopback"],
+            "error: lab parameter `loopback`: --loopback runs the shape matrix on loopback: give \
+             --matrix too (the full lab runs the loopback lab unless --no-loopback)",
+        ),
+        (
+            vec!["--matrix", "--loopback", "--queue-capacity", "5"],
+            "error: lab parameter `queue_capacity`: the loopback matrix runs without a queue: \
+             give a queue to the simulated matrix (--matrix without --loopback)",
+        ),
+        (
             vec!["--strategies", "magic"],
             "error: lab parameter `strategies`: unknown strategy `magic`; known: none, static_qps, \
              static_concurrency, sentinel_system, bbr, bbr_bucket_average, bbr_probe, gradient2, vegas, \

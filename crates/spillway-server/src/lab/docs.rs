@@ -1,6 +1,7 @@
 //! The full lab: both labs run, then `overload.md` and its plots are written.
 
 use super::loopback::{self, LoopbackParams};
+use super::loopback_matrix;
 use super::LabArgs;
 use spillway_lab::plot::{self, Chart};
 use spillway_lab::report::{detail_markdown, summary_markdown};
@@ -60,6 +61,16 @@ pub(super) async fn write_all(
             (in_binary * 110 + 60) / 60
         );
         Some(loopback::run_lab(&real_params, strategies, &scenarios()).await?)
+    };
+    let real_matrix = if args.no_loopback || adaptive.is_empty() {
+        None
+    } else {
+        let base = LoopbackParams::default();
+        eprintln!(
+            "loopback lab: the shape matrix (about {} minutes)",
+            loopback_matrix::loopback_matrix_minutes(&base, adaptive.len())
+        );
+        Some(loopback_matrix::run_loopback_matrix(&base, &adaptive, params.seed).await?)
     };
 
     let plots = args.docs.join("overload");
@@ -159,6 +170,10 @@ pub(super) async fn write_all(
                 "\n## The loopback lab\n\nNot run this time (`--no-loopback`).\n"
             );
         }
+    }
+    if let Some(matrix) = &real_matrix {
+        doc.push('\n');
+        doc.push_str(&matrix.markdown());
     }
     let path = args.docs.join("overload.md");
     std::fs::write(&path, doc)?;

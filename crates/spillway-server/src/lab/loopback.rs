@@ -1,6 +1,6 @@
 //! The real lab on loopback: the demo's upstream (fixed workers, service times fixed or drawn as
 //! the simulated lab draws them) behind the `spillway` proxy, driven by an open-loop load
-//! generator at fixed rates.
+//! generator at the scenario's rates, evenly spaced or as a Poisson process.
 //!
 //! Each request is sent at its intended time whatever happened to the ones before it, on its own
 //! task, and its latency is measured from that intended time, so a stalled generator cannot hide
@@ -17,6 +17,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use spillway::system::{LinuxProbe, ManualProbe, SystemProbe};
 use spillway::Spillway;
+use spillway_lab::arrivals::{Arrivals, Spacing};
 use spillway_lab::measure::{AttemptRecord, Outcome, RunRecord, Tick};
 use spillway_lab::{
     LabParams, LabReport, RetryPolicy, RunResult, Scenario, ServiceTime, Strategy,
@@ -50,11 +51,14 @@ pub struct LoopbackParams {
     pub measure: Duration,
     /// Requests the generator keeps in flight at most.
     pub max_outstanding: usize,
+    /// How the generator spaces new requests (retries come after their back-off), with the
+    /// upstream's seed.
+    pub spacing: Spacing,
 }
 
 impl Default for LoopbackParams {
     /// The demo's upstream (4 workers x 10 ms: 400 requests a second), the simulated lab's clients
-    /// (200 ms timeout, 2 retries from 50 ms), sweeps of 5 s after 1 s.
+    /// (200 ms timeout, 2 retries from 50 ms), sweeps of 5 s after 1 s, evenly spaced requests.
     fn default() -> Self {
         Self {
             upstream: UpstreamShape {
@@ -72,6 +76,7 @@ impl Default for LoopbackParams {
             warm_up: Duration::from_secs(1),
             measure: Duration::from_secs(5),
             max_outstanding: 20_000,
+            spacing: Spacing::Even,
         }
     }
 }
@@ -99,7 +104,7 @@ impl LoopbackParams {
                     backoff: self.backoff,
                 },
             },
-            seed: 0,
+            seed: self.upstream.seed,
             warm_up: self.warm_up,
             measure: self.measure,
             adaptive_queue: None,
@@ -213,6 +218,7 @@ pub async fn run_point(
     let uri: http::Uri = format!("http://{proxy}/work").parse()?;
     let start = Instant::now();
     let arrivals_end = scenario.arrivals_end(&lab);
+    let arrivals = Arrivals::new(&lab, scenario, params.spacing, params.upstream.seed)?;
     let attempts = Arc::new(Mutex::new(Vec::<AttemptRecord>::new()));
     let outstanding = Arc::new(AtomicUsize::new(0));
     let skipped = Arc::new(AtomicU64::new(0));
@@ -248,13 +254,10 @@ pub async fn run_point(
         })
     };
 
-    // The generator: fixed spacing at the scenario's rate, each request on its own task.
-    let mut next = Duration::ZERO;
-    let mut index = 0u64;
+    // The generator: each request on its own task, sent at its time whatever became of those
+    // before it.
     let mut clients = tokio::task::JoinSet::new();
-    while next < arrivals_end {
-        let (load, _) = scenario.load_at(next);
-        let rate = load * params.capacity();
+    for (index, next) in (0u64..).zip(arrivals) {
         tokio::time::sleep_until(start + next).await;
         if outstanding.load(Ordering::Relaxed) >= params.max_outstanding {
             skipped.fetch_add(1, Ordering::Relaxed);
@@ -277,8 +280,6 @@ pub async fn run_point(
         }
         // Reap finished clients now and then, so that the set stays small.
         while clients.try_join_next().is_some() {}
-        index += 1;
-        next += Duration::from_secs_f64(1.0 / rate);
     }
     while clients.join_next().await.is_some() {}
     let samples = ticks.await?;

@@ -1,0 +1,175 @@
+//! The shape matrix on loopback: each adaptive strategy through the real proxy in front of real
+//! upstreams of 1 to 32 workers with exponential and bimodal service times, each cell beside its
+//! simulated twin (the same strategy on the same shape, at the capacity measured).
+
+use super::loopback::{measure_capacity, run_point, LoopbackParams};
+use crate::upstream::UpstreamShape;
+use spillway_lab::arrivals::Spacing;
+use spillway_lab::matrix::{
+    compared_markdown, matrix_shapes, run_cell, shape_name, Cell, MATRIX_LOADS,
+};
+use spillway_lab::{simulate, Scenario, Strategy, EVENT_BASE_LOAD};
+use std::time::Duration;
+use tokio::time::Instant;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The services' workers: the simulated matrix's.
+pub const LOOPBACK_MATRIX_WORKERS: [usize; 5] = [1, 2, 4, 8, 32];
+
+/// The service-time shapes run on loopback (of the simulated matrix's three, the two that differ
+/// most: log-normal lies between them).
+pub const LOOPBACK_MATRIX_SHAPES: [&str; 2] = ["exponential", "bimodal"];
+
+/// What the matrix's services offer at most, in requests a second: the generator, the proxy and
+/// the upstream share this machine's CPUs, and at 10x the generator sends ten times this.
+pub const LOOPBACK_MATRIX_MAX_CAPACITY: f64 = 400.0;
+
+/// The mean service time of a loopback service of `workers`: 10 ms, or longer where that would
+/// offer more than [`LOOPBACK_MATRIX_MAX_CAPACITY`] a second (8 workers: 20 ms; 32 workers:
+/// 80 ms).
+///
+/// # Examples
+///
+/// ```
+/// use spillway_server::lab::loopback_matrix::loopback_mean;
+/// use std::time::Duration;
+///
+/// assert_eq!(loopback_mean(1), Duration::from_millis(10));
+/// assert_eq!(loopback_mean(4), Duration::from_millis(10));
+/// assert_eq!(loopback_mean(32), Duration::from_millis(80));
+/// ```
+pub fn loopback_mean(workers: usize) -> Duration {
+    let floor = Duration::from_millis(10);
+    Duration::from_secs_f64(workers as f64 / LOOPBACK_MATRIX_MAX_CAPACITY).max(floor)
+}
+
+/// The loopback matrix's cells and their simulated twins, in the same order.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LoopbackMatrix {
+    /// The cells measured on loopback (no long run: three minutes a cell).
+    pub loopback: Vec<Cell>,
+    /// The same cells simulated, each on its loopback cell's measured capacity.
+    pub simulated: Vec<Cell>,
+}
+
+/// What the loopback matrix is and how to read it.
+const INTRO: &str = include_str!("loopback_matrix_intro.md");
+
+impl LoopbackMatrix {
+    /// The matrix as `docs/overload.md` has it: what it is, then every loopback cell and where
+    /// its simulated twin disagrees.
+    pub fn markdown(&self) -> String {
+        format!(
+            "{INTRO}\n{}",
+            compared_markdown(&self.loopback, &self.simulated)
+        )
+    }
+}
+
+/// How long [`run_loopback_matrix`] takes with `strategies`, in minutes, about.
+pub fn loopback_matrix_minutes(params: &LoopbackParams, strategies: usize) -> u64 {
+    let sweep = (params.warm_up + params.measure).as_secs_f64() + 0.5;
+    let slowdown = Scenario::Slowdown {
+        load: EVENT_BASE_LOAD,
+    }
+    .arrivals_end(&params.lab_params())
+    .as_secs_f64()
+        + 1.0;
+    let shapes = (LOOPBACK_MATRIX_WORKERS.len() * LOOPBACK_MATRIX_SHAPES.len()) as f64;
+    let per_shape =
+        3.0 + sweep + strategies as f64 * (MATRIX_LOADS.len() as f64 * sweep + slowdown);
+    (shapes * per_shape / 60.0).ceil() as u64
+}
+
+/// Runs every strategy of `strategies` through the proxy on each shape of the loopback matrix
+/// ([`LOOPBACK_MATRIX_WORKERS`] x [`LOOPBACK_MATRIX_SHAPES`], means from [`loopback_mean`]):
+/// the sweeps at 3x, 5x and 10x and the slowdown, Poisson arrivals, the clients and run lengths
+/// of `base`; and simulates each cell's twin with `seed`. Each service's capacity is measured
+/// first; the upstream and the arrivals draw from `seed`.
+///
+/// # Errors
+///
+/// A loopback port that cannot be bound, or a strategy whose rule the proxy refuses.
+pub async fn run_loopback_matrix(
+    base: &LoopbackParams,
+    strategies: &[Strategy],
+    seed: u64,
+) -> Result<LoopbackMatrix, BoxError> {
+    if strategies.is_empty() {
+        return Err(spillway_lab::LabError::new("strategies", "name at least one strategy").into());
+    }
+    let mut matrix = LoopbackMatrix {
+        loopback: Vec::new(),
+        simulated: Vec::new(),
+    };
+    for workers in LOOPBACK_MATRIX_WORKERS {
+        let mean = loopback_mean(workers);
+        for service in matrix_shapes(mean) {
+            let shape = shape_name(&service);
+            if !LOOPBACK_MATRIX_SHAPES.contains(&shape) {
+                continue;
+            }
+            let upstream = UpstreamShape {
+                workers,
+                service,
+                seed,
+                flaky: false,
+            };
+            let capacity = measure_capacity(upstream).await?;
+            let params = LoopbackParams {
+                upstream,
+                capacity: Some(capacity),
+                spacing: Spacing::Poisson,
+                ..base.clone()
+            };
+            eprintln!(
+                "loopback matrix: {workers} workers, {shape} {mean:?}: {capacity:.0} requests/s \
+                 ({:.0} nominal)",
+                upstream.capacity()
+            );
+            // The twin: the same workers and shape at the measured capacity, seeded with `seed`.
+            let lab = params.lab_params();
+            let unloaded =
+                run_point(&params, Strategy::None, Scenario::Sweep { load: 0.5 }).await?;
+            let twin_unloaded = simulate(&lab, Scenario::Sweep { load: 0.5 }, Strategy::None)?;
+            for &strategy in strategies {
+                let started = Instant::now();
+                let mut overloads = Vec::with_capacity(MATRIX_LOADS.len());
+                for load in MATRIX_LOADS {
+                    overloads.push(run_point(&params, strategy, Scenario::Sweep { load }).await?);
+                }
+                let slowdown = run_point(
+                    &params,
+                    strategy,
+                    Scenario::Slowdown {
+                        load: EVENT_BASE_LOAD,
+                    },
+                )
+                .await?;
+                let overloads: [_; 3] = overloads
+                    .try_into()
+                    .map_err(|_| "the matrix has three loads")?;
+                let cell = Cell::new(
+                    strategy, shape, &lab, &unloaded, &overloads, &slowdown, None,
+                );
+                let simulated = run_cell(&lab, strategy, shape, &twin_unloaded, false)?;
+                eprintln!(
+                    "loopback matrix: {strategy}: goodput {:.2} {:.2} {:.2}, p99 {:.1}x {:.1}x \
+                     {:.1}x, recovery {:?} ({:.0} s)",
+                    cell.goodput[0],
+                    cell.goodput[1],
+                    cell.goodput[2],
+                    cell.p99_ratio[0],
+                    cell.p99_ratio[1],
+                    cell.p99_ratio[2],
+                    cell.recovery_s,
+                    started.elapsed().as_secs_f64()
+                );
+                matrix.loopback.push(cell);
+                matrix.simulated.push(simulated);
+            }
+        }
+    }
+    Ok(matrix)
+}
