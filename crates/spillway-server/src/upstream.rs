@@ -39,12 +39,21 @@ impl UpstreamShape {
     }
 }
 
+/// What the workers did: requests worked, the time drawn for them, the time they took.
+#[derive(Debug, Default)]
+struct Worked {
+    requests: AtomicU64,
+    drawn_nanos: AtomicU64,
+    held_nanos: AtomicU64,
+}
+
 /// A running upstream; dropping it stops it and every connection it holds.
 #[derive(Debug)]
 pub struct Upstream {
     addr: SocketAddr,
     /// The slowdown factor, as `f64` bits.
     factor: Arc<AtomicU64>,
+    worked: Arc<Worked>,
     tasks: tokio::task::JoinHandle<()>,
 }
 
@@ -65,6 +74,8 @@ impl Upstream {
         let factor = Arc::new(AtomicU64::new(1.0f64.to_bits()));
         let started = tokio::time::Instant::now();
         let serving_factor = factor.clone();
+        let worked = Arc::new(Worked::default());
+        let serving_worked = worked.clone();
         let tasks = tokio::spawn(async move {
             // Connections live in the set, so that stopping the upstream stops them.
             let mut connections = JoinSet::new();
@@ -80,19 +91,28 @@ impl Upstream {
                 };
                 let _ = stream.set_nodelay(true);
                 let (workers, factor) = (workers.clone(), serving_factor.clone());
-                let draws = draws.clone();
+                let (draws, worked) = (draws.clone(), serving_worked.clone());
                 connections.spawn(async move {
                     let service = service_fn(move |request: Request<Incoming>| {
                         let (workers, factor) = (workers.clone(), factor.clone());
-                        let draws = draws.clone();
+                        let (draws, worked) = (draws.clone(), worked.clone());
                         async move {
                             let _worker = workers.acquire().await;
                             let slowdown = f64::from_bits(factor.load(Ordering::Relaxed));
                             let work = draws
                                 .lock()
                                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                .next_time();
-                            tokio::time::sleep(work.mul_f64(slowdown)).await;
+                                .next_time()
+                                .mul_f64(slowdown);
+                            let began = tokio::time::Instant::now();
+                            tokio::time::sleep(work).await;
+                            let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(0);
+                            // Relaxed: totals read once the work is done.
+                            worked.requests.fetch_add(1, Ordering::Relaxed);
+                            worked.drawn_nanos.fetch_add(nanos(work), Ordering::Relaxed);
+                            worked
+                                .held_nanos
+                                .fetch_add(nanos(began.elapsed()), Ordering::Relaxed);
                             let mut response =
                                 Response::new(Full::new(Bytes::from_static(b"ok\n")));
                             let failing = (3..7).contains(&started.elapsed().as_secs());
@@ -111,8 +131,19 @@ impl Upstream {
         Ok(Self {
             addr,
             factor,
+            worked,
             tasks,
         })
+    }
+
+    /// How much longer than drawn the work took on average so far (tokio's timer rounds each
+    /// sleep up to its next millisecond tick, and a busy machine wakes it later still); `None`
+    /// before any work.
+    pub fn timer_overhead(&self) -> Option<Duration> {
+        let requests = self.worked.requests.load(Ordering::Relaxed);
+        let drawn = self.worked.drawn_nanos.load(Ordering::Relaxed);
+        let held = self.worked.held_nanos.load(Ordering::Relaxed);
+        (requests > 0).then(|| Duration::from_nanos(held.saturating_sub(drawn) / requests))
     }
 
     /// Where it listens.

@@ -68,3 +68,30 @@ async fn poisson_arrivals_reach_the_proxy_and_every_attempt_ends_once() {
     assert_eq!(c.admitted, c.attempts - c.refused, "{c:?}");
     assert_eq!(c.skipped, 0, "{c:?}");
 }
+
+/// The capacity of a random service is its workers over the distribution's mean plus the
+/// timer's overhead: below the nominal rate whatever the seed draws (the timer only ever adds),
+/// and not far below.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_random_service_s_capacity_does_not_follow_its_draws() {
+    use spillway_lab::ServiceTime;
+    use spillway_server::lab::loopback::measure_capacity;
+    use spillway_server::upstream::UpstreamShape;
+    let shape = |seed| UpstreamShape {
+        workers: 1,
+        service: ServiceTime::Exponential {
+            mean: Duration::from_millis(10),
+        },
+        seed,
+        flaky: false,
+    };
+    let (one, two) = (
+        measure_capacity(shape(1)).await.unwrap(),
+        measure_capacity(shape(2)).await.unwrap(),
+    );
+    // 100 a second nominal; tokio's timer adds about a millisecond to a sleep (a busy machine
+    // more, but not 5 ms on average over 2.5 s).
+    for capacity in [one, two] {
+        assert!((66.0..100.0).contains(&capacity), "{one} {two}");
+    }
+}

@@ -151,9 +151,9 @@ pub(super) async fn write_all(
                  driven by an open-loop generator at fixed rates (latency from each request's \
                  intended send time; a timed-out attempt counts with its timeout, the most its \
                  client can see). Its capacity was measured before the runs, with closed-loop \
-                 clients straight to the upstream: {:.0} requests/s where 4 workers x 10 ms make \
-                 400 (tokio's timer rounds a 10 ms sleep up), and loads and goodput are relative \
-                 to that. The generator, the proxy and the upstream share {} CPUs, so the numbers \
+                 clients straight to the upstream, as its workers over the time a request holds \
+                 one: {:.0} requests/s where 4 workers x 10 ms make 400 (tokio's timer rounds a \
+                 10 ms sleep up), and loads and goodput are relative to that. The generator, the proxy and the upstream share {} CPUs, so the numbers \
                  move with whatever else the machine is doing: read them for their shape, and \
                  the simulated lab for exact comparisons.\n",
                 real.params.capacity(),
