@@ -13,6 +13,9 @@ use std::time::Duration;
 /// The random stream of the gaps.
 const ARRIVAL_STREAM: u64 = 1;
 
+/// The shortest gap: at a rate whose gap rounds to 0 ns, time still moves on.
+const MIN_GAP: Duration = Duration::from_nanos(1);
+
 /// How an open-loop generator spaces its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -112,7 +115,7 @@ impl Arrivals {
                 .unwrap_or(f64::INFINITY);
             let at = Duration::try_from_secs_f64(gap)
                 .ok()
-                .and_then(|gap| from.checked_add(gap));
+                .and_then(|gap| from.checked_add(gap.max(MIN_GAP)));
             match (at, change) {
                 (Some(at), Some(change)) if at >= change => from = change,
                 (None, Some(change)) => from = change,
@@ -133,7 +136,7 @@ impl Iterator for Arrivals {
                 let (rate, _) = self.rate_at(at);
                 Duration::try_from_secs_f64(1.0 / rate)
                     .ok()
-                    .and_then(|gap| at.checked_add(gap))
+                    .and_then(|gap| at.checked_add(gap.max(MIN_GAP)))
             }
             Spacing::Poisson => self.draw_after(at),
         };

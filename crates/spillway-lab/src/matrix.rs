@@ -373,6 +373,7 @@ fn markdown(cells: &[Cell], twins: Option<&[Cell]>) -> String {
         let _ = writeln!(out, "| workers | {} |", shapes.join(" | "));
         let _ = writeln!(out, "|---:|{}", "---|".repeat(shapes.len()));
         let mut workers: Vec<u32> = mine.iter().map(|c| c.workers).collect();
+        workers.sort_unstable();
         workers.dedup();
         for w in workers {
             let row: Vec<String> = shapes

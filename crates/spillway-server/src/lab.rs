@@ -90,7 +90,8 @@ pub struct LabArgs {
     /// With `--matrix`: run the matrix through the real proxy on loopback (1 to 32 workers,
     /// exponential and bimodal service times, no long run; about 50 minutes for the five
     /// adaptive strategies) beside its simulated twin, and print the section of
-    /// docs/overload.md it makes.
+    /// docs/overload.md it makes. The clients' options apply (stretched on services slower than
+    /// 10 ms); `--service-ms` and `--quick` do not.
     #[arg(long)]
     pub loopback: bool,
     /// The adaptive strategies' queue, with `--quick` or `--matrix` (the full lab and the
@@ -281,7 +282,18 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
             strategies
         };
         if args.loopback {
-            let base = loopback::LoopbackParams::default();
+            let base = loopback::LoopbackParams {
+                client_timeout: params.client_timeout,
+                retries: match params.retry {
+                    RetryPolicy::Off => 0,
+                    RetryPolicy::Backoff { retries, .. } => retries,
+                },
+                backoff: match params.retry {
+                    RetryPolicy::Off => Duration::ZERO,
+                    RetryPolicy::Backoff { backoff, .. } => backoff,
+                },
+                ..loopback::LoopbackParams::default()
+            };
             eprintln!(
                 "loopback matrix: {} strategies, about {} minutes",
                 strategies.len(),

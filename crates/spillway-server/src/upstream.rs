@@ -1,6 +1,10 @@
 //! An upstream with a known capacity, for the demo and the loopback lab: a fixed number of
 //! workers, each request taking a time drawn from the simulated lab's service-time distributions
 //! (times a slowdown factor that can be changed while it runs); more requests wait for a worker.
+//!
+//! A request may name its own work instead, in nanoseconds, with [`WORK_HEADER`] (at most
+//! [`MAX_NAMED_WORK`]): the loopback lab's generator draws each request's work and sends it with
+//! every attempt, so that a retry does the work its request drew, as in the simulation.
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -37,6 +41,18 @@ impl UpstreamShape {
     pub fn capacity(&self) -> f64 {
         self.workers as f64 / self.service.mean().as_secs_f64()
     }
+}
+
+/// The header a request names its work in, in nanoseconds.
+pub const WORK_HEADER: &str = "x-lab-work-ns";
+
+/// The longest work a request may name: longer is cut to it.
+pub const MAX_NAMED_WORK: Duration = Duration::from_secs(10);
+
+/// The work a request with `headers` names in [`WORK_HEADER`], if it names a valid one.
+fn named_work(headers: &http::HeaderMap) -> Option<Duration> {
+    let nanos: u64 = headers.get(WORK_HEADER)?.to_str().ok()?.parse().ok()?;
+    Some(Duration::from_nanos(nanos).min(MAX_NAMED_WORK))
 }
 
 /// What the workers did: requests worked, the time drawn for them, the time they took.
@@ -97,12 +113,16 @@ impl Upstream {
                         let (workers, factor) = (workers.clone(), factor.clone());
                         let (draws, worked) = (draws.clone(), worked.clone());
                         async move {
+                            let named = named_work(request.headers());
                             let _worker = workers.acquire().await;
                             let slowdown = f64::from_bits(factor.load(Ordering::Relaxed));
-                            let work = draws
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                .next_time()
+                            let work = named
+                                .unwrap_or_else(|| {
+                                    draws
+                                        .lock()
+                                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                        .next_time()
+                                })
                                 .mul_f64(slowdown);
                             let began = tokio::time::Instant::now();
                             tokio::time::sleep(work).await;
@@ -161,5 +181,24 @@ impl Upstream {
 impl Drop for Upstream {
     fn drop(&mut self) {
         self.tasks.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_names_its_work_in_nanoseconds_up_to_ten_seconds() {
+        let named = |value: &str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(WORK_HEADER, value.parse().unwrap());
+            named_work(&headers)
+        };
+        assert_eq!(named("12500000"), Some(Duration::from_micros(12_500)));
+        assert_eq!(named("99999999999999"), Some(MAX_NAMED_WORK));
+        assert_eq!(named("-1"), None);
+        assert_eq!(named("soon"), None);
+        assert_eq!(named_work(&http::HeaderMap::new()), None);
     }
 }

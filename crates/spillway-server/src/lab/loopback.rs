@@ -10,7 +10,7 @@
 //! plus the clients' last timeout.
 
 use crate::server::Server;
-use crate::upstream::{Upstream, UpstreamShape};
+use crate::upstream::{Upstream, UpstreamShape, WORK_HEADER};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
@@ -184,6 +184,11 @@ pub async fn run_point(
 ) -> Result<RunResult, Box<dyn std::error::Error + Send + Sync>> {
     scenario.validate()?;
     let lab = params.lab_params();
+    // Checked before anything starts: the arrivals validate the parameters.
+    let arrivals = Arrivals::new(&lab, scenario, params.spacing, params.upstream.seed)?;
+    // Each request's work, drawn in arrival order and sent with each of its attempts.
+    let mut works =
+        spillway_lab::ServiceSampler::new(params.upstream.service, params.upstream.seed)?;
     let upstream = Arc::new(Upstream::start(params.upstream).await?);
     let config = crate::checked::parse(
         &config_text(
@@ -218,7 +223,6 @@ pub async fn run_point(
     let uri: http::Uri = format!("http://{proxy}/work").parse()?;
     let start = Instant::now();
     let arrivals_end = scenario.arrivals_end(&lab);
-    let arrivals = Arrivals::new(&lab, scenario, params.spacing, params.upstream.seed)?;
     let attempts = Arc::new(Mutex::new(Vec::<AttemptRecord>::new()));
     let outstanding = Arc::new(AtomicUsize::new(0));
     let skipped = Arc::new(AtomicU64::new(0));
@@ -258,6 +262,7 @@ pub async fn run_point(
     // before it.
     let mut clients = tokio::task::JoinSet::new();
     for (index, next) in (0u64..).zip(arrivals) {
+        let work = works.next_time();
         tokio::time::sleep_until(start + next).await;
         if outstanding.load(Ordering::Relaxed) >= params.max_outstanding {
             skipped.fetch_add(1, Ordering::Relaxed);
@@ -269,6 +274,7 @@ pub async fn run_point(
                 params: params.clone(),
                 start,
                 intended: next,
+                work,
                 index,
                 attempts: attempts.clone(),
             };
@@ -311,6 +317,8 @@ struct Request {
     params: LoopbackParams,
     start: Instant,
     intended: Duration,
+    /// The work the request drew, the same on every attempt.
+    work: Duration,
     index: u64,
     attempts: Arc<Mutex<Vec<AttemptRecord>>>,
 }
@@ -320,7 +328,13 @@ impl Request {
         let mut sent = self.intended;
         for attempt in 0..=self.params.retries {
             let outcome = tokio::time::timeout(self.params.client_timeout, async {
-                match self.client.get(self.uri.clone()).await {
+                let request = http::Request::get(self.uri.clone())
+                    .header(WORK_HEADER, self.work.as_nanos().to_string())
+                    .body(Empty::new());
+                let Ok(request) = request else {
+                    return Outcome::Failed;
+                };
+                match self.client.request(request).await {
                     Ok(response) => {
                         let status = response.status();
                         let body = response.into_body().collect().await;
@@ -372,7 +386,7 @@ impl Request {
 ///
 /// # Errors
 ///
-/// If it cannot bind a loopback port.
+/// If it cannot bind a loopback port, or the upstream completed no request in 2.5 s.
 pub async fn measure_capacity(shape: UpstreamShape) -> std::io::Result<f64> {
     let upstream = Upstream::start(shape).await?;
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
