@@ -1,8 +1,10 @@
-//! When an open-loop generator sends its requests: a scenario's offered load, evenly spaced or
-//! as a Poisson process (the loopback lab's generator; the simulation draws its own, interleaved
-//! with the work it draws).
+//! When each new request of a scenario arrives, and the work it brings: the one place both labs
+//! draw them, so that the simulation and the loopback lab's generator, given the same
+//! parameters, see the same requests at the same times.
 
+use crate::draws::WorkDistribution;
 use crate::params::{LabError, LabParams};
+use crate::record::nanos;
 use crate::scenario::Scenario;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -10,29 +12,37 @@ use rand_distr::{Distribution, Exp};
 use serde::Serialize;
 use std::time::Duration;
 
-/// The random stream of the gaps.
+/// The random stream of the arrivals and their work (retries draw their jitter from another).
 const ARRIVAL_STREAM: u64 = 1;
 
-/// The shortest gap: at a rate whose gap rounds to 0 ns, time still moves on.
-const MIN_GAP: Duration = Duration::from_nanos(1);
-
-/// How an open-loop generator spaces its requests.
+/// How new requests are spaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Spacing {
-    /// One every `1 / rate`: the same gaps every run.
+    /// One every `1 / rate` (at least 1 ns apart): the same gaps every run.
     Even,
-    /// Exponential gaps at the rate (a Poisson process, as real clients and the simulation
-    /// arrive), drawn from a seed.
+    /// Exponential gaps at the rate (a Poisson process, as the simulation's clients arrive).
     Poisson,
 }
 
-/// The times, from the start of a run, at which a generator sends each new request of a
-/// scenario: at `load x capacity` a second, as [`Scenario::load_at`] says, until the scenario's
-/// arrivals end.
+/// A new request: when it arrives, from the start of the run, and the work it brings (before
+/// any slowdown; the same on every attempt).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// When it arrives.
+    pub at: Duration,
+    /// How long it holds a worker.
+    pub work: Duration,
+}
+
+/// The new requests of a scenario: at `load x capacity` a second as [`Scenario::load_at`] says,
+/// until the scenario's arrivals end, each with its work drawn from the service-time
+/// distribution, from `params.seed`.
 ///
 /// With [`Spacing::Poisson`], a gap that would cross a change of load is drawn again from the
-/// change at the new rate (a Poisson process has no memory, so this is exact).
+/// change at the new rate (a Poisson process has no memory, so this is exact). Draws come in a
+/// fixed order (each arrival's gap, then its work), so the same parameters give the same
+/// requests, whoever draws them.
 ///
 /// # Examples
 ///
@@ -43,103 +53,90 @@ pub enum Spacing {
 ///
 /// // 8 workers x 10 ms: 800 a second, so 2x is 1,600 a second for 10 s (the quick mode's run).
 /// let params = LabParams::default().quick();
-/// let even: Vec<Duration> =
-///     Arrivals::new(&params, Scenario::Sweep { load: 2.0 }, Spacing::Even, 1)?.collect();
+/// let even: Vec<_> = Arrivals::new(&params, Scenario::Sweep { load: 2.0 }, Spacing::Even)?.collect();
 /// assert_eq!(even.len(), 16_000);
-/// assert_eq!(even[1], Duration::from_nanos(625_000));
+/// assert_eq!(even[1].at, Duration::from_nanos(625_000));
 ///
-/// let poisson: Vec<Duration> =
-///     Arrivals::new(&params, Scenario::Sweep { load: 2.0 }, Spacing::Poisson, 1)?.collect();
+/// let poisson: Vec<_> =
+///     Arrivals::new(&params, Scenario::Sweep { load: 2.0 }, Spacing::Poisson)?.collect();
 /// assert!((15_500..16_500).contains(&poisson.len()), "{}", poisson.len());
+/// let mean = poisson.iter().map(|a| a.work).sum::<Duration>() / poisson.len() as u32;
+/// assert!(mean > Duration::from_micros(9_700) && mean < Duration::from_micros(10_300));
 /// # Ok::<(), spillway_lab::LabError>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Arrivals {
     scenario: Scenario,
     capacity: f64,
     spacing: Spacing,
     rng: ChaCha8Rng,
-    /// The next arrival, or where the next gap is drawn from.
-    next: Option<Duration>,
-    end: Duration,
+    work: WorkDistribution,
+    /// The next arrival in ns, if it comes before the end.
+    next: Option<u64>,
+    end: u64,
 }
 
 impl Arrivals {
-    /// The arrivals of `scenario` on the service of `params` (its capacity and run lengths),
-    /// spaced by `spacing`, Poisson gaps drawn from `seed` (on another stream than a
-    /// [`ServiceSampler`](crate::ServiceSampler)'s of the same seed).
+    /// The arrivals of `scenario` on the service of `params` (its capacity, service times, run
+    /// lengths and seed), spaced by `spacing`.
     ///
     /// # Errors
     ///
     /// A [`LabError`] if the parameters or the scenario's load cannot be run.
-    pub fn new(
-        params: &LabParams,
-        scenario: Scenario,
-        spacing: Spacing,
-        seed: u64,
-    ) -> Result<Self, LabError> {
+    pub fn new(params: &LabParams, scenario: Scenario, spacing: Spacing) -> Result<Self, LabError> {
         params.validate()?;
         scenario.validate()?;
+        let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
+        rng.set_stream(ARRIVAL_STREAM);
         let mut arrivals = Self {
             scenario,
             capacity: params.capacity(),
             spacing,
-            rng: {
-                let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                // Not the stream a `ServiceSampler` of the same seed draws work from.
-                rng.set_stream(ARRIVAL_STREAM);
-                rng
-            },
+            rng,
+            work: WorkDistribution::new(params.service_time)?,
             next: None,
-            end: scenario.arrivals_end(params),
+            end: nanos(scenario.arrivals_end(params)),
         };
         arrivals.next = match spacing {
-            Spacing::Even => Some(Duration::ZERO),
-            Spacing::Poisson => arrivals.draw_after(Duration::ZERO),
+            Spacing::Even => Some(0),
+            Spacing::Poisson => arrivals.draw_after(0),
         };
         Ok(arrivals)
     }
 
-    /// The rate at `at`, in requests a second.
-    fn rate_at(&self, at: Duration) -> (f64, Option<Duration>) {
-        let (load, change) = self.scenario.load_at(at);
-        (load * self.capacity, change)
-    }
-
-    /// The first Poisson arrival after `from`, or `None` past the end.
-    fn draw_after(&mut self, mut from: Duration) -> Option<Duration> {
+    /// The first Poisson arrival after `from` (ns), or `None` past the end.
+    fn draw_after(&mut self, mut from: u64) -> Option<u64> {
         loop {
-            let (rate, change) = self.rate_at(from);
-            let gap = Exp::new(rate)
+            let (load, change) = self.scenario.load_at(Duration::from_nanos(from));
+            let gap = Exp::new(load * self.capacity / 1e9)
                 .map(|d| d.sample(&mut self.rng))
                 .unwrap_or(f64::INFINITY);
-            let at = Duration::try_from_secs_f64(gap)
-                .ok()
-                .and_then(|gap| from.checked_add(gap.max(MIN_GAP)));
-            match (at, change) {
-                (Some(at), Some(change)) if at >= change => from = change,
-                (None, Some(change)) => from = change,
-                (Some(at), _) if at < self.end => return Some(at),
-                _ => return None,
+            let at = from.saturating_add(gap.min(u64::MAX as f64 / 2.0) as u64);
+            match change.map(nanos) {
+                Some(change) if at >= change => from = change,
+                _ => return (at < self.end).then_some(at),
             }
         }
     }
 }
 
 impl Iterator for Arrivals {
-    type Item = Duration;
+    type Item = Arrival;
 
-    fn next(&mut self) -> Option<Duration> {
+    fn next(&mut self) -> Option<Arrival> {
         let at = self.next.filter(|&at| at < self.end)?;
+        let work = self.work.sample(&mut self.rng);
         self.next = match self.spacing {
             Spacing::Even => {
-                let (rate, _) = self.rate_at(at);
-                Duration::try_from_secs_f64(1.0 / rate)
-                    .ok()
-                    .and_then(|gap| at.checked_add(gap.max(MIN_GAP)))
+                let (load, _) = self.scenario.load_at(Duration::from_nanos(at));
+                let gap = (1e9 / (load * self.capacity)).min(u64::MAX as f64 / 2.0) as u64;
+                Some(at.saturating_add(gap.max(1)))
             }
             Spacing::Poisson => self.draw_after(at),
         };
-        Some(at)
+        Some(Arrival {
+            at: Duration::from_nanos(at),
+            work: Duration::from_nanos(work),
+        })
     }
 }

@@ -5,7 +5,7 @@
 //! [`ManualClock`] set to the event's time; an admitted attempt holds its entry until its work is
 //! done, so spillway records its RT and in-flight count as it would in a service.
 
-use crate::draws::WorkDistribution;
+use crate::arrivals::{Arrival, Arrivals, Spacing};
 use crate::events::{Agenda, Event};
 use crate::load_average::{LoadAverage, LOAD_PERIOD_NANOS};
 use crate::params::{LabError, LabParams, RetryPolicy};
@@ -14,7 +14,6 @@ use crate::scenario::Scenario;
 use crate::strategy::{Protection, Strategy, SENTINEL_LOAD_PER_CORE};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rand_distr::{Distribution, Exp};
 use spillway::system::SystemProbe;
 use spillway::{ManualClock, OwnedAdmission, OwnedEntry, OwnedPending, OwnedWaiting};
 use std::collections::VecDeque;
@@ -22,8 +21,7 @@ use std::time::Duration;
 
 /// Where the simulated clock starts (any time works; this one reads well in nanoseconds).
 const EPOCH_NANOS: u64 = 1_700_000_000_000_000_000;
-/// The random streams: arrivals and work (identical for every strategy), and retry jitter.
-const ARRIVAL_STREAM: u64 = 1;
+/// The random stream of retry jitter (arrivals and work draw from theirs: see [`Arrivals`]).
 const RETRY_STREAM: u64 = 2;
 /// How often the probe reads load1, as Sentinel's `SystemStatusListener` does.
 const PROBE_PERIOD_NANOS: u64 = 1_000_000_000;
@@ -52,9 +50,11 @@ pub(crate) struct Run<'p> {
     clock: ManualClock,
     protection: Protection,
     agenda: Agenda,
-    arrivals: ChaCha8Rng,
+    /// The requests to come (identical for every strategy).
+    arrivals: Arrivals,
+    /// The next of them, scheduled.
+    next_arrival: Option<Arrival>,
     jitter: ChaCha8Rng,
-    work: WorkDistribution,
     requests: Vec<Request>,
     attempts: Vec<Attempt>,
     /// Admitted attempts waiting for a worker, in order.
@@ -83,8 +83,7 @@ impl<'p> Run<'p> {
         scenario.validate()?;
         let clock = ManualClock::starting_at_nanos(EPOCH_NANOS);
         let protection = strategy.build(params, &clock)?;
-        let mut arrivals = ChaCha8Rng::seed_from_u64(params.seed);
-        arrivals.set_stream(ARRIVAL_STREAM);
+        let arrivals = Arrivals::new(params, scenario, Spacing::Poisson)?;
         let mut jitter = ChaCha8Rng::seed_from_u64(params.seed);
         jitter.set_stream(RETRY_STREAM);
         let workers = params.workers;
@@ -96,8 +95,8 @@ impl<'p> Run<'p> {
             protection,
             agenda: Agenda::default(),
             arrivals,
+            next_arrival: None,
             jitter,
-            work: WorkDistribution::new(params.service_time)?,
             requests: Vec::new(),
             attempts: Vec::new(),
             queue: VecDeque::new(),
@@ -114,7 +113,7 @@ impl<'p> Run<'p> {
 
     /// Runs until every client has its final answer, and measures.
     pub(crate) fn run(mut self) -> RunResult {
-        self.schedule_arrival(0);
+        self.schedule_arrival();
         self.agenda.schedule(0, Event::Tick);
         let mut end = 0;
         while let Some((at, event)) = self.agenda.pop() {
@@ -146,35 +145,21 @@ impl<'p> Run<'p> {
         .summarize()
     }
 
-    /// Schedules the first arrival after `from` at the scenario's rate (memoryless: where the
-    /// rate changes before the draw, draws again from the change).
-    fn schedule_arrival(&mut self, mut from: u64) {
-        let capacity = self.params.capacity();
-        loop {
-            let (load, change) = self.scenario.load_at(Duration::from_nanos(from));
-            let gap = Exp::new(load * capacity / 1e9)
-                .map(|d| d.sample(&mut self.arrivals))
-                .unwrap_or(f64::INFINITY);
-            let at = from.saturating_add(gap.min(u64::MAX as f64 / 2.0) as u64);
-            match change.map(nanos) {
-                Some(change) if at >= change => from = change,
-                _ => {
-                    if at < self.arrivals_end {
-                        self.agenda.schedule(at, Event::Arrival);
-                    }
-                    return;
-                }
-            }
+    /// Schedules the next request's arrival, if one comes.
+    fn schedule_arrival(&mut self) {
+        self.next_arrival = self.arrivals.next();
+        if let Some(next) = self.next_arrival {
+            self.agenda.schedule(nanos(next.at), Event::Arrival);
         }
     }
 
     fn arrive(&mut self, at: u64) {
-        let work = self.work.sample(&mut self.arrivals);
+        let work = self.next_arrival.map_or(0, |arrival| nanos(arrival.work));
         let request = u32::try_from(self.requests.len()).unwrap_or(u32::MAX);
         self.requests.push(Request { work, attempts: 0 });
         self.open_requests += 1;
         self.send(at, request);
-        self.schedule_arrival(at);
+        self.schedule_arrival();
     }
 
     fn send(&mut self, at: u64, request: u32) {

@@ -1,7 +1,7 @@
 //! The loopback generator's arrivals: each scenario's rate, evenly spaced or Poisson, the same
 //! for the same seed.
 
-use spillway_lab::arrivals::{Arrivals, Spacing};
+use spillway_lab::arrivals::{Arrival, Arrivals, Spacing};
 use spillway_lab::{LabParams, Scenario, ServiceTime};
 use std::time::Duration;
 
@@ -25,12 +25,17 @@ fn count(times: &[Duration], from: u64, to: u64) -> usize {
 fn a_spike_s_rates_hold_in_both_spacings() {
     let spike = Scenario::Spike { load: 0.5 };
     for spacing in [Spacing::Even, Spacing::Poisson] {
-        let times: Vec<Duration> = Arrivals::new(&params(), spike, spacing, 3)
+        let params = LabParams {
+            seed: 3,
+            ..params()
+        };
+        let times: Vec<Duration> = Arrivals::new(&params, spike, spacing)
             .unwrap()
+            .map(|arrival| arrival.at)
             .collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "{spacing:?}");
         assert!(
-            times.iter().all(|&t| t < spike.arrivals_end(&params())),
+            times.iter().all(|&t| t < spike.arrivals_end(&params)),
             "{spacing:?}"
         );
         // 100 a second for 10 s, 1,000 a second for 10 s, then 100 a second for 20 s: a
@@ -55,17 +60,20 @@ fn a_spike_s_rates_hold_in_both_spacings() {
 #[test]
 fn the_same_seed_gives_the_same_arrivals() {
     let sweep = Scenario::Sweep { load: 3.0 };
-    let draw = |seed| -> Vec<Duration> {
-        Arrivals::new(&params(), sweep, Spacing::Poisson, seed)
+    let draw = |seed| -> Vec<Arrival> {
+        let params = LabParams { seed, ..params() };
+        Arrivals::new(&params, sweep, Spacing::Poisson)
             .unwrap()
             .collect()
     };
     assert_eq!(draw(5), draw(5));
     assert_ne!(draw(5), draw(6));
-    // Even spacing does not draw.
+    // Even spacing draws the work only.
     let even = |seed| -> Vec<Duration> {
-        Arrivals::new(&params(), sweep, Spacing::Even, seed)
+        let params = LabParams { seed, ..params() };
+        Arrivals::new(&params, sweep, Spacing::Even)
             .unwrap()
+            .map(|arrival| arrival.at)
             .collect()
     };
     assert_eq!(even(5), even(6));
@@ -73,18 +81,13 @@ fn the_same_seed_gives_the_same_arrivals() {
 
 #[test]
 fn bad_parameters_are_named() {
-    let err = Arrivals::new(
-        &params(),
-        Scenario::Sweep { load: 0.0 },
-        Spacing::Poisson,
-        1,
-    )
-    .unwrap_err();
+    let err =
+        Arrivals::new(&params(), Scenario::Sweep { load: 0.0 }, Spacing::Poisson).unwrap_err();
     assert_eq!(err.field(), "load");
     let bad = LabParams {
         workers: 0,
         ..params()
     };
-    let err = Arrivals::new(&bad, Scenario::Sweep { load: 1.0 }, Spacing::Even, 1).unwrap_err();
+    let err = Arrivals::new(&bad, Scenario::Sweep { load: 1.0 }, Spacing::Even).unwrap_err();
     assert_eq!(err.field(), "workers");
 }

@@ -184,11 +184,12 @@ pub async fn run_point(
 ) -> Result<RunResult, Box<dyn std::error::Error + Send + Sync>> {
     scenario.validate()?;
     let lab = params.lab_params();
-    // Checked before anything starts: the arrivals validate the parameters.
-    let arrivals = Arrivals::new(&lab, scenario, params.spacing, params.upstream.seed)?;
-    // Each request's work, drawn in arrival order and sent with each of its attempts.
-    let mut works =
-        spillway_lab::ServiceSampler::new(params.upstream.service, params.upstream.seed)?;
+    // The simulated twin's requests (checked before anything starts): the same times, and the
+    // same work scaled from the twin's mean (what a request holds a worker for, the timer's
+    // overhead included) to the upstream's (which the timer adds to).
+    let arrivals = Arrivals::new(&lab, scenario, params.spacing)?;
+    let scale = params.upstream.service.mean().as_secs_f64()
+        / lab.service_time.mean().as_secs_f64().max(f64::MIN_POSITIVE);
     let upstream = Arc::new(Upstream::start(params.upstream).await?);
     let config = crate::checked::parse(
         &config_text(
@@ -261,8 +262,8 @@ pub async fn run_point(
     // The generator: each request on its own task, sent at its time whatever became of those
     // before it.
     let mut clients = tokio::task::JoinSet::new();
-    for (index, next) in (0u64..).zip(arrivals) {
-        let work = works.next_time();
+    for (index, arrival) in (0u64..).zip(arrivals) {
+        let (next, work) = (arrival.at, arrival.work.mul_f64(scale));
         tokio::time::sleep_until(start + next).await;
         if outstanding.load(Ordering::Relaxed) >= params.max_outstanding {
             skipped.fetch_add(1, Ordering::Relaxed);
