@@ -11,7 +11,9 @@
 //!
 //! - [`TokioClock`]: a [`spillway::Clock`] on tokio's time, so that
 //!   `#[tokio::test(start_paused = true)]` drives spillway's statistics and its waits together.
-//! - [`acquire`]: Guava's `acquire` for a [`spillway::RateLimiter`], awaited.
+//! - [`acquire`]: Guava's `acquire` for a [`spillway::RateLimiter`], awaited; and
+//!   [`try_acquire_within`], Guava's `tryAcquire` with a timeout, refusing at once when the
+//!   wait would be longer.
 //! - [`enter`]: an entry that a pacing flow rule may queue, awaited.
 //! - [`acquire_active`]: a slot of a Dubbo `actives` limit, awaited up to a timeout.
 //! - [`LimitedListener`]: Dubbo's `accepts`, a cap on open accepted connections that pauses or
@@ -33,6 +35,13 @@
 //! # }
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The crate's README (the one crates.io shows), compiled as doctests.
+#[cfg(all(doctest, feature = "axum"))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 mod accepts;
 mod active;
 mod clock;
@@ -48,8 +57,10 @@ pub use accepts::{
 pub use active::acquire_active;
 pub use clock::TokioClock;
 pub use entry::{admit_owned, enter};
+#[allow(deprecated)]
+pub use protect::Spillway;
 pub use protect::{
-    grpc_resource_exhausted, too_many_requests, ResponseBody, ResponseFuture, Spillway,
-    SpillwayLayer,
+    grpc_resource_exhausted, too_many_requests, ResponseBody, ResponseFuture, SpillwayLayer,
+    SpillwayService,
 };
-pub use rate_limiter::acquire;
+pub use rate_limiter::{acquire, try_acquire_within};

@@ -1,7 +1,7 @@
 //! tower middleware: one layer puts a service's requests through spillway.
 //!
 //! [`SpillwayLayer`] wraps any `Service<http::Request<B>>` (an axum router, a tonic server, a
-//! hyper service) in [`Spillway`]: every request enters a spillway resource in `call`, waits
+//! hyper service) in [`SpillwayService`]: every request enters a spillway resource in `call`, waits
 //! on a tokio timer if a pacing rule queues it (in the [`ResponseFuture`], never in
 //! `poll_ready`), and is refused with a ready response if a check blocks it. The entry is held
 //! by the response body ([`ResponseBody`]) until the body ends or is dropped, so a streaming
@@ -60,6 +60,8 @@ pub use body::ResponseBody;
 pub use future::ResponseFuture;
 pub use layer::SpillwayLayer;
 pub use missing::{MissingKey, OnMissingKey};
+#[allow(deprecated)]
 pub use service::Spillway;
+pub use service::SpillwayService;
 pub use shadow::{ShadowBlock, ShadowRefusal};
 pub use verdict::Verdict;

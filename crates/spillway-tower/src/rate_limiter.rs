@@ -42,6 +42,56 @@ pub async fn acquire(limiter: &RateLimiter, permits: u32) -> Result<Duration, Ra
     Ok(wait)
 }
 
+/// Guava's `tryAcquire(permits, timeout)`, awaited: reserves `permits` only if they can be had
+/// within `timeout` and awaits them on a tokio timer, returning the time waited; `None` at once,
+/// with nothing reserved and no time spent, if the wait would be longer. (Wrapping
+/// [`acquire`] in `tokio::time::timeout` instead waits the whole timeout out before it gives
+/// up, and holds a reservation meanwhile.)
+///
+/// Cancellation-safe as [`acquire`] is.
+///
+/// # Errors
+///
+/// If `permits` is 0.
+///
+/// # Examples
+///
+/// ```
+/// use spillway::RateLimiter;
+/// use spillway_tower::{try_acquire_within, TokioClock};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), spillway::RateLimiterError> {
+/// let limiter = RateLimiter::bursty_with_clock(2.0, TokioClock::new())?;
+/// let start = tokio::time::Instant::now();
+/// assert_eq!(try_acquire_within(&limiter, 1, Duration::ZERO).await?, Some(Duration::ZERO));
+/// // The next permit is 500 ms away: refused at once within 100 ms...
+/// assert_eq!(try_acquire_within(&limiter, 1, Duration::from_millis(100)).await?, None);
+/// assert_eq!(start.elapsed(), Duration::ZERO);
+/// // ...and waited for within a second.
+/// let waited = try_acquire_within(&limiter, 1, Duration::from_secs(1)).await?;
+/// assert_eq!(waited, Some(Duration::from_millis(500)));
+/// # Ok(())
+/// # }
+/// ```
+pub async fn try_acquire_within(
+    limiter: &RateLimiter,
+    permits: u32,
+    timeout: Duration,
+) -> Result<Option<Duration>, RateLimiterError> {
+    let Some(reservation) = limiter.try_reserve_cancellable(permits, timeout)? else {
+        return Ok(None);
+    };
+    let wait = reservation.wait();
+    let guard = CancelOnDrop(Some(reservation));
+    if !wait.is_zero() {
+        tokio::time::sleep(wait).await;
+    }
+    guard.keep();
+    Ok(Some(wait))
+}
+
 /// Gives a reservation back unless [`keep`](Self::keep) was called.
 struct CancelOnDrop<'a>(Option<Reservation<'a>>);
 

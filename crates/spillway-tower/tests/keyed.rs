@@ -98,3 +98,49 @@ async fn each_key_source_limits_its_own_keys() {
     tokio::time::advance(std::time::Duration::from_millis(1_001)).await;
     assert_eq!(passed(&app, "/search", "1.1.1.1", &[], 6).await, 4);
 }
+
+/// A `tracing` writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A per-IP limit behind a server that hands the layer no address limits nothing, as
+/// `on_missing_key` says by default, but not silently: the first such request logs a warning,
+/// once.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_per_ip_key_with_no_peer_address_warns_once() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let spillway = spillway::Spillway::new_with_clock(TokioClock::new());
+    spillway
+        .load_keyed_rules(vec![KeyedRule::qps("per-client", "GET /search", 2.0)])
+        .unwrap();
+    let app = app(&spillway);
+    let mut passed = 0;
+    for _ in 0..5 {
+        let request = Request::get("/search").body(Body::empty()).unwrap();
+        if app.clone().oneshot(request).await.unwrap().status() == StatusCode::OK {
+            passed += 1;
+        }
+    }
+    assert_eq!(passed, 5, "no address, no key: the default lets them pass");
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert_eq!(log.matches("WARN").count(), 1, "{log}");
+    assert!(log.contains("no peer address"), "{log}");
+    assert!(log.contains("into_make_service_with_connect_info"), "{log}");
+}

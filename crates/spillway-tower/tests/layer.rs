@@ -180,7 +180,7 @@ async fn clones_share_one_limit_across_connections() {
     assert_eq!(blocked.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(
         header(blocked.headers(), "ratelimit-policy"),
-        r#""one";q=1"#
+        r#""one";q=1;qu="concurrent-requests""#
     );
     assert_eq!(slow.await.unwrap(), StatusCode::OK);
     assert_eq!(status(&app, "/slow").await, StatusCode::OK);

@@ -122,6 +122,9 @@ struct Rare {
     resource: Option<Box<str>>,
     /// As `retry_after`.
     waited: u64,
+    /// The refusal is not a client's quota though its kind may be one (a Dubbo limit whose
+    /// table of keys is full): it advertises none.
+    no_quota: bool,
 }
 
 /// A `BlockError`'s resource number when the name is in `rare`, or rule number when no rule
@@ -170,6 +173,7 @@ impl BlockError {
             rare: Some(Box::new(Rare {
                 resource: Some(resource.into().into_boxed_str()),
                 waited: NONE,
+                no_quota: false,
             })),
             ..Self::new(kind, NOT_INTERNED, observed, threshold)
         }
@@ -231,14 +235,30 @@ impl BlockError {
     }
 
     pub(crate) fn with_waited(mut self, waited: Duration) -> Self {
-        let rare = self.rare.get_or_insert_with(|| {
+        self.rare_mut().waited = compact(waited);
+        self
+    }
+
+    /// Marks a refusal of a kind that is usually a client's quota as not one (a table of keys
+    /// that is full): [`Spillway::refusal_quota`](crate::Spillway::refusal_quota) gives none.
+    pub(crate) fn without_quota(mut self) -> Self {
+        self.rare_mut().no_quota = true;
+        self
+    }
+
+    /// Whether the refusal may advertise a quota (see [`without_quota`](Self::without_quota)).
+    pub(crate) fn may_advertise_quota(&self) -> bool {
+        !self.rare.as_ref().is_some_and(|rare| rare.no_quota)
+    }
+
+    fn rare_mut(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(|| {
             Box::new(Rare {
                 resource: None,
                 waited: NONE,
+                no_quota: false,
             })
-        });
-        rare.waited = compact(waited);
-        self
+        })
     }
 
     fn resource_number(&self) -> u32 {
@@ -302,7 +322,8 @@ impl fmt::Display for BlockError {
         write!(
             f,
             ": observed {} against threshold {}",
-            self.observed, self.threshold
+            Rounded(self.observed),
+            Rounded(self.threshold)
         )?;
         if let Some(waited) = self.waited() {
             write!(f, " after waiting {waited:?}")?;
@@ -311,6 +332,23 @@ impl fmt::Display for BlockError {
             write!(f, ", retry after {after:?}")?;
         }
         Ok(())
+    }
+}
+
+/// A number as a refusal's text shows it: whole numbers as they are, others to two decimals
+/// (a warm-up's threshold of 10 / 3 reads `3.33`, not `3.3333333333333335`).
+struct Rounded(f64);
+
+impl fmt::Display for Rounded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let value = self.0;
+        if !value.is_finite() || value.fract() == 0.0 {
+            return write!(f, "{value}");
+        }
+        let text = format!("{value:.2}");
+        let text = text.trim_end_matches('0').trim_end_matches('.');
+        // A value that rounds to zero keeps its sign out of the text.
+        f.write_str(if text == "-0" { "0" } else { text })
     }
 }
 
@@ -367,6 +405,29 @@ mod tests {
         assert_eq!(
             owned.to_string(),
             "127.0.0.1:80 blocked by accepts: observed 1 against threshold 1 after waiting 1s"
+        );
+    }
+
+    #[test]
+    fn numbers_in_the_text_are_rounded_to_two_decimals() {
+        let text = |observed, threshold| {
+            BlockError::custom(BlockKind::Flow, "r", observed, threshold).to_string()
+        };
+        assert_eq!(
+            text(3.0, 10.0 / 3.0),
+            "r blocked by flow: observed 3 against threshold 3.33"
+        );
+        assert_eq!(
+            text(0.5, 2.0 / 3.0),
+            "r blocked by flow: observed 0.5 against threshold 0.67"
+        );
+        assert_eq!(
+            text(1e20, -0.001),
+            "r blocked by flow: observed 100000000000000000000 against threshold 0"
+        );
+        assert_eq!(
+            text(f64::INFINITY, 2.999),
+            "r blocked by flow: observed inf against threshold 3"
         );
     }
 }

@@ -160,6 +160,7 @@ pub mod keyed;
 mod kinds;
 #[cfg(feature = "serde")]
 mod no_fields;
+mod quota;
 pub mod rate_limiter;
 mod registry;
 mod resource;
@@ -176,12 +177,18 @@ pub mod system;
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
 
+/// The crate's own README (the one crates.io shows), compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct CrateReadmeDoctests;
+
 pub use block::{BlockError, BlockKind};
 pub use clock::{Clock, CoarseClock, ManualClock, StdClock, SystemClock, DEFAULT_COARSE_TICK};
 pub use entry::{
     Admission, Entry, EntryBuilder, OwnedAdmission, OwnedEntry, OwnedPending, OwnedWaiting,
     Pending, TrafficType, Waiting,
 };
+pub use quota::{Quota, QuotaUnit};
 pub use rate_limiter::{RateLimiter, RateLimiterError, Reservation};
 pub use registry::{OverflowPolicy, DEFAULT_MAX_RESOURCES, OVERFLOW_RESOURCE};
 pub use resource::{Resource, OVERFLOW_ORIGIN};

@@ -395,6 +395,48 @@ impl RateLimiter {
         })
     }
 
+    /// [`try_reserve`](Self::try_reserve), returning a [`Reservation`] that can be given back as
+    /// [`reserve_cancellable`](Self::reserve_cancellable)'s can: reserves only if the permits
+    /// can be had within `timeout` (`None`, nothing reserved, if not). What an async
+    /// "acquire within a timeout" that may be dropped while it waits needs.
+    ///
+    /// # Errors
+    ///
+    /// If `permits` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::{ManualClock, RateLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = RateLimiter::bursty_with_clock(5.0, ManualClock::new())?;
+    /// limiter.reserve(1)?; // free; the next caller owes 200 ms
+    /// assert!(limiter.try_reserve_cancellable(1, Duration::from_millis(100))?.is_none());
+    /// let reservation = limiter.try_reserve_cancellable(1, Duration::from_millis(200))?.unwrap();
+    /// assert_eq!(reservation.wait(), Duration::from_millis(200));
+    /// assert!(reservation.cancel()); // given back: the next caller owes 200 ms again
+    /// assert_eq!(limiter.reserve(1)?, Duration::from_millis(200));
+    /// # Ok::<(), spillway::RateLimiterError>(())
+    /// ```
+    pub fn try_reserve_cancellable(
+        &self,
+        permits: u32,
+        timeout: Duration,
+    ) -> Result<Option<Reservation<'_>>, RateLimiterError> {
+        check_permits(permits)?;
+        let now = self.now_micros();
+        let timeout_micros = duration_micros(timeout);
+        Ok(self
+            .schedule
+            .try_reserve_with_undo(permits, now, timeout_micros)
+            .map(|(moment, undo)| Reservation {
+                limiter: self,
+                wait: micros(moment - now),
+                undo,
+            }))
+    }
+
     // === Rate ===
 
     /// Changes the rate. The schedule already reserved stands (the next caller still pays the

@@ -23,6 +23,7 @@ mod breaker;
 mod builder;
 mod cluster;
 mod keyed;
+mod quota;
 
 pub use builder::SpillwayBuilder;
 

@@ -218,13 +218,14 @@ fn an_entry_that_waited_counts_one_pass_and_its_rt_from_its_start() {
     drop(second);
     let stats = spillway.resource("r").unwrap().stats();
     assert_eq!((stats.total_pass, stats.total_block), (2, 0));
-    // Its sample is its own 10 ms, not the 40 ms it waited: the latest RT, which a refusal
-    // hints at.
+    // Its sample is its own 10 ms, not the 40 ms it waited.
     let state = spillway.adaptive_state("r-adaptive").unwrap();
     assert_eq!(state.samples, 2);
+    assert_eq!(state.estimates.latest, Some(Duration::from_millis(10)));
+    // A refusal says nothing of when to retry: a place frees when a call ends.
     let _third = ready(spillway.entry("r").try_enter());
     let err = spillway.entry("r").enter().unwrap_err();
-    assert_eq!(err.retry_after(), Some(Duration::from_millis(10)));
+    assert_eq!(err.retry_after(), None);
 }
 
 #[test]

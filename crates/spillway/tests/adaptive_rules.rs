@@ -35,17 +35,18 @@ fn a_refusal_names_the_rule_its_limit_and_the_calls_in_flight() {
         (err.rule_id(), err.observed(), err.threshold()),
         (Some("r-adaptive"), 2.0, 2.0)
     );
-    assert_eq!(err.retry_after(), None, "no RT measured yet");
+    assert_eq!(err.retry_after(), None, "a place frees when a call ends");
     // The exit is a sample: 30 ms, with the limit in use, so AIMD grows by one.
     clock.advance_millis(30);
     drop(first);
     let state = spillway.adaptive_state("r-adaptive").unwrap();
     assert_eq!((state.samples, state.limit, state.in_flight), (1, 3, 1));
-    // Refusals now hint at the latest RT.
+    // Refusals still name no time to retry after, though an RT was measured: the next place
+    // frees when a call ends, not after an RT.
     let _third = spillway.entry("r").enter().unwrap();
     let _fourth = spillway.entry("r").enter().unwrap();
     let err = spillway.entry("r").enter().unwrap_err();
-    assert_eq!(err.retry_after(), Some(Duration::from_millis(30)));
+    assert_eq!(err.retry_after(), None);
     // The resource's statistics count the refusals.
     assert_eq!(spillway.resource("r").unwrap().stats().total_block, 2);
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! Limits (tps, executes, actives, strict cluster rules)
-//!   -> spillway_tower::Spillway (resource, origin, keys; rules, waits, shadow mode)
+//!   -> spillway_tower::SpillwayService (resource, origin, keys; rules, waits, shadow mode)
 //!     -> Forwarder (counts the admission, sends to the upstream)
 //! ```
 
@@ -61,7 +61,7 @@ pub(crate) struct RouteSpec<'a> {
 }
 
 /// A route's stack.
-pub(crate) type RouteService = Limits<spillway_tower::Spillway<Forwarder>>;
+pub(crate) type RouteService = Limits<spillway_tower::SpillwayService<Forwarder>>;
 
 /// The body of a response through a route's stack.
 pub(crate) type StackBody = LimitsBody<ResponseBody<ForwardBody>>;

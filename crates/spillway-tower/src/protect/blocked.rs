@@ -11,8 +11,7 @@ const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, Response, StatusCode};
-use spillway::flow::Grade;
-use spillway::{BlockError, BlockKind};
+use spillway::{BlockError, Quota};
 use std::time::Duration;
 
 /// Marks the response of a request the layer refused (whatever
@@ -67,11 +66,15 @@ fn ceil_secs(after: Duration) -> u64 {
 
 /// HTTP 429 Too Many Requests for `err`, with the error's text as a plain-text body and:
 ///
-/// - `Retry-After` (whole seconds, rounded up) when the check knows when to retry;
-/// - for a flow rule, the IETF `RateLimit-Policy` and `RateLimit` fields
-///   (draft-ietf-httpapi-ratelimit-headers): the policy is named after the rule, its quota `q`
-///   is the rule's count (rounded down), its window `w` is one second for a QPS rule (none for
-///   a concurrency rule); the remaining quota `r` is 0 and `t` is the `Retry-After` value.
+/// - `Retry-After` (whole seconds, rounded up) when the check knows when to retry: not for a
+///   concurrency or adaptive limit, where a place frees when a call ends, whenever that is;
+/// - the IETF `RateLimit-Policy` and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers-10)
+///   where the refusal is a client's quota ([`Spillway::refusal_quota`](spillway::Spillway::refusal_quota)
+///   says which and what): the policy is named after the rule (a Structured Field String), `q` is
+///   what the rule allows now in whole requests (a warm-up's current allowance),
+///   `qu="concurrent-requests"` for a limit of calls in flight, `w` its window in whole seconds
+///   when it has one; `RateLimit` gives the remaining quota `r=0` and, when `Retry-After` is
+///   sent, `t` with the same value (`Retry-After` never earlier than `t`).
 ///
 /// # Examples
 ///
@@ -81,13 +84,27 @@ fn ceil_secs(after: Duration) -> u64 {
 /// use spillway_tower::too_many_requests;
 ///
 /// let spillway = Spillway::new_with_clock(ManualClock::new());
-/// spillway.load_flow_rules(vec![FlowRule::qps("search", "GET /search", 0.0)])?;
+/// spillway.load_flow_rules(vec![
+///     FlowRule::qps("search", "GET /search", 0.0),
+///     FlowRule::concurrency("one-upload", "POST /upload", 1.0),
+/// ])?;
 /// let err = spillway.entry("GET /search").enter().unwrap_err();
 /// let response = too_many_requests(&err, &spillway);
 /// assert_eq!(response.status(), 429);
 /// assert_eq!(response.headers()["ratelimit-policy"], r#""search";q=0;w=1"#);
 /// assert_eq!(response.headers()["ratelimit"], r#""search";r=0;t=1"#);
 /// assert_eq!(response.headers()["retry-after"], "1");
+///
+/// // A concurrency limit cannot say when a place frees: no `Retry-After`, no `t`.
+/// let _upload = spillway.entry("POST /upload").enter().unwrap();
+/// let err = spillway.entry("POST /upload").enter().unwrap_err();
+/// let response = too_many_requests(&err, &spillway);
+/// assert_eq!(
+///     response.headers()["ratelimit-policy"],
+///     r#""one-upload";q=1;qu="concurrent-requests""#
+/// );
+/// assert_eq!(response.headers()["ratelimit"], r#""one-upload";r=0"#);
+/// assert!(response.headers().get("retry-after").is_none());
 /// # Ok::<(), spillway::flow::FlowRuleError>(())
 /// ```
 pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Response<Bytes> {
@@ -104,38 +121,48 @@ pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Res
     );
     let retry = err.retry_after().map(ceil_secs);
     if let Some(secs) = retry {
-        headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        headers.insert(RETRY_AFTER, HeaderValue::from(secs.min(SF_INTEGER_MAX)));
     }
-    if err.kind() == BlockKind::Flow {
-        let rule = err
-            .rule_id()
-            .and_then(|id| spillway.with_flow_rule(id, |rule| (rule.grade, rule.count)));
-        if let (Some((grade, count)), Some(id)) = (rule, err.rule_id()) {
-            // Each field is written into one buffer that becomes the header value as it is (no
-            // `format!`, no copy): a refusal under overload is the common response.
-            let mut policy = String::with_capacity(id.len() + 32);
-            push_sf_string(&mut policy, id);
-            let mut state = policy.clone();
-            policy.push_str(";q=");
-            policy.push_str(itoa::Buffer::new().format(count.floor() as u64));
-            if grade == Grade::Qps {
-                policy.push_str(";w=1");
-            }
-            state.push_str(";r=0");
-            if let Some(secs) = retry {
-                state.push_str(";t=");
-                state.push_str(itoa::Buffer::new().format(secs));
-            }
-            if let (Ok(policy), Ok(state)) = (
-                HeaderValue::from_maybe_shared(Bytes::from(policy)),
-                HeaderValue::from_maybe_shared(Bytes::from(state)),
-            ) {
-                headers.insert(RATELIMIT_POLICY, policy);
-                headers.insert(RATELIMIT, state);
-            }
+    if let Some(quota) = spillway.refusal_quota(err) {
+        let (policy, state) = ratelimit_fields(&quota, retry);
+        if let (Ok(policy), Ok(state)) = (
+            HeaderValue::from_maybe_shared(Bytes::from(policy)),
+            HeaderValue::from_maybe_shared(Bytes::from(state)),
+        ) {
+            headers.insert(RATELIMIT_POLICY, policy);
+            headers.insert(RATELIMIT, state);
         }
     }
     response
+}
+
+/// The largest Structured Field Integer (RFC 9651: at most 15 digits).
+const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
+
+/// The `RateLimit-Policy` and `RateLimit` values of `quota`, with `t` when a retry time is known.
+/// Each is written into one buffer that becomes the header value as it is: a refusal under
+/// overload is the common response.
+fn ratelimit_fields(quota: &Quota, retry_secs: Option<u64>) -> (String, String) {
+    let integer = |out: &mut String, key: &str, value: u64| {
+        out.push_str(key);
+        out.push_str(itoa::Buffer::new().format(value.min(SF_INTEGER_MAX)));
+    };
+    let mut policy = String::with_capacity(quota.policy.len() + 48);
+    push_sf_string(&mut policy, &quota.policy);
+    let mut state = policy.clone();
+    integer(&mut policy, ";q=", quota.quota);
+    if let Some(unit) = quota.unit.as_qu() {
+        policy.push_str(";qu=");
+        push_sf_string(&mut policy, unit);
+    }
+    if let Some(window) = quota.window {
+        integer(&mut policy, ";w=", window.as_secs());
+    }
+    integer(&mut state, ";r=", quota.remaining);
+    if let Some(secs) = retry_secs {
+        integer(&mut state, ";t=", secs);
+    }
+    (policy, state)
 }
 
 /// Appends `value` as a structured-field string (RFC 8941): quoted, with `"` and `\` escaped
@@ -229,10 +256,14 @@ mod tests {
         let err = spillway.entry("busy").enter().unwrap_err();
         let response = too_many_requests(&err, &spillway);
         let headers = response.headers();
-        // A concurrency rule has no window.
-        assert_eq!(headers["ratelimit-policy"], r#""one-at-a-time";q=1"#);
-        assert_eq!(headers["ratelimit"], r#""one-at-a-time";r=0;t=1"#);
-        assert_eq!(headers[RETRY_AFTER], "1");
+        // A concurrency rule has no window, counts calls in flight, and cannot say when a
+        // place frees.
+        assert_eq!(
+            headers["ratelimit-policy"],
+            r#""one-at-a-time";q=1;qu="concurrent-requests""#
+        );
+        assert_eq!(headers["ratelimit"], r#""one-at-a-time";r=0"#);
+        assert!(headers.get(RETRY_AFTER).is_none());
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     }
 }

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 pin_project! {
-    /// The body of a response through [`Spillway`](super::Spillway): the service's body, which
+    /// The body of a response through [`SpillwayService`](super::SpillwayService): the service's body, which
     /// holds the request's spillway entry until it ends (or is dropped), or the body of a
     /// blocked request's response.
     pub struct ResponseBody<B> {

@@ -16,7 +16,7 @@ use std::task::{ready, Context, Poll};
 use tower::Service;
 
 pin_project! {
-    /// The response future of [`Spillway`](super::Spillway): waits out a pacing rule on a
+    /// The response future of [`SpillwayService`](super::SpillwayService): waits out a pacing rule on a
     /// tokio timer if the request was queued, or for a place in a full adaptive limit's queue
     /// (refused with the blocked response after the queue's timeout), or for a cluster lease's
     /// refill, then runs the inner service's future; or is the ready response of a refused

@@ -1,7 +1,7 @@
 use super::blocked::default_blocked;
 use super::config::{Config, KeyReader, Selector};
 use super::missing::OnMissingKey;
-use super::service::Spillway;
+use super::service::SpillwayService;
 use bytes::Bytes;
 use http::{request, HeaderMap, Response, StatusCode};
 use spillway::{BlockError, TrafficType};
@@ -83,15 +83,46 @@ impl SpillwayLayer {
     }
 
     /// Names each request's resource by its method and axum's matched route template, as in
-    /// `GET /users/{id}`; requests no route matched enter `<METHOD> unmatched`.
+    /// `GET /users/{id}`; requests no route matched enter `<METHOD> unmatched`. A `HEAD`
+    /// request enters its route's `GET` resource (axum answers it with the `GET` handler, so it
+    /// costs what a `GET` costs, and a limit on `GET /search` holds for both).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use axum::{routing::get, Router};
+    /// use spillway::flow::FlowRule;
+    /// use spillway_tower::SpillwayLayer;
+    /// use tower::ServiceExt;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let spillway = spillway::Spillway::new();
+    /// spillway.load_flow_rules(vec![FlowRule::qps("search", "GET /search", 1.0)])?;
+    /// let app = Router::new()
+    ///     .route("/search", get(|| async { "results" }))
+    ///     .layer(SpillwayLayer::new(spillway).by_route());
+    /// let head = || http::Request::head("/search").body(axum::body::Body::empty()).unwrap();
+    /// assert_eq!(app.clone().oneshot(head()).await?.status(), 200);
+    /// // The HEAD counted against `GET /search`: the next one is refused.
+    /// assert_eq!(app.oneshot(head()).await?.status(), 429);
+    /// # Ok(())
+    /// # }
+    /// ```
     #[cfg(feature = "axum")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
     pub fn by_route(self) -> Self {
         self.resource(|parts| {
             let route = parts
                 .extensions
                 .get::<axum::extract::MatchedPath>()
                 .map_or("unmatched", |path| path.as_str());
-            format!("{} {route}", parts.method)
+            let method = if parts.method == http::Method::HEAD {
+                &http::Method::GET
+            } else {
+                &parts.method
+            };
+            format!("{method} {route}")
         })
     }
 
@@ -223,6 +254,12 @@ impl SpillwayLayer {
     /// address their forwarding header names that is not (`X-Forwarded-For` for a list of
     /// addresses; see [`TrustedProxies`](crate::keys::TrustedProxies) for `Forwarded`).
     ///
+    /// A request with no peer address has no key: the first such request logs a warning (a
+    /// `tracing` event at `WARN`), since a server that never hands the layer the address (a
+    /// plain `axum::serve(listener, app)`, without `into_make_service_with_connect_info`)
+    /// would otherwise leave every request unlimited by the key's rules without a word. Say
+    /// what such requests get with [`on_missing_key`](Self::on_missing_key).
+    ///
     /// # Examples
     ///
     /// ```
@@ -238,8 +275,21 @@ impl SpillwayLayer {
         trusted: impl Into<crate::keys::TrustedProxies>,
     ) -> Self {
         let trusted = trusted.into();
+        let warned = std::sync::atomic::AtomicBool::new(false);
         self.named_key(position, "peer_ip", move |parts| {
-            let peer = peer_addr(parts)?;
+            let Some(peer) = peer_addr(parts) else {
+                // Relaxed: a flag for one log line, nothing else depends on it.
+                if !warned.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::warn!(
+                        position,
+                        "spillway: a request reached a per-IP key with no peer address: \
+                         give the layer a PeerAddr extension, or serve axum with \
+                         into_make_service_with_connect_info; until then requests without \
+                         one get what on_missing_key says (by default they pass unlimited)"
+                    );
+                }
+                return None;
+            };
             Some(trusted.client_ip(peer.ip(), &parts.headers).to_string())
         })
     }
@@ -247,6 +297,7 @@ impl SpillwayLayer {
     /// The key at `position` is the `{name}` segment of axum's matched route template
     /// (`/users/{id}`), as the request spells it.
     #[cfg(feature = "axum")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
     pub fn key_path(self, position: usize, name: &'static str) -> Self {
         self.named_key(position, format!("path:{name}"), move |parts| {
             let template = parts.extensions.get::<axum::extract::MatchedPath>()?;
@@ -351,10 +402,10 @@ impl SpillwayLayer {
 }
 
 impl<S> Layer<S> for SpillwayLayer {
-    type Service = Spillway<S>;
+    type Service = SpillwayService<S>;
 
-    fn layer(&self, inner: S) -> Spillway<S> {
-        Spillway::new(inner, self.config.clone())
+    fn layer(&self, inner: S) -> SpillwayService<S> {
+        SpillwayService::new(inner, self.config.clone())
     }
 }
 

@@ -10,16 +10,25 @@ use std::task::{Context, Poll};
 use tower::Service;
 
 /// A service whose requests go through spillway (made by [`SpillwayLayer`](super::SpillwayLayer)).
+/// It was called `Spillway`, the name of the core's [`spillway::Spillway`]; that name stays as a
+/// deprecated alias.
 ///
 /// `poll_ready` is the inner service's; the spillway entry is taken in `call`, so an idle
 /// connection holds nothing. Clones share the spillway and its limits.
 #[derive(Clone)]
-pub struct Spillway<S> {
+pub struct SpillwayService<S> {
     inner: S,
     config: Arc<Config>,
 }
 
-impl<S> Spillway<S> {
+/// The former name of [`SpillwayService`].
+#[deprecated(
+    since = "0.1.1",
+    note = "renamed `SpillwayService` (`Spillway` is the core's engine)"
+)]
+pub type Spillway<S> = SpillwayService<S>;
+
+impl<S> SpillwayService<S> {
     pub(super) fn new(inner: S, config: Arc<Config>) -> Self {
         Self { inner, config }
     }
@@ -40,7 +49,7 @@ impl<S> Spillway<S> {
     }
 }
 
-impl<S, ReqB, ResB> Service<Request<ReqB>> for Spillway<S>
+impl<S, ReqB, ResB> Service<Request<ReqB>> for SpillwayService<S>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
 {
@@ -75,9 +84,9 @@ where
     }
 }
 
-impl<S: fmt::Debug> fmt::Debug for Spillway<S> {
+impl<S: fmt::Debug> fmt::Debug for SpillwayService<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Spillway")
+        f.debug_struct("SpillwayService")
             .field("inner", &self.inner)
             .field("config", &self.config)
             .finish()

@@ -55,8 +55,6 @@ pub struct AdaptiveLimiter {
     state: CachePadded<AtomicU64>,
     control: Mutex<Control>,
     refusals: AtomicU64,
-    /// The latest sample's RTT in nanoseconds (0: none yet), for a refusal's retry-after hint.
-    latest_rtt: AtomicU64,
     clock: AnyClock,
     /// The callers waiting for a place, when the rule has a queue.
     waiters: Option<Waiters>,
@@ -138,7 +136,6 @@ impl AdaptiveLimiter {
         let limit = algorithm.initial_limit().max(1);
         Self {
             state: CachePadded::new(AtomicU64::new(u64::from(limit) << 32)),
-            latest_rtt: AtomicU64::new(0),
             control: Mutex::new(Control {
                 algorithm,
                 samples: 0,
@@ -314,14 +311,6 @@ impl AdaptiveLimiter {
         self.hand_over();
     }
 
-    /// The latest sample's RTT, for a retry-after hint.
-    pub(crate) fn latest_rtt(&self) -> Option<Duration> {
-        match self.latest_rtt.load(Ordering::Relaxed) {
-            0 => None,
-            nanos => Some(Duration::from_nanos(nanos)),
-        }
-    }
-
     /// Ends the call of `ticket` now with `outcome`: one fewer in flight, and (unless ignored)
     /// its sample to the algorithm, which may move the limit. Each ticket must be released
     /// once.
@@ -347,8 +336,6 @@ impl AdaptiveLimiter {
             in_flight,
             dropped: outcome == Outcome::Dropped,
         };
-        self.latest_rtt
-            .store(now.saturating_sub(started_nanos), Ordering::Relaxed);
         let mut control = self.control();
         control.samples += 1;
         let limit = split(self.state.load(Ordering::Acquire)).0;

@@ -72,8 +72,9 @@ impl AdaptiveAlgorithm {
 /// entry (`resource: None`, like the system rule), with the other rules: after the flow rules,
 /// before the breakers, all or nothing. A refusal is a
 /// [`BlockError`](crate::BlockError) of kind [`BlockKind::Adaptive`](crate::BlockKind::Adaptive)
-/// naming the rule, with the limit as threshold, the calls in flight as observed value, and the
-/// latest RTT as a retry-after hint. Each entry's exit gives the algorithm its RTT.
+/// naming the rule, with the limit as threshold, the calls in flight as observed value, and no
+/// retry-after hint (a place frees when a call ends, whenever that is). Each entry's exit gives
+/// the algorithm its RTT.
 ///
 /// # Examples
 ///

@@ -54,7 +54,8 @@ impl Step for InstalledAdaptive {
     }
 }
 
-/// The block of a refusal by `adaptive` (with its latest RTT as the time to retry after).
+/// The block of a refusal by `adaptive`, with no time to retry after: a place frees when a
+/// call ends, whenever that is.
 #[cold]
 #[inline(never)]
 pub(crate) fn blocked(
@@ -62,15 +63,11 @@ pub(crate) fn blocked(
     adaptive: &InstalledAdaptive,
     refusal: AdaptiveRefusal,
 ) -> BlockError {
-    let error = BlockError::new(
+    BlockError::new(
         BlockKind::Adaptive,
         resource_number,
         f64::from(refusal.in_flight),
         f64::from(refusal.limit),
     )
-    .with_rule(adaptive.id_number);
-    match adaptive.limiter.latest_rtt() {
-        Some(rtt) => error.with_retry_after(rtt),
-        None => error,
-    }
+    .with_rule(adaptive.id_number)
 }

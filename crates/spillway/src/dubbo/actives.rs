@@ -206,7 +206,7 @@ impl ActiveLimiter {
             .map_err(|_| {
                 self.key_overflows.fetch_add(1, Ordering::Relaxed);
                 let cap = self.keys.max_keys() as f64;
-                BlockError::owned(BlockKind::Actives, key, cap, cap)
+                BlockError::owned(BlockKind::Actives, key, cap, cap).without_quota()
             })?;
         Ok(ActiveKey {
             state,

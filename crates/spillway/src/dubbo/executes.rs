@@ -182,7 +182,7 @@ impl ExecuteLimiter {
             .map_err(|_| {
                 self.key_overflows.fetch_add(1, Ordering::Relaxed);
                 let cap = self.keys.max_keys() as f64;
-                BlockError::owned(BlockKind::Executes, key, cap, cap)
+                BlockError::owned(BlockKind::Executes, key, cap, cap).without_quota()
             })
     }
 

@@ -293,7 +293,7 @@ impl TpsLimiter {
             self.key_overflows
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let cap = self.max_keys as f64;
-            return Err(BlockError::owned(BlockKind::Tps, key, cap, cap));
+            return Err(BlockError::owned(BlockKind::Tps, key, cap, cap).without_quota());
         }
         let item = Arc::new(StatItem::new(config, now));
         keys.insert(Arc::from(key), item.clone());

@@ -156,7 +156,7 @@ fn check_rule(
 ) -> RuleOutcome {
     let compiled = &rules.rules[index];
     let node = selected.node();
-    let refuse = |observed: f64, threshold: f64, retry_after: Duration| {
+    let refuse = |observed: f64, threshold: f64, retry_after: Option<Duration>| {
         RuleOutcome::Refuse(Refusal {
             index,
             observed,
@@ -173,7 +173,7 @@ fn check_rule(
             wait,
             occupied: false,
         },
-        None => refuse(node.pass_qps(now), compiled.rule.count, retry_after),
+        None => refuse(node.pass_qps(now), compiled.rule.count, Some(retry_after)),
     };
     match &*compiled.controller {
         Controller::Reject(controller, ring) => {
@@ -203,13 +203,13 @@ fn check_rule(
             refuse(
                 current as f64,
                 controller.count(),
-                until_next_bucket(node, now),
+                Some(until_next_bucket(node, now)),
             )
         }
         Controller::WarmUp(controller) => match controller.check_current(node, now, count) {
             Ok(()) => go,
             Err((current, allowed)) => {
-                refuse(current as f64, allowed, until_next_bucket(node, now))
+                refuse(current as f64, allowed, Some(until_next_bucket(node, now)))
             }
         },
         // A pacing rule: a slot now or after a wait, or a refusal with a retry-after hint.
@@ -224,7 +224,8 @@ fn check_rule(
         Controller::Concurrency { count: limit } => {
             match concurrency(selected, held, *limit, count, compiled.rule.shadow) {
                 None => go,
-                Some(in_flight) => refuse(in_flight as f64, *limit, until_next_bucket(node, now)),
+                // No time to retry after: a place frees when a call ends, whenever that is.
+                Some(in_flight) => refuse(in_flight as f64, *limit, None),
             }
         }
     }

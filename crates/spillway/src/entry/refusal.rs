@@ -17,21 +17,26 @@ pub(crate) struct Refusal {
     pub(crate) index: usize,
     pub(crate) observed: f64,
     pub(crate) threshold: f64,
-    pub(crate) retry_after: Duration,
+    /// When a retry may pass, if the rule can tell (a concurrency rule cannot: a place frees
+    /// when a call ends).
+    pub(crate) retry_after: Option<Duration>,
 }
 
 impl Refusal {
     /// The block of rule `index` of `rules`.
     #[inline]
     pub(crate) fn into_error(self, resource: &ResourceInner, rules: &ResourceRules) -> BlockError {
-        BlockError::new(
+        let error = BlockError::new(
             BlockKind::Flow,
             resource.name_number,
             self.observed,
             self.threshold,
         )
-        .with_rule(rules.rules[self.index].id_number)
-        .with_retry_after(self.retry_after)
+        .with_rule(rules.rules[self.index].id_number);
+        match self.retry_after {
+            Some(after) => error.with_retry_after(after),
+            None => error,
+        }
     }
 }
 

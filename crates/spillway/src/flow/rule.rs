@@ -63,6 +63,29 @@ impl Behavior {
             stat_duration: Duration::from_secs(1),
         }
     }
+
+    /// [`Behavior::WarmUp`] over `period` with Sentinel's default cold factor of 3: a cold rule
+    /// allows a third of its count, and climbs to all of it over `period`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::{Behavior, FlowRule};
+    /// use std::time::Duration;
+    ///
+    /// let rule = FlowRule::qps("warm", "search", 30.0)
+    ///     .with_behavior(Behavior::warm_up(Duration::from_secs(10)));
+    /// assert_eq!(
+    ///     rule.behavior,
+    ///     Behavior::WarmUp { period: Duration::from_secs(10), cold_factor: 3 }
+    /// );
+    /// ```
+    pub fn warm_up(period: Duration) -> Self {
+        Behavior::WarmUp {
+            period,
+            cold_factor: DEFAULT_COLD_FACTOR,
+        }
+    }
 }
 
 #[cfg(feature = "serde")]

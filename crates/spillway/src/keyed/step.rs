@@ -114,17 +114,21 @@ impl Step for ResourceKeyed {
     }
 }
 
-/// The block of a refusal by `installed` of the key's `count`.
+/// The block of a refusal by `installed` of the key's `count`: a QPS rule's with its window as
+/// the time to retry after, a concurrency rule's with none (a place frees when a call ends).
 #[cold]
 #[inline(never)]
 fn blocked(resource_number: u32, installed: &InstalledKeyed) -> BlockError {
-    BlockError::new(
+    let error = BlockError::new(
         BlockKind::Keyed,
         resource_number,
         // The key's count is not read again for the error: observed is the limit.
         installed.rule.count.trunc(),
         installed.rule.count.trunc(),
     )
-    .with_rule(installed.id_number)
-    .with_retry_after(installed.rule.duration)
+    .with_rule(installed.id_number);
+    match installed.rule.grade {
+        crate::flow::Grade::Qps => error.with_retry_after(installed.rule.duration),
+        crate::flow::Grade::Concurrency => error,
+    }
 }

@@ -80,3 +80,23 @@ fn loom_rate_limiter_undo_only_when_last() {
         }
     });
 }
+
+#[test]
+fn loom_rate_limiter_a_reservation_within_a_timeout_sees_one_state() {
+    loom::model(|| {
+        let schedule = schedule();
+        // Whoever goes first gets moment 0; the other would wait 250 ms, more than its 100 ms.
+        let other = {
+            let schedule = schedule.clone();
+            thread::spawn(move || schedule.try_reserve_with_undo(1, 0, 100_000).map(|r| r.0))
+        };
+        let mine = schedule.try_reserve_with_undo(1, 0, 100_000).map(|r| r.0);
+        let theirs = other.join().unwrap();
+        assert!(
+            [(Some(0), None), (None, Some(0))].contains(&(mine, theirs)),
+            "{mine:?} {theirs:?}"
+        );
+        // The refused one wrote nothing: one reservation's worth is owed.
+        assert_eq!(schedule.next_free_micros(), 250_000);
+    });
+}

@@ -203,11 +203,46 @@ impl Schedule {
 
     /// Guava's `reserveEarliestAvailable`, also returning how to undo it.
     pub(super) fn reserve_with_undo(&self, permits: u32, now_micros: i64) -> (i64, Undo) {
+        let (moment, undo) = self.reserve_undoable(permits, now_micros, None);
+        // Without a timeout the permits are always reserved.
+        (moment.unwrap_or(now_micros), undo)
+    }
+
+    /// [`reserve_with_undo`](Self::reserve_with_undo) only if the permits can be had within
+    /// `timeout_micros` (Guava's `canAcquire`, read in the same step); `None`, and nothing
+    /// written, if not.
+    pub(super) fn try_reserve_with_undo(
+        &self,
+        permits: u32,
+        now_micros: i64,
+        timeout_micros: i64,
+    ) -> Option<(i64, Undo)> {
+        match self.reserve_undoable(permits, now_micros, Some(timeout_micros)) {
+            (Some(moment), undo) => Some((moment, undo)),
+            (None, _) => None,
+        }
+    }
+
+    /// The one step of both: the moment reserved (`None`: not within the timeout) and its undo.
+    fn reserve_undoable(
+        &self,
+        permits: u32,
+        now_micros: i64,
+        timeout_micros: Option<i64>,
+    ) -> (Option<i64>, Undo) {
         let mut restored = (0.0, 0);
         let (moment, version) = self.update_versioned(|smooth| {
+            if let Some(timeout) = timeout_micros {
+                if smooth.next_free_ticket_micros.saturating_sub(timeout) > now_micros {
+                    return (None, false);
+                }
+            }
             smooth.resync(now_micros);
             restored = (smooth.stored_permits, smooth.next_free_ticket_micros);
-            (smooth.reserve_earliest_available(permits, now_micros), true)
+            (
+                Some(smooth.reserve_earliest_available(permits, now_micros)),
+                true,
+            )
         });
         let undo = Undo {
             version,
