@@ -4,7 +4,8 @@
 //!
 //! A request may name its own work instead, in nanoseconds, with [`WORK_HEADER`] (at most
 //! [`MAX_NAMED_WORK`]): the loopback lab's generator draws each request's work and sends it with
-//! every attempt, so that a retry does the work its request drew, as in the simulation.
+//! every attempt, so that a retry does the work its request drew, as in the simulation. A
+//! request whose client leaves is still worked on to its end.
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -63,13 +64,18 @@ struct Worked {
     held_nanos: AtomicU64,
 }
 
-/// A running upstream; dropping it stops it and every connection it holds.
+/// A running upstream; dropping it stops it, every connection it holds, and the work still
+/// waiting for a worker (work under way runs to its end).
 #[derive(Debug)]
 pub struct Upstream {
     addr: SocketAddr,
     /// The slowdown factor, as `f64` bits.
     factor: Arc<AtomicU64>,
     worked: Arc<Worked>,
+    /// Its workers: closed when it stops, so that work still waiting for one ends.
+    workers: Arc<Semaphore>,
+    /// How many.
+    worker_count: usize,
     tasks: tokio::task::JoinHandle<()>,
 }
 
@@ -87,6 +93,7 @@ impl Upstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let workers = Arc::new(Semaphore::new(shape.workers));
+        let stopping = workers.clone();
         let factor = Arc::new(AtomicU64::new(1.0f64.to_bits()));
         let started = tokio::time::Instant::now();
         let serving_factor = factor.clone();
@@ -114,25 +121,35 @@ impl Upstream {
                         let (draws, worked) = (draws.clone(), worked.clone());
                         async move {
                             let named = named_work(request.headers());
-                            let _worker = workers.acquire().await;
-                            let slowdown = f64::from_bits(factor.load(Ordering::Relaxed));
-                            let work = named
-                                .unwrap_or_else(|| {
-                                    draws
-                                        .lock()
-                                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                                        .next_time()
-                                })
-                                .mul_f64(slowdown);
-                            let began = tokio::time::Instant::now();
-                            tokio::time::sleep(work).await;
-                            let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(0);
-                            // Relaxed: totals read once the work is done.
-                            worked.requests.fetch_add(1, Ordering::Relaxed);
-                            worked.drawn_nanos.fetch_add(nanos(work), Ordering::Relaxed);
-                            worked
-                                .held_nanos
-                                .fetch_add(nanos(began.elapsed()), Ordering::Relaxed);
+                            // The work runs in a task of its own: a request whose client
+                            // leaves (the proxy drops its upstream request) is still queued
+                            // for and worked on to its end, as a service finishes what it
+                            // started, and as the simulated lab's service does.
+                            let work = tokio::spawn(async move {
+                                // Closed when the upstream stops: what still waits ends.
+                                let Ok(_worker) = workers.acquire().await else {
+                                    return;
+                                };
+                                let slowdown = f64::from_bits(factor.load(Ordering::Relaxed));
+                                let work = named
+                                    .unwrap_or_else(|| {
+                                        draws
+                                            .lock()
+                                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                            .next_time()
+                                    })
+                                    .mul_f64(slowdown);
+                                let began = tokio::time::Instant::now();
+                                tokio::time::sleep(work).await;
+                                let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(0);
+                                // Relaxed: totals read once the work is done.
+                                worked.requests.fetch_add(1, Ordering::Relaxed);
+                                worked.drawn_nanos.fetch_add(nanos(work), Ordering::Relaxed);
+                                worked
+                                    .held_nanos
+                                    .fetch_add(nanos(began.elapsed()), Ordering::Relaxed);
+                            });
+                            let _ = work.await;
                             let mut response =
                                 Response::new(Full::new(Bytes::from_static(b"ok\n")));
                             let failing = (3..7).contains(&started.elapsed().as_secs());
@@ -152,8 +169,16 @@ impl Upstream {
             addr,
             factor,
             worked,
+            workers: stopping,
+            worker_count: shape.workers,
             tasks,
         })
+    }
+
+    /// Workers at work now.
+    pub fn busy_workers(&self) -> usize {
+        self.worker_count
+            .saturating_sub(self.workers.available_permits())
     }
 
     /// How much longer than drawn the work took on average so far (tokio's timer rounds each
@@ -180,6 +205,7 @@ impl Upstream {
 
 impl Drop for Upstream {
     fn drop(&mut self) {
+        self.workers.close();
         self.tasks.abort();
     }
 }

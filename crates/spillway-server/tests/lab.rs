@@ -97,3 +97,60 @@ async fn a_random_service_s_capacity_does_not_follow_its_draws() {
         assert!((66.0..100.0).contains(&capacity), "{one} {two}");
     }
 }
+
+/// A request whose client leaves is still worked on to its end, as the simulated service does:
+/// on one worker, a request sent after the first one's client gave up waits for the first's
+/// 400 ms of work (the upstream used to drop it with the client's connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_whose_client_left_still_holds_its_worker() {
+    use spillway_lab::ServiceTime;
+    use spillway_server::upstream::{Upstream, UpstreamShape, WORK_HEADER};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    let upstream = Upstream::start(UpstreamShape {
+        workers: 1,
+        service: ServiceTime::Fixed {
+            time: Duration::from_millis(1),
+        },
+        seed: 1,
+        flaky: false,
+    })
+    .await
+    .unwrap();
+    let request = |work: Duration| {
+        format!(
+            "GET / HTTP/1.1\r\nhost: lab\r\n{WORK_HEADER}: {}\r\nconnection: close\r\n\r\n",
+            work.as_nanos()
+        )
+    };
+    let start = tokio::time::Instant::now();
+    let mut leaving = TcpStream::connect(upstream.addr()).await.unwrap();
+    leaving
+        .write_all(request(Duration::from_millis(400)).as_bytes())
+        .await
+        .unwrap();
+    // Once the first one's work has started, give up on it.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while upstream.busy_workers() == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the work starts within 10 s");
+    drop(leaving);
+    let mut next = TcpStream::connect(upstream.addr()).await.unwrap();
+    next.write_all(request(Duration::from_millis(1)).as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), next.read_to_string(&mut answer))
+        .await
+        .expect("answered within 10 s")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        start.elapsed() >= Duration::from_millis(400),
+        "the worker was free after {:?}",
+        start.elapsed()
+    );
+}
