@@ -44,6 +44,12 @@ pub struct EnvoyGradientConfig {
     /// the service is not kept from working, so refusing calls to measure it would refuse
     /// below capacity.
     pub remeasure: Remeasure,
+    /// The percentile of a sample window's RTTs compared with the minRTT, 0 to 1 (Envoy:
+    /// `sample_percentile`; spillway: the first quartile, 0.25). Near capacity a small
+    /// service queues in bursts, and a burst lifts a window's median well above the minRTT
+    /// though the queue drains; a lower percentile rises only when most calls of the window
+    /// waited, which is what a standing queue (an overload) does.
+    pub window_percentile: f64,
 }
 
 /// When a scheduled minRTT measurement of [`EnvoyGradient`] pins the limit to
@@ -80,6 +86,7 @@ impl Default for EnvoyGradientConfig {
             buffer: 0.25,
             max_limit: 1000,
             remeasure: Remeasure::WhenBound,
+            window_percentile: 0.25,
         }
     }
 }
@@ -107,6 +114,7 @@ impl EnvoyGradientConfig {
         )?;
         check.positive("min_rtt_request_count", self.min_rtt_request_count)?;
         check.within("sample_percentile", self.sample_percentile, 0.0, 1.0)?;
+        check.within("window_percentile", self.window_percentile, 0.0, 1.0)?;
         check.within("buffer", self.buffer, 0.0, 1.0)
     }
 }
@@ -120,14 +128,16 @@ const MIN_WINDOWS_BEFORE_REMEASURE: u32 = 5;
 ///   random), and after 5 sample windows in a row at `min_concurrency`, the limit drops to
 ///   `min_concurrency` while `min_rtt_request_count` calls started since then complete; the
 ///   `sample_percentile` of their RTTs is the new minRTT, and the limit goes back to what it
-///   was. spillway's one departure, [`Remeasure::WhenBound`] (the default): a scheduled
+///   was. spillway's first departure, [`Remeasure::WhenBound`] (the default): a scheduled
 ///   measurement when the limit did not bind in the last window takes the calls as they come
 ///   instead, and refuses nothing.
-/// - **Sample windows.** Otherwise every `update_interval`, the `sample_percentile` of the
+/// - **Sample windows.** Otherwise every `update_interval`, the `window_percentile` of the
 ///   window's RTTs is the sample RTT, and `gradient = clamp((minRTT x (1 + buffer)) /
 ///   sampleRTT, 0.5, 2)`; the new limit is `limit x gradient + sqrt(limit x gradient)`,
 ///   truncated and clamped to `min_concurrency..=max_limit`. RTTs are whole microseconds, as
-///   Envoy's.
+///   Envoy's. spillway's second departure: Envoy takes the same percentile for the
+///   minRTT and the windows; spillway's default window percentile is the first quartile
+///   (`window_percentile = 0.5` is Envoy's).
 ///
 /// Envoy's timers become times checked at each sample: with no traffic nothing happens, and a
 /// window that ended long ago is closed by the next sample.
@@ -247,9 +257,9 @@ impl EnvoyGradient {
     }
 
     /// The window's percentile in whole microseconds (Envoy's histogram is of microseconds).
-    fn take_percentile(&mut self) -> Option<u64> {
+    fn take_percentile(&mut self, percentile: f64) -> Option<u64> {
         let window = std::mem::take(&mut self.window);
-        let rtt = window.percentile(self.config.sample_percentile)?;
+        let rtt = window.percentile(percentile)?;
         Some(u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX))
     }
 
@@ -292,6 +302,21 @@ impl EnvoyGradient {
         }
     }
 
+    /// Starts a pinned minRTT measurement at `now`, from a limit of `limit`.
+    fn pin(&mut self, now: u64, limit: u32) -> Option<LimitUpdate> {
+        self.unpinned = None;
+        self.unpinned_again = false;
+        self.measuring = true;
+        self.epoch = now;
+        self.deferred_limit = limit;
+        self.window = SampleWindow::default();
+        self.windows_at_min = 0;
+        Some(LimitUpdate::new(
+            self.config.min_concurrency,
+            ChangeReason::MeasuringMinRtt,
+        ))
+    }
+
     /// Envoy's timers, at `now`: a minRTT measurement that is due starts; a sample window that
     /// ended updates the limit.
     fn tick(&mut self, now: u64, limit: u32) -> Option<LimitUpdate> {
@@ -312,17 +337,7 @@ impl EnvoyGradient {
                 let interval = self.jittered(self.config.min_rtt_interval);
                 self.next_min_rtt = Some(now.saturating_add(Self::nanos(interval)));
             } else {
-                self.unpinned = None;
-                self.unpinned_again = false;
-                self.measuring = true;
-                self.epoch = now;
-                self.deferred_limit = limit;
-                self.window = SampleWindow::default();
-                self.windows_at_min = 0;
-                return Some(LimitUpdate::new(
-                    self.config.min_concurrency,
-                    ChangeReason::MeasuringMinRtt,
-                ));
+                return self.pin(now, limit);
             }
         }
         let end = *self.next_window_end.get_or_insert(now);
@@ -336,7 +351,7 @@ impl EnvoyGradient {
             self.unpinned_again = false;
             self.unpinned = Some(SampleWindow::default());
         }
-        let sample = self.take_percentile()?;
+        let sample = self.take_percentile(self.config.window_percentile)?;
         self.sample_rtt_micros = Some(sample);
         let new = self.new_limit(limit, sample);
         let min = self.config.min_concurrency;
@@ -377,7 +392,7 @@ impl LimitAlgorithm for EnvoyGradient {
         {
             return ticked;
         }
-        if let Some(min_rtt) = self.take_percentile() {
+        if let Some(min_rtt) = self.take_percentile(self.config.sample_percentile) {
             self.min_rtt_micros = Some(min_rtt);
         }
         self.measuring = false;
