@@ -235,7 +235,7 @@ fn rate_limiter(c: &mut Criterion) {
             group.bench_function(format!("spillway_try_acquire_{name}"), |b| {
                 b.iter_custom(|iters| {
                     run_parallel(threads, iters, || {
-                        black_box(limiter.try_acquire(1, Duration::ZERO).unwrap());
+                        black_box(limiter.try_acquire(1, Duration::ZERO));
                     })
                 })
             });

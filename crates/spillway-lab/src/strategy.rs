@@ -239,11 +239,11 @@ impl Strategy {
                 )])
                 .map_err(|e| e.to_string()),
             Strategy::StaticConcurrency => spillway
-                .load_flow_rules(vec![FlowRule::concurrency(
-                    "twice-workers",
+                .load_flow_rules(vec![FlowRule::in_flight(
                     RESOURCE,
-                    2.0 * workers,
-                )])
+                    params.workers.saturating_mul(2),
+                )
+                .with_id("twice-workers")])
                 .map_err(|e| e.to_string()),
             Strategy::SentinelSystem => spillway
                 .load_system_rules(vec![SystemRule::new("sentinel-load")

@@ -112,8 +112,7 @@ pub(crate) fn plan(
                 sources.len() - 1
             }
         };
-        // At most KEY_POSITIONS (4): it fits.
-        core.push(rule.rule(position as u8));
+        core.push(rule.rule(position));
     }
     spillway::keyed::validate_keyed_rules(&core)
         .map_err(|e| (e.index(), e.field(), e.problem().to_owned()))?;

@@ -165,6 +165,18 @@ impl Proxy {
         &self.inner.admin_counts
     }
 
+    /// The resources the routes (and the default route) produce now: a rule on any other
+    /// resource never applies.
+    pub(crate) fn produced_resources(&self) -> std::collections::BTreeSet<String> {
+        let table = self.inner.table.load();
+        table
+            .routes
+            .iter()
+            .chain(std::iter::once(&table.default))
+            .map(|route| route.resource.clone())
+            .collect()
+    }
+
     /// The metrics in Prometheus text format.
     ///
     /// # Errors

@@ -121,6 +121,32 @@ async fn the_kinds_the_dashboard_forms_are_built_from_are_the_kinds_of_the_rules
     }
 }
 
+/// A rule on a resource no route produces never applies: `/api/status` lists it, whether it
+/// came from the file (where `check` also warns of it) or through the API.
+#[tokio::test(start_paused = true)]
+async fn the_status_lists_the_rules_no_route_reaches() {
+    let typo = "[[flow]]\nid = \"typo\"\nresource = \"order\"\ncount = 1\n";
+    let h = start(&format!("{ORDERS_QPS_1}\n{typo}")).await;
+    let (_, status) = get(h.admin, "/api/status").await;
+    assert_eq!(
+        json(&status)["unused_rules"],
+        serde_json::json!([{ "kind": "flow", "id": "typo", "resource": "order" }])
+    );
+    let replacement = r#"{"flow": [
+        {"id": "orders-qps", "resource": "orders", "count": 1},
+        {"id": "elsewhere", "resource": "GET /nowhere", "count": 5}
+    ]}"#;
+    assert_eq!(
+        put_rules(&h, Some(TOKEN), replacement).await.0,
+        StatusCode::OK
+    );
+    let (_, status) = get(h.admin, "/api/status").await;
+    assert_eq!(
+        json(&status)["unused_rules"],
+        serde_json::json!([{ "kind": "flow", "id": "elsewhere", "resource": "GET /nowhere" }])
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn writes_need_the_token_and_bad_bodies_change_nothing() {
     let h = start(ORDERS_QPS_1).await;

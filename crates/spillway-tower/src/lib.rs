@@ -29,8 +29,8 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), spillway::RateLimiterError> {
 //! let limiter = RateLimiter::bursty_with_clock(5.0, TokioClock::new())?;
-//! assert_eq!(acquire(&limiter, 1).await?, Duration::ZERO);
-//! assert_eq!(acquire(&limiter, 1).await?, Duration::from_millis(200));
+//! assert_eq!(acquire(&limiter, 1).await, Duration::ZERO);
+//! assert_eq!(acquire(&limiter, 1).await, Duration::from_millis(200));
 //! # Ok(())
 //! # }
 //! ```
@@ -60,7 +60,7 @@ pub use entry::{admit_owned, enter};
 #[allow(deprecated)]
 pub use protect::Spillway;
 pub use protect::{
-    grpc_resource_exhausted, too_many_requests, ResponseBody, ResponseFuture, SpillwayLayer,
-    SpillwayService,
+    grpc_resource_exhausted, too_many_requests, too_many_requests_with, RateLimitFields,
+    ResponseBody, ResponseFuture, SpillwayLayer, SpillwayService,
 };
 pub use rate_limiter::{acquire, try_acquire_within};

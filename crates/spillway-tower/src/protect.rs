@@ -55,7 +55,9 @@ mod service;
 mod shadow;
 mod verdict;
 
-pub use blocked::{grpc_resource_exhausted, too_many_requests, Blocked};
+pub use blocked::{
+    grpc_resource_exhausted, too_many_requests, too_many_requests_with, Blocked, RateLimitFields,
+};
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
 pub use layer::SpillwayLayer;

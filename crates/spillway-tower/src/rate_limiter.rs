@@ -1,4 +1,4 @@
-use spillway::{RateLimiter, RateLimiterError, Reservation};
+use spillway::{RateLimiter, Reservation};
 use std::time::Duration;
 
 /// Reserves `permits` and awaits them on a tokio timer: Guava's `acquire`, without blocking a
@@ -6,11 +6,8 @@ use std::time::Duration;
 ///
 /// Cancellation-safe: if the future is dropped while it waits, its reservation is given back
 /// (when nothing was reserved after it, the next caller gets its moment; otherwise the permits
-/// stay reserved and unused, and no later caller's moment moves).
-///
-/// # Errors
-///
-/// If `permits` is 0.
+/// stay reserved and unused, and no later caller's moment moves). No permits are granted at
+/// once.
 ///
 /// # Examples
 ///
@@ -22,24 +19,24 @@ use std::time::Duration;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), spillway::RateLimiterError> {
 /// let limiter = RateLimiter::bursty_with_clock(2.0, TokioClock::new())?;
-/// acquire(&limiter, 1).await?; // free
+/// acquire(&limiter, 1).await; // free
 /// // A caller that gives up after 100 ms gives its 500 ms slot back...
 /// let gave_up = tokio::time::timeout(Duration::from_millis(100), acquire(&limiter, 1)).await;
 /// assert!(gave_up.is_err());
 /// // ...so the next caller waits for that slot: 400 ms from now, not 900.
-/// assert_eq!(acquire(&limiter, 1).await?, Duration::from_millis(400));
+/// assert_eq!(acquire(&limiter, 1).await, Duration::from_millis(400));
 /// # Ok(())
 /// # }
 /// ```
-pub async fn acquire(limiter: &RateLimiter, permits: u32) -> Result<Duration, RateLimiterError> {
-    let reservation = limiter.reserve_cancellable(permits)?;
+pub async fn acquire(limiter: &RateLimiter, permits: u32) -> Duration {
+    let reservation = limiter.reserve_cancellable(permits);
     let wait = reservation.wait();
     let guard = CancelOnDrop(Some(reservation));
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
     }
     guard.keep();
-    Ok(wait)
+    wait
 }
 
 /// Guava's `tryAcquire(permits, timeout)`, awaited: reserves `permits` only if they can be had
@@ -49,10 +46,6 @@ pub async fn acquire(limiter: &RateLimiter, permits: u32) -> Result<Duration, Ra
 /// up, and holds a reservation meanwhile.)
 ///
 /// Cancellation-safe as [`acquire`] is.
-///
-/// # Errors
-///
-/// If `permits` is 0.
 ///
 /// # Examples
 ///
@@ -65,12 +58,12 @@ pub async fn acquire(limiter: &RateLimiter, permits: u32) -> Result<Duration, Ra
 /// # async fn main() -> Result<(), spillway::RateLimiterError> {
 /// let limiter = RateLimiter::bursty_with_clock(2.0, TokioClock::new())?;
 /// let start = tokio::time::Instant::now();
-/// assert_eq!(try_acquire_within(&limiter, 1, Duration::ZERO).await?, Some(Duration::ZERO));
+/// assert_eq!(try_acquire_within(&limiter, 1, Duration::ZERO).await, Some(Duration::ZERO));
 /// // The next permit is 500 ms away: refused at once within 100 ms...
-/// assert_eq!(try_acquire_within(&limiter, 1, Duration::from_millis(100)).await?, None);
+/// assert_eq!(try_acquire_within(&limiter, 1, Duration::from_millis(100)).await, None);
 /// assert_eq!(start.elapsed(), Duration::ZERO);
 /// // ...and waited for within a second.
-/// let waited = try_acquire_within(&limiter, 1, Duration::from_secs(1)).await?;
+/// let waited = try_acquire_within(&limiter, 1, Duration::from_secs(1)).await;
 /// assert_eq!(waited, Some(Duration::from_millis(500)));
 /// # Ok(())
 /// # }
@@ -79,17 +72,15 @@ pub async fn try_acquire_within(
     limiter: &RateLimiter,
     permits: u32,
     timeout: Duration,
-) -> Result<Option<Duration>, RateLimiterError> {
-    let Some(reservation) = limiter.try_reserve_cancellable(permits, timeout)? else {
-        return Ok(None);
-    };
+) -> Option<Duration> {
+    let reservation = limiter.try_reserve_cancellable(permits, timeout)?;
     let wait = reservation.wait();
     let guard = CancelOnDrop(Some(reservation));
     if !wait.is_zero() {
         tokio::time::sleep(wait).await;
     }
     guard.keep();
-    Ok(Some(wait))
+    Some(wait)
 }
 
 /// Gives a reservation back unless [`keep`](Self::keep) was called.

@@ -160,7 +160,7 @@ async fn a_dropped_waiter_gives_its_slot_to_the_next() {
 async fn clones_share_one_limit_across_connections() {
     let spillway = spillway();
     spillway
-        .load_flow_rules(vec![FlowRule::concurrency("one", "GET /slow", 1.0)])
+        .load_flow_rules(vec![FlowRule::in_flight("GET /slow", 1).with_id("one")])
         .unwrap();
     let app = app(&spillway);
     // As axum serves each connection with its own clone of the router.
@@ -309,7 +309,7 @@ async fn a_streaming_response_holds_its_place_until_its_body_ends() {
 async fn a_dropped_streaming_body_releases_its_place() {
     let spillway = spillway();
     spillway
-        .load_flow_rules(vec![FlowRule::concurrency("one", "GET /stream", 1.0)])
+        .load_flow_rules(vec![FlowRule::in_flight("GET /stream", 1).with_id("one")])
         .unwrap();
     let (app, mut senders) = streaming_app(&spillway);
     let response = app.clone().oneshot(get_request("/stream")).await.unwrap();

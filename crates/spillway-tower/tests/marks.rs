@@ -81,7 +81,7 @@ async fn a_blocked_response_carries_its_refusal_whatever_answers_it() {
 async fn shadow_mode_lets_every_refusal_through_marked_and_holds_no_place() {
     let spillway = spillway();
     spillway
-        .load_flow_rules(vec![FlowRule::concurrency("two", "api", 2.0)])
+        .load_flow_rules(vec![FlowRule::in_flight("api", 2).with_id("two")])
         .unwrap();
     let seen = Seen::default();
     let app = SpillwayLayer::new(spillway.clone())

@@ -54,11 +54,8 @@ impl Keys {
     }
 
     /// The key at `position`, if the entry has one.
-    pub(crate) fn get(&self, position: u8) -> Option<u64> {
-        self.0
-            .get(usize::from(position))
-            .copied()
-            .filter(|&key| key != 0)
+    pub(crate) fn get(&self, position: usize) -> Option<u64> {
+        self.0.get(position).copied().filter(|&key| key != 0)
     }
 
     /// Whether the entry has any key.

@@ -189,9 +189,9 @@ pub use entry::{
     Pending, TrafficType, Waiting,
 };
 pub use quota::{Quota, QuotaUnit};
-pub use rate_limiter::{RateLimiter, RateLimiterError, Reservation};
+pub use rate_limiter::{RateLimiter, RateLimiterBuilder, RateLimiterError, Reservation};
 pub use registry::{OverflowPolicy, DEFAULT_MAX_RESOURCES, OVERFLOW_RESOURCE};
 pub use resource::{Resource, OVERFLOW_ORIGIN};
 pub use rule_error::RuleError;
 pub use snapshot::{ResourceSnapshot, Snapshot};
-pub use spillway::{Spillway, SpillwayBuilder, DEFAULT_MAX_ORIGINS};
+pub use spillway::{Spillway, SpillwayBuilder, UnenteredRule, DEFAULT_MAX_ORIGINS};

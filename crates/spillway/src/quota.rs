@@ -39,7 +39,7 @@ impl QuotaUnit {
 /// use std::time::Duration;
 ///
 /// let spillway = Spillway::new_with_clock(ManualClock::new());
-/// spillway.load_flow_rules(vec![FlowRule::concurrency("one-at-a-time", "upload", 1.0)])?;
+/// spillway.load_flow_rules(vec![FlowRule::in_flight("upload", 1).with_id("one-at-a-time")])?;
 /// let _held = spillway.entry("upload").enter().unwrap();
 /// let err = spillway.entry("upload").enter().unwrap_err();
 /// let quota = spillway.refusal_quota(&err).unwrap();

@@ -1,5 +1,6 @@
 //! Guava's `RateLimiter`, exact to the microsecond: [`RateLimiter`].
 
+mod builder;
 mod error;
 #[cfg(all(test, spillway_loom))]
 mod loom_schedule;
@@ -7,6 +8,7 @@ mod reservation;
 mod schedule;
 mod smooth;
 
+pub use builder::RateLimiterBuilder;
 pub use error::RateLimiterError;
 pub use reservation::Reservation;
 
@@ -45,9 +47,9 @@ pub const DEFAULT_COLD_FACTOR: f64 = 3.0;
 ///
 /// let clock = ManualClock::new();
 /// let limiter = RateLimiter::bursty_with_clock(5.0, clock.clone())?;
-/// assert_eq!(limiter.acquire(1)?, Duration::ZERO); // the first is free...
-/// assert_eq!(limiter.acquire(1)?, Duration::from_millis(200)); // ...the next pays for it
-/// assert_eq!(limiter.try_acquire(1, Duration::ZERO)?, None); // not free now
+/// assert_eq!(limiter.acquire(1), Duration::ZERO); // the first is free...
+/// assert_eq!(limiter.acquire(1), Duration::from_millis(200)); // ...the next pays for it
+/// assert_eq!(limiter.try_acquire(1, Duration::ZERO), None); // not free now
 /// # Ok::<(), spillway::RateLimiterError>(())
 /// ```
 ///
@@ -98,14 +100,6 @@ fn check_rate(permits_per_second: f64) -> Result<(), RateLimiterError> {
     }
 }
 
-fn check_permits(permits: u32) -> Result<(), RateLimiterError> {
-    if permits == 0 {
-        Err(RateLimiterError::ZeroPermits)
-    } else {
-        Ok(())
-    }
-}
-
 impl RateLimiter {
     // === Constructors ===
 
@@ -128,7 +122,7 @@ impl RateLimiter {
         permits_per_second: f64,
         clock: C,
     ) -> Result<Self, RateLimiterError> {
-        Self::bursty_with_max_burst_with_clock(permits_per_second, 1.0, clock)
+        Self::bursty_any(permits_per_second, 1.0, AnyClock::from_clock(clock))
     }
 
     /// A bursty limiter storing up to `max_burst_seconds` of permits (Guava fixes 1.0).
@@ -136,14 +130,18 @@ impl RateLimiter {
     /// # Errors
     ///
     /// If the rate is not positive, or the burst is negative or not finite.
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `RateLimiter::builder(rate).max_burst(burst).build()`"
+    )]
     pub fn bursty_with_max_burst(
         permits_per_second: f64,
         max_burst_seconds: f64,
     ) -> Result<Self, RateLimiterError> {
-        Self::bursty_with_max_burst_with_clock(
+        Self::bursty_any(
             permits_per_second,
             max_burst_seconds,
-            SystemClock::new(),
+            AnyClock::from_clock(SystemClock::new()),
         )
     }
 
@@ -152,10 +150,27 @@ impl RateLimiter {
     /// # Errors
     ///
     /// If the rate is not positive, or the burst is negative or not finite.
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `RateLimiter::builder(rate).max_burst(burst).clock(clock).build()`"
+    )]
     pub fn bursty_with_max_burst_with_clock<C: Clock>(
         permits_per_second: f64,
         max_burst_seconds: f64,
         clock: C,
+    ) -> Result<Self, RateLimiterError> {
+        Self::bursty_any(
+            permits_per_second,
+            max_burst_seconds,
+            AnyClock::from_clock(clock),
+        )
+    }
+
+    /// The one place a bursty limiter is made.
+    pub(crate) fn bursty_any(
+        permits_per_second: f64,
+        max_burst_seconds: f64,
+        clock: AnyClock,
     ) -> Result<Self, RateLimiterError> {
         if !(max_burst_seconds.is_finite() && max_burst_seconds >= 0.0) {
             return Err(RateLimiterError::MaxBurst(max_burst_seconds));
@@ -163,7 +178,7 @@ impl RateLimiter {
         Self::build(
             Curve::Bursty { max_burst_seconds },
             permits_per_second,
-            AnyClock::from_clock(clock),
+            clock,
         )
     }
 
@@ -190,11 +205,11 @@ impl RateLimiter {
         warmup_period: Duration,
         clock: C,
     ) -> Result<Self, RateLimiterError> {
-        Self::warming_up_with_cold_factor_with_clock(
+        Self::warming_up_any(
             permits_per_second,
             warmup_period,
             DEFAULT_COLD_FACTOR,
-            clock,
+            AnyClock::from_clock(clock),
         )
     }
 
@@ -204,16 +219,20 @@ impl RateLimiter {
     /// # Errors
     ///
     /// If the rate is not positive, or the cold factor is below 1 or not finite.
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `RateLimiter::builder(rate).warm_up(period).cold_factor(factor).build()`"
+    )]
     pub fn warming_up_with_cold_factor(
         permits_per_second: f64,
         warmup_period: Duration,
         cold_factor: f64,
     ) -> Result<Self, RateLimiterError> {
-        Self::warming_up_with_cold_factor_with_clock(
+        Self::warming_up_any(
             permits_per_second,
             warmup_period,
             cold_factor,
-            SystemClock::new(),
+            AnyClock::from_clock(SystemClock::new()),
         )
     }
 
@@ -222,11 +241,30 @@ impl RateLimiter {
     /// # Errors
     ///
     /// If the rate is not positive, or the cold factor is below 1 or not finite.
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `RateLimiter::builder(rate).warm_up(period).cold_factor(factor).clock(clock).build()`"
+    )]
     pub fn warming_up_with_cold_factor_with_clock<C: Clock>(
         permits_per_second: f64,
         warmup_period: Duration,
         cold_factor: f64,
         clock: C,
+    ) -> Result<Self, RateLimiterError> {
+        Self::warming_up_any(
+            permits_per_second,
+            warmup_period,
+            cold_factor,
+            AnyClock::from_clock(clock),
+        )
+    }
+
+    /// The one place a warming-up limiter is made.
+    pub(crate) fn warming_up_any(
+        permits_per_second: f64,
+        warmup_period: Duration,
+        cold_factor: f64,
+        clock: AnyClock,
     ) -> Result<Self, RateLimiterError> {
         if !(cold_factor.is_finite() && cold_factor >= 1.0) {
             return Err(RateLimiterError::ColdFactor(cold_factor));
@@ -238,7 +276,7 @@ impl RateLimiter {
             slope: 0.0,
             threshold_permits: 0.0,
         };
-        Self::build(curve, permits_per_second, AnyClock::from_clock(clock))
+        Self::build(curve, permits_per_second, clock)
     }
 
     fn build(
@@ -274,69 +312,66 @@ impl RateLimiter {
     // === Reserving and acquiring ===
 
     /// Reserves `permits` and returns how long the caller must wait before using them; nothing
-    /// sleeps. Guava's `reserve`.
-    ///
-    /// # Errors
-    ///
-    /// If `permits` is 0.
+    /// sleeps. Guava's `reserve`. No permits reserve nothing and wait nothing (Guava refuses
+    /// them).
     #[inline]
-    pub fn reserve(&self, permits: u32) -> Result<Duration, RateLimiterError> {
-        check_permits(permits)?;
+    pub fn reserve(&self, permits: u32) -> Duration {
+        if permits == 0 {
+            return Duration::ZERO;
+        }
         let now = self.now_micros();
         let moment = self
             .schedule
             .update(|smooth| (smooth.reserve_earliest_available(permits, now), true));
-        Ok(micros(moment - now))
+        micros(moment - now)
     }
 
     /// Reserves `permits` and waits for them on the clock ([`Clock::sleep`]: the thread sleeps, a
     /// [`ManualClock`](crate::ManualClock) advances). Returns the time waited. Guava's `acquire`.
     ///
-    /// # Errors
-    ///
-    /// If `permits` is 0.
-    pub fn acquire(&self, permits: u32) -> Result<Duration, RateLimiterError> {
-        let wait = self.reserve(permits)?;
+    /// The thread blocks: on an async runtime, wait with `spillway_tower::acquire` or
+    /// `spillway_tower::try_acquire_within` instead, which sleep the task, not the thread.
+    pub fn acquire(&self, permits: u32) -> Duration {
+        let wait = self.reserve(permits);
         self.sleep(wait);
-        Ok(wait)
+        wait
     }
 
     /// Reserves `permits` only if they can be had within `timeout` (a zero timeout: only if free
-    /// now), then waits for them as [`acquire`](Self::acquire) does. `None` if not; nothing is
-    /// reserved then. Guava's `tryAcquire(permits, timeout, unit)`: it succeeds iff the next free
-    /// moment minus the timeout is not after now.
+    /// now), then waits for them as [`acquire`](Self::acquire) does: the time waited, or `None`
+    /// if not, and nothing is reserved then. Guava's `tryAcquire(permits, timeout, unit)`: it
+    /// succeeds iff the next free moment minus the timeout is not after now. No permits are
+    /// granted at once.
     ///
-    /// # Errors
+    /// # Examples
     ///
-    /// If `permits` is 0.
+    /// ```
+    /// use spillway::{ManualClock, RateLimiter};
+    /// use std::time::Duration;
+    ///
+    /// let limiter = RateLimiter::bursty_with_clock(2.0, ManualClock::new())?;
+    /// assert_eq!(limiter.try_acquire(1, Duration::ZERO), Some(Duration::ZERO));
+    /// assert_eq!(limiter.try_acquire(1, Duration::ZERO), None); // due in 500 ms
+    /// assert_eq!(
+    ///     limiter.try_acquire(1, Duration::from_secs(1)),
+    ///     Some(Duration::from_millis(500))
+    /// );
+    /// # Ok::<(), spillway::RateLimiterError>(())
+    /// ```
     #[inline]
-    pub fn try_acquire(
-        &self,
-        permits: u32,
-        timeout: Duration,
-    ) -> Result<Option<Duration>, RateLimiterError> {
-        match self.try_reserve(permits, timeout)? {
-            Some(wait) => {
-                self.sleep(wait);
-                Ok(Some(wait))
-            }
-            None => Ok(None),
-        }
+    pub fn try_acquire(&self, permits: u32, timeout: Duration) -> Option<Duration> {
+        let wait = self.try_reserve(permits, timeout)?;
+        self.sleep(wait);
+        Some(wait)
     }
 
     /// [`try_acquire`](Self::try_acquire) without waiting: reserves if the permits can be had
     /// within `timeout` and returns the wait owed.
-    ///
-    /// # Errors
-    ///
-    /// If `permits` is 0.
     #[inline]
-    pub fn try_reserve(
-        &self,
-        permits: u32,
-        timeout: Duration,
-    ) -> Result<Option<Duration>, RateLimiterError> {
-        check_permits(permits)?;
+    pub fn try_reserve(&self, permits: u32, timeout: Duration) -> Option<Duration> {
+        if permits == 0 {
+            return Some(Duration::ZERO);
+        }
         let timeout_micros = duration_micros(timeout);
         let now = self.now_micros();
         // Java: queryEarliestAvailable(nowMicros) - timeoutMicros <= nowMicros. A refusal
@@ -347,7 +382,7 @@ impl RateLimiter {
             .saturating_sub(timeout_micros)
             > now
         {
-            return Ok(None);
+            return None;
         }
         let moment = self.schedule.update(|smooth| {
             if smooth
@@ -359,16 +394,15 @@ impl RateLimiter {
             }
             (Some(smooth.reserve_earliest_available(permits, now)), true)
         });
-        Ok(moment.map(|moment| micros(moment - now)))
+        moment.map(|moment| micros(moment - now))
     }
 
     /// Reserves `permits` like [`reserve`](Self::reserve), returning a [`Reservation`] that can
     /// be given back while nothing was reserved after it: what an async waiter that may be
     /// dropped before its turn needs to stay cancellation-safe.
     ///
-    /// # Errors
-    ///
-    /// If `permits` is 0.
+    /// No permits reserve nothing: the reservation waits nothing, and cancelling it gives
+    /// nothing back.
     ///
     /// # Examples
     ///
@@ -377,22 +411,24 @@ impl RateLimiter {
     /// use std::time::Duration;
     ///
     /// let limiter = RateLimiter::bursty_with_clock(5.0, ManualClock::new())?;
-    /// limiter.reserve(1)?; // free; the next caller owes 200 ms
-    /// let reservation = limiter.reserve_cancellable(1)?;
+    /// limiter.reserve(1); // free; the next caller owes 200 ms
+    /// let reservation = limiter.reserve_cancellable(1);
     /// assert_eq!(reservation.wait(), Duration::from_millis(200));
     /// assert!(reservation.cancel()); // the waiter went away: its slot is free again
-    /// assert_eq!(limiter.reserve(1)?, Duration::from_millis(200));
+    /// assert_eq!(limiter.reserve(1), Duration::from_millis(200));
     /// # Ok::<(), spillway::RateLimiterError>(())
     /// ```
-    pub fn reserve_cancellable(&self, permits: u32) -> Result<Reservation<'_>, RateLimiterError> {
-        check_permits(permits)?;
+    pub fn reserve_cancellable(&self, permits: u32) -> Reservation<'_> {
+        if permits == 0 {
+            return Reservation::nothing(self);
+        }
         let now = self.now_micros();
         let (moment, undo) = self.schedule.reserve_with_undo(permits, now);
-        Ok(Reservation {
+        Reservation {
             limiter: self,
             wait: micros(moment - now),
-            undo,
-        })
+            undo: Some(undo),
+        }
     }
 
     /// [`try_reserve`](Self::try_reserve), returning a [`Reservation`] that can be given back as
@@ -400,10 +436,6 @@ impl RateLimiter {
     /// can be had within `timeout` (`None`, nothing reserved, if not). What an async
     /// "acquire within a timeout" that may be dropped while it waits needs.
     ///
-    /// # Errors
-    ///
-    /// If `permits` is 0.
-    ///
     /// # Examples
     ///
     /// ```
@@ -411,30 +443,31 @@ impl RateLimiter {
     /// use std::time::Duration;
     ///
     /// let limiter = RateLimiter::bursty_with_clock(5.0, ManualClock::new())?;
-    /// limiter.reserve(1)?; // free; the next caller owes 200 ms
-    /// assert!(limiter.try_reserve_cancellable(1, Duration::from_millis(100))?.is_none());
-    /// let reservation = limiter.try_reserve_cancellable(1, Duration::from_millis(200))?.unwrap();
+    /// limiter.reserve(1); // free; the next caller owes 200 ms
+    /// assert!(limiter.try_reserve_cancellable(1, Duration::from_millis(100)).is_none());
+    /// let reservation = limiter.try_reserve_cancellable(1, Duration::from_millis(200));
     /// assert_eq!(reservation.wait(), Duration::from_millis(200));
     /// assert!(reservation.cancel()); // given back: the next caller owes 200 ms again
-    /// assert_eq!(limiter.reserve(1)?, Duration::from_millis(200));
+    /// assert_eq!(limiter.reserve(1), Duration::from_millis(200));
     /// # Ok::<(), spillway::RateLimiterError>(())
     /// ```
     pub fn try_reserve_cancellable(
         &self,
         permits: u32,
         timeout: Duration,
-    ) -> Result<Option<Reservation<'_>>, RateLimiterError> {
-        check_permits(permits)?;
+    ) -> Option<Reservation<'_>> {
+        if permits == 0 {
+            return Some(Reservation::nothing(self));
+        }
         let now = self.now_micros();
         let timeout_micros = duration_micros(timeout);
-        Ok(self
-            .schedule
+        self.schedule
             .try_reserve_with_undo(permits, now, timeout_micros)
             .map(|(moment, undo)| Reservation {
                 limiter: self,
                 wait: micros(moment - now),
-                undo,
-            }))
+                undo: Some(undo),
+            })
     }
 
     // === Rate ===
@@ -460,17 +493,16 @@ impl RateLimiter {
 
     // === Peeking ===
 
-    /// How long a reservation made now would wait, without reserving: a `Retry-After` hint. With
-    /// Guava's pay-later rule this does not depend on `permits` (the caller's own permits are
-    /// paid by the next caller); they are checked like a reservation's.
-    ///
-    /// # Errors
-    ///
-    /// If `permits` is 0.
-    pub fn time_until_available(&self, permits: u32) -> Result<Duration, RateLimiterError> {
-        check_permits(permits)?;
+    /// How long a reservation of `permits` made now would wait, without reserving: a
+    /// `Retry-After` hint. With Guava's pay-later rule this does not depend on how many
+    /// permits (the caller's own permits are paid by the next caller), except that none wait
+    /// nothing.
+    pub fn time_until_available(&self, permits: u32) -> Duration {
+        if permits == 0 {
+            return Duration::ZERO;
+        }
         let now = self.now_micros();
-        Ok(micros(self.schedule.next_free_micros() - now))
+        micros(self.schedule.next_free_micros() - now)
     }
 
     /// Permits stored now (as a reservation now would find them), without reserving.

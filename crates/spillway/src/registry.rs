@@ -90,6 +90,11 @@ impl Registry {
         }
     }
 
+    /// Whether the resource `name` has been registered (entered or resolved).
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.resources.get(name).is_some()
+    }
+
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Resource> {
         self.resources.iter().map(|(_, r)| r)
     }

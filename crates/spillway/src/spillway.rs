@@ -24,8 +24,10 @@ mod builder;
 mod cluster;
 mod keyed;
 mod quota;
+mod unentered;
 
 pub use builder::SpillwayBuilder;
+pub use unentered::UnenteredRule;
 
 /// One spillway: a clock, a registry of resources with their statistics, and (as later modules
 /// land) the rules checked on every entry.
@@ -300,7 +302,7 @@ impl Spillway {
     /// use spillway::{ManualClock, Spillway};
     ///
     /// let spillway = Spillway::new_with_clock(ManualClock::new());
-    /// spillway.load_flow_rules(vec![FlowRule::concurrency("try-1", "db", 1.0).with_shadow(true)])?;
+    /// spillway.load_flow_rules(vec![FlowRule::in_flight("db", 1).with_id("try-1").with_shadow(true)])?;
     /// let first = spillway.entry("db").enter()?;
     /// let second = spillway.entry("db").enter()?; // admitted: the rule is in shadow mode
     /// assert_eq!(second.shadow_rule(), Some("try-1"));

@@ -255,7 +255,7 @@ fn resumed_the_entry_meets_the_breakers_and_a_refusal_gives_its_place_back() {
 fn a_waiting_entry_holds_the_flow_rules_places_and_a_drop_gives_them_back() {
     let (spillway, _clock) = limited(1, queue(10, QueueOrder::Fifo));
     spillway
-        .load_flow_rules(vec![FlowRule::concurrency("r-two", "r", 2.0)])
+        .load_flow_rules(vec![FlowRule::in_flight("r", 2).with_id("r-two")])
         .unwrap();
     let _first = ready(spillway.entry("r").try_enter());
     let waiting = wait(&spillway);

@@ -55,7 +55,7 @@ fn a_refusal_names_the_rule_its_limit_and_the_calls_in_flight() {
 fn a_refusal_by_the_adaptive_limit_gives_back_the_flow_rules_places() {
     let (spillway, _clock) = manual();
     spillway
-        .load_flow_rules(vec![FlowRule::concurrency("r-two", "r", 2.0)])
+        .load_flow_rules(vec![FlowRule::in_flight("r", 2).with_id("r-two")])
         .unwrap();
     spillway
         .load_adaptive_rules(vec![AdaptiveRule::resource("r-adaptive", "r", aimd(1))])

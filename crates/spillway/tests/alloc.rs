@@ -22,7 +22,7 @@ fn entry_and_exit_with_rules_allocate_nothing() {
     spillway
         .load_flow_rules(vec![
             FlowRule::qps("qps", "r", 100.0),
-            FlowRule::concurrency("conc", "r", 1_000.0),
+            FlowRule::in_flight("r", 1_000).with_id("conc"),
             FlowRule::qps("warm", "w", 1_000.0).with_behavior(Behavior::WarmUp {
                 period: Duration::from_secs(10),
                 cold_factor: 3,

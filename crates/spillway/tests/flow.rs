@@ -103,7 +103,7 @@ fn chain_limits_only_one_entrance() {
 fn concurrency_rule_is_exact_and_released_on_exit() {
     let (spillway, _clock) = manual();
     spillway
-        .load_flow_rules(vec![FlowRule::concurrency("c", "r", 2.0)])
+        .load_flow_rules(vec![FlowRule::in_flight("r", 2).with_id("c")])
         .unwrap();
     let a = spillway.entry("r").enter().unwrap();
     let b = spillway.entry("r").enter().unwrap();
@@ -120,7 +120,7 @@ fn concurrency_rule_is_exact_and_released_on_exit() {
 fn concurrency_rule_holds_under_eight_threads() {
     let (spillway, _clock) = manual();
     spillway
-        .load_flow_rules(vec![FlowRule::concurrency("c", "r", 3.0)])
+        .load_flow_rules(vec![FlowRule::in_flight("r", 3).with_id("c")])
         .unwrap();
     let resource = spillway.resource("r").unwrap();
     let inside = AtomicU64::new(0);
@@ -317,7 +317,7 @@ fn a_later_block_gives_back_earlier_reservations() {
     let (spillway, _clock) = manual();
     spillway
         .load_flow_rules(vec![
-            FlowRule::concurrency("c", "r", 10.0),
+            FlowRule::in_flight("r", 10).with_id("c"),
             FlowRule::qps("t", "r", 10.0).with_behavior(Behavior::throttle(Duration::from_secs(1))),
             FlowRule::qps("q", "r", 1.0),
         ])
@@ -329,7 +329,7 @@ fn a_later_block_gives_back_earlier_reservations() {
     // slot is still 100 ms after the first pass, and only one place is held.
     spillway
         .load_flow_rules(vec![
-            FlowRule::concurrency("c", "r", 10.0),
+            FlowRule::in_flight("r", 10).with_id("c"),
             FlowRule::qps("t", "r", 10.0).with_behavior(Behavior::throttle(Duration::from_secs(1))),
         ])
         .unwrap();
@@ -402,7 +402,9 @@ fn a_bad_rule_set_changes_nothing_and_rules_list_back_as_loaded() {
     let (spillway, _clock) = manual();
     let rules = vec![
         FlowRule::qps("b", "r", 1.0),
-        FlowRule::concurrency("a", "s", 5.0).with_limit_app(LimitApp::Other),
+        FlowRule::in_flight("s", 5)
+            .with_id("a")
+            .with_limit_app(LimitApp::Other),
     ];
     spillway.load_flow_rules(rules.clone()).unwrap();
     let err = spillway

@@ -55,7 +55,7 @@ impl RuleSpec {
                 cold_factor: 3,
                 max_queueing_time: Duration::from_millis(400),
             }),
-            _ => FlowRule::concurrency(id, RESOURCE, count),
+            _ => FlowRule::in_flight(RESOURCE, u32::from(self.count)).with_id(id),
         };
         let limit_app = match self.limit_app {
             0 => LimitApp::Default,

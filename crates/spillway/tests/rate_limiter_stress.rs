@@ -11,7 +11,7 @@ const STEPS: usize = 400;
 
 /// Takes permits one at a time, without waiting, until the limiter refuses, counting them.
 fn drain(limiter: &RateLimiter, granted: &AtomicU64) {
-    while limiter.try_acquire(1, Duration::ZERO).unwrap().is_some() {
+    while limiter.try_acquire(1, Duration::ZERO).is_some() {
         granted.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -74,7 +74,11 @@ fn bursty_limiter_under_racing_threads() {
     // both run the store full and leave it part full.
     // About 1,200 permits.
     racing_threads_grant_what_one_thread_would(1_000, |clock| {
-        RateLimiter::bursty_with_max_burst_with_clock(200.0, 0.05, clock).unwrap()
+        RateLimiter::builder(200.0)
+            .max_burst(Duration::from_millis(50))
+            .clock(clock)
+            .build()
+            .unwrap()
     });
 }
 

@@ -105,8 +105,10 @@ fn a_shadow_concurrency_rule_takes_no_place() {
     let (spillway, _clock) = manual();
     spillway
         .load_flow_rules(vec![
-            FlowRule::concurrency("try-1", "r", 1.0).with_shadow(true),
-            FlowRule::concurrency("limit-3", "r", 3.0),
+            FlowRule::in_flight("r", 1)
+                .with_id("try-1")
+                .with_shadow(true),
+            FlowRule::in_flight("r", 3).with_id("limit-3"),
         ])
         .unwrap();
     let first = spillway.entry("r").enter().unwrap();

@@ -62,6 +62,35 @@ impl Admin {
                 status[kind.states_key()] = states;
             }
         }
+        status["unused_rules"] = self.unused_rules();
         status
+    }
+
+    /// The rules in force that name a resource no route produces (they never apply), as
+    /// `{kind, id, resource}`: `check` and the reload warn of those in the file; this also
+    /// sees rules put through the admin API.
+    fn unused_rules(&self) -> Value {
+        let produced = self.proxy.produced_resources();
+        let mut unused = Vec::new();
+        for kind in crate::kinds::KINDS {
+            let Value::Array(rules) = kind.read(&self.proxy) else {
+                continue;
+            };
+            for rule in &rules {
+                // A rule with no resource (a system rule, an adaptive rule on all traffic)
+                // applies to every request.
+                let Some(resource) = rule.get("resource").and_then(Value::as_str) else {
+                    continue;
+                };
+                if !produced.contains(resource) {
+                    unused.push(json!({
+                        "kind": kind.name(),
+                        "id": rule.get("id").cloned().unwrap_or(Value::Null),
+                        "resource": resource,
+                    }));
+                }
+            }
+        }
+        Value::Array(unused)
     }
 }

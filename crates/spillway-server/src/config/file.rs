@@ -457,6 +457,35 @@ pub struct BlockedResponse {
     /// The body's content type (default `text/plain; charset=utf-8`).
     #[serde(default)]
     pub content_type: Option<String>,
+    /// Which rate-limit fields a refusal carries besides `Retry-After` (default `ietf`).
+    #[serde(default)]
+    pub ratelimit_fields: RateLimitFieldsConfig,
+}
+
+/// `[blocked] ratelimit_fields`: the IETF fields, the older `X-RateLimit-*` ones, both, or none.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitFieldsConfig {
+    /// `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-10).
+    #[default]
+    Ietf,
+    /// `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`.
+    Legacy,
+    /// Both sets.
+    Both,
+    /// Only `Retry-After`.
+    None,
+}
+
+impl From<RateLimitFieldsConfig> for spillway_tower::RateLimitFields {
+    fn from(fields: RateLimitFieldsConfig) -> Self {
+        match fields {
+            RateLimitFieldsConfig::Ietf => Self::Ietf,
+            RateLimitFieldsConfig::Legacy => Self::Legacy,
+            RateLimitFieldsConfig::Both => Self::Both,
+            RateLimitFieldsConfig::None => Self::None,
+        }
+    }
 }
 
 fn default_blocked_status() -> u16 {

@@ -52,7 +52,7 @@ fn default_keyed_capacity() -> usize {
 
 impl KeyedConfig {
     /// The core rule, reading the entry's key at `param`.
-    pub fn rule(&self, param: u8) -> spillway::keyed::KeyedRule {
+    pub fn rule(&self, param: usize) -> spillway::keyed::KeyedRule {
         let mut rule = spillway::keyed::KeyedRule::qps(&self.id, &self.resource, self.count)
             .with_param(param)
             .with_behavior(self.behavior)

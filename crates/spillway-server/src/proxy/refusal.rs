@@ -5,8 +5,8 @@ use http::{Response, StatusCode};
 use spillway::BlockError;
 
 /// The response of a blocked request: gRPC `RESOURCE_EXHAUSTED` to a gRPC call, else the
-/// default 429 (with `Retry-After` and the `RateLimit` fields), or the configured status and
-/// body (keeping `Retry-After`).
+/// default 429 (with `Retry-After` and the `RateLimit` fields), or the configured status, body
+/// and rate-limit fields (keeping `Retry-After`).
 pub(super) fn blocked(
     spillway: &spillway::Spillway,
     err: &BlockError,
@@ -16,7 +16,8 @@ pub(super) fn blocked(
     if grpc {
         return spillway_tower::grpc_resource_exhausted(err);
     }
-    let mut response = spillway_tower::too_many_requests(err, spillway);
+    let fields = configured.map_or_else(Default::default, |c| c.ratelimit_fields.into());
+    let mut response = spillway_tower::too_many_requests_with(err, spillway, fields);
     if let Some(configured) = configured {
         if let Ok(status) = StatusCode::from_u16(configured.status) {
             *response.status_mut() = status;

@@ -7,6 +7,9 @@ use std::fmt::Write;
 
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
@@ -52,10 +55,49 @@ pub(super) fn default_blocked(
     request: &request::Parts,
     spillway: &spillway::Spillway,
 ) -> Response<Bytes> {
+    blocked_with(err, request, spillway, RateLimitFields::Ietf)
+}
+
+/// [`default_blocked`] with the rate-limit fields `fields`.
+pub(super) fn blocked_with(
+    err: &BlockError,
+    request: &request::Parts,
+    spillway: &spillway::Spillway,
+    fields: RateLimitFields,
+) -> Response<Bytes> {
     if is_grpc(&request.headers) {
         grpc_resource_exhausted(err)
     } else {
-        too_many_requests(err, spillway)
+        too_many_requests_with(err, spillway, fields)
+    }
+}
+
+/// Which rate-limit fields a refusal carries besides `Retry-After` (see
+/// [`SpillwayLayer::ratelimit_fields`](super::SpillwayLayer::ratelimit_fields)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RateLimitFields {
+    /// `RateLimit-Policy` and `RateLimit`, as draft-ietf-httpapi-ratelimit-headers-10 defines
+    /// them (the default).
+    #[default]
+    Ietf,
+    /// The older, unstandardised fields many clients still read: `X-RateLimit-Limit` (the
+    /// quota), `X-RateLimit-Remaining` (0 on a refusal) and, when `Retry-After` is sent,
+    /// `X-RateLimit-Reset` with the same number of seconds.
+    Legacy,
+    /// Both sets.
+    Both,
+    /// Neither: only `Retry-After`.
+    None,
+}
+
+impl RateLimitFields {
+    fn ietf(self) -> bool {
+        matches!(self, RateLimitFields::Ietf | RateLimitFields::Both)
+    }
+
+    fn legacy(self) -> bool {
+        matches!(self, RateLimitFields::Legacy | RateLimitFields::Both)
     }
 }
 
@@ -86,7 +128,7 @@ fn ceil_secs(after: Duration) -> u64 {
 /// let spillway = Spillway::new_with_clock(ManualClock::new());
 /// spillway.load_flow_rules(vec![
 ///     FlowRule::qps("search", "GET /search", 0.0),
-///     FlowRule::concurrency("one-upload", "POST /upload", 1.0),
+///     FlowRule::in_flight("POST /upload", 1).with_id("one-upload"),
 /// ])?;
 /// let err = spillway.entry("GET /search").enter().unwrap_err();
 /// let response = too_many_requests(&err, &spillway);
@@ -108,6 +150,34 @@ fn ceil_secs(after: Duration) -> u64 {
 /// # Ok::<(), spillway::flow::FlowRuleError>(())
 /// ```
 pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Response<Bytes> {
+    too_many_requests_with(err, spillway, RateLimitFields::Ietf)
+}
+
+/// [`too_many_requests`] with the rate-limit fields `fields` says: the IETF fields, the older
+/// `X-RateLimit-*` ones, both, or none (only `Retry-After`).
+///
+/// # Examples
+///
+/// ```
+/// use spillway::flow::FlowRule;
+/// use spillway::{ManualClock, Spillway};
+/// use spillway_tower::protect::{too_many_requests_with, RateLimitFields};
+///
+/// let spillway = Spillway::new_with_clock(ManualClock::new());
+/// spillway.load_flow_rules(vec![FlowRule::per_second("GET /search", 0)])?;
+/// let err = spillway.entry("GET /search").enter().unwrap_err();
+/// let response = too_many_requests_with(&err, &spillway, RateLimitFields::Legacy);
+/// assert_eq!(response.headers()["x-ratelimit-limit"], "0");
+/// assert_eq!(response.headers()["x-ratelimit-remaining"], "0");
+/// assert_eq!(response.headers()["x-ratelimit-reset"], "1");
+/// assert!(response.headers().get("ratelimit").is_none());
+/// # Ok::<(), spillway::flow::FlowRuleError>(())
+/// ```
+pub fn too_many_requests_with(
+    err: &BlockError,
+    spillway: &spillway::Spillway,
+    fields: RateLimitFields,
+) -> Response<Bytes> {
     let mut text = String::with_capacity(128);
     // Writing to a String cannot fail.
     let _ = writeln!(text, "{err}");
@@ -123,14 +193,27 @@ pub fn too_many_requests(err: &BlockError, spillway: &spillway::Spillway) -> Res
     if let Some(secs) = retry {
         headers.insert(RETRY_AFTER, HeaderValue::from(secs.min(SF_INTEGER_MAX)));
     }
+    if fields == RateLimitFields::None {
+        return response;
+    }
     if let Some(quota) = spillway.refusal_quota(err) {
-        let (policy, state) = ratelimit_fields(&quota, retry);
-        if let (Ok(policy), Ok(state)) = (
-            HeaderValue::from_maybe_shared(Bytes::from(policy)),
-            HeaderValue::from_maybe_shared(Bytes::from(state)),
-        ) {
-            headers.insert(RATELIMIT_POLICY, policy);
-            headers.insert(RATELIMIT, state);
+        if fields.ietf() {
+            let (policy, state) = ratelimit_fields(&quota, retry);
+            if let (Ok(policy), Ok(state)) = (
+                HeaderValue::from_maybe_shared(Bytes::from(policy)),
+                HeaderValue::from_maybe_shared(Bytes::from(state)),
+            ) {
+                headers.insert(RATELIMIT_POLICY, policy);
+                headers.insert(RATELIMIT, state);
+            }
+        }
+        if fields.legacy() {
+            let integer = |value: u64| HeaderValue::from(value.min(SF_INTEGER_MAX));
+            headers.insert(X_RATELIMIT_LIMIT, integer(quota.quota));
+            headers.insert(X_RATELIMIT_REMAINING, integer(quota.remaining));
+            if let Some(secs) = retry {
+                headers.insert(X_RATELIMIT_RESET, integer(secs));
+            }
         }
     }
     response
@@ -239,7 +322,7 @@ mod tests {
         spillway
             .load_flow_rules(vec![
                 FlowRule::qps("say \"hi\" \\ é", "qps", 2.7),
-                FlowRule::concurrency("one-at-a-time", "busy", 1.0),
+                FlowRule::in_flight("busy", 1).with_id("one-at-a-time"),
             ])
             .unwrap();
         for _ in 0..2 {

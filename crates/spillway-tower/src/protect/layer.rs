@@ -1,4 +1,4 @@
-use super::blocked::default_blocked;
+use super::blocked::{blocked_with, default_blocked, RateLimitFields};
 use super::config::{Config, KeyReader, Selector};
 use super::missing::OnMissingKey;
 use super::service::SpillwayService;
@@ -86,6 +86,11 @@ impl SpillwayLayer {
     /// `GET /users/{id}`; requests no route matched enter `<METHOD> unmatched`. A `HEAD`
     /// request enters its route's `GET` resource (axum answers it with the `GET` handler, so it
     /// costs what a `GET` costs, and a limit on `GET /search` holds for both).
+    ///
+    /// A rule names its route as this layer does, `"GET /users/{id}"`: a rule whose resource
+    /// no route produces (a typo, another method) never applies. After the service has taken
+    /// traffic, [`Spillway::unentered_rules`](spillway::Spillway::unentered_rules) lists such
+    /// rules; a readiness check or a test can assert it is empty.
     ///
     /// # Examples
     ///
@@ -393,6 +398,27 @@ impl SpillwayLayer {
             + 'static,
     ) -> Self {
         self.with(|config| config.blocked = Arc::new(respond))
+    }
+
+    /// The default blocked response, with the rate-limit fields `fields` in place of the IETF
+    /// ones: `RateLimitFields::Legacy` for clients that read `X-RateLimit-*`, `Both`, or
+    /// `None`. It replaces a response set with [`on_blocked`](Self::on_blocked) before it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway_tower::protect::RateLimitFields;
+    /// use spillway_tower::SpillwayLayer;
+    ///
+    /// let layer = SpillwayLayer::new(spillway::Spillway::new())
+    ///     .ratelimit_fields(RateLimitFields::Both);
+    /// # let _ = layer;
+    /// ```
+    pub fn ratelimit_fields(self, fields: RateLimitFields) -> Self {
+        self.with(|config| {
+            config.blocked =
+                Arc::new(move |err, request, spillway| blocked_with(err, request, spillway, fields))
+        })
     }
 
     /// The spillway the layer uses.

@@ -139,6 +139,31 @@ impl AdaptiveRule {
         }
     }
 
+    /// The adaptive limit spillway recommends when the service's capacity is unknown, on all
+    /// inbound traffic: Envoy's gradient controller with spillway's defaults, id `adaptive`.
+    /// `docs/overload.md` says why, and where it falls short.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::adaptive::AdaptiveRule;
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// spillway.load_adaptive_rules(vec![AdaptiveRule::recommended()])?;
+    /// // It starts by measuring the service's no-load latency at 3 calls in flight.
+    /// let held: Vec<_> = (0..3).map(|_| spillway.entry("api").inbound().enter()).collect();
+    /// assert!(held.iter().all(Result::is_ok));
+    /// assert!(spillway.entry("api").inbound().enter().is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recommended() -> Self {
+        Self::inbound(
+            "adaptive",
+            AdaptiveAlgorithm::EnvoyGradient(super::EnvoyGradientConfig::default()),
+        )
+    }
+
     /// A rule on all inbound traffic.
     pub fn inbound(id: impl Into<String>, algorithm: AdaptiveAlgorithm) -> Self {
         Self {

@@ -274,7 +274,61 @@ pub struct FlowRule {
 }
 
 impl FlowRule {
-    /// A QPS rule with default settings (reject, every caller, direct).
+    /// At most `calls` calls a second on `resource`, refusing beyond: the common QPS limit in
+    /// one line. Its id is the resource's name ([`with_id`](Self::with_id) to choose one); the
+    /// other settings are the defaults (reject, every caller, direct). For a fractional rate,
+    /// [`qps`](Self::qps).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::FlowRule;
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// spillway.load_flow_rules(vec![FlowRule::per_second("search", 2)])?;
+    /// assert!(spillway.entry("search").enter().is_ok());
+    /// assert!(spillway.entry("search").enter().is_ok());
+    /// assert!(spillway.entry("search").enter().is_err()); // a third in the same second
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn per_second(resource: impl Into<String>, calls: u32) -> Self {
+        let resource = resource.into();
+        Self::qps(resource.clone(), resource, f64::from(calls))
+    }
+
+    /// At most `calls` calls of `resource` in flight at once, refusing beyond. Its id is the
+    /// resource's name ([`with_id`](Self::with_id) to choose one).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::flow::FlowRule;
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// spillway.load_flow_rules(vec![FlowRule::in_flight("report", 1).with_id("one-report")])?;
+    /// let first = spillway.entry("report").enter()?;
+    /// let refused = spillway.entry("report").enter().unwrap_err();
+    /// assert_eq!(refused.rule_id(), Some("one-report"));
+    /// drop(first); // its place is free again
+    /// assert!(spillway.entry("report").enter().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn in_flight(resource: impl Into<String>, calls: u32) -> Self {
+        let resource = resource.into();
+        Self::concurrency_of(resource.clone(), resource, f64::from(calls))
+    }
+
+    /// The same rule with the id `id` (unique among the flow rules, named in refusals and
+    /// errors).
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// A QPS rule with default settings (reject, every caller, direct): Sentinel's form, with
+    /// a fractional `count` allowed. [`per_second`](Self::per_second) is the short form.
     pub fn qps(id: impl Into<String>, resource: impl Into<String>, count: f64) -> Self {
         Self {
             id: id.into(),
@@ -290,7 +344,16 @@ impl FlowRule {
     }
 
     /// A concurrency rule with default settings.
+    #[deprecated(
+        since = "0.1.0",
+        note = "a count of calls is whole, and the id and resource could be swapped: use \
+                `FlowRule::in_flight(resource, calls)`, with `.with_id(id)` to name it"
+    )]
     pub fn concurrency(id: impl Into<String>, resource: impl Into<String>, count: f64) -> Self {
+        Self::concurrency_of(id, resource, count)
+    }
+
+    fn concurrency_of(id: impl Into<String>, resource: impl Into<String>, count: f64) -> Self {
         Self {
             grade: Grade::Concurrency,
             ..Self::qps(id, resource, count)

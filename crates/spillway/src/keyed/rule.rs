@@ -81,7 +81,7 @@ pub struct KeyedRule {
     /// [`EntryBuilder::key`](crate::EntryBuilder::key) sets position 0,
     /// [`key_at`](crate::EntryBuilder::key_at) any.
     #[cfg_attr(feature = "serde", serde(default))]
-    pub param: u8,
+    pub param: usize,
     /// Calls per `duration` (`qps`) or in flight (`concurrency`) per key.
     #[cfg_attr(feature = "serde", serde(default))]
     pub grade: Grade,
@@ -119,7 +119,46 @@ fn default_capacity() -> usize {
 }
 
 impl KeyedRule {
-    /// `count` calls a second per key, refusing beyond.
+    /// At most `calls` calls a second for each key of `resource`, refusing beyond. Its id is
+    /// the resource's name ([`with_id`](Self::with_id) to choose one); it limits by the
+    /// entry's first key (position 0, [`with_param`](Self::with_param) for another).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::keyed::KeyedRule;
+    /// use spillway::{ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// spillway.load_keyed_rules(vec![KeyedRule::per_second("login", 1)])?;
+    /// assert!(spillway.entry("login").key("alice").enter().is_ok());
+    /// assert!(spillway.entry("login").key("alice").enter().is_err()); // alice's second
+    /// assert!(spillway.entry("login").key("bob").enter().is_ok()); // bob has his own
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn per_second(resource: impl Into<String>, calls: u32) -> Self {
+        let resource = resource.into();
+        Self::qps(resource.clone(), resource, f64::from(calls))
+    }
+
+    /// At most `calls` calls in flight for each key of `resource`. Its id is the resource's
+    /// name ([`with_id`](Self::with_id) to choose one).
+    pub fn in_flight(resource: impl Into<String>, calls: u32) -> Self {
+        let resource = resource.into();
+        Self {
+            grade: Grade::Concurrency,
+            ..Self::qps(resource.clone(), resource, f64::from(calls))
+        }
+    }
+
+    /// The same rule with the id `id` (unique among the per-key rules).
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// `count` calls a second per key, refusing beyond: Sentinel's form
+    /// ([`per_second`](Self::per_second) is the short one).
     pub fn qps(id: impl Into<String>, resource: impl Into<String>, count: f64) -> Self {
         Self {
             id: id.into(),
@@ -143,8 +182,9 @@ impl KeyedRule {
         }
     }
 
-    /// Limiting by the entry's key at `param` (0 to 3).
-    pub fn with_param(mut self, param: u8) -> Self {
+    /// Limiting by the entry's key at `param` (0 to 3), the position
+    /// [`key_at`](crate::EntryBuilder::key_at) and the tower layer's key extractors take.
+    pub fn with_param(mut self, param: usize) -> Self {
         self.param = param;
         self
     }

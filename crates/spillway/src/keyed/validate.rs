@@ -49,7 +49,7 @@ pub fn validate_keyed_rules(rules: &[KeyedRule]) -> Result<(), KeyedRuleError> {
         if rule.resource.is_empty() {
             return fail("resource", "must not be empty".into());
         }
-        if usize::from(rule.param) >= super::KEY_POSITIONS {
+        if rule.param >= super::KEY_POSITIONS {
             return fail(
                 "param",
                 format!(

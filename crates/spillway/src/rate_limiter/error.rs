@@ -7,7 +7,9 @@ use std::fmt;
 pub enum RateLimiterError {
     /// The rate must be positive (infinity is allowed); NaN is refused.
     Rate(f64),
-    /// A request must be for at least one permit.
+    /// A request must be for at least one permit. No longer returned: a request for no permits
+    /// is granted at once.
+    #[deprecated(since = "0.1.0", note = "a request for no permits is granted at once")]
     ZeroPermits,
     /// The maximum burst must be finite and at least 0 seconds.
     MaxBurst(f64),
@@ -19,6 +21,7 @@ impl fmt::Display for RateLimiterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Rate(rate) => write!(f, "rate must be positive, got {rate}"),
+            #[allow(deprecated)]
             Self::ZeroPermits => f.write_str("requested permits must be positive, got 0"),
             Self::MaxBurst(seconds) => {
                 write!(

@@ -14,10 +14,20 @@ use std::time::Duration;
 pub struct Reservation<'a> {
     pub(super) limiter: &'a RateLimiter,
     pub(super) wait: Duration,
-    pub(super) undo: Undo,
+    /// How to give it back; `None` for a reservation of no permits.
+    pub(super) undo: Option<Undo>,
 }
 
-impl Reservation<'_> {
+impl<'a> Reservation<'a> {
+    /// A reservation of no permits: nothing to wait for, nothing to give back.
+    pub(super) fn nothing(limiter: &'a RateLimiter) -> Self {
+        Self {
+            limiter,
+            wait: Duration::ZERO,
+            undo: None,
+        }
+    }
+
     /// How long the caller must wait, from the reservation, before using the permits.
     pub fn wait(&self) -> Duration {
         self.wait
@@ -30,6 +40,7 @@ impl Reservation<'_> {
     /// rate change): the next caller then gets this one's moment. Returns whether it was given back; if
     /// not, the permits stay reserved and unused (later callers' moments do not move).
     pub fn cancel(self) -> bool {
-        self.limiter.schedule.undo(self.undo)
+        self.undo
+            .map_or(true, |undo| self.limiter.schedule.undo(undo))
     }
 }

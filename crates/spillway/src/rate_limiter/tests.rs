@@ -33,17 +33,16 @@ impl Trace {
 
     fn warming_up(&self, rate: f64, warmup_ms: u64, cold_factor: f64) -> RateLimiter {
         let warmup = Duration::from_millis(warmup_ms);
-        RateLimiter::warming_up_with_cold_factor_with_clock(
-            rate,
-            warmup,
-            cold_factor,
-            self.clock.clone(),
-        )
-        .unwrap()
+        RateLimiter::builder(rate)
+            .warm_up(warmup)
+            .cold_factor(cold_factor)
+            .clock(self.clock.clone())
+            .build()
+            .unwrap()
     }
 
     fn acquire(&mut self, limiter: &RateLimiter, permits: u32) {
-        let waited = limiter.acquire(permits).unwrap();
+        let waited = limiter.acquire(permits);
         self.events
             .push(format!("R{}", seconds(waited.as_micros())));
     }
@@ -126,12 +125,9 @@ fn simple_weights() {
 #[test]
 fn three_per_second_truncates_to_the_microsecond() {
     let limiter = RateLimiter::bursty_with_clock(3.0, ManualClock::new()).unwrap();
-    assert_eq!(limiter.reserve(1).unwrap(), Duration::ZERO);
-    assert_eq!(limiter.reserve(2).unwrap(), Duration::from_micros(333_333));
-    assert_eq!(
-        limiter.reserve(1).unwrap(),
-        Duration::from_micros(333_333 + 666_666)
-    );
+    assert_eq!(limiter.reserve(1), Duration::ZERO);
+    assert_eq!(limiter.reserve(2), Duration::from_micros(333_333));
+    assert_eq!(limiter.reserve(1), Duration::from_micros(333_333 + 666_666));
     assert_eq!(limiter.rate(), 1_000_000.0 / (1_000_000.0 / 3.0));
 }
 
@@ -241,40 +237,31 @@ fn bursty_and_update() {
 fn try_acquire_no_wait_allowed() {
     let t = Trace::new();
     let limiter = t.bursty(5.0);
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_some());
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_none());
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_none());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_some());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_none());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_none());
     t.clock.advance_millis(100);
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_none());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_none());
 }
 
 #[test]
 fn try_acquire_some_wait_allowed() {
     let t = Trace::new();
     let limiter = t.bursty(5.0);
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_some());
-    assert!(limiter
-        .try_acquire(1, Duration::from_millis(200))
-        .unwrap()
-        .is_some());
-    assert!(limiter
-        .try_acquire(1, Duration::from_millis(100))
-        .unwrap()
-        .is_none());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_some());
+    assert!(limiter.try_acquire(1, Duration::from_millis(200)).is_some());
+    assert!(limiter.try_acquire(1, Duration::from_millis(100)).is_none());
     t.clock.advance_millis(100);
-    assert!(limiter
-        .try_acquire(1, Duration::from_millis(100))
-        .unwrap()
-        .is_some());
+    assert!(limiter.try_acquire(1, Duration::from_millis(100)).is_some());
 }
 
 #[test]
 fn try_acquire_overflow() {
     let t = Trace::new();
     let limiter = t.bursty(5.0);
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_some());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_some());
     t.clock.advance_millis(100);
-    assert!(limiter.try_acquire(1, Duration::MAX).unwrap().is_some());
+    assert!(limiter.try_acquire(1, Duration::MAX).is_some());
 }
 
 #[test]
@@ -282,29 +269,29 @@ fn try_acquire_after_a_burst() {
     // Guava's testTryAcquire_negative, with a zero timeout for Guava's negative ones.
     let t = Trace::new();
     let limiter = t.bursty(5.0);
-    assert!(limiter.try_acquire(5, Duration::ZERO).unwrap().is_some());
+    assert!(limiter.try_acquire(5, Duration::ZERO).is_some());
     t.clock.advance_millis(900);
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_none());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_none());
     t.clock.advance_millis(100);
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_some());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_some());
 }
 
 #[test]
 fn immediate_try_acquire() {
     let t = Trace::new();
     let limiter = t.bursty(1.0);
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_some());
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_none());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_some());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_none());
 }
 
 #[test]
 fn smallest_rate_can_acquire_exactly_once() {
     let t = Trace::new();
     let limiter = t.bursty(f64::from_bits(1)); // Java's Double.MIN_VALUE
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_some());
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_none());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_some());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_none());
     t.clock.advance(Duration::from_secs(1_000_000));
-    assert!(limiter.try_acquire(1, Duration::ZERO).unwrap().is_none());
+    assert!(limiter.try_acquire(1, Duration::ZERO).is_none());
 }
 
 #[test]
@@ -362,25 +349,47 @@ fn bad_arguments_are_errors() {
         ));
     }
     let limiter = RateLimiter::bursty_with_clock(1.0, clock.clone()).unwrap();
-    assert_eq!(limiter.acquire(0), Err(RateLimiterError::ZeroPermits));
-    assert_eq!(
-        limiter.try_acquire(0, Duration::ZERO),
-        Err(RateLimiterError::ZeroPermits)
-    );
     assert!(limiter.set_rate(f64::NAN).is_err());
     assert_eq!(limiter.rate(), 1.0); // unchanged
-    let cold = RateLimiter::warming_up_with_cold_factor_with_clock(
-        1.0,
-        Duration::ZERO,
-        0.5,
-        clock.clone(),
-    );
+    let cold = RateLimiter::builder(1.0)
+        .warm_up(Duration::ZERO)
+        .cold_factor(0.5)
+        .clock(clock.clone())
+        .build();
     assert_eq!(cold.unwrap_err(), RateLimiterError::ColdFactor(0.5));
-    assert!(RateLimiter::bursty_with_max_burst_with_clock(1.0, -1.0, clock).is_err());
     assert_eq!(
-        RateLimiterError::ZeroPermits.to_string(),
-        "requested permits must be positive, got 0"
+        RateLimiter::builder(0.0)
+            .clock(clock.clone())
+            .build()
+            .unwrap_err(),
+        RateLimiterError::Rate(0.0)
     );
+    // The constructors the builder replaced still check their arguments.
+    #[allow(deprecated)]
+    let negative = RateLimiter::bursty_with_max_burst_with_clock(1.0, -1.0, clock.clone());
+    assert_eq!(negative.unwrap_err(), RateLimiterError::MaxBurst(-1.0));
+    #[allow(deprecated)]
+    let cold = RateLimiter::warming_up_with_cold_factor_with_clock(1.0, Duration::ZERO, 0.5, clock);
+    assert_eq!(cold.unwrap_err(), RateLimiterError::ColdFactor(0.5));
+}
+
+/// Guava refuses a request for no permits; spillway grants it at once and reserves nothing:
+/// the next caller's wait is what it would have been.
+#[test]
+fn no_permits_are_granted_at_once_and_reserve_nothing() {
+    let clock = ManualClock::new();
+    let limiter = RateLimiter::bursty_with_clock(1.0, clock.clone()).unwrap();
+    assert_eq!(limiter.acquire(1), Duration::ZERO); // the next caller owes 1 s
+    assert_eq!(limiter.acquire(0), Duration::ZERO);
+    assert_eq!(limiter.reserve(0), Duration::ZERO);
+    assert_eq!(limiter.try_acquire(0, Duration::ZERO), Some(Duration::ZERO));
+    assert_eq!(limiter.time_until_available(0), Duration::ZERO);
+    let nothing = limiter.reserve_cancellable(0);
+    assert_eq!(nothing.wait(), Duration::ZERO);
+    assert!(nothing.cancel());
+    assert_eq!(clock.now_nanos(), 0, "nothing waited");
+    assert_eq!(limiter.time_until_available(1), Duration::from_secs(1));
+    assert_eq!(limiter.reserve(1), Duration::from_secs(1));
 }
 
 #[test]
@@ -398,20 +407,18 @@ fn zero_warm_up_period_never_stores_nan() {
 #[test]
 fn configurable_burst_and_peeks() {
     let clock = ManualClock::new();
-    let limiter = RateLimiter::bursty_with_max_burst_with_clock(10.0, 2.0, clock.clone()).unwrap();
+    let limiter = RateLimiter::builder(10.0)
+        .max_burst(Duration::from_secs(2))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
     clock.advance_millis(5_000);
     assert_eq!(limiter.stored_permits(), 20.0); // two seconds' worth
-    assert_eq!(limiter.time_until_available(1).unwrap(), Duration::ZERO);
-    assert_eq!(limiter.reserve(20).unwrap(), Duration::ZERO);
-    assert_eq!(limiter.reserve(1).unwrap(), Duration::ZERO); // stored 0 now; pays later
-    assert_eq!(
-        limiter.time_until_available(5).unwrap(),
-        Duration::from_millis(100)
-    );
-    assert_eq!(
-        limiter.time_until_available(5).unwrap(),
-        Duration::from_millis(100)
-    ); // no change
+    assert_eq!(limiter.time_until_available(1), Duration::ZERO);
+    assert_eq!(limiter.reserve(20), Duration::ZERO);
+    assert_eq!(limiter.reserve(1), Duration::ZERO); // stored 0 now; pays later
+    assert_eq!(limiter.time_until_available(5), Duration::from_millis(100));
+    assert_eq!(limiter.time_until_available(5), Duration::from_millis(100)); // no change
 }
 
 /// Guava's testTimeToWarmUpIsHonouredEvenWithWeights: going from cold to stable takes the
@@ -427,21 +434,20 @@ fn time_to_warm_up_is_honoured_even_with_weights() {
                 let warmup_millis =
                     ((1.0 + cold_factor) * f64::from(warmup_permits) / (2.0 * qps) * 1000.0) as u64;
                 let clock = ManualClock::new();
-                let limiter = RateLimiter::warming_up_with_cold_factor_with_clock(
-                    qps,
-                    Duration::from_millis(warmup_millis),
-                    cold_factor,
-                    clock.clone(),
-                )
-                .unwrap();
+                let limiter = RateLimiter::builder(qps)
+                    .warm_up(Duration::from_millis(warmup_millis))
+                    .cold_factor(cold_factor)
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap();
                 let start = clock.now_millis();
                 let mut permits = warmup_permits;
                 while permits > 0 {
                     let next = random.below(permits).max(1);
                     permits -= next;
-                    limiter.acquire(next).unwrap();
+                    limiter.acquire(next);
                 }
-                limiter.acquire(1).unwrap(); // to repay any pending debt
+                limiter.acquire(1); // to repay any pending debt
                 assert_eq!(
                     clock.now_millis() - start,
                     warmup_millis,

@@ -24,7 +24,9 @@ fn each_bad_field_is_named() {
         (FlowRule::qps("x", "r", -1.0), "count"),
         (FlowRule::qps("x", "r", f64::INFINITY), "count"),
         (
-            FlowRule::concurrency("x", "r", 1.0).with_behavior(Behavior::throttle(Duration::ZERO)),
+            FlowRule::in_flight("r", 1)
+                .with_id("x")
+                .with_behavior(Behavior::throttle(Duration::ZERO)),
             "behavior",
         ),
         (
@@ -94,7 +96,9 @@ fn a_good_set_passes() {
             cold_factor: 2,
             max_queueing_time: Duration::from_millis(500),
         }),
-        FlowRule::concurrency("c", "r", 10.0).with_limit_app(LimitApp::Other),
+        FlowRule::in_flight("r", 10)
+            .with_id("c")
+            .with_limit_app(LimitApp::Other),
     ];
     assert_eq!(validate_flow_rules(&rules), Ok(()));
 }
