@@ -54,15 +54,12 @@ fn task_1_a_qps_limit_on_a_function() {
 // task 2 begin
 fn service(spillway: Spillway, routes: Router) -> Result<Router, Box<dyn Error>> {
     let warm_up = Behavior::warm_up(Duration::from_secs(10));
-    spillway.load_flow_rules(vec![
-        FlowRule::per_second("GET /search", 30).with_behavior(warm_up),
-        FlowRule::in_flight("POST /upload", 1),
-    ])?;
+    let search = FlowRule::per_second("GET /search", 30).with_behavior(warm_up);
+    let upload = FlowRule::in_flight("POST /upload", 1);
+    spillway.load_flow_rules(vec![search, upload])?;
     spillway.load_keyed_rules(vec![KeyedRule::per_second("POST /login", 2)])?;
-    let layer = SpillwayLayer::new(spillway)
-        .by_route()
-        .key_peer_ip(0, Vec::new());
-    Ok(routes.layer(layer))
+    let layer = SpillwayLayer::new(spillway).by_route();
+    Ok(routes.layer(layer.key_peer_ip(0, Vec::new())))
 }
 // task 2 end
 

@@ -445,7 +445,7 @@ impl RateLimiter {
     /// let limiter = RateLimiter::bursty_with_clock(5.0, ManualClock::new())?;
     /// limiter.reserve(1); // free; the next caller owes 200 ms
     /// assert!(limiter.try_reserve_cancellable(1, Duration::from_millis(100)).is_none());
-    /// let reservation = limiter.try_reserve_cancellable(1, Duration::from_millis(200));
+    /// let reservation = limiter.try_reserve_cancellable(1, Duration::from_millis(200)).unwrap();
     /// assert_eq!(reservation.wait(), Duration::from_millis(200));
     /// assert!(reservation.cancel()); // given back: the next caller owes 200 ms again
     /// assert_eq!(limiter.reserve(1), Duration::from_millis(200));
