@@ -199,6 +199,13 @@ async fn legacy_fields_and_none_are_chosen_in_the_file() {
     assert_eq!(headers["x-ratelimit-reset"], headers["retry-after"]);
     assert!(headers.get("ratelimit-policy").is_none());
     assert!(headers.get("ratelimit").is_none());
+    // A limit of calls in flight: the legacy fields cannot say so, and are left out.
+    let held = proxy.hold().await;
+    let (status, headers) = proxy.get("/hold", "dave").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(headers.get("x-ratelimit-limit").is_none(), "{headers:?}");
+    proxy.release.notify_one();
+    assert_eq!(held.await.unwrap(), StatusCode::OK);
     proxy.served.shutdown().await;
 
     let proxy = Proxy::start(&format!(

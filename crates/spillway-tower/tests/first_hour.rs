@@ -158,9 +158,13 @@ async fn task_3_the_recommended_adaptive_limit() {
         })
         .collect();
     let in_flight = || spillway.adaptive_state("adaptive").unwrap().in_flight;
-    while in_flight() < 3 {
+    for _ in 0..10_000 {
+        if in_flight() == 3 {
+            break;
+        }
         tokio::task::yield_now().await;
     }
+    assert_eq!(in_flight(), 3, "three calls hold their places");
     assert_eq!(
         status(&app, "GET", "/search", "1.1.1.1").await,
         StatusCode::TOO_MANY_REQUESTS

@@ -14,7 +14,7 @@ const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, Response, StatusCode};
-use spillway::{BlockError, Quota};
+use spillway::{BlockError, Quota, QuotaUnit};
 use std::time::Duration;
 
 /// Marks the response of a request the layer refused (whatever
@@ -83,7 +83,9 @@ pub enum RateLimitFields {
     Ietf,
     /// The older, unstandardised fields many clients still read: `X-RateLimit-Limit` (the
     /// quota), `X-RateLimit-Remaining` (0 on a refusal) and, when `Retry-After` is sent,
-    /// `X-RateLimit-Reset` with the same number of seconds.
+    /// `X-RateLimit-Reset` with the same number of seconds to wait (as the IETF drafts'
+    /// early `RateLimit-Reset`; not a Unix time, as GitHub's is). Sent for quotas of requests
+    /// only: these fields cannot say that a limit counts calls in flight.
     Legacy,
     /// Both sets.
     Both,
@@ -207,7 +209,8 @@ pub fn too_many_requests_with(
                 headers.insert(RATELIMIT, state);
             }
         }
-        if fields.legacy() {
+        // The legacy fields have no unit: a limit of calls in flight would read as a rate.
+        if fields.legacy() && quota.unit == QuotaUnit::Requests {
             let integer = |value: u64| HeaderValue::from(value.min(SF_INTEGER_MAX));
             headers.insert(X_RATELIMIT_LIMIT, integer(quota.quota));
             headers.insert(X_RATELIMIT_REMAINING, integer(quota.remaining));

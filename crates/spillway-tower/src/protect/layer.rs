@@ -90,7 +90,8 @@ impl SpillwayLayer {
     /// A rule names its route as this layer does, `"GET /users/{id}"`: a rule whose resource
     /// no route produces (a typo, another method) never applies. After the service has taken
     /// traffic, [`Spillway::unentered_rules`](spillway::Spillway::unentered_rules) lists such
-    /// rules; a readiness check or a test can assert it is empty.
+    /// rules (and those of routes no request has reached yet); a test that drives every route
+    /// can assert it is empty.
     ///
     /// # Examples
     ///

@@ -221,8 +221,9 @@ pub enum Strategy {
 
 /// A flow rule: Sentinel's `FlowRule`.
 ///
-/// Build one with [`FlowRule::qps`] or [`FlowRule::concurrency`] and the `with_*` methods, or
-/// read it from configuration (feature `serde`).
+/// Build one with [`FlowRule::per_second`] or [`FlowRule::in_flight`] (or Sentinel's full form,
+/// [`FlowRule::qps`]) and the `with_*` methods, or read it from configuration (feature
+/// `serde`).
 ///
 /// # Examples
 ///

@@ -84,7 +84,13 @@ pub fn validate_flow_rules(rules: &[FlowRule]) -> Result<(), FlowRuleError> {
             return fail("id", "must not be empty".into());
         }
         if let Some(first) = ids.insert(&rule.id, index) {
-            return fail("id", format!("is also the id of flow rule #{first}"));
+            let hint = if rule.id == rule.resource {
+                " (`per_second` and `in_flight` name a rule after its resource: give one \
+                 another id with `with_id`)"
+            } else {
+                ""
+            };
+            return fail("id", format!("is also the id of flow rule #{first}{hint}"));
         }
         if rule.resource.is_empty() {
             return fail("resource", "must not be empty".into());

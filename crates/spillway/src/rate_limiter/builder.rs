@@ -68,7 +68,8 @@ impl RateLimiterBuilder {
         self
     }
 
-    /// The cold factor of a warming-up limiter, at least 1 (Guava: 3).
+    /// The cold factor of a warming-up limiter, at least 1 (Guava: 3); a bursty limiter has
+    /// none, and ignores it.
     pub fn cold_factor(mut self, cold_factor: f64) -> Self {
         self.cold_factor = cold_factor;
         self

@@ -21,7 +21,8 @@ impl Spillway {
     /// never applied. Once the service has taken its usual traffic, each one is usually a
     /// mistake: a typo in the resource, a method that differs (`"POST /login"` for a `GET`
     /// route), a route whose path changed. System rules and adaptive rules on all inbound
-    /// traffic name no resource and are never listed.
+    /// traffic name no resource and are never listed. A resource a flow rule's `relate`
+    /// strategy reads is registered when the rule loads, so rules on it are not listed either.
     ///
     /// # Examples
     ///
