@@ -1,7 +1,8 @@
 //! The proxy's refusals carry the rate-limit fields `[blocked] ratelimit_fields` asks for: by
 //! default `RateLimit-Policy` and `RateLimit`, parsed here as the RFC 9651 Structured Field
 //! Lists draft-ietf-httpapi-ratelimit-headers-10 makes them, for a QPS, a concurrency and a
-//! per-key refusal; `"legacy"` the older `X-RateLimit-*` fields; `"none"` only `Retry-After`.
+//! per-key refusal; `"legacy"` the older `X-RateLimit-*` fields; `"none"` only `Retry-After`;
+//! and with `ratelimit_on_admitted`, admitted responses carry what is left of each quota.
 
 mod support;
 
@@ -35,25 +36,33 @@ impl Member {
 
 /// The field `name` as a one-member List of an Item named by a String.
 fn member(headers: &HeaderMap, name: &str) -> Member {
+    let mut members = members(headers, name);
+    assert_eq!(members.len(), 1, "{name}: one policy");
+    members.remove(0)
+}
+
+/// The field `name` as a List of Items named by Strings.
+fn members(headers: &HeaderMap, name: &str) -> Vec<Member> {
     let value = headers
         .get(name)
         .unwrap_or_else(|| panic!("no {name} in {headers:?}"));
     let list: sfv::List = sfv::Parser::new(value.as_bytes())
         .parse()
         .unwrap_or_else(|err| panic!("{name}: {value:?} is not a Structured List: {err}"));
-    assert_eq!(list.len(), 1, "{name}: one policy");
-    match list.into_iter().next() {
-        Some(sfv::ListEntry::Item(item)) => Member {
-            name: item
-                .bare_item
-                .as_string()
-                .expect("a policy's name is a String")
-                .as_str()
-                .to_owned(),
-            params: item.params,
-        },
-        _ => panic!("{name}: not an Item"),
-    }
+    list.into_iter()
+        .map(|entry| match entry {
+            sfv::ListEntry::Item(item) => Member {
+                name: item
+                    .bare_item
+                    .as_string()
+                    .expect("a policy's name is a String")
+                    .as_str()
+                    .to_owned(),
+                params: item.params,
+            },
+            sfv::ListEntry::InnerList(_) => panic!("{name}: not an Item"),
+        })
+        .collect()
 }
 
 struct Proxy {
@@ -221,5 +230,60 @@ async fn legacy_fields_and_none_are_chosen_in_the_file() {
     for name in ["ratelimit-policy", "ratelimit", "x-ratelimit-limit"] {
         assert!(headers.get(name).is_none(), "{name} in {headers:?}");
     }
+    proxy.served.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn admitted_responses_say_what_is_left_when_asked() {
+    let proxy = Proxy::start(RULES).await;
+    let (status, headers) = proxy.get("/search", "alice").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers.get("ratelimit").is_none(), "off by default");
+    proxy.served.shutdown().await;
+
+    let proxy = Proxy::start(&format!(
+        "{RULES}\n[blocked]\nratelimit_on_admitted = true\n"
+    ))
+    .await;
+    let (status, headers) = proxy.get("/search", "alice").await;
+    assert_eq!(status, StatusCode::OK);
+    let policies = members(&headers, "ratelimit-policy");
+    let states = members(&headers, "ratelimit");
+    let read: Vec<_> = policies
+        .iter()
+        .zip(&states)
+        .map(|(policy, state)| {
+            assert_eq!(policy.name, state.name, "the same policies, in order");
+            assert_eq!(state.integer("t"), None, "no reset time");
+            (
+                policy.name.as_str(),
+                policy.integer("q"),
+                policy.integer("w"),
+                state.integer("r"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        read,
+        [
+            ("search-qps", Some(2), Some(1), Some(1)),
+            ("per-user", Some(1), Some(1), Some(0)),
+        ]
+    );
+    // Bob has his own per-key quota; the route's is shared.
+    let (_, headers) = proxy.get("/search", "bob").await;
+    let left: Vec<_> = members(&headers, "ratelimit")
+        .iter()
+        .map(|state| state.integer("r"))
+        .collect();
+    assert_eq!(left, [Some(0), Some(0)]);
+    // The concurrency rule counts this call, in flight as the fields are read.
+    proxy.release.notify_one();
+    let (status, headers) = proxy.get("/hold", "carol").await;
+    assert_eq!(status, StatusCode::OK);
+    let policy = member(&headers, "ratelimit-policy");
+    assert_eq!(policy.name, "one-hold");
+    assert_eq!(policy.string("qu").as_deref(), Some("concurrent-requests"));
+    assert_eq!(member(&headers, "ratelimit").integer("r"), Some(0));
     proxy.served.shutdown().await;
 }

@@ -60,7 +60,8 @@ pub use entry::{admit_owned, enter};
 #[allow(deprecated)]
 pub use protect::Spillway;
 pub use protect::{
-    grpc_resource_exhausted, too_many_requests, too_many_requests_with, RateLimitFields,
+    admitted_fields, grpc_resource_exhausted, too_many_requests, too_many_requests_with,
+    RateLimitFields,
     ResponseBody, ResponseFuture, SpillwayLayer, SpillwayService,
 };
 pub use rate_limiter::{acquire, try_acquire_within};

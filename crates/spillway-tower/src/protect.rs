@@ -48,6 +48,7 @@ mod blocked;
 mod body;
 mod config;
 mod decide;
+mod fields;
 mod future;
 mod layer;
 mod missing;
@@ -55,9 +56,8 @@ mod service;
 mod shadow;
 mod verdict;
 
-pub use blocked::{
-    grpc_resource_exhausted, too_many_requests, too_many_requests_with, Blocked, RateLimitFields,
-};
+pub use blocked::{grpc_resource_exhausted, too_many_requests, too_many_requests_with, Blocked};
+pub use fields::{admitted_fields, RateLimitFields};
 pub use body::ResponseBody;
 pub use future::ResponseFuture;
 pub use layer::SpillwayLayer;

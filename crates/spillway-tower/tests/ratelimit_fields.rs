@@ -309,3 +309,193 @@ fn odd_names_and_huge_counts_still_parse() {
     let (huge, _) = fields(&huge, &spillway);
     assert_eq!(huge.unwrap().q, 999_999_999_999_999);
 }
+
+#[test]
+fn a_key_with_an_exception_is_refused_at_its_own_quota() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_keyed_rules(vec![KeyedRule::per_second("api", 2)
+            .with_id("per-user")
+            .with_exception("partner", 5)])
+        .unwrap();
+    let mut passed = 0;
+    let err = loop {
+        match spillway.entry("api").key("partner").enter() {
+            Ok(_entry) => passed += 1,
+            Err(err) => break err,
+        }
+    };
+    let (fields, _) = fields(&err, &spillway);
+    assert_eq!((passed, fields.unwrap().q), (5, 5));
+}
+
+#[test]
+fn a_cold_pacing_warm_up_advertises_the_rate_it_paces_at_now() {
+    let (spillway, _clock) = manual();
+    spillway
+        .load_flow_rules(vec![FlowRule::qps("paced", "export", 30.0).with_behavior(
+            Behavior::WarmUpThrottle {
+                period: Duration::from_secs(10),
+                cold_factor: 3,
+                max_queueing_time: Duration::ZERO,
+            },
+        )])
+        .unwrap();
+    let err = loop {
+        if let Err(err) = spillway.entry("export").enter() {
+            break err;
+        }
+    };
+    let (fields, _) = fields(&err, &spillway);
+    // Cold: a third of 30 a second.
+    assert_eq!(fields.unwrap().q, 10);
+}
+
+/// The IETF fields of an admitted response, parsed: each policy's name, `q`, `qu`, `w` and
+/// the `RateLimit` item of the same name's `r`; checked against the draft on the way.
+fn admitted<B>(response: &Response<B>) -> Vec<(String, i64, Option<String>, Option<i64>, i64)> {
+    let (Some(policies), Some(states)) = (
+        list(response, "ratelimit-policy"),
+        list(response, "ratelimit"),
+    ) else {
+        panic!("an admitted response with quotas carries both fields");
+    };
+    assert_eq!(policies.len(), states.len(), "an item each");
+    assert!(response.headers().get("retry-after").is_none());
+    policies
+        .iter()
+        .zip(&states)
+        .map(|(policy, state)| {
+            assert_eq!(state.name, policy.name, "in the same order");
+            assert_eq!(state.integer("t"), None, "no reset time is known");
+            let (q, r) = (policy.integer("q").unwrap(), state.integer("r").unwrap());
+            assert!(q >= 0 && r >= 0);
+            let qu = policy.string("qu");
+            let w = policy.integer("w");
+            if qu.is_some() {
+                assert_eq!(w, None, "calls in flight have no window");
+            }
+            (policy.name.clone(), q, qu, w, r)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn admitted_responses_count_down_what_is_left() {
+    use spillway_tower::protect::RateLimitFields;
+    use spillway_tower::{SpillwayLayer, TokioClock};
+    use tower::{service_fn, Layer, ServiceExt};
+
+    let spillway = Spillway::new_with_clock(TokioClock::new());
+    spillway
+        .load_flow_rules(vec![
+            FlowRule::per_second("api", 3),
+            FlowRule::in_flight("api", 8).with_id("eight-at-once"),
+        ])
+        .unwrap();
+    spillway
+        .load_keyed_rules(vec![KeyedRule::per_second("api", 2)
+            .with_id("per-user")
+            .with_duration(Duration::from_secs(60))])
+        .unwrap();
+    let service = SpillwayLayer::new(spillway)
+        .fixed_resource("api")
+        .key_header(0, "x-user")
+        .ratelimit_on_admitted(RateLimitFields::Both)
+        .layer(service_fn(|_request: http::Request<String>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+        }));
+    let call = |user: &'static str| {
+        let service = service.clone();
+        async move {
+            let request = http::Request::builder()
+                .header("x-user", user)
+                .body(String::new())
+                .unwrap();
+            service.oneshot(request).await.unwrap()
+        }
+    };
+    let first = call("alice").await;
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        admitted(&first),
+        [
+            ("api".to_owned(), 3, None, Some(1), 2),
+            // The call itself is in flight as the fields are read.
+            ("eight-at-once".to_owned(), 8, Some("concurrent-requests".to_owned()), None, 7),
+            ("per-user".to_owned(), 2, None, Some(60), 1),
+        ]
+    );
+    // The legacy fields give the quota of requests with the least left.
+    assert_eq!(first.headers()["x-ratelimit-limit"], "2");
+    assert_eq!(first.headers()["x-ratelimit-remaining"], "1");
+    // The entry is held until the response's body ends.
+    drop(first);
+    let second = call("alice").await;
+    let left: Vec<i64> = admitted(&second).iter().map(|policy| policy.4).collect();
+    assert_eq!(left, [1, 7, 0]);
+    // Alice's quota is spent; Bob's is his own, and the second's is shared.
+    drop(second);
+    assert_eq!(call("alice").await.status(), 429);
+    let bob = call("bob").await;
+    let left: Vec<i64> = admitted(&bob).iter().map(|policy| policy.4).collect();
+    assert_eq!(left, [0, 7, 1]);
+    // Off by default.
+    let plain = SpillwayLayer::new(Spillway::new_with_clock(TokioClock::new()))
+        .fixed_resource("api")
+        .layer(service_fn(|_request: http::Request<String>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+        }));
+    let response = plain.oneshot(http::Request::new(String::new())).await.unwrap();
+    assert!(response.headers().get("ratelimit").is_none());
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn admitted_fields_add_to_the_service_s_own() {
+    use spillway_tower::protect::RateLimitFields;
+    use spillway_tower::{SpillwayLayer, TokioClock};
+    use tower::{service_fn, Layer, ServiceExt};
+
+    let spillway = Spillway::new_with_clock(TokioClock::new());
+    spillway
+        .load_flow_rules(vec![FlowRule::per_second("api", 5)])
+        .unwrap();
+    let service = SpillwayLayer::new(spillway)
+        .fixed_resource("api")
+        .ratelimit_on_admitted(RateLimitFields::Ietf)
+        .layer(service_fn(|_request: http::Request<String>| async {
+            let mut response = http::Response::new(String::new());
+            let headers = response.headers_mut();
+            headers.insert("ratelimit-policy", r#""upstream";q=100;w=60"#.parse().unwrap());
+            headers.insert("ratelimit", r#""upstream";r=99"#.parse().unwrap());
+            Ok::<_, std::convert::Infallible>(response)
+        }));
+    let response = service
+        .oneshot(http::Request::new(String::new()))
+        .await
+        .unwrap();
+    // Two lines of each field, read as one list.
+    let lines = |name| response.headers().get_all(name).iter().count();
+    assert_eq!((lines("ratelimit-policy"), lines("ratelimit")), (2, 2));
+    let joined = |name| {
+        let values: Vec<_> = response
+            .headers()
+            .get_all(name)
+            .iter()
+            .map(|value| value.to_str().unwrap().to_owned())
+            .collect();
+        values.join(", ")
+    };
+    let mut combined = http::Response::new(());
+    combined
+        .headers_mut()
+        .insert("ratelimit-policy", joined("ratelimit-policy").parse().unwrap());
+    combined
+        .headers_mut()
+        .insert("ratelimit", joined("ratelimit").parse().unwrap());
+    let names: Vec<(String, i64)> = admitted(&combined)
+        .into_iter()
+        .map(|policy| (policy.0, policy.4))
+        .collect();
+    assert_eq!(names, [("upstream".to_owned(), 99), ("api".to_owned(), 4)]);
+}

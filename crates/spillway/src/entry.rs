@@ -10,6 +10,7 @@ mod owned;
 mod pending;
 mod pipeline;
 mod places;
+mod quotas;
 mod refusal;
 mod traffic;
 mod waiting;

@@ -68,7 +68,7 @@ pub struct Quota {
 }
 
 impl Quota {
-    fn new(policy: &str, quota: f64, unit: QuotaUnit, window: Option<Duration>) -> Self {
+    pub(crate) fn new(policy: &str, quota: f64, unit: QuotaUnit, window: Option<Duration>) -> Self {
         Self {
             policy: policy.to_owned(),
             // Rounded down and saturating: a quota of 2.7 allows 2 whole requests.
@@ -81,6 +81,12 @@ impl Quota {
             window: window.filter(|w| w.as_secs() >= 1 && w.subsec_nanos() == 0),
             remaining: 0,
         }
+    }
+
+    /// The quota with `remaining` units left.
+    pub(crate) fn with_remaining(mut self, remaining: u64) -> Self {
+        self.remaining = remaining;
+        self
     }
 }
 
@@ -112,13 +118,14 @@ pub(crate) fn refusal_quota(
                 Some(Quota::new(policy, threshold, QuotaUnit::Requests, second))
             }
             // A pacing rule refuses a call it cannot queue: its quota is its count per
-            // `stat_duration` (a warm-up's current rate is not in the refusal).
+            // `stat_duration`.
             (Grade::Qps, Behavior::Throttle { stat_duration, .. }, _) => Some(Quota::new(
                 policy,
                 threshold,
                 QuotaUnit::Requests,
                 Some(*stat_duration),
             )),
+            // The rate it paces at now, a second: a warm-up's current allowance.
             (Grade::Qps, Behavior::WarmUpThrottle { .. }, _) => {
                 Some(Quota::new(policy, threshold, QuotaUnit::Requests, second))
             }

@@ -460,6 +460,10 @@ pub struct BlockedResponse {
     /// Which rate-limit fields a refusal carries besides `Retry-After` (default `ietf`).
     #[serde(default)]
     pub ratelimit_fields: RateLimitFieldsConfig,
+    /// Whether admitted responses carry the same fields too, with what is left of each quota
+    /// the request met (default false).
+    #[serde(default)]
+    pub ratelimit_on_admitted: bool,
 }
 
 /// `[blocked] ratelimit_fields`: the IETF fields, the older `X-RateLimit-*` ones, both, or none.

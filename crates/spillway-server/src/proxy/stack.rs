@@ -74,6 +74,10 @@ pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
         Arc::clone(&shared.metrics),
         Arc::clone(&shared.shadow_log),
     ));
+    let admitted = match &spec.blocked {
+        Some(blocked) if blocked.ratelimit_on_admitted => blocked.ratelimit_fields.into(),
+        _ => spillway_tower::RateLimitFields::None,
+    };
     let (configured, spillway) = (spec.blocked, shared.spillway.clone());
     let refusal = Arc::new(
         move |err: &spillway::BlockError, headers: &http::HeaderMap| {
@@ -85,6 +89,7 @@ pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
     let mut layer = SpillwayLayer::new(shared.spillway.clone())
         .fixed_resource(spec.resource)
         .shadow(spec.shadow)
+        .ratelimit_on_admitted(admitted)
         .on_blocked(move |err, parts, _| on_blocked(err, &parts.headers));
     if let Some(name) = shared.origin_header.clone() {
         layer = layer.origin(move |parts| {

@@ -3,7 +3,7 @@
 
 use super::config::{Config, Selector};
 use super::missing::{MissingKey, OnMissingKey, SHARED_MISSING};
-use spillway::{BlockError, OwnedAdmission};
+use spillway::{BlockError, OwnedAdmission, Quota};
 
 /// Why a request was not admitted.
 pub(super) enum Refused {
@@ -23,6 +23,29 @@ pub(super) fn admit(
         (Some(origin), Some(parts)) => origin(parts),
         _ => None,
     };
+    with_builder(config, parts, |builder| {
+        let admission = match &origin {
+            Some(origin) => builder.origin(origin).try_enter_owned(),
+            None => builder.try_enter_owned(),
+        };
+        admission.map_err(Refused::Blocked)
+    })
+}
+
+/// The quotas the request's entry meets now and what is left of each (see
+/// [`spillway::EntryBuilder::quotas`]), for an admitted response's fields; none for a request
+/// whose keys are missing.
+pub(super) fn quotas(config: &Config, parts: Option<&http::request::Parts>) -> Vec<Quota> {
+    with_builder(config, parts, |builder| Ok(builder.quotas())).unwrap_or_default()
+}
+
+/// Runs `use_builder` on the request's entry builder: its resource, traffic type and keys as
+/// the layer reads them (a missing key as its rules say: passed, shared, or refused).
+fn with_builder<T>(
+    config: &Config,
+    parts: Option<&http::request::Parts>,
+    use_builder: impl FnOnce(spillway::EntryBuilder<'_>) -> Result<T, Refused>,
+) -> Result<T, Refused> {
     let enter = |builder: spillway::EntryBuilder<'_>| {
         let mut builder = builder.traffic(config.traffic);
         if let Some(parts) = parts {
@@ -40,11 +63,7 @@ pub(super) fn admit(
                 };
             }
         }
-        let admission = match &origin {
-            Some(origin) => builder.origin(origin).try_enter_owned(),
-            None => builder.try_enter_owned(),
-        };
-        admission.map_err(Refused::Blocked)
+        use_builder(builder)
     };
     match (config.resource.resolved(&config.spillway), parts) {
         (Selector::Fixed(resource), _) => enter(resource.entry()),

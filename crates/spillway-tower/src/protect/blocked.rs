@@ -5,16 +5,15 @@ use crate::grpc::{is_grpc, GRPC_STATUS};
 use http::HeaderName;
 use std::fmt::Write;
 
-const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
-const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
-const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
-const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
-const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+use super::fields::{
+    ratelimit_fields, RateLimitFields, RATELIMIT, RATELIMIT_POLICY, SF_INTEGER_MAX,
+    X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+};
 const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, Response, StatusCode};
-use spillway::{BlockError, Quota, QuotaUnit};
+use spillway::{BlockError, QuotaUnit};
 use std::time::Duration;
 
 /// Marks the response of a request the layer refused (whatever
@@ -69,37 +68,6 @@ pub(super) fn blocked_with(
         grpc_resource_exhausted(err)
     } else {
         too_many_requests_with(err, spillway, fields)
-    }
-}
-
-/// Which rate-limit fields a refusal carries besides `Retry-After` (see
-/// [`SpillwayLayer::ratelimit_fields`](super::SpillwayLayer::ratelimit_fields)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum RateLimitFields {
-    /// `RateLimit-Policy` and `RateLimit`, as draft-ietf-httpapi-ratelimit-headers-10 defines
-    /// them (the default).
-    #[default]
-    Ietf,
-    /// The older, unstandardised fields many clients still read: `X-RateLimit-Limit` (the
-    /// quota), `X-RateLimit-Remaining` (0 on a refusal) and, when `Retry-After` is sent,
-    /// `X-RateLimit-Reset` with the same number of seconds to wait (as the IETF drafts'
-    /// early `RateLimit-Reset`; not a Unix time, as GitHub's is). Sent for quotas of requests
-    /// only: these fields cannot say that a limit counts calls in flight.
-    Legacy,
-    /// Both sets.
-    Both,
-    /// Neither: only `Retry-After`.
-    None,
-}
-
-impl RateLimitFields {
-    fn ietf(self) -> bool {
-        matches!(self, RateLimitFields::Ietf | RateLimitFields::Both)
-    }
-
-    fn legacy(self) -> bool {
-        matches!(self, RateLimitFields::Legacy | RateLimitFields::Both)
     }
 }
 
@@ -220,52 +188,6 @@ pub fn too_many_requests_with(
         }
     }
     response
-}
-
-/// The largest Structured Field Integer (RFC 9651: at most 15 digits).
-const SF_INTEGER_MAX: u64 = 999_999_999_999_999;
-
-/// The `RateLimit-Policy` and `RateLimit` values of `quota`, with `t` when a retry time is known.
-/// Each is written into one buffer that becomes the header value as it is: a refusal under
-/// overload is the common response.
-fn ratelimit_fields(quota: &Quota, retry_secs: Option<u64>) -> (String, String) {
-    let integer = |out: &mut String, key: &str, value: u64| {
-        out.push_str(key);
-        out.push_str(itoa::Buffer::new().format(value.min(SF_INTEGER_MAX)));
-    };
-    let mut policy = String::with_capacity(quota.policy.len() + 48);
-    push_sf_string(&mut policy, &quota.policy);
-    let mut state = policy.clone();
-    integer(&mut policy, ";q=", quota.quota);
-    if let Some(unit) = quota.unit.as_qu() {
-        policy.push_str(";qu=");
-        push_sf_string(&mut policy, unit);
-    }
-    if let Some(window) = quota.window {
-        integer(&mut policy, ";w=", window.as_secs());
-    }
-    integer(&mut state, ";r=", quota.remaining);
-    if let Some(secs) = retry_secs {
-        integer(&mut state, ";t=", secs);
-    }
-    (policy, state)
-}
-
-/// Appends `value` as a structured-field string (RFC 8941): quoted, with `"` and `\` escaped
-/// and characters outside printable ASCII replaced.
-fn push_sf_string(out: &mut String, value: &str) {
-    out.push('"');
-    for c in value.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            ' '..='~' => out.push(c),
-            _ => out.push('_'),
-        }
-    }
-    out.push('"');
 }
 
 /// A gRPC `RESOURCE_EXHAUSTED` (status 8) for `err`, as a trailers-only response: HTTP 200,

@@ -108,6 +108,8 @@ pub(super) struct Config {
     pub(super) blocked: Arc<BlockedFn>,
     /// Shadow mode: a refused request goes on without an entry, marked with its refusal.
     pub(super) shadow: bool,
+    /// The rate-limit fields of admitted responses (`None`: off).
+    pub(super) admitted: super::fields::RateLimitFields,
 }
 
 impl fmt::Debug for Config {

@@ -1,11 +1,13 @@
 //! One place decides what follows an attempt to enter: the call, a wait, or an answer.
 
-use super::admit::Refused;
+use super::admit::{quotas, Refused};
+use super::fields::{admitted_fields, RateLimitFields};
+use crate::grpc::is_grpc;
 use super::blocked::Blocked;
 use super::config::Config;
 use super::shadow::{ShadowBlock, ShadowRefusal};
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{HeaderMap, Request, Response};
 use spillway::{BlockError, BlockKind, OwnedAdmission, OwnedEntry};
 
 /// What follows an attempt to enter.
@@ -16,6 +18,9 @@ pub(super) enum Next<R> {
         request: R,
         entry: Option<OwnedEntry>,
         shadowed: Option<Box<BlockError>>,
+        /// The rate-limit fields to add to the response, if the layer sends them on admitted
+        /// responses.
+        fields: Option<Box<HeaderMap>>,
     },
     /// Wait for a queued admission (a pacing rule's turn, a place in an adaptive queue).
     Wait(OwnedAdmission, R),
@@ -36,12 +41,13 @@ pub(super) fn decide<B>(
 ) -> Next<Request<B>> {
     match admission {
         Ok(OwnedAdmission::Ready(entry)) => {
-            let mut request = request;
+            let (mut request, fields) = admitted(config, request);
             ShadowRefusal::mark(&entry, request.extensions_mut());
             Next::Call {
                 request,
                 entry: Some(entry),
                 shadowed: None,
+                fields,
             }
         }
         Ok(admission) => Next::Wait(admission, request),
@@ -73,10 +79,24 @@ fn refused<B>(
             request,
             entry: None,
             shadowed: Some(Box::new(err)),
+            fields: None,
         };
     }
     let (parts, _body) = request.into_parts();
     let mut response = (config.blocked)(&err, &parts, &config.spillway);
     response.extensions_mut().insert(Blocked(err));
     Next::Answer(response)
+}
+
+/// The rate-limit fields of the response to `request`, just admitted, when the layer sends
+/// them on admitted responses: none for a gRPC call, nor when its entry meets no quota.
+fn admitted<B>(config: &Config, request: Request<B>) -> (Request<B>, Option<Box<HeaderMap>>) {
+    if config.admitted == RateLimitFields::None || is_grpc(request.headers()) {
+        return (request, None);
+    }
+    let (parts, body) = request.into_parts();
+    let quotas = quotas(config, config.reads_request().then_some(&parts));
+    let fields = admitted_fields(&quotas, config.admitted);
+    let fields = (!fields.is_empty()).then(|| Box::new(fields));
+    (Request::from_parts(parts, body), fields)
 }

@@ -49,6 +49,8 @@ pin_project! {
             classify: Option<Arc<ClassifyFn>>,
             // Shadow mode's refusal of a request let through (boxed: rare).
             shadowed: Option<Box<BlockError>>,
+            // The rate-limit fields of an admitted response, when the layer sends them.
+            fields: Option<Box<http::HeaderMap>>,
         },
         Answered {
             // Boxed, likewise: a response head is larger than the calling state.
@@ -99,11 +101,13 @@ where
                 request,
                 entry,
                 shadowed,
+                fields,
             } => State::Calling {
                 future: service.call(request),
                 entry,
                 classify: config.classify.clone(),
                 shadowed,
+                fields,
             },
             Next::Wait(admission, request) => State::Waiting {
                 waiting: Box::new(Waiting {
@@ -198,6 +202,7 @@ where
                     entry,
                     classify,
                     shadowed,
+                    fields,
                 } => {
                     let result = ready!(future.poll(cx));
                     let mut entry = entry.take();
@@ -221,6 +226,9 @@ where
                             }
                             if let Some(err) = shadowed.take() {
                                 response.extensions_mut().insert(ShadowBlock(*err));
+                            }
+                            if let Some(fields) = fields.take() {
+                                super::fields::add_admitted(response.headers_mut(), &fields);
                             }
                             let grpc = Grpc::of(grpc, response.headers());
                             Ok(response.map(|body| ResponseBody::inner(body, entry, grpc)))

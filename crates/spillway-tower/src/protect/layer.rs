@@ -1,4 +1,5 @@
-use super::blocked::{blocked_with, default_blocked, RateLimitFields};
+use super::blocked::{blocked_with, default_blocked};
+use super::fields::RateLimitFields;
 use super::config::{Config, KeyReader, Selector};
 use super::missing::OnMissingKey;
 use super::service::SpillwayService;
@@ -56,6 +57,7 @@ impl SpillwayLayer {
                 classify: None,
                 blocked: Arc::new(default_blocked),
                 shadow: false,
+                admitted: RateLimitFields::None,
             }),
         }
     }
@@ -420,6 +422,45 @@ impl SpillwayLayer {
             config.blocked =
                 Arc::new(move |err, request, spillway| blocked_with(err, request, spillway, fields))
         })
+    }
+
+    /// Sends rate-limit fields on admitted responses too (off by default: `RateLimitFields::None`),
+    /// so that a well-behaved client can slow down before it is refused: for each quota the
+    /// request met, what is left of it just after its admission (see
+    /// [`admitted_fields`](super::admitted_fields) for the fields and
+    /// [`spillway::EntryBuilder::quotas`] for which rules have a quota). Not on gRPC responses
+    /// (whose headers may be their trailers) nor on requests let through in shadow mode. A field
+    /// the inner service already set is kept, and the layer's items are added to it (a
+    /// Structured Field List may be split over several lines).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::keyed::KeyedRule;
+    /// use spillway_tower::protect::RateLimitFields;
+    /// use spillway_tower::{SpillwayLayer, TokioClock};
+    /// use tower::{service_fn, Layer, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let spillway = spillway::Spillway::new_with_clock(TokioClock::new());
+    /// spillway.load_keyed_rules(vec![KeyedRule::per_second("api", 5).with_id("per-user")])?;
+    /// let service = SpillwayLayer::new(spillway)
+    ///     .fixed_resource("api")
+    ///     .key_header(0, "x-user")
+    ///     .ratelimit_on_admitted(RateLimitFields::Ietf)
+    ///     .layer(service_fn(|_request: http::Request<String>| async {
+    ///         Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    ///     }));
+    /// let request = http::Request::builder().header("x-user", "alice").body(String::new())?;
+    /// let response = service.oneshot(request).await?;
+    /// assert_eq!(response.headers()["ratelimit-policy"], r#""per-user";q=5;w=1"#);
+    /// assert_eq!(response.headers()["ratelimit"], r#""per-user";r=4"#);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn ratelimit_on_admitted(self, fields: RateLimitFields) -> Self {
+        self.with(|config| config.admitted = fields)
     }
 
     /// The spillway the layer uses.

@@ -153,6 +153,14 @@ impl<'a> EntryBuilder<'a> {
 
     /// The resource: a handle's at once, a name's through the registry. Always inlined: out of
     /// line, it returned the resource through memory, in a `Result` as wide as a block.
+    /// The resource the builder names, if it exists (a name is looked up, never registered).
+    pub(super) fn existing(&self) -> Option<&'a Resource> {
+        match self.target {
+            Target::Name(registry, name) => registry.get(name),
+            Target::Handle(resource) => Some(resource),
+        }
+    }
+
     #[inline(always)]
     fn resolve(&self) -> Result<&'a Resource, BlockError> {
         match self.target {

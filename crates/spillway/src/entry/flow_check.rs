@@ -168,12 +168,13 @@ fn check_rule(
         wait: 0,
         occupied: false,
     };
-    let mut paced = |reserved, retry_after| match queue(held, index, reserved) {
+    // A pacing rule's threshold is the rate it paces at now (a warm-up's current one).
+    let mut paced = |reserved, rate: f64, retry_after| match queue(held, index, reserved) {
         Some(wait) => RuleOutcome::Go {
             wait,
             occupied: false,
         },
-        None => refuse(node.pass_qps(now), compiled.rule.count, Some(retry_after)),
+        None => refuse(node.pass_qps(now), rate, Some(retry_after)),
     };
     match &*compiled.controller {
         Controller::Reject(controller, ring) => {
@@ -215,12 +216,17 @@ fn check_rule(
         // A pacing rule: a slot now or after a wait, or a refusal with a retry-after hint.
         Controller::Throttle(controller) => paced(
             controller.reserve(now, count),
+            compiled.rule.count,
             Duration::from_nanos(controller.cost_nanos(count)),
         ),
-        Controller::WarmUpThrottle(controller) => paced(
-            controller.reserve(node, now, count),
-            until_next_bucket(node, now),
-        ),
+        Controller::WarmUpThrottle(controller) => {
+            let reserved = controller.reserve(node, now, count);
+            paced(
+                reserved,
+                controller.allowed_qps(),
+                until_next_bucket(node, now),
+            )
+        }
         Controller::Concurrency { count: limit } => {
             match concurrency(selected, held, *limit, count, compiled.rule.shadow) {
                 None => go,

@@ -191,6 +191,81 @@ impl KeyedLimiter {
         }
     }
 
+    /// What `key` (a [`fingerprint`]) may still pass at `now_nanos` without a refusal, read
+    /// without counting anything, and its limit (its exception's, if it has one): `(limit,
+    /// remaining)`.
+    ///
+    /// - A concurrency rule: the limit less the key's calls in flight.
+    /// - A reject rule: a key with exact state, its bucket's tokens with the refill its next
+    ///   check would add (up to `limit + burst`, so more than `limit` with a burst); a key the
+    ///   rule has not seen, a full bucket; a key without a place, the limit less its passes in
+    ///   the current window by the sketch.
+    /// - A pacing rule: `None` (it queues calls rather than refuse them: it has no quota left
+    ///   to count).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::keyed::{fingerprint, KeyedLimiter, KeyedRule};
+    ///
+    /// let limiter = KeyedLimiter::new(&KeyedRule::qps("per-user", "api", 3.0));
+    /// let alice = fingerprint("alice");
+    /// assert_eq!(limiter.remaining(alice, 0), Some((3, 3)));
+    /// limiter.check(alice, 1, 0);
+    /// assert_eq!(limiter.remaining(alice, 0), Some((3, 2)));
+    /// // A second later the bucket is full again.
+    /// assert_eq!(limiter.remaining(alice, 1_000_000_001), Some((3, 3)));
+    /// ```
+    pub fn remaining(&self, key: u64, now_nanos: u64) -> Option<(u64, u64)> {
+        let key = key.max(1);
+        let limit = self.limit_of(key);
+        if let Some(flight) = &self.flight {
+            let in_flight = flight.in_flight(flight_cells(flight, super::digest(key)));
+            let in_flight = u64::try_from(in_flight).unwrap_or(0);
+            return Some((limit, limit.saturating_sub(in_flight)));
+        }
+        if self.behavior != KeyedBehavior::Reject || self.sets.is_empty() {
+            return None;
+        }
+        if limit == 0 {
+            // Always refused, whatever the burst (as `decide`).
+            return Some((0, 0));
+        }
+        let max = limit.saturating_add(self.burst);
+        let now_ms = now_nanos / 1_000_000;
+        let ways = lock(&self.sets[set_of(key, self.sets.len())]);
+        if let Some(slot) = ways.iter().find(|slot| slot.key == key) {
+            if slot.tokens == NEW {
+                return Some((limit, max));
+            }
+            let tokens = u64::try_from(slot.tokens).unwrap_or(0);
+            let pass_time = now_ms.saturating_sub(slot.last_ms);
+            // As `reject` refills: only once a whole duration has passed.
+            let tokens = if pass_time > self.duration_ms {
+                let to_add =
+                    (u128::from(pass_time) * u128::from(limit)) / u128::from(self.duration_ms);
+                u64::try_from(to_add)
+                    .unwrap_or(u64::MAX)
+                    .saturating_add(tokens)
+                    .min(max)
+            } else {
+                tokens
+            };
+            return Some((limit, tokens));
+        }
+        drop(ways);
+        let window = now_ms / self.duration_ms;
+        let (passed, _) = self
+            .passed
+            .counts(Cells::of(key, self.seen.width()), window);
+        Some((limit, limit.saturating_sub(passed)))
+    }
+
+    /// The limit of the key `key` (a [`fingerprint`]): its exception's, or the rule's count.
+    pub(crate) fn key_limit(&self, key: u64) -> u64 {
+        self.limit_of(key.max(1))
+    }
+
     /// Calls of `key` in flight (concurrency rules; at least the truth).
     pub fn in_flight(&self, key: u64) -> i64 {
         self.flight.as_ref().map_or(0, |flight| {

@@ -60,7 +60,7 @@ impl Step for ResourceKeyed {
                 Decision::Block => {
                     this.give_back(taken);
                     *taken = Taken::default();
-                    return Err(Stop::Refused(blocked(at.resource, installed)));
+                    return Err(Stop::Refused(blocked(at.resource, installed, key)));
                 }
                 decision => {
                     if let Decision::Wait(wait) = decision {
@@ -114,17 +114,19 @@ impl Step for ResourceKeyed {
     }
 }
 
-/// The block of a refusal by `installed` of the key's `count`: a QPS rule's with its window as
+/// The block of a refusal by `installed` of the key `key`: a QPS rule's with its window as
 /// the time to retry after, a concurrency rule's with none (a place frees when a call ends).
+/// The threshold is the key's limit (its exception's, if it has one).
 #[cold]
 #[inline(never)]
-fn blocked(resource_number: u32, installed: &InstalledKeyed) -> BlockError {
+fn blocked(resource_number: u32, installed: &InstalledKeyed, key: u64) -> BlockError {
+    let limit = installed.limiter.key_limit(key) as f64;
     let error = BlockError::new(
         BlockKind::Keyed,
         resource_number,
         // The key's count is not read again for the error: observed is the limit.
-        installed.rule.count.trunc(),
-        installed.rule.count.trunc(),
+        limit,
+        limit,
     )
     .with_rule(installed.id_number);
     match installed.rule.grade {

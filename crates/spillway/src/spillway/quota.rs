@@ -15,11 +15,11 @@ impl Spillway {
     /// |---|---|---|---|
     /// | flow QPS rule, reject or warm-up | what the rule allows now (a warm-up's current allowance) | requests | 1 s |
     /// | flow QPS rule, throttle | `count` | requests | `stat_duration`, when whole seconds |
-    /// | flow QPS rule, warm-up throttle | `count` | requests | 1 s |
+    /// | flow QPS rule, warm-up throttle | the rate it paces at now (a warm-up's current one) | requests | 1 s |
     /// | flow concurrency rule | `count` | concurrent requests | none |
     /// | flow rule with a `relate` or `chain` strategy | none (another resource's count) | | |
-    /// | per-key QPS rule | the rule's `count` | requests | `duration` |
-    /// | per-key concurrency rule | the rule's `count` | concurrent requests | none |
+    /// | per-key QPS rule | the key's limit (its exception's, or the rule's `count`) | requests | `duration` |
+    /// | per-key concurrency rule | the key's limit | concurrent requests | none |
     /// | adaptive limit, Dubbo `executes` and `actives` | the limit | concurrent requests | none |
     /// | Dubbo `tps` | its rate | requests | none |
     /// | system QPS / concurrency check | its threshold | requests (1 s) / concurrent requests | |
