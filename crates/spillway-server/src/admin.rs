@@ -283,6 +283,14 @@ impl Admin {
     /// it (what Prometheus asks for first), else Prometheus text 0.0.4 (the same without the
     /// final `# EOF`).
     fn metrics<B>(&self, request: &Request<B>) -> Response<Full<Bytes>> {
+        // The unused rules are counted as the status lists them, at each scrape.
+        let unused = self.unused_rules();
+        self.proxy
+            .metrics()
+            .set_unused_rules(crate::kinds::KINDS.iter().map(|kind| {
+                let of_kind = unused.iter().filter(|rule| rule["kind"] == kind.name());
+                (kind.label(), of_kind.count())
+            }));
         let Ok(text) = self.proxy.render_metrics() else {
             return error(StatusCode::INTERNAL_SERVER_ERROR, "cannot render metrics");
         };

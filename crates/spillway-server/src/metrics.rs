@@ -6,7 +6,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::fmt;
@@ -27,6 +27,12 @@ pub(crate) struct RequestLabels {
     /// For a block, the check that refused (`flow`, `system`, `breaker`, `tps`, ...); else
     /// empty.
     pub(crate) reason: &'static str,
+}
+
+/// A kind of rule, as a label.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct KindLabel {
+    pub(crate) kind: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -79,6 +85,9 @@ pub(crate) struct Metrics {
     kinds: KindsMetrics,
     pub(crate) requests: Family<RequestLabels, Counter>,
     pub(crate) latency: Family<ResourceLabel, Histogram>,
+    /// Rules in force whose resource no route produces, by kind (set at each scrape by
+    /// [`set_unused_rules`](Self::set_unused_rules), from what `/api/status` lists).
+    unused_rules: Family<KindLabel, Gauge>,
     /// Each resource's current second, for the dashboard's history, in first-use order.
     seconds: Mutex<Vec<(Arc<str>, Arc<SecondCounts>)>>,
 }
@@ -111,6 +120,12 @@ impl Metrics {
             "Time from a request's arrival to its response head, by resource",
             latency.clone(),
         );
+        let unused_rules = Family::<KindLabel, Gauge>::default();
+        registry.register(
+            "spillway_unused_rules",
+            "Rules in force whose resource no route produces (they never apply), by kind",
+            unused_rules.clone(),
+        );
         let kinds = KindsMetrics::default();
         registry.register_collector(Box::new(Live {
             spillway,
@@ -124,7 +139,20 @@ impl Metrics {
             kinds,
             requests,
             latency,
+            unused_rules,
             seconds: Mutex::default(),
+        }
+    }
+
+    /// Sets the count of unused rules of each kind in `counts` (a kind with none at 0).
+    pub(crate) fn set_unused_rules<'a>(&self, counts: impl IntoIterator<Item = (&'a str, usize)>) {
+        for (kind, count) in counts {
+            let label = KindLabel {
+                kind: kind.to_owned(),
+            };
+            self.unused_rules
+                .get_or_create(&label)
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
         }
     }
 

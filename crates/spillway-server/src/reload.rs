@@ -134,7 +134,10 @@ impl Reloader {
     pub fn reload(&self) -> Result<(), config::ConfigError> {
         let file_error =
             |err: String| config::ConfigError::file(&self.path.display().to_string(), err);
-        let result = crate::checked::load(&self.path).and_then(|config| {
+        let name = self.path.display().to_string();
+        let result = config::read(&self.path).and_then(|text| {
+            let config = crate::checked::parse(&text, &name)?;
+            let warnings = config::warnings(&config, &text, &name);
             // What the file names in other files is read first: a bad one changes nothing.
             let prepared = crate::proxy::Prepared::new(&config).map_err(file_error)?;
             apply_rules(&self.proxy, &config).map_err(file_error)?;
@@ -159,11 +162,15 @@ impl Reloader {
                 }
                 running.admin = admin;
             }
-            Ok(restart)
+            Ok((restart, warnings))
         });
         let mut state = lock(&self.state);
         match result {
-            Ok(restart) => {
+            Ok((restart, warnings)) => {
+                // Rules that can never apply, as the start logs them: they do not stop a reload.
+                for warning in warnings {
+                    tracing::warn!("{warning}");
+                }
                 state.reloads += 1;
                 state.last_reload_unix_seconds = Some(crate::unix_time::unix_seconds_now());
                 state.last_error = None;

@@ -145,6 +145,23 @@ async fn the_status_lists_the_rules_no_route_reaches() {
         json(&status)["unused_rules"],
         serde_json::json!([{ "kind": "flow", "id": "elsewhere", "resource": "GET /nowhere" }])
     );
+    // The metrics count them by kind, every kind present.
+    let (_, metrics) = get(h.admin, "/metrics").await;
+    assert!(
+        metrics.contains("spillway_unused_rules{kind=\"flow\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("spillway_unused_rules{kind=\"breaker\"} 0\n"),
+        "{metrics}"
+    );
+    let fixed = r#"{"flow": [{"id": "orders-qps", "resource": "orders", "count": 1}]}"#;
+    assert_eq!(put_rules(&h, Some(TOKEN), fixed).await.0, StatusCode::OK);
+    let (_, metrics) = get(h.admin, "/metrics").await;
+    assert!(
+        metrics.contains("spillway_unused_rules{kind=\"flow\"} 0\n"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

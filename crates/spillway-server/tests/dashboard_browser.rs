@@ -631,6 +631,23 @@ async fn the_page_loads_with_no_console_errors() {
         meta.contains(&format!("config {}", config.display())),
         "{meta}"
     );
+    // A rule no route reaches is named at the top of the page.
+    let rules = r#"{"flow": [
+        {"id": "orders-qps", "resource": "orders", "count": 1000},
+        {"id": "typo", "resource": "ordres", "count": 5}
+    ]}"#;
+    let (status, body) = admin_call(admin, http::Method::PUT, "/api/rules", rules).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let unused = until(
+        client,
+        "the unused rule",
+        "const unused = document.getElementById('unused-rules'); return unused && unused.textContent;",
+    )
+    .await;
+    assert_eq!(
+        unused,
+        json!("1 rule never applies, no route produces its resource: flow typo on ordres")
+    );
     assert!(console_errors(client).await.is_empty(), "console errors");
     browser.client.close().await.unwrap();
     server.kill().await.unwrap();

@@ -138,3 +138,21 @@ fn sighup_reloads_the_file() {
     send("TERM", &child);
     let _ = child.wait();
 }
+
+#[test]
+fn a_reload_warns_of_rules_no_route_produces_as_the_start_does() {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let base = format!("[listener]\nlisten = \"127.0.0.1:{port}\"\n");
+    let (mut child, lines) = serve(dir.path(), &base, None);
+    wait_for_line(&lines, "spillway listening");
+    let typo = format!("{base}\n[[flow]]\nid = \"typo\"\nresource = \"GET /serch\"\ncount = 5\n");
+    std::fs::write(dir.path().join("spillway.toml"), typo).unwrap();
+    // The watcher or the signal, whichever comes first, reloads the file.
+    send("HUP", &child);
+    let warning = wait_for_line(&lines, "no route produces `GET /serch`");
+    assert!(warning.contains("flow[0]"), "{warning}");
+    wait_for_line(&lines, "configuration reloaded");
+    send("TERM", &child);
+    let _ = child.wait();
+}

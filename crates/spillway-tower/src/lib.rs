@@ -61,7 +61,6 @@ pub use entry::{admit_owned, enter};
 pub use protect::Spillway;
 pub use protect::{
     admitted_fields, grpc_resource_exhausted, too_many_requests, too_many_requests_with,
-    RateLimitFields,
-    ResponseBody, ResponseFuture, SpillwayLayer, SpillwayService,
+    RateLimitFields, ResponseBody, ResponseFuture, SpillwayLayer, SpillwayService,
 };
 pub use rate_limiter::{acquire, try_acquire_within};

@@ -57,8 +57,8 @@ mod shadow;
 mod verdict;
 
 pub use blocked::{grpc_resource_exhausted, too_many_requests, too_many_requests_with, Blocked};
-pub use fields::{admitted_fields, RateLimitFields};
 pub use body::ResponseBody;
+pub use fields::{admitted_fields, RateLimitFields};
 pub use future::ResponseFuture;
 pub use layer::SpillwayLayer;
 pub use missing::{MissingKey, OnMissingKey};

@@ -199,7 +199,9 @@ fn limits_of_calls_in_flight_give_a_unit_and_no_time_to_retry() {
         .load_flow_rules(vec![FlowRule::in_flight("upload", 1).with_id("one-upload")])
         .unwrap();
     spillway
-        .load_keyed_rules(vec![KeyedRule::concurrency("one-per-user", "export", 1.0)])
+        .load_keyed_rules(vec![
+            KeyedRule::in_flight("export", 1).with_id("one-per-user")
+        ])
         .unwrap();
     spillway
         .load_adaptive_rules(vec![AdaptiveRule::resource(
@@ -422,7 +424,13 @@ async fn admitted_responses_count_down_what_is_left() {
         [
             ("api".to_owned(), 3, None, Some(1), 2),
             // The call itself is in flight as the fields are read.
-            ("eight-at-once".to_owned(), 8, Some("concurrent-requests".to_owned()), None, 7),
+            (
+                "eight-at-once".to_owned(),
+                8,
+                Some("concurrent-requests".to_owned()),
+                None,
+                7
+            ),
             ("per-user".to_owned(), 2, None, Some(60), 1),
         ]
     );
@@ -446,7 +454,10 @@ async fn admitted_responses_count_down_what_is_left() {
         .layer(service_fn(|_request: http::Request<String>| async {
             Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
         }));
-    let response = plain.oneshot(http::Request::new(String::new())).await.unwrap();
+    let response = plain
+        .oneshot(http::Request::new(String::new()))
+        .await
+        .unwrap();
     assert!(response.headers().get("ratelimit").is_none());
 }
 
@@ -466,7 +477,10 @@ async fn admitted_fields_add_to_the_service_s_own() {
         .layer(service_fn(|_request: http::Request<String>| async {
             let mut response = http::Response::new(String::new());
             let headers = response.headers_mut();
-            headers.insert("ratelimit-policy", r#""upstream";q=100;w=60"#.parse().unwrap());
+            headers.insert(
+                "ratelimit-policy",
+                r#""upstream";q=100;w=60"#.parse().unwrap(),
+            );
             headers.insert("ratelimit", r#""upstream";r=99"#.parse().unwrap());
             Ok::<_, std::convert::Infallible>(response)
         }));
@@ -487,9 +501,10 @@ async fn admitted_fields_add_to_the_service_s_own() {
         values.join(", ")
     };
     let mut combined = http::Response::new(());
-    combined
-        .headers_mut()
-        .insert("ratelimit-policy", joined("ratelimit-policy").parse().unwrap());
+    combined.headers_mut().insert(
+        "ratelimit-policy",
+        joined("ratelimit-policy").parse().unwrap(),
+    );
     combined
         .headers_mut()
         .insert("ratelimit", joined("ratelimit").parse().unwrap());

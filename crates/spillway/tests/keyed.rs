@@ -104,7 +104,7 @@ fn a_breaker_refusing_after_the_key_passed_gives_the_pass_back() {
 fn a_concurrency_rule_counts_each_key_in_flight_until_the_entry_ends() {
     let (_clock, spillway) = spillway();
     spillway
-        .load_keyed_rules(vec![KeyedRule::concurrency("per-tenant", "jobs", 2.0)])
+        .load_keyed_rules(vec![KeyedRule::in_flight("jobs", 2).with_id("per-tenant")])
         .unwrap();
     let first = spillway.entry("jobs").key("t1").enter().unwrap();
     let second = spillway.entry("jobs").key("t1").enter_owned().unwrap();
@@ -189,7 +189,7 @@ fn racing_threads_never_admit_a_key_beyond_its_limit() {
     spillway
         .load_keyed_rules(vec![
             KeyedRule::qps("qps", "api", 50.0).with_burst(5),
-            KeyedRule::concurrency("flight", "jobs", 3.0),
+            KeyedRule::in_flight("jobs", 3).with_id("flight"),
         ])
         .unwrap();
     let passed = AtomicU64::new(0);
@@ -272,8 +272,10 @@ fn invalid_rules_change_nothing() {
     assert_eq!(err.field(), "param");
     let err = spillway
         .load_keyed_rules(vec![
-            KeyedRule::concurrency("by-ip", "api", 1.0),
-            KeyedRule::concurrency("by-user", "api", 1.0).with_param(1),
+            KeyedRule::in_flight("api", 1).with_id("by-ip"),
+            KeyedRule::in_flight("api", 1)
+                .with_id("by-user")
+                .with_param(1),
         ])
         .unwrap_err();
     assert_eq!((err.index(), err.field()), (1, "param"));

@@ -49,7 +49,9 @@ fn a_rule_holds_a_fixed_amount_whatever_the_keys_and_checks_allocate_nothing() {
     spillway
         .load_keyed_rules(vec![
             KeyedRule::qps("per-user", "api", 1e9),
-            KeyedRule::concurrency("per-ip", "api", 1e9).with_param(1),
+            KeyedRule::in_flight("api", 1_000_000_000)
+                .with_id("per-ip")
+                .with_param(1),
         ])
         .unwrap();
     let users: Vec<String> = (0..1_000).map(|n| format!("user-{n}")).collect();

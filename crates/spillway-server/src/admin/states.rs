@@ -62,14 +62,14 @@ impl Admin {
                 status[kind.states_key()] = states;
             }
         }
-        status["unused_rules"] = self.unused_rules();
+        status["unused_rules"] = Value::Array(self.unused_rules());
         status
     }
 
     /// The rules in force that name a resource no route produces (they never apply), as
     /// `{kind, id, resource}`: `check` and the reload warn of those in the file; this also
     /// sees rules put through the admin API.
-    fn unused_rules(&self) -> Value {
+    pub(super) fn unused_rules(&self) -> Vec<Value> {
         let produced = self.proxy.produced_resources();
         let mut unused = Vec::new();
         for kind in crate::kinds::KINDS {
@@ -91,6 +91,6 @@ impl Admin {
                 }
             }
         }
-        Value::Array(unused)
+        unused
     }
 }

@@ -1,11 +1,11 @@
 //! One place decides what follows an attempt to enter: the call, a wait, or an answer.
 
 use super::admit::{quotas, Refused};
-use super::fields::{admitted_fields, RateLimitFields};
-use crate::grpc::is_grpc;
 use super::blocked::Blocked;
 use super::config::Config;
+use super::fields::{admitted_fields, RateLimitFields};
 use super::shadow::{ShadowBlock, ShadowRefusal};
+use crate::grpc::is_grpc;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use spillway::{BlockError, BlockKind, OwnedAdmission, OwnedEntry};

@@ -1,6 +1,6 @@
 use super::blocked::{blocked_with, default_blocked};
-use super::fields::RateLimitFields;
 use super::config::{Config, KeyReader, Selector};
+use super::fields::RateLimitFields;
 use super::missing::OnMissingKey;
 use super::service::SpillwayService;
 use bytes::Bytes;

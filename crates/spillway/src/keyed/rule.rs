@@ -175,6 +175,11 @@ impl KeyedRule {
     }
 
     /// `count` calls in flight per key.
+    #[deprecated(
+        since = "0.1.1",
+        note = "a count of calls is whole, and the id and resource could be swapped: use \
+                `KeyedRule::in_flight(resource, calls)`, with `.with_id(id)` to name it"
+    )]
     pub fn concurrency(id: impl Into<String>, resource: impl Into<String>, count: f64) -> Self {
         Self {
             grade: Grade::Concurrency,

@@ -115,7 +115,9 @@ fn throttle_paces_each_key_and_refuses_a_wait_of_the_max_queueing_time() {
 
 #[test]
 fn concurrency_counts_each_key_in_flight() {
-    let rule = KeyedRule::concurrency("c", "api", 2.0).with_exception("vip", 3);
+    let rule = KeyedRule::in_flight("api", 2)
+        .with_id("c")
+        .with_exception("vip", 3);
     let limiter = KeyedLimiter::new(&rule);
     let (a, vip) = (fingerprint("a"), fingerprint("vip"));
     assert_eq!(
@@ -258,7 +260,9 @@ fn memory_is_a_constant_of_the_capacity() {
             + counters
     );
     assert!(bytes(1) < default && default < bytes(100_000));
-    let rule = KeyedRule::concurrency("c", "api", 1.0).with_capacity(DEFAULT_CAPACITY);
+    let rule = KeyedRule::in_flight("api", 1)
+        .with_id("c")
+        .with_capacity(DEFAULT_CAPACITY);
     assert_eq!(
         KeyedLimiter::new(&rule).heap_bytes(),
         4 * 8_192 * 8 + 2 * 4 * 8 + counters
@@ -287,7 +291,7 @@ fn racing_threads_never_pass_a_key_beyond_its_limit() {
         "exactly count + burst at one instant"
     );
 
-    let limiter = KeyedLimiter::new(&KeyedRule::concurrency("c", "api", 3.0));
+    let limiter = KeyedLimiter::new(&KeyedRule::in_flight("api", 3).with_id("c"));
     let (in_flight, most) = (AtomicI64::new(0), AtomicI64::new(0));
     let key = fingerprint("k");
     std::thread::scope(|scope| {
@@ -346,7 +350,7 @@ fn invalid_rules_are_refused_by_field() {
         "capacity"
     );
     assert_eq!(
-        field(KeyedRule::concurrency("r", "api", 1.0).with_burst(1)),
+        field(KeyedRule::in_flight("api", 1).with_id("r").with_burst(1)),
         "burst"
     );
     assert_eq!(
