@@ -1,5 +1,4 @@
 use spillway::Clock;
-use std::time::Duration;
 use tokio::time::Instant;
 
 /// A [`Clock`] on tokio's time: [`tokio::time::Instant`], which tokio's test utilities can pause
@@ -8,7 +7,8 @@ use tokio::time::Instant;
 /// Use it for spillway instances and limiters driven from async code, so that a paused-time test
 /// moves their statistics and their waits together. Its [`Clock::sleep`] (used only by spillway's
 /// *blocking* APIs) blocks the thread; from async code, await [`acquire`](crate::acquire) and
-/// [`enter`](crate::enter) instead.
+/// [`enter`](crate::enter) instead. Making one sets the warning of
+/// [`warn_on_blocking_waits`](crate::warn_on_blocking_waits), unless a hook is set.
 ///
 /// # Examples
 ///
@@ -33,6 +33,7 @@ pub struct TokioClock {
 impl TokioClock {
     /// A clock whose origin is tokio's now.
     pub fn new() -> Self {
+        crate::blocking::install_default();
         Self {
             origin: Instant::now(),
         }
@@ -49,9 +50,5 @@ impl Clock for TokioClock {
     fn now_nanos(&self) -> u64 {
         // u64 nanoseconds last 584 years from the origin.
         Instant::now().duration_since(self.origin).as_nanos() as u64
-    }
-
-    fn sleep(&self, duration: Duration) {
-        std::thread::sleep(duration);
     }
 }

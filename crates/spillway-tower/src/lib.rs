@@ -44,6 +44,7 @@ struct ReadmeDoctests;
 
 mod accepts;
 mod active;
+mod blocking;
 mod clock;
 mod entry;
 pub mod grpc;
@@ -55,6 +56,7 @@ pub use accepts::{
     AcceptLimit, AcceptsState, AtCapacity, DetachedStream, LimitedListener, LimitedStream,
 };
 pub use active::acquire_active;
+pub use blocking::{warn_if_in_runtime, warn_on_blocking_waits};
 pub use clock::TokioClock;
 pub use entry::{admit_owned, enter};
 #[allow(deprecated)]

@@ -355,7 +355,10 @@ fn a_cold_pacing_warm_up_advertises_the_rate_it_paces_at_now() {
 
 /// The IETF fields of an admitted response, parsed: each policy's name, `q`, `qu`, `w` and
 /// the `RateLimit` item of the same name's `r`; checked against the draft on the way.
-fn admitted<B>(response: &Response<B>) -> Vec<(String, i64, Option<String>, Option<i64>, i64)> {
+/// A policy of an admitted response: name, `q`, `qu`, `w` and the `RateLimit` item's `r`.
+type Admitted = (String, i64, Option<String>, Option<i64>, i64);
+
+fn admitted<B>(response: &Response<B>) -> Vec<Admitted> {
     let (Some(policies), Some(states)) = (
         list(response, "ratelimit-policy"),
         list(response, "ratelimit"),

@@ -12,11 +12,14 @@
 //! tick (1 ms by default, Sentinel's resolution), read with one load.
 
 mod any;
+mod blocking;
 mod coarse;
 mod manual;
 mod stopwatch;
 mod system;
 mod tsc;
+
+pub use blocking::{blocking_wait_hook, set_blocking_wait_hook};
 
 pub use coarse::{CoarseClock, DEFAULT_COARSE_TICK};
 pub use manual::ManualClock;
@@ -63,8 +66,10 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Waits `duration` on this clock: the blocking entry path calls it for queueing behaviors.
-    /// The default sleeps the calling thread; [`ManualClock`] advances itself instead.
+    /// The default tells the blocking-wait hook, if one is set ([`set_blocking_wait_hook`]),
+    /// and sleeps the calling thread; [`ManualClock`] advances itself instead.
     fn sleep(&self, duration: Duration) {
+        blocking::before_blocking_wait(duration);
         std::thread::sleep(duration);
     }
 
@@ -74,6 +79,7 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// itself by `timeout` instead, so a waiter on a manual clock times out at once, at exactly
     /// its deadline.
     fn park_timeout(&self, timeout: Duration) {
+        blocking::before_blocking_wait(timeout);
         std::thread::park_timeout(timeout);
     }
 }

@@ -183,7 +183,10 @@ struct ReadmeDoctests;
 struct CrateReadmeDoctests;
 
 pub use block::{BlockError, BlockKind};
-pub use clock::{Clock, CoarseClock, ManualClock, StdClock, SystemClock, DEFAULT_COARSE_TICK};
+pub use clock::{
+    blocking_wait_hook, set_blocking_wait_hook, Clock, CoarseClock, ManualClock, StdClock,
+    SystemClock, DEFAULT_COARSE_TICK,
+};
 pub use entry::{
     Admission, Entry, EntryBuilder, OwnedAdmission, OwnedEntry, OwnedPending, OwnedWaiting,
     Pending, TrafficType, Waiting,

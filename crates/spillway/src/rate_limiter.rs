@@ -331,6 +331,8 @@ impl RateLimiter {
     ///
     /// The thread blocks: on an async runtime, wait with `spillway_tower::acquire` or
     /// `spillway_tower::try_acquire_within` instead, which sleep the task, not the thread.
+    /// Once `spillway-tower`'s layer or clock is made, a blocking wait inside a tokio runtime
+    /// logs a warning, once ([`set_blocking_wait_hook`](crate::set_blocking_wait_hook)).
     pub fn acquire(&self, permits: u32) -> Duration {
         let wait = self.reserve(permits);
         self.sleep(wait);

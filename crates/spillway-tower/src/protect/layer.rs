@@ -22,6 +22,9 @@ use tower::Layer;
 /// is 5xx or its gRPC status is not OK; a blocked request gets
 /// [`too_many_requests`](super::too_many_requests) (429, `Retry-After`, `RateLimit` headers),
 /// or [`grpc_resource_exhausted`](super::grpc_resource_exhausted) if it is a gRPC call.
+/// Making the first layer sets the warning of
+/// [`warn_on_blocking_waits`](crate::warn_on_blocking_waits) (unless a hook is set), so that a
+/// blocking wait inside the runtime does not go unnoticed.
 ///
 /// # Examples
 ///
@@ -46,6 +49,7 @@ pub struct SpillwayLayer {
 impl SpillwayLayer {
     /// A layer over `spillway`, with the defaults above.
     pub fn new(spillway: spillway::Spillway) -> Self {
+        crate::blocking::install_default();
         Self {
             config: Arc::new(Config {
                 resource: Selector::default_resource(),
