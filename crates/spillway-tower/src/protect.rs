@@ -52,6 +52,7 @@ mod fields;
 mod future;
 mod layer;
 mod missing;
+mod route_check;
 mod service;
 mod shadow;
 mod verdict;

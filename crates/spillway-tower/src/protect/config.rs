@@ -110,6 +110,8 @@ pub(super) struct Config {
     pub(super) shadow: bool,
     /// The rate-limit fields of admitted responses (`None`: off).
     pub(super) admitted: super::fields::RateLimitFields,
+    /// A `by_route` layer's warnings of rules that cannot apply.
+    pub(super) route_check: Option<Arc<super::route_check::RouteCheck>>,
 }
 
 impl fmt::Debug for Config {

@@ -62,6 +62,7 @@ impl SpillwayLayer {
                 blocked: Arc::new(default_blocked),
                 shadow: false,
                 admitted: RateLimitFields::None,
+                route_check: None,
             }),
         }
     }
@@ -75,6 +76,7 @@ impl SpillwayLayer {
     pub fn fixed_resource(self, name: &str) -> Self {
         self.with(|config| {
             config.resource = Selector::named(&config.spillway, name);
+            config.route_check = None;
         })
     }
 
@@ -85,7 +87,10 @@ impl SpillwayLayer {
         self,
         name: impl Fn(&request::Parts) -> String + Send + Sync + 'static,
     ) -> Self {
-        self.with(|config| config.resource = Selector::Dynamic(Arc::new(name)))
+        self.with(|config| {
+            config.resource = Selector::Dynamic(Arc::new(name));
+            config.route_check = None;
+        })
     }
 
     /// Names each request's resource by its method and axum's matched route template, as in
@@ -94,10 +99,13 @@ impl SpillwayLayer {
     /// costs what a `GET` costs, and a limit on `GET /search` holds for both).
     ///
     /// A rule names its route as this layer does, `"GET /users/{id}"`: a rule whose resource
-    /// no route produces (a typo, another method) never applies. After the service has taken
-    /// traffic, [`Spillway::unentered_rules`](spillway::Spillway::unentered_rules) lists such
-    /// rules (and those of routes no request has reached yet); a test that drives every route
-    /// can assert it is empty.
+    /// no route produces (a typo, another method) never applies. axum does not list a router's
+    /// routes, so the layer learns them from the requests: at its first request it logs a
+    /// warning (through `tracing`) for each rule on a `HEAD` route or a method not in capitals,
+    /// which never apply; a minute later (on the runtime's clock), one for each rule of the
+    /// form `METHOD /path` whose resource no request has entered, naming its id and resource.
+    /// [`Spillway::unentered_rules`](spillway::Spillway::unentered_rules) lists such rules at
+    /// any time; a test that drives every route can assert it is empty.
     ///
     /// # Examples
     ///
@@ -136,6 +144,7 @@ impl SpillwayLayer {
             };
             format!("{method} {route}")
         })
+        .with(|config| config.route_check = Some(Arc::default()))
     }
 
     /// The origin (caller) of each request, from its head, for `limit_app` rules and

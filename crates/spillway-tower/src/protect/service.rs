@@ -63,6 +63,9 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let config = &self.config;
+        if let Some(check) = &config.route_check {
+            check.on_request(&config.spillway);
+        }
         // The head is split off only when a closure reads it. Otherwise the request goes to the
         // inner service without a detour: each move of it is a copy of a few hundred bytes.
         let (admission, request) = if config.reads_request() {
