@@ -131,7 +131,7 @@ impl RateLimiter {
     ///
     /// If the rate is not positive, or the burst is negative or not finite.
     #[deprecated(
-        since = "0.1.0",
+        since = "0.2.0",
         note = "use `RateLimiter::builder(rate).max_burst(burst).build()`"
     )]
     pub fn bursty_with_max_burst(
@@ -151,7 +151,7 @@ impl RateLimiter {
     ///
     /// If the rate is not positive, or the burst is negative or not finite.
     #[deprecated(
-        since = "0.1.0",
+        since = "0.2.0",
         note = "use `RateLimiter::builder(rate).max_burst(burst).clock(clock).build()`"
     )]
     pub fn bursty_with_max_burst_with_clock<C: Clock>(
@@ -220,7 +220,7 @@ impl RateLimiter {
     ///
     /// If the rate is not positive, or the cold factor is below 1 or not finite.
     #[deprecated(
-        since = "0.1.0",
+        since = "0.2.0",
         note = "use `RateLimiter::builder(rate).warm_up(period).cold_factor(factor).build()`"
     )]
     pub fn warming_up_with_cold_factor(
@@ -242,7 +242,7 @@ impl RateLimiter {
     ///
     /// If the rate is not positive, or the cold factor is below 1 or not finite.
     #[deprecated(
-        since = "0.1.0",
+        since = "0.2.0",
         note = "use `RateLimiter::builder(rate).warm_up(period).cold_factor(factor).clock(clock).build()`"
     )]
     pub fn warming_up_with_cold_factor_with_clock<C: Clock>(

@@ -23,7 +23,7 @@ pub struct SpillwayService<S> {
 
 /// The former name of [`SpillwayService`].
 #[deprecated(
-    since = "0.1.1",
+    since = "0.2.0",
     note = "renamed `SpillwayService` (`Spillway` is the core's engine)"
 )]
 pub type Spillway<S> = SpillwayService<S>;

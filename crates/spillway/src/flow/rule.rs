@@ -346,7 +346,7 @@ impl FlowRule {
 
     /// A concurrency rule with default settings.
     #[deprecated(
-        since = "0.1.0",
+        since = "0.2.0",
         note = "a count of calls is whole, and the id and resource could be swapped: use \
                 `FlowRule::in_flight(resource, calls)`, with `.with_id(id)` to name it"
     )]

@@ -176,7 +176,7 @@ impl KeyedRule {
 
     /// `count` calls in flight per key.
     #[deprecated(
-        since = "0.1.1",
+        since = "0.2.0",
         note = "a count of calls is whole, and the id and resource could be swapped: use \
                 `KeyedRule::in_flight(resource, calls)`, with `.with_id(id)` to name it"
     )]

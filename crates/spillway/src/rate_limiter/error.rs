@@ -9,7 +9,7 @@ pub enum RateLimiterError {
     Rate(f64),
     /// A request must be for at least one permit. No longer returned: a request for no permits
     /// is granted at once.
-    #[deprecated(since = "0.1.0", note = "a request for no permits is granted at once")]
+    #[deprecated(since = "0.2.0", note = "a request for no permits is granted at once")]
     ZeroPermits,
     /// The maximum burst must be finite and at least 0 seconds.
     MaxBurst(f64),
