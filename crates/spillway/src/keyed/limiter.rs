@@ -213,8 +213,8 @@ impl KeyedLimiter {
     /// assert_eq!(limiter.remaining(alice, 0), Some((3, 3)));
     /// limiter.check(alice, 1, 0);
     /// assert_eq!(limiter.remaining(alice, 0), Some((3, 2)));
-    /// // A second later the bucket is full again.
-    /// assert_eq!(limiter.remaining(alice, 1_000_000_001), Some((3, 3)));
+    /// // Once more than a second has passed, the bucket is full again.
+    /// assert_eq!(limiter.remaining(alice, 1_001_000_000), Some((3, 3)));
     /// ```
     pub fn remaining(&self, key: u64, now_nanos: u64) -> Option<(u64, u64)> {
         let key = key.max(1);

@@ -288,9 +288,11 @@ impl Reference {
                     shadow.get_or_insert_with(|| rule.rule.id.clone());
                 }
                 Decision::Block => {
-                    // Warm-up refusals report the rate allowed now, not the count.
+                    // Warm-up refusals report the rate allowed (or paced at) now, not the
+                    // count.
                     let threshold = match &rule.controller {
                         Controller::WarmUp(warm_up) => warm_up.allowed_qps(),
+                        Controller::WarmUpThrottle(throttle) => throttle.allowed_qps(),
                         _ => limit,
                     };
                     refusal = Some(Outcome::Refused {
