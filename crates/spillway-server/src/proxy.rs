@@ -177,7 +177,8 @@ impl Proxy {
             .collect()
     }
 
-    /// The metrics in Prometheus text format.
+    /// The metrics in Prometheus text format. `spillway_unused_rules` is as the admin API's
+    /// last `GET /metrics` counted it (it counts the unused rules at each scrape).
     ///
     /// # Errors
     ///

@@ -12,8 +12,8 @@ static WARNED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Once = Once::new();
 
 /// Makes spillway's blocking waits ([`RateLimiter::acquire`](spillway::RateLimiter::acquire),
-/// a blocking [`enter`](spillway::EntryBuilder::enter) that waits for a pacing rule's turn or an
-/// adaptive limit's queue) call [`warn_if_in_runtime`] before they wait: see
+/// a blocking [`enter`](spillway::EntryBuilder::enter) that waits for a pacing rule's turn,
+/// Dubbo's `actives` waiting for a place) call [`warn_if_in_runtime`] before they wait: see
 /// [`spillway::set_blocking_wait_hook`], which it sets. The layer and [`TokioClock`](crate::TokioClock)
 /// set it when first made, unless a hook is set already; `spillway::set_blocking_wait_hook(None)`
 /// silences it.

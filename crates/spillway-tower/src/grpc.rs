@@ -15,6 +15,10 @@
 
 use http::{HeaderMap, HeaderName, StatusCode};
 
+mod timeout;
+
+pub use timeout::{encode_grpc_timeout, grpc_timeout, parse_grpc_timeout, GRPC_TIMEOUT};
+
 /// `grpc-status`, parsed once.
 pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 

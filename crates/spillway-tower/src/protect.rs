@@ -46,6 +46,7 @@
 mod admit;
 mod blocked;
 mod body;
+mod claims;
 mod config;
 mod decide;
 mod fields;
@@ -57,7 +58,9 @@ mod service;
 mod shadow;
 mod verdict;
 
-pub use blocked::{grpc_resource_exhausted, too_many_requests, too_many_requests_with, Blocked};
+pub use blocked::{
+    deadline_exceeded, grpc_resource_exhausted, too_many_requests, too_many_requests_with, Blocked,
+};
 pub use body::ResponseBody;
 pub use fields::{admitted_fields, RateLimitFields};
 pub use future::ResponseFuture;

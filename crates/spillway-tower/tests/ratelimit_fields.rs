@@ -353,11 +353,11 @@ fn a_cold_pacing_warm_up_advertises_the_rate_it_paces_at_now() {
     assert_eq!(fields.unwrap().q, 10);
 }
 
-/// The IETF fields of an admitted response, parsed: each policy's name, `q`, `qu`, `w` and
-/// the `RateLimit` item of the same name's `r`; checked against the draft on the way.
 /// A policy of an admitted response: name, `q`, `qu`, `w` and the `RateLimit` item's `r`.
 type Admitted = (String, i64, Option<String>, Option<i64>, i64);
 
+/// The IETF fields of an admitted response, parsed: each policy's name, `q`, `qu`, `w` and
+/// the `RateLimit` item of the same name's `r`; checked against the draft on the way.
 fn admitted<B>(response: &Response<B>) -> Vec<Admitted> {
     let (Some(policies), Some(states)) = (
         list(response, "ratelimit-policy"),
@@ -451,8 +451,12 @@ async fn admitted_responses_count_down_what_is_left() {
     let bob = call("bob").await;
     let left: Vec<i64> = admitted(&bob).iter().map(|policy| policy.4).collect();
     assert_eq!(left, [0, 7, 1]);
-    // Off by default.
-    let plain = SpillwayLayer::new(Spillway::new_with_clock(TokioClock::new()))
+    // Off by default, though the request meets a quota.
+    let spillway = Spillway::new_with_clock(TokioClock::new());
+    spillway
+        .load_flow_rules(vec![FlowRule::per_second("api", 3)])
+        .unwrap();
+    let plain = SpillwayLayer::new(spillway)
         .fixed_resource("api")
         .layer(service_fn(|_request: http::Request<String>| async {
             Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
@@ -461,7 +465,9 @@ async fn admitted_responses_count_down_what_is_left() {
         .oneshot(http::Request::new(String::new()))
         .await
         .unwrap();
+    assert_eq!(response.status(), 200);
     assert!(response.headers().get("ratelimit").is_none());
+    assert!(response.headers().get("x-ratelimit-limit").is_none());
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

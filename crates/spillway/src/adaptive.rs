@@ -74,10 +74,12 @@
 mod aimd;
 mod algorithm;
 mod bbr;
+mod claim;
 mod envoy_gradient;
 mod error;
 mod exp_avg;
 mod gradient2;
+mod lanes;
 mod limiter;
 mod queue;
 mod random;
@@ -94,6 +96,7 @@ mod loom_limiter;
 pub use aimd::{Aimd, AimdConfig};
 pub use algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
 pub use bbr::{Bbr, BbrConfig};
+pub(crate) use claim::{Claim, NO_DEADLINE};
 pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig, Remeasure};
 pub use error::AdaptiveError;
 pub use gradient2::{Gradient2, Gradient2Config};
@@ -102,10 +105,10 @@ pub use limiter::{
     AdaptiveLimiter, AdaptivePermit, AdaptiveRefusal, AdaptiveState, Outcome, Ticket,
 };
 pub use queue::{AdaptiveQueue, QueueOrder};
-pub(crate) use queue::{Granted, WaitSlot};
+pub(crate) use queue::{Granted, Shed, WaitSlot};
 pub use rule::{validate_adaptive_rules, AdaptiveAlgorithm, AdaptiveRule, AdaptiveRuleError};
 pub(crate) use rule_set::{AdaptiveRuleSet, InstalledAdaptive};
 pub use sample::{Sample, SampleWindow};
 pub use sampling::{Sampling, WindowPolicy};
-pub(crate) use step::blocked;
+pub(crate) use step::blocked_as;
 pub use vegas::{Vegas, VegasConfig};

@@ -38,6 +38,11 @@ pub enum BlockKind {
     /// A per-key limit ([`KeyedRule`](crate::keyed::KeyedRule)) on the entry's key; observed
     /// and threshold are the key's limit.
     Keyed,
+    /// An adaptive limit's queue refused a caller for its deadline
+    /// ([`EntryBuilder::deadline`](crate::EntryBuilder::deadline)): it passed while the caller
+    /// waited, or was too near to be met at the limit's current latency; observed and
+    /// threshold are the calls in flight and the limit.
+    Deadline,
 }
 
 impl BlockKind {
@@ -57,6 +62,7 @@ impl BlockKind {
             BlockKind::Adaptive => "adaptive",
             BlockKind::Cluster => "cluster",
             BlockKind::Keyed => "keyed",
+            BlockKind::Deadline => "deadline",
         }
     }
 }
@@ -113,7 +119,13 @@ pub struct BlockError {
     /// one word had to wait for both to reach the cache.
     names: u64,
     kind: BlockKind,
+    /// The refused caller's criticality's rank, when a queue that orders by criticality
+    /// refused it; [`NO_CRITICALITY`] otherwise (one byte, in the padding after `kind`).
+    criticality: u8,
 }
+
+/// `BlockError::criticality` when none is named.
+const NO_CRITICALITY: u8 = u8::MAX;
 
 /// The parts of a [`BlockError`] that few refusals have.
 #[derive(Debug, Clone)]
@@ -159,6 +171,7 @@ impl BlockError {
             rare: None,
             names: names(resource, NOT_INTERNED),
             kind,
+            criticality: NO_CRITICALITY,
         }
     }
 
@@ -270,6 +283,18 @@ impl BlockError {
         self.kind
     }
 
+    /// The criticality of the caller, when an adaptive limit's queue refused it (the queue
+    /// orders its callers by criticality: see [`Criticality`](crate::Criticality)).
+    pub fn criticality(&self) -> Option<crate::Criticality> {
+        crate::Criticality::from_rank(usize::from(self.criticality))
+    }
+
+    /// The error, naming the refused caller's `criticality`.
+    pub(crate) fn with_criticality(mut self, criticality: crate::Criticality) -> Self {
+        self.criticality = criticality.rank() as u8;
+        self
+    }
+
     /// The resource the entry was for.
     pub fn resource(&self) -> &str {
         let number = self.resource_number();
@@ -319,6 +344,9 @@ impl fmt::Display for BlockError {
         if let Some(rule) = self.rule_id() {
             write!(f, " rule {rule}")?;
         }
+        if let Some(criticality) = self.criticality() {
+            write!(f, " ({criticality} request)")?;
+        }
         write!(
             f,
             ": observed {} against threshold {}",
@@ -358,6 +386,7 @@ impl fmt::Debug for BlockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BlockError")
             .field("kind", &self.kind)
+            .field("criticality", &self.criticality())
             .field("resource", &self.resource())
             .field("rule_id", &self.rule_id())
             .field("observed", &self.observed)

@@ -151,6 +151,7 @@ pub mod breaker;
 mod clock;
 pub mod cluster;
 mod core;
+mod criticality;
 pub mod dubbo;
 mod entry;
 mod entry_caps;
@@ -187,6 +188,7 @@ pub use clock::{
     blocking_wait_hook, set_blocking_wait_hook, Clock, CoarseClock, ManualClock, StdClock,
     SystemClock, DEFAULT_COARSE_TICK,
 };
+pub use criticality::{Criticality, ParseCriticalityError};
 pub use entry::{
     Admission, Entry, EntryBuilder, OwnedAdmission, OwnedEntry, OwnedPending, OwnedWaiting,
     Pending, TrafficType, Waiting,

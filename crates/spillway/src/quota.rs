@@ -90,12 +90,24 @@ impl Quota {
     }
 }
 
+/// The policy name of the per-key rule `id`: its id, unless a flow rule on its resource has
+/// the same id (as `per_second` makes both, named after the resource), then `"<id> per key"`:
+/// one name on refused and admitted responses alike, never the flow rule's.
+pub(crate) fn keyed_policy_name(id: &str, shared_with_flow: bool) -> String {
+    if shared_with_flow {
+        format!("{id} per key")
+    } else {
+        id.to_owned()
+    }
+}
+
 /// The quota `err` advertises, given the rule that refused it where the kind has rules (`flow`:
-/// the flow rule's behaviour and strategy; `keyed`: the per-key rule's grade and window).
+/// the flow rule's behaviour and strategy; `keyed`: the per-key rule's grade, window and
+/// policy name).
 pub(crate) fn refusal_quota(
     err: &BlockError,
     flow: Option<(Grade, &Behavior, &Strategy)>,
-    keyed: Option<(Grade, Duration)>,
+    keyed: Option<(Grade, Duration, &str)>,
 ) -> Option<Quota> {
     if !err.may_advertise_quota() {
         return None;
@@ -131,14 +143,14 @@ pub(crate) fn refusal_quota(
             }
         },
         BlockKind::Keyed => match keyed? {
-            (Grade::Qps, duration) => Some(Quota::new(
-                policy,
+            (Grade::Qps, duration, name) => Some(Quota::new(
+                name,
                 threshold,
                 QuotaUnit::Requests,
                 Some(duration),
             )),
-            (Grade::Concurrency, _) => Some(Quota::new(
-                policy,
+            (Grade::Concurrency, _, name) => Some(Quota::new(
+                name,
                 threshold,
                 QuotaUnit::ConcurrentRequests,
                 None,
@@ -161,13 +173,15 @@ pub(crate) fn refusal_quota(
             None,
         )),
         // Latency, load and CPU are not quotas; a breaker is open, not counting; a cluster
-        // limit's window is Redis's; the caps are the process's, not a client's quota.
+        // limit's window is Redis's; the caps are the process's, not a client's quota; a
+        // deadline is the caller's own.
         BlockKind::System(_)
         | BlockKind::Breaker
         | BlockKind::Cluster
         | BlockKind::ResourceCap
         | BlockKind::Accepts
-        | BlockKind::ActivesQueueFull => None,
+        | BlockKind::ActivesQueueFull
+        | BlockKind::Deadline => None,
     }
 }
 

@@ -90,12 +90,12 @@ impl Registry {
         }
     }
 
-    /// Whether the resource `name` has been registered (entered or resolved).
     /// The resource `name`, if it is registered (never registers it).
     pub(crate) fn get(&self, name: &str) -> Option<&Resource> {
         self.resources.get(name).map(|(_, resource)| resource)
     }
 
+    /// Whether the resource `name` has been registered (entered or resolved).
     pub(crate) fn contains(&self, name: &str) -> bool {
         self.resources.get(name).is_some()
     }

@@ -3,7 +3,7 @@
 //! Each kind implements [`Step`] in its own module; the kinds' list (`kinds.rs`) runs the steps
 //! in order, each statically, and keeps what they take.
 
-use crate::adaptive::{InstalledAdaptive, Outcome, WaitSlot};
+use crate::adaptive::{Claim, InstalledAdaptive, Outcome, WaitSlot};
 use crate::block::BlockError;
 use crate::keyed::Keys;
 use std::sync::Arc;
@@ -27,6 +27,8 @@ pub(crate) struct At {
     pub(crate) keys: Keys,
     /// Whether the entry may wait in a queue for a place.
     pub(crate) can_wait: bool,
+    /// What it claims in an adaptive limit's queue: its criticality, tenant and deadline.
+    pub(crate) claim: Claim,
 }
 
 /// Why a step did not pass an entry.

@@ -13,6 +13,9 @@ pub(super) fn blocked(
     configured: Option<&crate::config::BlockedResponse>,
     grpc: bool,
 ) -> Response<Bytes> {
+    if err.kind() == spillway::BlockKind::Deadline {
+        return spillway_tower::protect::deadline_exceeded(err, grpc);
+    }
     if grpc {
         return spillway_tower::grpc_resource_exhausted(err);
     }

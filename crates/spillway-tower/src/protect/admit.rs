@@ -47,7 +47,8 @@ fn with_builder<T>(
     use_builder: impl FnOnce(spillway::EntryBuilder<'_>) -> Result<T, Refused>,
 ) -> Result<T, Refused> {
     let enter = |builder: spillway::EntryBuilder<'_>| {
-        let mut builder = builder.traffic(config.traffic);
+        let builder = builder.traffic(config.traffic);
+        let mut builder = config.claims.apply(builder, parts);
         if let Some(parts) = parts {
             for key in &config.keys {
                 builder = match ((key.read)(parts), key.missing) {

@@ -13,7 +13,7 @@ const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{request, Response, StatusCode};
-use spillway::{BlockError, QuotaUnit};
+use spillway::{BlockError, BlockKind, QuotaUnit};
 use std::time::Duration;
 
 /// Marks the response of a request the layer refused (whatever
@@ -64,11 +64,50 @@ pub(super) fn blocked_with(
     spillway: &spillway::Spillway,
     fields: RateLimitFields,
 ) -> Response<Bytes> {
-    if is_grpc(&request.headers) {
+    let grpc = is_grpc(&request.headers);
+    if err.kind() == BlockKind::Deadline {
+        return deadline_exceeded(err, grpc);
+    }
+    if grpc {
         grpc_resource_exhausted(err)
     } else {
         too_many_requests_with(err, spillway, fields)
     }
+}
+
+/// The answer to a request refused for its deadline ([`BlockKind::Deadline`]: it came while
+/// the request waited for a place, or was too near to be met): gRPC `DEADLINE_EXCEEDED`
+/// (status 4, trailers-only) to a gRPC call, else HTTP 504 Gateway Timeout with the error's
+/// text; no `Retry-After` (the deadline is the caller's), no rate-limit fields (no quota ran
+/// out).
+///
+/// # Examples
+///
+/// ```
+/// use spillway::{BlockError, BlockKind};
+/// use spillway_tower::protect::deadline_exceeded;
+///
+/// let err = BlockError::custom(BlockKind::Deadline, "GET /search", 8.0, 8.0);
+/// assert_eq!(deadline_exceeded(&err, false).status(), 504);
+/// let grpc = deadline_exceeded(&err, true);
+/// assert_eq!(grpc.status(), 200);
+/// assert_eq!(grpc.headers()["grpc-status"], "4");
+/// ```
+pub fn deadline_exceeded(err: &BlockError, grpc: bool) -> Response<Bytes> {
+    if grpc {
+        let mut response = grpc_resource_exhausted(err);
+        response
+            .headers_mut()
+            .insert(GRPC_STATUS, HeaderValue::from_static("4"));
+        return response;
+    }
+    let mut response = Response::new(Bytes::from(format!("{err}\n")));
+    *response.status_mut() = StatusCode::GATEWAY_TIMEOUT;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }
 
 /// Whole seconds to wait, rounded up (a client that waits less would be refused again).

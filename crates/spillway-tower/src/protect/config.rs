@@ -63,6 +63,7 @@ impl Config {
         self.origin.is_some()
             || !self.keys.is_empty()
             || matches!(self.resource, Selector::Dynamic(_))
+            || self.claims.reads_request()
     }
 }
 
@@ -112,6 +113,8 @@ pub(super) struct Config {
     pub(super) admitted: super::fields::RateLimitFields,
     /// A `by_route` layer's warnings of rules that cannot apply.
     pub(super) route_check: Option<Arc<super::route_check::RouteCheck>>,
+    /// How a request's criticality, tenant and deadline are read.
+    pub(super) claims: super::claims::Claims,
 }
 
 impl fmt::Debug for Config {

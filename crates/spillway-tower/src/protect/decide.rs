@@ -41,7 +41,11 @@ pub(super) fn decide<B>(
 ) -> Next<Request<B>> {
     match admission {
         Ok(OwnedAdmission::Ready(entry)) => {
-            let (mut request, fields) = admitted(config, request);
+            let (mut request, fields) = if config.admitted == RateLimitFields::None {
+                (request, None)
+            } else {
+                admitted(config, request)
+            };
             ShadowRefusal::mark(&entry, request.extensions_mut());
             Next::Call {
                 request,
@@ -89,9 +93,12 @@ fn refused<B>(
 }
 
 /// The rate-limit fields of the response to `request`, just admitted, when the layer sends
-/// them on admitted responses: none for a gRPC call, nor when its entry meets no quota.
+/// them on admitted responses: none for a gRPC call, nor when its entry meets no quota. The
+/// request's resource and keys are read again, as the admission read them (the cost of the
+/// option: its extractors run twice).
+#[inline(never)]
 fn admitted<B>(config: &Config, request: Request<B>) -> (Request<B>, Option<Box<HeaderMap>>) {
-    if config.admitted == RateLimitFields::None || is_grpc(request.headers()) {
+    if is_grpc(request.headers()) {
         return (request, None);
     }
     let (parts, body) = request.into_parts();

@@ -94,12 +94,12 @@ pub(super) fn ratelimit_fields(quota: &Quota, retry_secs: Option<u64>) -> (Strin
 /// The rate-limit fields of an admitted response, from the quotas its request met (see
 /// [`spillway::EntryBuilder::quotas`]): with [`RateLimitFields::Ietf`], a `RateLimit-Policy`
 /// and a `RateLimit` list with an item per quota, in the same order, `r` the units left and no
-/// `t` (a sliding window or a count in flight has no time at which it resets); with
+/// `t` (optional in the draft; a refusal carries it, with `Retry-After`); with
 /// [`RateLimitFields::Legacy`], `X-RateLimit-Limit` and `X-RateLimit-Remaining` of the quota
 /// of requests with the least left (none when no quota counts requests). Policies are named
-/// after their rules; ids are unique within a kind of rule only, so a name met again (a flow
-/// rule and a per-key rule with one id) is written `id#2`, `id#3` and so on. Empty when there
-/// are no quotas.
+/// as refusals name them (after their rules; a per-key rule sharing its id with a flow rule on
+/// the resource is `"<id> per key"`); a name met again all the same (an adaptive rule with a
+/// flow rule's id) is written `id#2`, `id#3` and so on. Empty when there are no quotas.
 ///
 /// # Examples
 ///
@@ -172,12 +172,16 @@ pub fn admitted_fields(quotas: &[Quota], fields: RateLimitFields) -> HeaderMap {
 
 /// Adds an admitted response's `fields` to its `headers`: the IETF lists after any items the
 /// service wrote (a Structured Field List may be split over several lines), the legacy
-/// fields only where the service wrote none (they are single numbers).
+/// fields only if the service wrote none of them (they are single numbers of one quota).
 pub(super) fn add_admitted(headers: &mut HeaderMap, fields: &HeaderMap) {
+    // The legacy fields describe one quota together: all the service's, or all the layer's.
+    let service_legacy = [X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET]
+        .iter()
+        .any(|name| headers.contains_key(name));
     for (name, value) in fields {
         if name == RATELIMIT_POLICY || name == RATELIMIT {
             headers.append(name.clone(), value.clone());
-        } else if !headers.contains_key(name) {
+        } else if !service_legacy {
             headers.insert(name.clone(), value.clone());
         }
     }
@@ -208,7 +212,7 @@ mod tests {
     use spillway::{ManualClock, Spillway};
 
     #[test]
-    fn a_name_met_again_is_numbered_and_no_quota_writes_nothing() {
+    fn names_are_the_refusals_and_a_name_met_again_is_numbered() {
         let spillway = Spillway::new_with_clock(ManualClock::new());
         spillway
             .load_flow_rules(vec![FlowRule::per_second("login", 5)])
@@ -221,11 +225,22 @@ mod tests {
         drop(spillway.entry("login").key("10.0.0.1").enter().unwrap());
         let quotas = spillway.entry("login").key("10.0.0.1").quotas();
         let fields = admitted_fields(&quotas, RateLimitFields::Ietf);
+        // The per-key rule is named as its refusals name it.
         assert_eq!(
             fields[RATELIMIT_POLICY],
-            r#""login";q=5;w=1, "login#2";q=2;w=1"#
+            r#""login";q=5;w=1, "login per key";q=2;w=1"#
         );
-        assert_eq!(fields[RATELIMIT], r#""login";r=4, "login#2";r=1"#);
+        assert_eq!(fields[RATELIMIT], r#""login";r=4, "login per key";r=1"#);
+        drop(spillway.entry("login").key("10.0.0.1").enter().unwrap());
+        let err = spillway.entry("login").key("10.0.0.1").enter().unwrap_err();
+        assert_eq!(
+            spillway.refusal_quota(&err).unwrap().policy,
+            "login per key"
+        );
+        // A name met again all the same is numbered.
+        let twice = [quotas[0].clone(), quotas[0].clone()];
+        let fields = admitted_fields(&twice, RateLimitFields::Ietf);
+        assert_eq!(fields[RATELIMIT], r#""login";r=4, "login#2";r=4"#);
         assert!(fields.get(X_RATELIMIT_LIMIT).is_none());
         assert!(admitted_fields(&[], RateLimitFields::Both).is_empty());
         let none = admitted_fields(&quotas, RateLimitFields::None);

@@ -63,11 +63,12 @@ impl SpillwayLayer {
                 shadow: false,
                 admitted: RateLimitFields::None,
                 route_check: None,
+                claims: Default::default(),
             }),
         }
     }
 
-    fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
+    pub(super) fn with(mut self, change: impl FnOnce(&mut Config)) -> Self {
         change(Arc::make_mut(&mut self.config));
         self
     }
@@ -102,8 +103,9 @@ impl SpillwayLayer {
     /// no route produces (a typo, another method) never applies. axum does not list a router's
     /// routes, so the layer learns them from the requests: at its first request it logs a
     /// warning (through `tracing`) for each rule on a `HEAD` route or a method not in capitals,
-    /// which never apply; a minute later (on the runtime's clock), one for each rule of the
-    /// form `METHOD /path` whose resource no request has entered, naming its id and resource.
+    /// which never apply; at its first request a minute or more after that (on the spillway's
+    /// clock), one for each rule of the form `METHOD /path` whose resource no request has
+    /// entered, naming its id and resource.
     /// [`Spillway::unentered_rules`](spillway::Spillway::unentered_rules) lists such rules at
     /// any time; a test that drives every route can assert it is empty.
     ///

@@ -1,9 +1,11 @@
 //! What a layer that names resources by route ([`by_route`](super::SpillwayLayer::by_route))
 //! says of rules that cannot apply. axum does not list a router's routes, so the layer learns
 //! them from the requests: at its first request it warns of rules on a `HEAD` route (a `HEAD`
-//! request enters its `GET` route) or on a method not in capitals; after its first minute of
-//! traffic, of the route-shaped rules (`METHOD /path`) that no request has entered.
+//! request enters its `GET` route) or on a method not in capitals; at its first request a
+//! minute or more after that, of the route-shaped rules (`METHOD /path`) that no request has
+//! entered. No timer: the requests themselves, on the spillway's clock, run the checks.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
@@ -17,20 +19,44 @@ const MAX_WARNINGS: usize = 20;
 #[derive(Debug)]
 pub(super) struct RouteCheck {
     first: Once,
+    /// When the first request came (spillway clock nanoseconds).
+    started: AtomicU64,
+    /// Whether the later check ran: then a request pays one relaxed load.
+    done: AtomicBool,
 }
 
 impl Default for RouteCheck {
     fn default() -> Self {
-        Self { first: Once::new() }
+        Self {
+            first: Once::new(),
+            started: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+        }
     }
 }
 
 impl RouteCheck {
-    /// Notes a request: the first starts the checks.
+    /// Notes a request: the first runs the first check, the first a minute or more later the
+    /// second.
     #[inline]
     pub(super) fn on_request(&self, spillway: &spillway::Spillway) {
-        if !self.first.is_completed() {
-            self.first.call_once(|| start(spillway));
+        if self.done.load(Ordering::Relaxed) {
+            return;
+        }
+        self.later(spillway);
+    }
+
+    #[inline(never)]
+    fn later(&self, spillway: &spillway::Spillway) {
+        let now = spillway.clock().now_nanos();
+        self.first.call_once(|| {
+            self.started.store(now, Ordering::Relaxed);
+            warn_never_applies(spillway);
+        });
+        let after = u64::try_from(ROUTE_CHECK_AFTER.as_nanos()).unwrap_or(u64::MAX);
+        let started = self.started.load(Ordering::Relaxed);
+        if now.saturating_sub(started) >= after && !self.done.swap(true, Ordering::Relaxed) {
+            warn_unentered(spillway);
         }
     }
 }
@@ -51,13 +77,15 @@ fn never_applies(method: &str, path: &str) -> Option<String> {
     }
     if method.bytes().any(|b| b.is_ascii_lowercase()) {
         let upper = method.to_ascii_uppercase();
-        return Some(format!("methods are named in capitals: `{upper} {path}`"));
+        return Some(format!(
+            "methods are case-sensitive and axum's are in capitals: `{upper} {path}`"
+        ));
     }
     None
 }
 
-/// The checks at the first request, and the later one on a tokio task.
-fn start(spillway: &spillway::Spillway) {
+/// The first request's check: rules that can never apply, whatever the traffic.
+fn warn_never_applies(spillway: &spillway::Spillway) {
     let mut warned = 0;
     for rule in spillway.unentered_rules() {
         let Some((method, path)) = route_shaped(&rule.resource) else {
@@ -78,14 +106,6 @@ fn start(spillway: &spillway::Spillway) {
     if warned > MAX_WARNINGS {
         tracing::warn!("and {} more rules that never apply", warned - MAX_WARNINGS);
     }
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    let spillway = spillway.clone();
-    runtime.spawn(async move {
-        tokio::time::sleep(ROUTE_CHECK_AFTER).await;
-        warn_unentered(&spillway);
-    });
 }
 
 /// Warns of each route-shaped rule no request has entered (those that never apply were named
@@ -104,9 +124,9 @@ fn warn_unentered(spillway: &spillway::Spillway) {
             kind = rule.kind,
             id = %rule.id,
             resource = %rule.resource,
-            "no request has entered this rule's resource in the layer's first minute of traffic: \
-             if it is meant for a route, check the method and the path against the route's \
-             template as axum writes it (`/users/{{id}}`)"
+            "no request has entered this rule's resource yet, a minute after the layer's first \
+             request: if it is meant for a route, check the method and the path against the \
+             route's template as axum writes it (`/users/{{id}}`)"
         );
     }
     if unentered.len() > MAX_WARNINGS {

@@ -2,12 +2,14 @@
 //! algorithm.
 
 use super::algorithm::{ChangeReason, LimitAlgorithm, RttEstimates};
-use super::queue::{AdaptiveQueue, WaitSlot, Waiters};
+use super::claim::Claim;
+use super::lanes::Lanes;
+use super::queue::{AdaptiveQueue, Joined, Shed, WaitSlot, Waiters};
 use super::sample::Sample;
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::Criticality;
 use crossbeam_utils::CachePadded;
-use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +57,10 @@ pub struct AdaptiveLimiter {
     state: CachePadded<AtomicU64>,
     control: Mutex<Control>,
     refusals: AtomicU64,
+    /// What a call is expected to take now, in nanoseconds: the algorithm's latest RTT (else
+    /// its baseline; 0 before any), set with each sample, so that the queue can tell a waiter
+    /// that cannot be done by its deadline without taking the control lock.
+    expected_rtt: AtomicU64,
     clock: AnyClock,
     /// The callers waiting for a place, when the rule has a queue.
     waiters: Option<Waiters>,
@@ -64,6 +70,8 @@ pub struct AdaptiveLimiter {
 #[derive(Debug)]
 pub(crate) enum NoPlace {
     Refused(AdaptiveRefusal),
+    /// Refused before it waited: it could not be done by its deadline.
+    Expired(AdaptiveRefusal),
     Waiting(Arc<WaitSlot>),
 }
 
@@ -114,6 +122,14 @@ pub struct AdaptiveState {
     pub waiting: u64,
     /// Callers that waited out the queue's timeout, since the limiter was made.
     pub queue_timeouts: u64,
+    /// Callers waiting now, by criticality ([`Criticality::rank`], lowest first).
+    pub waiting_by_criticality: [u64; 4],
+    /// Waiting callers a more critical one (or one of a tenant with fewer waiters) took the
+    /// place of in the full queue, since the limiter was made, by criticality.
+    pub evicted: [u64; 4],
+    /// Callers refused for their deadline (passed while they waited, or too near to be met
+    /// at the current latency), since the limiter was made, by criticality.
+    pub expired: [u64; 4],
     /// Why the limit last changed.
     pub last_change: ChangeReason,
     /// The algorithm's RTT estimates.
@@ -143,6 +159,7 @@ impl AdaptiveLimiter {
                 last_change: ChangeReason::Initial,
             }),
             refusals: AtomicU64::new(0),
+            expected_rtt: AtomicU64::new(0),
             clock,
             waiters: None,
         }
@@ -228,14 +245,21 @@ impl AdaptiveLimiter {
 
     /// Takes a place for an entry (the entry path: the entry's own start time makes the sample
     /// when it ends, see [`end_place`](Self::end_place)). Over the limit, an entry that
-    /// `can_wait` joins the queue, if the rule has one with room.
-    pub(crate) fn take_place(&self, can_wait: bool) -> Result<(), NoPlace> {
+    /// `can_wait` joins the queue with its `claim`, if the rule has one and it has room (or a
+    /// less critical waiter gives way), unless it could not be done by its deadline.
+    pub(crate) fn take_place(&self, can_wait: bool, claim: &Claim) -> Result<(), NoPlace> {
         let Err(refusal) = self.admit_uncounted() else {
             return Ok(());
         };
         if let (true, Some(waiters)) = (can_wait, &self.waiters) {
+            let now = self.clock.now_nanos();
+            if claim.too_late(now, self.expected_rtt()) {
+                self.refusals.fetch_add(1, Ordering::Relaxed);
+                waiters.count_expired(claim.criticality);
+                return Err(NoPlace::Expired(refusal));
+            }
             let mut queue = waiters.lock();
-            if let Some(slot) = waiters.join(&mut queue, self.clock.now_nanos()) {
+            if let Joined::Waiting(slot) = waiters.join(&mut queue, now, *claim) {
                 // A place freed since the check above is handed over now.
                 self.hand_over_locked(waiters, &mut queue);
                 return Err(NoPlace::Waiting(slot));
@@ -243,6 +267,20 @@ impl AdaptiveLimiter {
         }
         self.refusals.fetch_add(1, Ordering::Relaxed);
         Err(NoPlace::Refused(refusal))
+    }
+
+    /// Counts a caller of `criticality` that stopped waiting at its deadline (its own timer
+    /// fired) as refused for it.
+    pub(crate) fn count_deadline(&self, criticality: Criticality) {
+        if let Some(waiters) = &self.waiters {
+            self.refusals.fetch_add(1, Ordering::Relaxed);
+            waiters.count_expired(criticality);
+        }
+    }
+
+    /// What a call is expected to take now, in nanoseconds (0 before any sample).
+    fn expected_rtt(&self) -> u64 {
+        self.expected_rtt.load(Ordering::Relaxed)
     }
 
     /// The queue's settings, when the rule has one.
@@ -262,7 +300,10 @@ impl AdaptiveLimiter {
             } else {
                 waiters.leave(&mut queue, slot, self.clock.now_nanos());
             }
-            if timed_out {
+            if slot.shed().is_some() {
+                // Refused by the queue (counted there): a refusal of the limit.
+                self.refusals.fetch_add(1, Ordering::Relaxed);
+            } else if timed_out {
                 waiters.count_timeout();
                 self.refusals.fetch_add(1, Ordering::Relaxed);
             }
@@ -279,14 +320,22 @@ impl AdaptiveLimiter {
         }
     }
 
-    fn hand_over_locked(&self, waiters: &Waiters, queue: &mut VecDeque<Arc<WaitSlot>>) {
+    /// Hands places free under the limit to waiting callers in the queue's order (the most
+    /// critical first, tenants in turn), refusing on the way those that could no longer be
+    /// done by their deadline.
+    fn hand_over_locked(&self, waiters: &Waiters, queue: &mut Lanes) {
         let now = self.clock.now_nanos();
-        while let Some((slot, end)) = waiters.next(queue, now) {
+        let expected = self.expected_rtt();
+        while let Some((slot, taken)) = waiters.next(queue, now) {
+            if slot.claim.too_late(now, expected) {
+                waiters.refuse_taken(queue, &slot, Shed::Expired);
+                continue;
+            }
             if self.increment().is_err() {
-                waiters.put_back(queue, slot, end);
+                waiters.put_back(queue, slot, taken);
                 return;
             }
-            Waiters::grant(&slot);
+            waiters.grant(queue, &slot);
         }
         // Every waiting caller has its place: the queue is empty now.
         waiters.changed(queue, now);
@@ -344,6 +393,12 @@ impl AdaptiveLimiter {
             control.last_change = update.reason;
             self.set_limit(update.limit.max(1));
         }
+        if self.waiters.is_some() {
+            let estimates = control.algorithm.estimates();
+            let expected = estimates.latest.or(estimates.baseline).unwrap_or_default();
+            let expected = u64::try_from(expected.as_nanos()).unwrap_or(u64::MAX);
+            self.expected_rtt.store(expected, Ordering::Relaxed);
+        }
     }
 
     /// Sets the limit, keeping the in-flight count (under the control lock: one writer).
@@ -362,6 +417,11 @@ impl AdaptiveLimiter {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The limit in force and the calls in flight, read together.
+    pub(crate) fn limit_and_in_flight(&self) -> (u32, u32) {
+        split(self.state.load(Ordering::Acquire))
+    }
+
     /// The limit in force.
     pub fn limit(&self) -> u32 {
         split(self.state.load(Ordering::Acquire)).0
@@ -372,8 +432,17 @@ impl AdaptiveLimiter {
         split(self.state.load(Ordering::Acquire)).1
     }
 
-    /// Everything, read now (takes the lock briefly).
+    /// Everything, read now (takes the locks briefly, one after the other).
     pub fn state(&self) -> AdaptiveState {
+        // The queue's lock is never held with the control's (a hand-over takes it alone).
+        let waiting_by_criticality = self.waiters.as_ref().map_or([0; 4], |waiters| {
+            let queue = waiters.lock();
+            Criticality::ALL.map(|criticality| queue.len_of(criticality) as u64)
+        });
+        let (evicted, expired) = self
+            .waiters
+            .as_ref()
+            .map_or(([0; 4], [0; 4]), Waiters::shed);
         let control = self.control();
         let (limit, in_flight) = split(self.state.load(Ordering::Acquire));
         AdaptiveState {
@@ -384,6 +453,9 @@ impl AdaptiveLimiter {
             refusals: self.refusals.load(Ordering::Relaxed),
             waiting: self.waiters.as_ref().map_or(0, Waiters::len),
             queue_timeouts: self.waiters.as_ref().map_or(0, Waiters::timeouts),
+            waiting_by_criticality,
+            evicted,
+            expired,
             last_change: control.last_change,
             estimates: control.algorithm.estimates(),
         }

@@ -102,14 +102,20 @@ fn queued(limit: u32) -> AdaptiveLimiter {
 fn a_place_freed_while_a_caller_joins_the_queue_is_handed_over() {
     loom::model(|| {
         let limiter = Arc::new(queued(1));
-        limiter.take_place(false).expect("the first place");
+        limiter
+            .take_place(false, &super::Claim::default())
+            .expect("the first place");
         let joining = {
             let limiter = limiter.clone();
-            thread::spawn(move || match limiter.take_place(true) {
-                // Took the freed place, or waits in the queue (handed it, now or later).
-                Ok(()) | Err(super::NoPlace::Waiting(_)) => {}
-                Err(super::NoPlace::Refused(_)) => panic!("the queue had room"),
-            })
+            thread::spawn(
+                move || match limiter.take_place(true, &super::Claim::default()) {
+                    // Took the freed place, or waits in the queue (handed it, now or later).
+                    Ok(()) | Err(super::NoPlace::Waiting(_)) => {}
+                    Err(super::NoPlace::Refused(_) | super::NoPlace::Expired(_)) => {
+                        panic!("the queue had room, and no deadline")
+                    }
+                },
+            )
         };
         limiter.end_place(0, Outcome::Ignore);
         joining.join().unwrap();
@@ -131,8 +137,11 @@ fn a_place_freed_while_a_caller_joins_the_queue_is_handed_over() {
 fn a_caller_leaving_while_it_is_handed_a_place_gives_the_place_back() {
     loom::model(|| {
         let limiter = Arc::new(queued(1));
-        limiter.take_place(false).expect("the first place");
-        let Err(super::NoPlace::Waiting(slot)) = limiter.take_place(true) else {
+        limiter
+            .take_place(false, &super::Claim::default())
+            .expect("the first place");
+        let Err(super::NoPlace::Waiting(slot)) = limiter.take_place(true, &super::Claim::default())
+        else {
             panic!("the limit of 1 is full");
         };
         let leaving = {
@@ -146,5 +155,63 @@ fn a_caller_leaving_while_it_is_handed_a_place_gives_the_place_back() {
         let state = limiter.state();
         assert_eq!((state.in_flight, state.waiting), (0, 0));
         assert_eq!((state.queue_timeouts, state.refusals), (1, 1));
+    });
+}
+
+/// A critical caller joins a full queue (room for one) and takes the place of its sheddable
+/// waiter while the call in flight ends and hands its place over: whatever the interleaving,
+/// the freed place goes to exactly one of them, the sheddable caller is either granted or
+/// refused (never both, never neither), and nothing is held once both leave.
+#[test]
+fn a_caller_taking_a_waiters_place_races_the_hand_over() {
+    use super::{Claim, NoPlace, Shed};
+    use crate::Criticality;
+    loom::model(|| {
+        let queue = super::AdaptiveQueue {
+            capacity: 1,
+            ..super::AdaptiveQueue::default()
+        };
+        let limiter = Arc::new(
+            AdaptiveLimiter::with_clock(Fixed(1), ManualClock::new()).with_queue(Some(queue)),
+        );
+        limiter
+            .take_place(false, &Claim::default())
+            .expect("the first place");
+        let sheddable = Claim {
+            criticality: Criticality::Sheddable,
+            ..Claim::default()
+        };
+        let Err(NoPlace::Waiting(shed)) = limiter.take_place(true, &sheddable) else {
+            panic!("the limit of 1 is full");
+        };
+        let joining = {
+            let limiter = limiter.clone();
+            thread::spawn(move || {
+                let urgent = Claim {
+                    criticality: Criticality::CriticalPlus,
+                    ..Claim::default()
+                };
+                match limiter.take_place(true, &urgent) {
+                    Err(NoPlace::Waiting(slot)) => slot,
+                    _ => panic!("a critical caller waits: the sheddable one gives way"),
+                }
+            })
+        };
+        limiter.end_place(0, Outcome::Ignore);
+        let urgent = joining.join().unwrap();
+        let evicted = shed.shed() == Some(Shed::Evicted);
+        assert!(shed.is_granted() != evicted, "granted or refused, once");
+        assert_eq!(
+            urgent.is_granted(),
+            evicted,
+            "the place went to one of them"
+        );
+        assert_eq!(limiter.state().in_flight, 1, "one place, held once");
+        for slot in [&shed, &urgent] {
+            limiter.stop_waiting(slot, false);
+        }
+        let state = limiter.state();
+        assert_eq!((state.in_flight, state.waiting), (0, 0));
+        assert_eq!(state.evicted, [u64::from(evicted), 0, 0, 0]);
     });
 }

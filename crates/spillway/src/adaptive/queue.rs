@@ -1,8 +1,9 @@
 //! A bounded queue of callers waiting for a place under an adaptive limit.
 
+use super::claim::Claim;
 use super::error::{AdaptiveError, Check};
-use crate::sync::{AtomicBool, AtomicU64, Mutex, MutexGuard, Ordering};
-use std::collections::VecDeque;
+use super::lanes::{Lanes, Taken};
+use crate::sync::{AtomicU64, AtomicU8, Mutex, MutexGuard, Ordering};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -41,11 +42,32 @@ pub(crate) enum End {
 
 /// An adaptive limit's queue: while the limit is full, up to `capacity` callers that can wait
 /// (async callers: [`EntryBuilder::try_enter`](crate::EntryBuilder::try_enter) and the tower
-/// layer) wait up to `timeout` each for a place, which a finishing call hands to the next one
-/// in `order`. A caller that finds the queue full, or waits out its timeout, is refused as
-/// without a queue. Callers that cannot wait ([`EntryBuilder::enter`](crate::EntryBuilder::enter))
-/// are refused at once, and while anyone waits, newcomers queue behind them rather than take a
-/// freed place first.
+/// layer) wait up to `timeout` each for a place, which a finishing call hands on. Callers that
+/// cannot wait ([`EntryBuilder::enter`](crate::EntryBuilder::enter)) are refused at once, and
+/// while anyone waits, newcomers queue behind them rather than take a freed place first.
+///
+/// Who gets a freed place:
+///
+/// - **The most critical first** ([`EntryBuilder::criticality`](crate::EntryBuilder::criticality)):
+///   a place never goes to a caller while a more critical one waits. A caller that finds the
+///   queue full takes the place of a less critical waiter, which is refused; or, among callers
+///   of its own criticality, of one of the tenant with the longest line of waiters, if its own
+///   line is shorter. Otherwise it is refused as without a queue. Calls already running are
+///   never stopped: a critical caller may wait until one of them ends.
+/// - **Tenants in turn** ([`EntryBuilder::tenant`](crate::EntryBuilder::tenant)): within a
+///   criticality, each tenant hashes to two of 64 buckets and waits in the shorter, and the
+///   buckets with waiters take turns, so a tenant that floods waits behind its own calls (it
+///   has at most two turns a round). No state is kept per tenant: a tenant both of whose
+///   buckets a flooding tenant also fills (about 1 in 1,000 per flooding tenant) waits as it
+///   would without turns.
+/// - **Within a bucket, in `order`**: FIFO, LIFO, or adaptive.
+/// - **Deadlines** ([`EntryBuilder::deadline`](crate::EntryBuilder::deadline)): a caller waits
+///   at most until its deadline; one whose deadline has passed, or that could not be done by
+///   it at the limit's current latency (its algorithm's latest RTT), is refused
+///   ([`BlockKind::Deadline`](crate::BlockKind::Deadline)) rather than handed a place, or
+///   rather than queued.
+///
+/// A caller that waits out its timeout is refused as without a queue.
 ///
 /// # Examples
 ///
@@ -122,17 +144,60 @@ impl AdaptiveQueue {
     }
 }
 
-/// One waiting caller: granted a place, or not yet, and whom to wake.
-#[derive(Debug, Default)]
+/// A waiting caller's state: waiting, granted a place, or refused by the queue.
+const WAITING: u8 = 0;
+const GRANTED: u8 = 1;
+const EVICTED: u8 = 2;
+const EXPIRED: u8 = 3;
+
+/// Why the queue refused a waiting caller (rather than hand it a place, or let it time out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shed {
+    /// A more critical caller (or one of a tenant with fewer waiters) took its place in the
+    /// full queue.
+    Evicted,
+    /// Its deadline passed, or it could not be done by it at the current latency.
+    Expired,
+}
+
+/// One waiting caller: what it claims, where it waits, whether it was granted a place or
+/// refused, and whom to wake.
+#[derive(Debug)]
 pub(crate) struct WaitSlot {
-    granted: AtomicBool,
+    state: AtomicU8,
     waker: Mutex<Option<Waker>>,
+    pub(crate) claim: Claim,
+    /// Its bucket in its criticality's lane.
+    pub(crate) bucket: u16,
 }
 
 impl WaitSlot {
+    pub(crate) fn new(claim: Claim, bucket: u16) -> Self {
+        Self {
+            state: AtomicU8::new(WAITING),
+            waker: Mutex::new(None),
+            claim,
+            bucket,
+        }
+    }
+
     /// Whether a place was handed to it.
     pub(crate) fn is_granted(&self) -> bool {
-        self.granted.load(Ordering::Acquire)
+        self.state.load(Ordering::Acquire) == GRANTED
+    }
+
+    /// Why the queue refused it, if it did.
+    pub(crate) fn shed(&self) -> Option<Shed> {
+        match self.state.load(Ordering::Acquire) {
+            EVICTED => Some(Shed::Evicted),
+            EXPIRED => Some(Shed::Expired),
+            _ => None,
+        }
+    }
+
+    /// Whether the wait is over: granted or refused.
+    fn decided(&self) -> bool {
+        self.state.load(Ordering::Acquire) != WAITING
     }
 
     fn waker(&self) -> MutexGuard<'_, Option<Waker>> {
@@ -141,16 +206,16 @@ impl WaitSlot {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Hands it a place and wakes it.
-    fn grant(&self) {
-        self.granted.store(true, Ordering::Release);
+    /// Decides its wait (a place, or a refusal) and wakes it.
+    fn decide(&self, state: u8) {
+        self.state.store(state, Ordering::Release);
         if let Some(waker) = self.waker().take() {
             waker.wake();
         }
     }
 }
 
-/// Resolves once the slot is granted a place.
+/// Resolves once the slot's wait is decided: a place, or a refusal by the queue.
 #[derive(Debug)]
 pub(crate) struct Granted<'a> {
     pub(crate) slot: &'a WaitSlot,
@@ -160,7 +225,7 @@ impl Future for Granted<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.slot.is_granted() {
+        if self.slot.decided() {
             return Poll::Ready(());
         }
         let mut waker = self.slot.waker();
@@ -169,8 +234,8 @@ impl Future for Granted<'_> {
             _ => *waker = Some(cx.waker().clone()),
         }
         drop(waker);
-        // A grant between the first test and the waker's store found no waker to wake.
-        if self.slot.is_granted() {
+        // A decision between the first test and the waker's store found no waker to wake.
+        if self.slot.decided() {
             return Poll::Ready(());
         }
         Poll::Pending
@@ -183,29 +248,42 @@ impl Future for Granted<'_> {
 #[derive(Debug)]
 pub(crate) struct Waiters {
     pub(crate) config: AdaptiveQueue,
-    queue: Mutex<VecDeque<Arc<WaitSlot>>>,
+    queue: Mutex<Lanes>,
     /// Callers waiting now (read without the lock, to keep newcomers behind them).
     len: AtomicU64,
     /// Callers that gave up (timed out) since the limiter was made.
     timeouts: AtomicU64,
+    /// Callers the queue refused since the limiter was made, by why and criticality.
+    evicted: [AtomicU64; 4],
+    expired: [AtomicU64; 4],
     /// When the queue was last seen empty (clock nanoseconds; written under the lock).
     empty_at: AtomicU64,
+}
+
+/// What joining a queue came to.
+pub(crate) enum Joined {
+    /// The caller waits; the waiter it took the place of, if the queue was full, was refused.
+    Waiting(Arc<WaitSlot>),
+    /// The queue is full of callers that keep their places.
+    Full,
 }
 
 impl Waiters {
     pub(crate) fn new(config: AdaptiveQueue) -> Self {
         Self {
             config,
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Lanes::default()),
             len: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
+            evicted: Default::default(),
+            expired: Default::default(),
             empty_at: AtomicU64::new(0),
         }
     }
 
     /// Records the queue's length after a change at `now` (and, if it is empty, that it was
     /// empty then).
-    pub(crate) fn changed(&self, queue: &VecDeque<Arc<WaitSlot>>, now: u64) {
+    pub(crate) fn changed(&self, queue: &Lanes, now: u64) {
         if queue.is_empty() {
             self.empty_at.store(now, Ordering::Relaxed);
         }
@@ -229,7 +307,7 @@ impl Waiters {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, VecDeque<Arc<WaitSlot>>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Lanes> {
         self.queue
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -248,66 +326,86 @@ impl Waiters {
         self.timeouts.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Adds a waiting caller at `now`, unless the queue is full.
-    pub(crate) fn join(
-        &self,
-        queue: &mut VecDeque<Arc<WaitSlot>>,
-        now: u64,
-    ) -> Option<Arc<WaitSlot>> {
+    /// Callers the queue refused since the limiter was made, of each criticality (lowest
+    /// first): taken the place of, and past their deadline.
+    pub(crate) fn shed(&self) -> ([u64; 4], [u64; 4]) {
+        let read = |counts: &[AtomicU64; 4]| -> [u64; 4] {
+            std::array::from_fn(|rank| counts[rank].load(Ordering::Relaxed))
+        };
+        (read(&self.evicted), read(&self.expired))
+    }
+
+    /// Counts a caller of `criticality` refused for its deadline before it joined.
+    pub(crate) fn count_expired(&self, criticality: crate::Criticality) {
+        self.expired[criticality.rank()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds a waiting caller with `claim` at `now`. A full queue makes room by refusing a
+    /// waiter of a lower criticality, or of the same one in a longer bucket (see
+    /// [`Lanes::evict_for`]), taken from the end served last.
+    pub(crate) fn join(&self, queue: &mut Lanes, now: u64, claim: Claim) -> Joined {
+        let bucket = queue.bucket_for(claim.criticality, claim.tenant);
         if queue.len() >= self.config.capacity as usize {
-            return None;
+            let last = match self.end(now) {
+                End::Front => End::Back,
+                End::Back => End::Front,
+            };
+            let Some(victim) = queue.evict_for(claim.criticality, bucket, last) else {
+                return Joined::Full;
+            };
+            self.refuse(&victim, Shed::Evicted);
         }
         // Empty until now.
         self.changed(queue, now);
-        let slot = Arc::new(WaitSlot::default());
-        queue.push_back(Arc::clone(&slot));
+        let slot = Arc::new(WaitSlot::new(claim, bucket));
+        queue.push(Arc::clone(&slot));
         self.changed(queue, now);
-        Some(slot)
+        Joined::Waiting(slot)
     }
 
-    /// The caller a place freed at `now` goes to, taken out of the queue, and the end it was
-    /// taken from.
-    pub(crate) fn next(
-        &self,
-        queue: &mut VecDeque<Arc<WaitSlot>>,
-        now: u64,
-    ) -> Option<(Arc<WaitSlot>, End)> {
-        let end = self.end(now);
-        let slot = match end {
-            End::Front => queue.pop_front(),
-            End::Back => queue.pop_back(),
-        };
-        self.len.store(queue.len() as u64, Ordering::Release);
-        slot.map(|slot| (slot, end))
+    /// The caller a place freed at `now` goes to, taken out of the queue, and where from. The
+    /// length newcomers read still counts it until it is granted or refused: a newcomer must
+    /// not take the place on its way to it.
+    pub(crate) fn next(&self, queue: &mut Lanes, now: u64) -> Option<(Arc<WaitSlot>, Taken)> {
+        queue.pop(self.end(now))
     }
 
     /// Puts back a caller [`next`](Self::next) took, where it was.
-    pub(crate) fn put_back(
-        &self,
-        queue: &mut VecDeque<Arc<WaitSlot>>,
-        slot: Arc<WaitSlot>,
-        end: End,
-    ) {
-        match end {
-            End::Front => queue.push_front(slot),
-            End::Back => queue.push_back(slot),
-        }
+    pub(crate) fn put_back(&self, queue: &mut Lanes, slot: Arc<WaitSlot>, taken: Taken) {
+        queue.put_back(slot, taken);
         self.len.store(queue.len() as u64, Ordering::Release);
     }
 
-    /// Hands `slot` its place.
-    pub(crate) fn grant(slot: &WaitSlot) {
-        slot.grant();
+    /// Hands `slot`, taken out of `queue`, its place (already counted in flight).
+    pub(crate) fn grant(&self, queue: &Lanes, slot: &WaitSlot) {
+        slot.decide(GRANTED);
+        self.len.store(queue.len() as u64, Ordering::Release);
+    }
+
+    /// Refuses `slot`, taken out of `queue`, for `why`, and counts it.
+    pub(crate) fn refuse_taken(&self, queue: &Lanes, slot: &WaitSlot, why: Shed) {
+        self.refuse(slot, why);
+        self.len.store(queue.len() as u64, Ordering::Release);
+    }
+
+    /// Refuses `slot`, out of the queue already, for `why`, and counts it.
+    pub(crate) fn refuse(&self, slot: &WaitSlot, why: Shed) {
+        let rank = slot.claim.criticality.rank();
+        match why {
+            Shed::Evicted => {
+                self.evicted[rank].fetch_add(1, Ordering::Relaxed);
+                slot.decide(EVICTED);
+            }
+            Shed::Expired => {
+                self.expired[rank].fetch_add(1, Ordering::Relaxed);
+                slot.decide(EXPIRED);
+            }
+        }
     }
 
     /// Takes a caller that stops waiting out of the queue (if it is still there).
-    pub(crate) fn leave(
-        &self,
-        queue: &mut VecDeque<Arc<WaitSlot>>,
-        slot: &Arc<WaitSlot>,
-        now: u64,
-    ) {
-        queue.retain(|waiting| !Arc::ptr_eq(waiting, slot));
+    pub(crate) fn leave(&self, queue: &mut Lanes, slot: &Arc<WaitSlot>, now: u64) {
+        queue.remove(slot);
         self.changed(queue, now);
     }
 }

@@ -15,7 +15,7 @@ impl Step for InstalledAdaptive {
 
     #[inline]
     fn take(this: &Arc<Self>, at: &At, taken: &mut bool) -> Result<(), Stop> {
-        match this.limiter.take_place(at.can_wait) {
+        match this.limiter.take_place(at.can_wait, &at.claim) {
             Ok(()) => {
                 *taken = true;
                 Ok(())
@@ -23,6 +23,10 @@ impl Step for InstalledAdaptive {
             Err(NoPlace::Refused(refusal)) => {
                 Err(Stop::Refused(blocked(at.resource, this, refusal)))
             }
+            Err(NoPlace::Expired(refusal)) => Err(Stop::Refused(
+                blocked_as(BlockKind::Deadline, at.resource, this, refusal)
+                    .with_criticality(at.claim.criticality),
+            )),
             Err(NoPlace::Waiting(slot)) => Err(Stop::Waiting(PlaceWait {
                 slot,
                 adaptive: Arc::clone(this),
@@ -63,8 +67,21 @@ pub(crate) fn blocked(
     adaptive: &InstalledAdaptive,
     refusal: AdaptiveRefusal,
 ) -> BlockError {
+    blocked_as(BlockKind::Adaptive, resource_number, adaptive, refusal)
+}
+
+/// [`blocked`] as a block of `kind` ([`BlockKind::Deadline`] for a caller refused for its
+/// deadline).
+#[cold]
+#[inline(never)]
+pub(crate) fn blocked_as(
+    kind: BlockKind,
+    resource_number: u32,
+    adaptive: &InstalledAdaptive,
+    refusal: AdaptiveRefusal,
+) -> BlockError {
     BlockError::new(
-        BlockKind::Adaptive,
+        kind,
         resource_number,
         f64::from(refusal.in_flight),
         f64::from(refusal.limit),

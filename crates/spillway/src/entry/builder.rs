@@ -1,11 +1,14 @@
 use super::pending::{OwnedPending, Pending, PendingState, Queued};
 use super::waiting::{Admission, OwnedAdmission, OwnedWaiting, Waiting, WaitingState};
 use super::{Entry, EntryState, OwnedEntry, TrafficType};
+use crate::adaptive::{Claim, NO_DEADLINE};
 use crate::block::BlockError;
 use crate::clock::Clock;
 use crate::registry::Registry;
 use crate::resource::{ChildSlot, Resource, ResourceInner};
+use crate::Criticality;
 use std::fmt;
+use std::time::Duration;
 
 /// Describes an entry before it is attempted: count, origin, entrance, traffic type.
 ///
@@ -38,6 +41,9 @@ pub struct EntryBuilder<'a> {
     /// The fingerprints of the keys per-key rules limit, by position (Sentinel's argument
     /// index); 0: none at that position.
     pub(super) keys: crate::keyed::Keys,
+    /// What the entry claims in an adaptive limit's queue; its deadline is the time left, in
+    /// nanoseconds from the entry ([`NO_DEADLINE`] for none), made absolute when it enters.
+    pub(super) claim: Claim,
 }
 
 enum Target<'a> {
@@ -70,6 +76,7 @@ impl<'a> EntryBuilder<'a> {
             traffic: TrafficType::default(),
             prioritized: false,
             keys: crate::keyed::Keys::NONE,
+            claim: Claim::default(),
         }
     }
 
@@ -140,6 +147,90 @@ impl<'a> EntryBuilder<'a> {
         self
     }
 
+    /// How much the call matters when an adaptive limit must turn some away (default
+    /// [`Criticality::Critical`]). With a queue ([`AdaptiveQueue`](crate::adaptive::AdaptiveQueue)),
+    /// a freed place goes to the most critical waiter first, and a caller that finds the queue
+    /// full takes the place of a less critical waiter, which is refused. Callers that cannot
+    /// wait ([`enter`](Self::enter)) are refused at a full limit whatever their criticality.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig};
+    /// use spillway::{Admission, Criticality, ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// let one = AimdConfig { initial_limit: 1, min_limit: 1, max_limit: 1, ..AimdConfig::default() };
+    /// spillway.load_adaptive_rules(vec![AdaptiveRule::resource("one", "api", AdaptiveAlgorithm::Aimd(one))
+    ///     .with_queue(AdaptiveQueue::default())])?;
+    /// let running = spillway.entry("api").enter()?;
+    /// let wait = |criticality| match spillway.entry("api").criticality(criticality).try_enter() {
+    ///     Ok(Admission::Waiting(waiting)) => waiting,
+    ///     other => panic!("{other:?}"),
+    /// };
+    /// let prefetch = wait(Criticality::Sheddable);
+    /// let checkout = wait(Criticality::CriticalPlus);
+    /// drop(running);
+    /// // The checkout, though it came second, has the freed place.
+    /// assert!(checkout.is_granted() && !prefetch.is_granted());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn criticality(mut self, criticality: Criticality) -> Self {
+        self.claim.criticality = criticality;
+        self
+    }
+
+    /// The tenant the call is for (an API key, an account): within a criticality, an adaptive
+    /// limit's queue gives its places to tenants in turn, so that one that floods waits behind
+    /// its own calls, not in front of the others'. Any hashable value, reduced to its
+    /// [`fingerprint`](crate::keyed::fingerprint); the queue keeps no state per tenant (see
+    /// [`AdaptiveQueue`](crate::adaptive::AdaptiveQueue) for what that costs).
+    pub fn tenant<K: std::hash::Hash + ?Sized>(mut self, tenant: &K) -> Self {
+        self.claim.tenant = crate::keyed::fingerprint(tenant).max(1);
+        self
+    }
+
+    /// The time the caller has left to be answered, from now (a gRPC `grpc-timeout`, a
+    /// client's deadline). An adaptive limit's queue refuses a waiting caller
+    /// ([`BlockKind::Deadline`](crate::BlockKind::Deadline)) once its deadline has passed, or
+    /// when it cannot be done by it at the limit's current latency, before it costs the
+    /// service anything; a caller waits at most until its deadline. A deadline of zero has
+    /// passed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig};
+    /// use spillway::{Admission, BlockKind, ManualClock, Spillway};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let spillway = Spillway::new_with_clock(clock.clone());
+    /// let one = AimdConfig { initial_limit: 1, min_limit: 1, max_limit: 1, ..AimdConfig::default() };
+    /// spillway.load_adaptive_rules(vec![AdaptiveRule::resource("one", "api", AdaptiveAlgorithm::Aimd(one))
+    ///     .with_queue(AdaptiveQueue::default())])?;
+    /// let running = spillway.entry("api").enter()?;
+    /// let Ok(Admission::Waiting(waiting)) =
+    ///     spillway.entry("api").deadline(Duration::from_millis(50)).try_enter()
+    /// else {
+    ///     panic!("it waits")
+    /// };
+    /// // It waits no longer than its deadline ...
+    /// assert_eq!(waiting.timeout(), Duration::from_millis(50));
+    /// // ... and a place freed after it is not handed to it.
+    /// clock.advance(Duration::from_millis(60));
+    /// drop(running);
+    /// assert!(!waiting.is_granted());
+    /// assert_eq!(waiting.resume().unwrap_err().kind(), BlockKind::Deadline);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn deadline(mut self, left: Duration) -> Self {
+        self.claim.deadline = u64::try_from(left.as_nanos())
+            .unwrap_or(NO_DEADLINE - 1)
+            .min(NO_DEADLINE - 1);
+        self
+    }
+
     /// Inbound or outbound (default outbound).
     pub fn traffic(mut self, traffic: TrafficType) -> Self {
         self.traffic = traffic;
@@ -151,8 +242,6 @@ impl<'a> EntryBuilder<'a> {
         self.traffic(TrafficType::Inbound)
     }
 
-    /// The resource: a handle's at once, a name's through the registry. Always inlined: out of
-    /// line, it returned the resource through memory, in a `Result` as wide as a block.
     /// The resource the builder names, if it exists (a name is looked up, never registered).
     pub(super) fn existing(&self) -> Option<&'a Resource> {
         match self.target {
@@ -161,6 +250,8 @@ impl<'a> EntryBuilder<'a> {
         }
     }
 
+    /// The resource: a handle's at once, a name's through the registry. Always inlined: out of
+    /// line, it returned the resource through memory, in a `Result` as wide as a block.
     #[inline(always)]
     fn resolve(&self) -> Result<&'a Resource, BlockError> {
         match self.target {

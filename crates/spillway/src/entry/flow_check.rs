@@ -168,14 +168,16 @@ fn check_rule(
         wait: 0,
         occupied: false,
     };
-    // A pacing rule's threshold is the rate it paces at now (a warm-up's current one).
-    let mut paced = |reserved, rate: f64, retry_after| match queue(held, index, reserved) {
-        Some(wait) => RuleOutcome::Go {
-            wait,
-            occupied: false,
-        },
-        None => refuse(node.pass_qps(now), rate, Some(retry_after)),
-    };
+    // A pacing rule's threshold is the rate it paces at now (a warm-up's current one), read
+    // only for a refusal.
+    let mut paced =
+        |reserved, rate: &dyn Fn() -> f64, retry_after| match queue(held, index, reserved) {
+            Some(wait) => RuleOutcome::Go {
+                wait,
+                occupied: false,
+            },
+            None => refuse(node.pass_qps(now), rate(), Some(retry_after)),
+        };
     match &*compiled.controller {
         Controller::Reject(controller, ring) => {
             let admissions = ring.map(|ring| resource.flow.ring(ring));
@@ -216,14 +218,14 @@ fn check_rule(
         // A pacing rule: a slot now or after a wait, or a refusal with a retry-after hint.
         Controller::Throttle(controller) => paced(
             controller.reserve(now, count),
-            compiled.rule.count,
+            &|| compiled.rule.count,
             Duration::from_nanos(controller.cost_nanos(count)),
         ),
         Controller::WarmUpThrottle(controller) => {
             let reserved = controller.reserve(node, now, count);
             paced(
                 reserved,
-                controller.allowed_qps(),
+                &|| controller.allowed_qps(),
                 until_next_bucket(node, now),
             )
         }

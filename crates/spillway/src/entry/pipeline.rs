@@ -180,6 +180,7 @@ impl<'a> EntryBuilder<'a> {
                 count,
                 keys: self.keys,
                 can_wait,
+                claim: self.claim.starting_at(now),
             };
             match held.later.take(inner.reach(inbound), &at, 0) {
                 Ok(()) => {}

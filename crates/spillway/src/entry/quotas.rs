@@ -7,7 +7,7 @@ use crate::clock::Clock;
 use crate::flow::{whole_count, Controller, LimitApp, Strategy};
 use crate::keyed::ResourceKeyed;
 use crate::kinds::Slots;
-use crate::quota::{Quota, QuotaUnit};
+use crate::quota::{keyed_policy_name, Quota, QuotaUnit};
 use crate::resource::ResourceInner;
 use crate::sync::Ordering;
 use std::time::Duration;
@@ -23,7 +23,7 @@ impl EntryBuilder<'_> {
     /// |---|---|---|
     /// | flow QPS rule, reject or warm-up | what it allows now a second | less the passes of the current second |
     /// | flow concurrency rule | its count, in concurrent requests | less the calls in flight |
-    /// | per-key QPS rule, reject (for the entry's key) | the key's limit (its exception's) per `duration` | the key's tokens (up to limit + burst) |
+    /// | per-key QPS rule, reject (for the entry's key) | the key's limit (its exception's) per `duration` | the key's tokens, at most the limit (a burst's extra is not advertised) |
     /// | per-key concurrency rule | the key's limit, in concurrent requests | less the key's calls in flight |
     /// | the resource's adaptive limit (and the inbound one, for inbound traffic) | the limit in force, in concurrent requests | less the calls in flight |
     ///
@@ -31,7 +31,9 @@ impl EntryBuilder<'_> {
     /// `relate` or `chain` strategy (another node's count: not this caller's quota); pacing
     /// rules (they queue calls rather than refuse them); breakers, system checks, cluster rules
     /// and Dubbo's limits. Read just after an entry was admitted, the entry is among what is
-    /// counted. Quotas are whole units, rounded down.
+    /// counted. Quotas are whole units, rounded down; a warm-up rule's allowance is as of its
+    /// last check. A per-key rule whose id a flow rule on the resource has too is named
+    /// `"<id> per key"`, as its refusals name it.
     ///
     /// # Examples
     ///
@@ -86,10 +88,14 @@ fn flow_quotas(inner: &ResourceInner, now: u64, out: &mut Vec<Quota>) {
         // The pass QPS truncated, as the checks read it.
         let passed = || node.pass_qps(now).max(0.0) as u64;
         let quota = match &*compiled.controller {
-            Controller::Reject(reject, _) => {
+            Controller::Reject(reject, ring) => {
                 let quota = Quota::new(compiled.id, reject.count(), QuotaUnit::Requests, second);
                 let whole = whole_count(reject.count());
-                quota.with_remaining(whole.saturating_sub(passed()))
+                // What the check counts: the rule's own ring of admissions when it keeps one.
+                let counted = ring
+                    .and_then(|ring| inner.flow.ring(ring).passed(node.second_window(), now))
+                    .unwrap_or_else(passed);
+                quota.with_remaining(whole.saturating_sub(counted))
             }
             Controller::WarmUp(warm_up) => {
                 let allowed = warm_up.allowed_qps();
@@ -109,7 +115,8 @@ fn flow_quotas(inner: &ResourceInner, now: u64, out: &mut Vec<Quota>) {
     }
 }
 
-/// The resource's per-key rules whose key the entry has.
+/// The resource's per-key rules whose key the entry has. A remaining count is at most the
+/// key's limit: a bucket with a burst holds more, but the quota advertised is the limit.
 fn keyed_quotas(inner: &ResourceInner, keys: crate::keyed::Keys, now: u64, out: &mut Vec<Quota>) {
     if !keys.any() {
         return;
@@ -117,6 +124,11 @@ fn keyed_quotas(inner: &ResourceInner, keys: crate::keyed::Keys, now: u64, out: 
     let keyed = inner.slots.load::<ResourceKeyed>();
     let Some(keyed) = keyed.as_ref() else {
         return;
+    };
+    let flow = inner.flow.load();
+    let flow_has = |id: &str| {
+        flow.as_ref()
+            .is_some_and(|rules| rules.rules.iter().any(|rule| rule.rule.id == id))
     };
     for installed in &keyed.rules {
         let Some(key) = keys.get(installed.rule.param) else {
@@ -129,8 +141,10 @@ fn keyed_quotas(inner: &ResourceInner, keys: crate::keyed::Keys, now: u64, out: 
             crate::flow::Grade::Qps => (QuotaUnit::Requests, Some(installed.rule.duration)),
             crate::flow::Grade::Concurrency => (QuotaUnit::ConcurrentRequests, None),
         };
-        let quota = Quota::new(&installed.rule.id, limit as f64, unit, window);
-        out.push(quota.with_remaining(remaining));
+        let id = installed.rule.id.as_str();
+        let name = keyed_policy_name(id, flow_has(id));
+        let quota = Quota::new(&name, limit as f64, unit, window);
+        out.push(quota.with_remaining(remaining.min(limit)));
     }
 }
 
@@ -140,7 +154,8 @@ fn adaptive_quota(slots: &Slots, out: &mut Vec<Quota>) {
     let Some(installed) = adaptive.as_ref() else {
         return;
     };
-    let (limit, in_flight) = (installed.limiter.limit(), installed.limiter.in_flight());
+    // One reading of the limiter's state: the limit and the calls in flight together.
+    let (limit, in_flight) = installed.limiter.limit_and_in_flight();
     let quota = Quota::new(
         &installed.rule.id,
         f64::from(limit),

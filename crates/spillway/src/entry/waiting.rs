@@ -5,8 +5,8 @@ use super::held::{give_back, Held};
 use super::pending::{OwnedPending, Pending, PendingState, Queue, Queued};
 use super::refusal::count_refusal;
 use super::{Entry, EntryState, OwnedEntry};
-use crate::adaptive::Granted;
-use crate::block::BlockError;
+use crate::adaptive::{Granted, Shed};
+use crate::block::{BlockError, BlockKind};
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
 use crate::keyed::Keys;
@@ -78,12 +78,17 @@ impl WaitingState {
         }
     }
 
-    fn timeout(&self) -> Duration {
-        self.place
+    /// How long the entry may still wait at `now`: the queue's timeout, or less if its
+    /// deadline comes first.
+    fn timeout(&self, now: u64) -> Duration {
+        let queue = self
+            .place
             .adaptive
             .limiter
             .queue()
-            .map_or(Duration::ZERO, |queue| queue.timeout)
+            .map_or(Duration::ZERO, |queue| queue.timeout);
+        let left = self.place.slot.claim.left(now);
+        queue.min(Duration::from_nanos(left))
     }
 
     fn granted(&self) -> Granted<'_> {
@@ -115,12 +120,29 @@ impl WaitingState {
         error
     }
 
-    /// Gives up waiting: refused, counted as a refusal of the adaptive limit.
+    /// Stops waiting: the queue refused the entry (another took its place, or its deadline
+    /// came), or the caller gives up. Either way it is refused as the limit refuses.
     fn give_up(&mut self, resource: &ResourceInner) -> BlockError {
         self.done = true;
         let adaptive = Arc::clone(&self.place.adaptive);
-        let refusal = adaptive.limiter.stop_waiting(&self.place.slot, true);
-        let error = crate::adaptive::blocked(resource.name_number, &adaptive, refusal);
+        let slot = Arc::clone(&self.place.slot);
+        let shed = slot.shed();
+        // The caller's timer fired at its deadline (not the queue's timeout): that is what
+        // ended the wait.
+        let at_deadline = shed.is_none() && slot.claim.left(resource.clock.now_nanos()) == 0;
+        let refusal = adaptive
+            .limiter
+            .stop_waiting(&slot, shed.is_none() && !at_deadline);
+        if at_deadline {
+            adaptive.limiter.count_deadline(slot.claim.criticality);
+        }
+        let kind = match shed {
+            Some(Shed::Expired) => BlockKind::Deadline,
+            None if at_deadline => BlockKind::Deadline,
+            _ => BlockKind::Adaptive,
+        };
+        let error = crate::adaptive::blocked_as(kind, resource.name_number, &adaptive, refusal)
+            .with_criticality(slot.claim.criticality);
         self.refuse(resource, error)
     }
 
@@ -140,6 +162,7 @@ impl WaitingState {
             // Per-key rules were checked before the entry waited.
             keys: Keys::NONE,
             can_wait: true,
+            claim: self.place.slot.claim,
         };
         let reach = resource.reach(self.inbound);
         match self.held.later.take(reach, &at, self.place.position + 1) {
@@ -247,9 +270,10 @@ impl<'a> Waiting<'a> {
         Self { resource, state }
     }
 
-    /// The longest it should wait: the queue's timeout.
+    /// The longest it should wait from now: the queue's timeout, or less if its deadline
+    /// ([`EntryBuilder::deadline`](crate::EntryBuilder::deadline)) comes first.
     pub fn timeout(&self) -> Duration {
-        self.state.timeout()
+        self.state.timeout(self.resource.clock.now_nanos())
     }
 
     /// Whether a place was handed to it.
@@ -257,7 +281,10 @@ impl<'a> Waiting<'a> {
         self.state.place.slot.is_granted()
     }
 
-    /// Resolves once a place is handed to it (runtime-agnostic: a finishing call wakes it).
+    /// Resolves once its wait is decided (runtime-agnostic: a finishing call, or a caller that
+    /// takes its place in a full queue, wakes it): a place was handed to it
+    /// ([`is_granted`](Self::is_granted)), or the queue refused it, which
+    /// [`resume`](Self::resume) then returns.
     pub fn granted(&self) -> impl Future<Output = ()> + Send + '_ {
         self.state.granted()
     }
@@ -279,7 +306,9 @@ impl<'a> Waiting<'a> {
     }
 
     /// Stops waiting, refused: the [`BlockError`] names the adaptive rule, its limit and the
-    /// calls in flight, and is counted as any refusal.
+    /// calls in flight (and the caller's criticality), of kind
+    /// [`Deadline`](crate::BlockKind::Deadline) if its deadline has come, and is counted as any
+    /// refusal.
     pub fn give_up(mut self) -> BlockError {
         self.state.give_up(self.resource)
     }
@@ -314,7 +343,7 @@ impl OwnedWaiting {
 
     /// As [`Waiting::timeout`].
     pub fn timeout(&self) -> Duration {
-        self.state.timeout()
+        self.state.timeout(self.resource.inner.clock.now_nanos())
     }
 
     /// As [`Waiting::is_granted`].

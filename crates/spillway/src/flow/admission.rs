@@ -234,6 +234,21 @@ impl AdmissionRing {
         }
     }
 
+    /// The admissions the ring counts in the window ending in the current bucket at `now`
+    /// (what [`admit`](Self::admit) compares with the count, per second), or `None` while it
+    /// is not seeded (the check reads the window then).
+    pub(crate) fn passed(&self, window: &SlidingWindow, now: u64) -> Option<u64> {
+        if !self.is_ready() {
+            return None;
+        }
+        let buckets = window.config().buckets() as u64;
+        let current = window.current_id(now);
+        let passes: u64 = (current.saturating_sub(buckets - 1)..=current)
+            .map(|id| count_in(self.slot(id).load(Ordering::Acquire), id))
+            .sum();
+        Some((passes as f64 / window.interval_secs()) as u64)
+    }
+
     /// Counts `count` passes borrowed into bucket `id` (ahead of the current one) by a
     /// prioritized entry.
     pub(crate) fn add(&self, id: u64, count: u32) {

@@ -3,7 +3,7 @@
 use super::Spillway;
 use crate::block::{BlockError, BlockKind};
 use crate::keyed::ResourceKeyed;
-use crate::quota::{refusal_quota, Quota};
+use crate::quota::{keyed_policy_name, refusal_quota, Quota};
 
 impl Spillway {
     /// The quota `err` can honestly advertise to the client it refused (what the IETF
@@ -26,7 +26,9 @@ impl Spillway {
     /// | system RT, load and CPU checks, breakers, cluster limits, caps | none | | |
     ///
     /// Quotas are whole units, rounded down. The policy is named after the rule, or the check
-    /// where no rule has an id. A rule reloaded between the refusal and this call is read as it
+    /// where no rule has an id; a per-key rule whose id a flow rule on the same resource has
+    /// too (`per_second` names both after the resource) is named `"<id> per key"`, here and in
+    /// [`EntryBuilder::quotas`](crate::EntryBuilder::quotas). A rule reloaded between the refusal and this call is read as it
     /// is now; a rule removed since gives `None`.
     ///
     /// # Examples
@@ -68,10 +70,15 @@ impl Spillway {
                 .flatten(),
             (BlockKind::Keyed, Some(id)) => {
                 let set = self.inner.core.sets.get::<ResourceKeyed>();
-                let rule = set
-                    .find(id)
-                    .map(|installed| (installed.rule.grade, installed.rule.duration));
-                refusal_quota(err, None, Some(rule?))
+                let installed = set.find(id)?;
+                let flow = self.inner.core.flow.load();
+                let shared = flow
+                    .by_resource
+                    .get(&installed.rule.resource)
+                    .is_some_and(|rules| rules.rules.iter().any(|rule| rule.rule.id == id));
+                let name = keyed_policy_name(id, shared);
+                let rule = (installed.rule.grade, installed.rule.duration, name.as_str());
+                refusal_quota(err, None, Some(rule))
             }
             _ => refusal_quota(err, None, None),
         }
