@@ -52,6 +52,7 @@ mod decide;
 mod fields;
 mod future;
 mod layer;
+mod layer_claims;
 mod missing;
 mod route_check;
 mod service;

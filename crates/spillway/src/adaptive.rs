@@ -89,6 +89,7 @@ mod sample;
 mod sampling;
 mod step;
 mod vegas;
+mod wait_slot;
 
 #[cfg(all(test, spillway_loom))]
 mod loom_limiter;
@@ -105,10 +106,10 @@ pub use limiter::{
     AdaptiveLimiter, AdaptivePermit, AdaptiveRefusal, AdaptiveState, Outcome, Ticket,
 };
 pub use queue::{AdaptiveQueue, QueueOrder};
-pub(crate) use queue::{Granted, Shed, WaitSlot};
 pub use rule::{validate_adaptive_rules, AdaptiveAlgorithm, AdaptiveRule, AdaptiveRuleError};
 pub(crate) use rule_set::{AdaptiveRuleSet, InstalledAdaptive};
 pub use sample::{Sample, SampleWindow};
 pub use sampling::{Sampling, WindowPolicy};
 pub(crate) use step::blocked_as;
 pub use vegas::{Vegas, VegasConfig};
+pub(crate) use wait_slot::{Granted, Shed, WaitSlot};

@@ -5,7 +5,7 @@
 //! LIFO or adaptive) decides. Memory is fixed by the number of waiters and buckets, whatever
 //! the number of tenants.
 
-use super::queue::{End, WaitSlot};
+use super::wait_slot::{End, WaitSlot};
 use crate::Criticality;
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -4,8 +4,9 @@
 use super::algorithm::{ChangeReason, LimitAlgorithm, RttEstimates};
 use super::claim::Claim;
 use super::lanes::Lanes;
-use super::queue::{AdaptiveQueue, Joined, Shed, WaitSlot, Waiters};
+use super::queue::{AdaptiveQueue, Joined, Waiters};
 use super::sample::Sample;
+use super::wait_slot::{Shed, WaitSlot};
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::Criticality;
