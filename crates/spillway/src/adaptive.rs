@@ -112,4 +112,4 @@ pub use sample::{Sample, SampleWindow};
 pub use sampling::{Sampling, WindowPolicy};
 pub(crate) use step::blocked_as;
 pub use vegas::{Vegas, VegasConfig};
-pub(crate) use wait_slot::{Granted, Shed, WaitSlot};
+pub(crate) use wait_slot::{Granted, WaitSlot};

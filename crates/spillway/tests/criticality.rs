@@ -107,8 +107,10 @@ fn a_full_queue_sheds_its_least_critical_waiter_for_a_more_critical_newcomer() {
     // A sheddable newcomer finds the queue full of waiters that keep their places.
     let refused = sheddable().try_enter().unwrap_err();
     assert_eq!(refused.kind(), BlockKind::Adaptive);
+    assert_eq!(refused.criticality(), Some(Criticality::Sheddable));
     let state = spillway.adaptive_state("r-adaptive").unwrap();
     assert_eq!(state.evicted, [1, 0, 0, 0]);
+    assert_eq!(state.full, [1, 0, 0, 0]);
     assert_eq!(state.waiting_by_criticality, [1, 0, 0, 1]);
     // The checkout has the next place.
     drop(running);
@@ -198,6 +200,27 @@ fn a_caller_that_cannot_be_done_by_its_deadline_is_refused_without_waiting() {
 }
 
 #[test]
+fn a_freed_place_skips_a_waiter_that_could_not_be_done_by_its_deadline() {
+    let (spillway, clock) = limited(1, 10);
+    // A call that takes 80 ms: the limit's current latency.
+    let slow = ready(spillway.entry("r").try_enter());
+    clock.advance(Duration::from_millis(80));
+    drop(slow);
+    let running = ready(spillway.entry("r").try_enter());
+    // 100 ms left, 80 expected: it may wait.
+    let hurried = wait(spillway.entry("r").deadline(Duration::from_millis(100)));
+    let patient = wait(spillway.entry("r"));
+    // 30 ms later a place frees (the average falls to 73.75 ms): 70 ms left is too little.
+    clock.advance(Duration::from_millis(30));
+    drop(running);
+    assert!(!hurried.is_granted() && patient.is_granted());
+    assert_eq!(hurried.resume().unwrap_err().kind(), BlockKind::Deadline);
+    let state = spillway.adaptive_state("r-adaptive").unwrap();
+    assert_eq!((state.in_flight, state.expired), (1, [0, 0, 1, 0]));
+    drop(ready(patient.resume()));
+}
+
+#[test]
 fn a_caller_that_gives_up_at_its_deadline_is_refused_for_it() {
     let (spillway, clock) = limited(1, 10);
     let _running = ready(spillway.entry("r").try_enter());
@@ -228,7 +251,7 @@ fn racing_criticalities_and_tenants_never_pass_the_limit() {
         .map(|thread| {
             let (spillway, held, most) = (spillway.clone(), held.clone(), most.clone());
             std::thread::spawn(move || {
-                let mut outcomes = [0u64; 3];
+                let mut outcomes = [0u64; 2];
                 for call in 0..2_000usize {
                     let criticality = Criticality::ALL[(call + thread) % 4];
                     let tenant = (call * 7 + thread) % 5;
@@ -262,7 +285,6 @@ fn racing_criticalities_and_tenants_never_pass_the_limit() {
                         }
                         None => outcomes[1] += 1,
                     }
-                    outcomes[2] += 1;
                 }
                 outcomes
             })
@@ -270,11 +292,9 @@ fn racing_criticalities_and_tenants_never_pass_the_limit() {
         .collect();
     let mut admitted = 0;
     for thread in threads {
-        let outcomes = thread.join().unwrap();
-        admitted += outcomes[0];
-        assert_eq!(outcomes[0] + outcomes[1], outcomes[2]);
+        admitted += thread.join().unwrap()[0];
     }
-    assert!(admitted > 0);
+    assert!(admitted > u64::from(LIMIT), "{admitted}");
     assert!(
         most.load(Ordering::Acquire) <= LIMIT as usize,
         "the limit was passed"

@@ -76,7 +76,7 @@ pub(super) fn blocked_with(
 }
 
 /// The answer to a request refused for its deadline ([`BlockKind::Deadline`]: it came while
-/// the request waited for a place, or was too near to be met): gRPC `DEADLINE_EXCEEDED`
+/// the request waited for a place, or was too near to be met at the current latency): gRPC `DEADLINE_EXCEEDED`
 /// (status 4, trailers-only) to a gRPC call, else HTTP 504 Gateway Timeout with the error's
 /// text; no `Retry-After` (the deadline is the caller's), no rate-limit fields (no quota ran
 /// out).

@@ -34,18 +34,25 @@ impl SpillwayLayer {
 
     /// Each request's criticality is the value of header `name` (`sheddable`,
     /// `sheddable_plus`, `critical` or `critical_plus`, in any case, with `-` or `_`): a
-    /// request without it, with it twice, or with a value that is no criticality is
-    /// `Critical`, the default. A client can raise its own requests this way: read it only
-    /// from callers you trust (a header your gateway sets), or map it with
-    /// [`criticality`](Self::criticality).
+    /// request without it, or whose value is no criticality, is `Critical`, the default; of
+    /// several values, the lowest counts (a client cannot raise a value a gateway appended). A
+    /// client can raise its own requests this way: read it only from callers you trust (a
+    /// header your gateway sets), or map it with [`criticality`](Self::criticality).
     pub fn criticality_header(self, name: &'static str) -> Self {
-        self.criticality(move |parts| header(parts, name)?.parse().ok())
+        self.criticality(move |parts| {
+            let values = parts.headers.get_all(name).iter();
+            values
+                .filter_map(|value| value.to_str().ok()?.parse::<Criticality>().ok())
+                .min()
+        })
     }
 
     /// Each request's tenant (an API key, an account), read from its head: within a
     /// criticality, an adaptive limit's queue gives its places to tenants in turn, so that one
-    /// that floods does not take the others' turns. A request without one shares the queue's
-    /// first bucket with the tenants that hash to it.
+    /// that floods does not take the others' turns. Requests without one share one bucket
+    /// (with the tenants that hash to it): together they are served as one tenant. A client
+    /// that makes up a new tenant for each request spreads over every bucket and defeats the
+    /// turns: read the tenant from something it cannot choose freely (an authenticated key).
     pub fn tenant(
         self,
         read: impl Fn(&request::Parts) -> Option<String> + Send + Sync + 'static,

@@ -235,7 +235,11 @@ mod tests {
             tenant,
             ..Claim::default()
         };
-        Arc::new(WaitSlot::new(claim, lanes.bucket_for(criticality, tenant)))
+        Arc::new(WaitSlot::new(
+            claim,
+            lanes.bucket_for(criticality, tenant),
+            0,
+        ))
     }
 
     fn tenant_of(slot: &WaitSlot) -> u64 {

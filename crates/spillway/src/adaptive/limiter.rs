@@ -58,9 +58,11 @@ pub struct AdaptiveLimiter {
     state: CachePadded<AtomicU64>,
     control: Mutex<Control>,
     refusals: AtomicU64,
-    /// What a call is expected to take now, in nanoseconds: the algorithm's latest RTT (else
-    /// its baseline; 0 before any), set with each sample, so that the queue can tell a waiter
-    /// that cannot be done by its deadline without taking the control lock.
+    /// What a call is expected to take now, in nanoseconds: an exponential average of the RTTs
+    /// of the calls that succeeded (each new one weighs an eighth; 0 before any), set with each
+    /// sample, so that the queue can tell a waiter that cannot be done by its deadline without
+    /// taking the control lock. An average, not the latest call: one slow call must not refuse
+    /// every waiter with a deadline.
     expected_rtt: AtomicU64,
     clock: AnyClock,
     /// The callers waiting for a place, when the rule has a queue.
@@ -73,7 +75,17 @@ pub(crate) enum NoPlace {
     Refused(AdaptiveRefusal),
     /// Refused before it waited: it could not be done by its deadline.
     Expired(AdaptiveRefusal),
+    /// Refused: the queue was full of callers that keep their places.
+    Full(AdaptiveRefusal),
     Waiting(Arc<WaitSlot>),
+}
+
+/// How a caller's wait ended ([`AdaptiveLimiter::stop_waiting`]): the refusal it gets, and
+/// whether it is for its deadline.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stopped {
+    pub(crate) refusal: AdaptiveRefusal,
+    pub(crate) deadline: bool,
 }
 
 /// What moves the limit, under the lock.
@@ -116,8 +128,8 @@ pub struct AdaptiveState {
     pub samples: u64,
     /// Times the algorithm changed the limit.
     pub updates: u64,
-    /// Calls refused at the limit (with a queue: refused because it was full, or after
-    /// waiting out its timeout).
+    /// Calls refused at the limit (with a queue: refused because it was full, after waiting
+    /// out its timeout, for their deadline, or to make room for a more critical caller).
     pub refusals: u64,
     /// Callers waiting in the queue now (0 without one).
     pub waiting: u64,
@@ -131,6 +143,9 @@ pub struct AdaptiveState {
     /// Callers refused for their deadline (passed while they waited, or too near to be met
     /// at the current latency), since the limiter was made, by criticality.
     pub expired: [u64; 4],
+    /// Callers refused at once because the queue was full of callers that keep their places
+    /// (as critical or more, or of a tenant with no longer a line), by criticality.
+    pub full: [u64; 4],
     /// Why the limit last changed.
     pub last_change: ChangeReason,
     /// The algorithm's RTT estimates.
@@ -265,18 +280,12 @@ impl AdaptiveLimiter {
                 self.hand_over_locked(waiters, &mut queue);
                 return Err(NoPlace::Waiting(slot));
             }
+            waiters.count_full(claim.criticality);
+            self.refusals.fetch_add(1, Ordering::Relaxed);
+            return Err(NoPlace::Full(refusal));
         }
         self.refusals.fetch_add(1, Ordering::Relaxed);
         Err(NoPlace::Refused(refusal))
-    }
-
-    /// Counts a caller of `criticality` that stopped waiting at its deadline (its own timer
-    /// fired) as refused for it.
-    pub(crate) fn count_deadline(&self, criticality: Criticality) {
-        if let Some(waiters) = &self.waiters {
-            self.refusals.fetch_add(1, Ordering::Relaxed);
-            waiters.count_expired(criticality);
-        }
     }
 
     /// What a call is expected to take now, in nanoseconds (0 before any sample).
@@ -290,27 +299,46 @@ impl AdaptiveLimiter {
     }
 
     /// A caller stops waiting: out of the queue, or, if it was handed a place meanwhile, the
-    /// place goes to the next one. A caller that `timed_out` is counted as refused; returns
-    /// the refusal it gets.
-    pub(crate) fn stop_waiting(&self, slot: &Arc<WaitSlot>, timed_out: bool) -> AdaptiveRefusal {
+    /// place goes to the next one. A caller the queue refused, or that `timed_out`, is counted
+    /// as refused: for its deadline if the queue refused it for that, or if its deadline came
+    /// before the queue's timeout (its timer is the earlier of the two). Decided under the
+    /// queue's lock, so that a hand-over refusing it at the same moment is counted once.
+    pub(crate) fn stop_waiting(&self, slot: &Arc<WaitSlot>, timed_out: bool) -> Stopped {
+        let mut deadline = false;
         if let Some(waiters) = &self.waiters {
             let mut queue = waiters.lock();
+            let shed = slot.shed();
             if slot.is_granted() {
                 drop(queue);
                 self.end_place(0, Outcome::Ignore);
             } else {
                 waiters.leave(&mut queue, slot, self.clock.now_nanos());
             }
-            if slot.shed().is_some() {
-                // Refused by the queue (counted there): a refusal of the limit.
-                self.refusals.fetch_add(1, Ordering::Relaxed);
-            } else if timed_out {
-                waiters.count_timeout();
-                self.refusals.fetch_add(1, Ordering::Relaxed);
+            match shed {
+                // Counted by the queue, by why.
+                Some(why) => {
+                    deadline = why == Shed::Expired;
+                    self.refusals.fetch_add(1, Ordering::Relaxed);
+                }
+                None if timed_out => {
+                    self.refusals.fetch_add(1, Ordering::Relaxed);
+                    let timeout =
+                        u64::try_from(waiters.config.timeout.as_nanos()).unwrap_or(u64::MAX);
+                    deadline = slot.claim.deadline <= slot.joined.saturating_add(timeout);
+                    if deadline {
+                        waiters.count_expired(slot.claim.criticality);
+                    } else {
+                        waiters.count_timeout();
+                    }
+                }
+                None => {}
             }
         }
         let (limit, in_flight) = split(self.state.load(Ordering::Acquire));
-        AdaptiveRefusal { limit, in_flight }
+        Stopped {
+            refusal: AdaptiveRefusal { limit, in_flight },
+            deadline,
+        }
     }
 
     /// Hands places free under the limit to waiting callers, in the queue's order.
@@ -328,13 +356,21 @@ impl AdaptiveLimiter {
         let now = self.clock.now_nanos();
         let expected = self.expected_rtt();
         while let Some((slot, taken)) = waiters.next(queue, now) {
-            if slot.claim.too_late(now, expected) {
+            // Its deadline has passed: out, place or no place.
+            if slot.claim.too_late(now, 0) {
                 waiters.refuse_taken(queue, &slot, Shed::Expired);
                 continue;
             }
             if self.increment().is_err() {
                 waiters.put_back(queue, slot, taken);
                 return;
+            }
+            // A place is free, but the call could not be done by its deadline at the current
+            // latency: the place goes on to the next.
+            if slot.claim.too_late(now, expected) {
+                self.state.fetch_sub(1, Ordering::AcqRel);
+                waiters.refuse_taken(queue, &slot, Shed::Expired);
+                continue;
             }
             waiters.grant(queue, &slot);
         }
@@ -394,11 +430,16 @@ impl AdaptiveLimiter {
             control.last_change = update.reason;
             self.set_limit(update.limit.max(1));
         }
-        if self.waiters.is_some() {
-            let estimates = control.algorithm.estimates();
-            let expected = estimates.latest.or(estimates.baseline).unwrap_or_default();
-            let expected = u64::try_from(expected.as_nanos()).unwrap_or(u64::MAX);
-            self.expected_rtt.store(expected, Ordering::Relaxed);
+        if self.waiters.is_some() && !sample.dropped {
+            // Under the control lock: one writer.
+            let rtt = u64::try_from(sample.rtt.as_nanos()).unwrap_or(u64::MAX);
+            let average = self.expected_rtt.load(Ordering::Relaxed);
+            let average = if average == 0 {
+                rtt
+            } else {
+                average - average / 8 + rtt / 8
+            };
+            self.expected_rtt.store(average, Ordering::Relaxed);
         }
     }
 
@@ -440,10 +481,10 @@ impl AdaptiveLimiter {
             let queue = waiters.lock();
             Criticality::ALL.map(|criticality| queue.len_of(criticality) as u64)
         });
-        let (evicted, expired) = self
+        let (evicted, expired, full) = self
             .waiters
             .as_ref()
-            .map_or(([0; 4], [0; 4]), Waiters::shed);
+            .map_or(([0; 4], [0; 4], [0; 4]), Waiters::shed);
         let control = self.control();
         let (limit, in_flight) = split(self.state.load(Ordering::Acquire));
         AdaptiveState {
@@ -457,6 +498,7 @@ impl AdaptiveLimiter {
             waiting_by_criticality,
             evicted,
             expired,
+            full,
             last_change: control.last_change,
             estimates: control.algorithm.estimates(),
         }

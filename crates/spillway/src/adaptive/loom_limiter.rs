@@ -111,7 +111,11 @@ fn a_place_freed_while_a_caller_joins_the_queue_is_handed_over() {
                 move || match limiter.take_place(true, &super::Claim::default()) {
                     // Took the freed place, or waits in the queue (handed it, now or later).
                     Ok(()) | Err(super::NoPlace::Waiting(_)) => {}
-                    Err(super::NoPlace::Refused(_) | super::NoPlace::Expired(_)) => {
+                    Err(
+                        super::NoPlace::Refused(_)
+                        | super::NoPlace::Expired(_)
+                        | super::NoPlace::Full(_),
+                    ) => {
                         panic!("the queue had room, and no deadline")
                     }
                 },

@@ -54,9 +54,11 @@ pub enum QueueOrder {
 /// - **Within a bucket, in `order`**: FIFO, LIFO, or adaptive.
 /// - **Deadlines** ([`EntryBuilder::deadline`](crate::EntryBuilder::deadline)): a caller waits
 ///   at most until its deadline; one whose deadline has passed, or that could not be done by
-///   it at the limit's current latency (its algorithm's latest RTT), is refused
+///   it at the limit's current latency, is refused
 ///   ([`BlockKind::Deadline`](crate::BlockKind::Deadline)) rather than handed a place, or
-///   rather than queued.
+///   rather than queued. The current latency is an exponential average of the times of the
+///   calls that succeeded (each new one weighs an eighth), so that one slow call does not
+///   refuse every waiter with a deadline.
 ///
 /// A caller that waits out its timeout is refused as without a queue.
 ///
@@ -149,6 +151,8 @@ pub(crate) struct Waiters {
     /// Callers the queue refused since the limiter was made, by why and criticality.
     evicted: [AtomicU64; 4],
     expired: [AtomicU64; 4],
+    /// Callers refused at once, the queue full, by criticality.
+    full: [AtomicU64; 4],
     /// When the queue was last seen empty (clock nanoseconds; written under the lock).
     empty_at: AtomicU64,
 }
@@ -170,6 +174,7 @@ impl Waiters {
             timeouts: AtomicU64::new(0),
             evicted: Default::default(),
             expired: Default::default(),
+            full: Default::default(),
             empty_at: AtomicU64::new(0),
         }
     }
@@ -220,17 +225,22 @@ impl Waiters {
     }
 
     /// Callers the queue refused since the limiter was made, of each criticality (lowest
-    /// first): taken the place of, and past their deadline.
-    pub(crate) fn shed(&self) -> ([u64; 4], [u64; 4]) {
+    /// first): taken the place of, past their deadline, and refused at once when it was full.
+    pub(crate) fn shed(&self) -> ([u64; 4], [u64; 4], [u64; 4]) {
         let read = |counts: &[AtomicU64; 4]| -> [u64; 4] {
             std::array::from_fn(|rank| counts[rank].load(Ordering::Relaxed))
         };
-        (read(&self.evicted), read(&self.expired))
+        (read(&self.evicted), read(&self.expired), read(&self.full))
     }
 
     /// Counts a caller of `criticality` refused for its deadline before it joined.
     pub(crate) fn count_expired(&self, criticality: crate::Criticality) {
         self.expired[criticality.rank()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a caller of `criticality` refused at once, the queue full.
+    pub(crate) fn count_full(&self, criticality: crate::Criticality) {
+        self.full[criticality.rank()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Adds a waiting caller with `claim` at `now`. A full queue makes room by refusing a
@@ -250,7 +260,7 @@ impl Waiters {
         }
         // Empty until now.
         self.changed(queue, now);
-        let slot = Arc::new(WaitSlot::new(claim, bucket));
+        let slot = Arc::new(WaitSlot::new(claim, bucket, now));
         queue.push(Arc::clone(&slot));
         self.changed(queue, now);
         Joined::Waiting(slot)

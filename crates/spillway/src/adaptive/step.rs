@@ -23,6 +23,9 @@ impl Step for InstalledAdaptive {
             Err(NoPlace::Refused(refusal)) => {
                 Err(Stop::Refused(blocked(at.resource, this, refusal)))
             }
+            Err(NoPlace::Full(refusal)) => Err(Stop::Refused(
+                blocked(at.resource, this, refusal).with_criticality(at.claim.criticality),
+            )),
             Err(NoPlace::Expired(refusal)) => Err(Stop::Refused(
                 blocked_as(BlockKind::Deadline, at.resource, this, refusal)
                     .with_criticality(at.claim.criticality),

@@ -40,15 +40,18 @@ pub(crate) struct WaitSlot {
     pub(crate) claim: Claim,
     /// Its bucket in its criticality's lane.
     pub(crate) bucket: u16,
+    /// When it joined the queue (clock nanoseconds).
+    pub(crate) joined: u64,
 }
 
 impl WaitSlot {
-    pub(crate) fn new(claim: Claim, bucket: u16) -> Self {
+    pub(crate) fn new(claim: Claim, bucket: u16, joined: u64) -> Self {
         Self {
             state: AtomicU8::new(WAITING),
             waker: Mutex::new(None),
             claim,
             bucket,
+            joined,
         }
     }
 

@@ -193,9 +193,11 @@ impl<'a> EntryBuilder<'a> {
     /// The time the caller has left to be answered, from now (a gRPC `grpc-timeout`, a
     /// client's deadline). An adaptive limit's queue refuses a waiting caller
     /// ([`BlockKind::Deadline`](crate::BlockKind::Deadline)) once its deadline has passed, or
-    /// when it cannot be done by it at the limit's current latency, before it costs the
-    /// service anything; a caller waits at most until its deadline. A deadline of zero has
-    /// passed.
+    /// when it cannot be done by it at the limit's current latency (an average of its recent
+    /// calls' times, bodies included), before it costs the service anything; a caller waits at
+    /// most until its deadline. Only a caller that must wait is checked: one admitted at once,
+    /// or by a resource without an adaptive limit with a queue, goes on whatever its deadline
+    /// (the tower layer and the proxy check it before they call).
     ///
     /// # Examples
     ///

@@ -5,7 +5,7 @@ use super::held::{give_back, Held};
 use super::pending::{OwnedPending, Pending, PendingState, Queue, Queued};
 use super::refusal::count_refusal;
 use super::{Entry, EntryState, OwnedEntry};
-use crate::adaptive::{Granted, Shed};
+use crate::adaptive::Granted;
 use crate::block::{BlockError, BlockKind};
 use crate::clock::Clock;
 use crate::flow::ResourceRules;
@@ -126,23 +126,15 @@ impl WaitingState {
         self.done = true;
         let adaptive = Arc::clone(&self.place.adaptive);
         let slot = Arc::clone(&self.place.slot);
-        let shed = slot.shed();
-        // The caller's timer fired at its deadline (not the queue's timeout): that is what
-        // ended the wait.
-        let at_deadline = shed.is_none() && slot.claim.left(resource.clock.now_nanos()) == 0;
-        let refusal = adaptive
-            .limiter
-            .stop_waiting(&slot, shed.is_none() && !at_deadline);
-        if at_deadline {
-            adaptive.limiter.count_deadline(slot.claim.criticality);
-        }
-        let kind = match shed {
-            Some(Shed::Expired) => BlockKind::Deadline,
-            None if at_deadline => BlockKind::Deadline,
-            _ => BlockKind::Adaptive,
+        let stopped = adaptive.limiter.stop_waiting(&slot, true);
+        let kind = if stopped.deadline {
+            BlockKind::Deadline
+        } else {
+            BlockKind::Adaptive
         };
-        let error = crate::adaptive::blocked_as(kind, resource.name_number, &adaptive, refusal)
-            .with_criticality(slot.claim.criticality);
+        let error =
+            crate::adaptive::blocked_as(kind, resource.name_number, &adaptive, stopped.refusal)
+                .with_criticality(slot.claim.criticality);
         self.refuse(resource, error)
     }
 
