@@ -168,7 +168,8 @@ fn a_caller_leaving_while_it_is_handed_a_place_gives_the_place_back() {
 /// refused (never both, never neither), and nothing is held once both leave.
 #[test]
 fn a_caller_taking_a_waiters_place_races_the_hand_over() {
-    use super::{Claim, NoPlace, Shed};
+    use super::wait_slot::Shed;
+    use super::{Claim, NoPlace};
     use crate::Criticality;
     loom::model(|| {
         let queue = super::AdaptiveQueue {
