@@ -5,6 +5,7 @@
 //! their kinds, by [`crate::checked`].
 
 mod auto_or_count;
+mod claims;
 mod cluster;
 mod error;
 mod file;
@@ -14,6 +15,7 @@ mod read;
 mod validate;
 mod warnings;
 
+pub use claims::{CriticalityConfig, CriticalityRule, DeadlineConfig, TenantConfig};
 pub use cluster::{ClusterConfig, ClusterKind, ClusterMode, ClusterRuleConfig, FallbackPolicy};
 pub use error::{ConfigError, Problem};
 pub use file::{

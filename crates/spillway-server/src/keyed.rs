@@ -136,8 +136,9 @@ pub(crate) struct RouteKey {
     described: String,
 }
 
+/// Where a route reads a key (a [`Source`] on the route's path template).
 #[derive(Debug, Clone)]
-enum RouteSource {
+pub(crate) enum RouteSource {
     PeerIp,
     Header(HeaderName),
     Query(String),
@@ -158,14 +159,7 @@ pub(crate) fn route_keys(plan: &Plan, resource: &str, template: Option<&str>) ->
             position,
             missing: *missing,
             described: source.describe(),
-            source: match source {
-                Source::PeerIp => RouteSource::PeerIp,
-                Source::Header(name) => RouteSource::Header(name.clone()),
-                Source::Query(name) => RouteSource::Query(name.clone()),
-                Source::Path(name) => {
-                    RouteSource::Segment(template.and_then(|t| path_segment(t, name)))
-                }
-            },
+            source: RouteSource::of(source, template),
         })
         .collect()
 }
@@ -174,7 +168,7 @@ impl RouteKey {
     /// Whether it is the client's address (read from a [`PeerAddr`] in the request's
     /// extensions).
     pub(crate) fn reads_peer(&self) -> bool {
-        matches!(self.source, RouteSource::PeerIp)
+        self.source.reads_peer()
     }
 
     /// `layer`, reading this key from each request (through `trusted` proxies for the client's
@@ -194,10 +188,27 @@ impl RouteKey {
 }
 
 impl RouteSource {
+    /// Where the route with path `template` (`None`: the default route) reads `source`.
+    pub(crate) fn of(source: &Source, template: Option<&str>) -> Self {
+        match source {
+            Source::PeerIp => RouteSource::PeerIp,
+            Source::Header(name) => RouteSource::Header(name.clone()),
+            Source::Query(name) => RouteSource::Query(name.clone()),
+            Source::Path(name) => {
+                RouteSource::Segment(template.and_then(|t| path_segment(t, name)))
+            }
+        }
+    }
+
+    /// Whether it is the client's address.
+    pub(crate) fn reads_peer(&self) -> bool {
+        matches!(self, RouteSource::PeerIp)
+    }
+
     /// This key of the request with head `parts`, if it has one: as text, so that it matches
     /// an exception written as text; the raw bytes of a header that is not UTF-8 in a form no
     /// text takes (a NUL, then the bytes in hex), so that two such keys stay apart.
-    fn value(&self, parts: &Parts, trusted: &TrustedProxies) -> Option<String> {
+    pub(crate) fn value(&self, parts: &Parts, trusted: &TrustedProxies) -> Option<String> {
         match self {
             RouteSource::PeerIp => {
                 let peer = parts.extensions.get::<PeerAddr>()?.0.ip();

@@ -14,6 +14,7 @@
 pub mod admin;
 mod audit;
 pub mod checked;
+mod claims;
 mod cluster;
 pub mod config;
 mod config_state;

@@ -13,7 +13,10 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod classes;
 mod live;
+
+pub(crate) use classes::ClassMetrics;
 
 use live::Live;
 
@@ -90,6 +93,8 @@ pub(crate) struct Metrics {
     unused_rules: Family<KindLabel, Gauge>,
     /// Each resource's current second, for the dashboard's history, in first-use order.
     seconds: Mutex<Vec<(Arc<str>, Arc<SecondCounts>)>>,
+    /// What became of the requests of each criticality.
+    pub(crate) classes: ClassMetrics,
 }
 
 fn latency_histogram() -> Histogram {
@@ -126,6 +131,7 @@ impl Metrics {
             "Rules in force whose resource no route produces (they never apply), by kind",
             unused_rules.clone(),
         );
+        let classes = ClassMetrics::new(&mut registry);
         let kinds = KindsMetrics::default();
         registry.register_collector(Box::new(Live {
             spillway,
@@ -141,6 +147,7 @@ impl Metrics {
             latency,
             unused_rules,
             seconds: Mutex::default(),
+            classes,
         }
     }
 

@@ -177,6 +177,13 @@ impl Proxy {
             .collect()
     }
 
+    /// Whether any route's requests carry a claim (criticality, tenant, deadline).
+    pub(crate) fn claims_configured(&self) -> bool {
+        let table = self.inner.table.load();
+        let mut routes = table.routes.iter().chain(std::iter::once(&table.default));
+        routes.any(|route| route.claims.is_some())
+    }
+
     /// The metrics in Prometheus text format. `spillway_unused_rules` is as the admin API's
     /// last `GET /metrics` counted it (it counts the unused rules at each scrape).
     ///
@@ -236,6 +243,16 @@ impl Proxy {
             let addr = spillway_tower::keys::PeerAddr(peer.addr());
             request.extensions_mut().insert(addr);
         }
+        // What it claims (criticality, tenant, deadline), read once, for the layer and the
+        // forwarder.
+        let mut class = None;
+        if let Some(claims) = &route.claims {
+            let (mut parts, body) = request.into_parts();
+            let claim = claims.read(&parts, &table.trusted_proxies, arrived);
+            class = Some(claim.criticality);
+            parts.extensions.insert(claim);
+            request = Request::from_parts(parts, body);
+        }
         // The client's side of an upgrade (WebSocket), taken before the request goes on.
         let upgrading = forward::upgrade_of(&request).map(|_| hyper::upgrade::on(&mut request));
         let mut service = service.clone();
@@ -251,6 +268,10 @@ impl Proxy {
         if let Some(Blocked(err)) = extensions.get::<Blocked>() {
             metrics.count(&route.resource, "block", err.kind().as_str());
             counters.blocked(err);
+            if let Some(class) = class {
+                let for_deadline = err.kind() == spillway::BlockKind::Deadline;
+                metrics.classes.refused(class, for_deadline);
+            }
             return response.map(ProxyBody::answered);
         }
         if extensions.get::<MissingKey>().is_some() {
@@ -258,6 +279,9 @@ impl Proxy {
             return response.map(ProxyBody::answered);
         }
         if let Some(failure) = extensions.get::<Failure>().copied() {
+            if let (Failure::Deadline, Some(class)) = (failure, class) {
+                metrics.classes.refused(class, true);
+            }
             self.failed(failure, &route.resource, peer, counters, arrived);
             return response.map(ProxyBody::answered);
         }
@@ -323,6 +347,11 @@ impl Proxy {
             }
             Failure::Upstream(status) => {
                 tracing::debug!(%resource, %status, "upstream failed");
+                counters.completed(true);
+                counters.observe(arrived.elapsed());
+            }
+            Failure::Deadline => {
+                tracing::debug!(%resource, "the request's deadline passed at the upstream");
                 counters.completed(true);
                 counters.observe(arrived.elapsed());
             }

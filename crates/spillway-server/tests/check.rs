@@ -530,3 +530,93 @@ fn the_hostile_client_limits_are_checked() {
         (16, 8)
     );
 }
+
+#[test]
+fn criticality_tenant_and_deadline_settings_are_checked() {
+    let text = format!(
+        "{UPSTREAM}
+[criticality]
+header = \"bad header\"
+
+[[criticality.rule]]
+class = \"sheddable\"
+values = [\"crawler\"]
+
+[[criticality.rule]]
+class = \"sheddable\"
+
+[[criticality.rule]]
+class = \"critical_plus\"
+key = \"cookie:session\"
+values = [\"x\"]
+
+[[criticality.rule]]
+class = \"sheddable\"
+methods = [\"get\"]
+
+[tenant]
+key = \"header:\"
+
+[deadline]
+default = \"10s\"
+max = \"5s\"
+
+[[route]]
+resource = \"r\"
+path = \"/\"
+upstream = \"app\"
+deadline = \"0s\"
+"
+    );
+    let err = parse(&text, "spillway.toml").unwrap_err();
+    let lines: Vec<String> = err.problems().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            "spillway.toml:6:1: `criticality.header`: `bad header` is not a valid header name",
+            "spillway.toml:8:1: `criticality.rule[0].key`: must say where `values` are read",
+            "spillway.toml:13:1: `criticality.rule[1].class`: the rule matches every request: \
+             give a `resource`, `methods` or a `key`, or set `criticality.default` instead",
+            "spillway.toml:17:1: `criticality.rule[2].key`: `cookie:session` is not a key \
+             source: `peer_ip`, `header:NAME`, `query:NAME` or `path:NAME`",
+            "spillway.toml:22:1: `criticality.rule[3].methods`: `get` must be upper case: \
+             methods are case-sensitive, and clients send `GET`",
+            "spillway.toml:25:1: `tenant.key`: `header:` names no header",
+            "spillway.toml:28:1: `deadline.default`: 10s is longer than `deadline.max` (5s)",
+            "spillway.toml:35:1: `route[0].deadline`: must be longer than 0",
+        ],
+        "{err}"
+    );
+    let unknown = format!("{UPSTREAM}[criticality]\ndefault = \"urgent\"\n");
+    assert!(
+        error(&unknown).contains(
+            "unknown variant `urgent`, expected one of `sheddable`, `sheddable_plus`, \
+             `critical`, `critical_plus`"
+        ),
+        "{}",
+        error(&unknown)
+    );
+    let good = format!(
+        "{UPSTREAM}
+[criticality]
+header = \"x-criticality\"
+default = \"critical\"
+[[criticality.rule]]
+class = \"sheddable\"
+resource = \"prefetch\"
+[tenant]
+key = \"header:x-api-key\"
+[deadline]
+header = \"x-deadline-ms\"
+default = \"5s\"
+max = \"30s\"
+[[route]]
+resource = \"prefetch\"
+path = \"/prefetch\"
+upstream = \"app\"
+criticality = \"sheddable\"
+deadline = \"1s\"
+"
+    );
+    parse(&good, "spillway.toml").unwrap();
+}

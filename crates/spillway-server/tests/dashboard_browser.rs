@@ -290,7 +290,8 @@ fn config_text(proxy: u16, admin: &str, upstream: SocketAddr, token: Option<&str
         "[listener]\nlisten = \"127.0.0.1:{proxy}\"\n\n[admin]\nlisten = \"{admin}\"\n{token}\n\
          [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
          [[route]]\nresource = \"orders\"\npath = \"/orders\"\nupstream = \"app\"\n\n\
-         [[route]]\nresource = \"flaky\"\npath = \"/flaky\"\nupstream = \"app\"\n\n\
+         [[route]]\nresource = \"flaky\"\npath = \"/flaky\"\nupstream = \"app\"\n\
+         criticality = \"sheddable\"\n\n\
          [[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 1000\n\n\
          [[keyed]]\nid = \"orders-per-client\"\nresource = \"orders\"\nkey = \"peer_ip\"\ncount = 1000\n\n\
          [[breaker]]\nid = \"flaky-errors\"\nresource = \"flaky\"\nretry_timeout = \"60s\"\n\
@@ -610,16 +611,42 @@ async fn the_dashboard_shows_live_traffic_and_steers_the_rules() {
 async fn the_page_loads_with_no_console_errors() {
     let _one = ONE_AT_A_TIME.lock().await;
     let Served {
+        proxy,
         admin,
         config,
         mut server,
         _dir,
-        ..
     } = served("127.0.0.1", None).await;
+    // The flaky route's requests are sheddable: the criticality panel shows them.
+    assert_eq!(
+        get(proxy, "/flaky").await,
+        StatusCode::INTERNAL_SERVER_ERROR
+    );
     let browser = browser().await;
     let client = &browser.client;
     client.goto(&format!("http://{admin}/")).await.unwrap();
     loaded(client).await;
+    let sheddable = until(
+        client,
+        "the criticality panel",
+        "const row = document.querySelector('#classes tr[data-class=\"sheddable\"]'); \
+         return !document.getElementById('classes-section').hidden && row && \
+         [...row.cells].map((cell) => cell.textContent);",
+    )
+    .await;
+    // Its class, admitted, shed, deadline drops, the share refused, (the mean wait,) waiting.
+    let cells = sheddable.as_array().unwrap();
+    assert_eq!(
+        cells[..5],
+        [
+            json!("sheddable"),
+            json!("1"),
+            json!("0"),
+            json!("0"),
+            json!("0.0%")
+        ]
+    );
+    assert_eq!(cells[6], json!("0"), "{sheddable}");
     until(
         client,
         "the status",

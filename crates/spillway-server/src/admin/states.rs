@@ -63,7 +63,36 @@ impl Admin {
             }
         }
         status["unused_rules"] = Value::Array(self.unused_rules());
+        status["criticality"] = self.classes();
         status
+    }
+
+    /// Each criticality, lowest first: what became of its requests (those that carry a
+    /// claim), the mean time its admitted requests were held, and how many wait now in the
+    /// adaptive limits' queues.
+    fn classes(&self) -> Value {
+        let spillway = self.proxy.spillway();
+        let mut waiting = [0_u64; 4];
+        for rule in spillway.adaptive_rules() {
+            if let Some(state) = spillway.adaptive_state(&rule.id) {
+                for (sum, now) in waiting.iter_mut().zip(state.waiting_by_criticality) {
+                    *sum += now;
+                }
+            }
+        }
+        let classes: Vec<Value> = (self.proxy.metrics().classes.counts().iter())
+            .map(|(class, counts)| {
+                json!({
+                    "class": class.as_str(),
+                    "admitted": counts.admitted,
+                    "shed": counts.shed,
+                    "deadline": counts.deadline,
+                    "mean_wait_ms": counts.mean_wait.map(|wait| wait.as_secs_f64() * 1e3),
+                    "waiting": waiting[class.rank()],
+                })
+            })
+            .collect();
+        json!({ "configured": self.proxy.claims_configured(), "classes": classes })
     }
 
     /// The rules in force that name a resource no route produces (they never apply), as

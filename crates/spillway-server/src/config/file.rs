@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use toml::Spanned;
 
+use super::claims::{CriticalityConfig, DeadlineConfig, TenantConfig};
 use super::cluster::{ClusterConfig, ClusterRuleConfig};
 use super::keyed::KeyedConfig;
 
@@ -107,6 +108,16 @@ pub struct Config {
     /// Per-key rules: a limit per client IP, user, tenant... of a resource.
     #[serde(default)]
     pub keyed: Vec<Spanned<KeyedConfig>>,
+    /// How critical each request is, for adaptive limits' queues.
+    #[serde(default)]
+    pub criticality: Option<Spanned<CriticalityConfig>>,
+    /// Whose each request is, for adaptive limits' queues.
+    #[serde(default)]
+    pub tenant: Option<Spanned<TenantConfig>>,
+    /// How long each request has left: adaptive limits' queues refuse one that cannot be
+    /// served in time, and the proxy tells the upstream what is left.
+    #[serde(default)]
+    pub deadline: Option<Spanned<DeadlineConfig>>,
 }
 
 /// The proxy's listener.
@@ -429,6 +440,12 @@ pub struct Route {
     /// Dubbo's `actives`: most requests in flight, waiting up to a timeout for a place.
     #[serde(default)]
     pub actives: Option<ActivesLimit>,
+    /// The criticality of its requests that a `[criticality]` header or rule does not set.
+    #[serde(default)]
+    pub criticality: Option<spillway::Criticality>,
+    /// The deadline of its requests that give none (`grpc-timeout`, `[deadline] header`).
+    #[serde(default, with = "humantime_serde")]
+    pub deadline: Option<Duration>,
 }
 
 /// Where requests no route matches go.

@@ -155,6 +155,113 @@ impl<'a> Check<'a> {
             }
         }
         self.admin(config);
+        self.claims(config);
+    }
+
+    /// `[criticality]`, `[tenant]`, `[deadline]`, and the routes' own criticality and deadline.
+    fn claims(&self, config: &Config) {
+        if let Some(criticality) = &config.criticality {
+            let (span, item) = (criticality.span(), criticality.get_ref());
+            let problem = |path: String, key: &str, message: String| {
+                self.problem(span.clone(), path, key, message);
+            };
+            if let Some(name) = &item.header {
+                if let Err(why) = check_header(name) {
+                    problem("criticality".into(), "header", why);
+                }
+            }
+            for (index, rule) in item.rules.iter().enumerate() {
+                let (span, rule) = (rule.span(), rule.get_ref());
+                let problem = |path: String, key: &str, message: String| {
+                    self.problem(span.clone(), path, key, message);
+                };
+                let path = format!("criticality.rule[{index}]");
+                if let Some(why) = check_methods(&rule.methods) {
+                    problem(path.clone(), "methods", why);
+                }
+                if rule.resource.as_deref() == Some("") {
+                    problem(path.clone(), "resource", "must not be empty".into());
+                }
+                match (&rule.key, rule.values.is_empty()) {
+                    (Some(key), empty) => {
+                        if let Err(why) = crate::keyed::Source::parse(key) {
+                            problem(path.clone(), "key", why);
+                        } else if empty {
+                            problem(
+                                path.clone(),
+                                "values",
+                                "must name the values of `key` that match".into(),
+                            );
+                        }
+                    }
+                    (None, false) => {
+                        problem(
+                            path.clone(),
+                            "key",
+                            "must say where `values` are read".into(),
+                        );
+                    }
+                    (None, true) => {
+                        if rule.resource.is_none() && rule.methods.is_empty() {
+                            problem(
+                                path,
+                                "class",
+                                "the rule matches every request: give a `resource`, `methods` \
+                                 or a `key`, or set `criticality.default` instead"
+                                    .into(),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(tenant) = &config.tenant {
+            if let Err(why) = crate::keyed::Source::parse(&tenant.get_ref().key) {
+                self.problem(tenant.span(), "tenant".into(), "key", why);
+            }
+        }
+        let mut max = None;
+        if let Some(deadline) = &config.deadline {
+            let (span, item) = (deadline.span(), deadline.get_ref());
+            let problem = |key: &str, message: String| {
+                self.problem(span.clone(), "deadline".into(), key, message);
+            };
+            if let Some(name) = &item.header {
+                if let Err(why) = check_header(name) {
+                    problem("header", why);
+                }
+            }
+            for (key, value) in [("default", item.default), ("max", item.max)] {
+                if value.is_some_and(|value| value.is_zero()) {
+                    problem(key, "must be longer than 0".into());
+                }
+            }
+            if let (Some(default), Some(most)) = (item.default, item.max) {
+                if default > most {
+                    problem(
+                        "default",
+                        format!("{default:?} is longer than `deadline.max` ({most:?})"),
+                    );
+                }
+            }
+            max = item.max;
+        }
+        for (index, route) in config.routes.iter().enumerate() {
+            let Some(deadline) = route.get_ref().deadline else {
+                continue;
+            };
+            let path = format!("route[{index}]");
+            if deadline.is_zero() {
+                self.problem(route.span(), path, "deadline", "must be longer than 0");
+            } else if let Some(most) = max.filter(|most| deadline > *most) {
+                self.problem(
+                    route.span(),
+                    path,
+                    "deadline",
+                    format!("{deadline:?} is longer than `deadline.max` ({most:?})"),
+                );
+            }
+        }
     }
 
     fn listener(&self, config: &Config) {
@@ -310,19 +417,8 @@ impl<'a> Check<'a> {
             if let Err(message) = crate::router::Pattern::parse(&item.path) {
                 problem("path", message);
             }
-            for method in &item.methods {
-                if http::Method::from_bytes(method.as_bytes()).is_err() {
-                    problem("methods", format!("`{method}` is not an HTTP method"));
-                } else if method.bytes().any(|byte| byte.is_ascii_lowercase()) {
-                    problem(
-                        "methods",
-                        format!(
-                            "`{method}` must be upper case: methods are case-sensitive, and \
-                             clients send `{}`",
-                            method.to_ascii_uppercase()
-                        ),
-                    );
-                }
+            if let Some(why) = check_methods(&item.methods) {
+                problem("methods", why);
             }
             if !upstreams.contains(item.upstream.as_str()) {
                 problem(
@@ -399,6 +495,29 @@ pub fn admin_token(admin: &super::AdminConfig) -> Option<String> {
 
 fn is_loopback(ip: IpAddr) -> bool {
     ip.is_loopback()
+}
+
+/// The first problem with a list of methods: one that is no method, or in lower case.
+fn check_methods(methods: &[String]) -> Option<String> {
+    methods.iter().find_map(|method| {
+        if http::Method::from_bytes(method.as_bytes()).is_err() {
+            Some(format!("`{method}` is not an HTTP method"))
+        } else if method.bytes().any(|byte| byte.is_ascii_lowercase()) {
+            Some(format!(
+                "`{method}` must be upper case: methods are case-sensitive, and clients send `{}`",
+                method.to_ascii_uppercase()
+            ))
+        } else {
+            None
+        }
+    })
+}
+
+/// A header name the proxy can read.
+fn check_header(name: &str) -> Result<(), String> {
+    http::HeaderName::from_bytes(name.as_bytes())
+        .map(drop)
+        .map_err(|_| format!("`{name}` is not a valid header name"))
 }
 
 /// An upstream URL the proxy can use: `http://host:port[/prefix]` or `https://...`.

@@ -43,9 +43,31 @@ fn states(spillway: &spillway::Spillway) -> Vec<Value> {
                 "refusals": state.refusals,
                 "waiting": state.waiting,
                 "queue_timeouts": state.queue_timeouts,
+                "by_criticality": by_criticality(&state),
             }))
         })
         .collect()
+}
+
+/// A queue's callers by criticality, lowest first: waiting now, and since the limiter was
+/// made, evicted (a more critical caller, or one of a tenant with fewer waiters, took their
+/// place), refused for their deadline, and refused at once by a queue full of callers that
+/// keep their places.
+fn by_criticality(state: &spillway::adaptive::AdaptiveState) -> Value {
+    let classes: Vec<Value> = spillway::Criticality::ALL
+        .iter()
+        .map(|class| {
+            let rank = class.rank();
+            json!({
+                "class": class.as_str(),
+                "waiting": state.waiting_by_criticality[rank],
+                "evicted": state.evicted[rank],
+                "expired": state.expired[rank],
+                "full": state.full[rank],
+            })
+        })
+        .collect();
+    Value::Array(classes)
 }
 
 /// The adaptive rules' metrics, by rule: each limiter's limit, calls in flight, baseline RTT,
@@ -112,6 +134,43 @@ pub(super) fn metrics(
             .iter()
             .map(|(id, resource, state)| (rule_labels(id, resource), read(state)));
         counters(encoder, name, help, rows)?;
+    }
+    let by_class = |read: fn(&spillway::adaptive::AdaptiveState) -> [u64; 4]| {
+        adaptive.iter().flat_map(move |(id, resource, state)| {
+            spillway::Criticality::ALL.iter().map(move |class| {
+                let mut labels = rule_labels(id, resource);
+                labels.push(("criticality", class.as_str().to_owned()));
+                (labels, read(state)[class.rank()])
+            })
+        })
+    };
+    gauges(
+        encoder,
+        "spillway_adaptive_waiting_by_criticality",
+        "Requests waiting in an adaptive rule's queue now, by rule and criticality",
+        by_class(|state| state.waiting_by_criticality).map(|(labels, n)| (labels, n as f64)),
+    )?;
+    for (name, help, read) in [
+        (
+            "spillway_adaptive_evicted",
+            "Waiting requests an adaptive rule's full queue refused to make room for a more \
+             critical one (or one of a tenant with fewer waiters), by rule and criticality",
+            (|state| state.evicted) as fn(&spillway::adaptive::AdaptiveState) -> [u64; 4],
+        ),
+        (
+            "spillway_adaptive_expired",
+            "Requests an adaptive rule's queue refused for their deadline (passed, or too \
+             near to be met at the current latency), by rule and criticality",
+            |state| state.expired,
+        ),
+        (
+            "spillway_adaptive_queue_full",
+            "Requests an adaptive rule's queue refused at once, full of requests that keep \
+             their places, by rule and criticality",
+            |state| state.full,
+        ),
+    ] {
+        counters(encoder, name, help, by_class(read))?;
     }
     Ok(())
 }

@@ -155,6 +155,9 @@ pub(crate) enum Failure {
     NoUpstreamSeat,
     /// The upstream's: 502 (unreachable, failed mid-head), 504 (no answer in time).
     Upstream(StatusCode),
+    /// The request's deadline ran out while the upstream worked on it: 504, or gRPC
+    /// `DEADLINE_EXCEEDED`.
+    Deadline,
 }
 
 /// Forwards `request` to `upstream` (its path appended to the upstream's), within `timeouts`.

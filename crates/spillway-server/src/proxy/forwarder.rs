@@ -5,6 +5,7 @@
 use super::client::Upstream;
 use super::forward::{self, Failure, Peer, Timeouts};
 use super::tally::Tally;
+use crate::claims::Claim;
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{Either, Full};
@@ -54,7 +55,27 @@ impl tower::Service<Request<Incoming>> for Forwarder {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+    fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
+        let mut timeouts = self.timeouts;
+        // The time its claim has left: none, and it is refused before it costs the upstream
+        // anything; else the upstream is told, and waited for no longer.
+        let mut bound_by_deadline = false;
+        if let Some(claim) = request.extensions_mut().remove::<Claim>() {
+            let now = tokio::time::Instant::now();
+            let waited = now.saturating_duration_since(claim.arrived);
+            let left = claim.left(now);
+            if left.is_some_and(|left| left.is_zero()) {
+                let grpc = spillway_tower::grpc::is_grpc(request.headers());
+                let refusal = self.tally.deadline_passed(waited, grpc);
+                return Box::pin(std::future::ready(Ok(refusal)));
+            }
+            if let Some(left) = left {
+                bound_by_deadline = left < timeouts.upstream;
+                timeouts.upstream = timeouts.upstream.min(left);
+                crate::claims::tell_upstream(request.headers_mut(), &claim, left);
+            }
+            self.tally.admitted_class(claim.criticality, waited);
+        }
         // Admitted: a pass, unless only shadow mode let it through.
         let extensions = request.extensions();
         if let Some(ShadowBlock(err)) = extensions.get::<ShadowBlock>() {
@@ -65,8 +86,8 @@ impl tower::Service<Request<Incoming>> for Forwarder {
         } else {
             self.tally.passed();
         }
-        let (upstream, timeouts, peer) =
-            (Arc::clone(&self.upstream), self.timeouts, self.peer.clone());
+        let (upstream, peer) = (Arc::clone(&self.upstream), self.peer.clone());
+        let grpc = bound_by_deadline && spillway_tower::grpc::is_grpc(request.headers());
         Box::pin(async move {
             let Some(peer) = peer else {
                 // Every clone that serves a request is given its peer first.
@@ -76,11 +97,32 @@ impl tower::Service<Request<Incoming>> for Forwarder {
             Ok(
                 match forward::send(&upstream, request, &peer, timeouts).await {
                     Ok(response) => response.map(Either::Left),
+                    // Its deadline, not the listener's timeout, ran out.
+                    Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)) if bound_by_deadline => {
+                        deadline_ran_out(grpc)
+                    }
                     Err(failure) => failed(failure),
                 },
             )
         })
     }
+}
+
+/// The answer to a request whose deadline ran out while the upstream worked on it: gRPC
+/// `DEADLINE_EXCEEDED` to a gRPC call, else 504; a drop, to an adaptive limit (the upstream
+/// was too slow for it).
+fn deadline_ran_out(grpc: bool) -> Response<ForwardBody> {
+    let err = spillway::BlockError::custom(spillway::BlockKind::Deadline, "upstream", 0.0, 0.0);
+    let (parts, body) = spillway_tower::protect::deadline_exceeded(&err, grpc).into_parts();
+    let mut response = Response::from_parts(parts, Either::Right(Full::new(body)));
+    if !grpc {
+        *response.body_mut() = Either::Right(Full::new(Bytes::from_static(
+            b"the request's deadline passed before the upstream answered\n",
+        )));
+    }
+    response.extensions_mut().insert(Verdict::Dropped);
+    response.extensions_mut().insert(Failure::Deadline);
+    response
 }
 
 /// The proxy's answer to `failure`, marked with it and with the call's verdict: the upstream's
@@ -102,6 +144,7 @@ fn failed(failure: Failure) -> Response<ForwardBody> {
         // The client's body stalled, ran past the cap, was malformed or cut short: the
         // client's fault, never the upstream's.
         Failure::Client(fault) => (fault.status(), fault.message(), Verdict::Abandoned),
+        Failure::Deadline => return deadline_ran_out(false),
         Failure::Upstream(status) => (
             status,
             status.canonical_reason().unwrap_or("error"),

@@ -12,6 +12,7 @@ use super::forward::Timeouts;
 use super::forwarder::{ForwardBody, Forwarder};
 use super::limits::{Dubbo, Limits, LimitsBody, RouteLimits};
 use super::tally::Tally;
+use crate::claims::Claim;
 use crate::cluster::ClusterLimits;
 use crate::config::BlockedResponse;
 use crate::keyed::RouteKey;
@@ -58,6 +59,8 @@ pub(crate) struct RouteSpec<'a> {
     pub(crate) blocked: Option<BlockedResponse>,
     pub(crate) trusted: &'a TrustedProxies,
     pub(crate) timeouts: Timeouts,
+    /// Whether its requests carry a [`Claim`] to read into their entries.
+    pub(crate) claims: bool,
 }
 
 /// A route's stack.
@@ -99,6 +102,15 @@ pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
     }
     for key in spec.keys {
         layer = key.read_by(layer, spec.trusted);
+    }
+    if spec.claims {
+        fn claim(parts: &http::request::Parts) -> Option<&Claim> {
+            parts.extensions.get::<Claim>()
+        }
+        layer = layer
+            .criticality(move |parts| Some(claim(parts)?.criticality))
+            .tenant(move |parts| claim(parts)?.tenant.clone())
+            .deadline(move |parts| claim(parts)?.left(tokio::time::Instant::now()));
     }
     let forwarder = Forwarder::new(spec.upstream, spec.timeouts, Arc::clone(&tally));
     let limits = RouteLimits {

@@ -27,8 +27,11 @@ pub(crate) struct RouteInfo {
     /// Its stack, built at its first request (`None`: no upstream). A route changed in a copy
     /// of the table gets a new one ([`RouteInfo::with_keys`]).
     pub(super) service: std::sync::OnceLock<Option<super::stack::RouteService>>,
-    /// Whether a key of its reads the client's address.
+    /// Whether a key of its, or its claims, read the client's address.
     pub(super) reads_peer: bool,
+    /// How its requests' claims (criticality, tenant, deadline) are read (`None`: they carry
+    /// none).
+    pub(crate) claims: Option<Arc<crate::claims::RouteClaims>>,
 }
 
 impl RouteInfo {
@@ -44,13 +47,29 @@ impl RouteInfo {
             metrics: std::sync::OnceLock::new(),
             service: std::sync::OnceLock::new(),
             reads_peer: false,
+            claims: None,
+        }
+    }
+
+    /// With its requests' claims read by `claims`.
+    pub(super) fn with_claims(self, claims: Option<Arc<crate::claims::RouteClaims>>) -> Self {
+        let claims_read_peer = claims.as_ref().is_some_and(|claims| claims.reads_peer());
+        Self {
+            reads_peer: self.reads_peer || claims_read_peer,
+            claims,
+            service: std::sync::OnceLock::new(),
+            ..self
         }
     }
 
     /// With `keys` read from each request, and its stack built anew.
     pub(super) fn with_keys(self, keys: Vec<crate::keyed::RouteKey>) -> Self {
+        let claims_read_peer = self
+            .claims
+            .as_ref()
+            .is_some_and(|claims| claims.reads_peer());
         Self {
-            reads_peer: keys.iter().any(crate::keyed::RouteKey::reads_peer),
+            reads_peer: claims_read_peer || keys.iter().any(crate::keyed::RouteKey::reads_peer),
             keys,
             service: std::sync::OnceLock::new(),
             ..self
@@ -78,6 +97,7 @@ impl RouteInfo {
                     blocked: table.blocked.clone(),
                     trusted: &table.trusted_proxies,
                     timeouts: table.timeouts(),
+                    claims: self.claims.is_some(),
                 };
                 Some(super::stack::build(spec, shared))
             })
@@ -152,6 +172,13 @@ impl Table {
                     &route.resource,
                     Some(&route.path),
                 ))
+                .with_claims(crate::claims::RouteClaims::new(
+                    config,
+                    &route.resource,
+                    Some(&route.path),
+                    route.criticality,
+                    route.deadline,
+                ))
             })
             .collect();
         let mut default = match &config.default {
@@ -162,7 +189,8 @@ impl Table {
             None => RouteInfo::new("unmatched".to_owned(), None),
         };
         let keys = crate::keyed::route_keys(&plan, &default.resource, None);
-        default = default.with_keys(keys);
+        let claims = crate::claims::RouteClaims::new(config, &default.resource, None, None, None);
+        default = default.with_keys(keys).with_claims(claims);
         Ok(Self {
             keyed,
             router: Router::new(config),

@@ -74,8 +74,19 @@ pub(super) fn header<'a>(parts: &'a request::Parts, name: &str) -> Option<&'a st
     value.to_str().ok()
 }
 
-/// Milliseconds as 1 to 12 ASCII digits (up to about 31 years).
-pub(super) fn parse_millis(text: &str) -> Option<Duration> {
+/// Milliseconds as 1 to 12 ASCII digits (up to about 31 years), surrounding spaces allowed:
+/// how [`SpillwayLayer::deadline_header`](crate::SpillwayLayer::deadline_header) reads a
+/// deadline header. Anything else is `None`.
+///
+/// ```
+/// use spillway_tower::protect::parse_millis;
+/// use std::time::Duration;
+///
+/// assert_eq!(parse_millis("250"), Some(Duration::from_millis(250)));
+/// assert_eq!(parse_millis("-1"), None);
+/// assert_eq!(parse_millis("1.5"), None);
+/// ```
+pub fn parse_millis(text: &str) -> Option<Duration> {
     let digits = text.trim();
     if digits.is_empty() || digits.len() > 12 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;

@@ -1,0 +1,345 @@
+//! What each request claims, read once when it arrives (from `[criticality]`, `[tenant]`,
+//! `[deadline]` and its route): how critical it is, whose it is, and until when it may be
+//! served. The claim rides in the request's extensions: spillway's layer reads it into the
+//! entry (an adaptive limit's queue orders and refuses by it), and the forwarder tells the
+//! upstream what time is left and stops waiting for it when none is.
+
+use crate::config::Config;
+use crate::keyed::{RouteSource, Source};
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Method};
+use spillway::Criticality;
+use spillway_tower::keys::TrustedProxies;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a request claims: an extension of the request, put there as it arrives.
+#[derive(Debug, Clone)]
+pub(crate) struct Claim {
+    pub(crate) criticality: Criticality,
+    pub(crate) tenant: Option<String>,
+    /// When its time is up, if it has a deadline.
+    pub(crate) deadline: Option<Instant>,
+    /// When it arrived.
+    pub(crate) arrived: Instant,
+    /// The header the proxy writes the milliseconds left in, when forwarding it.
+    pub(crate) deadline_header: Option<HeaderName>,
+}
+
+impl Claim {
+    /// The time it has left at `now` (`None`: no deadline).
+    pub(crate) fn left(&self, now: Instant) -> Option<Duration> {
+        self.deadline.map(|at| at.saturating_duration_since(now))
+    }
+}
+
+/// How the requests of one route are classified.
+#[derive(Debug)]
+pub(crate) struct RouteClaims {
+    header: Option<HeaderName>,
+    /// The `[[criticality.rule]]`s that can match the route's resource, in file order.
+    rules: Vec<ClassRule>,
+    /// The route's criticality, else `[criticality] default`.
+    fallback: Criticality,
+    tenant: Option<RouteSource>,
+    grpc: bool,
+    deadline_header: Option<HeaderName>,
+    /// The route's deadline, else `[deadline] default`.
+    default_deadline: Option<Duration>,
+    max_deadline: Option<Duration>,
+}
+
+#[derive(Debug)]
+struct ClassRule {
+    class: Criticality,
+    methods: Vec<Method>,
+    key: Option<(RouteSource, Vec<String>)>,
+}
+
+impl RouteClaims {
+    /// How the route to `resource` with path `template` (`None`: the default route), with its
+    /// own `criticality` and `deadline`, classifies its requests; `None` when `config` and the
+    /// route set nothing to classify by (its requests carry no claim).
+    pub(crate) fn new(
+        config: &Config,
+        resource: &str,
+        template: Option<&str>,
+        criticality: Option<Criticality>,
+        deadline: Option<Duration>,
+    ) -> Option<Arc<Self>> {
+        let classes = config.criticality.as_ref().map(|c| c.get_ref());
+        let tenant = config.tenant.as_ref().map(|t| t.get_ref());
+        let deadlines = config.deadline.as_ref().map(|d| d.get_ref());
+        if classes.is_none()
+            && tenant.is_none()
+            && deadlines.is_none()
+            && criticality.is_none()
+            && deadline.is_none()
+        {
+            return None;
+        }
+        let header_name = |name: &Option<String>| {
+            name.as_deref()
+                .and_then(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+        };
+        let source = |text: &str| {
+            Source::parse(text)
+                .ok()
+                .map(|s| RouteSource::of(&s, template))
+        };
+        let rules = classes
+            .map(|classes| classes.rules.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(toml::Spanned::get_ref)
+            .filter(|rule| rule.resource.as_deref().map_or(true, |r| r == resource))
+            .map(|rule| ClassRule {
+                class: rule.class,
+                methods: (rule.methods.iter())
+                    .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
+                    .collect(),
+                key: (rule.key.as_deref())
+                    .and_then(source)
+                    .map(|key| (key, rule.values.clone())),
+            })
+            .collect();
+        Some(Arc::new(Self {
+            header: classes.and_then(|classes| header_name(&classes.header)),
+            rules,
+            fallback: criticality
+                .or(classes.map(|classes| classes.default))
+                .unwrap_or_default(),
+            tenant: tenant.and_then(|tenant| source(&tenant.key)),
+            grpc: deadlines.map_or(true, |d| d.grpc),
+            deadline_header: deadlines.and_then(|d| header_name(&d.header)),
+            default_deadline: deadline.or(deadlines.and_then(|d| d.default)),
+            max_deadline: deadlines.and_then(|d| d.max),
+        }))
+    }
+
+    /// Whether reading a claim needs the client's address.
+    pub(crate) fn reads_peer(&self) -> bool {
+        let rule_reads =
+            |rule: &ClassRule| rule.key.as_ref().is_some_and(|(key, _)| key.reads_peer());
+        self.tenant.as_ref().is_some_and(RouteSource::reads_peer)
+            || self.rules.iter().any(rule_reads)
+    }
+
+    /// What the request with head `parts`, arrived at `arrived`, claims.
+    pub(crate) fn read(&self, parts: &Parts, trusted: &TrustedProxies, arrived: Instant) -> Claim {
+        Claim {
+            criticality: self.criticality(parts, trusted),
+            tenant: self
+                .tenant
+                .as_ref()
+                .and_then(|key| key.value(parts, trusted)),
+            deadline: self.left(parts).map(|left| arrived + left),
+            arrived,
+            deadline_header: self.deadline_header.clone(),
+        }
+    }
+
+    fn criticality(&self, parts: &Parts, trusted: &TrustedProxies) -> Criticality {
+        let named = self.header.as_ref().and_then(|name| {
+            let values = parts.headers.get_all(name).iter();
+            values
+                .filter_map(|value| value.to_str().ok()?.parse::<Criticality>().ok())
+                .min()
+        });
+        let matching = || {
+            self.rules.iter().find(|rule| {
+                (rule.methods.is_empty() || rule.methods.contains(&parts.method))
+                    && rule.key.as_ref().map_or(true, |(key, values)| {
+                        key.value(parts, trusted)
+                            .is_some_and(|value| values.contains(&value))
+                    })
+            })
+        };
+        named
+            .or_else(|| matching().map(|rule| rule.class))
+            .unwrap_or(self.fallback)
+    }
+
+    /// The time the request has left as it arrives: what it says (its `grpc-timeout`, the
+    /// deadline header), else the route's default, at most the cap.
+    fn left(&self, parts: &Parts) -> Option<Duration> {
+        let headers = &parts.headers;
+        let grpc = (self.grpc && spillway_tower::grpc::is_grpc(headers))
+            .then(|| spillway_tower::grpc::grpc_timeout(headers))
+            .flatten();
+        let header = || {
+            let name = self.deadline_header.as_ref()?;
+            let mut values = headers.get_all(name).iter();
+            let (value, None) = (values.next()?, values.next()) else {
+                return None;
+            };
+            spillway_tower::protect::parse_millis(value.to_str().ok()?)
+        };
+        let left = grpc.or_else(header).or(self.default_deadline)?;
+        Some(self.max_deadline.map_or(left, |max| left.min(max)))
+    }
+}
+
+/// Writes the time `left` into the head of a request being forwarded: gRPC's `grpc-timeout`
+/// (rounded down, so the upstream never believes it has more) on a gRPC call, and the
+/// deadline header (whole milliseconds, rounded down) when one is configured.
+pub(crate) fn tell_upstream(headers: &mut http::HeaderMap, claim: &Claim, left: Duration) {
+    if spillway_tower::grpc::is_grpc(headers) {
+        let value = spillway_tower::grpc::encode_grpc_timeout(left);
+        headers.insert(spillway_tower::grpc::GRPC_TIMEOUT, value);
+    }
+    if let Some(name) = &claim.deadline_header {
+        let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        headers.insert(name.clone(), HeaderValue::from(millis));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        crate::checked::parse(text, "test.toml").unwrap()
+    }
+
+    fn parts(method: &str, uri: &str, headers: &[(&str, &str)]) -> Parts {
+        let mut builder = http::Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    const BASE: &str = r#"
+[[upstream]]
+name = "app"
+url = "http://127.0.0.1:1"
+"#;
+
+    #[test]
+    fn nothing_to_classify_by_makes_no_claim() {
+        let config = config(BASE);
+        assert!(RouteClaims::new(&config, "r", None, None, None).is_none());
+    }
+
+    #[test]
+    fn the_header_then_the_rules_then_the_route_then_the_default() {
+        let text = format!(
+            "{BASE}
+[criticality]
+header = \"x-criticality\"
+default = \"sheddable_plus\"
+[[criticality.rule]]
+class = \"sheddable\"
+methods = [\"GET\"]
+key = \"header:user-agent\"
+values = [\"crawler\"]
+[[criticality.rule]]
+class = \"critical_plus\"
+resource = \"checkout\"
+"
+        );
+        let config = config(&text);
+        let trusted = TrustedProxies::default();
+        let now = Instant::now();
+        let search = RouteClaims::new(&config, "search", None, None, None).unwrap();
+        let class = |route: &RouteClaims, method, headers: &[(&str, &str)]| {
+            route
+                .read(&parts(method, "/x", headers), &trusted, now)
+                .criticality
+        };
+        assert_eq!(class(&search, "GET", &[]), Criticality::SheddablePlus);
+        let crawler = [("user-agent", "crawler")];
+        assert_eq!(class(&search, "GET", &crawler), Criticality::Sheddable);
+        assert_eq!(class(&search, "POST", &crawler), Criticality::SheddablePlus);
+        let named = [
+            ("user-agent", "crawler"),
+            ("x-criticality", "Critical-Plus"),
+        ];
+        assert_eq!(class(&search, "GET", &named), Criticality::CriticalPlus);
+        let unknown = [("x-criticality", "urgent")];
+        assert_eq!(class(&search, "GET", &unknown), Criticality::SheddablePlus);
+        let two = [
+            ("x-criticality", "critical"),
+            ("x-criticality", "sheddable"),
+        ];
+        assert_eq!(class(&search, "GET", &two), Criticality::Sheddable);
+        let checkout = RouteClaims::new(&config, "checkout", None, None, None).unwrap();
+        assert_eq!(class(&checkout, "POST", &[]), Criticality::CriticalPlus);
+        let own = RouteClaims::new(&config, "feed", None, Some(Criticality::Critical), None);
+        assert_eq!(class(&own.unwrap(), "POST", &[]), Criticality::Critical);
+    }
+
+    #[test]
+    fn deadlines_come_from_grpc_the_header_or_the_route_and_are_capped() {
+        let text = format!(
+            "{BASE}
+[deadline]
+header = \"x-deadline-ms\"
+default = \"2s\"
+max = \"5s\"
+"
+        );
+        let config = config(&text);
+        let trusted = TrustedProxies::default();
+        let now = Instant::now();
+        let route = RouteClaims::new(&config, "r", None, None, None).unwrap();
+        let left = |headers: &[(&str, &str)]| {
+            let claim = route.read(&parts("POST", "/x", headers), &trusted, now);
+            claim.left(now)
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(left(&[]), Some(ms(2000)));
+        assert_eq!(left(&[("x-deadline-ms", "250")]), Some(ms(250)));
+        assert_eq!(left(&[("x-deadline-ms", "99999")]), Some(ms(5000)));
+        assert_eq!(left(&[("x-deadline-ms", "-3")]), Some(ms(2000)));
+        let both = [("x-deadline-ms", "1"), ("x-deadline-ms", "2")];
+        assert_eq!(left(&both), Some(ms(2000)));
+        let grpc = [
+            ("content-type", "application/grpc"),
+            ("grpc-timeout", "100m"),
+            ("x-deadline-ms", "300"),
+        ];
+        assert_eq!(left(&grpc), Some(ms(100)));
+        let bad_grpc = [("content-type", "application/grpc"), ("grpc-timeout", "1x")];
+        assert_eq!(left(&bad_grpc), Some(ms(2000)));
+        let routed = RouteClaims::new(&config, "r", None, None, Some(ms(700))).unwrap();
+        let claim = routed.read(&parts("GET", "/", &[]), &trusted, now);
+        assert_eq!(claim.left(now), Some(ms(700)));
+        assert_eq!(claim.left(now + ms(900)), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn the_upstream_is_told_what_is_left_rounded_down() {
+        let text = format!("{BASE}\n[deadline]\nheader = \"x-deadline-ms\"\n");
+        let config = config(&text);
+        let route = RouteClaims::new(&config, "r", None, None, None).unwrap();
+        let now = Instant::now();
+        let trusted = TrustedProxies::default();
+        let mut head = parts(
+            "POST",
+            "/x",
+            &[("content-type", "application/grpc"), ("grpc-timeout", "1S")],
+        );
+        let claim = route.read(&head, &trusted, now);
+        tell_upstream(&mut head.headers, &claim, Duration::from_micros(2_999_999));
+        assert_eq!(head.headers["grpc-timeout"], "2999999u");
+        assert_eq!(head.headers["x-deadline-ms"], "2999");
+    }
+
+    #[test]
+    fn tenants_are_read_as_keys() {
+        let text = format!("{BASE}\n[tenant]\nkey = \"query:account\"\n");
+        let config = config(&text);
+        let route = RouteClaims::new(&config, "r", None, None, None).unwrap();
+        let claim = route.read(
+            &parts("GET", "/x?account=acme", &[]),
+            &TrustedProxies::default(),
+            Instant::now(),
+        );
+        assert_eq!(claim.tenant.as_deref(), Some("acme"));
+        assert_eq!(claim.criticality, Criticality::Critical);
+        assert!(!route.reads_peer());
+    }
+}
