@@ -134,7 +134,8 @@ impl RouteClaims {
                 .tenant
                 .as_ref()
                 .and_then(|key| key.value(parts, trusted)),
-            deadline: self.left(parts).map(|left| arrived + left),
+            // A deadline past what the clock can say is none.
+            deadline: self.left(parts).and_then(|left| arrived.checked_add(left)),
             arrived,
             deadline_header: self.deadline_header.clone(),
         }
@@ -271,6 +272,11 @@ resource = \"checkout\"
         assert_eq!(class(&own.unwrap(), "POST", &[]), Criticality::Critical);
     }
 
+    /// A `[deadline]` section with no cap.
+    fn config_uncapped() -> Config {
+        config(&format!("{BASE}\n[deadline]\n"))
+    }
+
     #[test]
     fn deadlines_come_from_grpc_the_header_or_the_route_and_are_capped() {
         let text = format!(
@@ -296,6 +302,10 @@ max = \"5s\"
         assert_eq!(left(&[("x-deadline-ms", "-3")]), Some(ms(2000)));
         let both = [("x-deadline-ms", "1"), ("x-deadline-ms", "2")];
         assert_eq!(left(&both), Some(ms(2000)));
+        let years = [("content-type", "application/grpc"), ("grpc-timeout", "99999999H")];
+        let route_uncapped = RouteClaims::new(&config_uncapped(), "r", None, None, None).unwrap();
+        let claim = route_uncapped.read(&parts("POST", "/x", &years), &trusted, now);
+        assert_eq!(claim.left(now), Some(Duration::from_secs(99_999_999 * 3600)));
         let grpc = [
             ("content-type", "application/grpc"),
             ("grpc-timeout", "100m"),

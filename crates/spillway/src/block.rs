@@ -289,8 +289,22 @@ impl BlockError {
         crate::Criticality::from_rank(usize::from(self.criticality))
     }
 
-    /// The error, naming the refused caller's `criticality`.
-    pub(crate) fn with_criticality(mut self, criticality: crate::Criticality) -> Self {
+    /// The error, naming the refused caller's `criticality` (as an adaptive limit's queue
+    /// does; for a refusal made outside this crate, such as a proxy's for a request whose
+    /// deadline passed).
+    ///
+    /// ```
+    /// use spillway::{BlockError, BlockKind, Criticality};
+    ///
+    /// let err = BlockError::custom(BlockKind::Deadline, "search", 120.0, 100.0)
+    ///     .with_criticality(Criticality::Sheddable);
+    /// assert_eq!(err.criticality(), Some(Criticality::Sheddable));
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "search blocked by deadline (sheddable request): observed 120 against threshold 100"
+    /// );
+    /// ```
+    pub fn with_criticality(mut self, criticality: crate::Criticality) -> Self {
         self.criticality = criticality.rank() as u8;
         self
     }

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
-use spillway_tower::protect::{ShadowBlock, ShadowRefusal, Verdict};
+use spillway::{BlockError, BlockKind};
+use spillway_tower::protect::{Blocked, ShadowBlock, ShadowRefusal, Verdict};
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -59,20 +60,35 @@ impl tower::Service<Request<Incoming>> for Forwarder {
         let mut timeouts = self.timeouts;
         // The time its claim has left: none, and it is refused before it costs the upstream
         // anything; else the upstream is told, and waited for no longer.
-        let mut bound_by_deadline = false;
+        // What to answer if its deadline, not the listener's timeout, runs out at the upstream.
+        let mut missed = None;
         if let Some(claim) = request.extensions_mut().remove::<Claim>() {
             let now = tokio::time::Instant::now();
             let waited = now.saturating_duration_since(claim.arrived);
-            let left = claim.left(now);
-            if left.is_some_and(|left| left.is_zero()) {
-                let grpc = spillway_tower::grpc::is_grpc(request.headers());
-                let refusal = self.tally.deadline_passed(waited, grpc);
-                return Box::pin(std::future::ready(Ok(refusal)));
-            }
-            if let Some(left) = left {
-                bound_by_deadline = left < timeouts.upstream;
-                timeouts.upstream = timeouts.upstream.min(left);
-                crate::claims::tell_upstream(request.headers_mut(), &claim, left);
+            let given = claim
+                .left(claim.arrived)
+                .map(|left| left.as_secs_f64() * 1e3);
+            let refusal = |observed: f64, threshold: f64| {
+                let resource = self.tally.resource();
+                BlockError::custom(BlockKind::Deadline, resource, observed, threshold)
+                    .with_criticality(claim.criticality)
+            };
+            match (claim.left(now), given) {
+                (Some(left), Some(given)) if left.is_zero() => {
+                    // Waited in the proxy past its deadline: refused before it costs the
+                    // upstream anything.
+                    let grpc = spillway_tower::grpc::is_grpc(request.headers());
+                    let err = refusal(waited.as_secs_f64() * 1e3, given);
+                    return Box::pin(std::future::ready(Ok(no_time_left(err, grpc))));
+                }
+                (Some(left), Some(given)) => {
+                    if left < timeouts.upstream {
+                        missed = Some(refusal(given, given));
+                    }
+                    timeouts.upstream = timeouts.upstream.min(left);
+                    crate::claims::tell_upstream(request.headers_mut(), &claim, left);
+                }
+                _ => {}
             }
             self.tally.admitted_class(claim.criticality, waited);
         }
@@ -87,7 +103,7 @@ impl tower::Service<Request<Incoming>> for Forwarder {
             self.tally.passed();
         }
         let (upstream, peer) = (Arc::clone(&self.upstream), self.peer.clone());
-        let grpc = bound_by_deadline && spillway_tower::grpc::is_grpc(request.headers());
+        let grpc = spillway_tower::grpc::is_grpc(request.headers());
         Box::pin(async move {
             let Some(peer) = peer else {
                 // Every clone that serves a request is given its peer first.
@@ -95,31 +111,39 @@ impl tower::Service<Request<Incoming>> for Forwarder {
                 return Ok(failed(Failure::Upstream(StatusCode::BAD_GATEWAY)));
             };
             Ok(
-                match forward::send(&upstream, request, &peer, timeouts).await {
-                    Ok(response) => response.map(Either::Left),
+                match (
+                    forward::send(&upstream, request, &peer, timeouts).await,
+                    &missed,
+                ) {
+                    (Ok(response), _) => response.map(Either::Left),
                     // Its deadline, not the listener's timeout, ran out.
-                    Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)) if bound_by_deadline => {
-                        deadline_ran_out(grpc)
+                    (Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)), Some(err)) => {
+                        ran_out(err, grpc)
                     }
-                    Err(failure) => failed(failure),
+                    (Err(failure), _) => failed(failure),
                 },
             )
         })
     }
 }
 
-/// The answer to a request whose deadline ran out while the upstream worked on it: gRPC
-/// `DEADLINE_EXCEEDED` to a gRPC call, else 504; a drop, to an adaptive limit (the upstream
-/// was too slow for it).
-fn deadline_ran_out(grpc: bool) -> Response<ForwardBody> {
-    let err = spillway::BlockError::custom(spillway::BlockKind::Deadline, "upstream", 0.0, 0.0);
+/// The refusal `err` of a request whose deadline passed before it could be forwarded: 504, or
+/// gRPC `DEADLINE_EXCEEDED`, marked as a refusal for its deadline, and no verdict of the
+/// upstream's (it never saw the request).
+fn no_time_left(err: BlockError, grpc: bool) -> Response<ForwardBody> {
     let (parts, body) = spillway_tower::protect::deadline_exceeded(&err, grpc).into_parts();
     let mut response = Response::from_parts(parts, Either::Right(Full::new(body)));
-    if !grpc {
-        *response.body_mut() = Either::Right(Full::new(Bytes::from_static(
-            b"the request's deadline passed before the upstream answered\n",
-        )));
-    }
+    response.extensions_mut().insert(Verdict::Abandoned);
+    response.extensions_mut().insert(Blocked(err));
+    response
+}
+
+/// The answer to a request whose deadline ran out while the upstream worked on it (`err` says
+/// which and how long it had): gRPC `DEADLINE_EXCEEDED` to a gRPC call, else 504; a drop, to
+/// an adaptive limit (the upstream was too slow for it).
+fn ran_out(err: &BlockError, grpc: bool) -> Response<ForwardBody> {
+    let (parts, body) = spillway_tower::protect::deadline_exceeded(err, grpc).into_parts();
+    let mut response = Response::from_parts(parts, Either::Right(Full::new(body)));
     response.extensions_mut().insert(Verdict::Dropped);
     response.extensions_mut().insert(Failure::Deadline);
     response
@@ -144,7 +168,11 @@ fn failed(failure: Failure) -> Response<ForwardBody> {
         // The client's body stalled, ran past the cap, was malformed or cut short: the
         // client's fault, never the upstream's.
         Failure::Client(fault) => (fault.status(), fault.message(), Verdict::Abandoned),
-        Failure::Deadline => return deadline_ran_out(false),
+        Failure::Deadline => (
+            StatusCode::GATEWAY_TIMEOUT,
+            "the request's deadline passed before the upstream answered\n",
+            Verdict::Dropped,
+        ),
         Failure::Upstream(status) => (
             status,
             status.canonical_reason().unwrap_or("error"),

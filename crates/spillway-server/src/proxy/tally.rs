@@ -1,13 +1,8 @@
 //! What a route's admissions count: a pass, or in shadow mode a refusal that was let through
 //! (counted, and logged at most once a second).
 
-use super::forwarder::ForwardBody;
 use crate::log_sampled::Sampled;
 use crate::metrics::{Metrics, ResourceMetrics};
-use http::Response;
-use http_body_util::{Either, Full};
-use spillway::{BlockError, BlockKind};
-use spillway_tower::protect::{Blocked, Verdict};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,17 +41,9 @@ impl Tally {
         self.metrics.classes.admitted(class, waited);
     }
 
-    /// The refusal of a request whose deadline passed before it could be forwarded (after
-    /// `waited` in the proxy): 504, or gRPC `DEADLINE_EXCEEDED`, marked as a refusal for its
-    /// deadline, and no verdict of the upstream's (it never saw the request).
-    pub(crate) fn deadline_passed(&self, waited: Duration, grpc: bool) -> Response<ForwardBody> {
-        let millis = waited.as_secs_f64() * 1e3;
-        let err = BlockError::custom(BlockKind::Deadline, self.resource.as_str(), millis, millis);
-        let (parts, body) = spillway_tower::protect::deadline_exceeded(&err, grpc).into_parts();
-        let mut response = Response::from_parts(parts, Either::Right(Full::new(body)));
-        response.extensions_mut().insert(Verdict::Abandoned);
-        response.extensions_mut().insert(Blocked(err));
-        response
+    /// Its resource.
+    pub(crate) fn resource(&self) -> &str {
+        &self.resource
     }
 
     /// A refusal by the check `kind` that shadow mode let through: counted, and logged with
