@@ -25,6 +25,13 @@ pub(crate) struct Claim {
     pub(crate) arrived: Instant,
     /// The header the proxy writes the milliseconds left in, when forwarding it.
     pub(crate) deadline_header: Option<HeaderName>,
+    /// Whether the proxy reads, and so rewrites, a gRPC call's `grpc-timeout`.
+    pub(crate) grpc: bool,
+    /// Whether the deadline is the configuration's (the route's, or `[deadline] default`),
+    /// not one the client gave: only then is a deadline that runs out at the upstream the
+    /// upstream's failure (a client could otherwise make a healthy upstream fail with tiny
+    /// deadlines).
+    pub(crate) configured: bool,
 }
 
 impl Claim {
@@ -111,7 +118,9 @@ impl RouteClaims {
                 .or(classes.map(|classes| classes.default))
                 .unwrap_or_default(),
             tenant: tenant.and_then(|tenant| source(&tenant.key)),
-            grpc: deadlines.map_or(true, |d| d.grpc),
+            // gRPC deadlines are read where deadlines are configured: a `[deadline]` section
+            // (unless it says `grpc = false`), or the route's own.
+            grpc: deadlines.map_or(deadline.is_some(), |d| d.grpc),
             deadline_header: deadlines.and_then(|d| header_name(&d.header)),
             default_deadline: deadline.or(deadlines.and_then(|d| d.default)),
             max_deadline: deadlines.and_then(|d| d.max),
@@ -128,6 +137,7 @@ impl RouteClaims {
 
     /// What the request with head `parts`, arrived at `arrived`, claims.
     pub(crate) fn read(&self, parts: &Parts, trusted: &TrustedProxies, arrived: Instant) -> Claim {
+        let left = self.left(parts);
         Claim {
             criticality: self.criticality(parts, trusted),
             tenant: self
@@ -135,9 +145,11 @@ impl RouteClaims {
                 .as_ref()
                 .and_then(|key| key.value(parts, trusted)),
             // A deadline past what the clock can say is none.
-            deadline: self.left(parts).and_then(|left| arrived.checked_add(left)),
+            deadline: left.and_then(|(left, _)| arrived.checked_add(left)),
             arrived,
             deadline_header: self.deadline_header.clone(),
+            grpc: self.grpc,
+            configured: left.is_some_and(|(_, configured)| configured),
         }
     }
 
@@ -163,8 +175,9 @@ impl RouteClaims {
     }
 
     /// The time the request has left as it arrives: what it says (its `grpc-timeout`, the
-    /// deadline header), else the route's default, at most the cap.
-    fn left(&self, parts: &Parts) -> Option<Duration> {
+    /// deadline header), else the route's default, at most the cap; and whether it is the
+    /// configuration's.
+    fn left(&self, parts: &Parts) -> Option<(Duration, bool)> {
         let headers = &parts.headers;
         let grpc = (self.grpc && spillway_tower::grpc::is_grpc(headers))
             .then(|| spillway_tower::grpc::grpc_timeout(headers))
@@ -177,16 +190,23 @@ impl RouteClaims {
             };
             spillway_tower::protect::parse_millis(value.to_str().ok()?)
         };
-        let left = grpc.or_else(header).or(self.default_deadline)?;
-        Some(self.max_deadline.map_or(left, |max| left.min(max)))
+        let (left, configured) = match grpc.or_else(header) {
+            Some(given) => (given, false),
+            None => (self.default_deadline?, true),
+        };
+        Some((
+            self.max_deadline.map_or(left, |max| left.min(max)),
+            configured,
+        ))
     }
 }
 
 /// Writes the time `left` into the head of a request being forwarded: gRPC's `grpc-timeout`
-/// (rounded down, so the upstream never believes it has more) on a gRPC call, and the
+/// (rounded down, so the upstream never believes it has more) on a gRPC call, where the proxy
+/// reads it (so that `left` is never more than the client gave), and the
 /// deadline header (whole milliseconds, rounded down) when one is configured.
 pub(crate) fn tell_upstream(headers: &mut http::HeaderMap, claim: &Claim, left: Duration) {
-    if spillway_tower::grpc::is_grpc(headers) {
+    if claim.grpc && spillway_tower::grpc::is_grpc(headers) {
         let value = spillway_tower::grpc::encode_grpc_timeout(left);
         headers.insert(spillway_tower::grpc::GRPC_TIMEOUT, value);
     }
@@ -302,10 +322,16 @@ max = \"5s\"
         assert_eq!(left(&[("x-deadline-ms", "-3")]), Some(ms(2000)));
         let both = [("x-deadline-ms", "1"), ("x-deadline-ms", "2")];
         assert_eq!(left(&both), Some(ms(2000)));
-        let years = [("content-type", "application/grpc"), ("grpc-timeout", "99999999H")];
+        let years = [
+            ("content-type", "application/grpc"),
+            ("grpc-timeout", "99999999H"),
+        ];
         let route_uncapped = RouteClaims::new(&config_uncapped(), "r", None, None, None).unwrap();
         let claim = route_uncapped.read(&parts("POST", "/x", &years), &trusted, now);
-        assert_eq!(claim.left(now), Some(Duration::from_secs(99_999_999 * 3600)));
+        assert_eq!(
+            claim.left(now),
+            Some(Duration::from_secs(99_999_999 * 3600))
+        );
         let grpc = [
             ("content-type", "application/grpc"),
             ("grpc-timeout", "100m"),
@@ -314,9 +340,12 @@ max = \"5s\"
         assert_eq!(left(&grpc), Some(ms(100)));
         let bad_grpc = [("content-type", "application/grpc"), ("grpc-timeout", "1x")];
         assert_eq!(left(&bad_grpc), Some(ms(2000)));
+        let given = route.read(&parts("POST", "/x", &grpc), &trusted, now);
+        assert!(!given.configured && given.grpc);
         let routed = RouteClaims::new(&config, "r", None, None, Some(ms(700))).unwrap();
         let claim = routed.read(&parts("GET", "/", &[]), &trusted, now);
         assert_eq!(claim.left(now), Some(ms(700)));
+        assert!(claim.configured);
         assert_eq!(claim.left(now + ms(900)), Some(Duration::ZERO));
     }
 
@@ -336,6 +365,34 @@ max = \"5s\"
         tell_upstream(&mut head.headers, &claim, Duration::from_micros(2_999_999));
         assert_eq!(head.headers["grpc-timeout"], "2999999u");
         assert_eq!(head.headers["x-deadline-ms"], "2999");
+    }
+
+    #[test]
+    fn grpc_deadlines_are_read_only_where_deadlines_are_configured() {
+        let grpc = [
+            ("content-type", "application/grpc"),
+            ("grpc-timeout", "100m"),
+        ];
+        let (trusted, now) = (TrustedProxies::default(), Instant::now());
+        let classes_only = config(&format!("{BASE}\n[criticality]\nheader = \"x-c\"\n"));
+        let route = RouteClaims::new(&classes_only, "r", None, None, None).unwrap();
+        let claim = route.read(&parts("POST", "/x", &grpc), &trusted, now);
+        assert_eq!(claim.left(now), None);
+        let own = RouteClaims::new(&classes_only, "r", None, None, Some(Duration::from_secs(2)));
+        let claim = own
+            .unwrap()
+            .read(&parts("POST", "/x", &grpc), &trusted, now);
+        assert_eq!(claim.left(now), Some(Duration::from_millis(100)));
+        let off = config(&format!(
+            "{BASE}\n[deadline]\ngrpc = false\ndefault = \"2s\"\n"
+        ));
+        let route = RouteClaims::new(&off, "r", None, None, None).unwrap();
+        let claim = route.read(&parts("POST", "/x", &grpc), &trusted, now);
+        assert_eq!(claim.left(now), Some(Duration::from_secs(2)));
+        // Not read, not rewritten: the upstream keeps the client's 100 ms.
+        let mut head = parts("POST", "/x", &grpc);
+        tell_upstream(&mut head.headers, &claim, Duration::from_secs(2));
+        assert_eq!(head.headers["grpc-timeout"], "100m");
     }
 
     #[test]

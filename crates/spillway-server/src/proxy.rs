@@ -245,11 +245,11 @@ impl Proxy {
         }
         // What it claims (criticality, tenant, deadline), read once, for the layer and the
         // forwarder.
-        let mut class = None;
+        let (mut class, mut deadline) = (None, None);
         if let Some(claims) = &route.claims {
             let (mut parts, body) = request.into_parts();
             let claim = claims.read(&parts, &table.trusted_proxies, arrived);
-            class = Some(claim.criticality);
+            (class, deadline) = (Some(claim.criticality), claim.deadline);
             parts.extensions.insert(claim);
             request = Request::from_parts(parts, body);
         }
@@ -276,12 +276,12 @@ impl Proxy {
         }
         if extensions.get::<MissingKey>().is_some() {
             metrics.count(&route.resource, "block", "missing_key");
+            if let Some(class) = class {
+                metrics.classes.refused(class, false);
+            }
             return response.map(ProxyBody::answered);
         }
         if let Some(failure) = extensions.get::<Failure>().copied() {
-            if let (Failure::Deadline, Some(class)) = (failure, class) {
-                metrics.classes.refused(class, true);
-            }
             self.failed(failure, &route.resource, peer, counters, arrived);
             return response.map(ProxyBody::answered);
         }
@@ -307,7 +307,11 @@ impl Proxy {
         }
         let (parts, body) = response.into_parts();
         let mut body = ProxyBody::upstream(body, outcome);
-        let left = table.timeout.saturating_sub(arrived.elapsed());
+        // The read-ahead waits no longer than the request has left.
+        let mut left = table.timeout.saturating_sub(arrived.elapsed());
+        if let Some(deadline) = deadline {
+            left = left.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        }
         body.read_ahead(left).await;
         Response::from_parts(parts, body)
     }
@@ -350,9 +354,15 @@ impl Proxy {
                 counters.completed(true);
                 counters.observe(arrived.elapsed());
             }
-            Failure::Deadline => {
-                tracing::debug!(%resource, "the request's deadline passed at the upstream");
+            // A deadline the configuration set is the upstream's failure; one the client
+            // gave, the client's choice.
+            Failure::Deadline { error: true } => {
+                tracing::debug!(%resource, "the route's deadline passed at the upstream");
                 counters.completed(true);
+                counters.observe(arrived.elapsed());
+            }
+            Failure::Deadline { error: false } => {
+                metrics.count(resource, "client_error", "deadline");
                 counters.observe(arrived.elapsed());
             }
         }

@@ -587,6 +587,12 @@ deadline = \"0s\"
         ],
         "{err}"
     );
+    let grpc = format!("{UPSTREAM}[deadline]\nheader = \"Grpc-Timeout\"\n");
+    assert!(
+        error(&grpc).contains("`deadline.header`: `Grpc-Timeout` is a header the proxy"),
+        "{}",
+        error(&grpc)
+    );
     let unknown = format!("{UPSTREAM}[criticality]\ndefault = \"urgent\"\n");
     assert!(
         error(&unknown).contains(

@@ -56,10 +56,15 @@ struct Harness {
 }
 
 async fn start(rules: &str) -> Harness {
+    start_with("", rules).await
+}
+
+/// As [`start`], with more `[listener]` fields.
+async fn start_with(listener: &str, rules: &str) -> Harness {
     let (release, seen) = (Arc::new(Notify::new()), Seen::default());
     let upstream = upstream(release.clone(), seen.clone()).await;
     let text = format!(
-        "[listener]\nlisten = \"127.0.0.1:0\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
+        "[listener]\nlisten = \"127.0.0.1:0\"\n{listener}\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n{rules}"
     );
     Harness {
         served: Served::start(&text).await,
@@ -239,11 +244,72 @@ async fn the_upstream_is_told_the_time_left_and_waited_for_no_longer() {
     assert_eq!(seen[0], "/x grpc-timeout=- x-deadline-ms=1500 tag=-");
     assert_eq!(seen[1], "/x grpc-timeout=250000u x-deadline-ms=250 tag=-");
     assert_eq!(seen[2], "/hold grpc-timeout=- x-deadline-ms=2000 tag=-");
-    // The `[deadline]` section gives every route's requests a claim: the drop is counted for
-    // the default class.
+    // Each was admitted (the last ran out at the upstream, not in the proxy); the route's own
+    // deadline passing is the upstream's error.
+    let metrics = h.metrics();
+    for line in [
+        "spillway_criticality_requests_total{criticality=\"critical\",outcome=\"admitted\"} 3",
+        "spillway_criticality_requests_total{criticality=\"critical\",outcome=\"deadline\"} 0",
+        "spillway_requests_total{resource=\"slow\",outcome=\"error\",reason=\"\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_the_client_gave_running_out_is_not_the_upstream_s_failure() {
+    let h = start(&format!(
+        "{DEADLINES}\n[[adaptive]]\nid = \"slow-limit\"\nresource = \"slow\"\n\
+         algorithm = {{ type = \"aimd\", initial_limit = 10, min_limit = 1 }}\n"
+    ))
+    .await;
+    let (status, body) = h.send("/hold", &[("x-deadline-ms", "300")]).await.unwrap();
+    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
+    assert_eq!(
+        body,
+        "slow blocked by deadline (critical request): observed 300 against threshold 300\n"
+    );
     let metrics = h.metrics();
     let line =
-        "spillway_criticality_requests_total{criticality=\"critical\",outcome=\"deadline\"} 1";
+        "spillway_requests_total{resource=\"slow\",outcome=\"client_error\",reason=\"deadline\"} 1";
+    assert!(metrics.contains(line), "{metrics}");
+    let line = "spillway_requests_total{resource=\"slow\",outcome=\"error\",reason=\"\"} 0";
+    assert!(metrics.contains(line), "{metrics}");
+    // No sample, no drop: the adaptive limit learned nothing from it.
+    let state = h.served.spillway.adaptive_state("slow-limit").unwrap();
+    assert_eq!((state.samples, state.limit, state.in_flight), (0, 10, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_shadow_mode_a_request_with_no_time_left_is_forwarded_and_counted() {
+    let h = start_with("shadow = true\n", DEADLINES).await;
+    let (status, body) = h.send("/x", &[("x-deadline-ms", "0")]).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(h.seen(), ["/x grpc-timeout=- x-deadline-ms=0 tag=-"]);
+    let metrics = h.metrics();
+    let line =
+        "spillway_requests_total{resource=\"api\",outcome=\"shadow_block\",reason=\"deadline\"} 1";
+    assert!(metrics.contains(line), "{metrics}");
+    assert!(
+        !metrics.contains("resource=\"api\",outcome=\"pass\",reason=\"\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_refusal_names_the_request_s_criticality() {
+    let h = start(&format!(
+        "{DEADLINES}\n[[flow]]\nid = \"no-api\"\nresource = \"api\"\ncount = 0\n"
+    ))
+    .await;
+    let (status, body) = h.send("/x", &[]).await.unwrap();
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(
+        body.starts_with("api blocked by flow rule no-api (critical request)"),
+        "{body}"
+    );
+    let metrics = h.metrics();
+    let line = "spillway_criticality_requests_total{criticality=\"critical\",outcome=\"shed\"} 1";
     assert!(metrics.contains(line), "{metrics}");
 }
 

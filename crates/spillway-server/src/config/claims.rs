@@ -13,7 +13,7 @@ use std::time::Duration;
 #[serde(deny_unknown_fields)]
 pub struct CriticalityConfig {
     /// A header that names the criticality (`sheddable`, `sheddable_plus`, `critical`,
-    /// `critical_plus`, any case, `-` or `_`): set by a gateway you trust, since a client could
+    /// `critical_plus`, in any case, with `-` or `_`): set by a gateway you trust, since a client could
     /// raise its own requests with it. Of several values the lowest counts; a value that names
     /// no criticality is ignored.
     #[serde(default)]
@@ -61,7 +61,8 @@ pub struct TenantConfig {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct DeadlineConfig {
-    /// Read a gRPC request's `grpc-timeout` (default true).
+    /// Read (and rewrite) a gRPC request's `grpc-timeout` (default true; without this section,
+    /// only on routes with their own `deadline`).
     #[serde(default = "yes")]
     pub grpc: bool,
     /// A header with the milliseconds left (1 to 12 digits; anything else is ignored).

@@ -229,6 +229,14 @@ impl<'a> Check<'a> {
             if let Some(name) = &item.header {
                 if let Err(why) = check_header(name) {
                     problem("header", why);
+                } else if RESERVED.contains(&name.to_ascii_lowercase().as_str()) {
+                    problem(
+                        "header",
+                        format!(
+                            "`{name}` is a header the proxy or HTTP gives a meaning of its own: \
+                             name one of yours (`x-deadline-ms`)"
+                        ),
+                    );
                 }
             }
             for (key, value) in [("default", item.default), ("max", item.max)] {
@@ -512,6 +520,20 @@ fn check_methods(methods: &[String]) -> Option<String> {
         }
     })
 }
+
+/// Headers `[deadline] header` may not name: the proxy writes the milliseconds left into it.
+const RESERVED: [&str; 10] = [
+    "grpc-timeout",
+    "content-type",
+    "content-length",
+    "host",
+    "transfer-encoding",
+    "connection",
+    "te",
+    "upgrade",
+    "x-forwarded-for",
+    "forwarded",
+];
 
 /// A header name the proxy can read.
 fn check_header(name: &str) -> Result<(), String> {

@@ -156,8 +156,11 @@ pub(crate) enum Failure {
     /// The upstream's: 502 (unreachable, failed mid-head), 504 (no answer in time).
     Upstream(StatusCode),
     /// The request's deadline ran out while the upstream worked on it: 504, or gRPC
-    /// `DEADLINE_EXCEEDED`.
-    Deadline,
+    /// `DEADLINE_EXCEEDED`; the upstream's error when the configuration set the deadline.
+    Deadline {
+        /// Whether it counts as the upstream's error.
+        error: bool,
+    },
 }
 
 /// Forwards `request` to `upstream` (its path appended to the upstream's), within `timeouts`.

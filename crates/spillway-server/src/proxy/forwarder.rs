@@ -17,6 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 /// A forwarded response's body: the upstream's, or the proxy's text after a failure.
 pub(crate) type ForwardBody = Either<Incoming, Full<Bytes>>;
@@ -29,16 +30,63 @@ pub(crate) struct Forwarder {
     tally: Arc<Tally>,
     /// The client connection's peer, set on the clone that serves its request.
     peer: Option<Arc<Peer>>,
+    /// Shadow mode: a request whose deadline passed is forwarded anyway, as if it had none.
+    shadow: bool,
+}
+
+/// What a request's deadline does to its forwarding.
+enum Deadline {
+    /// None: forwarded as it is.
+    None,
+    /// It passed while the request waited in the proxy: refused with this, unforwarded.
+    Passed(BlockError),
+    /// It comes before the listener's upstream timeout: answered with this if it runs out.
+    Bounds(BlockError),
 }
 
 impl Forwarder {
-    pub(crate) fn new(upstream: Arc<Upstream>, timeouts: Timeouts, tally: Arc<Tally>) -> Self {
+    pub(crate) fn new(
+        upstream: Arc<Upstream>,
+        timeouts: Timeouts,
+        tally: Arc<Tally>,
+        shadow: bool,
+    ) -> Self {
         Self {
             upstream,
             timeouts,
             tally,
             peer: None,
+            shadow,
         }
+    }
+
+    /// Applies `claim`'s deadline to `request`, about to be forwarded within `timeouts`: with
+    /// time left, the upstream is told how much, and waited for no longer.
+    fn apply(
+        &self,
+        claim: &Claim,
+        request: &mut Request<Incoming>,
+        timeouts: &mut Timeouts,
+    ) -> Deadline {
+        let now = tokio::time::Instant::now();
+        let (Some(left), Some(given)) = (claim.left(now), claim.left(claim.arrived)) else {
+            return Deadline::None;
+        };
+        let millis = |time: Duration| time.as_secs_f64() * 1e3;
+        let refusal = |observed: f64| {
+            let (resource, given) = (self.tally.resource(), millis(given));
+            BlockError::custom(BlockKind::Deadline, resource, observed, given)
+                .with_criticality(claim.criticality)
+        };
+        if left.is_zero() {
+            return Deadline::Passed(refusal(millis(now - claim.arrived)));
+        }
+        crate::claims::tell_upstream(request.headers_mut(), claim, left);
+        if left >= timeouts.upstream {
+            return Deadline::None;
+        }
+        timeouts.upstream = left;
+        Deadline::Bounds(refusal(millis(given)))
     }
 
     /// Serves requests from `peer` (named in the forwarding headers).
@@ -58,38 +106,24 @@ impl tower::Service<Request<Incoming>> for Forwarder {
 
     fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
         let mut timeouts = self.timeouts;
-        // The time its claim has left: none, and it is refused before it costs the upstream
-        // anything; else the upstream is told, and waited for no longer.
+        let mut shadowed = false;
         // What to answer if its deadline, not the listener's timeout, runs out at the upstream.
         let mut missed = None;
         if let Some(claim) = request.extensions_mut().remove::<Claim>() {
-            let now = tokio::time::Instant::now();
-            let waited = now.saturating_duration_since(claim.arrived);
-            let given = claim
-                .left(claim.arrived)
-                .map(|left| left.as_secs_f64() * 1e3);
-            let refusal = |observed: f64, threshold: f64| {
-                let resource = self.tally.resource();
-                BlockError::custom(BlockKind::Deadline, resource, observed, threshold)
-                    .with_criticality(claim.criticality)
-            };
-            match (claim.left(now), given) {
-                (Some(left), Some(given)) if left.is_zero() => {
-                    // Waited in the proxy past its deadline: refused before it costs the
-                    // upstream anything.
+            match self.apply(&claim, &mut request, &mut timeouts) {
+                Deadline::Passed(err) if self.shadow => {
+                    // Shadow mode: counted and logged, forwarded as if it had no deadline.
+                    self.tally.shadowed(err.kind().as_str(), &err.to_string());
+                    shadowed = true;
+                }
+                Deadline::Passed(err) => {
                     let grpc = spillway_tower::grpc::is_grpc(request.headers());
-                    let err = refusal(waited.as_secs_f64() * 1e3, given);
                     return Box::pin(std::future::ready(Ok(no_time_left(err, grpc))));
                 }
-                (Some(left), Some(given)) => {
-                    if left < timeouts.upstream {
-                        missed = Some(refusal(given, given));
-                    }
-                    timeouts.upstream = timeouts.upstream.min(left);
-                    crate::claims::tell_upstream(request.headers_mut(), &claim, left);
-                }
-                _ => {}
+                Deadline::Bounds(err) => missed = Some((err, claim.configured)),
+                Deadline::None => {}
             }
+            let waited = tokio::time::Instant::now().saturating_duration_since(claim.arrived);
             self.tally.admitted_class(claim.criticality, waited);
         }
         // Admitted: a pass, unless only shadow mode let it through.
@@ -99,7 +133,7 @@ impl tower::Service<Request<Incoming>> for Forwarder {
         } else if let Some(ShadowRefusal { rule }) = extensions.get::<ShadowRefusal>() {
             let kind = spillway::BlockKind::Flow.as_str();
             self.tally.shadowed(kind, &format!("shadow rule {rule}"));
-        } else {
+        } else if !shadowed {
             self.tally.passed();
         }
         let (upstream, peer) = (Arc::clone(&self.upstream), self.peer.clone());
@@ -117,8 +151,8 @@ impl tower::Service<Request<Incoming>> for Forwarder {
                 ) {
                     (Ok(response), _) => response.map(Either::Left),
                     // Its deadline, not the listener's timeout, ran out.
-                    (Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)), Some(err)) => {
-                        ran_out(err, grpc)
+                    (Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)), Some((err, drop))) => {
+                        ran_out(err, grpc, *drop)
                     }
                     (Err(failure), _) => failed(failure),
                 },
@@ -139,13 +173,22 @@ fn no_time_left(err: BlockError, grpc: bool) -> Response<ForwardBody> {
 }
 
 /// The answer to a request whose deadline ran out while the upstream worked on it (`err` says
-/// which and how long it had): gRPC `DEADLINE_EXCEEDED` to a gRPC call, else 504; a drop, to
-/// an adaptive limit (the upstream was too slow for it).
-fn ran_out(err: &BlockError, grpc: bool) -> Response<ForwardBody> {
+/// which and how long it had): gRPC `DEADLINE_EXCEEDED` to a gRPC call, else 504. For a
+/// deadline the configuration set (`drop`), a drop to an adaptive limit and an error (the
+/// upstream was too slow for the operator's deadline); for one the client gave, nobody's
+/// verdict (a client could otherwise make a healthy upstream fail with tiny deadlines).
+fn ran_out(err: &BlockError, grpc: bool, drop: bool) -> Response<ForwardBody> {
     let (parts, body) = spillway_tower::protect::deadline_exceeded(err, grpc).into_parts();
     let mut response = Response::from_parts(parts, Either::Right(Full::new(body)));
-    response.extensions_mut().insert(Verdict::Dropped);
-    response.extensions_mut().insert(Failure::Deadline);
+    let verdict = if drop {
+        Verdict::Dropped
+    } else {
+        Verdict::Abandoned
+    };
+    response.extensions_mut().insert(verdict);
+    response
+        .extensions_mut()
+        .insert(Failure::Deadline { error: drop });
     response
 }
 
@@ -168,10 +211,14 @@ fn failed(failure: Failure) -> Response<ForwardBody> {
         // The client's body stalled, ran past the cap, was malformed or cut short: the
         // client's fault, never the upstream's.
         Failure::Client(fault) => (fault.status(), fault.message(), Verdict::Abandoned),
-        Failure::Deadline => (
+        Failure::Deadline { error } => (
             StatusCode::GATEWAY_TIMEOUT,
             "the request's deadline passed before the upstream answered\n",
-            Verdict::Dropped,
+            if error {
+                Verdict::Dropped
+            } else {
+                Verdict::Abandoned
+            },
         ),
         Failure::Upstream(status) => (
             status,

@@ -3,6 +3,7 @@
 //! here never counts as a pass. The places taken are held by the response body until it ends.
 
 use super::tally::Tally;
+use crate::claims::Claim;
 use crate::cluster::ClusterLimits;
 use bytes::Bytes;
 use futures_util::future::{Either, MapOk};
@@ -40,9 +41,10 @@ impl Default for Dubbo {
     }
 }
 
-/// Builds the response of a request a limit refused, from the refusal and the request's
-/// headers.
-pub(crate) type RefusalFn = dyn Fn(&BlockError, &HeaderMap) -> Response<Bytes> + Send + Sync;
+/// Builds the response of a request a limit refused, from the refusal, the request's headers
+/// and what it claims (the refusal names its criticality).
+pub(crate) type RefusalFn =
+    dyn Fn(&BlockError, &HeaderMap, Option<&Claim>) -> Response<Bytes> + Send + Sync;
 
 /// One route's limits.
 pub(crate) struct RouteLimits {
@@ -93,35 +95,39 @@ impl RouteLimits {
     async fn check(
         &self,
         headers: &HeaderMap,
+        claim: Option<&Claim>,
         permits: &mut Permits,
     ) -> Result<(), Box<Response<Bytes>>> {
         let dubbo = &self.dubbo;
         let resource = &self.resource;
         if let Some(tps) = self.tps {
             if let Err(err) = dubbo.tps.try_acquire(resource, tps) {
-                self.refused(err, headers)?;
+                self.refused(err, headers, claim)?;
             }
         }
         if let Some(max) = self.executes {
             match dubbo.executes.try_acquire(resource, max) {
                 Ok(permit) => permits.execute = Some(permit),
-                Err(err) => self.refused(err, headers)?,
+                Err(err) => self.refused(err, headers, claim)?,
             }
         }
         if let Some((max, timeout)) = self.actives {
+            // A request waits for a place no longer than it has left.
+            let left = claim.and_then(|claim| claim.left(tokio::time::Instant::now()));
+            let timeout = left.map_or(timeout, |left| timeout.min(left));
             let permit = match dubbo.actives.key(resource) {
                 Ok(key) => spillway_tower::acquire_active(&key, max, timeout).await,
                 Err(err) => Err(err),
             };
             match permit {
                 Ok(permit) => permits.active = Some(permit),
-                Err(err) => self.refused(err, headers)?,
+                Err(err) => self.refused(err, headers, claim)?,
             }
         }
         if let Some(strict) = self.cluster.strict_for(resource) {
             for rule in strict.iter() {
                 if let Err(err) = rule.check(resource).await {
-                    self.refused(err, headers)?;
+                    self.refused(err, headers, claim)?;
                 }
             }
         }
@@ -130,7 +136,12 @@ impl RouteLimits {
 
     /// A refusal: counted as a block on the resource, as a rule's is; answered, marked with
     /// it; or in shadow mode, counted and logged only.
-    fn refused(&self, err: BlockError, headers: &HeaderMap) -> Result<(), Box<Response<Bytes>>> {
+    fn refused(
+        &self,
+        err: BlockError,
+        headers: &HeaderMap,
+        claim: Option<&Claim>,
+    ) -> Result<(), Box<Response<Bytes>>> {
         if let Ok(handle) = self.spillway.resource(&self.resource) {
             handle.record_block(1);
         }
@@ -138,7 +149,7 @@ impl RouteLimits {
             self.tally.shadowed(err.kind().as_str(), &err.to_string());
             return Ok(());
         }
-        let mut response = (self.refusal)(&err, headers);
+        let mut response = (self.refusal)(&err, headers, claim);
         response.extensions_mut().insert(Blocked(err));
         Err(Box::new(response))
     }
@@ -196,7 +207,8 @@ where
         let limits = Arc::clone(&self.limits);
         Either::Right(Box::pin(async move {
             let mut permits = Permits::default();
-            if let Err(refusal) = limits.check(request.headers(), &mut permits).await {
+            let claim = request.extensions().get::<Claim>();
+            if let Err(refusal) = limits.check(request.headers(), claim, &mut permits).await {
                 return Ok((*refusal).map(LimitsBody::text));
             }
             let response = service.oneshot(request).await?;

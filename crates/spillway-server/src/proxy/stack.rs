@@ -83,8 +83,13 @@ pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
     };
     let (configured, spillway) = (spec.blocked, shared.spillway.clone());
     let refusal = Arc::new(
-        move |err: &spillway::BlockError, headers: &http::HeaderMap| {
+        move |err: &spillway::BlockError, headers: &http::HeaderMap, claim: Option<&Claim>| {
             let grpc = spillway_tower::grpc::is_grpc(headers);
+            // The refusal names the request's criticality, where it claims one.
+            let named = claim
+                .filter(|_| err.criticality().is_none())
+                .map(|claim| err.clone().with_criticality(claim.criticality));
+            let err = named.as_ref().unwrap_or(err);
             super::refusal::blocked(&spillway, err, configured.as_ref(), grpc)
         },
     );
@@ -93,7 +98,9 @@ pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
         .fixed_resource(spec.resource)
         .shadow(spec.shadow)
         .ratelimit_on_admitted(admitted)
-        .on_blocked(move |err, parts, _| on_blocked(err, &parts.headers));
+        .on_blocked(move |err, parts, _| {
+            on_blocked(err, &parts.headers, parts.extensions.get::<Claim>())
+        });
     if let Some(name) = shared.origin_header.clone() {
         layer = layer.origin(move |parts| {
             let value = parts.headers.get(&name)?;
@@ -112,7 +119,12 @@ pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
             .tenant(move |parts| claim(parts)?.tenant.clone())
             .deadline(move |parts| claim(parts)?.left(tokio::time::Instant::now()));
     }
-    let forwarder = Forwarder::new(spec.upstream, spec.timeouts, Arc::clone(&tally));
+    let forwarder = Forwarder::new(
+        spec.upstream,
+        spec.timeouts,
+        Arc::clone(&tally),
+        spec.shadow,
+    );
     let limits = RouteLimits {
         resource: spec.resource.to_owned(),
         tps: spec.tps,
