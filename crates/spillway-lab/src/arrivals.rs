@@ -3,6 +3,7 @@
 //! parameters, see the same requests at the same times.
 
 use crate::draws::WorkDistribution;
+use crate::mix::{Claim, Mix};
 use crate::params::{LabError, LabParams};
 use crate::record::nanos;
 use crate::scenario::Scenario;
@@ -33,6 +34,8 @@ pub struct Arrival {
     pub at: Duration,
     /// How long it holds a worker.
     pub work: Duration,
+    /// What it claims (a scenario without a [`Mix`](crate::mix::Mix): the default).
+    pub claim: Claim,
 }
 
 /// The new requests of a scenario: at `load x capacity` a second as [`Scenario::load_at`] says,
@@ -71,6 +74,9 @@ pub struct Arrivals {
     spacing: Spacing,
     rng: ChaCha8Rng,
     work: WorkDistribution,
+    /// The claims' own stream, for a scenario with a mix (so that its times and work are a
+    /// sweep's).
+    claims: Option<(Mix, ChaCha8Rng)>,
     /// The next arrival in ns, if it comes before the end.
     next: Option<u64>,
     end: u64,
@@ -88,7 +94,13 @@ impl Arrivals {
         scenario.validate()?;
         let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
         rng.set_stream(ARRIVAL_STREAM);
+        let claims = scenario.mix().map(|mix| {
+            let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
+            rng.set_stream(crate::mix::CLAIM_STREAM);
+            (mix, rng)
+        });
         let mut arrivals = Self {
+            claims,
             scenario,
             capacity: params.capacity(),
             spacing,
@@ -134,9 +146,14 @@ impl Iterator for Arrivals {
             }
             Spacing::Poisson => self.draw_after(at),
         };
+        let claim = match &mut self.claims {
+            Some((mix, rng)) => mix.draw(rng),
+            None => Claim::default(),
+        };
         Some(Arrival {
             at: Duration::from_nanos(at),
             work: Duration::from_nanos(work),
+            claim,
         })
     }
 }

@@ -25,6 +25,8 @@ mod events;
 mod lab;
 mod load_average;
 pub mod matrix;
+pub mod mix;
+pub mod mix_report;
 mod params;
 pub mod plot;
 pub mod measure {
@@ -46,6 +48,43 @@ pub use params::{LabError, LabParams, RetryPolicy, ServiceTime};
 pub use record::{Counts, RunResult, SeriesPoint};
 pub use scenario::{Scenario, LONG_RUN_LOADS, LONG_RUN_STEP, SWEEP_LOADS};
 pub use strategy::{Strategy, RESOURCE, SENTINEL_LOAD_PER_CORE};
+
+/// Runs `strategy` in a `scenario` whose requests claim something ([`Scenario::Mix`]) and
+/// measures it, each group of its requests (a criticality, a tenant) apart.
+///
+/// # Errors
+///
+/// A [`LabError`] if a parameter or the scenario's load cannot be simulated, or the scenario
+/// has no mix.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_lab::mix::Mix;
+/// use spillway_lab::{simulate_mix, LabParams, Scenario, Strategy};
+/// use std::time::Duration;
+///
+/// let params = LabParams { measure: Duration::from_secs(2), ..LabParams::default().quick() };
+/// let scenario = Scenario::Mix { load: 3.0, mix: Mix::Criticality };
+/// let run = simulate_mix(&params, scenario, Strategy::Classes)?;
+/// let critical = &run.groups[0];
+/// assert_eq!(critical.group, "critical_plus");
+/// assert!(critical.served > 0.99, "{critical:?}");
+/// # Ok::<(), spillway_lab::LabError>(())
+/// ```
+pub fn simulate_mix(
+    params: &LabParams,
+    scenario: Scenario,
+    strategy: Strategy,
+) -> Result<mix::MixResult, LabError> {
+    if scenario.mix().is_none() {
+        return Err(LabError::new(
+            "scenario",
+            format!("{scenario} has no mix of claims"),
+        ));
+    }
+    Ok(sim::Run::new(params, scenario, strategy)?.run_mix())
+}
 
 /// Runs `strategy` in `scenario` and measures it.
 ///

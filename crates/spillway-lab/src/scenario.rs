@@ -1,5 +1,6 @@
 //! The situations the lab puts a service in: a steady load, a spike, a downstream slowdown.
 
+use crate::mix::Mix;
 use crate::params::{LabError, LabParams};
 use std::fmt;
 use std::time::Duration;
@@ -44,6 +45,14 @@ pub enum Scenario {
     /// capacity, so a protection should refuse nothing, at start-up or later. Measured from the
     /// start.
     LongRun,
+    /// A steady Poisson load at `load x capacity`, as a sweep, of requests that claim a
+    /// criticality, a tenant or a deadline as `mix` draws them.
+    Mix {
+        /// The offered load as a multiple of capacity.
+        load: f64,
+        /// Who sends the requests, and what they claim.
+        mix: Mix,
+    },
 }
 
 impl Scenario {
@@ -54,15 +63,25 @@ impl Scenario {
             Scenario::Spike { .. } => "spike",
             Scenario::Slowdown { .. } => "slowdown",
             Scenario::LongRun => "long_run",
+            Scenario::Mix { mix, .. } => mix.name(),
+        }
+    }
+
+    /// Who sends its requests, for a scenario whose requests claim something.
+    pub fn mix(&self) -> Option<Mix> {
+        match *self {
+            Scenario::Mix { mix, .. } => Some(mix),
+            _ => None,
         }
     }
 
     /// The (base) offered load as a multiple of capacity; the long run's highest.
     pub fn load(&self) -> f64 {
         match *self {
-            Scenario::Sweep { load } | Scenario::Spike { load } | Scenario::Slowdown { load } => {
-                load
-            }
+            Scenario::Sweep { load }
+            | Scenario::Spike { load }
+            | Scenario::Slowdown { load }
+            | Scenario::Mix { load, .. } => load,
             Scenario::LongRun => LONG_RUN_LOADS[LONG_RUN_LOADS.len() - 1],
         }
     }
@@ -87,7 +106,7 @@ impl Scenario {
     /// a spike, a slowdown or the long run.
     pub fn measure_from(&self, params: &LabParams) -> Duration {
         match self {
-            Scenario::Sweep { .. } => params.warm_up,
+            Scenario::Sweep { .. } | Scenario::Mix { .. } => params.warm_up,
             Scenario::Spike { .. } | Scenario::Slowdown { .. } | Scenario::LongRun => {
                 Duration::ZERO
             }
@@ -97,7 +116,7 @@ impl Scenario {
     /// When clients stop sending new requests (from the start of the run).
     pub fn arrivals_end(&self, params: &LabParams) -> Duration {
         match self {
-            Scenario::Sweep { .. } => params.warm_up + params.measure,
+            Scenario::Sweep { .. } | Scenario::Mix { .. } => params.warm_up + params.measure,
             Scenario::Spike { .. } | Scenario::Slowdown { .. } => BEFORE + TRIGGER + AFTER,
             Scenario::LongRun => LONG_RUN_STEP * LONG_RUN_LOADS.len() as u32,
         }
@@ -106,7 +125,7 @@ impl Scenario {
     /// The trigger's start and end, for a spike or a slowdown.
     pub fn trigger(&self) -> Option<(Duration, Duration)> {
         match self {
-            Scenario::Sweep { .. } | Scenario::LongRun => None,
+            Scenario::Sweep { .. } | Scenario::LongRun | Scenario::Mix { .. } => None,
             Scenario::Spike { .. } | Scenario::Slowdown { .. } => Some((BEFORE, BEFORE + TRIGGER)),
         }
     }
@@ -123,7 +142,9 @@ impl Scenario {
                     (load, None)
                 }
             }
-            Scenario::Sweep { load } | Scenario::Slowdown { load } => (load, None),
+            Scenario::Sweep { load } | Scenario::Slowdown { load } | Scenario::Mix { load, .. } => {
+                (load, None)
+            }
             Scenario::LongRun => {
                 let step = (at.as_nanos() / LONG_RUN_STEP.as_nanos()) as usize;
                 let step = step.min(LONG_RUN_LOADS.len() - 1);
@@ -158,6 +179,7 @@ impl fmt::Display for Scenario {
                 f,
                 "long run from a cold start: {LONG_RUN_LOADS:?}x, {LONG_RUN_STEP:?} each"
             ),
+            Scenario::Mix { load, mix } => write!(f, "{} at {load}x", mix.name()),
         }
     }
 }

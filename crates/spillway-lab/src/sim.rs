@@ -8,8 +8,11 @@
 use crate::arrivals::{Arrival, Arrivals, Spacing};
 use crate::events::{Agenda, Event};
 use crate::load_average::{LoadAverage, LOAD_PERIOD_NANOS};
+use crate::mix::{group_name, Claim, GroupResult, Mix, MixResult};
 use crate::params::{LabError, LabParams, RetryPolicy};
-use crate::record::{nanos, AttemptRecord, Outcome, RunRecord, RunResult, Tick, BUCKET_NANOS};
+use crate::record::{
+    nanos, quantile, AttemptRecord, Outcome, RunRecord, RunResult, Tick, BUCKET_NANOS,
+};
 use crate::scenario::Scenario;
 use crate::strategy::{Protection, Strategy, SENTINEL_LOAD_PER_CORE};
 use rand::{Rng, SeedableRng};
@@ -33,6 +36,8 @@ struct Request {
     work: u64,
     /// Attempts sent so far.
     attempts: u32,
+    /// What it claims.
+    claim: Claim,
 }
 
 /// An attempt, and the request it belongs to.
@@ -57,10 +62,11 @@ pub(crate) struct Run<'p> {
     jitter: ChaCha8Rng,
     requests: Vec<Request>,
     attempts: Vec<Attempt>,
-    /// Admitted attempts waiting for a worker, in order.
-    queue: VecDeque<(u32, OwnedEntry)>,
+    /// Admitted attempts waiting for a worker, in order (a static split's admission over the
+    /// limit holds no entry).
+    queue: VecDeque<(u32, Option<OwnedEntry>)>,
     /// What each worker holds.
-    workers: Vec<Option<(u32, OwnedEntry)>>,
+    workers: Vec<Option<(u32, Option<OwnedEntry>)>>,
     idle: Vec<u32>,
     /// Paced admissions, by attempt.
     paced: Vec<(u32, OwnedPending)>,
@@ -71,6 +77,12 @@ pub(crate) struct Run<'p> {
     load: LoadAverage,
     ticks: Vec<Tick>,
     arrivals_end: u64,
+    /// Each attempt's client's timeout: the scenario's deadline, if it has one.
+    client_timeout: u64,
+    /// A static split's places held by each group now, and its shares.
+    split: Option<(Vec<u32>, Vec<f64>)>,
+    /// Attempts whose work started after their client gave up.
+    wasted: u64,
 }
 
 impl<'p> Run<'p> {
@@ -108,11 +120,104 @@ impl<'p> Run<'p> {
             load: LoadAverage::default(),
             ticks: Vec::new(),
             arrivals_end: nanos(scenario.arrivals_end(params)),
+            client_timeout: nanos(
+                scenario
+                    .mix()
+                    .and_then(Mix::deadline)
+                    .unwrap_or(params.client_timeout),
+            ),
+            split: match (strategy, scenario.mix()) {
+                (Strategy::StaticSplit, Some(mix)) => {
+                    let shares = Strategy::split_shares(mix);
+                    Some((vec![0; shares.len()], shares))
+                }
+                _ => None,
+            },
+            wasted: 0,
         })
     }
 
     /// Runs until every client has its final answer, and measures.
     pub(crate) fn run(mut self) -> RunResult {
+        let end = self.drive();
+        self.summarize(end)
+    }
+
+    /// Runs until every client has its final answer, and measures, group by group.
+    pub(crate) fn run_mix(mut self) -> MixResult {
+        let end = self.drive();
+        let run = self.summarize(end);
+        let mix = self.scenario.mix().unwrap_or(Mix::Deadlines);
+        let from = nanos(self.scenario.measure_from(self.params));
+        let names: Vec<String> = mix.shares().into_iter().map(|(name, _)| name).collect();
+        let mut offered = vec![0_u64; names.len()];
+        let mut answered = vec![0_u64; names.len()];
+        let mut latencies = vec![Vec::new(); names.len()];
+        let group = |claim| names.iter().position(|n| *n == group_name(mix, claim));
+        // Each request by its first attempt: sent in the measured interval, answered on any.
+        let mut counted = vec![false; self.requests.len()];
+        let mut done = vec![false; self.requests.len()];
+        for attempt in &self.attempts {
+            let request = attempt.request as usize;
+            let Some(g) = group(self.requests[request].claim) else {
+                continue;
+            };
+            let record = attempt.record;
+            if record.first {
+                counted[request] = (from..self.arrivals_end).contains(&record.sent);
+                offered[g] += u64::from(counted[request]);
+            }
+            if !counted[request] {
+                continue;
+            }
+            if record.outcome == Some(Outcome::Answered) && !done[request] {
+                done[request] = true;
+                answered[g] += 1;
+            }
+            if record.admitted {
+                latencies[g].push(record.ended.unwrap_or(end).saturating_sub(record.sent));
+            }
+        }
+        let seconds = (self.arrivals_end - from) as f64 / 1e9;
+        let groups = names
+            .into_iter()
+            .enumerate()
+            .map(|(g, name)| {
+                latencies[g].sort_unstable();
+                GroupResult {
+                    group: name,
+                    offered: offered[g],
+                    answered: answered[g],
+                    served: answered[g] as f64 / offered[g].max(1) as f64,
+                    goodput: answered[g] as f64 / seconds / self.params.capacity(),
+                    p99_ms: quantile(&latencies[g], 0.99) as f64 / 1e6,
+                }
+            })
+            .collect();
+        MixResult {
+            run,
+            groups,
+            wasted: self.wasted,
+        }
+    }
+
+    /// The run's numbers, all requests together.
+    fn summarize(&self, end: u64) -> RunResult {
+        let attempts: Vec<AttemptRecord> = self.attempts.iter().map(|a| a.record).collect();
+        RunRecord {
+            params: self.params,
+            scenario: self.scenario,
+            strategy: self.strategy,
+            attempts: &attempts,
+            ticks: &self.ticks,
+            end,
+            skipped: 0,
+        }
+        .summarize()
+    }
+
+    /// Plays every event until every client has its final answer: when the last happened.
+    fn drive(&mut self) -> u64 {
         self.schedule_arrival();
         self.agenda.schedule(0, Event::Tick);
         let mut end = 0;
@@ -132,17 +237,7 @@ impl<'p> Run<'p> {
                 Event::Tick => self.tick(at),
             }
         }
-        let attempts: Vec<AttemptRecord> = self.attempts.iter().map(|a| a.record).collect();
-        RunRecord {
-            params: self.params,
-            scenario: self.scenario,
-            strategy: self.strategy,
-            attempts: &attempts,
-            ticks: &self.ticks,
-            end,
-            skipped: 0,
-        }
-        .summarize()
+        end
     }
 
     /// Schedules the next request's arrival, if one comes.
@@ -155,8 +250,15 @@ impl<'p> Run<'p> {
 
     fn arrive(&mut self, at: u64) {
         let work = self.next_arrival.map_or(0, |arrival| nanos(arrival.work));
+        let claim = self
+            .next_arrival
+            .map_or_else(Claim::default, |arrival| arrival.claim);
         let request = u32::try_from(self.requests.len()).unwrap_or(u32::MAX);
-        self.requests.push(Request { work, attempts: 0 });
+        self.requests.push(Request {
+            work,
+            attempts: 0,
+            claim,
+        });
         self.open_requests += 1;
         self.send(at, request);
         self.schedule_arrival();
@@ -166,7 +268,15 @@ impl<'p> Run<'p> {
         let attempt = u32::try_from(self.attempts.len()).unwrap_or(u32::MAX);
         self.requests[request as usize].attempts += 1;
         let first = self.requests[request as usize].attempts == 1;
-        let admission = self.protection.resource.entry().inbound().try_enter_owned();
+        let claim = self.requests[request as usize].claim;
+        let mut entry = self.protection.resource.entry().inbound();
+        if self.strategy == Strategy::Classes {
+            entry = entry.criticality(claim.class).tenant(&claim.tenant);
+            if let Some(deadline) = self.scenario.mix().and_then(Mix::deadline) {
+                entry = entry.deadline(deadline);
+            }
+        }
+        let admission = entry.try_enter_owned();
         let mut record = Attempt {
             request,
             record: AttemptRecord {
@@ -177,11 +287,20 @@ impl<'p> Run<'p> {
                 ended: None,
             },
         };
+        let over_limit = admission.is_err() && self.split_admits(claim);
         match admission {
             Ok(OwnedAdmission::Ready(entry)) => {
                 record.record.admitted = true;
                 self.attempts.push(record);
-                self.start_or_queue(at, attempt, entry);
+                self.split_take(claim);
+                self.start_or_queue(at, attempt, Some(entry));
+            }
+            // A static split admits a request of a group under its share over the limit.
+            Err(_) if over_limit => {
+                record.record.admitted = true;
+                self.attempts.push(record);
+                self.split_take(claim);
+                self.start_or_queue(at, attempt, None);
             }
             Ok(OwnedAdmission::Queued(pending)) => {
                 record.record.admitted = true;
@@ -208,10 +327,44 @@ impl<'p> Run<'p> {
                 return;
             }
         }
-        self.agenda.schedule(
-            at + nanos(self.params.client_timeout),
-            Event::Timeout { attempt },
-        );
+        self.agenda
+            .schedule(at + self.client_timeout, Event::Timeout { attempt });
+    }
+
+    /// The group of `claim` in a static split, if the run has one.
+    fn split_group(&self, claim: Claim) -> Option<usize> {
+        let mix = self.scenario.mix()?;
+        let name = group_name(mix, claim);
+        mix.shares().iter().position(|(group, _)| *group == name)
+    }
+
+    /// Whether a static split admits a request of `claim` over the limit: its group holds
+    /// fewer than `max(1, ceil(limit x share))` places.
+    fn split_admits(&self, claim: Claim) -> bool {
+        let (Some((busy, shares)), Some(group)) = (&self.split, self.split_group(claim)) else {
+            return false;
+        };
+        let limit = self.limit().unwrap_or(1.0);
+        let share = (limit * shares[group]).ceil().max(1.0);
+        f64::from(busy[group]) < share
+    }
+
+    /// A static split's group of `claim` takes a place.
+    fn split_take(&mut self, claim: Claim) {
+        if let Some(group) = self.split_group(claim) {
+            if let Some((busy, _)) = &mut self.split {
+                busy[group] += 1;
+            }
+        }
+    }
+
+    /// A static split's group of `claim` gives a place back.
+    fn split_give_back(&mut self, claim: Claim) {
+        if let Some(group) = self.split_group(claim) {
+            if let Some((busy, _)) = &mut self.split {
+                busy[group] = busy[group].saturating_sub(1);
+            }
+        }
     }
 
     fn admit_paced(&mut self, at: u64, attempt: u32) {
@@ -219,7 +372,7 @@ impl<'p> Run<'p> {
             return; // its client left, and the slot was given back
         };
         let (_, pending) = self.paced.swap_remove(index);
-        self.start_or_queue(at, attempt, pending.enter());
+        self.start_or_queue(at, attempt, Some(pending.enter()));
     }
 
     /// Admits every waiting attempt a freed place was handed to.
@@ -238,7 +391,7 @@ impl<'p> Run<'p> {
             Err(waiting.give_up())
         };
         match admission {
-            Ok(OwnedAdmission::Ready(entry)) => self.start_or_queue(at, attempt, entry),
+            Ok(OwnedAdmission::Ready(entry)) => self.start_or_queue(at, attempt, Some(entry)),
             // Nothing after the adaptive limit paces or waits again in the lab's strategies.
             Ok(_) | Err(_) => {
                 let Attempt { request, record } = &mut self.attempts[attempt as usize];
@@ -261,15 +414,18 @@ impl<'p> Run<'p> {
         self.admit_granted(at);
     }
 
-    fn start_or_queue(&mut self, at: u64, attempt: u32, entry: OwnedEntry) {
+    fn start_or_queue(&mut self, at: u64, attempt: u32, entry: Option<OwnedEntry>) {
         match self.idle.pop() {
             Some(worker) => self.start(at, worker, attempt, entry),
             None => self.queue.push_back((attempt, entry)),
         }
     }
 
-    fn start(&mut self, at: u64, worker: u32, attempt: u32, entry: OwnedEntry) {
+    fn start(&mut self, at: u64, worker: u32, attempt: u32, entry: Option<OwnedEntry>) {
         let request = self.attempts[attempt as usize].request as usize;
+        if self.attempts[attempt as usize].record.outcome == Some(Outcome::TimedOut) {
+            self.wasted += 1;
+        }
         let factor = self.scenario.slowdown_at(Duration::from_nanos(at));
         let work = (self.requests[request].work as f64 * factor) as u64;
         self.workers[worker as usize] = Some((attempt, entry));
@@ -281,6 +437,8 @@ impl<'p> Run<'p> {
             return;
         };
         drop(entry); // spillway records the RT and the exit at `at`, and hands its place on
+        let request = self.attempts[attempt as usize].request as usize;
+        self.split_give_back(self.requests[request].claim);
         self.admit_granted(at);
         let record = &mut self.attempts[attempt as usize].record;
         record.ended = Some(at);

@@ -58,6 +58,19 @@ pub enum Strategy {
     /// with its defaults: the BBR check's `max rate x RT`, with a robust RT and BBR's gain
     /// cycle.
     BbrProbe,
+    /// The recommended adaptive limit (Envoy's gradient controller) with the parameters' queue
+    /// (else [`AdaptiveQueue::default`](spillway::adaptive::AdaptiveQueue): 100 places, 100 ms,
+    /// oldest first) that ignores what requests claim: spillway before criticality.
+    NoClasses,
+    /// Netflix's partitioned limiter with fixed shares ([`Strategy::split_shares`]) on the
+    /// recommended adaptive limit, no queue: below the limit any request is admitted; at it, a
+    /// request is admitted while its group holds fewer than `max(1, ceil(limit x share))`
+    /// places, over the limit. (Netflix's limiter gives the algorithm those calls' samples too;
+    /// the lab's do not reach it.)
+    StaticSplit,
+    /// The recommended adaptive limit with the same queue, reading each request's criticality,
+    /// tenant and deadline: the most critical first, tenants in turn, deadlines kept.
+    Classes,
 }
 
 impl Strategy {
@@ -86,10 +99,30 @@ impl Strategy {
         Strategy::EnvoyGradient,
     ];
 
+    /// The strategies the scenarios with claims compare ([`Mix`](crate::mix::Mix)).
+    pub const CLASSES: [Strategy; 3] = [
+        Strategy::NoClasses,
+        Strategy::StaticSplit,
+        Strategy::Classes,
+    ];
+
+    /// The fixed share of the limit each group of `mix` keeps under [`Strategy::StaticSplit`],
+    /// in [`Mix::shares`](crate::mix::Mix::shares)' order: by class 0.5 (critical plus), 0.4
+    /// (critical), 0.1 (sheddable); a tenth to each tenant; the whole to one group.
+    pub fn split_shares(mix: crate::mix::Mix) -> Vec<f64> {
+        match mix {
+            crate::mix::Mix::Criticality => vec![0.5, 0.4, 0.1],
+            crate::mix::Mix::NoisyTenant => {
+                vec![1.0 / f64::from(crate::mix::NOISY_TENANTS); crate::mix::NOISY_TENANTS.into()]
+            }
+            crate::mix::Mix::Deadlines => vec![1.0],
+        }
+    }
+
     /// Whether the `spillway` binary's configuration file can express this strategy (the
-    /// loopback lab runs only those): every one can.
+    /// loopback lab runs only those): every one but the static split.
     pub fn in_binary(&self) -> bool {
-        true
+        *self != Strategy::StaticSplit
     }
 
     /// Whether this is an adaptive concurrency limit ([`spillway::adaptive`]).
@@ -101,6 +134,9 @@ impl Strategy {
                 | Strategy::Aimd
                 | Strategy::EnvoyGradient
                 | Strategy::BbrProbe
+                | Strategy::NoClasses
+                | Strategy::StaticSplit
+                | Strategy::Classes
         )
     }
 
@@ -123,6 +159,15 @@ impl Strategy {
                 AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig::default())
             }
             Strategy::BbrProbe => AdaptiveAlgorithm::Bbr(BbrConfig::default()),
+            Strategy::NoClasses | Strategy::Classes => {
+                let algorithm = AdaptiveRule::recommended().algorithm;
+                let rule = AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1);
+                return Some(rule.with_queue(params.adaptive_queue.unwrap_or_default()));
+            }
+            Strategy::StaticSplit => {
+                let algorithm = AdaptiveRule::recommended().algorithm;
+                return Some(AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1));
+            }
             _ => return None,
         };
         let rule = AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1);
@@ -146,12 +191,15 @@ impl Strategy {
             Strategy::Aimd => "aimd",
             Strategy::EnvoyGradient => "envoy_gradient",
             Strategy::BbrProbe => "bbr_probe",
+            Strategy::NoClasses => "no_classes",
+            Strategy::StaticSplit => "static_split",
+            Strategy::Classes => "classes",
         }
     }
 
     /// Parses a [`name`](Self::name).
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.name() == name)
+        (Self::ALL.into_iter().chain(Self::CLASSES)).find(|s| s.name() == name)
     }
 
     /// What it is, with its settings for `params`, in a few words.
@@ -180,6 +228,18 @@ impl Strategy {
             }
             Strategy::BbrBucketAverage => {
                 "system rule: BBR on every entry, min RT as the calmest second's mean over 10 s"
+                    .into()
+            }
+            Strategy::NoClasses => {
+                "adaptive: Envoy's gradient controller and a queue, claims ignored".into()
+            }
+            Strategy::StaticSplit => {
+                "adaptive: Envoy's gradient controller split in fixed shares (Netflix's partitions)"
+                    .into()
+            }
+            Strategy::Classes => {
+                "adaptive: Envoy's gradient controller and a queue by criticality, tenant and \
+                 deadline"
                     .into()
             }
         }

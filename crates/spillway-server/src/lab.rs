@@ -5,7 +5,9 @@
 //! - `spillway lab` runs the full simulated lab (exponential and log-normal service times) and the
 //!   real lab on loopback, then writes `docs/overload.md` and its plots;
 //! - `spillway lab --matrix` prints the simulated shape matrix, and `--matrix --loopback` runs
-//!   it through the real proxy on loopback beside its simulated twin.
+//!   it through the real proxy on loopback beside its simulated twin;
+//! - `spillway lab --mix` prints the tables of the scenarios whose requests claim a
+//!   criticality, a tenant or a deadline.
 
 mod docs;
 pub mod loopback;
@@ -87,6 +89,13 @@ pub struct LabArgs {
     /// `--distribution`, `--sigma`, `--slow-share`, `--slow-factor`) are ignored.
     #[arg(long)]
     pub matrix: bool,
+    /// The scenarios with claims only (mixed criticality, a noisy tenant, deadlines), each at
+    /// 0.5x to 10x with and without classes and with a static split of the limit, simulated
+    /// in the short mode; prints docs/overload.md's tables of them (or JSON) and draws their
+    /// plot, `<docs>/overload/sim-mix.svg`. Their service is the simulated lab's (`--workers`, `--service-ms` and the
+    /// distribution apply); each scenario sets its own queue.
+    #[arg(long, conflicts_with_all = ["matrix", "loopback"])]
+    pub mix: bool,
     /// With `--matrix`: run the matrix through the real proxy on loopback (1 to 32 workers,
     /// exponential and bimodal service times, no long run; about 50 minutes for the five
     /// adaptive strategies) beside its simulated twin, and print the section of
@@ -212,6 +221,12 @@ impl LabArgs {
                  matrix (--matrix without --loopback)",
             ));
         }
+        if adaptive_queue.is_some() && self.mix {
+            return Err(LabError::new(
+                "queue_capacity",
+                "the scenarios with claims (--mix) give each its own queue",
+            ));
+        }
         if adaptive_queue.is_some() && !self.quick && !self.matrix {
             return Err(LabError::new(
                 "queue_capacity",
@@ -313,6 +328,19 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
             serde_json::to_string_pretty(&cells)?
         } else {
             spillway_lab::matrix::matrix_markdown(&cells)
+        };
+        return print(&text);
+    }
+    if args.mix {
+        let report = spillway_lab::mix_report::run_mix_lab(&params.quick())?;
+        let plots = args.docs.join("overload");
+        std::fs::create_dir_all(&plots)?;
+        let charts = spillway_lab::mix_report::mix_charts(&report);
+        spillway_lab::plot::draw(&plots.join("sim-mix.svg"), 900, &charts)?;
+        let text = if args.json {
+            serde_json::to_string_pretty(&report)?
+        } else {
+            spillway_lab::mix_report::mix_markdown(&report)
         };
         return print(&text);
     }

@@ -16,6 +16,9 @@ const NOTES: &str = include_str!("overload_notes.md");
 /// What the shape matrix is and how to read it.
 const MATRIX_INTRO: &str = include_str!("matrix_intro.md");
 
+/// The scenarios with claims: what they are, their targets, and what they show.
+const MIX_INTRO: &str = include_str!("mix_intro.md");
+
 /// Runs the full simulated lab (exponential and log-normal service times of the mean given), the
 /// loopback lab unless skipped, and writes `<docs>/overload.md` and `<docs>/overload/*.svg`.
 pub(super) async fn write_all(
@@ -73,6 +76,9 @@ pub(super) async fn write_all(
         Some(loopback_matrix::run_loopback_matrix(&base, &adaptive, params.seed).await?)
     };
 
+    eprintln!("simulated lab: criticality, tenants and deadlines");
+    let mix = spillway_lab::mix_report::run_mix_lab(&params.clone().quick())?;
+
     let plots = args.docs.join("overload");
     std::fs::create_dir_all(&plots)?;
     let mut figures = Vec::new();
@@ -91,6 +97,7 @@ pub(super) async fn write_all(
         "sim-slowdown",
         plot::event_charts(&sim, "slowdown", "simulated"),
     )?;
+    let mix_plot = draw("sim-mix", spillway_lab::mix_report::mix_charts(&mix))?;
     let ln_sweep = draw(
         "sim-sweep-lognormal",
         plot::sweep_charts(&sim_lognormal, "simulated, log-normal"),
@@ -129,6 +136,9 @@ pub(super) async fn write_all(
         doc.push_str(&MATRIX_INTRO.replace("{mean}", &format!("{:?}", params.service_time.mean())));
         doc.push_str(&spillway_lab::matrix::matrix_markdown(&matrix));
     }
+    doc.push_str(MIX_INTRO);
+    doc.push_str(&spillway_lab::mix_report::mix_markdown(&mix));
+    let _ = writeln!(doc, "\n![criticality, tenants and deadlines]({mix_plot})\n");
     let _ = writeln!(doc, "\n## The simulated lab: exponential service times\n");
     doc.push_str(&summary_markdown(&sim));
     let _ = writeln!(

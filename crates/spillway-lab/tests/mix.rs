@@ -1,0 +1,85 @@
+//! The scenarios with claims (criticality, tenants, deadlines): each strategy's targets at
+//! every load, and docs/overload.md's tables, which this run must reproduce exactly (the
+//! simulation is deterministic).
+
+use spillway_lab::mix::Mix;
+use spillway_lab::mix_report::{mix_markdown, run_mix_lab, MixReport};
+use spillway_lab::{simulate_mix, LabParams, Scenario, Strategy};
+
+fn report() -> MixReport {
+    run_mix_lab(&LabParams::default().quick()).unwrap()
+}
+
+fn run<'a>(
+    report: &'a MixReport,
+    scenario: &str,
+    load: f64,
+    strategy: Strategy,
+) -> &'a spillway_lab::mix_report::MixRun {
+    report
+        .runs
+        .iter()
+        .find(|r| r.scenario == scenario && r.load == load && r.strategy == strategy.name())
+        .unwrap()
+}
+
+#[test]
+fn classes_meet_their_targets_where_the_others_do_not_and_the_docs_say_so() {
+    let report = report();
+    // Criticality at every load to 10x; fairness at 2x: the criticality queue meets them.
+    for r in report.runs.iter().filter(|r| r.strategy == "classes") {
+        if r.scenario != "deadlines" {
+            assert_ne!(r.meets_target, Some(false), "{} at {}x", r.scenario, r.load);
+        }
+    }
+    // Without classes every class is shed alike; a static split keeps some of critical's share.
+    let mixed = |strategy| run(&report, "mixed_criticality", 3.0, strategy);
+    let critical = |strategy| mixed(strategy).result.groups[0].served;
+    assert!(
+        critical(Strategy::NoClasses) < 0.5,
+        "{}",
+        critical(Strategy::NoClasses)
+    );
+    assert!(critical(Strategy::StaticSplit) < 0.9);
+    assert!(critical(Strategy::Classes) > 0.99);
+    // Default before sheddable.
+    let classes = &mixed(Strategy::Classes).result.groups;
+    assert!(classes[1].served > 10.0 * classes[2].served, "{classes:?}");
+    // A noisy tenant: every quiet one served, the noisy one the rest.
+    let noisy = run(&report, "noisy_tenant", 2.0, Strategy::Classes);
+    assert!(noisy.result.groups[1..].iter().all(|t| t.served >= 0.95));
+    assert!(run(&report, "noisy_tenant", 2.0, Strategy::NoClasses).meets_target == Some(false));
+    // Deadlines: no work starts after its deadline, at no cost in goodput.
+    let deadlines = run(&report, "deadlines", 3.0, Strategy::Classes);
+    assert_eq!(deadlines.result.wasted, 0);
+    assert_eq!(deadlines.meets_target, Some(true));
+    // docs/overload.md has these very tables.
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/overload.md"
+    ))
+    .unwrap();
+    let tables = mix_markdown(&report);
+    assert!(
+        docs.contains(&tables),
+        "docs/overload.md's tables differ from this run's:\n{tables}"
+    );
+}
+
+#[test]
+fn a_scenario_without_claims_is_refused_by_simulate_mix() {
+    let params = LabParams::default().quick();
+    let err = simulate_mix(&params, Scenario::Sweep { load: 1.0 }, Strategy::Classes).unwrap_err();
+    assert!(err.to_string().contains("has no mix"), "{err}");
+    // And every mix runs every strategy.
+    for mix in Mix::ALL {
+        for strategy in Strategy::CLASSES {
+            let short = LabParams {
+                measure: std::time::Duration::from_secs(1),
+                ..params.clone()
+            };
+            let run = simulate_mix(&short, Scenario::Mix { load: 1.0, mix }, strategy).unwrap();
+            assert_eq!(run.groups.len(), mix.shares().len());
+        }
+    }
+}
