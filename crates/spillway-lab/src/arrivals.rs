@@ -34,7 +34,7 @@ pub struct Arrival {
     pub at: Duration,
     /// How long it holds a worker.
     pub work: Duration,
-    /// What it claims (a scenario without a [`Mix`](crate::mix::Mix): the default).
+    /// What it claims (a scenario without a [`Mix`]: the default).
     pub claim: Claim,
 }
 

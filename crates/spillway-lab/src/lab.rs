@@ -61,7 +61,7 @@ pub fn scenarios() -> Vec<Scenario> {
 ///
 /// let params = LabParams { measure: Duration::from_secs(1), ..LabParams::default().quick() };
 /// let report = run_lab(&params, &[Strategy::StaticConcurrency])?;
-/// assert_eq!(report.runs.len(), 7); // 5 sweep loads, a spike, a slowdown
+/// assert_eq!(report.runs.len(), 8); // 6 sweep loads, a spike, a slowdown
 /// assert!(report.unloaded_p99_ms > 10.0);
 /// # Ok::<(), spillway_lab::LabError>(())
 /// ```

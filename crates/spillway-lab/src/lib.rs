@@ -27,6 +27,7 @@ mod load_average;
 pub mod matrix;
 pub mod mix;
 pub mod mix_report;
+pub mod mix_result;
 mod params;
 pub mod plot;
 pub mod measure {
@@ -76,7 +77,7 @@ pub fn simulate_mix(
     params: &LabParams,
     scenario: Scenario,
     strategy: Strategy,
-) -> Result<mix::MixResult, LabError> {
+) -> Result<mix_result::MixResult, LabError> {
     if scenario.mix().is_none() {
         return Err(LabError::new(
             "scenario",

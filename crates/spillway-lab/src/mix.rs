@@ -1,5 +1,5 @@
-//! Who sends a scenario's requests, and what they claim: a criticality, a tenant, a deadline
-//! (issue 44's scenarios). The claims are drawn from a random stream of their own, so that a
+//! Who sends a scenario's requests, and what they claim: a criticality, a tenant, a deadline.
+//! What each group of them got is [`crate::mix_result`]'s. The claims are drawn from a random stream of their own, so that a
 //! scenario's arrival times and work are those of a sweep at the same load.
 
 use rand::Rng;
@@ -153,35 +153,6 @@ pub(crate) fn group_name(mix: Mix, claim: Claim) -> String {
         Mix::NoisyTenant => format!("quiet tenant {}", claim.tenant),
         Mix::Deadlines => "all".to_owned(),
     }
-}
-
-/// What one group of a run's requests (a class, or a tenant) got.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GroupResult {
-    /// Its name: a criticality, or a tenant.
-    pub group: String,
-    /// Requests it sent (first attempts in the measured interval).
-    pub offered: u64,
-    /// Of those, the requests answered within their client's timeout, on any attempt.
-    pub answered: u64,
-    /// `answered / offered`.
-    pub served: f64,
-    /// Its answered requests a second, as a fraction of the service's capacity.
-    pub goodput: f64,
-    /// The p99 latency of its admitted attempts, in ms.
-    pub p99_ms: f64,
-}
-
-/// One run of a scenario whose requests claim something.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MixResult {
-    /// The run, all groups together.
-    pub run: crate::RunResult,
-    /// Each group, in [`Mix::shares`]' order.
-    pub groups: Vec<GroupResult>,
-    /// Attempts whose work started after their client had given up (their deadline passed):
-    /// work wasted.
-    pub wasted: u64,
 }
 
 #[cfg(test)]

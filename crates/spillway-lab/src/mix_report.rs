@@ -2,7 +2,8 @@
 //! targets checked, and their tables: docs/overload.md's section on criticality, tenants and
 //! deadlines.
 
-use crate::mix::{Mix, MixResult, CRITICALITY_MIX};
+use crate::mix::Mix;
+use crate::mix_result::MixResult;
 use crate::params::{LabError, LabParams};
 use crate::scenario::Scenario;
 use crate::strategy::Strategy;
@@ -10,8 +11,8 @@ use serde::Serialize;
 use spillway::adaptive::{AdaptiveQueue, QueueOrder};
 use std::fmt::Write as _;
 
-/// The offered loads of the scenarios with claims, as multiples of capacity.
-pub const MIX_LOADS: [f64; 6] = [0.5, 1.0, 2.0, 3.0, 5.0, 10.0];
+/// The offered loads of the scenarios with claims, as multiples of capacity: the sweeps'.
+pub const MIX_LOADS: [f64; 6] = crate::scenario::SWEEP_LOADS;
 
 /// The noisy-tenant scenario's target load: the nine quiet tenants offer about 0.6 of capacity.
 pub const NOISY_LOAD: f64 = 2.0;
@@ -72,15 +73,7 @@ pub fn run_mix_lab(params: &LabParams) -> Result<MixReport, LabError> {
             }
         }
     }
-    let mut report = MixReport {
-        unloaded_p99_ms: unloaded.p99_ms,
-        runs,
-    };
-    let judged: Vec<Option<bool>> = report.runs.iter().map(|run| report.judge(run)).collect();
-    for (run, meets) in report.runs.iter_mut().zip(judged) {
-        run.meets_target = meets;
-    }
-    Ok(report)
+    Ok(MixReport::judged(unloaded.p99_ms, runs))
 }
 
 /// The queue both queueing strategies get in `mix`'s scenario: 100 places, 100 ms, the oldest
@@ -98,14 +91,27 @@ pub fn queue_for(mix: Mix) -> AdaptiveQueue {
 }
 
 impl MixReport {
+    /// The report of `runs` (by scenario, then load, then strategy), each judged against its
+    /// scenario's targets, with `unloaded_p99_ms` the unprotected service's p99 at 0.5x.
+    pub fn judged(unloaded_p99_ms: f64, runs: Vec<MixRun>) -> Self {
+        let mut report = MixReport {
+            unloaded_p99_ms,
+            runs,
+        };
+        let judged: Vec<Option<bool>> = report.runs.iter().map(|run| report.judge(run)).collect();
+        for (run, meets) in report.runs.iter_mut().zip(judged) {
+            run.meets_target = meets;
+        }
+        report
+    }
+
     /// Whether `run` meets its scenario's targets (see [`mix_markdown`]'s text).
     fn judge(&self, run: &MixRun) -> Option<bool> {
         let groups = &run.result.groups;
         match run.scenario {
             "mixed_criticality" => {
                 let (critical, default, sheddable) = (&groups[0], &groups[1], &groups[2]);
-                // What critical offers, as a fraction of capacity.
-                let offered = CRITICALITY_MIX[0].1 * run.load;
+                let offered = critical.offered_load;
                 let kept = critical.goodput >= 0.99 * offered.min(1.0);
                 let fast = offered > 0.9 || critical.p99_ms <= 2.0 * self.unloaded_p99_ms;
                 let ordered = default.served + 1e-9 >= sheddable.served;
@@ -226,6 +232,7 @@ pub fn mix_charts(report: &MixReport) -> Vec<crate::plot::Chart> {
     let lines = |scenario: &str, value: &dyn Fn(&MixRun) -> f64| {
         Strategy::CLASSES
             .iter()
+            .filter(|strategy| report.runs.iter().any(|r| r.strategy == strategy.name()))
             .map(|strategy| {
                 let points = report
                     .runs

@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// The offered loads of a sweep, as multiples of capacity.
-pub const SWEEP_LOADS: [f64; 5] = [0.5, 1.0, 2.0, 3.0, 5.0];
+pub const SWEEP_LOADS: [f64; 6] = [0.5, 1.0, 2.0, 3.0, 5.0, 10.0];
 
 /// How long a spike or a slowdown lasts, and how much of the run comes before and after it.
 const BEFORE: Duration = Duration::from_secs(10);

@@ -8,11 +8,10 @@
 use crate::arrivals::{Arrival, Arrivals, Spacing};
 use crate::events::{Agenda, Event};
 use crate::load_average::{LoadAverage, LOAD_PERIOD_NANOS};
-use crate::mix::{group_name, Claim, GroupResult, Mix, MixResult};
+use crate::mix::{group_name, Claim, Mix};
+use crate::mix_result::{group_results, ClaimedAttempt, MixResult};
 use crate::params::{LabError, LabParams, RetryPolicy};
-use crate::record::{
-    nanos, quantile, AttemptRecord, Outcome, RunRecord, RunResult, Tick, BUCKET_NANOS,
-};
+use crate::record::{nanos, AttemptRecord, Outcome, RunRecord, RunResult, Tick, BUCKET_NANOS};
 use crate::scenario::Scenario;
 use crate::strategy::{Protection, Strategy, SENTINEL_LOAD_PER_CORE};
 use rand::{Rng, SeedableRng};
@@ -148,52 +147,14 @@ impl<'p> Run<'p> {
         let end = self.drive();
         let run = self.summarize(end);
         let mix = self.scenario.mix().unwrap_or(Mix::Deadlines);
-        let from = nanos(self.scenario.measure_from(self.params));
-        let names: Vec<String> = mix.shares().into_iter().map(|(name, _)| name).collect();
-        let mut offered = vec![0_u64; names.len()];
-        let mut answered = vec![0_u64; names.len()];
-        let mut latencies = vec![Vec::new(); names.len()];
-        let group = |claim| names.iter().position(|n| *n == group_name(mix, claim));
-        // Each request by its first attempt: sent in the measured interval, answered on any.
-        let mut counted = vec![false; self.requests.len()];
-        let mut done = vec![false; self.requests.len()];
-        for attempt in &self.attempts {
-            let request = attempt.request as usize;
-            let Some(g) = group(self.requests[request].claim) else {
-                continue;
-            };
-            let record = attempt.record;
-            if record.first {
-                counted[request] = (from..self.arrivals_end).contains(&record.sent);
-                offered[g] += u64::from(counted[request]);
-            }
-            if !counted[request] {
-                continue;
-            }
-            if record.outcome == Some(Outcome::Answered) && !done[request] {
-                done[request] = true;
-                answered[g] += 1;
-            }
-            if record.admitted {
-                latencies[g].push(record.ended.unwrap_or(end).saturating_sub(record.sent));
-            }
-        }
-        let seconds = (self.arrivals_end - from) as f64 / 1e9;
-        let groups = names
-            .into_iter()
-            .enumerate()
-            .map(|(g, name)| {
-                latencies[g].sort_unstable();
-                GroupResult {
-                    group: name,
-                    offered: offered[g],
-                    answered: answered[g],
-                    served: answered[g] as f64 / offered[g].max(1) as f64,
-                    goodput: answered[g] as f64 / seconds / self.params.capacity(),
-                    p99_ms: quantile(&latencies[g], 0.99) as f64 / 1e6,
-                }
+        let attempts: Vec<ClaimedAttempt> = (self.attempts.iter())
+            .map(|attempt| ClaimedAttempt {
+                record: attempt.record,
+                request: attempt.request as usize,
+                claim: self.requests[attempt.request as usize].claim,
             })
             .collect();
+        let groups = group_results(mix, self.params, self.scenario, &attempts, end);
         MixResult {
             run,
             groups,
@@ -276,7 +237,12 @@ impl<'p> Run<'p> {
                 entry = entry.deadline(deadline);
             }
         }
-        let admission = entry.try_enter_owned();
+        // A static split decides itself; spillway's entry, when it gives one, times the call.
+        let split = self.split_decides(claim);
+        let admission = match split {
+            Some(false) => Err(()),
+            _ => entry.try_enter_owned().map_err(drop),
+        };
         let mut record = Attempt {
             request,
             record: AttemptRecord {
@@ -287,7 +253,7 @@ impl<'p> Run<'p> {
                 ended: None,
             },
         };
-        let over_limit = admission.is_err() && self.split_admits(claim);
+        let over_limit = admission.is_err() && split == Some(true);
         match admission {
             Ok(OwnedAdmission::Ready(entry)) => {
                 record.record.admitted = true;
@@ -338,15 +304,16 @@ impl<'p> Run<'p> {
         mix.shares().iter().position(|(group, _)| *group == name)
     }
 
-    /// Whether a static split admits a request of `claim` over the limit: its group holds
-    /// fewer than `max(1, ceil(limit x share))` places.
-    fn split_admits(&self, claim: Claim) -> bool {
-        let (Some((busy, shares)), Some(group)) = (&self.split, self.split_group(claim)) else {
-            return false;
-        };
+    /// Whether a static split admits a request of `claim` (`None`: the run has none), as
+    /// Netflix's partitioned limiter does: any while the calls it admitted are fewer than the
+    /// limit; at or over it, one whose group holds fewer than `max(1, ceil(limit x share))`.
+    fn split_decides(&self, claim: Claim) -> Option<bool> {
+        let (busy, shares) = self.split.as_ref()?;
+        let group = self.split_group(claim)?;
         let limit = self.limit().unwrap_or(1.0);
+        let in_flight: u32 = busy.iter().sum();
         let share = (limit * shares[group]).ceil().max(1.0);
-        f64::from(busy[group]) < share
+        Some(f64::from(in_flight) < limit || f64::from(busy[group]) < share)
     }
 
     /// A static split's group of `claim` takes a place.

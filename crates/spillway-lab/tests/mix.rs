@@ -67,6 +67,22 @@ fn classes_meet_their_targets_where_the_others_do_not_and_the_docs_say_so() {
 }
 
 #[test]
+fn with_deadlines_an_oldest_first_queue_wastes_the_service() {
+    // What mix_intro.md says of the deadlines scenario with the oldest waiter first.
+    let params = LabParams {
+        adaptive_queue: Some(spillway::adaptive::AdaptiveQueue::default()),
+        ..LabParams::default().quick()
+    };
+    let scenario = Scenario::Mix {
+        load: 3.0,
+        mix: Mix::Deadlines,
+    };
+    let run = simulate_mix(&params, scenario, Strategy::NoClasses).unwrap();
+    assert!(run.run.goodput < 0.5, "{}", run.run.goodput);
+    assert!(run.wasted > 1_000, "{}", run.wasted);
+}
+
+#[test]
 fn a_scenario_without_claims_is_refused_by_simulate_mix() {
     let params = LabParams::default().quick();
     let err = simulate_mix(&params, Scenario::Sweep { load: 1.0 }, Strategy::Classes).unwrap_err();

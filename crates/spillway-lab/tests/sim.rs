@@ -120,7 +120,7 @@ fn a_fixed_service_with_one_worker_and_no_contention_answers_in_its_service_time
 fn every_attempt_ends_exactly_once_in_every_strategy_and_scenario() {
     let params = brief();
     let report = run_lab(&params, &Strategy::ALL).unwrap();
-    assert_eq!(report.runs.len(), Strategy::ALL.len() * 7);
+    assert_eq!(report.runs.len(), Strategy::ALL.len() * 8);
     for run in &report.runs {
         assert_conserved(run);
     }

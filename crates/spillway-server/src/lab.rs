@@ -92,9 +92,12 @@ pub struct LabArgs {
     /// The scenarios with claims only (mixed criticality, a noisy tenant, deadlines), each at
     /// 0.5x to 10x with and without classes and with a static split of the limit, simulated
     /// in the short mode; prints docs/overload.md's tables of them (or JSON) and draws their
-    /// plot, `<docs>/overload/sim-mix.svg`. Their service is the simulated lab's (`--workers`, `--service-ms` and the
-    /// distribution apply); each scenario sets its own queue.
-    #[arg(long, conflicts_with_all = ["matrix", "loopback"])]
+    /// plot, `<docs>/overload/sim-mix.svg`. Their service is the simulated lab's
+    /// (`--workers`, `--service-ms` and the distribution apply); each scenario sets its own
+    /// queue. With `--loopback`: through the real proxy on loopback instead (the loopback
+    /// lab's upstream and clients; no static split, which the binary cannot express; about 4
+    /// minutes), drawing `<docs>/overload/loopback-mix.svg`.
+    #[arg(long, conflicts_with = "matrix")]
     pub mix: bool,
     /// With `--matrix`: run the matrix through the real proxy on loopback (1 to 32 workers,
     /// exponential and bimodal service times, no long run; about 50 minutes for the five
@@ -207,11 +210,12 @@ impl LabArgs {
                 Some(queue)
             }
         };
-        if self.loopback && !self.matrix {
+        if self.loopback && !self.matrix && !self.mix {
             return Err(LabError::new(
                 "loopback",
-                "--loopback runs the shape matrix on loopback: give --matrix too (the full \
-                 lab runs the loopback lab unless --no-loopback)",
+                "--loopback runs the shape matrix or the scenarios with claims on loopback: \
+                 give --matrix or --mix too (the full lab runs the loopback lab unless \
+                 --no-loopback)",
             ));
         }
         if self.loopback && adaptive_queue.is_some() {
@@ -332,11 +336,18 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
         return print(&text);
     }
     if args.mix {
-        let report = spillway_lab::mix_report::run_mix_lab(&params.quick())?;
+        let (report, plot) = if args.loopback {
+            eprintln!("loopback lab: criticality, tenants and deadlines (about 4 minutes)");
+            let base = loopback::LoopbackParams::default();
+            (loopback::run_mix_lab(&base).await?, "loopback-mix.svg")
+        } else {
+            let report = spillway_lab::mix_report::run_mix_lab(&params.quick())?;
+            (report, "sim-mix.svg")
+        };
         let plots = args.docs.join("overload");
         std::fs::create_dir_all(&plots)?;
         let charts = spillway_lab::mix_report::mix_charts(&report);
-        spillway_lab::plot::draw(&plots.join("sim-mix.svg"), 900, &charts)?;
+        spillway_lab::plot::draw(&plots.join(plot), 900, &charts)?;
         let text = if args.json {
             serde_json::to_string_pretty(&report)?
         } else {

@@ -47,6 +47,17 @@ impl UpstreamShape {
 /// The header a request names its work in, in nanoseconds.
 pub const WORK_HEADER: &str = "x-lab-work-ns";
 
+/// A request may say by when its work must start, in nanoseconds from the upstream's start
+/// ([`Upstream::started`]): one whose work starts later is counted
+/// ([`Upstream::late_starts`]), as work wasted on a client that gave up.
+pub const DEADLINE_HEADER: &str = "x-lab-deadline-ns";
+
+/// The deadline a request with `headers` names in [`DEADLINE_HEADER`], if a valid one.
+fn named_deadline(headers: &http::HeaderMap) -> Option<Duration> {
+    let nanos: u64 = headers.get(DEADLINE_HEADER)?.to_str().ok()?.parse().ok()?;
+    Some(Duration::from_nanos(nanos))
+}
+
 /// The longest work a request may name: longer is cut to it.
 pub const MAX_NAMED_WORK: Duration = Duration::from_secs(10);
 
@@ -62,6 +73,8 @@ struct Worked {
     requests: AtomicU64,
     drawn_nanos: AtomicU64,
     held_nanos: AtomicU64,
+    /// Work that started after the deadline its request named.
+    late: AtomicU64,
 }
 
 /// A running upstream; dropping it stops it, every connection it holds, and the work still
@@ -76,6 +89,8 @@ pub struct Upstream {
     workers: Arc<Semaphore>,
     /// How many.
     worker_count: usize,
+    /// When it started.
+    started: tokio::time::Instant,
     tasks: tokio::task::JoinHandle<()>,
 }
 
@@ -121,6 +136,7 @@ impl Upstream {
                         let (draws, worked) = (draws.clone(), worked.clone());
                         async move {
                             let named = named_work(request.headers());
+                            let deadline = named_deadline(request.headers());
                             // The work runs in a task of its own: a request whose client
                             // leaves (the proxy drops its upstream request) is still queued
                             // for and worked on to its end, as a service finishes what it
@@ -130,6 +146,9 @@ impl Upstream {
                                 let Ok(_worker) = workers.acquire().await else {
                                     return;
                                 };
+                                if deadline.is_some_and(|at| started.elapsed() > at) {
+                                    worked.late.fetch_add(1, Ordering::Relaxed);
+                                }
                                 let slowdown = f64::from_bits(factor.load(Ordering::Relaxed));
                                 let work = named
                                     .unwrap_or_else(|| {
@@ -171,8 +190,19 @@ impl Upstream {
             worked,
             workers: stopping,
             worker_count: shape.workers,
+            started,
             tasks,
         })
+    }
+
+    /// When it started: what [`DEADLINE_HEADER`] counts from.
+    pub fn started(&self) -> tokio::time::Instant {
+        self.started
+    }
+
+    /// Requests whose work started after the deadline they named in [`DEADLINE_HEADER`].
+    pub fn late_starts(&self) -> u64 {
+        self.worked.late.load(Ordering::Relaxed)
     }
 
     /// Workers at work now.

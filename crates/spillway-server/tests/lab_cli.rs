@@ -31,8 +31,8 @@ fn quick_json_has_a_row_per_strategy_scenario_and_load_and_repeats_byte_for_byte
 
     let rows: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
     let rows = rows.as_array().unwrap();
-    // 2 strategies x (5 sweep loads + spike + slowdown).
-    assert_eq!(rows.len(), 14);
+    // 2 strategies x (6 sweep loads + spike + slowdown).
+    assert_eq!(rows.len(), 16);
     for row in rows {
         for field in [
             "scenario",
@@ -133,8 +133,14 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         ),
         (
             vec!["--loopback"],
-            "error: lab parameter `loopback`: --loopback runs the shape matrix on loopback: give \
-             --matrix too (the full lab runs the loopback lab unless --no-loopback)",
+            "error: lab parameter `loopback`: --loopback runs the shape matrix or the scenarios \
+             with claims on loopback: give --matrix or --mix too (the full lab runs the loopback \
+             lab unless --no-loopback)",
+        ),
+        (
+            vec!["--mix", "--queue-capacity", "5"],
+            "error: lab parameter `queue_capacity`: the scenarios with claims (--mix) give each \
+             its own queue",
         ),
         (
             vec!["--matrix", "--loopback", "--queue-capacity", "5"],

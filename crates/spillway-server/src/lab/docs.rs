@@ -19,6 +19,9 @@ const MATRIX_INTRO: &str = include_str!("matrix_intro.md");
 /// The scenarios with claims: what they are, their targets, and what they show.
 const MIX_INTRO: &str = include_str!("mix_intro.md");
 
+/// The same through the real proxy: how it differs, and what it shows.
+const MIX_LOOPBACK_INTRO: &str = include_str!("mix_loopback_intro.md");
+
 /// Runs the full simulated lab (exponential and log-normal service times of the mean given), the
 /// loopback lab unless skipped, and writes `<docs>/overload.md` and `<docs>/overload/*.svg`.
 pub(super) async fn write_all(
@@ -61,9 +64,15 @@ pub(super) async fn write_all(
             "loopback lab: {} strategies x {} scenarios (about {} minutes)",
             in_binary,
             scenarios().len(),
-            (in_binary * 110 + 60) / 60
+            (in_binary * 128 + 60) / 60
         );
         Some(loopback::run_lab(&real_params, strategies, &scenarios()).await?)
+    };
+    let real_mix = if args.no_loopback {
+        None
+    } else {
+        eprintln!("loopback lab: criticality, tenants and deadlines (about 4 minutes)");
+        Some(loopback::run_mix_lab(&LoopbackParams::default()).await?)
     };
     let real_matrix = if args.no_loopback || adaptive.is_empty() {
         None
@@ -114,6 +123,13 @@ pub(super) async fn write_all(
                 plot::event_charts(real, "slowdown", "loopback"),
             )?,
         )),
+        None => None,
+    };
+    let real_mix_plot = match &real_mix {
+        Some(report) => Some(draw(
+            "loopback-mix",
+            spillway_lab::mix_report::mix_charts(report),
+        )?),
         None => None,
     };
 
@@ -180,6 +196,14 @@ pub(super) async fn write_all(
                 "\n## The loopback lab\n\nNot run this time (`--no-loopback`).\n"
             );
         }
+    }
+    if let (Some(report), Some(plot)) = (&real_mix, &real_mix_plot) {
+        doc.push_str(MIX_LOOPBACK_INTRO);
+        doc.push_str(&spillway_lab::mix_report::mix_markdown(report));
+        let _ = writeln!(
+            doc,
+            "\n![criticality, tenants and deadlines on loopback]({plot})\n"
+        );
     }
     if let Some(matrix) = &real_matrix {
         doc.push('\n');

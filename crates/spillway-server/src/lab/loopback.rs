@@ -10,7 +10,7 @@
 //! plus the clients' last timeout.
 
 use crate::server::Server;
-use crate::upstream::{Upstream, UpstreamShape, WORK_HEADER};
+use crate::upstream::{Upstream, UpstreamShape, DEADLINE_HEADER, WORK_HEADER};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
@@ -19,6 +19,8 @@ use spillway::system::{LinuxProbe, ManualProbe, SystemProbe};
 use spillway::Spillway;
 use spillway_lab::arrivals::{Arrivals, Spacing};
 use spillway_lab::measure::{AttemptRecord, Outcome, RunRecord, Tick};
+use spillway_lab::mix::{Claim, Mix};
+use spillway_lab::mix_result::{group_results, ClaimedAttempt, MixResult};
 use spillway_lab::{
     LabParams, LabReport, RetryPolicy, RunResult, Scenario, ServiceTime, Strategy,
     SENTINEL_LOAD_PER_CORE,
@@ -129,6 +131,12 @@ fn adaptive_toml(rule: spillway::adaptive::AdaptiveRule) -> Result<String, toml:
     })
 }
 
+/// The headers a scenario's requests claim in (`[criticality]`, `[tenant]` and `[deadline]`
+/// of the `classes` strategy's configuration read them; the others' ignore them).
+const CLASS_HEADER: &str = "x-criticality";
+const TENANT_HEADER: &str = "x-api-key";
+const DEADLINE_MS_HEADER: &str = "x-deadline-ms";
+
 /// The proxy configuration of `strategy` in front of `upstream`.
 fn config_text(
     strategy: Strategy,
@@ -169,7 +177,40 @@ fn config_text(
     };
     text.push('\n');
     text.push_str(&rules);
+    if strategy == Strategy::Classes {
+        text.push_str(&format!(
+            "\n[criticality]\nheader = \"{CLASS_HEADER}\"\n\n[tenant]\nkey = \"header:{TENANT_HEADER}\"\n\n\
+             [deadline]\nheader = \"{DEADLINE_MS_HEADER}\"\n"
+        ));
+    }
     Ok(text)
+}
+
+/// What one run through the proxy saw.
+struct Ran {
+    lab: LabParams,
+    attempts: Vec<ClaimedAttempt>,
+    samples: Vec<Tick>,
+    end: u64,
+    skipped: u64,
+    /// Work the upstream started after its client gave up.
+    late: u64,
+}
+
+impl Ran {
+    fn summarize(&self, strategy: Strategy, scenario: Scenario) -> RunResult {
+        let attempts: Vec<AttemptRecord> = self.attempts.iter().map(|a| a.record).collect();
+        RunRecord {
+            params: &self.lab,
+            scenario,
+            strategy,
+            attempts: &attempts,
+            ticks: &self.samples,
+            end: self.end,
+            skipped: self.skipped,
+        }
+        .summarize()
+    }
 }
 
 /// Runs `strategy` in `scenario` against a fresh upstream and proxy.
@@ -182,8 +223,50 @@ pub async fn run_point(
     strategy: Strategy,
     scenario: Scenario,
 ) -> Result<RunResult, Box<dyn std::error::Error + Send + Sync>> {
+    let ran = run(params, strategy, scenario).await?;
+    Ok(ran.summarize(strategy, scenario))
+}
+
+/// Runs `strategy` in a `scenario` whose requests claim something ([`Scenario::Mix`]) against
+/// a fresh upstream and proxy, and measures each group of its requests apart.
+///
+/// # Errors
+///
+/// As [`run_point`], or if the scenario has no mix.
+pub async fn run_mix_point(
+    params: &LoopbackParams,
+    strategy: Strategy,
+    scenario: Scenario,
+) -> Result<MixResult, Box<dyn std::error::Error + Send + Sync>> {
+    let mix = scenario
+        .mix()
+        .ok_or_else(|| format!("{scenario} has no mix of claims"))?;
+    let ran = run(params, strategy, scenario).await?;
+    let groups = group_results(mix, &ran.lab, scenario, &ran.attempts, ran.end);
+    Ok(MixResult {
+        run: ran.summarize(strategy, scenario),
+        groups,
+        wasted: ran.late,
+    })
+}
+
+/// Runs `strategy` in `scenario` against a fresh upstream and proxy: what it saw.
+async fn run(
+    params: &LoopbackParams,
+    strategy: Strategy,
+    scenario: Scenario,
+) -> Result<Ran, Box<dyn std::error::Error + Send + Sync>> {
     scenario.validate()?;
-    let lab = params.lab_params();
+    let mix = scenario.mix();
+    // A scenario with deadlines: its clients give up at their deadline.
+    let params = &LoopbackParams {
+        client_timeout: mix.and_then(Mix::deadline).unwrap_or(params.client_timeout),
+        ..params.clone()
+    };
+    let lab = LabParams {
+        adaptive_queue: mix.map(spillway_lab::mix_report::queue_for),
+        ..params.lab_params()
+    };
     // The simulated twin's requests (checked before anything starts): the same times, and the
     // same work scaled from the twin's mean (what a request holds a worker for, the timer's
     // overhead included) to the upstream's (which the timer adds to).
@@ -224,7 +307,7 @@ pub async fn run_point(
     let uri: http::Uri = format!("http://{proxy}/work").parse()?;
     let start = Instant::now();
     let arrivals_end = scenario.arrivals_end(&lab);
-    let attempts = Arc::new(Mutex::new(Vec::<AttemptRecord>::new()));
+    let attempts = Arc::new(Mutex::new(Vec::<ClaimedAttempt>::new()));
     let outstanding = Arc::new(AtomicUsize::new(0));
     let skipped = Arc::new(AtomicU64::new(0));
 
@@ -277,6 +360,9 @@ pub async fn run_point(
                 intended: next,
                 work,
                 index,
+                claim: mix.map(|_| arrival.claim),
+                deadline_claimed: mix.and_then(Mix::deadline).is_some(),
+                upstream_started: upstream.started(),
                 attempts: attempts.clone(),
             };
             let outstanding = outstanding.clone();
@@ -290,6 +376,13 @@ pub async fn run_point(
     }
     while clients.join_next().await.is_some() {}
     let samples = ticks.await?;
+    // Work still waiting at the upstream starts after its client left: counted once it has
+    // (a second at most; a worker is freed every few milliseconds).
+    let settled = Instant::now() + Duration::from_secs(1);
+    while upstream.busy_workers() > 0 && Instant::now() < settled {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let late = upstream.late_starts();
     // Idle pooled connections would hold the proxy's graceful drain open.
     drop(client);
     let _ = stop_tx.send(());
@@ -297,18 +390,17 @@ pub async fn run_point(
     let _ = tokio::time::timeout(Duration::from_secs(5), serving).await;
 
     let mut attempts = attempts.lock().map(|a| a.clone()).unwrap_or_default();
-    // In the order they were sent, as the simulation keeps them.
-    attempts.sort_by_key(|a| a.sent);
-    Ok(RunRecord {
-        params: &lab,
-        scenario,
-        strategy,
-        attempts: &attempts,
-        ticks: &samples,
+    // In the order they were sent, as the simulation keeps them (a request's first attempt
+    // before its retries).
+    attempts.sort_by_key(|a| (a.record.sent, !a.record.first));
+    Ok(Ran {
+        lab,
+        attempts,
+        samples,
         end: nanos(start.elapsed()),
         skipped: skipped.load(Ordering::Relaxed),
-    }
-    .summarize())
+        late,
+    })
 }
 
 /// One client's request: its attempts, with time-outs and retries.
@@ -321,17 +413,37 @@ struct Request {
     /// The work the request drew, the same on every attempt.
     work: Duration,
     index: u64,
-    attempts: Arc<Mutex<Vec<AttemptRecord>>>,
+    /// What it claims, in a scenario with a mix.
+    claim: Option<Claim>,
+    /// Whether it tells the proxy its deadline (the scenario has deadlines).
+    deadline_claimed: bool,
+    /// What the upstream counts [`DEADLINE_HEADER`] from.
+    upstream_started: Instant,
+    attempts: Arc<Mutex<Vec<ClaimedAttempt>>>,
 }
 
 impl Request {
     async fn run(self) {
         let mut sent = self.intended;
         for attempt in 0..=self.params.retries {
+            let deadline = Instant::now() + self.params.client_timeout;
             let outcome = tokio::time::timeout(self.params.client_timeout, async {
-                let request = http::Request::get(self.uri.clone())
-                    .header(WORK_HEADER, self.work.as_nanos().to_string())
-                    .body(Empty::new());
+                let mut request = http::Request::get(self.uri.clone())
+                    .header(WORK_HEADER, self.work.as_nanos().to_string());
+                if let Some(claim) = self.claim {
+                    let by = deadline.saturating_duration_since(self.upstream_started);
+                    request = request
+                        .header(CLASS_HEADER, claim.class.as_str())
+                        .header(TENANT_HEADER, claim.tenant.to_string())
+                        .header(DEADLINE_HEADER, by.as_nanos().to_string());
+                }
+                // A deadline the proxy reads only where the scenario has one, as the
+                // simulation's entries claim one.
+                if self.deadline_claimed {
+                    let millis = self.params.client_timeout.as_millis().to_string();
+                    request = request.header(DEADLINE_MS_HEADER, millis);
+                }
+                let request = request.body(Empty::new());
                 let Ok(request) = request else {
                     return Outcome::Failed;
                 };
@@ -342,6 +454,8 @@ impl Request {
                         match (status.as_u16(), body) {
                             (200..=299, Ok(_)) => Outcome::Answered,
                             (429, _) => Outcome::Refused,
+                            // The proxy's refusal of a request with no time left.
+                            (504, _) if self.deadline_claimed => Outcome::Refused,
                             _ => Outcome::Failed,
                         }
                     }
@@ -352,12 +466,16 @@ impl Request {
             .unwrap_or(Outcome::TimedOut);
             let ended = self.start.elapsed();
             if let Ok(mut attempts) = self.attempts.lock() {
-                attempts.push(AttemptRecord {
-                    sent: nanos(sent),
-                    first: attempt == 0,
-                    outcome: Some(outcome),
-                    admitted: outcome != Outcome::Refused,
-                    ended: Some(nanos(ended)),
+                attempts.push(ClaimedAttempt {
+                    record: AttemptRecord {
+                        sent: nanos(sent),
+                        first: attempt == 0,
+                        outcome: Some(outcome),
+                        admitted: outcome != Outcome::Refused,
+                        ended: Some(nanos(ended)),
+                    },
+                    request: usize::try_from(self.index).unwrap_or(usize::MAX),
+                    claim: self.claim.unwrap_or_default(),
                 });
             }
             if outcome == Outcome::Answered || attempt == self.params.retries {
@@ -456,6 +574,49 @@ pub async fn run_lab(
         runs,
         unloaded_p99_ms: unloaded.p99_ms,
     })
+}
+
+/// Runs the scenarios with claims through the proxy, each at
+/// [`MIX_LOADS`](spillway_lab::mix_report::MIX_LOADS) for the strategies the binary can express
+/// (no classes and classes: a static split is the simulated lab's only), and the unprotected
+/// upstream at 0.5x for the unloaded p99.
+///
+/// # Errors
+///
+/// As [`run_point`].
+pub async fn run_mix_lab(
+    params: &LoopbackParams,
+) -> Result<spillway_lab::mix_report::MixReport, Box<dyn std::error::Error + Send + Sync>> {
+    let mut params = params.clone();
+    if params.capacity.is_none() {
+        params.capacity = Some(measure_capacity(params.upstream).await?);
+    }
+    let params = &params;
+    let unloaded = run_point(params, Strategy::None, Scenario::Sweep { load: 0.5 }).await?;
+    let mut runs = Vec::new();
+    for mix in Mix::ALL {
+        for load in spillway_lab::mix_report::MIX_LOADS {
+            for strategy in Strategy::CLASSES.into_iter().filter(Strategy::in_binary) {
+                let scenario = Scenario::Mix { load, mix };
+                let result = run_mix_point(params, strategy, scenario).await?;
+                eprintln!(
+                    "loopback lab: {strategy} {scenario}: goodput {:.3}, p99 {:.1} ms",
+                    result.run.goodput, result.run.p99_ms
+                );
+                runs.push(spillway_lab::mix_report::MixRun {
+                    scenario: mix.name(),
+                    load,
+                    strategy: strategy.name(),
+                    result,
+                    meets_target: None,
+                });
+            }
+        }
+    }
+    Ok(spillway_lab::mix_report::MixReport::judged(
+        unloaded.p99_ms,
+        runs,
+    ))
 }
 
 /// A duration in ns, saturating.
