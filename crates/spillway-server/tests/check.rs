@@ -371,6 +371,36 @@ fn a_rule_no_route_produces_is_a_warning_and_the_file_stays_good() {
 }
 
 #[test]
+fn criticality_rules_and_a_tenant_that_can_never_match_are_warnings() {
+    let text = format!(
+        "{UPSTREAM}\n[[route]]\nresource = \"orders\"\npath = \"/orders/{{id}}\"\nupstream = \"app\"\n\n\
+         [[route]]\nresource = \"orders\"\npath = \"/order-list\"\nupstream = \"app\"\n\n\
+         [criticality]\n\
+         [[criticality.rule]]\nclass = \"sheddable\"\nresource = \"ordres\"\n\n\
+         [[criticality.rule]]\nclass = \"sheddable\"\nresource = \"orders\"\nkey = \"path:id\"\nvalues = [\"7\"]\n\n\
+         [[criticality.rule]]\nclass = \"sheddable\"\nkey = \"path:user\"\nvalues = [\"bot\"]\n\n\
+         [[criticality.rule]]\nclass = \"sheddable\"\nkey = \"path:id\"\nvalues = [\"8\"]\n\n\
+         [tenant]\nkey = \"path:account\"\n"
+    );
+    let config = parse(&text, "spillway.toml").unwrap();
+    let warnings = spillway_server::config::warnings(&config, &text, "spillway.toml");
+    assert_eq!(
+        warnings,
+        [
+            "spillway.toml:18:1: `criticality.rule[0].resource`: no route produces `ordres`, so \
+             this rule never applies",
+            "spillway.toml:23:1: `criticality.rule[1].key`: reads `{id}` from the path, and the \
+             route `/order-list` to `orders` has no such segment: its requests never match this \
+             rule",
+            "spillway.toml:28:1: `criticality.rule[2].key`: reads `{user}` from the path, and no \
+             route's path has such a segment, so this rule never applies",
+            "spillway.toml:37:1: `tenant.key`: reads `{account}` from the path, and no route's \
+             path has such a segment, so no request has a tenant",
+        ]
+    );
+}
+
+#[test]
 fn a_file_with_thousands_of_bad_rules_lists_the_first_hundred_and_says_it_stopped() {
     let mut text = String::new();
     for i in 0..5_000 {
@@ -405,10 +435,7 @@ fn thousands_of_rules_no_route_produces_give_a_hundred_warnings_and_a_count() {
     let warnings = spillway_server::config::warnings(&config, &text, "spillway.toml");
     assert_eq!(warnings.len(), 101);
     assert!(warnings[0].starts_with("spillway.toml:3:1: `flow[0].resource`: no route produces"));
-    assert_eq!(
-        warnings[100],
-        "spillway.toml: and 4900 more rules no route produces"
-    );
+    assert_eq!(warnings[100], "spillway.toml: and 4900 more warnings");
 }
 
 #[test]
