@@ -109,4 +109,8 @@ pub struct MixResult {
     /// Attempts whose work started after their client had given up (their deadline passed):
     /// work wasted.
     pub wasted: u64,
+    /// The adaptive limit's baseline RTT as the run ends, in ms: what Envoy's controller
+    /// measured as its minRTT, which sets where its limit settles (`None`: the strategy has no
+    /// adaptive limit, or the loopback lab, which does not read it).
+    pub baseline_rtt_ms: Option<f64>,
 }

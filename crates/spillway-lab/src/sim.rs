@@ -155,10 +155,14 @@ impl<'p> Run<'p> {
             })
             .collect();
         let groups = group_results(mix, self.params, self.scenario, &attempts, end);
+        let baseline = (self.protection.spillway)
+            .adaptive_state(crate::strategy::ADAPTIVE_RULE)
+            .and_then(|state| state.estimates.baseline);
         MixResult {
             run,
             groups,
             wasted: self.wasted,
+            baseline_rtt_ms: baseline.map(|rtt| rtt.as_secs_f64() * 1e3),
         }
     }
 

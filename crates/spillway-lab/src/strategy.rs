@@ -18,7 +18,7 @@ pub const RESOURCE: &str = "GET /work";
 pub const SENTINEL_LOAD_PER_CORE: f64 = 2.5;
 
 /// The id of an adaptive strategy's rule.
-const ADAPTIVE_RULE: &str = "adaptive";
+pub(crate) const ADAPTIVE_RULE: &str = "adaptive";
 
 /// How far back [`Strategy::BbrBucketAverage`] looks for its calmest second.
 const BUCKET_AVERAGE_WINDOW: Duration = Duration::from_secs(10);

@@ -247,6 +247,7 @@ pub async fn run_mix_point(
         run: ran.summarize(strategy, scenario),
         groups,
         wasted: ran.late,
+        baseline_rtt_ms: None,
     })
 }
 
