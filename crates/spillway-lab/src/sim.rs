@@ -299,6 +299,9 @@ impl<'p> Run<'p> {
         }
         self.agenda
             .schedule(at + self.client_timeout, Event::Timeout { attempt });
+        // Joining may have handed it a place freed meanwhile, or refused a waiter it took the
+        // place of: both are told at once, as the binary's waiters are woken.
+        self.admit_granted(at);
     }
 
     /// The group of `claim` in a static split, if the run has one.
@@ -346,9 +349,15 @@ impl<'p> Run<'p> {
         self.start_or_queue(at, attempt, Some(pending.enter()));
     }
 
-    /// Admits every waiting attempt a freed place was handed to.
+    /// Admits every waiting attempt a freed place was handed to, and refuses at once every one
+    /// the queue refused (another took its place, or its deadline could no longer be met), as
+    /// the binary wakes them, rather than at its own timer.
     fn admit_granted(&mut self, at: u64) {
-        while let Some(index) = self.waiting.iter().position(|(_, w)| w.is_granted()) {
+        while let Some(index) = self
+            .waiting
+            .iter()
+            .position(|(_, w)| w.is_granted() || w.is_refused())
+        {
             let (attempt, waiting) = self.waiting.swap_remove(index);
             self.resume(at, attempt, waiting);
         }

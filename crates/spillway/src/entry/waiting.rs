@@ -273,6 +273,38 @@ impl<'a> Waiting<'a> {
         self.state.place.slot.is_granted()
     }
 
+    /// Whether the queue refused it (a more critical caller took its place in a full queue, or
+    /// it could no longer be done by its deadline): [`give_up`](Self::give_up) then says why.
+    /// A caller that polls, rather than awaiting [`granted`](Self::granted), learns it here at
+    /// once instead of at its timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig};
+    /// use spillway::{Admission, Criticality, ManualClock, Spillway};
+    ///
+    /// let spillway = Spillway::new_with_clock(ManualClock::new());
+    /// let one = AimdConfig { initial_limit: 1, min_limit: 1, max_limit: 1, ..AimdConfig::default() };
+    /// let queue = AdaptiveQueue { capacity: 1, ..AdaptiveQueue::default() };
+    /// spillway.load_adaptive_rules(vec![AdaptiveRule::resource("one", "api", AdaptiveAlgorithm::Aimd(one))
+    ///     .with_queue(queue)])?;
+    /// let _running = spillway.entry("api").enter()?;
+    /// let wait = |criticality| match spillway.entry("api").criticality(criticality).try_enter() {
+    ///     Ok(Admission::Waiting(waiting)) => waiting,
+    ///     other => panic!("{other:?}"),
+    /// };
+    /// let prefetch = wait(Criticality::Sheddable);
+    /// assert!(!prefetch.is_refused());
+    /// // The queue is full: a checkout takes the prefetch's place.
+    /// let checkout = wait(Criticality::CriticalPlus);
+    /// assert!(prefetch.is_refused() && !checkout.is_refused());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_refused(&self) -> bool {
+        self.state.place.slot.shed().is_some()
+    }
+
     /// Resolves once its wait is decided (runtime-agnostic: a finishing call, or a caller that
     /// takes its place in a full queue, wakes it): a place was handed to it
     /// ([`is_granted`](Self::is_granted)), or the queue refused it, which
@@ -341,6 +373,11 @@ impl OwnedWaiting {
     /// As [`Waiting::is_granted`].
     pub fn is_granted(&self) -> bool {
         self.state.place.slot.is_granted()
+    }
+
+    /// As [`Waiting::is_refused`].
+    pub fn is_refused(&self) -> bool {
+        self.state.place.slot.shed().is_some()
     }
 
     /// As [`Waiting::granted`].
