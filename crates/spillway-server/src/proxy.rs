@@ -6,6 +6,7 @@ mod client;
 mod client_body;
 mod forward;
 mod forwarder;
+mod front;
 mod keyed;
 mod limits;
 mod path;
@@ -19,7 +20,6 @@ pub use body::ProxyBody;
 use client_body::ClientFault;
 pub use forward::Peer;
 pub(crate) use keyed::StagedKeyed;
-use path::{bad_host, normalize_uri};
 pub use path::{normalize_path, PathError};
 pub(crate) use table::Table;
 
@@ -210,24 +210,24 @@ impl Proxy {
     /// places while its tunnel is open.
     pub async fn handle(
         &self,
-        mut request: Request<Incoming>,
+        request: Request<Incoming>,
         peer: &Arc<Peer>,
     ) -> Response<ProxyBody> {
         let arrived = tokio::time::Instant::now();
         let table = self.inner.table.load_full();
         let metrics = &self.inner.shared.metrics;
-        // An HTTP/1.1 request names its host once (RFC 9112 section 3.2): none, or two that
-        // may disagree, is refused before anything reads either.
-        if let Some(why) = bad_host(&request) {
-            metrics.count(&table.default.resource, "bad_host", "");
-            return ProxyBody::text(StatusCode::BAD_REQUEST, why);
-        }
-        // Routed and forwarded in normal form, so that no spelling of a path misses its route.
-        if let Err(err) = normalize_uri(&mut request) {
-            metrics.count(&table.default.resource, "bad_path", "");
-            return ProxyBody::text(StatusCode::BAD_REQUEST, format!("bad path: {err}\n"));
-        }
-        let route = table.route(&request);
+        let (fronted, mut request) = match front::front(&table, request, peer.addr(), arrived) {
+            Ok(fronted) => fronted,
+            Err(early) => {
+                metrics.count(early.resource, early.outcome, "");
+                return ProxyBody::text(early.status, early.text);
+            }
+        };
+        let front::Fronted {
+            route,
+            class,
+            deadline,
+        } = fronted;
         let Some(service) = route.service(&table, &self.inner.shared) else {
             metrics.count(&route.resource, "no_route", "");
             return ProxyBody::text(StatusCode::NOT_FOUND, "no route matches\n");
@@ -238,20 +238,6 @@ impl Proxy {
             let fault = ClientFault::TooLarge;
             metrics.count(&route.resource, "client_error", fault.as_str());
             return ProxyBody::text(fault.status(), fault.message());
-        }
-        if route.reads_peer {
-            let addr = spillway_tower::keys::PeerAddr(peer.addr());
-            request.extensions_mut().insert(addr);
-        }
-        // What it claims (criticality, tenant, deadline), read once, for the layer and the
-        // forwarder.
-        let (mut class, mut deadline) = (None, None);
-        if let Some(claims) = &route.claims {
-            let (mut parts, body) = request.into_parts();
-            let claim = claims.read(&parts, &table.trusted_proxies, arrived);
-            (class, deadline) = (Some(claim.criticality), claim.deadline);
-            parts.extensions.insert(claim);
-            request = Request::from_parts(parts, body);
         }
         // The client's side of an upgrade (WebSocket), taken before the request goes on.
         let upgrading = forward::upgrade_of(&request).map(|_| hyper::upgrade::on(&mut request));

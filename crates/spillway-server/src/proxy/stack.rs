@@ -45,7 +45,6 @@ pub(crate) struct Shared {
 #[derive(Debug)]
 pub(crate) struct RouteSpec<'a> {
     pub(crate) resource: &'a str,
-    pub(crate) upstream: Arc<Upstream>,
     pub(crate) tps: Option<TpsConfig>,
     pub(crate) executes: Option<u32>,
     pub(crate) actives: Option<(u32, Duration)>,
@@ -58,19 +57,36 @@ pub(crate) struct RouteSpec<'a> {
     pub(crate) shadow: bool,
     pub(crate) blocked: Option<BlockedResponse>,
     pub(crate) trusted: &'a TrustedProxies,
-    pub(crate) timeouts: Timeouts,
     /// Whether its requests carry a [`Claim`] to read into their entries.
     pub(crate) claims: bool,
 }
 
-/// A route's stack.
-pub(crate) type RouteService = Limits<spillway_tower::SpillwayService<Forwarder>>;
+/// A route's stack around `S`, the innermost service.
+pub(crate) type Stack<S> = Limits<spillway_tower::SpillwayService<S>>;
+
+/// A route's stack as `spillway serve` runs it: forwarding to the upstream.
+pub(crate) type RouteService = Stack<Forwarder>;
 
 /// The body of a response through a route's stack.
 pub(crate) type StackBody = LimitsBody<ResponseBody<ForwardBody>>;
 
-/// The stack of the route `spec` describes.
-pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
+/// The forwarder to `upstream` within `timeouts`, as `spillway serve`'s innermost service.
+pub(crate) fn forwarder(
+    upstream: Arc<Upstream>,
+    timeouts: Timeouts,
+    shadow: bool,
+) -> impl FnOnce(Arc<Tally>) -> Forwarder {
+    move |tally| Forwarder::new(upstream, timeouts, tally, shadow)
+}
+
+/// The stack of the route `spec` describes, around the innermost service `inner` makes (given
+/// the route's tally, which counts each admission): the forwarder for `spillway serve`, the
+/// recorded response for `spillway replay`, so that both decide in the same code.
+pub(crate) fn build<S>(
+    spec: RouteSpec<'_>,
+    shared: &Shared,
+    inner: impl FnOnce(Arc<Tally>) -> S,
+) -> Stack<S> {
     let tally = Arc::new(Tally::new(
         spec.resource,
         spec.counters,
@@ -119,12 +135,7 @@ pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
             .tenant(move |parts| claim(parts)?.tenant.clone())
             .deadline(move |parts| claim(parts)?.left(tokio::time::Instant::now()));
     }
-    let forwarder = Forwarder::new(
-        spec.upstream,
-        spec.timeouts,
-        Arc::clone(&tally),
-        spec.shadow,
-    );
+    let inner = inner(Arc::clone(&tally));
     let limits = RouteLimits {
         resource: spec.resource.to_owned(),
         tps: spec.tps,
@@ -137,5 +148,5 @@ pub(crate) fn build(spec: RouteSpec<'_>, shared: &Shared) -> RouteService {
         refusal,
         tally,
     };
-    Limits::new(layer.layer(forwarder), limits)
+    Limits::new(layer.layer(inner), limits)
 }

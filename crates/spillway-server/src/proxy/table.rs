@@ -5,7 +5,6 @@ use crate::config::Config;
 use crate::metrics::{Metrics, ResourceMetrics};
 use crate::router::Router;
 use http::Request;
-use hyper::body::Incoming;
 use spillway::dubbo::TpsConfig;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,23 +84,35 @@ impl RouteInfo {
     ) -> Option<&super::stack::RouteService> {
         self.service
             .get_or_init(|| {
-                let spec = super::stack::RouteSpec {
-                    resource: &self.resource,
-                    upstream: self.upstream.clone()?,
-                    tps: self.tps,
-                    executes: self.executes,
-                    actives: self.actives,
-                    keys: &self.keys,
-                    counters: self.metrics(&shared.metrics).clone(),
-                    shadow: table.shadow,
-                    blocked: table.blocked.clone(),
-                    trusted: &table.trusted_proxies,
-                    timeouts: table.timeouts(),
-                    claims: self.claims.is_some(),
-                };
-                Some(super::stack::build(spec, shared))
+                let upstream = self.upstream.clone()?;
+                let forwarder = super::stack::forwarder(upstream, table.timeouts(), table.shadow);
+                Some(super::stack::build(
+                    self.spec(table, shared),
+                    shared,
+                    forwarder,
+                ))
             })
             .as_ref()
+    }
+
+    /// What its stack is made of, in `table`, with the proxy's `shared` parts.
+    pub(crate) fn spec<'a>(
+        &'a self,
+        table: &'a Table,
+        shared: &super::stack::Shared,
+    ) -> super::stack::RouteSpec<'a> {
+        super::stack::RouteSpec {
+            resource: &self.resource,
+            tps: self.tps,
+            executes: self.executes,
+            actives: self.actives,
+            keys: &self.keys,
+            counters: self.metrics(&shared.metrics).clone(),
+            shadow: table.shadow,
+            blocked: table.blocked.clone(),
+            trusted: &table.trusted_proxies,
+            claims: self.claims.is_some(),
+        }
     }
 
     /// Its resource's series in `metrics`.
@@ -216,7 +227,7 @@ impl Table {
         }
     }
 
-    pub(super) fn route(&self, request: &Request<Incoming>) -> &RouteInfo {
+    pub(crate) fn route<B>(&self, request: &Request<B>) -> &RouteInfo {
         self.router
             .find(request.method(), request.uri().path())
             .and_then(|index| self.routes.get(index))
