@@ -33,6 +33,7 @@ mod metrics;
 mod persist;
 mod proxy;
 pub mod reload;
+pub mod replay;
 mod router;
 mod second;
 mod send_timed;

@@ -42,6 +42,29 @@ enum Command {
     /// protection on identical arrivals. `--quick` prints the simulated lab's tables; without it,
     /// both labs run and docs/overload.md is written.
     Lab(spillway_server::lab::LabArgs),
+    /// What a rule file would have done to recorded traffic: each request of the access logs
+    /// goes through the rules as `serve` would put it, at its recorded time, holding its places
+    /// for its recorded duration; prints, per rule and per route, what would be refused.
+    Replay {
+        /// The rules to replay (a configuration file, TOML).
+        #[arg(long, short, default_value = "spillway.toml")]
+        config: PathBuf,
+        /// The access logs (gzip-compressed ones are read as they are), in time order.
+        #[arg(required = true)]
+        logs: Vec<PathBuf>,
+        /// The logs' format.
+        #[arg(long, value_enum, default_value_t = spillway_server::replay::Format::Auto)]
+        format: spillway_server::replay::Format,
+        /// Print the whole result as one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Stop at the first malformed line (by default each is counted and skipped).
+        #[arg(long)]
+        strict: bool,
+        /// How far out of time order lines may be and still be replayed in order.
+        #[arg(long, default_value = "10s", value_parser = humantime_serde::re::humantime::parse_duration)]
+        reorder_window: std::time::Duration,
+    },
     /// An upstream, the proxy with example rules and a load generator, with a live table.
     Demo {
         /// How long to run.
@@ -95,6 +118,56 @@ impl Signals {
         }
         let _ = tokio::signal::ctrl_c().await;
         "SIGINT"
+    }
+}
+
+/// `spillway replay`: checks the configuration, replays the logs, prints the report.
+fn replay(
+    path: &std::path::Path,
+    logs: Vec<PathBuf>,
+    format: spillway_server::replay::Format,
+    json: bool,
+    strict: bool,
+    reorder_window: std::time::Duration,
+) -> ExitCode {
+    let name = path.display().to_string();
+    let config =
+        match config::read(path).and_then(|text| spillway_server::checked::parse(&text, &name)) {
+            Ok(config) => config,
+            Err(err) => {
+                for problem in err.problems() {
+                    eprintln!("error: {problem}");
+                }
+                return ExitCode::FAILURE;
+            }
+        };
+    let options = spillway_server::replay::ReplayOptions {
+        logs,
+        format,
+        strict,
+        reorder_window,
+    };
+    match spillway_server::replay::replay(&config, &name, &options) {
+        Ok(report) => {
+            let text = if json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => text + "\n",
+                    Err(err) => {
+                        eprintln!("error: cannot write the report as JSON: {err}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            } else {
+                report.to_text()
+            };
+            // A reader that went away (`| head`) changes nothing.
+            let _ = std::io::stdout().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -273,6 +346,14 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Replay {
+            config: path,
+            logs,
+            format,
+            json,
+            strict,
+            reorder_window,
+        } => replay(&path, logs, format, json, strict, reorder_window),
         Command::Demo { seconds } => match runtime.block_on(demo::run(seconds)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {

@@ -12,6 +12,7 @@ mod limits;
 mod path;
 mod pool;
 mod refusal;
+mod replayed;
 mod stack;
 mod table;
 mod tally;
@@ -21,6 +22,7 @@ use client_body::ClientFault;
 pub use forward::Peer;
 pub(crate) use keyed::StagedKeyed;
 pub use path::{normalize_path, PathError};
+pub(crate) use replayed::{ReplayStacks, Replayed};
 pub(crate) use table::Table;
 
 use crate::config::Config;
@@ -227,6 +229,7 @@ impl Proxy {
             route,
             class,
             deadline,
+            ..
         } = fronted;
         let Some(service) = route.service(&table, &self.inner.shared) else {
             metrics.count(&route.resource, "no_route", "");

@@ -13,6 +13,8 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub(crate) struct Fronted<'t> {
     pub(crate) route: &'t RouteInfo,
+    /// Its route's index in the table (`None`: the default route).
+    pub(crate) index: Option<usize>,
     /// Its criticality and deadline, where its route reads claims.
     pub(crate) class: Option<Criticality>,
     pub(crate) deadline: Option<Instant>,
@@ -60,7 +62,7 @@ pub(crate) fn front<'t, B>(
         let text = format!("bad path: {err}\n");
         return Err(early(resource, "bad_path", StatusCode::BAD_REQUEST, text));
     }
-    let route = table.route(&request);
+    let (index, route) = table.route(&request);
     if route.upstream.is_none() {
         let text = "no route matches\n".to_owned();
         return Err(early(
@@ -86,6 +88,7 @@ pub(crate) fn front<'t, B>(
     }
     let fronted = Fronted {
         route,
+        index,
         class,
         deadline,
     };

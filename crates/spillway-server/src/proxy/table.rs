@@ -227,10 +227,13 @@ impl Table {
         }
     }
 
-    pub(crate) fn route<B>(&self, request: &Request<B>) -> &RouteInfo {
-        self.router
+    /// The route `request` takes, and its index among the routes (`None`: the default route).
+    pub(crate) fn route<B>(&self, request: &Request<B>) -> (Option<usize>, &RouteInfo) {
+        let index = self
+            .router
             .find(request.method(), request.uri().path())
-            .and_then(|index| self.routes.get(index))
-            .unwrap_or(&self.default)
+            .filter(|index| *index < self.routes.len());
+        let route = index.map_or(&self.default, |index| &self.routes[index]);
+        (index, route)
     }
 }

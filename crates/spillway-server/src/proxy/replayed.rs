@@ -1,0 +1,187 @@
+//! A route's stack around a recorded response, for `spillway replay`: the same host and path
+//! checks, router, key reading, claims, Dubbo limits and spillway layer as `spillway serve`,
+//! with the innermost service answering what the log says the upstream answered.
+
+use super::front::{front, Fronted};
+use super::stack::{build, Stack};
+use super::table::Table;
+use super::Proxy;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use spillway_tower::protect::{Blocked, MissingKey, ShadowBlock, ShadowRefusal};
+use std::convert::Infallible;
+use std::future::{ready, Ready};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::time::Instant;
+use tower::{Service, ServiceExt};
+
+/// The status the log recorded for a request (a request extension the innermost service
+/// answers with).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordedStatus(pub(crate) StatusCode);
+
+/// A shadow refusal a request passed with (a rule in shadow mode): the rule, and the kind.
+#[derive(Debug, Clone)]
+pub(crate) struct Shadowed {
+    pub(crate) rule: Option<String>,
+    pub(crate) kind: &'static str,
+}
+
+/// The innermost service of a replayed route: the recorded status, an empty body, and the
+/// shadow refusal the request passed with, if any.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Recorded;
+
+impl<B> Service<Request<B>> for Recorded {
+    type Response = Response<Empty<Bytes>>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let extensions = request.extensions();
+        let status = extensions
+            .get::<RecordedStatus>()
+            .map_or(StatusCode::OK, |recorded| recorded.0);
+        let shadowed = if let Some(ShadowBlock(err)) = extensions.get::<ShadowBlock>() {
+            Some(Shadowed {
+                rule: err.rule_id().map(str::to_owned),
+                kind: err.kind().as_str(),
+            })
+        } else {
+            extensions
+                .get::<ShadowRefusal>()
+                .map(|ShadowRefusal { rule }| Shadowed {
+                    rule: Some((*rule).to_owned()),
+                    kind: spillway::BlockKind::Flow.as_str(),
+                })
+        };
+        let mut response = Response::new(Empty::new());
+        *response.status_mut() = status;
+        if let Some(shadowed) = shadowed {
+            response.extensions_mut().insert(shadowed);
+        }
+        ready(Ok(response))
+    }
+}
+
+/// What became of one replayed request.
+#[derive(Debug)]
+pub(crate) enum Replayed {
+    /// Answered before any rule: `bad_host`, `bad_path` or `no_route`, on the resource.
+    Early {
+        resource: String,
+        outcome: &'static str,
+    },
+    /// Refused by a rule (`None`: a limit with no id, named by its kind) of `kind`.
+    Refused {
+        resource: String,
+        rule: Option<String>,
+        kind: &'static str,
+    },
+    /// Refused for want of a per-key rule's key.
+    MissingKey { resource: String },
+    /// Admitted: its places are held by `held` until the recorded end, when
+    /// [`Held::finish`] gives them back with the recorded status.
+    Admitted {
+        resource: String,
+        shadowed: Option<Shadowed>,
+        held: Held,
+    },
+}
+
+/// An admitted request's response, holding its entry and places.
+#[derive(Debug)]
+pub(crate) struct Held(
+    Response<super::limits::LimitsBody<spillway_tower::protect::ResponseBody<Empty<Bytes>>>>,
+);
+
+impl Held {
+    /// Ends the call: its body read to the end, so that its exit counts the recorded status.
+    pub(crate) async fn finish(self) {
+        let _ = self.0.into_body().collect().await;
+    }
+}
+
+/// The stacks of a configuration's routes around [`Recorded`].
+pub(crate) struct ReplayStacks {
+    table: Arc<Table>,
+    /// By route, in the table's order, then the default route's (`None`: no upstream).
+    stacks: Vec<Option<Stack<Recorded>>>,
+}
+
+impl ReplayStacks {
+    /// The stacks of `proxy`'s routes now.
+    pub(crate) fn new(proxy: &Proxy) -> Self {
+        let table = proxy.inner.table.load_full();
+        let shared = &proxy.inner.shared;
+        let routes = table.routes.iter().chain(std::iter::once(&table.default));
+        let stacks = routes
+            .map(|route| {
+                route.upstream.as_ref()?;
+                Some(build(route.spec(&table, shared), shared, |_| Recorded))
+            })
+            .collect();
+        Self { table, stacks }
+    }
+
+    /// Puts `request` from `peer`, arrived now, through its route's stack, as `spillway serve`
+    /// would, the upstream answering `status`.
+    pub(crate) async fn replay<B>(
+        &self,
+        request: Request<B>,
+        peer: SocketAddr,
+        status: StatusCode,
+    ) -> Replayed
+    where
+        B: Send + 'static,
+    {
+        let table = &self.table;
+        let (fronted, mut request) = match front(table, request, peer, Instant::now()) {
+            Ok(fronted) => fronted,
+            Err(early) => {
+                return Replayed::Early {
+                    resource: early.resource.to_owned(),
+                    outcome: early.outcome,
+                }
+            }
+        };
+        let Fronted { route, index, .. } = fronted;
+        let resource = route.resource.clone();
+        let index = index.unwrap_or(table.routes.len());
+        let Some(Some(stack)) = self.stacks.get(index) else {
+            return Replayed::Early {
+                resource,
+                outcome: "no_route",
+            };
+        };
+        request.extensions_mut().insert(RecordedStatus(status));
+        let response = match stack.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let extensions = response.extensions();
+        if let Some(Blocked(err)) = extensions.get::<Blocked>() {
+            return Replayed::Refused {
+                resource,
+                rule: err.rule_id().map(str::to_owned),
+                kind: err.kind().as_str(),
+            };
+        }
+        if extensions.get::<MissingKey>().is_some() {
+            return Replayed::MissingKey { resource };
+        }
+        let shadowed = extensions.get::<Shadowed>().cloned();
+        Replayed::Admitted {
+            resource,
+            shadowed,
+            held: Held(response),
+        }
+    }
+}

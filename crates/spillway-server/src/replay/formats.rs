@@ -1,0 +1,513 @@
+//! The access-log formats `spillway replay` reads, one line at a time.
+
+use super::record::Record;
+use super::time::{parse_clf, parse_rfc3339, parse_unix_seconds};
+use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// An access log's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// Each file's own, from its first line: a JSON object is `jsonl`, a line that names
+    /// `time` and `status` among commas is `csv`, anything else `nginx`.
+    Auto,
+    /// nginx's `combined` with `$request_time` appended:
+    /// `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent
+    /// "$http_referer" "$http_user_agent" $request_time` (fields after it are ignored).
+    Nginx,
+    /// One JSON object a line: `time` (RFC 3339, or Unix seconds as a number: when the request
+    /// arrived), `status`, `duration_ms` (or `duration_s`), `path` (or `target`, `uri`; with
+    /// the query), and optionally `method` (default GET), `ip` (or `peer`, `remote_addr`),
+    /// `host` and `headers` (an object of names and values).
+    Jsonl,
+    /// A header line naming the columns (the JSON lines' names, and `header:NAME` for a
+    /// header), then one request a line; a field may be quoted with `"` (a quote inside it
+    /// doubled).
+    Csv,
+}
+
+/// Reads one file's lines in its format.
+#[derive(Debug)]
+pub(crate) struct Parser {
+    format: Format,
+    /// A CSV file's columns, from its header line.
+    columns: Option<Vec<String>>,
+}
+
+impl Parser {
+    pub(crate) fn new(format: Format) -> Self {
+        Self {
+            format,
+            columns: None,
+        }
+    }
+
+    /// The record on `line`, `None` for a line that holds none (blank, or a CSV header), or
+    /// why it is malformed.
+    pub(crate) fn parse(&mut self, line: &str) -> Result<Option<Record>, String> {
+        let line = line.trim_end_matches(['\r', '\n']);
+        if line.trim().is_empty() {
+            return Ok(None);
+        }
+        if self.format == Format::Auto {
+            self.format = detect(line);
+        }
+        match self.format {
+            Format::Auto | Format::Nginx => nginx(line).map(Some),
+            Format::Jsonl => jsonl(line).map(Some),
+            Format::Csv => match &self.columns {
+                None => {
+                    let columns = csv_fields(line)?;
+                    if !columns.iter().any(|c| c == "time")
+                        || !columns.iter().any(|c| c == "status")
+                    {
+                        return Err("a CSV log's first line must name its columns, `time` and `status` among them".into());
+                    }
+                    self.columns = Some(columns.into_iter().map(Cow::into_owned).collect());
+                    Ok(None)
+                }
+                Some(columns) => csv(columns, line).map(Some),
+            },
+        }
+    }
+}
+
+fn detect(line: &str) -> Format {
+    let line = line.trim_start();
+    if line.starts_with('{') {
+        Format::Jsonl
+    } else if line.contains(',')
+        && line.split(',').any(|c| c.trim() == "time")
+        && line.split(',').any(|c| c.trim() == "status")
+    {
+        Format::Csv
+    } else {
+        Format::Nginx
+    }
+}
+
+/// A cursor over a log line's fields.
+struct Fields<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Fields<'a> {
+    /// The next field up to a space.
+    fn word(&mut self, what: &str) -> Result<&'a str, String> {
+        let rest = self.rest.trim_start_matches(' ');
+        if rest.is_empty() {
+            return Err(format!("the line ends before its {what}"));
+        }
+        let end = rest.find(' ').unwrap_or(rest.len());
+        let (word, rest) = rest.split_at(end);
+        self.rest = rest;
+        Ok(word)
+    }
+
+    /// The next field between `open` and `close`.
+    fn enclosed(&mut self, open: char, close: char, what: &str) -> Result<&'a str, String> {
+        let rest = self.rest.trim_start_matches(' ');
+        let inner = rest
+            .strip_prefix(open)
+            .ok_or_else(|| format!("its {what} should start with `{open}`"))?;
+        let end = inner
+            .find(close)
+            .ok_or_else(|| format!("its {what} has no closing `{close}`"))?;
+        self.rest = &inner[end + close.len_utf8()..];
+        Ok(&inner[..end])
+    }
+}
+
+fn status(text: &str) -> Result<StatusCode, String> {
+    text.parse::<u16>()
+        .ok()
+        .and_then(|code| StatusCode::from_u16(code).ok())
+        .ok_or_else(|| format!("status `{text}` is not an HTTP status"))
+}
+
+fn peer(text: &str) -> Result<IpAddr, String> {
+    let text = text.trim_start_matches('[').trim_end_matches(']');
+    text.parse()
+        .map_err(|_| format!("`{text}` is not an IP address"))
+}
+
+fn seconds(text: &str, what: &str) -> Result<Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("{what} `{text}` is not a number of seconds"))
+}
+
+/// A request target: a path, with its query (an absolute URI's path and query too).
+fn target(text: &str) -> Result<Uri, String> {
+    let uri: Uri = text
+        .parse()
+        .map_err(|_| format!("target `{text}` is not a URI"))?;
+    match uri.path_and_query() {
+        Some(path) if path.as_str().starts_with('/') => Ok(Uri::from(path.clone())),
+        _ => Err(format!("target `{text}` is not a path")),
+    }
+}
+
+fn host(text: &str) -> Result<HeaderValue, String> {
+    HeaderValue::from_str(text).map_err(|_| format!("host `{text}` is not a header value"))
+}
+
+fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let name = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("`{name}` is not a header name"))?;
+    let value =
+        HeaderValue::from_str(value).map_err(|_| format!("header `{name}`: not a header value"))?;
+    Ok((name, value))
+}
+
+/// nginx's `combined` with `$request_time` appended. `$time_local` is when the response was
+/// logged, at its end: the request arrived `$request_time` before.
+fn nginx(line: &str) -> Result<Record, String> {
+    let mut fields = Fields { rest: line };
+    let peer = peer(fields.word("remote address")?)?;
+    fields.word("`-`")?;
+    fields.word("remote user")?;
+    let time = fields.enclosed('[', ']', "time")?;
+    let ended =
+        parse_clf(time).ok_or_else(|| format!("time `{time}` is not nginx's `$time_local`"))?;
+    let request = fields.enclosed('"', '"', "request")?;
+    let mut parts = request.split(' ');
+    let (method, target) = match (parts.next(), parts.next()) {
+        (Some(method), Some(target)) if !method.is_empty() => (method, target),
+        _ => {
+            return Err(format!(
+                "request `{request}` is not `METHOD TARGET PROTOCOL`"
+            ))
+        }
+    };
+    let method = Method::from_bytes(method.as_bytes())
+        .map_err(|_| format!("`{method}` is not an HTTP method"))?;
+    let status = status(fields.word("status")?)?;
+    fields.word("body size")?;
+    let referer = fields.enclosed('"', '"', "referer")?;
+    let agent = fields.enclosed('"', '"', "user agent")?;
+    let duration = seconds(fields.word("request time")?, "request time")?;
+    let mut headers = Vec::new();
+    for (name, value) in [("referer", referer), ("user-agent", agent)] {
+        if value != "-" {
+            if let Ok(header) = header(name, value) {
+                headers.push(header);
+            }
+        }
+    }
+    let took = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    Ok(Record {
+        start_nanos: ended.saturating_sub(took),
+        duration,
+        method,
+        target: self::target(target)?,
+        host: None,
+        peer,
+        status,
+        headers,
+    })
+}
+
+/// A time in a JSON line: RFC 3339 text, or Unix seconds.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum JsonTime<'a> {
+    Seconds(f64),
+    #[serde(borrow)]
+    Text(Cow<'a, str>),
+}
+
+#[derive(Deserialize)]
+struct JsonLine<'a> {
+    #[serde(borrow)]
+    time: JsonTime<'a>,
+    status: u16,
+    #[serde(default)]
+    duration_ms: Option<f64>,
+    #[serde(default)]
+    duration_s: Option<f64>,
+    #[serde(borrow, alias = "target", alias = "uri")]
+    path: Cow<'a, str>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default, alias = "peer", alias = "remote_addr")]
+    ip: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    host: Option<Cow<'a, str>>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+fn json_time(time: &JsonTime<'_>) -> Result<u64, String> {
+    match time {
+        JsonTime::Seconds(seconds) => parse_unix_seconds(*seconds)
+            .ok_or_else(|| format!("time {seconds} is not Unix seconds")),
+        JsonTime::Text(text) => {
+            parse_rfc3339(text).ok_or_else(|| format!("time `{text}` is not RFC 3339"))
+        }
+    }
+}
+
+/// Where a line gives its duration: `duration_ms`, or `duration_s`.
+fn duration(millis: Option<f64>, seconds_given: Option<f64>) -> Result<Duration, String> {
+    let seconds = match (millis, seconds_given) {
+        (Some(millis), _) => millis / 1e3,
+        (None, Some(seconds)) => seconds,
+        (None, None) => return Err("it has no `duration_ms` or `duration_s`".into()),
+    };
+    if !(seconds.is_finite() && (0.0..1e9).contains(&seconds)) {
+        return Err(format!("duration {seconds} s is not a time"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// The address a line names, or the unspecified address (a log without one).
+fn peer_or_none(ip: Option<&str>) -> Result<IpAddr, String> {
+    ip.map_or(Ok(IpAddr::from([0, 0, 0, 0])), peer)
+}
+
+fn method(text: Option<&str>) -> Result<Method, String> {
+    let text = text.unwrap_or("GET");
+    Method::from_bytes(text.as_bytes()).map_err(|_| format!("`{text}` is not an HTTP method"))
+}
+
+fn jsonl(line: &str) -> Result<Record, String> {
+    let parsed: JsonLine<'_> = serde_json::from_str(line).map_err(|err| err.to_string())?;
+    let status = StatusCode::from_u16(parsed.status)
+        .map_err(|_| format!("status {} is not an HTTP status", parsed.status))?;
+    let headers = parsed
+        .headers
+        .iter()
+        .map(|(name, value)| header(name, value))
+        .collect::<Result<_, _>>()?;
+    Ok(Record {
+        start_nanos: json_time(&parsed.time)?,
+        duration: duration(parsed.duration_ms, parsed.duration_s)?,
+        method: method(parsed.method.as_deref())?,
+        target: target(&parsed.path)?,
+        host: parsed.host.as_deref().map(host).transpose()?,
+        peer: peer_or_none(parsed.ip.as_deref())?,
+        status,
+        headers,
+    })
+}
+
+/// A CSV line's fields: split at commas, a field in quotes may hold commas and doubled quotes.
+fn csv_fields(line: &str) -> Result<Vec<Cow<'_, str>>, String> {
+    let mut fields = Vec::new();
+    let mut rest = line;
+    loop {
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let mut value = String::new();
+            let mut chars = quoted.char_indices();
+            let mut end = None;
+            while let Some((index, c)) = chars.next() {
+                if c == '"' {
+                    if quoted[index + 1..].starts_with('"') {
+                        value.push('"');
+                        chars.next();
+                    } else {
+                        end = Some(index + 1);
+                        break;
+                    }
+                } else {
+                    value.push(c);
+                }
+            }
+            let end = end.ok_or("a quoted field has no closing quote")?;
+            fields.push(Cow::Owned(value));
+            rest = &quoted[end..];
+            match rest.strip_prefix(',') {
+                Some(next) => rest = next,
+                None if rest.is_empty() => return Ok(fields),
+                None => return Err("a quoted field goes on after its closing quote".into()),
+            }
+        } else {
+            match rest.split_once(',') {
+                Some((field, next)) => {
+                    fields.push(Cow::Borrowed(field.trim()));
+                    rest = next;
+                }
+                None => {
+                    fields.push(Cow::Borrowed(rest.trim()));
+                    return Ok(fields);
+                }
+            }
+        }
+    }
+}
+
+fn csv(columns: &[String], line: &str) -> Result<Record, String> {
+    let fields = csv_fields(line)?;
+    if fields.len() != columns.len() {
+        return Err(format!(
+            "{} fields where the header names {} columns",
+            fields.len(),
+            columns.len()
+        ));
+    }
+    let get = |names: &[&str]| {
+        columns
+            .iter()
+            .position(|column| names.contains(&column.as_str()))
+            .map(|index| fields[index].as_ref())
+            .filter(|value| !value.is_empty())
+    };
+    let number = |names: &[&str]| -> Result<Option<f64>, String> {
+        get(names)
+            .map(|text| {
+                text.parse::<f64>()
+                    .map_err(|_| format!("`{}` is not a number: `{text}`", names[0]))
+            })
+            .transpose()
+    };
+    let time = get(&["time"]).ok_or("it has no time")?;
+    let start_nanos = match time.parse::<f64>() {
+        Ok(seconds) => parse_unix_seconds(seconds),
+        Err(_) => parse_rfc3339(time),
+    }
+    .ok_or_else(|| format!("time `{time}` is neither RFC 3339 nor Unix seconds"))?;
+    let mut headers = Vec::new();
+    for (column, value) in columns.iter().zip(&fields) {
+        if let Some(name) = column.strip_prefix("header:") {
+            if !value.is_empty() {
+                headers.push(header(name, value)?);
+            }
+        }
+    }
+    Ok(Record {
+        start_nanos,
+        duration: duration(number(&["duration_ms"])?, number(&["duration_s"])?)?,
+        method: method(get(&["method"]))?,
+        target: target(get(&["path", "target", "uri"]).ok_or("it has no path")?)?,
+        host: get(&["host"]).map(host).transpose()?,
+        peer: peer_or_none(get(&["ip", "peer", "remote_addr"]))?,
+        status: status(get(&["status"]).ok_or("it has no status")?)?,
+        headers,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AT: u64 = 1_796_378_400_000_000_000;
+
+    #[test]
+    fn an_nginx_line_reads_its_request_and_arrival() {
+        let line = r#"203.0.113.5 - alice [04/Dec/2026:10:00:01 +0000] "GET /api/orders?id=7 HTTP/1.1" 200 512 "https://shop.example/" "curl/8.5" 0.250 0.249"#;
+        let record = Parser::new(Format::Auto).parse(line).unwrap().unwrap();
+        assert_eq!(record.start_nanos, AT + 750_000_000);
+        assert_eq!(record.duration, Duration::from_millis(250));
+        assert_eq!(record.method, Method::GET);
+        assert_eq!(record.target, "/api/orders?id=7");
+        assert_eq!(record.peer, "203.0.113.5".parse::<IpAddr>().unwrap());
+        assert_eq!(record.status, StatusCode::OK);
+        assert_eq!(record.headers.len(), 2);
+        assert_eq!(record.end_nanos(), AT + 1_000_000_000);
+    }
+
+    #[test]
+    fn a_malformed_nginx_line_says_what_is_wrong() {
+        let cases = [
+            ("nonsense", "is not an IP address"),
+            (
+                r#"1.2.3.4 - - 04/Dec/2026:10:00:01 +0000 "GET / HTTP/1.1" 200 1 "-" "-" 0.1"#,
+                "should start with `[`",
+            ),
+            (
+                r#"1.2.3.4 - - [04/Dec/2026:10:00:01 +0000] "\x16\x03\x01" 400 1 "-" "-" 0.1"#,
+                "is not `METHOD TARGET PROTOCOL`",
+            ),
+            (
+                r#"1.2.3.4 - - [04/Dec/2026:10:00:01 +0000] "GET / HTTP/1.1" 2000 1 "-" "-" 0.1"#,
+                "not an HTTP status",
+            ),
+            (
+                r#"1.2.3.4 - - [04/Dec/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 1 "-" "-""#,
+                "ends before its request time",
+            ),
+            (
+                r#"1.2.3.4 - - [04/Dec/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 1 "-" "-" -"#,
+                "not a number of seconds",
+            ),
+        ];
+        for (line, why) in cases {
+            let err = Parser::new(Format::Nginx).parse(line).unwrap_err();
+            assert!(err.contains(why), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn json_lines_read_their_fields_and_aliases() {
+        let mut parser = Parser::new(Format::Auto);
+        let line = r#"{"time":"2026-12-04T10:00:00.5Z","method":"POST","target":"/api/pay","status":503,"duration_ms":12.5,"peer":"2001:db8::1","host":"shop.example","headers":{"x-api-key":"k1"}}"#;
+        let record = parser.parse(line).unwrap().unwrap();
+        assert_eq!(record.start_nanos, AT + 500_000_000);
+        assert_eq!(record.method, Method::POST);
+        assert_eq!(record.status.as_u16(), 503);
+        assert_eq!(record.duration, Duration::from_micros(12_500));
+        assert_eq!(record.host.unwrap(), "shop.example");
+        assert_eq!(record.headers[0].0, "x-api-key");
+        let line = r#"{"time":1796378400.25,"path":"/","status":200,"duration_s":0.1}"#;
+        let record = parser.parse(line).unwrap().unwrap();
+        assert_eq!(record.start_nanos, AT + 250_000_000);
+        assert_eq!(record.peer, IpAddr::from([0, 0, 0, 0]));
+        for (line, why) in [
+            (
+                r#"{"time":"yesterday","path":"/","status":200,"duration_ms":1}"#,
+                "not RFC 3339",
+            ),
+            (r#"{"time":1,"path":"/","status":200}"#, "no `duration_ms`"),
+            (
+                r#"{"time":1,"path":"/","status":200,"duration_ms":-1}"#,
+                "is not a time",
+            ),
+            (
+                r#"{"time":1,"path":"/","duration_ms":1}"#,
+                "missing field `status`",
+            ),
+            (r#"{"time":1,"path":"/","#, "EOF"),
+            (
+                r#"{"time":1,"path":"no slash","status":200,"duration_ms":1}"#,
+                "is not a",
+            ),
+        ] {
+            let err = parser.parse(line).unwrap_err();
+            assert!(err.contains(why), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn csv_reads_its_columns_from_its_header() {
+        let mut parser = Parser::new(Format::Auto);
+        assert_eq!(
+            parser
+                .parse("time,path,status,duration_ms,ip,header:x-api-key")
+                .unwrap(),
+            None
+        );
+        let record = parser
+            .parse(r#"2026-12-04T10:00:00Z,"/search?q=a,b",200,3,10.0.0.1,"say ""hi""""#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(record.start_nanos, AT);
+        assert_eq!(record.target, "/search?q=a,b");
+        assert_eq!(record.headers[0].1, "say \"hi\"");
+        let err = parser.parse("1796378400,/,200").unwrap_err();
+        assert!(err.contains("3 fields where the header names 6"), "{err}");
+        let err = Parser::new(Format::Csv).parse("a,b").unwrap_err();
+        assert!(err.contains("must name its columns"), "{err}");
+        assert_eq!(
+            csv_fields(r#""a"b"#).unwrap_err(),
+            "a quoted field goes on after its closing quote"
+        );
+    }
+}

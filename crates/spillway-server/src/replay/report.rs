@@ -1,0 +1,323 @@
+//! What a replay found: per route and per rule, requests and would-refuse, the peak second,
+//! the first and last refusal, and a per-second timeline; as text or as JSON.
+
+use super::source::ReadCounts;
+use super::time::rfc3339;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One route's resource in a replay.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct RouteReport {
+    /// The resource its route (or the default route) produces.
+    pub resource: String,
+    /// Requests routed to it.
+    pub requests: u64,
+    /// Of them, refused by a rule (or for want of a per-key rule's key).
+    pub would_refuse: u64,
+    /// `would_refuse / requests`.
+    pub share: f64,
+    /// Answered before any rule: `no_route`, `bad_path`, `bad_host`.
+    pub answered_early: BTreeMap<String, u64>,
+}
+
+/// One rule's refusals in a replay.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RuleReport {
+    /// The rule's id; for a limit without one (`tps`, `executes`, `actives`), its kind.
+    pub rule: String,
+    /// What kind of check refused (`flow`, `keyed`, `adaptive`, `breaker`, ...).
+    pub kind: String,
+    /// The resource of the requests it refused.
+    pub resource: String,
+    /// Requests it would have refused.
+    pub would_refuse: u64,
+    /// Of the requests to its resource.
+    pub share: f64,
+    /// Requests it refused in shadow mode (passed, as its `shadow` setting says).
+    pub shadow_refusals: u64,
+    /// The second with the most refusals (RFC 3339), and how many.
+    pub peak_second: Option<String>,
+    /// Refusals in that second.
+    pub peak_refusals: u64,
+    /// When it first and last refused (RFC 3339, the requests' arrival times).
+    pub first_refusal: Option<String>,
+    /// As `first_refusal`, the last.
+    pub last_refusal: Option<String>,
+}
+
+/// One second of the replay.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Second {
+    /// Unix seconds.
+    pub at: u64,
+    /// Requests that arrived in it.
+    pub requests: u64,
+    /// Of them, refused.
+    pub would_refuse: u64,
+}
+
+/// A replay's whole result.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    /// The configuration replayed.
+    pub config: String,
+    /// The log files, in the order read.
+    pub files: Vec<String>,
+    /// Requests replayed.
+    pub requests: u64,
+    /// Of them, refused.
+    pub would_refuse: u64,
+    /// The first and last request's arrival (RFC 3339).
+    pub first_request: Option<String>,
+    /// As `first_request`, the last.
+    pub last_request: Option<String>,
+    /// Lines read, malformed and late.
+    pub read: ReadCounts,
+    /// What the replay left out of the configuration, and why.
+    pub notes: Vec<String>,
+    /// By resource, in name order.
+    pub routes: Vec<RouteReport>,
+    /// Every rule that refused a request, by rule id.
+    pub rules: Vec<RuleReport>,
+    /// Each second with a request, in order.
+    pub timeline: Vec<Second>,
+}
+
+#[derive(Debug, Default)]
+struct RuleTally {
+    refused: u64,
+    shadow: u64,
+    first: Option<u64>,
+    last: Option<u64>,
+    second: u64,
+    in_second: u64,
+    peak: Option<(u64, u64)>,
+}
+
+impl RuleTally {
+    fn refused_at(&mut self, at: u64) {
+        self.refused += 1;
+        self.first.get_or_insert(at);
+        self.last = Some(self.last.map_or(at, |last| last.max(at)));
+        let second = at / 1_000_000_000;
+        if second != self.second {
+            self.second = second;
+            self.in_second = 0;
+        }
+        self.in_second += 1;
+        if self.peak.map_or(true, |(_, count)| self.in_second > count) {
+            self.peak = Some((second, self.in_second));
+        }
+    }
+}
+
+/// The decisions of a replay as they come.
+#[derive(Debug, Default)]
+pub(crate) struct Tallies {
+    requests: u64,
+    refused: u64,
+    first: Option<u64>,
+    last: Option<u64>,
+    routes: BTreeMap<String, RouteReport>,
+    rules: BTreeMap<(String, String, String), RuleTally>,
+    timeline: BTreeMap<u64, (u64, u64)>,
+}
+
+impl Tallies {
+    /// Counts a request to `resource` arrived at `at`: its route's figures (always there).
+    fn request(&mut self, resource: &str, at: u64) -> Option<&mut RouteReport> {
+        self.requests += 1;
+        self.first = Some(self.first.map_or(at, |first| first.min(at)));
+        self.last = Some(self.last.map_or(at, |last| last.max(at)));
+        self.timeline.entry(at / 1_000_000_000).or_default().0 += 1;
+        if !self.routes.contains_key(resource) {
+            let route = RouteReport {
+                resource: resource.to_owned(),
+                ..RouteReport::default()
+            };
+            self.routes.insert(resource.to_owned(), route);
+        }
+        let route = self.routes.get_mut(resource)?;
+        route.requests += 1;
+        Some(route)
+    }
+
+    /// A request to `resource`, arrived at `at`, answered before any rule as `outcome`.
+    pub(crate) fn early(&mut self, resource: &str, outcome: &str, at: u64) {
+        if let Some(route) = self.request(resource, at) {
+            *route.answered_early.entry(outcome.to_owned()).or_default() += 1;
+        }
+    }
+
+    /// A request admitted; `shadow`: the rule (and kind) that refused it in shadow mode.
+    pub(crate) fn admitted(&mut self, resource: &str, at: u64, shadow: Option<(&str, &str)>) {
+        self.request(resource, at);
+        if let Some((rule, kind)) = shadow {
+            let key = (rule.to_owned(), kind.to_owned(), resource.to_owned());
+            self.rules.entry(key).or_default().shadow += 1;
+        }
+    }
+
+    /// A request refused by `rule` of `kind`.
+    pub(crate) fn refused(&mut self, resource: &str, at: u64, rule: &str, kind: &str) {
+        if let Some(route) = self.request(resource, at) {
+            route.would_refuse += 1;
+        }
+        self.refused += 1;
+        self.timeline.entry(at / 1_000_000_000).or_default().1 += 1;
+        let key = (rule.to_owned(), kind.to_owned(), resource.to_owned());
+        self.rules.entry(key).or_default().refused_at(at);
+    }
+
+    pub(crate) fn report(
+        self,
+        config: String,
+        files: Vec<String>,
+        read: ReadCounts,
+        notes: Vec<String>,
+    ) -> ReplayReport {
+        let requests_of = |resource: &str| self.routes.get(resource).map_or(0, |r| r.requests);
+        let share = |part: u64, whole: u64| {
+            if whole == 0 {
+                0.0
+            } else {
+                part as f64 / whole as f64
+            }
+        };
+        let rules = self
+            .rules
+            .iter()
+            .map(|((rule, kind, resource), tally)| RuleReport {
+                rule: rule.clone(),
+                kind: kind.clone(),
+                resource: resource.clone(),
+                would_refuse: tally.refused,
+                share: share(tally.refused, requests_of(resource)),
+                shadow_refusals: tally.shadow,
+                peak_second: tally
+                    .peak
+                    .map(|(second, _)| rfc3339(second * 1_000_000_000)),
+                peak_refusals: tally.peak.map_or(0, |(_, count)| count),
+                first_refusal: tally.first.map(rfc3339),
+                last_refusal: tally.last.map(rfc3339),
+            })
+            .collect();
+        let routes = (self.routes.values())
+            .map(|route| RouteReport {
+                share: share(route.would_refuse, route.requests),
+                ..route.clone()
+            })
+            .collect();
+        ReplayReport {
+            config,
+            files,
+            requests: self.requests,
+            would_refuse: self.refused,
+            first_request: self.first.map(rfc3339),
+            last_request: self.last.map(rfc3339),
+            read,
+            notes,
+            routes,
+            rules,
+            timeline: (self.timeline.iter())
+                .map(|(at, (requests, refused))| Second {
+                    at: *at,
+                    requests: *requests,
+                    would_refuse: *refused,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn percent(share: f64) -> String {
+    format!("{:.2}%", share * 100.0)
+}
+
+impl ReplayReport {
+    /// The report as text: a summary, the rules, the routes, and what was left out.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let span = match (&self.first_request, &self.last_request) {
+            (Some(first), Some(last)) => format!(" from {first} to {last}"),
+            _ => String::new(),
+        };
+        out.push_str(&format!(
+            "{} requests{span} ({} lines in {} files): {} would be refused ({}) by {}\n",
+            self.requests,
+            self.read.lines,
+            self.files.len(),
+            self.would_refuse,
+            percent(if self.requests == 0 {
+                0.0
+            } else {
+                self.would_refuse as f64 / self.requests as f64
+            }),
+            self.config,
+        ));
+        if !self.rules.is_empty() {
+            out.push_str("\nrule | kind | resource | would refuse | share | shadow | peak second (refused) | first refusal | last refusal\n");
+            for rule in &self.rules {
+                out.push_str(&format!(
+                    "{} | {} | {} | {} | {} | {} | {} | {} | {}\n",
+                    rule.rule,
+                    rule.kind,
+                    rule.resource,
+                    rule.would_refuse,
+                    percent(rule.share),
+                    rule.shadow_refusals,
+                    rule.peak_second
+                        .as_ref()
+                        .map_or("-".to_owned(), |at| format!(
+                            "{at} ({})",
+                            rule.peak_refusals
+                        )),
+                    rule.first_refusal.as_deref().unwrap_or("-"),
+                    rule.last_refusal.as_deref().unwrap_or("-"),
+                ));
+            }
+        }
+        out.push_str("\nresource | requests | would refuse | share | answered before any rule\n");
+        for route in &self.routes {
+            let early: Vec<String> = (route.answered_early.iter())
+                .map(|(outcome, count)| format!("{outcome} {count}"))
+                .collect();
+            out.push_str(&format!(
+                "{} | {} | {} | {} | {}\n",
+                route.resource,
+                route.requests,
+                route.would_refuse,
+                percent(route.share),
+                if early.is_empty() {
+                    "-".to_owned()
+                } else {
+                    early.join(", ")
+                },
+            ));
+        }
+        let read = &self.read;
+        if read.malformed > 0 {
+            out.push_str(&format!(
+                "\n{} malformed lines, skipped; the first:\n",
+                read.malformed
+            ));
+            for problem in &read.malformed_shown {
+                out.push_str(&format!("  {problem}\n"));
+            }
+        }
+        if read.late > 0 {
+            out.push_str(&format!(
+                "\n{} lines arrived later than the reordering window allows, replayed when read; the first:\n",
+                read.late
+            ));
+            for problem in &read.late_shown {
+                out.push_str(&format!("  {problem}\n"));
+            }
+        }
+        for note in &self.notes {
+            out.push_str(&format!("\nnote: {note}\n"));
+        }
+        out
+    }
+}

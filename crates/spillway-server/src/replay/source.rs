@@ -1,0 +1,268 @@
+//! The records of a replay's logs in time order: each file read line by line (gzip-compressed
+//! or not), each line parsed, the malformed ones counted, and lines a little out of order put
+//! back in order.
+
+use super::formats::{Format, Parser};
+use super::record::Record;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+/// How many malformed or late lines a report shows (each kind is counted in full).
+pub(crate) const SHOWN: usize = 5;
+
+/// A line that could not be replayed as it is: where, and why.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LineProblem {
+    /// The file.
+    pub file: String,
+    /// The line's number in it, from 1.
+    pub line: u64,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl std::fmt::Display for LineProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.why)
+    }
+}
+
+/// What reading the logs found besides the records.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct ReadCounts {
+    /// Lines read, blank ones included.
+    pub lines: u64,
+    /// Lines that were not a request in the format.
+    pub malformed: u64,
+    /// The first few of them.
+    pub malformed_shown: Vec<LineProblem>,
+    /// Records that arrived before records already replayed by more than the reordering
+    /// window: replayed at the replay's time then, not theirs.
+    pub late: u64,
+    /// The first few of them.
+    pub late_shown: Vec<LineProblem>,
+}
+
+/// Why the logs could not be read.
+#[derive(Debug)]
+pub enum SourceError {
+    /// A file could not be opened or read.
+    Unreadable {
+        /// The file.
+        file: String,
+        /// Why.
+        why: String,
+    },
+    /// A malformed line, with `--strict`.
+    Malformed(LineProblem),
+}
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceError::Unreadable { file, why } => write!(f, "{file}: cannot be read: {why}"),
+            SourceError::Malformed(problem) => {
+                write!(f, "{problem} (malformed; --strict stops here)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SourceError {}
+
+/// Opens `path`, decompressing it if it starts as gzip does.
+fn open(path: &Path) -> Result<Box<dyn BufRead>, String> {
+    let mut file = File::open(path).map_err(|err| err.to_string())?;
+    let mut magic = [0u8; 2];
+    let mut read = 0;
+    while read < 2 {
+        match file.read(&mut magic[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(err) => return Err(err.to_string()),
+        }
+    }
+    let head = std::io::Cursor::new(magic[..read].to_vec());
+    let whole = head.chain(file);
+    if magic[..read] == [0x1f, 0x8b] {
+        let decoder = flate2::read::MultiGzDecoder::new(whole);
+        Ok(Box::new(BufReader::with_capacity(1 << 16, decoder)))
+    } else {
+        Ok(Box::new(BufReader::with_capacity(1 << 16, whole)))
+    }
+}
+
+/// The records of `files`, in time order within `window` nanoseconds.
+pub(crate) struct Source {
+    files: std::vec::IntoIter<PathBuf>,
+    format: Format,
+    strict: bool,
+    window: u64,
+    current: Option<(String, Box<dyn BufRead>, Parser, u64)>,
+    line: String,
+    /// Records read and not yet given, earliest first (by arrival, then by reading order).
+    pending: BinaryHeap<Reverse<(u64, u64, PendingRecord)>>,
+    order: u64,
+    /// The latest arrival read so far, and the arrival of the last record given.
+    latest: u64,
+    given: u64,
+    pub(crate) counts: ReadCounts,
+}
+
+/// A record in the reordering heap, ordered by nothing of its own (its key is beside it).
+struct PendingRecord(Record, String, u64);
+
+impl PartialEq for PendingRecord {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for PendingRecord {}
+impl PartialOrd for PendingRecord {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for PendingRecord {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+impl Source {
+    pub(crate) fn new(files: Vec<PathBuf>, format: Format, strict: bool, window: u64) -> Self {
+        Self {
+            files: files.into_iter(),
+            format,
+            strict,
+            window,
+            current: None,
+            line: String::new(),
+            pending: BinaryHeap::new(),
+            order: 0,
+            latest: 0,
+            given: 0,
+            counts: ReadCounts::default(),
+        }
+    }
+
+    /// The next line's record, from the files in turn (`None`: all read).
+    fn read(&mut self) -> Result<Option<(Record, String, u64)>, SourceError> {
+        loop {
+            if self.current.is_none() {
+                let Some(path) = self.files.next() else {
+                    return Ok(None);
+                };
+                let name = path.display().to_string();
+                let reader = open(&path).map_err(|why| SourceError::Unreadable {
+                    file: name.clone(),
+                    why,
+                })?;
+                self.current = Some((name, reader, Parser::new(self.format), 0));
+            }
+            let Some((name, reader, parser, number)) = &mut self.current else {
+                continue;
+            };
+            self.line.clear();
+            match reader.read_line(&mut self.line) {
+                Ok(0) => {
+                    self.current = None;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::InvalidData => {
+                    // Not UTF-8: malformed, not unreadable. Skip the rest of this line.
+                    let mut skipped = Vec::new();
+                    let _ = reader.read_until(b'\n', &mut skipped);
+                    *number += 1;
+                    self.counts.lines += 1;
+                    let problem = LineProblem {
+                        file: name.clone(),
+                        line: *number,
+                        why: "not UTF-8".into(),
+                    };
+                    self.malformed(problem)?;
+                    continue;
+                }
+                Err(err) => {
+                    return Err(SourceError::Unreadable {
+                        file: name.clone(),
+                        why: err.to_string(),
+                    })
+                }
+            }
+            *number += 1;
+            self.counts.lines += 1;
+            match parser.parse(&self.line) {
+                Ok(Some(record)) => return Ok(Some((record, name.clone(), *number))),
+                Ok(None) => {}
+                Err(why) => {
+                    let problem = LineProblem {
+                        file: name.clone(),
+                        line: *number,
+                        why,
+                    };
+                    self.malformed(problem)?;
+                }
+            }
+        }
+    }
+
+    fn malformed(&mut self, problem: LineProblem) -> Result<(), SourceError> {
+        if self.strict {
+            return Err(SourceError::Malformed(problem));
+        }
+        self.counts.malformed += 1;
+        if self.counts.malformed_shown.len() < SHOWN {
+            self.counts.malformed_shown.push(problem);
+        }
+        Ok(())
+    }
+
+    /// The next record in time order: one is given once the latest read is more than the
+    /// window past it, or the files are done. A record that arrives before one already given
+    /// is counted late, and given at that one's time.
+    pub(crate) fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
+        loop {
+            if let Some(Reverse((at, _, _))) = self.pending.peek() {
+                if self.latest.saturating_sub(*at) > self.window {
+                    return Ok(self.give());
+                }
+            }
+            match self.read()? {
+                Some((record, file, line)) => {
+                    self.latest = self.latest.max(record.start_nanos);
+                    self.order += 1;
+                    let key = (
+                        record.start_nanos,
+                        self.order,
+                        PendingRecord(record, file, line),
+                    );
+                    self.pending.push(Reverse(key));
+                }
+                None => return Ok(self.give()),
+            }
+        }
+    }
+
+    fn give(&mut self) -> Option<Record> {
+        let Reverse((at, _, PendingRecord(mut record, file, line))) = self.pending.pop()?;
+        if at < self.given {
+            self.counts.late += 1;
+            if self.counts.late_shown.len() < SHOWN {
+                let behind = (self.given - at) as f64 / 1e9;
+                self.counts.late_shown.push(LineProblem {
+                    file,
+                    line,
+                    why: format!("{behind:.3} s before a request already replayed"),
+                });
+            }
+            record.start_nanos = self.given;
+        }
+        self.given = record.start_nanos;
+        Some(record)
+    }
+}

@@ -1,0 +1,381 @@
+//! `spillway replay`: event traces through the real routes, rules and limits, for each log
+//! format, gzip, lines out of order, malformed lines and bad files.
+
+use spillway_server::checked::parse;
+use spillway_server::replay::{replay, Format, ReplayOptions, ReplayReport, RuleReport};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const BASE: &str = "[listener]\nlisten = \"127.0.0.1:8080\"\n\n\
+    [[upstream]]\nname = \"app\"\nurl = \"http://127.0.0.1:9\"\n\n\
+    [[route]]\nresource = \"orders\"\npath = \"/api/orders\"\nupstream = \"app\"\n";
+
+/// 2026-12-04T10:00:00Z in Unix seconds.
+const AT: u64 = 1_796_378_400;
+
+fn run_with(rules: &str, files: &[(&str, Vec<u8>)], options: ReplayOptions) -> ReplayReport {
+    let text = format!("{BASE}\n{rules}");
+    let config = parse(&text, "rules.toml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let logs = files
+        .iter()
+        .map(|(name, bytes)| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        })
+        .collect();
+    replay(&config, "rules.toml", &ReplayOptions { logs, ..options }).unwrap()
+}
+
+fn run(rules: &str, log: &str) -> ReplayReport {
+    run_with(
+        rules,
+        &[("access.log", log.into())],
+        ReplayOptions::default(),
+    )
+}
+
+/// A JSON line: a request to `path` arriving `ms` after [`AT`], taking `took` ms.
+fn line(ms: u64, path: &str, status: u16, took: u64) -> String {
+    format!(
+        "{{\"time\":{}.{:03},\"path\":\"{path}\",\"status\":{status},\"duration_ms\":{took},\"ip\":\"10.0.0.1\"}}\n",
+        AT + ms / 1000,
+        ms % 1000
+    )
+}
+
+fn rule<'a>(report: &'a ReplayReport, id: &str) -> &'a RuleReport {
+    report
+        .rules
+        .iter()
+        .find(|rule| rule.rule == id)
+        .unwrap_or_else(|| panic!("no rule {id} in {:?}", report.rules))
+}
+
+#[test]
+fn a_qps_rule_refuses_what_passes_its_count_in_each_second() {
+    let rules = "[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n";
+    // Five requests in each of two seconds: the third to the fifth of each are refused.
+    let log: String = [0, 100, 200, 300, 400, 1000, 1100, 1200, 1300, 1400]
+        .iter()
+        .map(|ms| line(*ms, "/api/orders", 200, 5))
+        .collect();
+    let report = run(rules, &log);
+    assert_eq!((report.requests, report.would_refuse), (10, 6));
+    let two = rule(&report, "two");
+    assert_eq!(
+        (two.kind.as_str(), two.resource.as_str()),
+        ("flow", "orders")
+    );
+    assert_eq!(two.would_refuse, 6);
+    assert!((two.share - 0.6).abs() < 1e-9);
+    assert_eq!(
+        two.first_refusal.as_deref(),
+        Some("2026-12-04T10:00:00.200Z")
+    );
+    assert_eq!(
+        two.last_refusal.as_deref(),
+        Some("2026-12-04T10:00:01.400Z")
+    );
+    assert_eq!(two.peak_second.as_deref(), Some("2026-12-04T10:00:00.000Z"));
+    assert_eq!(two.peak_refusals, 3);
+    assert_eq!(report.routes[0].requests, 10);
+    let seconds: Vec<(u64, u64, u64)> = (report.timeline.iter())
+        .map(|s| (s.at - AT, s.requests, s.would_refuse))
+        .collect();
+    assert_eq!(seconds, [(0, 5, 3), (1, 5, 3)]);
+    assert_eq!(
+        report.first_request.as_deref(),
+        Some("2026-12-04T10:00:00.000Z")
+    );
+}
+
+#[test]
+fn concurrency_is_held_for_each_request_s_recorded_duration() {
+    let rules = "";
+    let route = "executes = 2\n";
+    let text = BASE.replace(
+        "upstream = \"app\"\n",
+        &format!("upstream = \"app\"\n{route}"),
+    );
+    let config = parse(&format!("{text}\n{rules}"), "rules.toml").unwrap();
+    // Two calls of 100 ms from 0 and 10 ms: the third, at 20 ms, finds two running; at 150 ms
+    // both have ended.
+    let log = [(0, 100), (10, 100), (20, 5), (150, 5)]
+        .iter()
+        .map(|(ms, took)| line(*ms, "/api/orders", 200, *took))
+        .collect::<String>();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    std::fs::write(&path, log).unwrap();
+    let options = ReplayOptions {
+        logs: vec![path],
+        ..ReplayOptions::default()
+    };
+    let report = replay(&config, "rules.toml", &options).unwrap();
+    assert_eq!(report.would_refuse, 1, "{}", report.to_text());
+    let executes = rule(&report, "executes");
+    assert_eq!(
+        executes.first_refusal.as_deref(),
+        Some("2026-12-04T10:00:00.020Z")
+    );
+}
+
+#[test]
+fn a_breaker_opens_on_the_errors_the_service_recorded() {
+    let rules = "[[breaker]]\nid = \"errors\"\nresource = \"orders\"\n\
+        strategy = { type = \"error_count\", threshold = 3 }\nretry_timeout = \"10s\"\n\
+        min_request_amount = 3\n";
+    // More than three errors open it (Sentinel's `errCount > threshold`); the next two are
+    // refused without reaching the service.
+    let log: String = [
+        (0, 500),
+        (100, 500),
+        (200, 500),
+        (250, 500),
+        (300, 200),
+        (400, 200),
+    ]
+    .iter()
+    .map(|(ms, status)| line(*ms, "/api/orders", *status, 10))
+    .collect();
+    let report = run(rules, &log);
+    let errors = rule(&report, "errors");
+    assert_eq!(errors.kind, "breaker");
+    assert_eq!(errors.would_refuse, 2, "{}", report.to_text());
+}
+
+#[test]
+fn a_per_key_rule_refuses_each_key_apart_and_a_missing_key_is_counted() {
+    let rules = "[[keyed]]\nid = \"per-key\"\nresource = \"orders\"\nkey = \"header:x-api-key\"\n\
+        count = 1\non_missing = \"refuse\"\n";
+    let keyed = |ms: u64, key: Option<&str>| {
+        let headers = key.map_or(String::new(), |key| {
+            format!(",\"headers\":{{\"x-api-key\":\"{key}\"}}")
+        });
+        format!(
+            "{{\"time\":{AT}.{ms:03},\"path\":\"/api/orders\",\"status\":200,\"duration_ms\":1{headers}}}\n"
+        )
+    };
+    let log = [
+        keyed(0, Some("a")),
+        keyed(10, Some("b")),
+        keyed(20, Some("a")),
+        keyed(30, Some("b")),
+        keyed(40, None),
+    ]
+    .concat();
+    let report = run(rules, &log);
+    assert_eq!(
+        rule(&report, "per-key").would_refuse,
+        2,
+        "{}",
+        report.to_text()
+    );
+    assert_eq!(rule(&report, "missing_key").would_refuse, 1);
+    assert_eq!(report.would_refuse, 3);
+}
+
+#[test]
+fn a_request_no_route_takes_is_counted_on_the_default_resource() {
+    let log = line(0, "/elsewhere", 200, 1) + &line(1, "/api/orders", 200, 1);
+    let report = run("", &log);
+    let unmatched = report
+        .routes
+        .iter()
+        .find(|route| route.resource == "unmatched")
+        .unwrap();
+    assert_eq!(unmatched.answered_early.get("no_route"), Some(&1));
+    assert_eq!(report.requests, 2);
+    assert_eq!(report.would_refuse, 0);
+}
+
+fn nginx(second: u64, path: &str, took: &str) -> String {
+    format!(
+        "10.0.0.1 - - [04/Dec/2026:10:00:{second:02} +0000] \"GET {path} HTTP/1.1\" 200 12 \"-\" \"curl/8\" {took}\n"
+    )
+}
+
+#[test]
+fn nginx_logs_plain_and_gzipped_replay_alike() {
+    let rules = "[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n";
+    let log: String = (0..6)
+        .map(|i| nginx(1 + i / 3, "/api/orders?id=1", &format!("0.0{i}")))
+        .collect();
+    let plain = run(rules, &log);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(log.as_bytes()).unwrap();
+    let zipped = run_with(
+        rules,
+        &[("access.log.gz", gz.finish().unwrap())],
+        ReplayOptions::default(),
+    );
+    assert_eq!(plain.requests, 6);
+    assert_eq!(plain.would_refuse, 2, "{}", plain.to_text());
+    assert_eq!(plain.rules, zipped.rules);
+    assert_eq!(plain.timeline, zipped.timeline);
+    // nginx logs a request when it ends: it arrived its request time before.
+    assert_eq!(
+        plain.first_request.as_deref(),
+        Some("2026-12-04T10:00:00.980Z")
+    );
+}
+
+#[test]
+fn csv_logs_replay_as_json_lines_do() {
+    let rules = "[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n";
+    let times = [0, 100, 200, 300];
+    let jsonl: String = times
+        .iter()
+        .map(|ms| line(*ms, "/api/orders", 200, 5))
+        .collect();
+    let csv: String = std::iter::once("time,path,status,duration_ms,ip\n".to_owned())
+        .chain(
+            times
+                .iter()
+                .map(|ms| format!("{AT}.{ms:03},/api/orders,200,5,10.0.0.1\n")),
+        )
+        .collect();
+    let (a, b) = (run(rules, &jsonl), run(rules, &csv));
+    assert_eq!(a.rules, b.rules);
+    assert_eq!(b.would_refuse, 2);
+}
+
+#[test]
+fn lines_out_of_order_within_the_window_replay_in_order_and_worse_is_reported() {
+    let rules = "[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n";
+    let times = [0u64, 100, 200, 300, 1000, 1100, 1200];
+    let sorted: String = times
+        .iter()
+        .map(|ms| line(*ms, "/api/orders", 200, 5))
+        .collect();
+    let shuffled: String = [1000u64, 0, 200, 100, 1200, 300, 1100]
+        .iter()
+        .map(|ms| line(*ms, "/api/orders", 200, 5))
+        .collect();
+    let (a, b) = (run(rules, &sorted), run(rules, &shuffled));
+    assert_eq!(a.rules, b.rules);
+    assert_eq!(a.timeline, b.timeline);
+    assert_eq!(b.read.late, 0);
+    // With no window, a line is given once a later one is read: 100 after 200, and 300 after
+    // 1000, are late, replayed at the time of the one before them.
+    let strict_order = ReplayOptions {
+        reorder_window: Duration::ZERO,
+        ..ReplayOptions::default()
+    };
+    let late = run_with(rules, &[("access.log", shuffled.into())], strict_order);
+    assert_eq!(late.read.late, 2, "{}", late.to_text());
+    assert_eq!(late.read.late_shown[0].line, 4);
+    assert!(late.read.late_shown[0].why.contains("0.100 s before"));
+    assert_eq!(late.read.late_shown[1].line, 6);
+    assert_eq!(late.requests, 7);
+}
+
+#[test]
+fn malformed_lines_are_counted_and_shown_and_strict_stops_at_the_first() {
+    let log = format!(
+        "{}not json at all\n{}{{\"time\":1}}\n\n",
+        line(0, "/api/orders", 200, 1),
+        line(1, "/api/orders", 200, 1)
+    );
+    let report = run_with(
+        "",
+        &[("a.log", log.clone().into())],
+        ReplayOptions {
+            format: Format::Jsonl,
+            ..ReplayOptions::default()
+        },
+    );
+    assert_eq!(report.requests, 2);
+    assert_eq!(report.read.lines, 5);
+    assert_eq!(report.read.malformed, 2);
+    let shown: Vec<(u64, bool)> = (report.read.malformed_shown.iter())
+        .map(|p| (p.line, p.file.ends_with("a.log")))
+        .collect();
+    assert_eq!(shown, [(2, true), (4, true)]);
+    assert!(report.to_text().contains("2 malformed lines, skipped"));
+    let config = parse(BASE, "rules.toml").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.log");
+    std::fs::write(&path, &log).unwrap();
+    let strict = ReplayOptions {
+        logs: vec![path],
+        strict: true,
+        ..ReplayOptions::default()
+    };
+    let err = replay(&config, "rules.toml", &strict)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("a.log:2:") && err.contains("--strict"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unreadable_file_is_a_clear_error() {
+    let config = parse(BASE, "rules.toml").unwrap();
+    let options = ReplayOptions {
+        logs: vec![PathBuf::from("/nonexistent/access.log")],
+        ..ReplayOptions::default()
+    };
+    let err = replay(&config, "rules.toml", &options)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("/nonexistent/access.log: cannot be read:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_command_prints_text_or_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        format!("{BASE}\n[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n"),
+    )
+    .unwrap();
+    let log = dir.path().join("access.log");
+    let lines: String = [0, 100, 200]
+        .iter()
+        .map(|ms| line(*ms, "/api/orders", 200, 5))
+        .collect();
+    std::fs::write(&log, lines).unwrap();
+    let spillway = env!("CARGO_BIN_EXE_spillway");
+    let output = std::process::Command::new(spillway)
+        .args(["replay", "--config"])
+        .arg(&rules)
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let text = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        text.starts_with("3 requests from 2026-12-04T10:00:00.000Z"),
+        "{text}"
+    );
+    assert!(text.contains("two | flow | orders | 1 | 33.33%"), "{text}");
+    let output = std::process::Command::new(spillway)
+        .args(["replay", "--json", "--config"])
+        .arg(&rules)
+        .arg(&log)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["requests"], 3);
+    assert_eq!(json["rules"][0]["rule"], "two");
+    assert_eq!(json["rules"][0]["would_refuse"], 1);
+    let output = std::process::Command::new(spillway)
+        .args(["replay", "--config"])
+        .arg(&rules)
+        .arg(dir.path().join("missing.log"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let err = String::from_utf8(output.stderr).unwrap();
+    assert!(err.contains("missing.log: cannot be read"), "{err}");
+}
