@@ -165,6 +165,16 @@ pub(crate) fn route_keys(plan: &Plan, resource: &str, template: Option<&str>) ->
 }
 
 impl RouteKey {
+    /// Its source as the file writes it (`peer_ip`, `header:NAME`, ...).
+    pub(crate) fn described(&self) -> &str {
+        &self.described
+    }
+
+    /// Its value in the request with head `parts`, read as the layer reads it.
+    pub(crate) fn value(&self, parts: &Parts, trusted: &TrustedProxies) -> Option<String> {
+        self.source.value(parts, trusted)
+    }
+
     /// Whether it is the client's address (read from a [`PeerAddr`] in the request's
     /// extensions).
     pub(crate) fn reads_peer(&self) -> bool {

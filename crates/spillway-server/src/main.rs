@@ -64,6 +64,15 @@ enum Command {
         /// How far out of time order lines may be and still be replayed in order.
         #[arg(long, default_value = "10s", value_parser = humantime_serde::re::humantime::parse_duration)]
         reorder_window: std::time::Duration,
+        /// Show a per-key rule's keys by their fingerprint (16 hex digits), not as they are.
+        #[arg(long)]
+        hash_keys: bool,
+        /// Replay the logs through these rules too, and show both side by side.
+        #[arg(long)]
+        compare: Option<PathBuf>,
+        /// Draw the requests and would-refuse a second (of both, with `--compare`) as an SVG.
+        #[arg(long)]
+        plot: Option<PathBuf>,
     },
     /// An upstream, the proxy with example rules and a load generator, with a live table.
     Demo {
@@ -121,54 +130,69 @@ impl Signals {
     }
 }
 
-/// `spillway replay`: checks the configuration, replays the logs, prints the report.
-fn replay(
-    path: &std::path::Path,
-    logs: Vec<PathBuf>,
-    format: spillway_server::replay::Format,
-    json: bool,
-    strict: bool,
-    reorder_window: std::time::Duration,
-) -> ExitCode {
+/// The configuration at `path`, checked, or its problems printed.
+fn checked_config(path: &std::path::Path) -> Option<config::Config> {
     let name = path.display().to_string();
-    let config =
-        match config::read(path).and_then(|text| spillway_server::checked::parse(&text, &name)) {
-            Ok(config) => config,
-            Err(err) => {
-                for problem in err.problems() {
-                    eprintln!("error: {problem}");
-                }
-                return ExitCode::FAILURE;
-            }
-        };
-    let options = spillway_server::replay::ReplayOptions {
-        logs,
-        format,
-        strict,
-        reorder_window,
-    };
-    match spillway_server::replay::replay(&config, &name, &options) {
-        Ok(report) => {
-            let text = if json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(text) => text + "\n",
-                    Err(err) => {
-                        eprintln!("error: cannot write the report as JSON: {err}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-            } else {
-                report.to_text()
-            };
-            // A reader that went away (`| head`) changes nothing.
-            let _ = std::io::stdout().write_all(text.as_bytes());
-            ExitCode::SUCCESS
-        }
+    match config::read(path).and_then(|text| spillway_server::checked::parse(&text, &name)) {
+        Ok(config) => Some(config),
         Err(err) => {
-            eprintln!("error: {err}");
-            ExitCode::FAILURE
+            for problem in err.problems() {
+                eprintln!("error: {problem}");
+            }
+            None
         }
     }
+}
+
+/// `spillway replay`: checks the configurations, replays the logs (through both with
+/// `compare`), prints the report, and draws the timeline if asked.
+fn replay(
+    path: &std::path::Path,
+    compare: Option<&std::path::Path>,
+    plot: Option<&std::path::Path>,
+    options: &spillway_server::replay::ReplayOptions,
+    json: bool,
+) -> ExitCode {
+    use spillway_server::replay;
+    let mut reports = Vec::new();
+    for path in std::iter::once(path).chain(compare) {
+        let Some(config) = checked_config(path) else {
+            return ExitCode::FAILURE;
+        };
+        let name = path.display().to_string();
+        match replay::replay(&config, &name, options) {
+            Ok(report) => reports.push(report),
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let text = match (json, reports.as_slice()) {
+        (true, [one]) => serde_json::to_string_pretty(one),
+        (true, [a, b]) => serde_json::to_string_pretty(&serde_json::json!({ "a": a, "b": b })),
+        (false, [one]) => Ok(one.to_text()),
+        (false, [a, b]) => Ok(replay::compare_text(a, b)),
+        _ => Ok(String::new()),
+    };
+    let text = match text {
+        Ok(text) => text,
+        Err(err) => {
+            eprintln!("error: cannot write the report as JSON: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(plot) = plot {
+        let all: Vec<&replay::ReplayReport> = reports.iter().collect();
+        if let Err(err) = replay::plot(&all, plot) {
+            eprintln!("error: cannot draw the plot: {err}");
+            return ExitCode::FAILURE;
+        }
+    }
+    // A reader that went away (`| head`) changes nothing.
+    let _ = std::io::stdout().write_all(text.trim_end().as_bytes());
+    let _ = std::io::stdout().write_all(b"\n");
+    ExitCode::SUCCESS
 }
 
 /// Runs the proxy, the admin API and the reloader until SIGINT or SIGTERM, then drains: the
@@ -353,7 +377,19 @@ fn main() -> ExitCode {
             json,
             strict,
             reorder_window,
-        } => replay(&path, logs, format, json, strict, reorder_window),
+            hash_keys,
+            compare,
+            plot,
+        } => {
+            let options = spillway_server::replay::ReplayOptions {
+                logs,
+                format,
+                strict,
+                reorder_window,
+                hash_keys,
+            };
+            replay(&path, compare.as_deref(), plot.as_deref(), &options, json)
+        }
         Command::Demo { seconds } => match runtime.block_on(demo::run(seconds)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {

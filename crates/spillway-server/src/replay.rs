@@ -10,15 +10,17 @@ mod record;
 mod report;
 mod source;
 mod time;
+mod top_keys;
 
 pub use engine::EngineError;
 pub use formats::Format;
 pub use record::Record;
-pub use report::{ReplayReport, RouteReport, RuleReport, Second};
+pub use report::{compare_text, ReplayReport, RouteReport, RuleReport, Second};
 pub use source::{LineProblem, ReadCounts, SourceError};
+pub use top_keys::KeyCount;
 
 use crate::config::Config;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What to replay, and how.
@@ -32,6 +34,8 @@ pub struct ReplayOptions {
     pub strict: bool,
     /// How far out of time order lines may be and still be replayed in order (default 10 s).
     pub reorder_window: Duration,
+    /// Report a per-key rule's keys by their fingerprint (16 hex digits), not as they are.
+    pub hash_keys: bool,
 }
 
 impl Default for ReplayOptions {
@@ -41,6 +45,7 @@ impl Default for ReplayOptions {
             format: Format::Auto,
             strict: false,
             reorder_window: Duration::from_secs(10),
+            hash_keys: false,
         }
     }
 }
@@ -89,11 +94,49 @@ pub fn replay(
         .start_paused(true)
         .build()
         .map_err(|err| EngineError::Setup(format!("cannot start the replay's runtime: {err}")))?;
-    let tallies = runtime.block_on(engine::run(&config, &mut source))?;
+    let tallies = runtime.block_on(engine::run(&config, &mut source, options.hash_keys))?;
     let files = options
         .logs
         .iter()
         .map(|log| log.display().to_string())
         .collect();
     Ok(tallies.report(name.to_owned(), files, source.counts, notes))
+}
+
+/// Draws `reports`' per-second timelines in one SVG at `path`: each one's requests (the same
+/// log: drawn once) and would-refuse a second, from the first request's second.
+///
+/// # Errors
+///
+/// If the file cannot be written.
+pub fn plot(reports: &[&ReplayReport], path: &Path) -> Result<(), String> {
+    let first = (reports.iter())
+        .filter_map(|report| report.timeline.first().map(|second| second.at))
+        .min()
+        .unwrap_or(0);
+    let series = |report: &ReplayReport, value: fn(&Second) -> u64| -> Vec<(f64, f64)> {
+        (report.timeline.iter())
+            .map(|second| ((second.at - first) as f64, value(second) as f64))
+            .collect()
+    };
+    let mut lines = Vec::new();
+    if let Some(report) = reports.first() {
+        lines.push(("requests".to_owned(), series(report, |s| s.requests)));
+    }
+    for report in reports {
+        let name = format!("would refuse: {}", report.config);
+        lines.push((name, series(report, |s| s.would_refuse)));
+    }
+    let since = reports
+        .first()
+        .and_then(|report| report.first_request.clone())
+        .unwrap_or_default();
+    let chart = spillway_lab::plot::Chart {
+        title: "requests and would-refuse a second".to_owned(),
+        x_label: format!("seconds from {}", since.get(..19).unwrap_or(&since)),
+        y_label: "a second".to_owned(),
+        lines,
+        ..spillway_lab::plot::Chart::default()
+    };
+    spillway_lab::plot::draw(path, 900, &[chart])
 }

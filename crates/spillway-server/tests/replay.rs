@@ -168,12 +168,28 @@ fn a_per_key_rule_refuses_each_key_apart_and_a_missing_key_is_counted() {
     ]
     .concat();
     let report = run(rules, &log);
-    assert_eq!(
-        rule(&report, "per-key").would_refuse,
-        2,
-        "{}",
-        report.to_text()
+    let per_key = rule(&report, "per-key");
+    assert_eq!(per_key.would_refuse, 2, "{}", report.to_text());
+    let keys: Vec<(&str, u64)> = (per_key.top_keys.iter())
+        .map(|key| (key.key.as_str(), key.refused))
+        .collect();
+    assert_eq!(keys, [("a", 1), ("b", 1)]);
+    assert!(report
+        .to_text()
+        .contains("per-key refused most: a (1), b (1)"));
+    let hashed = run_with(
+        rules,
+        &[("access.log", log.clone().into())],
+        ReplayOptions {
+            hash_keys: true,
+            ..ReplayOptions::default()
+        },
     );
+    let fingerprint = format!("{:016x}", spillway::keyed::fingerprint("a"));
+    assert!(rule(&hashed, "per-key")
+        .top_keys
+        .iter()
+        .any(|key| key.key == fingerprint));
     assert_eq!(rule(&report, "missing_key").would_refuse, 1);
     assert_eq!(report.would_refuse, 3);
 }
@@ -311,6 +327,59 @@ fn malformed_lines_are_counted_and_shown_and_strict_stops_at_the_first() {
     assert!(
         err.contains("a.log:2:") && err.contains("--strict"),
         "{err}"
+    );
+}
+
+#[test]
+fn a_line_that_is_not_utf8_is_malformed_and_the_next_one_is_read() {
+    let mut log = line(0, "/api/orders", 200, 1).into_bytes();
+    log.extend_from_slice(b"{\"time\":1,\"path\":\"/\xff\"}\n");
+    log.extend_from_slice(line(1, "/api/orders", 200, 1).as_bytes());
+    let report = run_with("", &[("a.log", log)], ReplayOptions::default());
+    assert_eq!((report.requests, report.read.malformed), (2, 1));
+    assert_eq!(report.read.malformed_shown[0].line, 2);
+    assert_eq!(report.read.malformed_shown[0].why, "not UTF-8");
+}
+
+#[test]
+fn the_docs_show_what_the_commands_print() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let docs = std::fs::read_to_string(format!("{root}/docs/replay.md")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("timeline.svg");
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .current_dir(root)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let plain = run(&[
+        "replay",
+        "--config",
+        "docs/replay/rules.toml",
+        "--plot",
+        plot.to_str().unwrap(),
+        "docs/replay/access.log",
+    ]);
+    assert!(
+        docs.contains(&plain),
+        "docs/replay.md should show:\n{plain}"
+    );
+    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    let compared = run(&[
+        "replay",
+        "--config",
+        "docs/replay/rules.toml",
+        "--compare",
+        "docs/replay/stricter.toml",
+        "docs/replay/access.log",
+    ]);
+    assert!(
+        docs.contains(&compared),
+        "docs/replay.md should show:\n{compared}"
     );
 }
 

@@ -79,11 +79,13 @@ pub(crate) enum Replayed {
         resource: String,
         outcome: &'static str,
     },
-    /// Refused by a rule (`None`: a limit with no id, named by its kind) of `kind`.
+    /// Refused by a rule (`None`: a limit with no id, named by its kind) of `kind`; for a
+    /// per-key rule, the key it refused.
     Refused {
         resource: String,
         rule: Option<String>,
         kind: &'static str,
+        key: Option<String>,
     },
     /// Refused for want of a per-key rule's key.
     MissingKey { resource: String },
@@ -131,6 +133,14 @@ impl ReplayStacks {
         Self { table, stacks }
     }
 
+    /// The key the per-key rule `rule` reads, among `keys` (each source with its value).
+    fn key_of(&self, rule: &str, keys: &[(&str, Option<String>)]) -> Option<String> {
+        let config = self.table.keyed.iter().find(|config| config.id == rule)?;
+        let source = crate::keyed::Source::parse(&config.key).ok()?.describe();
+        let (_, value) = keys.iter().find(|(described, _)| *described == source)?;
+        value.clone()
+    }
+
     /// Puts `request` from `peer`, arrived now, through its route's stack, as `spillway serve`
     /// would, the upstream answering `status`.
     pub(crate) async fn replay<B>(
@@ -161,6 +171,17 @@ impl ReplayStacks {
                 outcome: "no_route",
             };
         };
+        // The keys its per-key rules read, to name the one a refusal was for.
+        let keys: Vec<(&str, Option<String>)> = if route.keys.is_empty() {
+            Vec::new()
+        } else {
+            let (parts, body) = request.into_parts();
+            let keys = (route.keys.iter())
+                .map(|key| (key.described(), key.value(&parts, &table.trusted_proxies)))
+                .collect();
+            request = Request::from_parts(parts, body);
+            keys
+        };
         request.extensions_mut().insert(RecordedStatus(status));
         let response = match stack.clone().oneshot(request).await {
             Ok(response) => response,
@@ -168,10 +189,13 @@ impl ReplayStacks {
         };
         let extensions = response.extensions();
         if let Some(Blocked(err)) = extensions.get::<Blocked>() {
+            let rule = err.rule_id();
+            let key = rule.and_then(|rule| self.key_of(rule, &keys));
             return Replayed::Refused {
                 resource,
-                rule: err.rule_id().map(str::to_owned),
+                rule: rule.map(str::to_owned),
                 kind: err.kind().as_str(),
+                key,
             };
         }
         if extensions.get::<MissingKey>().is_some() {

@@ -64,11 +64,16 @@ impl From<SourceError> for EngineError {
 
 /// Replays `source`'s records through `config` (checked, and made fit to replay), on the
 /// current runtime, whose time must be paused.
-pub(crate) async fn run(config: &Config, source: &mut Source) -> Result<Tallies, EngineError> {
-    let tallies = Arc::new(Mutex::new(Tallies::default()));
+pub(crate) async fn run(
+    config: &Config,
+    source: &mut Source,
+    hash_keys: bool,
+) -> Result<Tallies, EngineError> {
+    let empty = Tallies::new(hash_keys);
     let Some(mut record) = source.next_record()? else {
-        return Ok(Tallies::default());
+        return Ok(empty);
     };
+    let tallies = Arc::new(Mutex::new(empty));
     let clock = ReplayClock {
         origin: Instant::now(),
         base: record.start_nanos,
@@ -98,9 +103,13 @@ pub(crate) async fn run(config: &Config, source: &mut Source) -> Result<Tallies,
                     resource,
                     rule,
                     kind,
-                } => lock().refused(&resource, at, rule.as_deref().unwrap_or(kind), kind),
+                    key,
+                } => {
+                    let rule = rule.as_deref().unwrap_or(kind);
+                    lock().refused(&resource, at, rule, kind, key.as_deref());
+                }
                 Replayed::MissingKey { resource } => {
-                    lock().refused(&resource, at, "missing_key", "keyed");
+                    lock().refused(&resource, at, "missing_key", "keyed", None);
                 }
                 Replayed::Admitted {
                     resource,

@@ -3,6 +3,7 @@
 
 use super::source::ReadCounts;
 use super::time::rfc3339;
+use super::top_keys::{KeyCount, TopKeys};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -44,6 +45,8 @@ pub struct RuleReport {
     pub first_refusal: Option<String>,
     /// As `first_refusal`, the last.
     pub last_refusal: Option<String>,
+    /// A per-key rule's most refused keys (at most 10), most first.
+    pub top_keys: Vec<KeyCount>,
 }
 
 /// One second of the replay.
@@ -93,6 +96,7 @@ struct RuleTally {
     second: u64,
     in_second: u64,
     peak: Option<(u64, u64)>,
+    keys: TopKeys,
 }
 
 impl RuleTally {
@@ -115,6 +119,8 @@ impl RuleTally {
 /// The decisions of a replay as they come.
 #[derive(Debug, Default)]
 pub(crate) struct Tallies {
+    /// Keys are counted by their fingerprint, not their text.
+    hash_keys: bool,
     requests: u64,
     refused: u64,
     first: Option<u64>,
@@ -125,6 +131,14 @@ pub(crate) struct Tallies {
 }
 
 impl Tallies {
+    /// None yet; per-key rules' keys counted by their fingerprint if `hash_keys`.
+    pub(crate) fn new(hash_keys: bool) -> Self {
+        Self {
+            hash_keys,
+            ..Self::default()
+        }
+    }
+
     /// Counts a request to `resource` arrived at `at`: its route's figures (always there).
     fn request(&mut self, resource: &str, at: u64) -> Option<&mut RouteReport> {
         self.requests += 1;
@@ -159,15 +173,32 @@ impl Tallies {
         }
     }
 
-    /// A request refused by `rule` of `kind`.
-    pub(crate) fn refused(&mut self, resource: &str, at: u64, rule: &str, kind: &str) {
+    /// A request refused by `rule` of `kind` (for `key`, a per-key rule's).
+    pub(crate) fn refused(
+        &mut self,
+        resource: &str,
+        at: u64,
+        rule: &str,
+        kind: &str,
+        key_text: Option<&str>,
+    ) {
         if let Some(route) = self.request(resource, at) {
             route.would_refuse += 1;
         }
         self.refused += 1;
         self.timeline.entry(at / 1_000_000_000).or_default().1 += 1;
         let key = (rule.to_owned(), kind.to_owned(), resource.to_owned());
-        self.rules.entry(key).or_default().refused_at(at);
+        let tally = self.rules.entry(key).or_default();
+        tally.refused_at(at);
+        if let Some(key) = key_text {
+            if self.hash_keys {
+                tally
+                    .keys
+                    .add(&format!("{:016x}", spillway::keyed::fingerprint(key)));
+            } else {
+                tally.keys.add(key);
+            }
+        }
     }
 
     pub(crate) fn report(
@@ -201,6 +232,7 @@ impl Tallies {
                 peak_refusals: tally.peak.map_or(0, |(_, count)| count),
                 first_refusal: tally.first.map(rfc3339),
                 last_refusal: tally.last.map(rfc3339),
+                top_keys: tally.keys.top(10),
             })
             .collect();
         let routes = (self.routes.values())
@@ -278,6 +310,23 @@ impl ReplayReport {
                 ));
             }
         }
+        for rule in self.rules.iter().filter(|rule| !rule.top_keys.is_empty()) {
+            let keys: Vec<String> = (rule.top_keys.iter())
+                .map(|key| {
+                    let bound = if key.error == 0 {
+                        String::new()
+                    } else {
+                        format!(" at most, {} at least", key.refused - key.error)
+                    };
+                    format!("{} ({}{bound})", key.key, key.refused)
+                })
+                .collect();
+            out.push_str(&format!(
+                "\n{} refused most: {}\n",
+                rule.rule,
+                keys.join(", ")
+            ));
+        }
         out.push_str("\nresource | requests | would refuse | share | answered before any rule\n");
         for route in &self.routes {
             let early: Vec<String> = (route.answered_early.iter())
@@ -319,5 +368,77 @@ impl ReplayReport {
             out.push_str(&format!("\nnote: {note}\n"));
         }
         out
+    }
+}
+
+/// Two replays of the same logs side by side: per rule and per resource, what each would
+/// refuse.
+pub fn compare_text(a: &ReplayReport, b: &ReplayReport) -> String {
+    let mut out = format!(
+        "{} requests{}: {} would refuse {} ({}), {} would refuse {} ({})\n",
+        a.requests,
+        match (&a.first_request, &a.last_request) {
+            (Some(first), Some(last)) => format!(" from {first} to {last}"),
+            _ => String::new(),
+        },
+        a.config,
+        a.would_refuse,
+        percent(share_of(a.would_refuse, a.requests)),
+        b.config,
+        b.would_refuse,
+        percent(share_of(b.would_refuse, b.requests)),
+    );
+    out.push_str(&format!(
+        "\nrule | kind | resource | {} | {}\n",
+        a.config, b.config
+    ));
+    let mut rules: BTreeMap<(&str, &str, &str), (u64, u64)> = BTreeMap::new();
+    for rule in &a.rules {
+        let key = (
+            rule.rule.as_str(),
+            rule.kind.as_str(),
+            rule.resource.as_str(),
+        );
+        rules.entry(key).or_default().0 = rule.would_refuse;
+    }
+    for rule in &b.rules {
+        let key = (
+            rule.rule.as_str(),
+            rule.kind.as_str(),
+            rule.resource.as_str(),
+        );
+        rules.entry(key).or_default().1 = rule.would_refuse;
+    }
+    for ((rule, kind, resource), (in_a, in_b)) in &rules {
+        out.push_str(&format!("{rule} | {kind} | {resource} | {in_a} | {in_b}\n"));
+    }
+    out.push_str(&format!(
+        "\nresource | requests | {} | {}\n",
+        a.config, b.config
+    ));
+    let mut routes: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
+    for route in &a.routes {
+        let entry = routes.entry(route.resource.as_str()).or_default();
+        (entry.0, entry.1) = (route.requests, route.would_refuse);
+    }
+    for route in &b.routes {
+        let entry = routes.entry(route.resource.as_str()).or_default();
+        (entry.0, entry.2) = (route.requests, route.would_refuse);
+    }
+    for (resource, (requests, in_a, in_b)) in &routes {
+        out.push_str(&format!(
+            "{resource} | {requests} | {in_a} ({}) | {in_b} ({})\n",
+            percent(share_of(*in_a, *requests)),
+            percent(share_of(*in_b, *requests)),
+        ));
+    }
+    out
+}
+
+fn share_of(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
     }
 }

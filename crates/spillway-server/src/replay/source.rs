@@ -174,9 +174,8 @@ impl Source {
                 }
                 Ok(_) => {}
                 Err(err) if err.kind() == std::io::ErrorKind::InvalidData => {
-                    // Not UTF-8: malformed, not unreadable. Skip the rest of this line.
-                    let mut skipped = Vec::new();
-                    let _ = reader.read_until(b'\n', &mut skipped);
+                    // Not UTF-8 (the line is consumed, up to its newline): malformed, not
+                    // unreadable.
                     *number += 1;
                     self.counts.lines += 1;
                     let problem = LineProblem {
