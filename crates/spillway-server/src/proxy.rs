@@ -22,7 +22,7 @@ use client_body::ClientFault;
 pub use forward::Peer;
 pub(crate) use keyed::StagedKeyed;
 pub use path::{normalize_path, PathError};
-pub(crate) use replayed::{ReplayStacks, Replayed};
+pub(crate) use replayed::{Held, ReplayStacks, Replayed};
 pub(crate) use table::Table;
 
 use crate::config::Config;

@@ -76,23 +76,23 @@ impl<B> Service<Request<B>> for Recorded {
 pub(crate) enum Replayed {
     /// Answered before any rule: `bad_host`, `bad_path` or `no_route`, on the resource.
     Early {
-        resource: String,
+        resource: Arc<str>,
         outcome: &'static str,
     },
     /// Refused by a rule (`None`: a limit with no id, named by its kind) of `kind`; for a
     /// per-key rule, the key it refused.
     Refused {
-        resource: String,
+        resource: Arc<str>,
         rule: Option<String>,
         kind: &'static str,
         key: Option<String>,
     },
     /// Refused for want of a per-key rule's key.
-    MissingKey { resource: String },
+    MissingKey { resource: Arc<str> },
     /// Admitted: its places are held by `held` until the recorded end, when
     /// [`Held::finish`] gives them back with the recorded status.
     Admitted {
-        resource: String,
+        resource: Arc<str>,
         shadowed: Option<Shadowed>,
         held: Held,
     },
@@ -116,6 +116,8 @@ pub(crate) struct ReplayStacks {
     table: Arc<Table>,
     /// By route, in the table's order, then the default route's (`None`: no upstream).
     stacks: Vec<Option<Stack<Recorded>>>,
+    /// Their resources, in the same order (shared with each request's outcome).
+    resources: Vec<Arc<str>>,
 }
 
 impl ReplayStacks {
@@ -124,13 +126,20 @@ impl ReplayStacks {
         let table = proxy.inner.table.load_full();
         let shared = &proxy.inner.shared;
         let routes = table.routes.iter().chain(std::iter::once(&table.default));
+        let resources = (table.routes.iter().chain(std::iter::once(&table.default)))
+            .map(|route| Arc::from(route.resource.as_str()))
+            .collect();
         let stacks = routes
             .map(|route| {
                 route.upstream.as_ref()?;
                 Some(build(route.spec(&table, shared), shared, |_| Recorded))
             })
             .collect();
-        Self { table, stacks }
+        Self {
+            table,
+            stacks,
+            resources,
+        }
     }
 
     /// The key the per-key rule `rule` reads, among `keys` (each source with its value).
@@ -156,15 +165,20 @@ impl ReplayStacks {
         let (fronted, mut request) = match front(table, request, peer, Instant::now()) {
             Ok(fronted) => fronted,
             Err(early) => {
+                let resource = (self.resources.iter())
+                    .find(|resource| &***resource == early.resource)
+                    .cloned()
+                    .unwrap_or_else(|| Arc::from(early.resource));
                 return Replayed::Early {
-                    resource: early.resource.to_owned(),
+                    resource,
                     outcome: early.outcome,
-                }
+                };
             }
         };
         let Fronted { route, index, .. } = fronted;
-        let resource = route.resource.clone();
         let index = index.unwrap_or(table.routes.len());
+        let resource = (self.resources.get(index).cloned())
+            .unwrap_or_else(|| Arc::from(route.resource.as_str()));
         let Some(Some(stack)) = self.stacks.get(index) else {
             return Replayed::Early {
                 resource,

@@ -6,8 +6,10 @@
 use super::report::Tallies;
 use super::source::{Source, SourceError};
 use crate::config::Config;
-use crate::proxy::{Proxy, ReplayStacks, Replayed};
+use crate::proxy::{Held, Proxy, ReplayStacks, Replayed};
 use spillway::Clock;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -62,6 +64,62 @@ impl From<SourceError> for EngineError {
     }
 }
 
+/// An admitted call held until its recorded end, in the heap of such calls (ordered by the
+/// key beside it).
+struct HeldCall(Held);
+
+impl PartialEq for HeldCall {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for HeldCall {}
+impl PartialOrd for HeldCall {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for HeldCall {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+/// Counts what became of a request that arrived at `at`: the admitted call to hold, if it was
+/// admitted.
+fn note(tallies: &Mutex<Tallies>, replayed: Replayed, at: u64) -> Option<Held> {
+    let mut tallies = tallies
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    match replayed {
+        Replayed::Early { resource, outcome } => tallies.early(&resource, outcome, at),
+        Replayed::Refused {
+            resource,
+            rule,
+            kind,
+            key,
+        } => {
+            let rule = rule.as_deref().unwrap_or(kind);
+            tallies.refused(&resource, at, rule, kind, key.as_deref());
+        }
+        Replayed::MissingKey { resource } => {
+            tallies.refused(&resource, at, "missing_key", "keyed", None);
+        }
+        Replayed::Admitted {
+            resource,
+            shadowed,
+            held,
+        } => {
+            let shadow = shadowed
+                .as_ref()
+                .map(|s| (s.rule.as_deref().unwrap_or(s.kind), s.kind));
+            tallies.admitted(&resource, at, shadow);
+            return Some(held);
+        }
+    }
+    None
+}
+
 /// Replays `source`'s records through `config` (checked, and made fit to replay), on the
 /// current runtime, whose time must be paused.
 pub(crate) async fn run(
@@ -70,69 +128,79 @@ pub(crate) async fn run(
     hash_keys: bool,
 ) -> Result<Tallies, EngineError> {
     let empty = Tallies::new(hash_keys);
-    let Some(mut record) = source.next_record()? else {
+    let Some(mut given) = source.next_record()? else {
         return Ok(empty);
     };
     let tallies = Arc::new(Mutex::new(empty));
     let clock = ReplayClock {
         origin: Instant::now(),
-        base: record.start_nanos,
+        base: given.record.start_nanos,
     };
     let spillway = spillway::Spillway::new_with_clock(clock);
     let proxy = Proxy::new(config, spillway).map_err(EngineError::Setup)?;
     crate::server::apply_rules(&proxy, config).map_err(EngineError::Setup)?;
     let stacks = Arc::new(ReplayStacks::new(&proxy));
-    let open = Arc::new(AtomicU64::new(0));
+    // Requests that wait (in a queue, for an `actives` place, paced) run as tasks of their
+    // own; the others are decided at once, and the admitted ones are held here until their
+    // recorded end, earliest first.
+    let waiting = Arc::new(AtomicU64::new(0));
+    let mut holds: BinaryHeap<Reverse<(u64, u64, Box<HeldCall>)>> = BinaryHeap::new();
+    let mut order = 0u64;
     loop {
-        tokio::time::sleep_until(clock.at(record.start_nanos)).await;
-        open.fetch_add(1, Ordering::Relaxed);
-        let (stacks, tallies, open) =
-            (Arc::clone(&stacks), Arc::clone(&tallies), Arc::clone(&open));
-        tokio::spawn(async move {
-            let at = record.start_nanos;
-            let peer = SocketAddr::new(record.peer, 0);
-            let replayed = stacks.replay(record.request(), peer, record.status).await;
-            let lock = || {
-                tallies
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+        let record = &given.record;
+        let at = record.start_nanos;
+        // Calls that end before this one arrives end first, each at its time.
+        while let Some(Reverse((end, _, _))) = holds.peek() {
+            if *end > at {
+                break;
+            }
+            let Some(Reverse((end, _, call))) = holds.pop() else {
+                break;
             };
-            match replayed {
-                Replayed::Early { resource, outcome } => lock().early(&resource, outcome, at),
-                Replayed::Refused {
-                    resource,
-                    rule,
-                    kind,
-                    key,
-                } => {
-                    let rule = rule.as_deref().unwrap_or(kind);
-                    lock().refused(&resource, at, rule, kind, key.as_deref());
-                }
-                Replayed::MissingKey { resource } => {
-                    lock().refused(&resource, at, "missing_key", "keyed", None);
-                }
-                Replayed::Admitted {
-                    resource,
-                    shadowed,
-                    held,
-                } => {
-                    let shadow = shadowed
-                        .as_ref()
-                        .map(|s| (s.rule.as_deref().unwrap_or(s.kind), s.kind));
-                    lock().admitted(&resource, at, shadow);
-                    tokio::time::sleep_until(clock.at(record.end_nanos())).await;
-                    held.finish().await;
+            let HeldCall(held) = *call;
+            tokio::time::sleep_until(clock.at(end)).await;
+            held.finish().await;
+        }
+        tokio::time::sleep_until(clock.at(at)).await;
+        let peer = SocketAddr::new(record.peer, 0);
+        let end = record.end_nanos();
+        let mut call = Box::pin({
+            let stacks = Arc::clone(&stacks);
+            let request = record.request();
+            let status = record.status;
+            async move { stacks.replay(request, peer, status).await }
+        });
+        match futures_util::FutureExt::now_or_never(call.as_mut()) {
+            Some(replayed) => {
+                if let Some(held) = note(&tallies, replayed, at) {
+                    order += 1;
+                    holds.push(Reverse((end, order, Box::new(HeldCall(held)))));
                 }
             }
-            open.fetch_sub(1, Ordering::Relaxed);
-        });
-        record = match source.next_record()? {
+            None => {
+                waiting.fetch_add(1, Ordering::Relaxed);
+                let (tallies, waiting) = (Arc::clone(&tallies), Arc::clone(&waiting));
+                tokio::spawn(async move {
+                    if let Some(held) = note(&tallies, call.await, at) {
+                        tokio::time::sleep_until(clock.at(end)).await;
+                        held.finish().await;
+                    }
+                    waiting.fetch_sub(1, Ordering::Relaxed);
+                });
+            }
+        }
+        given = match source.next_record()? {
             Some(next) => next,
             None => break,
         };
     }
     // The calls still running end at their recorded times.
-    while open.load(Ordering::Relaxed) > 0 {
+    while let Some(Reverse((end, _, call))) = holds.pop() {
+        let HeldCall(held) = *call;
+        tokio::time::sleep_until(clock.at(end)).await;
+        held.finish().await;
+    }
+    while waiting.load(Ordering::Relaxed) > 0 {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     drop(stacks);

@@ -103,7 +103,7 @@ impl<'a> Fields<'a> {
         if rest.is_empty() {
             return Err(format!("the line ends before its {what}"));
         }
-        let end = rest.find(' ').unwrap_or(rest.len());
+        let end = rest.bytes().position(|b| b == b' ').unwrap_or(rest.len());
         let (word, rest) = rest.split_at(end);
         self.rest = rest;
         Ok(word)
@@ -115,8 +115,9 @@ impl<'a> Fields<'a> {
         let inner = rest
             .strip_prefix(open)
             .ok_or_else(|| format!("its {what} should start with `{open}`"))?;
-        let end = inner
-            .find(close)
+        // `open` and `close` are ASCII: a byte search finds them.
+        let end = (inner.bytes())
+            .position(|b| char::from(b) == close)
             .ok_or_else(|| format!("its {what} has no closing `{close}`"))?;
         self.rest = &inner[end + close.len_utf8()..];
         Ok(&inner[..end])

@@ -9,6 +9,7 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// How many malformed or late lines a report shows (each kind is counted in full).
 pub(crate) const SHOWN: usize = 5;
@@ -101,10 +102,10 @@ pub(crate) struct Source {
     format: Format,
     strict: bool,
     window: u64,
-    current: Option<(String, Box<dyn BufRead>, Parser, u64)>,
+    current: Option<(Arc<str>, Box<dyn BufRead>, Parser, u64)>,
     line: String,
     /// Records read and not yet given, earliest first (by arrival, then by reading order).
-    pending: BinaryHeap<Reverse<(u64, u64, PendingRecord)>>,
+    pending: BinaryHeap<Reverse<(u64, u64, Box<Given>)>>,
     order: u64,
     /// The latest arrival read so far, and the arrival of the last record given.
     latest: u64,
@@ -112,21 +113,26 @@ pub(crate) struct Source {
     pub(crate) counts: ReadCounts,
 }
 
-/// A record in the reordering heap, ordered by nothing of its own (its key is beside it).
-struct PendingRecord(Record, String, u64);
+/// A record read, with where: in the reordering heap (ordered by the key beside it, not by
+/// itself), boxed so that the heap and its reader move a pointer, not the record.
+pub(crate) struct Given {
+    pub(crate) record: Record,
+    file: Arc<str>,
+    line: u64,
+}
 
-impl PartialEq for PendingRecord {
+impl PartialEq for Given {
     fn eq(&self, _: &Self) -> bool {
         true
     }
 }
-impl Eq for PendingRecord {}
-impl PartialOrd for PendingRecord {
+impl Eq for Given {}
+impl PartialOrd for Given {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for PendingRecord {
+impl Ord for Given {
     fn cmp(&self, _: &Self) -> std::cmp::Ordering {
         std::cmp::Ordering::Equal
     }
@@ -150,7 +156,7 @@ impl Source {
     }
 
     /// The next line's record, from the files in turn (`None`: all read).
-    fn read(&mut self) -> Result<Option<(Record, String, u64)>, SourceError> {
+    fn read(&mut self) -> Result<Option<(Record, Arc<str>, u64)>, SourceError> {
         loop {
             if self.current.is_none() {
                 let Some(path) = self.files.next() else {
@@ -158,10 +164,10 @@ impl Source {
                 };
                 let name = path.display().to_string();
                 let reader = open(&path).map_err(|why| SourceError::Unreadable {
-                    file: name.clone(),
+                    file: name.to_string(),
                     why,
                 })?;
-                self.current = Some((name, reader, Parser::new(self.format), 0));
+                self.current = Some((name.into(), reader, Parser::new(self.format), 0));
             }
             let Some((name, reader, parser, number)) = &mut self.current else {
                 continue;
@@ -179,7 +185,7 @@ impl Source {
                     *number += 1;
                     self.counts.lines += 1;
                     let problem = LineProblem {
-                        file: name.clone(),
+                        file: name.to_string(),
                         line: *number,
                         why: "not UTF-8".into(),
                     };
@@ -188,7 +194,7 @@ impl Source {
                 }
                 Err(err) => {
                     return Err(SourceError::Unreadable {
-                        file: name.clone(),
+                        file: name.to_string(),
                         why: err.to_string(),
                     })
                 }
@@ -196,11 +202,11 @@ impl Source {
             *number += 1;
             self.counts.lines += 1;
             match parser.parse(&self.line) {
-                Ok(Some(record)) => return Ok(Some((record, name.clone(), *number))),
+                Ok(Some(record)) => return Ok(Some((record, Arc::clone(name), *number))),
                 Ok(None) => {}
                 Err(why) => {
                     let problem = LineProblem {
-                        file: name.clone(),
+                        file: name.to_string(),
                         line: *number,
                         why,
                     };
@@ -224,7 +230,7 @@ impl Source {
     /// The next record in time order: one is given once the latest read is more than the
     /// window past it, or the files are done. A record that arrives before one already given
     /// is counted late, and given at that one's time.
-    pub(crate) fn next_record(&mut self) -> Result<Option<Record>, SourceError> {
+    pub(crate) fn next_record(&mut self) -> Result<Option<Box<Given>>, SourceError> {
         loop {
             if let Some(Reverse((at, _, _))) = self.pending.peek() {
                 if self.latest.saturating_sub(*at) > self.window {
@@ -235,11 +241,9 @@ impl Source {
                 Some((record, file, line)) => {
                     self.latest = self.latest.max(record.start_nanos);
                     self.order += 1;
-                    let key = (
-                        record.start_nanos,
-                        self.order,
-                        PendingRecord(record, file, line),
-                    );
+                    let at = record.start_nanos;
+                    let given = Box::new(Given { record, file, line });
+                    let key = (at, self.order, given);
                     self.pending.push(Reverse(key));
                 }
                 None => return Ok(self.give()),
@@ -247,21 +251,22 @@ impl Source {
         }
     }
 
-    fn give(&mut self) -> Option<Record> {
-        let Reverse((at, _, PendingRecord(mut record, file, line))) = self.pending.pop()?;
+    fn give(&mut self) -> Option<Box<Given>> {
+        let Reverse((at, _, mut given)) = self.pending.pop()?;
+        let Given { record, file, line } = &mut *given;
         if at < self.given {
             self.counts.late += 1;
             if self.counts.late_shown.len() < SHOWN {
                 let behind = (self.given - at) as f64 / 1e9;
                 self.counts.late_shown.push(LineProblem {
-                    file,
-                    line,
+                    file: file.to_string(),
+                    line: *line,
                     why: format!("{behind:.3} s before a request already replayed"),
                 });
             }
             record.start_nanos = self.given;
         }
         self.given = record.start_nanos;
-        Some(record)
+        Some(given)
     }
 }
