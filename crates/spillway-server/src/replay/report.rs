@@ -145,8 +145,7 @@ impl Tallies {
         self.first = Some(self.first.map_or(at, |first| first.min(at)));
         self.last = Some(self.last.map_or(at, |last| last.max(at)));
         self.timeline.entry(at / 1_000_000_000).or_default().0 += 1;
-        // One lookup for a resource seen before (all but the first request of each).
-        if self.routes.get(resource).is_none() {
+        if !self.routes.contains_key(resource) {
             let route = RouteReport {
                 resource: resource.to_owned(),
                 ..RouteReport::default()

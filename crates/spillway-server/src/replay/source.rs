@@ -96,13 +96,21 @@ fn open(path: &Path) -> Result<Box<dyn BufRead>, String> {
     }
 }
 
+/// The file being read: its name, its lines, its format's parser, and the last line's number.
+struct OpenFile {
+    name: Arc<str>,
+    reader: Box<dyn BufRead>,
+    parser: Parser,
+    number: u64,
+}
+
 /// The records of `files`, in time order within `window` nanoseconds.
 pub(crate) struct Source {
     files: std::vec::IntoIter<PathBuf>,
     format: Format,
     strict: bool,
     window: u64,
-    current: Option<(Arc<str>, Box<dyn BufRead>, Parser, u64)>,
+    current: Option<OpenFile>,
     line: String,
     /// Records read and not yet given, earliest first (by arrival, then by reading order).
     pending: BinaryHeap<Reverse<(u64, u64, Box<Given>)>>,
@@ -167,9 +175,20 @@ impl Source {
                     file: name.to_string(),
                     why,
                 })?;
-                self.current = Some((name.into(), reader, Parser::new(self.format), 0));
+                self.current = Some(OpenFile {
+                    name: name.into(),
+                    reader,
+                    parser: Parser::new(self.format),
+                    number: 0,
+                });
             }
-            let Some((name, reader, parser, number)) = &mut self.current else {
+            let Some(OpenFile {
+                name,
+                reader,
+                parser,
+                number,
+            }) = &mut self.current
+            else {
                 continue;
             };
             self.line.clear();
