@@ -232,10 +232,16 @@ fn nginx_logs_plain_and_gzipped_replay_alike() {
     assert_eq!(plain.would_refuse, 2, "{}", plain.to_text());
     assert_eq!(plain.rules, zipped.rules);
     assert_eq!(plain.timeline, zipped.timeline);
-    // nginx logs a request when it ends: it arrived its request time before.
+    // nginx logs a request when it ends, to the second: the three that ended in second 1 end
+    // at 1/6, 3/6 and 5/6 of it, and arrived their request time before (0.00, 0.01 and
+    // 0.02 s); those of second 2 took 0.03 to 0.05 s.
     assert_eq!(
         plain.first_request.as_deref(),
-        Some("2026-12-04T10:00:00.980Z")
+        Some("2026-12-04T10:00:01.166Z")
+    );
+    assert_eq!(
+        plain.last_request.as_deref(),
+        Some("2026-12-04T10:00:02.783Z")
     );
 }
 

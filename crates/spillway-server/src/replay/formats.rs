@@ -47,6 +47,12 @@ impl Parser {
         }
     }
 
+    /// Whether its format gives when a request ended to the second only (nginx's
+    /// `$time_local`).
+    pub(crate) fn ends_to_the_second(&self) -> bool {
+        self.format == Format::Nginx
+    }
+
     /// The record on `line`, `None` for a line that holds none (blank, or a CSV header), or
     /// why it is malformed.
     pub(crate) fn parse(&mut self, line: &str) -> Result<Option<Record>, String> {

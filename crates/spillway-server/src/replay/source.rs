@@ -5,11 +5,13 @@
 use super::formats::{Format, Parser};
 use super::record::Record;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+const SECOND: u64 = 1_000_000_000;
 
 /// How many malformed or late lines a report shows (each kind is counted in full).
 pub(crate) const SHOWN: usize = 5;
@@ -114,6 +116,10 @@ pub(crate) struct Source {
     line: String,
     /// Records read and not yet given, earliest first (by arrival, then by reading order).
     pending: BinaryHeap<Reverse<(u64, u64, Box<Given>)>>,
+    /// The records read that ended in the same second, to spread over it.
+    second: Vec<(Record, Arc<str>, u64)>,
+    /// Records spread, in the order read.
+    ready: VecDeque<(Record, Arc<str>, u64)>,
     order: u64,
     /// The latest arrival read so far, and the arrival of the last record given.
     latest: u64,
@@ -156,6 +162,8 @@ impl Source {
             current: None,
             line: String::new(),
             pending: BinaryHeap::new(),
+            second: Vec::new(),
+            ready: VecDeque::new(),
             order: 0,
             latest: 0,
             given: 0,
@@ -163,8 +171,51 @@ impl Source {
         }
     }
 
-    /// The next line's record, from the files in turn (`None`: all read).
+    /// The next record, from the files in turn (`None`: all read). The records of a format
+    /// that writes when a request ended to the second (nginx's `$time_local`) are spread over
+    /// their second: the `n` lines of a file that ended in one second end at `(2k + 1) / 2n`
+    /// of it, in the order logged, and arrived their duration before.
     fn read(&mut self) -> Result<Option<(Record, Arc<str>, u64)>, SourceError> {
+        loop {
+            if let Some(ready) = self.ready.pop_front() {
+                return Ok(Some(ready));
+            }
+            match self.read_line_record()? {
+                Some((record, file, line, true)) => {
+                    let second = record.end_nanos() / SECOND;
+                    let same = |(first, name, _): &(Record, Arc<str>, u64)| {
+                        first.end_nanos() / SECOND == second && Arc::ptr_eq(name, &file)
+                    };
+                    if !self.second.first().map_or(true, same) {
+                        self.spread();
+                    }
+                    self.second.push((record, file, line));
+                }
+                Some((record, file, line, false)) => {
+                    self.spread();
+                    self.ready.push_back((record, file, line));
+                }
+                None if self.second.is_empty() => return Ok(None),
+                None => self.spread(),
+            }
+        }
+    }
+
+    /// Spreads the records that ended in one second over it (see [`read`](Self::read)).
+    fn spread(&mut self) {
+        let n = self.second.len() as u64;
+        for (k, (mut record, file, line)) in self.second.drain(..).enumerate() {
+            let second = record.end_nanos() / SECOND * SECOND;
+            let end = second + (2 * k as u64 + 1) * SECOND / (2 * n);
+            let took = u64::try_from(record.duration.as_nanos()).unwrap_or(u64::MAX);
+            record.start_nanos = end.saturating_sub(took);
+            self.ready.push_back((record, file, line));
+        }
+    }
+
+    /// The next line's record, from the files in turn, and whether its format gives its end
+    /// to the second (`None`: all read).
+    fn read_line_record(&mut self) -> Result<Option<(Record, Arc<str>, u64, bool)>, SourceError> {
         loop {
             if self.current.is_none() {
                 let Some(path) = self.files.next() else {
@@ -221,7 +272,10 @@ impl Source {
             *number += 1;
             self.counts.lines += 1;
             match parser.parse(&self.line) {
-                Ok(Some(record)) => return Ok(Some((record, Arc::clone(name), *number))),
+                Ok(Some(record)) => {
+                    let coarse = parser.ends_to_the_second();
+                    return Ok(Some((record, Arc::clone(name), *number, coarse)));
+                }
                 Ok(None) => {}
                 Err(why) => {
                     let problem = LineProblem {
