@@ -13,6 +13,9 @@ use std::sync::Arc;
 
 const SECOND: u64 = 1_000_000_000;
 
+/// A record, the file it was read from, and its line there.
+type Located = (Record, Arc<str>, u64);
+
 /// How many malformed or late lines a report shows (each kind is counted in full).
 pub(crate) const SHOWN: usize = 5;
 
@@ -117,9 +120,9 @@ pub(crate) struct Source {
     /// Records read and not yet given, earliest first (by arrival, then by reading order).
     pending: BinaryHeap<Reverse<(u64, u64, Box<Given>)>>,
     /// The records read that ended in the same second, to spread over it.
-    second: Vec<(Record, Arc<str>, u64)>,
+    second: Vec<Located>,
     /// Records spread, in the order read.
-    ready: VecDeque<(Record, Arc<str>, u64)>,
+    ready: VecDeque<Located>,
     order: u64,
     /// The latest arrival read so far, and the arrival of the last record given.
     latest: u64,
@@ -175,15 +178,15 @@ impl Source {
     /// that writes when a request ended to the second (nginx's `$time_local`) are spread over
     /// their second: the `n` lines of a file that ended in one second end at `(2k + 1) / 2n`
     /// of it, in the order logged, and arrived their duration before.
-    fn read(&mut self) -> Result<Option<(Record, Arc<str>, u64)>, SourceError> {
+    fn read(&mut self) -> Result<Option<Located>, SourceError> {
         loop {
             if let Some(ready) = self.ready.pop_front() {
                 return Ok(Some(ready));
             }
             match self.read_line_record()? {
-                Some((record, file, line, true)) => {
+                Some(((record, file, line), true)) => {
                     let second = record.end_nanos() / SECOND;
-                    let same = |(first, name, _): &(Record, Arc<str>, u64)| {
+                    let same = |(first, name, _): &Located| {
                         first.end_nanos() / SECOND == second && Arc::ptr_eq(name, &file)
                     };
                     if !self.second.first().map_or(true, same) {
@@ -191,9 +194,9 @@ impl Source {
                     }
                     self.second.push((record, file, line));
                 }
-                Some((record, file, line, false)) => {
+                Some((located, false)) => {
                     self.spread();
-                    self.ready.push_back((record, file, line));
+                    self.ready.push_back(located);
                 }
                 None if self.second.is_empty() => return Ok(None),
                 None => self.spread(),
@@ -215,7 +218,7 @@ impl Source {
 
     /// The next line's record, from the files in turn, and whether its format gives its end
     /// to the second (`None`: all read).
-    fn read_line_record(&mut self) -> Result<Option<(Record, Arc<str>, u64, bool)>, SourceError> {
+    fn read_line_record(&mut self) -> Result<Option<(Located, bool)>, SourceError> {
         loop {
             if self.current.is_none() {
                 let Some(path) = self.files.next() else {
@@ -274,7 +277,7 @@ impl Source {
             match parser.parse(&self.line) {
                 Ok(Some(record)) => {
                     let coarse = parser.ends_to_the_second();
-                    return Ok(Some((record, Arc::clone(name), *number, coarse)));
+                    return Ok(Some(((record, Arc::clone(name), *number), coarse)));
                 }
                 Ok(None) => {}
                 Err(why) => {
