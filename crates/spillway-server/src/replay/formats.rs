@@ -20,6 +20,17 @@ pub enum Format {
     /// `$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent
     /// "$http_referer" "$http_user_agent" $request_time` (fields after it are ignored).
     Nginx,
+    /// Envoy's default access log format: `[%START_TIME%] "%REQ(:METHOD)%
+    /// %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS%
+    /// %BYTES_RECEIVED% %BYTES_SENT% %DURATION% %RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)%
+    /// "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%" "%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%"
+    /// "%UPSTREAM_HOST%"`. The client is the first address of `X-Forwarded-For` (the format
+    /// has no other).
+    Envoy,
+    /// Envoy's JSON access log with the keys Istio's default gives: `start_time`, `method`,
+    /// `path`, `response_code`, `duration` (ms), and optionally `downstream_remote_address`,
+    /// `x_forwarded_for`, `authority`, `user_agent`, `request_id`.
+    EnvoyJson,
     /// One JSON object a line: `time` (RFC 3339, or Unix seconds as a number: when the request
     /// arrived), `status`, `duration_ms` (or `duration_s`), `path` (or `target`, `uri`; with
     /// the query), and optionally `method` (default GET), `ip` (or `peer`, `remote_addr`),
@@ -66,6 +77,8 @@ impl Parser {
         match self.format {
             Format::Auto | Format::Nginx => nginx(line).map(Some),
             Format::Jsonl => jsonl(line).map(Some),
+            Format::Envoy => envoy(line).map(Some),
+            Format::EnvoyJson => envoy_json(line).map(Some),
             Format::Csv => match &self.columns {
                 None => {
                     let columns = csv_fields(line)?;
@@ -86,7 +99,13 @@ impl Parser {
 fn detect(line: &str) -> Format {
     let line = line.trim_start();
     if line.starts_with('{') {
-        Format::Jsonl
+        if line.contains("\"start_time\"") && line.contains("\"response_code\"") {
+            Format::EnvoyJson
+        } else {
+            Format::Jsonl
+        }
+    } else if line.starts_with('[') && line.as_bytes().get(5) == Some(&b'-') {
+        Format::Envoy
     } else if line.contains(',')
         && line.split(',').any(|c| c.trim() == "time")
         && line.split(',').any(|c| c.trim() == "status")
@@ -152,7 +171,7 @@ fn seconds(text: &str, what: &str) -> Result<Duration, String> {
 }
 
 /// A request target: a path, with its query (an absolute URI's path and query too).
-fn target(text: &str) -> Result<Uri, String> {
+fn target_of(text: &str) -> Result<Uri, String> {
     let uri: Uri = text
         .parse()
         .map_err(|_| format!("target `{text}` is not a URI"))?;
@@ -214,11 +233,156 @@ fn nginx(line: &str) -> Result<Record, String> {
         start_nanos: ended.saturating_sub(took),
         duration,
         method,
-        target: self::target(target)?,
+        target: target_of(target)?,
         host: None,
         peer,
         status,
         headers,
+    })
+}
+
+/// A field Envoy writes `-` for when it has no value.
+fn envoy_field(text: &str) -> Option<&str> {
+    (text != "-" && !text.is_empty()).then_some(text)
+}
+
+/// The client of an Envoy line: `downstream_remote_address` (`ip:port`), else the first
+/// address of `X-Forwarded-For`, else none.
+fn envoy_peer(remote: Option<&str>, forwarded: Option<&str>) -> IpAddr {
+    let remote = remote.and_then(|text| {
+        text.parse::<std::net::SocketAddr>()
+            .map(|addr| addr.ip())
+            .or_else(|_| text.parse::<IpAddr>())
+            .ok()
+    });
+    let forwarded = forwarded.and_then(|text| text.split(',').next()?.trim().parse().ok());
+    remote.or(forwarded).unwrap_or(IpAddr::from([0, 0, 0, 0]))
+}
+
+/// The headers an Envoy line records, as the request had them.
+fn envoy_headers(
+    forwarded: Option<&str>,
+    agent: Option<&str>,
+    id: Option<&str>,
+) -> Vec<(HeaderName, HeaderValue)> {
+    [
+        ("x-forwarded-for", forwarded),
+        ("user-agent", agent),
+        ("x-request-id", id),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| header(name, value?).ok())
+    .collect()
+}
+
+/// Envoy's default text format.
+fn envoy(line: &str) -> Result<Record, String> {
+    let mut fields = Fields { rest: line };
+    let time = fields.enclosed('[', ']', "start time")?;
+    let start_nanos =
+        parse_rfc3339(time).ok_or_else(|| format!("start time `{time}` is not RFC 3339"))?;
+    let request = fields.enclosed('"', '"', "request")?;
+    let mut parts = request.split(' ');
+    let (method, target) = match (parts.next(), parts.next()) {
+        (Some(method), Some(target)) if !method.is_empty() => (method, target),
+        _ => return Err(format!("request `{request}` is not `METHOD PATH PROTOCOL`")),
+    };
+    let status = status(fields.word("response code")?)?;
+    fields.word("response flags")?;
+    fields.word("bytes received")?;
+    fields.word("bytes sent")?;
+    let duration = fields.word("duration")?;
+    let millis: f64 = duration
+        .parse()
+        .map_err(|_| format!("duration `{duration}` is not milliseconds"))?;
+    fields.word("upstream service time")?;
+    let forwarded = envoy_field(fields.enclosed('"', '"', "X-Forwarded-For")?);
+    let agent = envoy_field(fields.enclosed('"', '"', "user agent")?);
+    let id = envoy_field(fields.enclosed('"', '"', "request id")?);
+    let authority = envoy_field(fields.enclosed('"', '"', "authority")?);
+    Ok(Record {
+        start_nanos,
+        duration: self::duration(Some(millis), None)?,
+        method: Method::from_bytes(method.as_bytes())
+            .map_err(|_| format!("`{method}` is not an HTTP method"))?,
+        target: target_of(target)?,
+        host: authority.map(host).transpose()?,
+        peer: envoy_peer(None, forwarded),
+        status,
+        headers: envoy_headers(forwarded, agent, id),
+    })
+}
+
+/// A number Envoy's JSON writes as a number or as text (`"12"`), or `-`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum JsonNumber<'a> {
+    Number(f64),
+    #[serde(borrow)]
+    Text(Cow<'a, str>),
+}
+
+impl JsonNumber<'_> {
+    fn value(&self, what: &str) -> Result<f64, String> {
+        match self {
+            JsonNumber::Number(number) => Ok(*number),
+            JsonNumber::Text(text) => text
+                .parse()
+                .map_err(|_| format!("{what} `{text}` is not a number")),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct EnvoyJsonLine<'a> {
+    #[serde(borrow)]
+    start_time: Cow<'a, str>,
+    #[serde(borrow)]
+    response_code: JsonNumber<'a>,
+    #[serde(borrow)]
+    duration: JsonNumber<'a>,
+    #[serde(borrow)]
+    path: Cow<'a, str>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    downstream_remote_address: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    x_forwarded_for: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    authority: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    user_agent: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    request_id: Option<Cow<'a, str>>,
+}
+
+/// An optional field of an Envoy JSON line, `None` for `-`.
+fn field<'a>(value: &'a Option<Cow<'_, str>>) -> Option<&'a str> {
+    value.as_deref().and_then(envoy_field)
+}
+
+fn envoy_json(line: &str) -> Result<Record, String> {
+    let parsed: EnvoyJsonLine<'_> = serde_json::from_str(line).map_err(|err| err.to_string())?;
+    let start_nanos = parse_rfc3339(&parsed.start_time)
+        .ok_or_else(|| format!("start_time `{}` is not RFC 3339", parsed.start_time))?;
+    let code = parsed.response_code.value("response_code")?;
+    let status = status(&format!("{code}"))?;
+
+    let forwarded = field(&parsed.x_forwarded_for);
+    Ok(Record {
+        start_nanos,
+        duration: duration(Some(parsed.duration.value("duration")?), None)?,
+        method: method(field(&parsed.method))?,
+        target: target_of(&parsed.path)?,
+        host: field(&parsed.authority).map(host).transpose()?,
+        peer: envoy_peer(field(&parsed.downstream_remote_address), forwarded),
+        status,
+        headers: envoy_headers(
+            forwarded,
+            field(&parsed.user_agent),
+            field(&parsed.request_id),
+        ),
     })
 }
 
@@ -298,7 +462,7 @@ fn jsonl(line: &str) -> Result<Record, String> {
         start_nanos: json_time(&parsed.time)?,
         duration: duration(parsed.duration_ms, parsed.duration_s)?,
         method: method(parsed.method.as_deref())?,
-        target: target(&parsed.path)?,
+        target: target_of(&parsed.path)?,
         host: parsed.host.as_deref().map(host).transpose()?,
         peer: peer_or_none(parsed.ip.as_deref())?,
         status,
@@ -393,7 +557,7 @@ fn csv(columns: &[String], line: &str) -> Result<Record, String> {
         start_nanos,
         duration: duration(number(&["duration_ms"])?, number(&["duration_s"])?)?,
         method: method(get(&["method"]))?,
-        target: target(get(&["path", "target", "uri"]).ok_or("it has no path")?)?,
+        target: target_of(get(&["path", "target", "uri"]).ok_or("it has no path")?)?,
         host: get(&["host"]).map(host).transpose()?,
         peer: peer_or_none(get(&["ip", "peer", "remote_addr"]))?,
         status: status(get(&["status"]).ok_or("it has no status")?)?,
@@ -490,6 +654,42 @@ mod tests {
             let err = parser.parse(line).unwrap_err();
             assert!(err.contains(why), "{line}: {err}");
         }
+    }
+
+    #[test]
+    fn envoy_lines_read_as_envoy_writes_them() {
+        let line = r#"[2026-12-04T10:00:00.310Z] "POST /api/v1/locations HTTP/2" 204 - 154 0 226 100 "10.0.35.28, 10.0.0.1" "nsq2http" "cc21d9b0" "locations" "tcp://10.0.2.1:80""#;
+        let record = Parser::new(Format::Auto).parse(line).unwrap().unwrap();
+        assert_eq!(record.start_nanos, AT + 310_000_000);
+        assert_eq!(record.duration, Duration::from_millis(226));
+        assert_eq!(record.method, Method::POST);
+        assert_eq!(record.target, "/api/v1/locations");
+        assert_eq!(record.status.as_u16(), 204);
+        assert_eq!(record.peer, "10.0.35.28".parse::<IpAddr>().unwrap());
+        assert_eq!(record.host.unwrap(), "locations");
+        assert_eq!(record.headers.len(), 3);
+        let line =
+            r#"[2026-12-04T10:00:00.310Z] "GET / HTTP/1.1" 200 - 0 0 1 - "-" "-" "-" "-" "-""#;
+        let record = Parser::new(Format::Envoy).parse(line).unwrap().unwrap();
+        assert_eq!(
+            (record.peer, record.host, record.headers.len()),
+            (IpAddr::from([0, 0, 0, 0]), None, 0)
+        );
+        let err = Parser::new(Format::Envoy)
+            .parse(r#"[2026-12-04T10:00:00Z] "GET / HTTP/1.1" 200 - 0 0 x"#)
+            .unwrap_err();
+        assert!(err.contains("is not milliseconds"), "{err}");
+        let json = r#"{"start_time":"2026-12-04T10:00:00.500Z","method":"GET","path":"/a?b=1","response_code":"503","duration":12,"downstream_remote_address":"192.0.2.9:5555","authority":"shop","user_agent":"-"}"#;
+        let record = Parser::new(Format::Auto).parse(json).unwrap().unwrap();
+        assert_eq!(record.start_nanos, AT + 500_000_000);
+        assert_eq!(record.status.as_u16(), 503);
+        assert_eq!(record.duration, Duration::from_millis(12));
+        assert_eq!(record.peer, "192.0.2.9".parse::<IpAddr>().unwrap());
+        assert_eq!(record.headers.len(), 0);
+        let err = Parser::new(Format::EnvoyJson)
+            .parse(r#"{"start_time":"x","path":"/","response_code":200,"duration":1}"#)
+            .unwrap_err();
+        assert!(err.contains("start_time `x` is not RFC 3339"), "{err}");
     }
 
     #[test]
