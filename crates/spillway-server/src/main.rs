@@ -387,6 +387,7 @@ fn main() -> ExitCode {
                 strict,
                 reorder_window,
                 hash_keys,
+                progress: true,
             };
             replay(&path, compare.as_deref(), plot.as_deref(), &options, json)
         }

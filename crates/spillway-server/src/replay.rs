@@ -36,6 +36,8 @@ pub struct ReplayOptions {
     pub reorder_window: Duration,
     /// Report a per-key rule's keys by their fingerprint (16 hex digits), not as they are.
     pub hash_keys: bool,
+    /// Show a progress bar on stderr (drawn only when stderr is a terminal).
+    pub progress: bool,
 }
 
 impl Default for ReplayOptions {
@@ -46,6 +48,7 @@ impl Default for ReplayOptions {
             strict: false,
             reorder_window: Duration::from_secs(10),
             hash_keys: false,
+            progress: false,
         }
     }
 }
@@ -94,7 +97,22 @@ pub fn replay(
         .start_paused(true)
         .build()
         .map_err(|err| EngineError::Setup(format!("cannot start the replay's runtime: {err}")))?;
-    let tallies = runtime.block_on(engine::run(&config, &mut source, options.hash_keys))?;
+    let progress = options.progress.then(|| {
+        let target = indicatif::ProgressDrawTarget::stderr();
+        let bar = indicatif::ProgressBar::with_draw_target(Some(source.bytes_total), target);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "replaying {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} {eta} left",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    });
+    let run = engine::run(&config, &mut source, options.hash_keys, progress.as_ref());
+    let tallies = runtime.block_on(run);
+    if let Some(progress) = progress {
+        progress.finish_and_clear();
+    }
+    let tallies = tallies?;
     let files = options
         .logs
         .iter()

@@ -428,6 +428,12 @@ fn the_command_prints_text_or_json() {
         .output()
         .unwrap();
     assert!(output.status.success());
+    // The progress bar is drawn only on a terminal.
+    assert!(
+        output.stderr.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(
         text.starts_with("3 requests from 2026-12-04T10:00:00.000Z"),

@@ -126,6 +126,7 @@ pub(crate) async fn run(
     config: &Config,
     source: &mut Source,
     hash_keys: bool,
+    progress: Option<&indicatif::ProgressBar>,
 ) -> Result<Tallies, EngineError> {
     let empty = Tallies::new(hash_keys);
     let Some(mut given) = source.next_record()? else {
@@ -145,7 +146,7 @@ pub(crate) async fn run(
     // recorded end, earliest first.
     let waiting = Arc::new(AtomicU64::new(0));
     let mut holds: BinaryHeap<Reverse<(u64, u64, Box<HeldCall>)>> = BinaryHeap::new();
-    let mut order = 0u64;
+    let (mut order, mut replayed) = (0u64, 0u64);
     loop {
         let record = &given.record;
         let at = record.start_nanos;
@@ -187,6 +188,12 @@ pub(crate) async fn run(
                     }
                     waiting.fetch_sub(1, Ordering::Relaxed);
                 });
+            }
+        }
+        replayed += 1;
+        if replayed % 8192 == 0 {
+            if let Some(progress) = progress {
+                progress.set_position(source.bytes_read());
             }
         }
         given = match source.next_record()? {

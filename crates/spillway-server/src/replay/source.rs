@@ -9,6 +9,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 const SECOND: u64 = 1_000_000_000;
@@ -79,9 +80,28 @@ impl std::fmt::Display for SourceError {
 
 impl std::error::Error for SourceError {}
 
-/// Opens `path`, decompressing it if it starts as gzip does.
-fn open(path: &Path) -> Result<Box<dyn BufRead>, String> {
-    let mut file = File::open(path).map_err(|err| err.to_string())?;
+/// A file's bytes as read, counted into `read` (for the progress bar: compressed bytes of a
+/// compressed file).
+struct Counted {
+    file: File,
+    read: Arc<AtomicU64>,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Opens `path`, decompressing it if it starts as gzip does, counting its bytes into `read`.
+fn open(path: &Path, read: &Arc<AtomicU64>) -> Result<Box<dyn BufRead>, String> {
+    let file = File::open(path).map_err(|err| err.to_string())?;
+    let mut file = Counted {
+        file,
+        read: Arc::clone(read),
+    };
     let mut magic = [0u8; 2];
     let mut read = 0;
     while read < 2 {
@@ -128,6 +148,10 @@ pub(crate) struct Source {
     latest: u64,
     given: u64,
     pub(crate) counts: ReadCounts,
+    /// Bytes read from the files so far.
+    bytes_read: Arc<AtomicU64>,
+    /// The files' sizes together (0: unknown).
+    pub(crate) bytes_total: u64,
 }
 
 /// A record read, with where: in the reordering heap (ordered by the key beside it, not by
@@ -157,7 +181,13 @@ impl Ord for Given {
 
 impl Source {
     pub(crate) fn new(files: Vec<PathBuf>, format: Format, strict: bool, window: u64) -> Self {
+        let bytes_total = (files.iter())
+            .filter_map(|file| std::fs::metadata(file).ok())
+            .map(|metadata| metadata.len())
+            .sum();
         Self {
+            bytes_read: Arc::default(),
+            bytes_total,
             files: files.into_iter(),
             format,
             strict,
@@ -225,10 +255,11 @@ impl Source {
                     return Ok(None);
                 };
                 let name = path.display().to_string();
-                let reader = open(&path).map_err(|why| SourceError::Unreadable {
-                    file: name.to_string(),
-                    why,
-                })?;
+                let reader =
+                    open(&path, &self.bytes_read).map_err(|why| SourceError::Unreadable {
+                        file: name.to_string(),
+                        why,
+                    })?;
                 self.current = Some(OpenFile {
                     name: name.into(),
                     reader,
@@ -290,6 +321,11 @@ impl Source {
                 }
             }
         }
+    }
+
+    /// Bytes read from the files so far.
+    pub(crate) fn bytes_read(&self) -> u64 {
+        self.bytes_read.load(Ordering::Relaxed)
     }
 
     fn malformed(&mut self, problem: LineProblem) -> Result<(), SourceError> {
