@@ -120,6 +120,21 @@ fn note(tallies: &Mutex<Tallies>, replayed: Replayed, at: u64) -> Option<Held> {
     None
 }
 
+/// Moves the paused clock on to `at` (never back): through every timer due before it, in
+/// order, while requests wait (in a queue, for a place); with none waiting, no timer of
+/// theirs is due, and the clock moves at once.
+async fn move_to(at: Instant, waiting: &AtomicU64) {
+    let now = Instant::now();
+    if at <= now {
+        return;
+    }
+    if waiting.load(Ordering::Relaxed) == 0 {
+        tokio::time::advance(at - now).await;
+    } else {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
 /// Replays `source`'s records through `config` (checked, and made fit to replay), on the
 /// current runtime, whose time must be paused.
 pub(crate) async fn run(
@@ -159,10 +174,10 @@ pub(crate) async fn run(
                 break;
             };
             let HeldCall(held) = *call;
-            tokio::time::sleep_until(clock.at(end)).await;
+            move_to(clock.at(end), &waiting).await;
             held.finish().await;
         }
-        tokio::time::sleep_until(clock.at(at)).await;
+        move_to(clock.at(at), &waiting).await;
         let peer = SocketAddr::new(record.peer, 0);
         let end = record.end_nanos();
         let mut call = Box::pin({
@@ -204,7 +219,7 @@ pub(crate) async fn run(
     // The calls still running end at their recorded times.
     while let Some(Reverse((end, _, call))) = holds.pop() {
         let HeldCall(held) = *call;
-        tokio::time::sleep_until(clock.at(end)).await;
+        move_to(clock.at(end), &waiting).await;
         held.finish().await;
     }
     while waiting.load(Ordering::Relaxed) > 0 {
