@@ -73,6 +73,19 @@ fn fit_to_replay(config: &mut Config) -> Vec<String> {
         config.cluster_rules.clear();
     }
     config.cluster = None;
+    // The listener's certificate and the upstreams' CA files: nothing is served or called,
+    // and the machine replaying may not be able to read them.
+    config.listener.tls = None;
+    for upstream in &mut config.upstreams {
+        upstream.get_mut().ca = None;
+    }
+    if !config.system.is_empty() {
+        notes.push(
+            "system rules' CPU and load checks read no machine in a replay (their readings are \
+             unknown, so they refuse nothing); their other checks are replayed"
+                .to_owned(),
+        );
+    }
     notes
 }
 

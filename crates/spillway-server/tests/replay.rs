@@ -124,6 +124,34 @@ fn concurrency_is_held_for_each_request_s_recorded_duration() {
 }
 
 #[test]
+fn a_request_that_waited_holds_its_place_for_its_whole_duration_from_then() {
+    let text = BASE.replace(
+        "upstream = \"app\"\n",
+        "upstream = \"app\"\nactives = { max = 1, timeout = \"1600ms\" }\n",
+    );
+    let config = parse(&text, "rules.toml").unwrap();
+    // A runs 0-2 s; B waits for it and runs 2-4 s; C, at 2.1 s, would wait past its 1.6 s.
+    let log: String = [(0, 2000), (500, 2000), (2100, 100)]
+        .iter()
+        .map(|(ms, took)| line(*ms, "/api/orders", 200, *took))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("access.log");
+    std::fs::write(&path, log).unwrap();
+    let options = ReplayOptions {
+        logs: vec![path],
+        ..ReplayOptions::default()
+    };
+    let report = replay(&config, "rules.toml", &options).unwrap();
+    assert_eq!(report.would_refuse, 1, "{}", report.to_text());
+    let actives = rule(&report, "actives");
+    assert_eq!(
+        actives.first_refusal.as_deref(),
+        Some("2026-12-04T10:00:02.100Z")
+    );
+}
+
+#[test]
 fn a_breaker_opens_on_the_errors_the_service_recorded() {
     let rules = "[[breaker]]\nid = \"errors\"\nresource = \"orders\"\n\
         strategy = { type = \"error_count\", threshold = 3 }\nretry_timeout = \"10s\"\n\
@@ -387,6 +415,27 @@ fn the_docs_show_what_the_commands_print() {
         docs.contains(&compared),
         "docs/replay.md should show:\n{compared}"
     );
+}
+
+#[test]
+fn a_line_too_long_is_malformed_and_a_host_header_stands_for_the_host() {
+    let long = format!("{{\"time\":1,\"path\":\"/{}\"}}\n", "a".repeat(70_000));
+    let host = format!(
+        "{{\"time\":{AT},\"path\":\"/api/orders\",\"status\":200,\"duration_ms\":1,\"headers\":{{\"host\":\"shop.example\"}}}}\n"
+    );
+    let log = format!("{}{long}{host}", line(0, "/api/orders", 200, 1));
+    let report = run_with("", &[("a.log", log.into())], ReplayOptions::default());
+    assert_eq!((report.requests, report.read.malformed), (2, 1));
+    assert_eq!(report.read.malformed_shown[0].line, 2);
+    assert_eq!(
+        report.read.malformed_shown[0].why,
+        "longer than 65536 bytes"
+    );
+    // The `Host` among its headers is its host: not refused as naming two.
+    assert!(report
+        .routes
+        .iter()
+        .all(|route| route.answered_early.is_empty()));
 }
 
 #[test]

@@ -152,7 +152,12 @@ pub(crate) async fn run(
         origin: Instant::now(),
         base: given.record.start_nanos,
     };
-    let spillway = spillway::Spillway::new_with_clock(clock);
+    // The system rules' CPU and load readings are unknown: the replaying machine's would say
+    // nothing of the service's.
+    let spillway = spillway::Spillway::builder()
+        .clock(clock)
+        .system_probe(spillway::system::ManualProbe::new())
+        .build();
     let proxy = Proxy::new(config, spillway).map_err(EngineError::Setup)?;
     crate::server::apply_rules(&proxy, config).map_err(EngineError::Setup)?;
     let stacks = Arc::new(ReplayStacks::new(&proxy));
@@ -179,7 +184,7 @@ pub(crate) async fn run(
         }
         move_to(clock.at(at), &waiting).await;
         let peer = SocketAddr::new(record.peer, 0);
-        let end = record.end_nanos();
+        let (end, took) = (record.end_nanos(), record.duration);
         let mut call = Box::pin({
             let stacks = Arc::clone(&stacks);
             let request = record.request();
@@ -198,7 +203,9 @@ pub(crate) async fn run(
                 let (tallies, waiting) = (Arc::clone(&tallies), Arc::clone(&waiting));
                 tokio::spawn(async move {
                     if let Some(held) = note(&tallies, call.await, at) {
-                        tokio::time::sleep_until(clock.at(end)).await;
+                        // Admitted after its wait: the upstream has it from now, for as long
+                        // as it took.
+                        tokio::time::sleep(took).await;
                         held.finish().await;
                     }
                     waiting.fetch_sub(1, Ordering::Relaxed);

@@ -68,6 +68,8 @@ impl Parser {
     /// why it is malformed.
     pub(crate) fn parse(&mut self, line: &str) -> Result<Option<Record>, String> {
         let line = line.trim_end_matches(['\r', '\n']);
+        // A byte-order mark starts some files written on Windows.
+        let line = line.strip_prefix('\u{feff}').unwrap_or(line);
         if line.trim().is_empty() {
             return Ok(None);
         }
@@ -106,10 +108,9 @@ fn detect(line: &str) -> Format {
         }
     } else if line.starts_with('[') && line.as_bytes().get(5) == Some(&b'-') {
         Format::Envoy
-    } else if line.contains(',')
-        && line.split(',').any(|c| c.trim() == "time")
-        && line.split(',').any(|c| c.trim() == "status")
-    {
+    } else if csv_fields(line).is_ok_and(|columns| {
+        columns.iter().any(|c| c == "time") && columns.iter().any(|c| c == "status")
+    }) {
         Format::Csv
     } else {
         Format::Nginx
@@ -162,12 +163,20 @@ fn peer(text: &str) -> Result<IpAddr, String> {
         .map_err(|_| format!("`{text}` is not an IP address"))
 }
 
+/// The longest duration a line may give: a day (a request held longer is held in memory
+/// until the replay's end).
+pub(crate) const MAX_DURATION_SECONDS: f64 = 86_400.0;
+
 fn seconds(text: &str, what: &str) -> Result<Duration, String> {
-    text.parse::<f64>()
+    let seconds = text
+        .parse::<f64>()
         .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0 && *s < 1e9)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("{what} `{text}` is not a number of seconds"))
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .ok_or_else(|| format!("{what} `{text}` is not a number of seconds"))?;
+    if seconds > MAX_DURATION_SECONDS {
+        return Err(format!("{what} `{text}` is longer than a day"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// A request target: a path, with its query (an absolute URI's path and query too).
@@ -241,6 +250,15 @@ fn nginx(line: &str) -> Result<Record, String> {
     })
 }
 
+/// An Envoy response code: 0, a client that left before a response, is replayed as 499 (a
+/// client's fault, as nginx counts it), so that its load is not lost.
+fn envoy_status(text: &str) -> Result<StatusCode, String> {
+    if text == "0" {
+        return Ok(StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST));
+    }
+    status(text)
+}
+
 /// A field Envoy writes `-` for when it has no value.
 fn envoy_field(text: &str) -> Option<&str> {
     (text != "-" && !text.is_empty()).then_some(text)
@@ -287,7 +305,7 @@ fn envoy(line: &str) -> Result<Record, String> {
         (Some(method), Some(target)) if !method.is_empty() => (method, target),
         _ => return Err(format!("request `{request}` is not `METHOD PATH PROTOCOL`")),
     };
-    let status = status(fields.word("response code")?)?;
+    let status = envoy_status(fields.word("response code")?)?;
     fields.word("response flags")?;
     fields.word("bytes received")?;
     fields.word("bytes sent")?;
@@ -367,7 +385,7 @@ fn envoy_json(line: &str) -> Result<Record, String> {
     let start_nanos = parse_rfc3339(&parsed.start_time)
         .ok_or_else(|| format!("start_time `{}` is not RFC 3339", parsed.start_time))?;
     let code = parsed.response_code.value("response_code")?;
-    let status = status(&format!("{code}"))?;
+    let status = envoy_status(&format!("{code}"))?;
 
     let forwarded = field(&parsed.x_forwarded_for);
     Ok(Record {
@@ -433,8 +451,11 @@ fn duration(millis: Option<f64>, seconds_given: Option<f64>) -> Result<Duration,
         (None, Some(seconds)) => seconds,
         (None, None) => return Err("it has no `duration_ms` or `duration_s`".into()),
     };
-    if !(seconds.is_finite() && (0.0..1e9).contains(&seconds)) {
+    if !(seconds.is_finite() && seconds >= 0.0) {
         return Err(format!("duration {seconds} s is not a time"));
+    }
+    if seconds > MAX_DURATION_SECONDS {
+        return Err(format!("duration {seconds} s is longer than a day"));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -690,6 +711,30 @@ mod tests {
             .parse(r#"{"start_time":"x","path":"/","response_code":200,"duration":1}"#)
             .unwrap_err();
         assert!(err.contains("start_time `x` is not RFC 3339"), "{err}");
+    }
+
+    #[test]
+    fn durations_past_a_day_and_odd_headers_and_envoy_s_status_0() {
+        let long =
+            r#"1.2.3.4 - - [04/Dec/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 1 "-" "-" 90000"#;
+        let err = Parser::new(Format::Nginx).parse(long).unwrap_err();
+        assert!(err.contains("longer than a day"), "{err}");
+        let long = r#"{"time":1,"path":"/","status":200,"duration_s":1e9}"#;
+        let err = Parser::new(Format::Jsonl).parse(long).unwrap_err();
+        assert!(err.contains("longer than a day"), "{err}");
+        // A byte-order mark and quoted column names are still a CSV header.
+        let mut parser = Parser::new(Format::Auto);
+        assert_eq!(
+            parser
+                .parse("\u{feff}\"time\",\"status\",\"path\",\"duration_ms\"")
+                .unwrap(),
+            None
+        );
+        assert!(parser.parse("1796378400,200,/,1").unwrap().is_some());
+        let gone =
+            r#"[2026-12-04T10:00:00.310Z] "GET / HTTP/1.1" 0 DC 0 0 5 - "-" "-" "-" "-" "-""#;
+        let record = Parser::new(Format::Auto).parse(gone).unwrap().unwrap();
+        assert_eq!(record.status.as_u16(), 499);
     }
 
     #[test]

@@ -37,11 +37,19 @@ impl Record {
         let mut request = Request::new(Empty::new());
         *request.method_mut() = self.method.clone();
         *request.uri_mut() = self.target.clone();
-        let host = (self.host.clone()).unwrap_or(HeaderValue::from_static(NO_HOST));
         let headers = request.headers_mut();
-        headers.insert(http::header::HOST, host);
         for (name, value) in &self.headers {
             headers.append(name.clone(), value.clone());
+        }
+        // The log's host field, else a `Host` among its headers, else one of ours.
+        match &self.host {
+            Some(host) => {
+                headers.insert(http::header::HOST, host.clone());
+            }
+            None if headers.contains_key(http::header::HOST) => {}
+            None => {
+                headers.insert(http::header::HOST, HeaderValue::from_static(NO_HOST));
+            }
         }
         request
     }

@@ -93,26 +93,29 @@ struct RuleTally {
     shadow: u64,
     first: Option<u64>,
     last: Option<u64>,
-    second: u64,
-    in_second: u64,
-    peak: Option<(u64, u64)>,
+    /// Refusals by second of arrival (a refusal after a wait is counted in the second its
+    /// request arrived, which may come after later seconds' refusals).
+    seconds: BTreeMap<u64, u64>,
     keys: TopKeys,
 }
 
 impl RuleTally {
     fn refused_at(&mut self, at: u64) {
         self.refused += 1;
-        self.first.get_or_insert(at);
+        self.first = Some(self.first.map_or(at, |first| first.min(at)));
         self.last = Some(self.last.map_or(at, |last| last.max(at)));
-        let second = at / 1_000_000_000;
-        if second != self.second {
-            self.second = second;
-            self.in_second = 0;
+        *self.seconds.entry(at / 1_000_000_000).or_default() += 1;
+    }
+
+    /// The second with the most refusals (the earliest of equals), and how many.
+    fn peak(&self) -> Option<(u64, u64)> {
+        let mut peak: Option<(u64, u64)> = None;
+        for (second, count) in &self.seconds {
+            if peak.map_or(true, |(_, most)| *count > most) {
+                peak = Some((*second, *count));
+            }
         }
-        self.in_second += 1;
-        if self.peak.map_or(true, |(_, count)| self.in_second > count) {
-            self.peak = Some((second, self.in_second));
-        }
+        peak
     }
 }
 
@@ -227,9 +230,9 @@ impl Tallies {
                 share: share(tally.refused, requests_of(resource)),
                 shadow_refusals: tally.shadow,
                 peak_second: tally
-                    .peak
+                    .peak()
                     .map(|(second, _)| rfc3339(second * 1_000_000_000)),
-                peak_refusals: tally.peak.map_or(0, |(_, count)| count),
+                peak_refusals: tally.peak().map_or(0, |(_, count)| count),
                 first_refusal: tally.first.map(rfc3339),
                 last_refusal: tally.last.map(rfc3339),
                 top_keys: tally.keys.top(10),

@@ -11,8 +11,15 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 const SECOND: u64 = 1_000_000_000;
+
+/// Most lines of one second spread together (more are spread in groups of this many).
+const MAX_GROUP: usize = 100_000;
+
+/// The longest line read whole: a longer one is malformed, and skipped to its end.
+pub(crate) const MAX_LINE: usize = 64 * 1024;
 
 /// A record, the file it was read from, and its line there.
 type Located = (Record, Arc<str>, u64);
@@ -80,6 +87,36 @@ impl std::fmt::Display for SourceError {
 
 impl std::error::Error for SourceError {}
 
+/// Reads one line into `buf`, holding at most [`MAX_LINE`] bytes and its newline: `None` at
+/// the end, else whether it fit (the rest of a longer line is read and dropped).
+fn read_capped(reader: &mut dyn BufRead, buf: &mut Vec<u8>) -> std::io::Result<Option<bool>> {
+    buf.clear();
+    let cap = MAX_LINE as u64 + 1;
+    let n = Read::take(&mut *reader, cap).read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.ends_with(b"\n") || (n as u64) < cap {
+        return Ok(Some(true));
+    }
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(Some(false));
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(at) => {
+                reader.consume(at + 1);
+                return Ok(Some(false));
+            }
+            None => {
+                let len = chunk.len();
+                reader.consume(len);
+            }
+        }
+    }
+}
+
 /// A file's bytes as read, counted into `read` (for the progress bar: compressed bytes of a
 /// compressed file).
 struct Counted {
@@ -136,7 +173,8 @@ pub(crate) struct Source {
     strict: bool,
     window: u64,
     current: Option<OpenFile>,
-    line: String,
+    /// The line being read.
+    line: Vec<u8>,
     /// Records read and not yet given, earliest first (by arrival, then by reading order).
     pending: BinaryHeap<Reverse<(u64, u64, Box<Given>)>>,
     /// The records read that ended in the same second, to spread over it.
@@ -193,7 +231,7 @@ impl Source {
             strict,
             window,
             current: None,
-            line: String::new(),
+            line: Vec::with_capacity(256),
             pending: BinaryHeap::new(),
             second: Vec::new(),
             ready: VecDeque::new(),
@@ -219,7 +257,9 @@ impl Source {
                     let same = |(first, name, _): &Located| {
                         first.end_nanos() / SECOND == second && Arc::ptr_eq(name, &file)
                     };
-                    if !self.second.first().map_or(true, same) {
+                    // A second's group is spread when the next second starts, or when it is as
+                    // large as memory allows (a log of one second's lines is read in pieces).
+                    if !self.second.first().map_or(true, same) || self.second.len() >= MAX_GROUP {
                         self.spread();
                     }
                     self.second.push((record, file, line));
@@ -239,7 +279,7 @@ impl Source {
         let n = self.second.len() as u64;
         for (k, (mut record, file, line)) in self.second.drain(..).enumerate() {
             let second = record.end_nanos() / SECOND * SECOND;
-            let end = second + (2 * k as u64 + 1) * SECOND / (2 * n);
+            let end = second.saturating_add((2 * k as u64 + 1) * SECOND / (2 * n));
             let took = u64::try_from(record.duration.as_nanos()).unwrap_or(u64::MAX);
             record.start_nanos = end.saturating_sub(took);
             self.ready.push_back((record, file, line));
@@ -276,36 +316,39 @@ impl Source {
             else {
                 continue;
             };
-            self.line.clear();
-            match reader.read_line(&mut self.line) {
-                Ok(0) => {
+            let fit = match read_capped(reader, &mut self.line) {
+                Ok(None) => {
                     self.current = None;
                     continue;
                 }
-                Ok(_) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::InvalidData => {
-                    // Not UTF-8 (the line is consumed, up to its newline): malformed, not
-                    // unreadable.
-                    *number += 1;
-                    self.counts.lines += 1;
-                    let problem = LineProblem {
-                        file: name.to_string(),
-                        line: *number,
-                        why: "not UTF-8".into(),
-                    };
-                    self.malformed(problem)?;
-                    continue;
-                }
+                Ok(Some(fit)) => fit,
                 Err(err) => {
                     return Err(SourceError::Unreadable {
                         file: name.to_string(),
                         why: err.to_string(),
                     })
                 }
-            }
+            };
             *number += 1;
             self.counts.lines += 1;
-            match parser.parse(&self.line) {
+            let why = if !fit {
+                Some(format!("longer than {MAX_LINE} bytes"))
+            } else if std::str::from_utf8(&self.line).is_err() {
+                Some("not UTF-8".to_owned())
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                let problem = LineProblem {
+                    file: name.to_string(),
+                    line: *number,
+                    why,
+                };
+                self.malformed(problem)?;
+                continue;
+            }
+            let text = std::str::from_utf8(&self.line).unwrap_or_default();
+            match parser.parse(text) {
                 Ok(Some(record)) => {
                     let coarse = parser.ends_to_the_second();
                     return Ok(Some(((record, Arc::clone(name), *number), coarse)));
@@ -376,7 +419,10 @@ impl Source {
                     why: format!("{behind:.3} s before a request already replayed"),
                 });
             }
+            // It keeps its recorded end: it arrives later, and takes that much less.
+            let end = record.end_nanos();
             record.start_nanos = self.given;
+            record.duration = Duration::from_nanos(end.saturating_sub(self.given));
         }
         self.given = record.start_nanos;
         Some(given)

@@ -45,8 +45,15 @@ fn digits(text: &str) -> Option<u32> {
 fn to_nanos(date: (i64, u32, u32), time: (u32, u32, u32), nanos: u32, offset: i64) -> Option<u64> {
     let (year, month, day) = date;
     let (hour, minute, second) = time;
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
     let valid = (1..=12).contains(&month)
-        && (1..=31).contains(&day)
+        && (1..=days_in_month).contains(&day)
         && hour < 24
         && minute < 60
         && second <= 60;
@@ -70,6 +77,10 @@ const MONTHS: [&str; 12] = [
 
 /// nginx's `$time_local`: `04/Dec/2026:10:00:00 +0100`.
 pub(crate) fn parse_clf(text: &str) -> Option<u64> {
+    // Every byte index below falls between characters.
+    if !text.is_ascii() {
+        return None;
+    }
     let (stamp, zone) = text.split_once(' ')?;
     let mut parts = stamp.splitn(4, [':', '/']);
     let day = digits(parts.next()?)?;
@@ -94,6 +105,9 @@ pub(crate) fn parse_clf(text: &str) -> Option<u64> {
 
 /// `+0100`, `-07:00` or `Z`: seconds east of UTC.
 fn zone_offset(zone: &str) -> Option<i64> {
+    if !zone.is_ascii() {
+        return None;
+    }
     if zone == "Z" || zone == "z" {
         return Some(0);
     }
@@ -115,7 +129,8 @@ fn zone_offset(zone: &str) -> Option<i64> {
 /// too), to the nanosecond.
 pub(crate) fn parse_rfc3339(text: &str) -> Option<u64> {
     let text = text.trim();
-    if text.len() < 20 {
+    // Every byte index below falls between characters.
+    if text.len() < 20 || !text.is_ascii() {
         return None;
     }
     let (date, rest) = text.split_at(10);
@@ -213,6 +228,10 @@ mod tests {
             "4a/Dec/2026:10:00:00 +0000",
             "04/Dec/2026:10:00:00 +00000",
             "01/Jan/1969:00:00:00 +0000",
+            "31/Feb/2026:10:00:00 +0000",
+            "29/Feb/2025:10:00:00 +0000",
+            "04/Dec/2026:10:00:00 +0\u{e9}0",
+            "04/D\u{e9}c/2026:10:00:00 +0000",
         ] {
             assert_eq!(parse_clf(bad), None, "{bad}");
         }
@@ -240,6 +259,10 @@ mod tests {
             "2026-13-04T10:00:00Z",
             "2026-12-04T10:00:00.Z",
             "x026-12-04T10:00:00Z",
+            "2026-04-31T10:00:00Z",
+            "2026-12-0\u{e9}10:00:00Z",
+            "2026-12-04T10:00:0\u{e9}0Z",
+            "2026-12-04T10:00:00+0\u{e9}:00",
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
