@@ -49,7 +49,7 @@ enum Command {
         /// The rules to replay (a configuration file, TOML).
         #[arg(long, short, default_value = "spillway.toml")]
         config: PathBuf,
-        /// The access logs (gzip-compressed ones are read as they are), in time order.
+        /// The access logs (gzip-compressed ones are read as they are), the oldest first.
         #[arg(required = true)]
         logs: Vec<PathBuf>,
         /// The logs' format.

@@ -360,7 +360,7 @@ impl ReplayReport {
         }
         if read.late > 0 {
             out.push_str(&format!(
-                "\n{} lines arrived later than the reordering window allows, replayed when read; the first:\n",
+                "\n{} lines arrived later than the reordering window allows, replayed at the time of the line before them; the first:\n",
                 read.late
             ));
             for problem in &read.late_shown {
