@@ -15,8 +15,12 @@ const BASE: &str = "[listener]\nlisten = \"127.0.0.1:8080\"\n\n\
 const AT: u64 = 1_796_378_400;
 
 fn run_with(rules: &str, files: &[(&str, Vec<u8>)], options: ReplayOptions) -> ReplayReport {
-    let text = format!("{BASE}\n{rules}");
-    let config = parse(&text, "rules.toml").unwrap();
+    run_file(&format!("{BASE}\n{rules}"), files, options)
+}
+
+/// Replays `files` through the configuration `text`.
+fn run_file(text: &str, files: &[(&str, Vec<u8>)], options: ReplayOptions) -> ReplayReport {
+    let config = parse(text, "rules.toml").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let logs = files
         .iter()
@@ -94,27 +98,18 @@ fn a_qps_rule_refuses_what_passes_its_count_in_each_second() {
 
 #[test]
 fn concurrency_is_held_for_each_request_s_recorded_duration() {
-    let rules = "";
-    let route = "executes = 2\n";
-    let text = BASE.replace(
-        "upstream = \"app\"\n",
-        &format!("upstream = \"app\"\n{route}"),
-    );
-    let config = parse(&format!("{text}\n{rules}"), "rules.toml").unwrap();
+    let text = BASE.replace("upstream = \"app\"\n", "upstream = \"app\"\nexecutes = 2\n");
     // Two calls of 100 ms from 0 and 10 ms: the third, at 20 ms, finds two running; at 150 ms
     // both have ended.
     let log = [(0, 100), (10, 100), (20, 5), (150, 5)]
         .iter()
         .map(|(ms, took)| line(*ms, "/api/orders", 200, *took))
         .collect::<String>();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("access.log");
-    std::fs::write(&path, log).unwrap();
-    let options = ReplayOptions {
-        logs: vec![path],
-        ..ReplayOptions::default()
-    };
-    let report = replay(&config, "rules.toml", &options).unwrap();
+    let report = run_file(
+        &text,
+        &[("access.log", log.into())],
+        ReplayOptions::default(),
+    );
     assert_eq!(report.would_refuse, 1, "{}", report.to_text());
     let executes = rule(&report, "executes");
     assert_eq!(
@@ -129,20 +124,16 @@ fn a_request_that_waited_holds_its_place_for_its_whole_duration_from_then() {
         "upstream = \"app\"\n",
         "upstream = \"app\"\nactives = { max = 1, timeout = \"1600ms\" }\n",
     );
-    let config = parse(&text, "rules.toml").unwrap();
     // A runs 0-2 s; B waits for it and runs 2-4 s; C, at 2.1 s, would wait past its 1.6 s.
     let log: String = [(0, 2000), (500, 2000), (2100, 100)]
         .iter()
         .map(|(ms, took)| line(*ms, "/api/orders", 200, *took))
         .collect();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("access.log");
-    std::fs::write(&path, log).unwrap();
-    let options = ReplayOptions {
-        logs: vec![path],
-        ..ReplayOptions::default()
-    };
-    let report = replay(&config, "rules.toml", &options).unwrap();
+    let report = run_file(
+        &text,
+        &[("access.log", log.into())],
+        ReplayOptions::default(),
+    );
     assert_eq!(report.would_refuse, 1, "{}", report.to_text());
     let actives = rule(&report, "actives");
     assert_eq!(

@@ -202,6 +202,21 @@ fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> 
     Ok((name, value))
 }
 
+/// A request line, `METHOD TARGET PROTOCOL`: its method and target.
+fn request_line(request: &str) -> Result<(Method, &str), String> {
+    let mut parts = request.split(' ');
+    match (parts.next(), parts.next()) {
+        (Some(method), Some(target)) if !method.is_empty() => {
+            let method = Method::from_bytes(method.as_bytes())
+                .map_err(|_| format!("`{method}` is not an HTTP method"))?;
+            Ok((method, target))
+        }
+        _ => Err(format!(
+            "request `{request}` is not `METHOD TARGET PROTOCOL`"
+        )),
+    }
+}
+
 /// nginx's `combined` with `$request_time` appended. `$time_local` is when the response was
 /// logged, at its end: the request arrived `$request_time` before.
 fn nginx(line: &str) -> Result<Record, String> {
@@ -212,18 +227,7 @@ fn nginx(line: &str) -> Result<Record, String> {
     let time = fields.enclosed('[', ']', "time")?;
     let ended =
         parse_clf(time).ok_or_else(|| format!("time `{time}` is not nginx's `$time_local`"))?;
-    let request = fields.enclosed('"', '"', "request")?;
-    let mut parts = request.split(' ');
-    let (method, target) = match (parts.next(), parts.next()) {
-        (Some(method), Some(target)) if !method.is_empty() => (method, target),
-        _ => {
-            return Err(format!(
-                "request `{request}` is not `METHOD TARGET PROTOCOL`"
-            ))
-        }
-    };
-    let method = Method::from_bytes(method.as_bytes())
-        .map_err(|_| format!("`{method}` is not an HTTP method"))?;
+    let (method, target) = request_line(fields.enclosed('"', '"', "request")?)?;
     let status = status(fields.word("status")?)?;
     fields.word("body size")?;
     let referer = fields.enclosed('"', '"', "referer")?;
@@ -299,12 +303,7 @@ fn envoy(line: &str) -> Result<Record, String> {
     let time = fields.enclosed('[', ']', "start time")?;
     let start_nanos =
         parse_rfc3339(time).ok_or_else(|| format!("start time `{time}` is not RFC 3339"))?;
-    let request = fields.enclosed('"', '"', "request")?;
-    let mut parts = request.split(' ');
-    let (method, target) = match (parts.next(), parts.next()) {
-        (Some(method), Some(target)) if !method.is_empty() => (method, target),
-        _ => return Err(format!("request `{request}` is not `METHOD PATH PROTOCOL`")),
-    };
+    let (method, target) = request_line(fields.enclosed('"', '"', "request")?)?;
     let status = envoy_status(fields.word("response code")?)?;
     fields.word("response flags")?;
     fields.word("bytes received")?;
@@ -321,8 +320,7 @@ fn envoy(line: &str) -> Result<Record, String> {
     Ok(Record {
         start_nanos,
         duration: self::duration(Some(millis), None)?,
-        method: Method::from_bytes(method.as_bytes())
-            .map_err(|_| format!("`{method}` is not an HTTP method"))?,
+        method,
         target: target_of(target)?,
         host: authority.map(host).transpose()?,
         peer: envoy_peer(None, forwarded),
