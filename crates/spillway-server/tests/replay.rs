@@ -143,6 +143,39 @@ fn a_request_that_waited_holds_its_place_for_its_whole_duration_from_then() {
 }
 
 #[test]
+fn a_call_is_held_no_longer_than_its_deadline_or_the_upstream_timeout() {
+    // A takes 3 s; `serve` answers it 504 after 1 s (its deadline, or the upstream timeout),
+    // and frees its place: B, at 1.5 s, finds the place free.
+    let log: String = [(0, 3000), (1500, 10)]
+        .iter()
+        .map(|(ms, took)| line(*ms, "/api/orders", 200, *took))
+        .collect();
+    let one_place = BASE.replace("upstream = \"app\"\n", "upstream = \"app\"\nexecutes = 1\n");
+    let cases = [
+        format!("{one_place}\n[deadline]\ndefault = \"1s\"\n"),
+        one_place.replace(
+            "listen = \"127.0.0.1:8080\"\n",
+            "listen = \"127.0.0.1:8080\"\nupstream_timeout = \"1s\"\n",
+        ),
+    ];
+    for text in &cases {
+        let report = run_file(
+            text,
+            &[("access.log", log.clone().into())],
+            ReplayOptions::default(),
+        );
+        assert_eq!(report.would_refuse, 0, "{text}\n{}", report.to_text());
+    }
+    // Without either, A holds the place for its 3 s.
+    let report = run_file(
+        &one_place,
+        &[("access.log", log.into())],
+        ReplayOptions::default(),
+    );
+    assert_eq!(report.would_refuse, 1, "{}", report.to_text());
+}
+
+#[test]
 fn a_breaker_opens_on_the_errors_the_service_recorded() {
     let rules = "[[breaker]]\nid = \"errors\"\nresource = \"orders\"\n\
         strategy = { type = \"error_count\", threshold = 3 }\nretry_timeout = \"10s\"\n\

@@ -35,7 +35,7 @@ pub(crate) struct Forwarder {
 }
 
 /// What a request's deadline does to its forwarding.
-enum Deadline {
+pub(super) enum Deadline {
     /// None: forwarded as it is.
     None,
     /// It passed while the request waited in the proxy: refused with this, unforwarded.
@@ -60,35 +60,6 @@ impl Forwarder {
         }
     }
 
-    /// Applies `claim`'s deadline to `request`, about to be forwarded within `timeouts`: with
-    /// time left, the upstream is told how much, and waited for no longer.
-    fn apply(
-        &self,
-        claim: &Claim,
-        request: &mut Request<Incoming>,
-        timeouts: &mut Timeouts,
-    ) -> Deadline {
-        let now = tokio::time::Instant::now();
-        let (Some(left), Some(given)) = (claim.left(now), claim.left(claim.arrived)) else {
-            return Deadline::None;
-        };
-        let millis = |time: Duration| time.as_secs_f64() * 1e3;
-        let refusal = |observed: f64| {
-            let (resource, given) = (self.tally.resource(), millis(given));
-            BlockError::custom(BlockKind::Deadline, resource, observed, given)
-                .with_criticality(claim.criticality)
-        };
-        if left.is_zero() {
-            return Deadline::Passed(refusal(millis(now - claim.arrived)));
-        }
-        crate::claims::tell_upstream(request.headers_mut(), claim, left);
-        if left >= timeouts.upstream {
-            return Deadline::None;
-        }
-        timeouts.upstream = left;
-        Deadline::Bounds(refusal(millis(given)))
-    }
-
     /// Serves requests from `peer` (named in the forwarding headers).
     pub(crate) fn set_peer(&mut self, peer: Arc<Peer>) {
         self.peer = Some(peer);
@@ -110,7 +81,8 @@ impl tower::Service<Request<Incoming>> for Forwarder {
         // What to answer if its deadline, not the listener's timeout, runs out at the upstream.
         let mut missed = None;
         if let Some(claim) = request.extensions_mut().remove::<Claim>() {
-            match self.apply(&claim, &mut request, &mut timeouts) {
+            let resource = self.tally.resource();
+            match apply(&claim, resource, &mut request, &mut timeouts.upstream) {
                 Deadline::Passed(err) if self.shadow => {
                     // Shadow mode: counted and logged, forwarded as if it had no deadline.
                     self.tally.shadowed(err.kind().as_str(), &err.to_string());
@@ -161,10 +133,39 @@ impl tower::Service<Request<Incoming>> for Forwarder {
     }
 }
 
+/// Applies `claim`'s deadline to `request` to `resource`, about to be forwarded to wait
+/// `upstream` for its upstream: with time left, the upstream is told how much, and waited for
+/// no longer (`spillway replay` holds a recorded call no longer, in the same code).
+pub(super) fn apply<B>(
+    claim: &Claim,
+    resource: &str,
+    request: &mut Request<B>,
+    upstream: &mut Duration,
+) -> Deadline {
+    let now = tokio::time::Instant::now();
+    let (Some(left), Some(given)) = (claim.left(now), claim.left(claim.arrived)) else {
+        return Deadline::None;
+    };
+    let millis = |time: Duration| time.as_secs_f64() * 1e3;
+    let refusal = |observed: f64| {
+        BlockError::custom(BlockKind::Deadline, resource, observed, millis(given))
+            .with_criticality(claim.criticality)
+    };
+    if left.is_zero() {
+        return Deadline::Passed(refusal(millis(now - claim.arrived)));
+    }
+    crate::claims::tell_upstream(request.headers_mut(), claim, left);
+    if left >= *upstream {
+        return Deadline::None;
+    }
+    *upstream = left;
+    Deadline::Bounds(refusal(millis(given)))
+}
+
 /// The refusal `err` of a request whose deadline passed before it could be forwarded: 504, or
 /// gRPC `DEADLINE_EXCEEDED`, marked as a refusal for its deadline, and no verdict of the
 /// upstream's (it never saw the request).
-fn no_time_left(err: BlockError, grpc: bool) -> Response<ForwardBody> {
+pub(super) fn no_time_left(err: BlockError, grpc: bool) -> Response<ForwardBody> {
     let (parts, body) = spillway_tower::protect::deadline_exceeded(&err, grpc).into_parts();
     let mut response = Response::from_parts(parts, Either::Right(Full::new(body)));
     response.extensions_mut().insert(Verdict::Abandoned);
@@ -177,7 +178,7 @@ fn no_time_left(err: BlockError, grpc: bool) -> Response<ForwardBody> {
 /// deadline the configuration set (`drop`), a drop to an adaptive limit and an error (the
 /// upstream was too slow for the operator's deadline); for one the client gave, nobody's
 /// verdict (a client could otherwise make a healthy upstream fail with tiny deadlines).
-fn ran_out(err: &BlockError, grpc: bool, drop: bool) -> Response<ForwardBody> {
+pub(super) fn ran_out(err: &BlockError, grpc: bool, drop: bool) -> Response<ForwardBody> {
     let (parts, body) = spillway_tower::protect::deadline_exceeded(err, grpc).into_parts();
     let mut response = Response::from_parts(parts, Either::Right(Full::new(body)));
     let verdict = if drop {
@@ -194,7 +195,7 @@ fn ran_out(err: &BlockError, grpc: bool, drop: bool) -> Response<ForwardBody> {
 
 /// The proxy's answer to `failure`, marked with it and with the call's verdict: the upstream's
 /// failure is an error (a timeout also a drop, to an adaptive limit); anything else, nobody's.
-fn failed(failure: Failure) -> Response<ForwardBody> {
+pub(super) fn failed(failure: Failure) -> Response<ForwardBody> {
     let (status, text, verdict) = match failure {
         // Out of places for upstream connections: this process's limit, not the upstream's
         // failure.

@@ -2,26 +2,39 @@
 //! checks, router, key reading, claims, Dubbo limits and spillway layer as `spillway serve`,
 //! with the innermost service answering what the log says the upstream answered.
 
+use super::forward::Failure;
+use super::forwarder::{self, Deadline};
 use super::front::{front, Fronted};
 use super::stack::{build, Stack};
 use super::table::Table;
 use super::Proxy;
+use crate::claims::Claim;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Either, Full};
 use spillway_tower::protect::{Blocked, MissingKey, ShadowBlock, ShadowRefusal};
 use std::convert::Infallible;
 use std::future::{ready, Ready};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
-/// The status the log recorded for a request (a request extension the innermost service
-/// answers with).
+/// What the log recorded for a request: its status and how long it took (a request extension
+/// the innermost service answers with).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RecordedStatus(pub(crate) StatusCode);
+pub(crate) struct Recording {
+    status: StatusCode,
+    took: Duration,
+}
+
+/// How long an admitted call holds its places: what it took, or less where `spillway serve`
+/// would have stopped waiting for it (its deadline, the upstream timeout). A response
+/// extension.
+#[derive(Debug, Clone, Copy)]
+struct HoldFor(Duration);
 
 /// A shadow refusal a request passed with (a rule in shadow mode): the rule, and the kind.
 #[derive(Debug, Clone)]
@@ -30,13 +43,27 @@ pub(crate) struct Shadowed {
     pub(crate) kind: &'static str,
 }
 
-/// The innermost service of a replayed route: the recorded status, an empty body, and the
-/// shadow refusal the request passed with, if any.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Recorded;
+/// The innermost service of a replayed route: as the forwarder, it applies the request's
+/// deadline and the upstream timeout (in the same code), then answers the recorded status with
+/// an empty body, or what the proxy answers when the upstream takes longer than it waits; and
+/// it marks the shadow refusal the request passed with, if any.
+#[derive(Debug, Clone)]
+pub(crate) struct Recorded {
+    resource: Arc<str>,
+    /// The listener's `upstream_timeout`.
+    timeout: Duration,
+}
+
+/// The forwarder's body, as a replay's: its text (never an upstream's, none is called).
+fn text_of(response: Response<super::forwarder::ForwardBody>) -> Response<Full<Bytes>> {
+    response.map(|body| match body {
+        Either::Right(text) => text,
+        Either::Left(_) => Full::default(),
+    })
+}
 
 impl<B> Service<Request<B>> for Recorded {
-    type Response = Response<Empty<Bytes>>;
+    type Response = Response<Full<Bytes>>;
     type Error = Infallible;
     type Future = Ready<Result<Self::Response, Infallible>>;
 
@@ -44,11 +71,27 @@ impl<B> Service<Request<B>> for Recorded {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        let Recording { status, took } = (request.extensions().get::<Recording>().copied())
+            .unwrap_or(Recording {
+                status: StatusCode::OK,
+                took: Duration::ZERO,
+            });
+        let grpc = spillway_tower::grpc::is_grpc(request.headers());
+        let mut upstream = self.timeout;
+        let mut missed = None;
+        if let Some(claim) = request.extensions_mut().remove::<Claim>() {
+            match forwarder::apply(&claim, &self.resource, &mut request, &mut upstream) {
+                Deadline::Passed(err) => {
+                    let mut response = text_of(forwarder::no_time_left(err, grpc));
+                    response.extensions_mut().insert(HoldFor(Duration::ZERO));
+                    return ready(Ok(response));
+                }
+                Deadline::Bounds(err) => missed = Some((err, claim.configured)),
+                Deadline::None => {}
+            }
+        }
         let extensions = request.extensions();
-        let status = extensions
-            .get::<RecordedStatus>()
-            .map_or(StatusCode::OK, |recorded| recorded.0);
         let shadowed = if let Some(ShadowBlock(err)) = extensions.get::<ShadowBlock>() {
             Some(Shadowed {
                 rule: err.rule_id().map(str::to_owned),
@@ -62,8 +105,22 @@ impl<B> Service<Request<B>> for Recorded {
                     kind: spillway::BlockKind::Flow.as_str(),
                 })
         };
-        let mut response = Response::new(Empty::new());
-        *response.status_mut() = status;
+        let mut response = if took > upstream {
+            // `spillway serve` would have stopped waiting: its deadline's answer, or the
+            // upstream timeout's.
+            let stopped = match &missed {
+                Some((err, drop)) => forwarder::ran_out(err, grpc, *drop),
+                None => forwarder::failed(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)),
+            };
+            let mut response = text_of(stopped);
+            response.extensions_mut().insert(HoldFor(upstream));
+            response
+        } else {
+            let mut response = Response::new(Full::default());
+            *response.status_mut() = status;
+            response.extensions_mut().insert(HoldFor(took));
+            response
+        };
         if let Some(shadowed) = shadowed {
             response.extensions_mut().insert(shadowed);
         }
@@ -101,10 +158,19 @@ pub(crate) enum Replayed {
 /// An admitted request's response, holding its entry and places.
 #[derive(Debug)]
 pub(crate) struct Held(
-    Response<super::limits::LimitsBody<spillway_tower::protect::ResponseBody<Empty<Bytes>>>>,
+    Response<super::limits::LimitsBody<spillway_tower::protect::ResponseBody<Full<Bytes>>>>,
 );
 
 impl Held {
+    /// How long it holds its places from its admission: what it took, or less where
+    /// `spillway serve` would have stopped waiting for it.
+    pub(crate) fn hold(&self) -> Duration {
+        self.0
+            .extensions()
+            .get::<HoldFor>()
+            .map_or(Duration::ZERO, |hold| hold.0)
+    }
+
     /// Ends the call: its body read to the end, so that its exit counts the recorded status.
     pub(crate) async fn finish(self) {
         let _ = self.0.into_body().collect().await;
@@ -132,7 +198,12 @@ impl ReplayStacks {
         let stacks = routes
             .map(|route| {
                 route.upstream.as_ref()?;
-                Some(build(route.spec(&table, shared), shared, |_| Recorded))
+                let timeout = table.timeout;
+                let recorded = |tally: Arc<super::tally::Tally>| Recorded {
+                    resource: Arc::from(tally.resource()),
+                    timeout,
+                };
+                Some(build(route.spec(&table, shared), shared, recorded))
             })
             .collect();
         Self {
@@ -151,12 +222,13 @@ impl ReplayStacks {
     }
 
     /// Puts `request` from `peer`, arrived now, through its route's stack, as `spillway serve`
-    /// would, the upstream answering `status`.
+    /// would, the upstream answering `status` after `took`.
     pub(crate) async fn replay<B>(
         &self,
         request: Request<B>,
         peer: SocketAddr,
         status: StatusCode,
+        took: Duration,
     ) -> Replayed
     where
         B: Send + 'static,
@@ -196,7 +268,7 @@ impl ReplayStacks {
             request = Request::from_parts(parts, body);
             keys
         };
-        request.extensions_mut().insert(RecordedStatus(status));
+        request.extensions_mut().insert(Recording { status, took });
         let response = match stack.clone().oneshot(request).await {
             Ok(response) => response,
             Err(never) => match never {},

@@ -184,17 +184,19 @@ pub(crate) async fn run(
         }
         move_to(clock.at(at), &waiting).await;
         let peer = SocketAddr::new(record.peer, 0);
-        let (end, took) = (record.end_nanos(), record.duration);
+        let took = record.duration;
         let mut call = Box::pin({
             let stacks = Arc::clone(&stacks);
             let request = record.request();
             let status = record.status;
-            async move { stacks.replay(request, peer, status).await }
+            async move { stacks.replay(request, peer, status, took).await }
         });
         match futures_util::FutureExt::now_or_never(call.as_mut()) {
             Some(replayed) => {
                 if let Some(held) = note(&tallies, replayed, at) {
+                    let hold = u64::try_from(held.hold().as_nanos()).unwrap_or(u64::MAX);
                     order += 1;
+                    let end = at.saturating_add(hold);
                     holds.push(Reverse((end, order, Box::new(HeldCall(held)))));
                 }
             }
@@ -204,8 +206,8 @@ pub(crate) async fn run(
                 tokio::spawn(async move {
                     if let Some(held) = note(&tallies, call.await, at) {
                         // Admitted after its wait: the upstream has it from now, for as long
-                        // as it took.
-                        tokio::time::sleep(took).await;
+                        // as it took (or as the proxy would wait).
+                        tokio::time::sleep(held.hold()).await;
                         held.finish().await;
                     }
                     waiting.fetch_sub(1, Ordering::Relaxed);
