@@ -120,18 +120,19 @@ fn note(tallies: &Mutex<Tallies>, replayed: Replayed, at: u64) -> Option<Held> {
     None
 }
 
-/// Moves the paused clock on to `at` (never back): through every timer due before it, in
-/// order, while requests wait (in a queue, for a place); with none waiting, no timer of
-/// theirs is due, and the clock moves at once.
+/// Moves the paused clock on to `at` exactly (never back): while requests wait (in a queue,
+/// for a place), through every timer of theirs due before it, in order; then the rest of the
+/// way at once. tokio's timers fire on whole milliseconds, rounded up: a sleep to a
+/// millisecond before `at` lands at `at` or before it, and the rest is advanced exactly.
 async fn move_to(at: Instant, waiting: &AtomicU64) {
-    let now = Instant::now();
-    if at <= now {
-        return;
+    if waiting.load(Ordering::Relaxed) > 0 {
+        if let Some(before) = at.checked_sub(Duration::from_millis(1)) {
+            tokio::time::sleep_until(before).await;
+        }
     }
-    if waiting.load(Ordering::Relaxed) == 0 {
+    let now = Instant::now();
+    if at > now {
         tokio::time::advance(at - now).await;
-    } else {
-        tokio::time::sleep_until(at).await;
     }
 }
 
