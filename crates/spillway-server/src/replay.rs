@@ -15,7 +15,7 @@ mod top_keys;
 pub use engine::EngineError;
 pub use formats::Format;
 pub use record::Record;
-pub use report::{compare_text, ReplayReport, RouteReport, RuleReport, Second};
+pub use report::{compare_text, ReplayReport, RouteReport, RuleReport, Second, MAX_TIMELINE};
 pub use source::{LineProblem, ReadCounts, SourceError};
 pub use top_keys::KeyCount;
 
@@ -145,9 +145,11 @@ pub fn plot(reports: &[&ReplayReport], path: &Path) -> Result<(), String> {
         .filter_map(|report| report.timeline.first().map(|second| second.at))
         .min()
         .unwrap_or(0);
+    // A rate a second, whatever the timeline's step.
     let series = |report: &ReplayReport, value: fn(&Second) -> u64| -> Vec<(f64, f64)> {
+        let step = report.timeline_step_s.max(1) as f64;
         (report.timeline.iter())
-            .map(|second| ((second.at - first) as f64, value(second) as f64))
+            .map(|second| ((second.at - first) as f64, value(second) as f64 / step))
             .collect()
     };
     let mut lines = Vec::new();

@@ -463,6 +463,27 @@ fn a_line_too_long_is_malformed_and_a_host_header_stands_for_the_host() {
 }
 
 #[test]
+fn a_line_from_far_in_the_future_is_malformed_and_order_is_kept() {
+    let rules = "[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n";
+    let far = "{\"time\":\"2099-01-01T00:00:00Z\",\"path\":\"/api/orders\",\"status\":200,\"duration_ms\":1}\n";
+    let times = [0u64, 1000, 200, 1100, 100];
+    let mut log = line(times[0], "/api/orders", 200, 5);
+    log.push_str(far);
+    for ms in &times[1..] {
+        log.push_str(&line(*ms, "/api/orders", 200, 5));
+    }
+    let report = run(rules, &log);
+    assert_eq!(report.read.malformed, 1);
+    assert_eq!(
+        report.read.malformed_shown[0].why,
+        "more than a day after the line before it"
+    );
+    // The lines after it are still put in order: none is late.
+    assert_eq!((report.requests, report.read.late), (5, 0));
+    assert_eq!(rule(&report, "two").would_refuse, 1);
+}
+
+#[test]
 fn an_unreadable_file_is_a_clear_error() {
     let config = parse(BASE, "rules.toml").unwrap();
     let options = ReplayOptions {

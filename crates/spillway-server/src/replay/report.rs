@@ -49,10 +49,11 @@ pub struct RuleReport {
     pub top_keys: Vec<KeyCount>,
 }
 
-/// One second of the replay.
+/// One step of the replay's timeline: a second, or more for a log that spans long (see
+/// [`ReplayReport::timeline_step_s`]).
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Second {
-    /// Unix seconds.
+    /// Unix seconds: the step's start.
     pub at: u64,
     /// Requests that arrived in it.
     pub requests: u64,
@@ -83,9 +84,21 @@ pub struct ReplayReport {
     pub routes: Vec<RouteReport>,
     /// Every rule that refused a request, by rule id.
     pub rules: Vec<RuleReport>,
-    /// Each second with a request, in order.
+    /// Each step with a request, in order.
     pub timeline: Vec<Second>,
+    /// The timeline's step in seconds: 1, doubled as often as it takes to keep it to
+    /// [`MAX_TIMELINE`] steps.
+    pub timeline_step_s: u64,
 }
+
+/// Most steps a timeline keeps: a longer log's timeline has steps of 2, 4, 8... seconds, so
+/// that its memory does not grow with the log's span.
+pub const MAX_TIMELINE: usize = 100_000;
+
+/// How far behind the latest refusal a refusal can come (a request refused after waiting in a
+/// queue or for an `actives` place, at most a minute): older seconds of a rule's refusals are
+/// folded into its peak.
+const LATE_REFUSALS_S: u64 = 120;
 
 #[derive(Debug, Default)]
 struct RuleTally {
@@ -93,10 +106,20 @@ struct RuleTally {
     shadow: u64,
     first: Option<u64>,
     last: Option<u64>,
-    /// Refusals by second of arrival (a refusal after a wait is counted in the second its
-    /// request arrived, which may come after later seconds' refusals).
+    /// Refusals by second of arrival, of the last [`LATE_REFUSALS_S`] seconds (a refusal after
+    /// a wait is counted in the second its request arrived, which may come after later
+    /// seconds' refusals); older seconds are folded into `peak`.
     seconds: BTreeMap<u64, u64>,
+    peak: Option<(u64, u64)>,
     keys: TopKeys,
+}
+
+/// The larger of two (second, refusals), the earlier of equals.
+fn larger(a: Option<(u64, u64)>, b: (u64, u64)) -> Option<(u64, u64)> {
+    match a {
+        Some(a) if a.1 > b.1 || (a.1 == b.1 && a.0 < b.0) => Some(a),
+        _ => Some(b),
+    }
 }
 
 impl RuleTally {
@@ -104,18 +127,22 @@ impl RuleTally {
         self.refused += 1;
         self.first = Some(self.first.map_or(at, |first| first.min(at)));
         self.last = Some(self.last.map_or(at, |last| last.max(at)));
-        *self.seconds.entry(at / 1_000_000_000).or_default() += 1;
+        let second = at / 1_000_000_000;
+        *self.seconds.entry(second).or_default() += 1;
+        while let Some(entry) = self.seconds.first_entry() {
+            if *entry.key() + LATE_REFUSALS_S >= second {
+                break;
+            }
+            let (old, count) = entry.remove_entry();
+            self.peak = larger(self.peak, (old, count));
+        }
     }
 
     /// The second with the most refusals (the earliest of equals), and how many.
     fn peak(&self) -> Option<(u64, u64)> {
-        let mut peak: Option<(u64, u64)> = None;
-        for (second, count) in &self.seconds {
-            if peak.map_or(true, |(_, most)| *count > most) {
-                peak = Some((*second, *count));
-            }
-        }
-        peak
+        (self.seconds.iter()).fold(self.peak, |peak, (second, count)| {
+            larger(peak, (*second, *count))
+        })
     }
 }
 
@@ -130,7 +157,9 @@ pub(crate) struct Tallies {
     last: Option<u64>,
     routes: BTreeMap<String, RouteReport>,
     rules: BTreeMap<(String, String, String), RuleTally>,
+    /// Requests and refusals by step of `step` seconds.
     timeline: BTreeMap<u64, (u64, u64)>,
+    step: u64,
 }
 
 impl Tallies {
@@ -138,8 +167,27 @@ impl Tallies {
     pub(crate) fn new(hash_keys: bool) -> Self {
         Self {
             hash_keys,
+            step: 1,
             ..Self::default()
         }
+    }
+
+    /// The timeline's entry of the request that arrived at `at`: past [`MAX_TIMELINE`] steps,
+    /// the step doubles and the steps merge in pairs.
+    fn step_of(&mut self, at: u64) -> &mut (u64, u64) {
+        let step = self.step.max(1);
+        let key = at / 1_000_000_000 / step * step;
+        if !self.timeline.contains_key(&key) && self.timeline.len() >= MAX_TIMELINE {
+            self.step = step * 2;
+            let merged = std::mem::take(&mut self.timeline);
+            for (at, (requests, refused)) in merged {
+                let entry = self.timeline.entry(at / self.step * self.step).or_default();
+                entry.0 += requests;
+                entry.1 += refused;
+            }
+            return self.step_of(at);
+        }
+        self.timeline.entry(key).or_default()
     }
 
     /// Counts a request to `resource` arrived at `at`: its route's figures (always there).
@@ -147,7 +195,7 @@ impl Tallies {
         self.requests += 1;
         self.first = Some(self.first.map_or(at, |first| first.min(at)));
         self.last = Some(self.last.map_or(at, |last| last.max(at)));
-        self.timeline.entry(at / 1_000_000_000).or_default().0 += 1;
+        self.step_of(at).0 += 1;
         if !self.routes.contains_key(resource) {
             let route = RouteReport {
                 resource: resource.to_owned(),
@@ -189,7 +237,7 @@ impl Tallies {
             route.would_refuse += 1;
         }
         self.refused += 1;
-        self.timeline.entry(at / 1_000_000_000).or_default().1 += 1;
+        self.step_of(at).1 += 1;
         let key = (rule.to_owned(), kind.to_owned(), resource.to_owned());
         let tally = self.rules.entry(key).or_default();
         tally.refused_at(at);
@@ -262,6 +310,7 @@ impl Tallies {
                     would_refuse: *refused,
                 })
                 .collect(),
+            timeline_step_s: self.step.max(1),
         }
     }
 }
@@ -443,5 +492,51 @@ fn share_of(part: u64, whole: u64) -> f64 {
         0.0
     } else {
         part as f64 / whole as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: u64 = 1_000_000_000;
+
+    #[test]
+    fn a_timeline_longer_than_its_cap_doubles_its_step() {
+        let mut tallies = Tallies::new(false);
+        // Requests over 250,000 s (about three days): steps of 4 s keep it under the cap.
+        for second in 0..250_000u64 {
+            tallies.early("a", "no_route", second * SECOND);
+        }
+        tallies.refused("a", 3 * SECOND, "r", "flow", None);
+        let report = tallies.report(String::new(), Vec::new(), ReadCounts::default(), Vec::new());
+        assert_eq!(report.timeline_step_s, 4);
+        assert!(report.timeline.len() <= MAX_TIMELINE);
+        assert_eq!(report.timeline[0].at, 0);
+        assert_eq!(
+            report.timeline[0].requests,
+            5,
+            "{:?}",
+            &report.timeline[..2]
+        );
+        assert_eq!(report.timeline[0].would_refuse, 1);
+        let total: u64 = report.timeline.iter().map(|step| step.requests).sum();
+        assert_eq!(total, report.requests);
+    }
+
+    #[test]
+    fn a_rule_s_peak_second_survives_its_seconds_being_folded() {
+        let mut rule = RuleTally::default();
+        for _ in 0..5 {
+            rule.refused_at(10 * SECOND);
+        }
+        for second in 11..1_000u64 {
+            rule.refused_at(second * SECOND);
+        }
+        // A late refusal of a second still kept.
+        rule.refused_at(900 * SECOND);
+        assert_eq!(rule.peak(), Some((10, 5)));
+        assert!(rule.seconds.len() <= LATE_REFUSALS_S as usize + 1);
+        assert_eq!(rule.first, Some(10 * SECOND));
     }
 }

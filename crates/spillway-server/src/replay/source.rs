@@ -15,6 +15,9 @@ use std::time::Duration;
 
 const SECOND: u64 = 1_000_000_000;
 
+/// A day, in nanoseconds.
+const DAY: u64 = 86_400 * SECOND;
+
 /// Most lines of one second spread together (more are spread in groups of this many).
 const MAX_GROUP: usize = 100_000;
 
@@ -164,6 +167,8 @@ struct OpenFile {
     reader: Box<dyn BufRead>,
     parser: Parser,
     number: u64,
+    /// The arrival of its last record taken.
+    last: Option<u64>,
 }
 
 /// The records of `files`, in time order within `window` nanoseconds.
@@ -305,6 +310,7 @@ impl Source {
                     reader,
                     parser: Parser::new(self.format),
                     number: 0,
+                    last: None,
                 });
             }
             let Some(OpenFile {
@@ -312,6 +318,7 @@ impl Source {
                 reader,
                 parser,
                 number,
+                last,
             }) = &mut self.current
             else {
                 continue;
@@ -349,7 +356,18 @@ impl Source {
             }
             let text = std::str::from_utf8(&self.line).unwrap_or_default();
             match parser.parse(text) {
+                // A time more than a day past the line before it is a mistake (a clock, a
+                // line of another log): taken, it would end the reordering of every line after.
+                Ok(Some(record)) if last.is_some_and(|last| record.start_nanos > last + DAY) => {
+                    let problem = LineProblem {
+                        file: name.to_string(),
+                        line: *number,
+                        why: "more than a day after the line before it".to_owned(),
+                    };
+                    self.malformed(problem)?;
+                }
                 Ok(Some(record)) => {
+                    *last = Some(record.start_nanos);
                     let coarse = parser.ends_to_the_second();
                     return Ok(Some(((record, Arc::clone(name), *number), coarse)));
                 }
