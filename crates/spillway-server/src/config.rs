@@ -4,6 +4,7 @@
 //! line and the field (see [`ConfigError`]). A file is read and checked whole, its rules by
 //! their kinds, by [`crate::checked`].
 
+mod access_log;
 mod auto_or_count;
 mod claims;
 mod cluster;
@@ -15,6 +16,7 @@ mod read;
 mod validate;
 mod warnings;
 
+pub use access_log::{AccessLogConfig, MAX_LOGGED_HEADERS};
 pub use claims::{CriticalityConfig, CriticalityRule, DeadlineConfig, TenantConfig};
 pub use cluster::{ClusterConfig, ClusterKind, ClusterMode, ClusterRuleConfig, FallbackPolicy};
 pub use error::{ConfigError, Problem};

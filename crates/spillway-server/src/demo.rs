@@ -72,7 +72,9 @@ pub async fn run(seconds: u64) -> Result<(), BoxError> {
 async fn show(seconds: u64) -> Result<(), BoxError> {
     let upstream = Upstream::start(UPSTREAM).await?;
     let config = demo_config(upstream.addr())?;
-    let spillway = spillway::Spillway::new();
+    // On Unix time, as Sentinel's windows are: the access log's times and a replay of it cut
+    // the same windows.
+    let spillway = spillway::Spillway::new_with_clock(spillway::SystemClock::unix());
     let server = Server::bind(&config, spillway.clone()).await?;
     let proxy = server.local_addr()?;
     let admin_listener = crate::admin::bind("127.0.0.1:0".parse()?).await?;

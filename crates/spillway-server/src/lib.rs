@@ -11,8 +11,10 @@
 //! - [`descriptors`]: the open-file limit, and the connections it leaves room for;
 //! - [`upstream`]: an upstream with a known capacity, for the demo and the lab.
 
+mod access_log;
 pub mod admin;
 mod audit;
+mod calendar;
 pub mod checked;
 mod claims;
 mod cluster;

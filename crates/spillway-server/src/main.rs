@@ -198,7 +198,9 @@ fn replay(
 /// Runs the proxy, the admin API and the reloader until SIGINT or SIGTERM, then drains: the
 /// listeners close at once, and requests in flight get up to `listener.drain_timeout` to end.
 async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
-    let spillway = spillway::Spillway::new();
+    // On Unix time, as Sentinel's windows are: the access log's times and a replay of it cut
+    // the same windows.
+    let spillway = spillway::Spillway::new_with_clock(spillway::SystemClock::unix());
     let server = match Server::bind(&config, spillway).await {
         Ok(server) => server,
         Err(err) if err.kind() == std::io::ErrorKind::InvalidInput => {
@@ -221,6 +223,7 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
         }
     };
     let proxy = server.proxy().clone();
+    let closing = proxy.clone();
     let reloader = Reloader::new(path, config.clone(), proxy.clone());
     let admin = Admin::new(
         proxy,
@@ -272,6 +275,14 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
         }
     };
     let _ = admin_task.await;
+    // The access log's last lines reach the file before the process ends.
+    let flushed = tokio::task::spawn_blocking(move || closing.close_access_log());
+    if tokio::time::timeout(std::time::Duration::from_secs(5), flushed)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the access log's last lines may be lost: its writer did not end in 5 s");
+    }
     match proxy_result {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(err)) => {
@@ -319,7 +330,7 @@ fn main() -> ExitCode {
             let checked = config::read(&path).and_then(|text| {
                 let config = spillway_server::checked::parse(&text, &name)?;
                 // The files it names: certificate, key, CA files.
-                spillway_server::Prepared::new(&config)
+                spillway_server::Prepared::check(&config)
                     .map_err(|err| config::ConfigError::file(&name, err))?;
                 Ok(config::warnings(&config, &text, &name))
             });

@@ -109,6 +109,7 @@ impl Metrics {
         admin: ListenerCounts,
         reloads: std::sync::Arc<std::sync::Mutex<crate::config_state::ConfigState>>,
         cluster: std::sync::Arc<crate::cluster::ClusterLimits>,
+        access_log: std::sync::Arc<crate::access_log::Counts>,
     ) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
@@ -140,6 +141,7 @@ impl Metrics {
         }));
         registry.register_collector(Box::new(Listeners { proxy, admin }));
         registry.register_collector(Box::new(Reloads { state: reloads }));
+        registry.register_collector(Box::new(AccessLogLines { counts: access_log }));
         Self {
             registry,
             kinds,
@@ -476,6 +478,26 @@ impl Collector for Listeners {
             )?;
         }
         Ok(())
+    }
+}
+
+/// The access log's lines, read at each scrape.
+#[derive(Debug)]
+struct AccessLogLines {
+    counts: std::sync::Arc<crate::access_log::Counts>,
+}
+
+impl Collector for AccessLogLines {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        let rows = (self.counts.read().into_iter())
+            .map(|(result, count)| (vec![("result", result.to_owned())], count));
+        counters(
+            &mut encoder,
+            "spillway_access_log_lines",
+            "Access log lines by result: written, dropped (the writer was behind), failed (a \
+             write error)",
+            rows,
+        )
     }
 }
 

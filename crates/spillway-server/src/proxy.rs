@@ -13,6 +13,7 @@ mod path;
 mod pool;
 mod refusal;
 mod replayed;
+mod shadowed;
 mod stack;
 mod table;
 mod tally;
@@ -25,14 +26,16 @@ pub use path::{normalize_path, PathError};
 pub(crate) use replayed::{Held, ReplayStacks, Replayed};
 pub(crate) use table::Table;
 
+use crate::access_log::{AccessLog, Decision, Pending};
 use crate::config::Config;
 use crate::conn::ListenerCounts;
 use crate::metrics::Metrics;
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
 use forward::Failure;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
+use shadowed::Shadowed;
 use spillway_tower::protect::{Blocked, MissingKey};
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +48,8 @@ use tower::ServiceExt;
 pub struct Prepared {
     table: Table,
     cert: Option<Arc<rustls::sign::CertifiedKey>>,
+    /// The access log's file, opened (`None`: no access log).
+    access_log: Option<crate::access_log::Opened>,
 }
 
 impl Prepared {
@@ -61,7 +66,22 @@ impl Prepared {
         Ok(Self {
             table: Table::new(config)?,
             cert,
+            access_log: crate::access_log::Opened::open(config)?,
         })
+    }
+
+    /// Checks what [`Prepared::new`] reads, creating nothing (`spillway check`): the access
+    /// log's file is not opened, only found writable.
+    ///
+    /// # Errors
+    ///
+    /// As [`Prepared::new`].
+    pub fn check(config: &Config) -> Result<(), String> {
+        if let Some(files) = &config.listener.tls {
+            crate::tls::certified_key(files)?;
+        }
+        Table::new(config)?;
+        crate::access_log::Opened::check(config)
     }
 }
 
@@ -85,6 +105,10 @@ struct Inner {
     descriptors_log: crate::log_sampled::Sampled,
     /// The configuration file's reloads (kept by the reloader, read by the metrics).
     config_state: Arc<std::sync::Mutex<crate::config_state::ConfigState>>,
+    /// The access log, if the configuration has one (replaced at each reload).
+    access_log: ArcSwapOption<AccessLog>,
+    /// Its lines, kept across reloads.
+    access_counts: Arc<crate::access_log::Counts>,
 }
 
 impl Proxy {
@@ -102,7 +126,9 @@ impl Proxy {
         let (counts, admin_counts) = (ListenerCounts::default(), ListenerCounts::default());
         let config_state = Arc::default();
         let cluster = Arc::new(crate::cluster::ClusterLimits::default());
-        Ok(Self {
+        let access_counts = Arc::new(crate::access_log::Counts::default());
+        let access_log = start_access_log(prepared.access_log, &access_counts, &spillway);
+        let proxy = Self {
             inner: Arc::new(Inner {
                 shared: stack::Shared {
                     metrics: Arc::new(Metrics::new(
@@ -111,6 +137,7 @@ impl Proxy {
                         admin_counts.clone(),
                         Arc::clone(&config_state),
                         Arc::clone(&cluster),
+                        Arc::clone(&access_counts),
                     )),
                     shadow_log: Arc::new(crate::log_sampled::Sampled::new(Duration::from_secs(1))),
                     origin_header: config
@@ -123,13 +150,27 @@ impl Proxy {
                     cluster,
                 },
                 config_state,
+                access_log: ArcSwapOption::from(access_log),
+                access_counts,
                 counts,
                 admin_counts,
                 descriptors_log: crate::log_sampled::Sampled::new(Duration::from_secs(1)),
                 table: ArcSwap::from_pointee(prepared.table),
                 tls,
             }),
-        })
+        };
+        Ok(proxy)
+    }
+
+    /// Stops the access log, if any, and waits for its writer to write the lines queued:
+    /// at the end of a drain (a request still being answered keeps its own line, and the
+    /// writer, until it ends). Blocks.
+    pub fn close_access_log(&self) {
+        if let Some(log) = self.inner.access_log.swap(None) {
+            if let Ok(log) = Arc::try_unwrap(log) {
+                log.close();
+            }
+        }
     }
 
     /// The cluster rules' leases, kept across reloads.
@@ -201,6 +242,12 @@ impl Proxy {
     /// restart.
     pub fn install(&self, prepared: Prepared) {
         self.inner.table.store(Arc::new(prepared.table));
+        let access_log = start_access_log(
+            prepared.access_log,
+            &self.inner.access_counts,
+            &self.inner.shared.spillway,
+        );
+        self.inner.access_log.store(access_log);
         if let (Some(tls), Some(cert)) = (&self.inner.tls, prepared.cert) {
             tls.replace(cert);
         }
@@ -208,8 +255,9 @@ impl Proxy {
 
     /// Handles one request from `peer`: checks what every request must be (one host, a path
     /// in normal form, a body within the cap), routes it, and puts it through its route's
-    /// stack (see `proxy/stack.rs`); then counts what became of it, and holds a WebSocket's
-    /// places while its tunnel is open.
+    /// stack (see `proxy/stack.rs`); then counts what became of it, holds a WebSocket's
+    /// places while its tunnel is open, and gives its response the access log's line, if the
+    /// configuration has an access log.
     pub async fn handle(
         &self,
         request: Request<Incoming>,
@@ -218,11 +266,17 @@ impl Proxy {
         let arrived = tokio::time::Instant::now();
         let table = self.inner.table.load_full();
         let metrics = &self.inner.shared.metrics;
+        let log = self.inner.access_log.load();
+        let mut pending =
+            (log.as_ref()).map(|log| Pending::new(log, &request, peer.addr().ip(), arrived));
         let (fronted, mut request) = match front::front(&table, request, peer.addr(), arrived) {
             Ok(fronted) => fronted,
             Err(early) => {
                 metrics.count(early.resource, early.outcome, "");
-                return ProxyBody::text(early.status, early.text);
+                let response = ProxyBody::text(early.status, early.text);
+                return logged(pending, response, || {
+                    Decision::new(None, early.resource, early.outcome)
+                });
             }
         };
         let front::Fronted {
@@ -231,16 +285,29 @@ impl Proxy {
             deadline,
             ..
         } = fronted;
+        let template = route.template.as_deref();
         let Some(service) = route.service(&table, &self.inner.shared) else {
             metrics.count(&route.resource, "no_route", "");
-            return ProxyBody::text(StatusCode::NOT_FOUND, "no route matches\n");
+            let response = ProxyBody::text(StatusCode::NOT_FOUND, "no route matches\n");
+            return logged(pending, response, || {
+                Decision::new(template, &route.resource, "no_route")
+            });
         };
         // A body announced larger than the cap is refused before it takes any place.
         let announced = http_body::Body::size_hint(request.body()).exact();
         if table.max_body_size != 0 && announced.is_some_and(|size| size > table.max_body_size) {
             let fault = ClientFault::TooLarge;
             metrics.count(&route.resource, "client_error", fault.as_str());
-            return ProxyBody::text(fault.status(), fault.message());
+            let response = ProxyBody::text(fault.status(), fault.message());
+            return logged(pending, response, || {
+                Decision::new(template, &route.resource, "client_error").because(fault.as_str())
+            });
+        }
+        // The keys its per-key rules read, for the log to name the one a refusal was for.
+        if let Some(pending) = pending.as_mut().filter(|_| !route.keys.is_empty()) {
+            let (parts, body) = request.into_parts();
+            pending.keys = table.key_values(route, &parts);
+            request = Request::from_parts(parts, body);
         }
         // The client's side of an upgrade (WebSocket), taken before the request goes on.
         let upgrading = forward::upgrade_of(&request).map(|_| hyper::upgrade::on(&mut request));
@@ -252,6 +319,7 @@ impl Proxy {
         };
         let counters = route.metrics(metrics);
         let extensions = response.extensions();
+        let decided = |decision| Decision::new(template, &route.resource, decision);
         // A refusal, or the proxy's answer to a failure: its text is sent as it is, and what
         // the body held (the entry, the places) is given back now.
         if let Some(Blocked(err)) = extensions.get::<Blocked>() {
@@ -261,18 +329,51 @@ impl Proxy {
                 let for_deadline = err.kind() == spillway::BlockKind::Deadline;
                 metrics.classes.refused(class, for_deadline);
             }
-            return response.map(ProxyBody::answered);
+            let decision = pending.as_ref().map(|pending| {
+                let key = (err.rule_id()).and_then(|rule| table.key_of(route, rule, &pending.keys));
+                decided("block")
+                    .because(err.kind().as_str())
+                    .by(err.rule_id(), key)
+            });
+            return logged(pending, response.map(ProxyBody::answered), || {
+                decision.unwrap_or_default()
+            });
         }
         if extensions.get::<MissingKey>().is_some() {
             metrics.count(&route.resource, "block", "missing_key");
             if let Some(class) = class {
                 metrics.classes.refused(class, false);
             }
-            return response.map(ProxyBody::answered);
+            return logged(pending, response.map(ProxyBody::answered), || {
+                decided("block").because("missing_key")
+            });
         }
+        // What shadow mode let it through with, for the log.
+        let shadowed = pending.as_ref().and(extensions.get::<Shadowed>()).cloned();
+        let passed = move || match shadowed {
+            Some(Shadowed { rule, kind }) => decided("shadow_block")
+                .because(kind)
+                .by(rule.as_deref(), None),
+            None => decided("pass"),
+        };
         if let Some(failure) = extensions.get::<Failure>().copied() {
             self.failed(failure, &route.resource, peer, counters, arrived);
-            return response.map(ProxyBody::answered);
+            // Shadow mode's refusal names it; else the failure does (its status says the rest).
+            return logged(
+                pending,
+                response.map(ProxyBody::answered),
+                || match passed() {
+                    shadowed if shadowed.decision == "shadow_block" => shadowed,
+                    passed => {
+                        let (outcome, reason) = failure.decision();
+                        Decision {
+                            decision: outcome,
+                            ..passed
+                        }
+                        .because(reason)
+                    }
+                },
+            );
         }
         let grpc = spillway_tower::grpc::is_grpc(response.headers());
         let error = spillway_tower::grpc::is_error(response.status(), response.headers(), grpc);
@@ -292,7 +393,8 @@ impl Proxy {
             let (parts, held) = response.into_parts();
             let resource = route.resource.clone();
             tokio::spawn(tunnel(client, upstream_side, held, resource));
-            return Response::from_parts(parts, ProxyBody::full(Bytes::new()));
+            let response = Response::from_parts(parts, ProxyBody::full(Bytes::new()));
+            return logged(pending, response, passed);
         }
         let (parts, body) = response.into_parts();
         let mut body = ProxyBody::upstream(body, outcome);
@@ -302,7 +404,7 @@ impl Proxy {
             left = left.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
         }
         body.read_ahead(left).await;
-        Response::from_parts(parts, body)
+        logged(pending, Response::from_parts(parts, body), passed)
     }
 
     /// Counts and logs a request that got no response from its upstream.
@@ -364,6 +466,39 @@ impl std::fmt::Debug for Proxy {
             .field("spillway", &self.inner.shared.spillway)
             .field("table", &self.inner.table.load())
             .finish_non_exhaustive()
+    }
+}
+
+/// `response`, carrying the access log's line of its request (`pending`, `None` when the
+/// configuration has no access log) with what `decision` says: written when its body is done
+/// with.
+fn logged(
+    pending: Option<Box<Pending>>,
+    response: Response<ProxyBody>,
+    decision: impl FnOnce() -> Decision,
+) -> Response<ProxyBody> {
+    match pending {
+        Some(pending) => {
+            let entry = pending.answered(response.status(), decision());
+            response.map(|body| body.logging(entry))
+        }
+        None => response,
+    }
+}
+
+/// Starts the access log `opened` (if any), counting in `counts`; one that cannot start is
+/// logged and left off.
+fn start_access_log(
+    opened: Option<crate::access_log::Opened>,
+    counts: &Arc<crate::access_log::Counts>,
+    spillway: &spillway::Spillway,
+) -> Option<Arc<AccessLog>> {
+    match AccessLog::start(opened?, Arc::clone(counts), spillway.clock()) {
+        Ok(log) => Some(Arc::new(log)),
+        Err(err) => {
+            tracing::error!(error = %err, "the access log is off");
+            None
+        }
     }
 }
 

@@ -9,7 +9,6 @@ mod formats;
 mod record;
 mod report;
 mod source;
-mod time;
 mod top_keys;
 
 pub use engine::EngineError;
@@ -73,6 +72,8 @@ fn fit_to_replay(config: &mut Config) -> Vec<String> {
         config.cluster_rules.clear();
     }
     config.cluster = None;
+    // A replay answers no one: it writes no access log.
+    config.access_log = None;
     // The listener's certificate and the upstreams' CA files: nothing is served or called,
     // and the machine replaying may not be able to read them.
     config.listener.tls = None;

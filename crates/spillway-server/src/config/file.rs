@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use toml::Spanned;
 
+use super::access_log::AccessLogConfig;
 use super::claims::{CriticalityConfig, DeadlineConfig, TenantConfig};
 use super::cluster::{ClusterConfig, ClusterRuleConfig};
 use super::keyed::KeyedConfig;
@@ -118,6 +119,9 @@ pub struct Config {
     /// served in time, and the proxy tells the upstream what is left.
     #[serde(default)]
     pub deadline: Option<Spanned<DeadlineConfig>>,
+    /// spillway's own access log (unset: none).
+    #[serde(default)]
+    pub access_log: Option<Spanned<AccessLogConfig>>,
 }
 
 /// The proxy's listener.

@@ -131,6 +131,7 @@ impl<'a> Check<'a> {
 
     fn all(&self, config: &Config) {
         self.listener(config);
+        self.access_log(config);
         let upstreams = self.upstreams(&config.upstreams);
         self.routes(config, &upstreams);
         if let Some(blocked) = &config.blocked {
@@ -536,6 +537,37 @@ const RESERVED: [&str; 10] = [
 ];
 
 /// A header name the proxy can read.
+impl Check<'_> {
+    /// `[access_log]`: a file to write to, and headers by valid names.
+    fn access_log(&self, config: &Config) {
+        let Some(access_log) = &config.access_log else {
+            return;
+        };
+        let (span, item) = (access_log.span(), access_log.get_ref());
+        let problem = |key: &str, message: String| {
+            self.problem(span.clone(), "access_log".into(), key, message);
+        };
+        if item.path.as_os_str().is_empty() {
+            problem("path", "names no file".to_owned());
+        }
+        let max = super::MAX_LOGGED_HEADERS;
+        if item.headers.len() > max {
+            problem(
+                "headers",
+                format!(
+                    "names {} headers; at most {max} are kept",
+                    item.headers.len()
+                ),
+            );
+        }
+        for name in &item.headers {
+            if let Err(why) = check_header(name) {
+                problem("headers", why);
+            }
+        }
+    }
+}
+
 fn check_header(name: &str) -> Result<(), String> {
     http::HeaderName::from_bytes(name.as_bytes())
         .map(drop)

@@ -45,6 +45,8 @@ pub struct ProxyBody {
     kind: Kind,
     /// Counts the request as in flight on its connection until the body is dropped.
     busy: Option<crate::idle::Busy>,
+    /// The access log's line of its request, written when the body is dropped.
+    logged: Option<Box<crate::access_log::Entry>>,
 }
 
 #[derive(Debug)]
@@ -95,6 +97,7 @@ impl ProxyBody {
                 first: None,
             },
             busy: None,
+            logged: None,
         }
     }
 
@@ -133,6 +136,7 @@ impl ProxyBody {
         Self {
             kind: Kind::Full((!bytes.is_empty()).then_some(bytes)),
             busy: None,
+            logged: None,
         }
     }
 
@@ -160,6 +164,13 @@ impl ProxyBody {
     }
 
     /// Keeps `busy` (its request in flight on the connection) until the body is dropped.
+    /// With the access log's line of its request, written when it is dropped (after the
+    /// last byte is sent, or the client went away).
+    pub(crate) fn logging(mut self, entry: crate::access_log::Entry) -> Self {
+        self.logged = Some(Box::new(entry));
+        self
+    }
+
     pub(crate) fn busy_until_sent(mut self, busy: crate::idle::Busy) -> Self {
         self.busy = Some(busy);
         self
@@ -196,6 +207,7 @@ impl ProxyBody {
                 done: false,
             },
             busy: None,
+            logged: None,
         }
     }
 

@@ -163,6 +163,21 @@ pub(crate) enum Failure {
     },
 }
 
+impl Failure {
+    /// What the access log says of it: the request's outcome (`pass`: the limits let it
+    /// through, `client_error`: the client's fault) and the reason.
+    pub(crate) fn decision(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Client(fault) => ("client_error", fault.as_str()),
+            Self::BadTarget => ("client_error", "bad_target"),
+            Self::NoUpstreamSeat => ("pass", "no_upstream_connection"),
+            Self::Upstream(_) => ("pass", "upstream_failed"),
+            Self::Deadline { error: true } => ("pass", "deadline"),
+            Self::Deadline { error: false } => ("client_error", "deadline"),
+        }
+    }
+}
+
 /// Forwards `request` to `upstream` (its path appended to the upstream's), within `timeouts`.
 /// A request that asks for an upgrade (WebSocket) goes on an HTTP/1.1 connection with its
 /// `Connection: upgrade` and `Upgrade`, and so does the upstream's 101; `TE: trailers` (which

@@ -4,6 +4,7 @@
 
 use super::client::Upstream;
 use super::forward::{self, Failure, Peer, Timeouts};
+use super::shadowed::Shadowed;
 use super::tally::Tally;
 use crate::claims::Claim;
 use bytes::Bytes;
@@ -77,7 +78,10 @@ impl tower::Service<Request<Incoming>> for Forwarder {
 
     fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
         let mut timeouts = self.timeouts;
-        let mut shadowed = false;
+        // The first refusal shadow mode let it through with, if any: the route's limits' and
+        // the layer's ran before its deadline's.
+        let mut shadowed = Shadowed::first(request.extensions());
+        let mut deadline_shadowed = false;
         // What to answer if its deadline, not the listener's timeout, runs out at the upstream.
         let mut missed = None;
         if let Some(claim) = request.extensions_mut().remove::<Claim>() {
@@ -86,7 +90,8 @@ impl tower::Service<Request<Incoming>> for Forwarder {
                 Deadline::Passed(err) if self.shadow => {
                     // Shadow mode: counted and logged, forwarded as if it had no deadline.
                     self.tally.shadowed(err.kind().as_str(), &err.to_string());
-                    shadowed = true;
+                    shadowed.get_or_insert_with(|| Shadowed::of(&err));
+                    deadline_shadowed = true;
                 }
                 Deadline::Passed(err) => {
                     let grpc = spillway_tower::grpc::is_grpc(request.headers());
@@ -105,7 +110,7 @@ impl tower::Service<Request<Incoming>> for Forwarder {
         } else if let Some(ShadowRefusal { rule }) = extensions.get::<ShadowRefusal>() {
             let kind = spillway::BlockKind::Flow.as_str();
             self.tally.shadowed(kind, &format!("shadow rule {rule}"));
-        } else if !shadowed {
+        } else if !deadline_shadowed {
             self.tally.passed();
         }
         let (upstream, peer) = (Arc::clone(&self.upstream), self.peer.clone());
@@ -116,19 +121,21 @@ impl tower::Service<Request<Incoming>> for Forwarder {
                 tracing::error!("a request reached the forwarder without its peer");
                 return Ok(failed(Failure::Upstream(StatusCode::BAD_GATEWAY)));
             };
-            Ok(
-                match (
-                    forward::send(&upstream, request, &peer, timeouts).await,
-                    &missed,
-                ) {
-                    (Ok(response), _) => response.map(Either::Left),
-                    // Its deadline, not the listener's timeout, ran out.
-                    (Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)), Some((err, drop))) => {
-                        ran_out(err, grpc, *drop)
-                    }
-                    (Err(failure), _) => failed(failure),
-                },
-            )
+            let mut response = match (
+                forward::send(&upstream, request, &peer, timeouts).await,
+                &missed,
+            ) {
+                (Ok(response), _) => response.map(Either::Left),
+                // Its deadline, not the listener's timeout, ran out.
+                (Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)), Some((err, drop))) => {
+                    ran_out(err, grpc, *drop)
+                }
+                (Err(failure), _) => failed(failure),
+            };
+            if let Some(shadowed) = shadowed {
+                response.extensions_mut().insert(shadowed);
+            }
+            Ok(response)
         })
     }
 }

@@ -2,6 +2,7 @@
 //! `executes` and `actives`, then the strict cluster rules (one Redis call each). A refusal
 //! here never counts as a pass. The places taken are held by the response body until it ends.
 
+use super::shadowed::ShadowLimit;
 use super::tally::Tally;
 use crate::claims::Claim;
 use crate::cluster::ClusterLimits;
@@ -91,24 +92,25 @@ impl RouteLimits {
     }
 
     /// Checks each limit in turn, taking its place into `permits`: the response of the first
-    /// that refuses (in shadow mode, none).
+    /// that refuses; in shadow mode, none, and the first refusal it let through.
     async fn check(
         &self,
         headers: &HeaderMap,
         claim: Option<&Claim>,
         permits: &mut Permits,
-    ) -> Result<(), Box<Response<Bytes>>> {
+    ) -> Result<Option<BlockError>, Box<Response<Bytes>>> {
+        let mut shadowed = None;
         let dubbo = &self.dubbo;
         let resource = &self.resource;
         if let Some(tps) = self.tps {
             if let Err(err) = dubbo.tps.try_acquire(resource, tps) {
-                self.refused(err, headers, claim)?;
+                self.refused(err, headers, claim, &mut shadowed)?;
             }
         }
         if let Some(max) = self.executes {
             match dubbo.executes.try_acquire(resource, max) {
                 Ok(permit) => permits.execute = Some(permit),
-                Err(err) => self.refused(err, headers, claim)?,
+                Err(err) => self.refused(err, headers, claim, &mut shadowed)?,
             }
         }
         if let Some((max, timeout)) = self.actives {
@@ -121,32 +123,34 @@ impl RouteLimits {
             };
             match permit {
                 Ok(permit) => permits.active = Some(permit),
-                Err(err) => self.refused(err, headers, claim)?,
+                Err(err) => self.refused(err, headers, claim, &mut shadowed)?,
             }
         }
         if let Some(strict) = self.cluster.strict_for(resource) {
             for rule in strict.iter() {
                 if let Err(err) = rule.check(resource).await {
-                    self.refused(err, headers, claim)?;
+                    self.refused(err, headers, claim, &mut shadowed)?;
                 }
             }
         }
-        Ok(())
+        Ok(shadowed)
     }
 
     /// A refusal: counted as a block on the resource, as a rule's is; answered, marked with
-    /// it; or in shadow mode, counted and logged only.
+    /// it; or in shadow mode, counted and logged only (and kept in `shadowed` if the first).
     fn refused(
         &self,
         err: BlockError,
         headers: &HeaderMap,
         claim: Option<&Claim>,
+        shadowed: &mut Option<BlockError>,
     ) -> Result<(), Box<Response<Bytes>>> {
         if let Ok(handle) = self.spillway.resource(&self.resource) {
             handle.record_block(1);
         }
         if self.shadow {
             self.tally.shadowed(err.kind().as_str(), &err.to_string());
+            shadowed.get_or_insert(err);
             return Ok(());
         }
         let mut response = (self.refusal)(&err, headers, claim);
@@ -207,9 +211,14 @@ where
         let limits = Arc::clone(&self.limits);
         Either::Right(Box::pin(async move {
             let mut permits = Permits::default();
+            let mut request = request;
             let claim = request.extensions().get::<Claim>();
-            if let Err(refusal) = limits.check(request.headers(), claim, &mut permits).await {
-                return Ok((*refusal).map(LimitsBody::text));
+            match limits.check(request.headers(), claim, &mut permits).await {
+                Ok(None) => {}
+                Ok(Some(shadowed)) => {
+                    request.extensions_mut().insert(ShadowLimit(shadowed));
+                }
+                Err(refusal) => return Ok((*refusal).map(LimitsBody::text)),
             }
             let response = service.oneshot(request).await?;
             Ok(response.map(|body| LimitsBody::holding(body, permits)))

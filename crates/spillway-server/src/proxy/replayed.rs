@@ -5,6 +5,7 @@
 use super::forward::Failure;
 use super::forwarder::{self, Deadline};
 use super::front::{front, Fronted};
+use super::shadowed::Shadowed;
 use super::stack::{build, Stack};
 use super::table::Table;
 use super::Proxy;
@@ -12,7 +13,7 @@ use crate::claims::Claim;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Either, Full};
-use spillway_tower::protect::{Blocked, MissingKey, ShadowBlock, ShadowRefusal};
+use spillway_tower::protect::{Blocked, MissingKey};
 use std::convert::Infallible;
 use std::future::{ready, Ready};
 use std::net::SocketAddr;
@@ -35,13 +36,6 @@ pub(crate) struct Recording {
 /// extension.
 #[derive(Debug, Clone, Copy)]
 struct HoldFor(Duration);
-
-/// A shadow refusal a request passed with (a rule in shadow mode): the rule, and the kind.
-#[derive(Debug, Clone)]
-pub(crate) struct Shadowed {
-    pub(crate) rule: Option<String>,
-    pub(crate) kind: &'static str,
-}
 
 /// The innermost service of a replayed route: as the forwarder, it applies the request's
 /// deadline and the upstream timeout (in the same code), then answers the recorded status with
@@ -91,20 +85,7 @@ impl<B> Service<Request<B>> for Recorded {
                 Deadline::None => {}
             }
         }
-        let extensions = request.extensions();
-        let shadowed = if let Some(ShadowBlock(err)) = extensions.get::<ShadowBlock>() {
-            Some(Shadowed {
-                rule: err.rule_id().map(str::to_owned),
-                kind: err.kind().as_str(),
-            })
-        } else {
-            extensions
-                .get::<ShadowRefusal>()
-                .map(|ShadowRefusal { rule }| Shadowed {
-                    rule: Some((*rule).to_owned()),
-                    kind: spillway::BlockKind::Flow.as_str(),
-                })
-        };
+        let shadowed = Shadowed::first(request.extensions());
         let mut response = if took > upstream {
             // `spillway serve` would have stopped waiting: its deadline's answer, or the
             // upstream timeout's.
@@ -213,14 +194,6 @@ impl ReplayStacks {
         }
     }
 
-    /// The key the per-key rule `rule` reads, among `keys` (each source with its value).
-    fn key_of(&self, rule: &str, keys: &[(&str, Option<String>)]) -> Option<String> {
-        let config = self.table.keyed.iter().find(|config| config.id == rule)?;
-        let source = crate::keyed::Source::parse(&config.key).ok()?.describe();
-        let (_, value) = keys.iter().find(|(described, _)| *described == source)?;
-        value.clone()
-    }
-
     /// Puts `request` from `peer`, arrived now, through its route's stack, as `spillway serve`
     /// would, the upstream answering `status` after `took`.
     pub(crate) async fn replay<B>(
@@ -258,13 +231,11 @@ impl ReplayStacks {
             };
         };
         // The keys its per-key rules read, to name the one a refusal was for.
-        let keys: Vec<(&str, Option<String>)> = if route.keys.is_empty() {
+        let keys = if route.keys.is_empty() {
             Vec::new()
         } else {
             let (parts, body) = request.into_parts();
-            let keys = (route.keys.iter())
-                .map(|key| (key.described(), key.value(&parts, &table.trusted_proxies)))
-                .collect();
+            let keys = table.key_values(route, &parts);
             request = Request::from_parts(parts, body);
             keys
         };
@@ -276,7 +247,7 @@ impl ReplayStacks {
         let extensions = response.extensions();
         if let Some(Blocked(err)) = extensions.get::<Blocked>() {
             let rule = err.rule_id();
-            let key = rule.and_then(|rule| self.key_of(rule, &keys));
+            let key = rule.and_then(|rule| table.key_of(route, rule, &keys));
             return Replayed::Refused {
                 resource,
                 rule: rule.map(str::to_owned),

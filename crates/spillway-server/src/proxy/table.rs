@@ -127,6 +127,8 @@ impl RouteInfo {
 pub(crate) struct Table {
     /// The per-key rules whose keys the routes read, as the file (or the admin API) gave them.
     pub(super) keyed: Vec<crate::config::KeyedConfig>,
+    /// Each per-key rule's key source, as written (`header:x-user`), by the rule's id.
+    keyed_sources: std::collections::HashMap<String, String>,
     pub(super) router: Router,
     pub(super) routes: Vec<RouteInfo>,
     pub(super) default: RouteInfo,
@@ -202,7 +204,14 @@ impl Table {
         let keys = crate::keyed::route_keys(&plan, &default.resource, None);
         let claims = crate::claims::RouteClaims::new(config, &default.resource, None, None, None);
         default = default.with_keys(keys).with_claims(claims);
+        let keyed_sources = (keyed.iter())
+            .filter_map(|rule| {
+                let source = crate::keyed::Source::parse(&rule.key).ok()?;
+                Some((rule.id.clone(), source.describe()))
+            })
+            .collect();
         Ok(Self {
+            keyed_sources,
             keyed,
             router: Router::new(config),
             routes,
@@ -225,6 +234,31 @@ impl Table {
                 max_size: self.max_body_size,
             },
         }
+    }
+
+    /// The values of `route`'s per-key rules' keys in the request with head `parts`, in the
+    /// order of its keys, read as its stack reads them.
+    pub(crate) fn key_values(
+        &self,
+        route: &RouteInfo,
+        parts: &http::request::Parts,
+    ) -> Vec<Option<String>> {
+        (route.keys.iter())
+            .map(|key| key.value(parts, &self.trusted_proxies))
+            .collect()
+    }
+
+    /// The key the per-key rule `rule` read from a request of `route` whose key values
+    /// ([`Table::key_values`]) are `values`: `None` if `rule` is no per-key rule of it.
+    pub(crate) fn key_of(
+        &self,
+        route: &RouteInfo,
+        rule: &str,
+        values: &[Option<String>],
+    ) -> Option<String> {
+        let source = self.keyed_sources.get(rule)?;
+        let index = (route.keys.iter()).position(|key| key.described() == source)?;
+        values.get(index)?.clone()
     }
 
     /// The route `request` takes, and its index among the routes (`None`: the default route).

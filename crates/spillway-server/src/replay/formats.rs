@@ -1,7 +1,7 @@
 //! The access-log formats `spillway replay` reads, one line at a time.
 
 use super::record::Record;
-use super::time::{parse_clf, parse_rfc3339, parse_unix_seconds};
+use crate::calendar::{parse_clf, parse_rfc3339, parse_unix_seconds};
 use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use serde::Deserialize;
 use std::borrow::Cow;

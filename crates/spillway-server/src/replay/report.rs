@@ -2,8 +2,8 @@
 //! the first and last refusal, and a per-second timeline; as text or as JSON.
 
 use super::source::ReadCounts;
-use super::time::rfc3339;
 use super::top_keys::{KeyCount, TopKeys};
+use crate::calendar::rfc3339;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

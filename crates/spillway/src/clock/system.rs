@@ -32,6 +32,8 @@ pub struct SystemClock {
     tsc: Option<Tsc>,
     inner: quanta::Clock,
     origin: u64,
+    /// What it reads at its origin: 0, or the Unix time then ([`SystemClock::unix`]).
+    offset: u64,
 }
 
 impl SystemClock {
@@ -44,7 +46,40 @@ impl SystemClock {
             Some(tsc) => tsc.ticks(),
             None => inner.raw(),
         };
-        Self { tsc, inner, origin }
+        Self {
+            tsc,
+            inner,
+            origin,
+            offset: 0,
+        }
+    }
+
+    /// A clock that reads nanoseconds since the Unix epoch: the wall clock when it is made,
+    /// advanced by the same counter as [`SystemClock::new`]'s (so it never steps with the wall
+    /// clock afterwards). Windows then start on the wall clock's whole seconds, as Sentinel's
+    /// do (it reads `System.currentTimeMillis()`), and a log stamped with the wall clock is cut
+    /// into the same windows when replayed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::{Clock, SystemClock};
+    ///
+    /// let clock = SystemClock::unix();
+    /// // Past 2020-01-01.
+    /// assert!(clock.now_millis() > 1_577_836_800_000);
+    /// ```
+    pub fn unix() -> Self {
+        #[allow(clippy::disallowed_methods)] // its origin is the wall clock's now, once
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+            });
+        Self {
+            offset: wall,
+            ..Self::new()
+        }
     }
 
     /// The inline counter this clock reads, if it reads one.
@@ -69,19 +104,21 @@ impl SystemClock {
     /// The time, if this clock reads the TSC inline (otherwise reading it calls into `quanta`).
     #[inline(always)]
     pub(crate) fn inline_nanos(&self) -> Option<u64> {
-        self.tsc
-            .map(|tsc| tsc.nanos(tsc.ticks().saturating_sub(self.origin)))
+        self.tsc.map(|tsc| {
+            (tsc.nanos(tsc.ticks().saturating_sub(self.origin))).saturating_add(self.offset)
+        })
     }
 }
 
 impl Clock for SystemClock {
     #[inline]
     fn now_nanos(&self) -> u64 {
-        // Both saturate at zero if a core's counter reads behind the origin.
-        match self.tsc {
+        // Both saturate at the origin if a core's counter reads behind it.
+        let since = match self.tsc {
             Some(tsc) => tsc.nanos(tsc.ticks().saturating_sub(self.origin)),
             None => self.inner.delta_as_nanos(self.origin, self.inner.raw()),
-        }
+        };
+        since.saturating_add(self.offset)
     }
 }
 

@@ -1,5 +1,5 @@
-//! Wall-clock times as access logs write them, read into nanoseconds since the Unix epoch, and
-//! written back as RFC 3339.
+//! Wall-clock times as access logs write them (nginx's, RFC 3339), read into nanoseconds since
+//! the Unix epoch, and written as RFC 3339: for `spillway replay` and spillway's access log.
 
 /// Days from 1970-01-01 to the civil date `year-month-day` (proleptic Gregorian), by Howard
 /// Hinnant's `days_from_civil`.
@@ -181,13 +181,24 @@ pub(crate) fn parse_unix_seconds(seconds: f64) -> Option<u64> {
 
 /// `nanos` since the epoch in RFC 3339, UTC, to the millisecond.
 pub(crate) fn rfc3339(nanos: u64) -> String {
-    let seconds = nanos / 1_000_000_000;
     let millis = (nanos % 1_000_000_000) / 1_000_000;
+    written(nanos, format_args!("{millis:03}"))
+}
+
+/// `nanos` since the epoch in RFC 3339, UTC, to the microsecond (the access log's times).
+pub(crate) fn rfc3339_micros(nanos: u64) -> String {
+    let micros = (nanos % 1_000_000_000) / 1_000;
+    written(nanos, format_args!("{micros:06}"))
+}
+
+/// The date and time of `nanos`' second, then `fraction`.
+fn written(nanos: u64, fraction: std::fmt::Arguments<'_>) -> String {
+    let seconds = nanos / 1_000_000_000;
     let days = (seconds / 86_400) as i64;
     let (year, month, day) = civil_from_days(days);
     let of_day = seconds % 86_400;
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{fraction}Z",
         of_day / 3_600,
         of_day / 60 % 60,
         of_day % 60
@@ -275,6 +286,9 @@ mod tests {
             "2026-12-04T10:00:00.005Z"
         );
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        let micros = 1_796_378_400 * SECOND + 5_123_456;
+        assert_eq!(rfc3339_micros(micros), "2026-12-04T10:00:00.005123Z");
+        assert_eq!(parse_rfc3339(&rfc3339_micros(micros)), Some(micros - 456));
         assert_eq!(rfc3339(1_709_164_800 * SECOND), "2024-02-29T00:00:00.000Z");
         for days in [0i64, 59, 60, 365, 10_957, 20_000, 200_000] {
             let (y, m, d) = civil_from_days(days);
