@@ -55,6 +55,10 @@ enum Command {
         /// The logs' format.
         #[arg(long, value_enum, default_value_t = spillway_server::replay::Format::Auto)]
         format: spillway_server::replay::Format,
+        /// nginx logs written in this `log_format` (its string, quoted for the shell:
+        /// '$remote_addr [$time_local] "$request" $status $request_time'), not `combined`.
+        #[arg(long, value_name = "PATTERN")]
+        log_format: Option<String>,
         /// Print the whole result as one JSON object.
         #[arg(long)]
         json: bool,
@@ -385,6 +389,7 @@ fn main() -> ExitCode {
             config: path,
             logs,
             format,
+            log_format,
             json,
             strict,
             reorder_window,
@@ -395,6 +400,7 @@ fn main() -> ExitCode {
             let options = spillway_server::replay::ReplayOptions {
                 logs,
                 format,
+                log_format,
                 strict,
                 reorder_window,
                 hash_keys,

@@ -6,6 +6,7 @@
 
 mod engine;
 mod formats;
+mod pattern;
 mod record;
 mod report;
 mod source;
@@ -29,6 +30,9 @@ pub struct ReplayOptions {
     pub logs: Vec<PathBuf>,
     /// The logs' format.
     pub format: Format,
+    /// An nginx `log_format` the logs follow (`$variables` read, the text between matched),
+    /// instead of `combined` with `$request_time`.
+    pub log_format: Option<String>,
     /// Stop at the first malformed line, rather than count it and go on.
     pub strict: bool,
     /// How far out of time order lines may be and still be replayed in order (default 10 s).
@@ -44,6 +48,7 @@ impl Default for ReplayOptions {
         Self {
             logs: Vec::new(),
             format: Format::Auto,
+            log_format: None,
             strict: false,
             reorder_window: Duration::from_secs(10),
             hash_keys: false,
@@ -104,8 +109,20 @@ pub fn replay(
     let mut config = config.clone();
     let notes = fit_to_replay(&mut config);
     let window = u64::try_from(options.reorder_window.as_nanos()).unwrap_or(u64::MAX);
-    let mut source =
-        source::Source::new(options.logs.clone(), options.format, options.strict, window);
+    let pattern = match &options.log_format {
+        Some(format) if !matches!(options.format, Format::Auto | Format::Nginx) => {
+            return Err(EngineError::Setup(format!(
+                "--log-format is an nginx `log_format`: it reads nginx logs, not `{}`",
+                options.format.name()
+            )))
+        }
+        Some(format) => Some(std::sync::Arc::new(pattern::Pattern::new(format).map_err(
+            |why| EngineError::Setup(format!("--log-format cannot be read: {why}")),
+        )?)),
+        None => None,
+    };
+    let reading = (options.format, pattern);
+    let mut source = source::Source::new(options.logs.clone(), reading, options.strict, window);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)

@@ -484,6 +484,63 @@ fn a_line_from_far_in_the_future_is_malformed_and_order_is_kept() {
 }
 
 #[test]
+fn a_log_format_given_as_a_pattern_replays_as_its_combined_equivalent() {
+    let rules = "[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n";
+    // The same six requests as `nginx_logs_plain_and_gzipped_replay_alike`, in a format of
+    // the operator's own: the time first, the request time with a prefix, a field after it.
+    let log: String = (0..6)
+        .map(|i| {
+            format!(
+                "[04/Dec/2026:10:00:{:02} +0000] 10.0.0.1 \"GET /api/orders?id=1 HTTP/1.1\" 200 rt=0.0{i} up=10.1.0.1:80\n",
+                1 + i / 3
+            )
+        })
+        .collect();
+    let options = ReplayOptions {
+        log_format: Some(
+            "[$time_local] $remote_addr \"$request\" $status rt=$request_time up=$upstream_addr"
+                .to_owned(),
+        ),
+        ..ReplayOptions::default()
+    };
+    let custom = run_with(rules, &[("access.log", log.into())], options);
+    let combined: String = (0..6)
+        .map(|i| nginx(1 + i / 3, "/api/orders?id=1", &format!("0.0{i}")))
+        .collect();
+    let combined = run(rules, &combined);
+    assert_eq!(custom.read.malformed, 0, "{}", custom.to_text());
+    assert_eq!(custom.rules, combined.rules);
+    assert_eq!(custom.timeline, combined.timeline);
+    assert_eq!(custom.first_request, combined.first_request);
+
+    // A pattern that cannot be read, or one given for another format, is a clear error.
+    let config = parse(BASE, "rules.toml").unwrap();
+    for (format, log_format, why) in [
+        (
+            Format::Auto,
+            "$time_local $status $request_time",
+            "has no request",
+        ),
+        (
+            Format::Envoy,
+            "$time_local $request $status $request_time",
+            "not `envoy`",
+        ),
+    ] {
+        let options = ReplayOptions {
+            format,
+            log_format: Some(log_format.to_owned()),
+            ..ReplayOptions::default()
+        };
+        let err = replay(&config, "rules.toml", &options)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("--log-format"), "{err}");
+        assert!(err.contains(why), "{err}");
+    }
+}
+
+#[test]
 fn an_unreadable_file_is_a_clear_error() {
     let config = parse(BASE, "rules.toml").unwrap();
     let options = ReplayOptions {

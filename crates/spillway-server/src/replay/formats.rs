@@ -1,5 +1,6 @@
 //! The access-log formats `spillway replay` reads, one line at a time.
 
+use super::pattern::Pattern;
 use super::record::Record;
 use crate::calendar::{parse_clf, parse_rfc3339, parse_unix_seconds};
 use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
@@ -7,6 +8,7 @@ use serde::Deserialize;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// An access log's format.
@@ -42,18 +44,35 @@ pub enum Format {
     Csv,
 }
 
+impl Format {
+    /// Its name, as `--format` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Auto => "auto",
+            Format::Nginx => "nginx",
+            Format::Envoy => "envoy",
+            Format::EnvoyJson => "envoy_json",
+            Format::Jsonl => "jsonl",
+            Format::Csv => "csv",
+        }
+    }
+}
+
 /// Reads one file's lines in its format.
 #[derive(Debug)]
 pub(crate) struct Parser {
     format: Format,
+    /// An nginx `log_format` the lines follow instead of `combined`.
+    pattern: Option<Arc<Pattern>>,
     /// A CSV file's columns, from its header line.
     columns: Option<Vec<String>>,
 }
 
 impl Parser {
-    pub(crate) fn new(format: Format) -> Self {
+    pub(crate) fn new(format: Format, pattern: Option<Arc<Pattern>>) -> Self {
         Self {
             format,
+            pattern,
             columns: None,
         }
     }
@@ -61,7 +80,10 @@ impl Parser {
     /// Whether its format gives when a request ended to the second only (nginx's
     /// `$time_local`).
     pub(crate) fn ends_to_the_second(&self) -> bool {
-        self.format == Format::Nginx
+        match &self.pattern {
+            Some(pattern) => pattern.to_the_second(),
+            None => self.format == Format::Nginx,
+        }
     }
 
     /// The record on `line`, `None` for a line that holds none (blank, or a CSV header), or
@@ -72,6 +94,9 @@ impl Parser {
         let line = line.strip_prefix('\u{feff}').unwrap_or(line);
         if line.trim().is_empty() {
             return Ok(None);
+        }
+        if let Some(pattern) = &self.pattern {
+            return pattern.parse(line).map(Some);
         }
         if self.format == Format::Auto {
             self.format = detect(line);
@@ -150,14 +175,14 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn status(text: &str) -> Result<StatusCode, String> {
+pub(super) fn status(text: &str) -> Result<StatusCode, String> {
     text.parse::<u16>()
         .ok()
         .and_then(|code| StatusCode::from_u16(code).ok())
         .ok_or_else(|| format!("status `{text}` is not an HTTP status"))
 }
 
-fn peer(text: &str) -> Result<IpAddr, String> {
+pub(super) fn peer(text: &str) -> Result<IpAddr, String> {
     let text = text.trim_start_matches('[').trim_end_matches(']');
     text.parse()
         .map_err(|_| format!("`{text}` is not an IP address"))
@@ -167,7 +192,7 @@ fn peer(text: &str) -> Result<IpAddr, String> {
 /// until the replay's end).
 pub(crate) const MAX_DURATION_SECONDS: f64 = 86_400.0;
 
-fn seconds(text: &str, what: &str) -> Result<Duration, String> {
+pub(super) fn seconds(text: &str, what: &str) -> Result<Duration, String> {
     let seconds = text
         .parse::<f64>()
         .ok()
@@ -180,7 +205,7 @@ fn seconds(text: &str, what: &str) -> Result<Duration, String> {
 }
 
 /// A request target: a path, with its query (an absolute URI's path and query too).
-fn target_of(text: &str) -> Result<Uri, String> {
+pub(super) fn target_of(text: &str) -> Result<Uri, String> {
     let uri: Uri = text
         .parse()
         .map_err(|_| format!("target `{text}` is not a URI"))?;
@@ -190,11 +215,11 @@ fn target_of(text: &str) -> Result<Uri, String> {
     }
 }
 
-fn host(text: &str) -> Result<HeaderValue, String> {
+pub(super) fn host(text: &str) -> Result<HeaderValue, String> {
     HeaderValue::from_str(text).map_err(|_| format!("host `{text}` is not a header value"))
 }
 
-fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
+pub(super) fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
     let name = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| format!("`{name}` is not a header name"))?;
     let value =
@@ -203,7 +228,7 @@ fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> 
 }
 
 /// A request line, `METHOD TARGET PROTOCOL`: its method and target.
-fn request_line(request: &str) -> Result<(Method, &str), String> {
+pub(super) fn request_line(request: &str) -> Result<(Method, &str), String> {
     let mut parts = request.split(' ');
     match (parts.next(), parts.next()) {
         (Some(method), Some(target)) if !method.is_empty() => {
@@ -593,7 +618,10 @@ mod tests {
     #[test]
     fn an_nginx_line_reads_its_request_and_arrival() {
         let line = r#"203.0.113.5 - alice [04/Dec/2026:10:00:01 +0000] "GET /api/orders?id=7 HTTP/1.1" 200 512 "https://shop.example/" "curl/8.5" 0.250 0.249"#;
-        let record = Parser::new(Format::Auto).parse(line).unwrap().unwrap();
+        let record = Parser::new(Format::Auto, None)
+            .parse(line)
+            .unwrap()
+            .unwrap();
         assert_eq!(record.start_nanos, AT + 750_000_000);
         assert_eq!(record.duration, Duration::from_millis(250));
         assert_eq!(record.method, Method::GET);
@@ -630,14 +658,14 @@ mod tests {
             ),
         ];
         for (line, why) in cases {
-            let err = Parser::new(Format::Nginx).parse(line).unwrap_err();
+            let err = Parser::new(Format::Nginx, None).parse(line).unwrap_err();
             assert!(err.contains(why), "{line}: {err}");
         }
     }
 
     #[test]
     fn json_lines_read_their_fields_and_aliases() {
-        let mut parser = Parser::new(Format::Auto);
+        let mut parser = Parser::new(Format::Auto, None);
         let line = r#"{"time":"2026-12-04T10:00:00.5Z","method":"POST","target":"/api/pay","status":503,"duration_ms":12.5,"peer":"2001:db8::1","host":"shop.example","headers":{"x-api-key":"k1"}}"#;
         let record = parser.parse(line).unwrap().unwrap();
         assert_eq!(record.start_nanos, AT + 500_000_000);
@@ -678,7 +706,10 @@ mod tests {
     #[test]
     fn envoy_lines_read_as_envoy_writes_them() {
         let line = r#"[2026-12-04T10:00:00.310Z] "POST /api/v1/locations HTTP/2" 204 - 154 0 226 100 "10.0.35.28, 10.0.0.1" "nsq2http" "cc21d9b0" "locations" "tcp://10.0.2.1:80""#;
-        let record = Parser::new(Format::Auto).parse(line).unwrap().unwrap();
+        let record = Parser::new(Format::Auto, None)
+            .parse(line)
+            .unwrap()
+            .unwrap();
         assert_eq!(record.start_nanos, AT + 310_000_000);
         assert_eq!(record.duration, Duration::from_millis(226));
         assert_eq!(record.method, Method::POST);
@@ -689,23 +720,29 @@ mod tests {
         assert_eq!(record.headers.len(), 3);
         let line =
             r#"[2026-12-04T10:00:00.310Z] "GET / HTTP/1.1" 200 - 0 0 1 - "-" "-" "-" "-" "-""#;
-        let record = Parser::new(Format::Envoy).parse(line).unwrap().unwrap();
+        let record = Parser::new(Format::Envoy, None)
+            .parse(line)
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (record.peer, record.host, record.headers.len()),
             (IpAddr::from([0, 0, 0, 0]), None, 0)
         );
-        let err = Parser::new(Format::Envoy)
+        let err = Parser::new(Format::Envoy, None)
             .parse(r#"[2026-12-04T10:00:00Z] "GET / HTTP/1.1" 200 - 0 0 x"#)
             .unwrap_err();
         assert!(err.contains("is not milliseconds"), "{err}");
         let json = r#"{"start_time":"2026-12-04T10:00:00.500Z","method":"GET","path":"/a?b=1","response_code":"503","duration":12,"downstream_remote_address":"192.0.2.9:5555","authority":"shop","user_agent":"-"}"#;
-        let record = Parser::new(Format::Auto).parse(json).unwrap().unwrap();
+        let record = Parser::new(Format::Auto, None)
+            .parse(json)
+            .unwrap()
+            .unwrap();
         assert_eq!(record.start_nanos, AT + 500_000_000);
         assert_eq!(record.status.as_u16(), 503);
         assert_eq!(record.duration, Duration::from_millis(12));
         assert_eq!(record.peer, "192.0.2.9".parse::<IpAddr>().unwrap());
         assert_eq!(record.headers.len(), 0);
-        let err = Parser::new(Format::EnvoyJson)
+        let err = Parser::new(Format::EnvoyJson, None)
             .parse(r#"{"start_time":"x","path":"/","response_code":200,"duration":1}"#)
             .unwrap_err();
         assert!(err.contains("start_time `x` is not RFC 3339"), "{err}");
@@ -715,13 +752,13 @@ mod tests {
     fn durations_past_a_day_and_odd_headers_and_envoy_s_status_0() {
         let long =
             r#"1.2.3.4 - - [04/Dec/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 1 "-" "-" 90000"#;
-        let err = Parser::new(Format::Nginx).parse(long).unwrap_err();
+        let err = Parser::new(Format::Nginx, None).parse(long).unwrap_err();
         assert!(err.contains("longer than a day"), "{err}");
         let long = r#"{"time":1,"path":"/","status":200,"duration_s":1e9}"#;
-        let err = Parser::new(Format::Jsonl).parse(long).unwrap_err();
+        let err = Parser::new(Format::Jsonl, None).parse(long).unwrap_err();
         assert!(err.contains("longer than a day"), "{err}");
         // A byte-order mark and quoted column names are still a CSV header.
-        let mut parser = Parser::new(Format::Auto);
+        let mut parser = Parser::new(Format::Auto, None);
         assert_eq!(
             parser
                 .parse("\u{feff}\"time\",\"status\",\"path\",\"duration_ms\"")
@@ -731,13 +768,16 @@ mod tests {
         assert!(parser.parse("1796378400,200,/,1").unwrap().is_some());
         let gone =
             r#"[2026-12-04T10:00:00.310Z] "GET / HTTP/1.1" 0 DC 0 0 5 - "-" "-" "-" "-" "-""#;
-        let record = Parser::new(Format::Auto).parse(gone).unwrap().unwrap();
+        let record = Parser::new(Format::Auto, None)
+            .parse(gone)
+            .unwrap()
+            .unwrap();
         assert_eq!(record.status.as_u16(), 499);
     }
 
     #[test]
     fn csv_reads_its_columns_from_its_header() {
-        let mut parser = Parser::new(Format::Auto);
+        let mut parser = Parser::new(Format::Auto, None);
         assert_eq!(
             parser
                 .parse("time,path,status,duration_ms,ip,header:x-api-key")
@@ -753,7 +793,7 @@ mod tests {
         assert_eq!(record.headers[0].1, "say \"hi\"");
         let err = parser.parse("1796378400,/,200").unwrap_err();
         assert!(err.contains("3 fields where the header names 6"), "{err}");
-        let err = Parser::new(Format::Csv).parse("a,b").unwrap_err();
+        let err = Parser::new(Format::Csv, None).parse("a,b").unwrap_err();
         assert!(err.contains("must name its columns"), "{err}");
         assert_eq!(
             csv_fields(r#""a"b"#).unwrap_err(),

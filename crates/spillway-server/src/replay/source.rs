@@ -3,6 +3,7 @@
 //! back in order.
 
 use super::formats::{Format, Parser};
+use super::pattern::Pattern;
 use super::record::Record;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -175,6 +176,8 @@ struct OpenFile {
 pub(crate) struct Source {
     files: std::vec::IntoIter<PathBuf>,
     format: Format,
+    /// An nginx `log_format` every file follows, if one was given.
+    pattern: Option<Arc<Pattern>>,
     strict: bool,
     window: u64,
     current: Option<OpenFile>,
@@ -223,7 +226,12 @@ impl Ord for Given {
 }
 
 impl Source {
-    pub(crate) fn new(files: Vec<PathBuf>, format: Format, strict: bool, window: u64) -> Self {
+    pub(crate) fn new(
+        files: Vec<PathBuf>,
+        (format, pattern): (Format, Option<Arc<Pattern>>),
+        strict: bool,
+        window: u64,
+    ) -> Self {
         let bytes_total = (files.iter())
             .filter_map(|file| std::fs::metadata(file).ok())
             .map(|metadata| metadata.len())
@@ -233,6 +241,7 @@ impl Source {
             bytes_total,
             files: files.into_iter(),
             format,
+            pattern,
             strict,
             window,
             current: None,
@@ -308,7 +317,7 @@ impl Source {
                 self.current = Some(OpenFile {
                     name: name.into(),
                     reader,
-                    parser: Parser::new(self.format),
+                    parser: Parser::new(self.format, self.pattern.clone()),
                     number: 0,
                     last: None,
                 });
