@@ -3,20 +3,20 @@
 //!
 //! A thread of its own writes the file, so that no request waits on the disk: a request's line
 //! is made when its response has been sent (or abandoned) and queued; past [`QUEUE_LINES`]
-//! lines waiting, a line is dropped and counted (`spillway_access_log_lines_total{result=
-//! "dropped"}`).
+//! lines (or [`QUEUE_BYTES`]) waiting, a line is dropped and counted
+//! (`spillway_access_log_lines_total{result="dropped"}`).
 
 mod entry;
 mod headers;
 
 pub(crate) use entry::{Decision, Entry, Pending};
+pub(crate) use headers::{logged as logged_headers, with_keyed_headers};
 
 use crate::config::Config;
-use http::HeaderName;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
@@ -42,13 +42,11 @@ impl Counts {
     }
 }
 
-/// The access log's file, opened, and the headers its lines keep: what a configuration needs
-/// before [`AccessLog::start`].
+/// The access log's file, opened: what a configuration needs before [`AccessLog::start`].
 #[derive(Debug)]
 pub(crate) struct Opened {
     file: File,
     path: PathBuf,
-    headers: Vec<HeaderName>,
 }
 
 impl Opened {
@@ -67,12 +65,7 @@ impl Opened {
             .append(true)
             .open(&path)
             .map_err(|err| cannot_write(&path, &err))?;
-        let headers = headers::logged(config);
-        Ok(Some(Self {
-            file,
-            path,
-            headers,
-        }))
+        Ok(Some(Self { file, path }))
     }
 
     /// Whether `config`'s access log could be opened, without creating it (`spillway check`):
@@ -108,24 +101,47 @@ fn cannot_write(path: &Path, err: &std::io::Error) -> String {
     format!("access_log.path: cannot write `{}`: {err}", path.display())
 }
 
-/// A running access log: lines go to its writer thread, which ends when the last holder of
-/// this (the proxy, and each request still being answered) lets it go.
-#[derive(Debug)]
-pub(crate) struct AccessLog {
-    lines: SyncSender<String>,
-    counts: Arc<Counts>,
-    headers: Vec<HeaderName>,
-    /// The wall clock when it started (nanoseconds since the Unix epoch), and the monotonic
-    /// clock then: a line's time is the first advanced by the second.
-    anchor: (u64, tokio::time::Instant),
-    /// The writer thread.
-    writer: std::thread::JoinHandle<()>,
+/// What the writer thread is sent: a line, or a request to say once every line sent before it
+/// is written.
+enum Message {
+    Line(String),
+    Flush(std::sync::mpsc::Sender<()>),
 }
 
+/// A running access log: lines go to its writer thread, which ends when the last holder of
+/// this (the proxy, and each request still being answered) lets it go.
+pub(crate) struct AccessLog {
+    messages: SyncSender<Message>,
+    counts: Arc<Counts>,
+    /// The bytes of the lines waiting for the writer.
+    queued: Arc<AtomicUsize>,
+    /// Where a line's time is read.
+    clock: Clock,
+}
+
+/// Where an access log reads its lines' times.
+enum Clock {
+    /// The rules' spillway, whose clock reads Unix time.
+    Rules(spillway::Spillway),
+    /// The wall clock when the log started and the monotonic clock then: a line's time is the
+    /// first advanced by the second.
+    Anchored(u64, tokio::time::Instant),
+}
+
+impl std::fmt::Debug for AccessLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessLog").finish_non_exhaustive()
+    }
+}
+
+/// The most bytes of lines waiting for the writer: past it (a disk that stalls, lines with
+/// large headers), a line is dropped, as past [`QUEUE_LINES`].
+pub(crate) const QUEUE_BYTES: usize = 64 * 1024 * 1024;
+
 impl AccessLog {
-    /// Starts writing to `opened`, counting in `counts`, its lines' times read on `clock`
-    /// where it reads Unix time (`spillway serve`'s: so that a replay of the log cuts the
-    /// windows the live rules cut), else on the wall clock.
+    /// Starts writing to `opened`, counting in `counts`, its lines' times read on `rules`'
+    /// clock where it reads Unix time (`spillway serve`'s: so that a replay of the log cuts
+    /// the windows the live rules cut), else on the wall clock.
     ///
     /// # Errors
     ///
@@ -133,111 +149,152 @@ impl AccessLog {
     pub(crate) fn start(
         opened: Opened,
         counts: Arc<Counts>,
-        clock: &dyn spillway::Clock,
+        rules: &spillway::Spillway,
     ) -> Result<Self, String> {
-        let (lines, queue) = std::sync::mpsc::sync_channel(QUEUE_LINES);
-        let Opened {
-            file,
-            path,
-            headers,
-        } = opened;
-        let writer_counts = Arc::clone(&counts);
-        let writer = std::thread::Builder::new()
+        let (messages, queue) = std::sync::mpsc::sync_channel(QUEUE_LINES);
+        let Opened { file, path } = opened;
+        let queued = Arc::new(AtomicUsize::new(0));
+        let writer = Writer {
+            counts: Arc::clone(&counts),
+            queued: Arc::clone(&queued),
+        };
+        std::thread::Builder::new()
             .name("spillway-access-log".to_owned())
-            .spawn(move || write_lines(&queue, file, &path, &writer_counts))
+            .spawn(move || writer.run(&queue, file, &path))
             .map_err(|err| format!("cannot start the access log's writer: {err}"))?;
         // A clock that reads a time past 2001-09-09 reads Unix time.
-        let on_clock = clock.now_nanos();
-        let wall = if on_clock >= 1_000_000_000 * 1_000_000_000 {
-            on_clock
+        let clock = if rules.clock().now_nanos() >= 1_000_000_000 * 1_000_000_000 {
+            Clock::Rules(rules.clone())
         } else {
-            crate::unix_time::unix_nanos_now()
+            Clock::Anchored(
+                crate::unix_time::unix_nanos_now(),
+                tokio::time::Instant::now(),
+            )
         };
-        let anchor = (wall, tokio::time::Instant::now());
         Ok(Self {
-            lines,
+            messages,
             counts,
-            headers,
-            anchor,
-            writer,
+            queued,
+            clock,
         })
     }
 
-    /// Stops taking lines and waits for the writer to write those queued.
-    pub(crate) fn close(self) {
-        let Self { lines, writer, .. } = self;
-        drop(lines);
-        if writer.join().is_err() {
-            tracing::warn!("the access log's writer failed");
+    /// Waits until the lines sent so far are written, `within` at most: whether they were.
+    /// Blocks.
+    pub(crate) fn flush(&self, within: std::time::Duration) -> bool {
+        #[allow(clippy::disallowed_methods)] // a deadline for a blocking wait, not a reading
+        let deadline = std::time::Instant::now() + within;
+        let (done, written) = std::sync::mpsc::channel();
+        let mut message = Message::Flush(done);
+        loop {
+            match self.messages.try_send(message) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(_)) => return false,
+                Err(TrySendError::Full(back)) => {
+                    #[allow(clippy::disallowed_methods)]
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        return false;
+                    }
+                    message = back;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
         }
+        #[allow(clippy::disallowed_methods)]
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        written.recv_timeout(left).is_ok()
     }
 
-    /// The time of the monotonic instant `at`, in nanoseconds since the Unix epoch: the Unix
-    /// time when the log started (on the rules' clock where it reads Unix time), advanced by
-    /// the monotonic clock since. So the times of one log's lines never go back and agree with
-    /// their durations and with the windows the rules counted in.
-    pub(crate) fn wall_nanos(&self, at: tokio::time::Instant) -> u64 {
-        let (wall, then) = self.anchor;
-        let since = at.saturating_duration_since(then).as_nanos();
-        wall.saturating_add(u64::try_from(since).unwrap_or(u64::MAX))
-    }
-
-    /// The headers each line keeps.
-    pub(crate) fn headers(&self) -> &[HeaderName] {
-        &self.headers
+    /// The time now, in nanoseconds since the Unix epoch, for a request arriving now: on the
+    /// rules' clock, so that a line's time is the time the rules counted it in; else the wall
+    /// clock when the log started advanced by the monotonic clock (so the times of one log's
+    /// lines never go back, and agree with their durations).
+    pub(crate) fn now_nanos(&self) -> u64 {
+        match &self.clock {
+            Clock::Rules(rules) => rules.clock().now_nanos(),
+            Clock::Anchored(wall, then) => {
+                let since = tokio::time::Instant::now().saturating_duration_since(*then);
+                wall.saturating_add(u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+            }
+        }
     }
 
     /// Queues `line` (a JSON object and its newline), or counts it dropped if the writer is
     /// behind.
     fn send(&self, line: String) {
-        match self.lines.try_send(line) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.counts.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let bytes = line.len();
+        if self.queued.fetch_add(bytes, Ordering::Relaxed) + bytes > QUEUE_BYTES {
+            self.queued.fetch_sub(bytes, Ordering::Relaxed);
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        if self.messages.try_send(Message::Line(line)).is_err() {
+            self.queued.fetch_sub(bytes, Ordering::Relaxed);
+            self.counts.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
 
-/// The writer thread: writes each line as it comes, flushing whenever none is waiting, until
-/// every sender is gone.
-fn write_lines(queue: &Receiver<String>, file: File, path: &Path, counts: &Counts) {
-    let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
-    let mut pending = 0u64;
-    let mut failing = false;
-    while let Ok(line) = queue.recv() {
-        let mut result = out.write_all(line.as_bytes());
-        pending += 1;
-        while result.is_ok() {
-            match queue.try_recv() {
-                Ok(line) => {
-                    result = out.write_all(line.as_bytes());
-                    pending += 1;
+/// The writer thread's side of an access log.
+struct Writer {
+    counts: Arc<Counts>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Writer {
+    /// Writes each line as it comes, flushing whenever none is waiting, until every sender is
+    /// gone.
+    fn run(self, queue: &Receiver<Message>, file: File, path: &Path) {
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, file);
+        // After a failed write the file may end in part of a line: the next good write starts
+        // on a line of its own.
+        let mut failing = false;
+        let mut flushed = Vec::new();
+        while let Ok(first) = queue.recv() {
+            let mut lines = 0u64;
+            let mut result = Ok(());
+            let mut next = Some(first);
+            while let Some(message) = next.take() {
+                match message {
+                    Message::Line(line) => {
+                        self.queued.fetch_sub(line.len(), Ordering::Relaxed);
+                        lines += 1;
+                        if result.is_ok() {
+                            if failing && lines == 1 {
+                                result = out.write_all(b"\n");
+                            }
+                            result = result.and_then(|()| out.write_all(line.as_bytes()));
+                        }
+                    }
+                    Message::Flush(done) => flushed.push(done),
                 }
-                Err(_) => break,
+                next = queue.try_recv().ok();
+            }
+            match result.and_then(|()| out.flush()) {
+                Ok(()) => {
+                    self.counts.written.fetch_add(lines, Ordering::Relaxed);
+                    if failing && lines > 0 {
+                        tracing::info!(path = %path.display(), "the access log is written again");
+                        failing = false;
+                    }
+                }
+                Err(err) => {
+                    // The batch's lines are lost (some may be in the file, the last one torn):
+                    // counted, and a new buffer taken.
+                    self.counts.failed.fetch_add(lines, Ordering::Relaxed);
+                    if !failing {
+                        tracing::warn!(path = %path.display(), error = %err, "cannot write the access log: its lines are lost until it can");
+                        failing = true;
+                    }
+                    let file = out.into_parts().0;
+                    out = std::io::BufWriter::with_capacity(64 * 1024, file);
+                }
+            }
+            for done in flushed.drain(..) {
+                let _ = done.send(());
             }
         }
-        let result = result.and_then(|()| out.flush());
-        match result {
-            Ok(()) => {
-                counts.written.fetch_add(pending, Ordering::Relaxed);
-                if failing {
-                    tracing::info!(path = %path.display(), "the access log is written again");
-                    failing = false;
-                }
-            }
-            Err(err) => {
-                // The lines in the buffer are lost with it: counted, and a new buffer taken.
-                counts.failed.fetch_add(pending, Ordering::Relaxed);
-                if !failing {
-                    tracing::warn!(path = %path.display(), error = %err, "cannot write the access log: its lines are lost until it can");
-                    failing = true;
-                }
-                let file = out.into_parts().0;
-                out = std::io::BufWriter::with_capacity(64 * 1024, file);
-            }
-        }
-        pending = 0;
     }
 }
 
@@ -258,14 +315,15 @@ mod tests {
             .expect("opens")
             .expect("configured");
         let counts = Arc::new(Counts::default());
-        let clock = spillway::ManualClock::new();
-        let log = AccessLog::start(opened, Arc::clone(&counts), &clock).expect("starts");
+        let rules = spillway::Spillway::new_with_clock(spillway::ManualClock::new());
+        let log = AccessLog::start(opened, Arc::clone(&counts), &rules).expect("starts");
         for n in 0..1_000 {
             log.send(format!("{{\"n\":{n}}}\n"));
         }
-        // The writer ends when its last sender is gone, after the lines queued before.
-        log.close();
+        // Every line sent before the flush is written (or was dropped, the writer behind).
+        assert!(log.flush(std::time::Duration::from_secs(60)));
         assert_eq!(counts.read()[0].1 + counts.read()[1].1, 1_000);
+        assert_eq!(log.queued.load(Ordering::Relaxed), 0);
         let written = std::fs::read_to_string(&path).expect("the log");
         let numbers: Vec<u64> = written
             .lines()

@@ -162,14 +162,13 @@ impl Proxy {
         Ok(proxy)
     }
 
-    /// Stops the access log, if any, and waits for its writer to write the lines queued:
-    /// at the end of a drain (a request still being answered keeps its own line, and the
-    /// writer, until it ends). Blocks.
-    pub fn close_access_log(&self) {
-        if let Some(log) = self.inner.access_log.swap(None) {
-            if let Ok(log) = Arc::try_unwrap(log) {
-                log.close();
-            }
+    /// Waits until the access log's lines so far are written, `within` at most: at the end
+    /// of a drain, before the process exits. Whether they were (true without an access log).
+    /// Blocks.
+    pub fn flush_access_log(&self, within: Duration) -> bool {
+        match self.inner.access_log.load_full() {
+            Some(log) => log.flush(within),
+            None => true,
         }
     }
 
@@ -267,8 +266,10 @@ impl Proxy {
         let table = self.inner.table.load_full();
         let metrics = &self.inner.shared.metrics;
         let log = self.inner.access_log.load();
-        let mut pending =
-            (log.as_ref()).map(|log| Pending::new(log, &request, peer.addr().ip(), arrived));
+        let mut pending = log.as_ref().map(|log| {
+            let headers = table.logged_headers.as_deref().unwrap_or_default();
+            Pending::new(log, &request, peer.addr().ip(), arrived, headers)
+        });
         let (fronted, mut request) = match front::front(&table, request, peer.addr(), arrived) {
             Ok(fronted) => fronted,
             Err(early) => {
@@ -286,6 +287,9 @@ impl Proxy {
             ..
         } = fronted;
         let template = route.template.as_deref();
+        if let Some(pending) = &mut pending {
+            pending.routed(template, &route.resource);
+        }
         let Some(service) = route.service(&table, &self.inner.shared) else {
             metrics.count(&route.resource, "no_route", "");
             let response = ProxyBody::text(StatusCode::NOT_FOUND, "no route matches\n");
@@ -348,12 +352,17 @@ impl Proxy {
                 decided("block").because("missing_key")
             });
         }
-        // What shadow mode let it through with, for the log.
-        let shadowed = pending.as_ref().and(extensions.get::<Shadowed>()).cloned();
+        // What shadow mode let it through with, for the log, and the key a per-key rule
+        // would have refused.
+        let shadowed = pending.as_ref().and_then(|pending| {
+            let Shadowed { rule, kind } = extensions.get::<Shadowed>()?.clone();
+            let key = (rule.as_deref()).and_then(|rule| table.key_of(route, rule, &pending.keys));
+            Some((rule, kind, key))
+        });
         let passed = move || match shadowed {
-            Some(Shadowed { rule, kind }) => decided("shadow_block")
+            Some((rule, kind, key)) => decided("shadow_block")
                 .because(kind)
-                .by(rule.as_deref(), None),
+                .by(rule.as_deref(), key),
             None => decided("pass"),
         };
         if let Some(failure) = extensions.get::<Failure>().copied() {
@@ -392,9 +401,10 @@ impl Proxy {
             let upstream_side = hyper::upgrade::on(&mut response);
             let (parts, held) = response.into_parts();
             let resource = route.resource.clone();
-            tokio::spawn(tunnel(client, upstream_side, held, resource));
-            let response = Response::from_parts(parts, ProxyBody::full(Bytes::new()));
-            return logged(pending, response, passed);
+            // Its line is written when the tunnel closes, as its places are given back.
+            let entry = pending.map(|pending| pending.answered(parts.status, passed()));
+            tokio::spawn(tunnel(client, upstream_side, (held, entry), resource));
+            return Response::from_parts(parts, ProxyBody::full(Bytes::new()));
         }
         let (parts, body) = response.into_parts();
         let mut body = ProxyBody::upstream(body, outcome);
@@ -493,7 +503,7 @@ fn start_access_log(
     counts: &Arc<crate::access_log::Counts>,
     spillway: &spillway::Spillway,
 ) -> Option<Arc<AccessLog>> {
-    match AccessLog::start(opened?, Arc::clone(counts), spillway.clock()) {
+    match AccessLog::start(opened?, Arc::clone(counts), spillway) {
         Ok(log) => Some(Arc::new(log)),
         Err(err) => {
             tracing::error!(error = %err, "the access log is off");
@@ -507,7 +517,7 @@ fn start_access_log(
 async fn tunnel(
     client: hyper::upgrade::OnUpgrade,
     upstream: hyper::upgrade::OnUpgrade,
-    mut held: stack::StackBody,
+    (mut held, logged): (stack::StackBody, Option<crate::access_log::Entry>),
     resource: String,
 ) {
     let (client, upstream) = tokio::join!(client, upstream);
@@ -528,6 +538,7 @@ async fn tunnel(
         }
     }
     drop(held);
+    drop(logged);
 }
 
 #[cfg(test)]

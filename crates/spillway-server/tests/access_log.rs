@@ -79,9 +79,10 @@ grade = "concurrency"
 count = 2
 "#;
 
-fn config_text(upstream: std::net::SocketAddr, log: &Path, shadow: bool) -> String {
+/// The rules with `listener` in `[listener]`, logging to `log`.
+fn config_text(upstream: std::net::SocketAddr, log: &Path, listener: &str) -> String {
     format!(
-        "[listener]\nlisten = \"127.0.0.1:0\"\nshadow = {shadow}\n\n\
+        "[listener]\nlisten = \"127.0.0.1:0\"\n{listener}\n\n\
          [access_log]\npath = {:?}\nheaders = [\"user-agent\"]\n\n\
          [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n{RULES}",
         log.display().to_string()
@@ -133,7 +134,7 @@ fn serve_and_log(
         }
         let handle = served.handle.clone();
         served.shutdown().await;
-        handle.close_access_log();
+        assert!(handle.flush_access_log(Duration::from_secs(60)));
     });
 }
 
@@ -167,7 +168,7 @@ fn each_line_is_a_json_object_with_what_the_limits_decided() {
         .build()
         .expect("a runtime");
     let upstream = runtime.block_on(upstream());
-    let text = config_text(upstream, &log, false);
+    let text = config_text(upstream, &log, "");
     let at = |ms| Duration::from_millis(ms);
     // Two users at once on `/b` (one is refused: 5 a second, the sixth within the second),
     // a path no route takes, and a bad one.
@@ -195,7 +196,7 @@ fn each_line_is_a_json_object_with_what_the_limits_decided() {
         }
         let handle = served.handle.clone();
         served.shutdown().await;
-        handle.close_access_log();
+        assert!(handle.flush_access_log(Duration::from_secs(60)));
     });
     let lines = lines(&log);
     assert_eq!(lines.len(), 9, "{lines:#?}");
@@ -247,6 +248,58 @@ fn each_line_is_a_json_object_with_what_the_limits_decided() {
 }
 
 #[test]
+fn a_request_whose_client_leaves_before_its_answer_gets_a_line_and_headers_keep_every_value() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let log = dir.path().join("access.log");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        // An upstream that takes 10 s.
+        let upstream = support::upstream(|_| async {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Response::new(Full::new(Bytes::from_static(b"late")))
+        })
+        .await;
+        let text = config_text(upstream, &log, "trusted_proxies = [\"127.0.0.1\"]");
+        let config = parse(&text, "live.toml").expect("a good file");
+        let served = Served::with(&config, unix_clocked(), None).await;
+        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+        let request = Request::get(format!("http://{}/a", served.proxy))
+            .header("x-forwarded-for", "192.0.2.1")
+            .header("x-forwarded-for", "192.0.2.2")
+            .body(Empty::new())
+            .expect("a request");
+        // The client gives up after 100 ms.
+        let gave_up = tokio::time::timeout(Duration::from_millis(100), client.request(request));
+        assert!(gave_up.await.is_err());
+        drop(client);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let handle = served.handle.clone();
+        served.shutdown().await;
+        assert!(handle.flush_access_log(Duration::from_secs(60)));
+    });
+    let lines = lines(&log);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = &lines[0];
+    assert_eq!(line["status"], 499, "{line}");
+    assert_eq!(line["decision"], "client_error");
+    assert_eq!(line["reason"], "client_gone");
+    assert_eq!(line["resource"], "a");
+    assert!(
+        line["duration_ms"].as_f64().expect("a duration") < 200.0,
+        "{line}"
+    );
+    // Both values of the forwarding header the trusted proxies write, in order.
+    assert_eq!(
+        line["headers"]["x-forwarded-for"],
+        serde_json::json!(["192.0.2.1", "192.0.2.2"])
+    );
+}
+
+#[test]
 fn a_shadow_log_replayed_enforced_refuses_what_shadow_mode_counted_rule_by_rule() {
     let dir = tempfile::tempdir().expect("a directory");
     let log = dir.path().join("access.log");
@@ -274,7 +327,7 @@ fn a_shadow_log_replayed_enforced_refuses_what_shadow_mode_counted_rule_by_rule(
     );
     requests.extend(arrivals(40, 3, 2, 6).into_iter().map(|at| (at, "/d", None)));
     let sent = requests.len();
-    let live = config_text(upstream, &log, true);
+    let live = config_text(upstream, &log, "shadow = true");
     serve_and_log(&runtime, &live, requests);
     drop(runtime);
 

@@ -653,3 +653,29 @@ deadline = \"1s\"
     );
     parse(&good, "spillway.toml").unwrap();
 }
+
+#[test]
+fn an_access_log_without_a_file_or_with_a_bad_header_name_is_refused_with_its_field() {
+    let err = error(&format!(
+        "{UPSTREAM}\n[access_log]\npath = \"\"\nheaders = [\"user-agent\", \"bad header\"]\n"
+    ));
+    assert!(
+        err.contains("spillway.toml:6:1: `access_log.path`: names no file"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "spillway.toml:7:1: `access_log.headers`: `bad header` is not a valid header name"
+        ),
+        "{err}"
+    );
+    let names: Vec<String> = (0..33).map(|n| format!("\"x-{n}\"")).collect();
+    let err = error(&format!(
+        "{UPSTREAM}\n[access_log]\npath = \"a.log\"\nheaders = [{}]\n",
+        names.join(", ")
+    ));
+    assert!(
+        err.contains("names 33 headers; at most 32 are kept"),
+        "{err}"
+    );
+}

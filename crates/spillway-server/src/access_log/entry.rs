@@ -1,5 +1,6 @@
-//! One access log line: what the request was as it arrived ([`Pending`]), what the proxy
-//! decided ([`Decision`]), written when its response is done with ([`Entry`], on drop).
+//! One access log line: what the request was as it arrived ([`Pending`]) and what the proxy
+//! decided ([`Decision`]), written when its response is done with ([`Entry`], dropped), or
+//! when its handling was dropped before an answer (the client went away).
 
 use super::AccessLog;
 use http::{HeaderName, Method, Request, StatusCode};
@@ -22,20 +23,25 @@ pub(crate) struct Pending {
     target: String,
     /// The connection's peer.
     ip: IpAddr,
-    /// The headers the log keeps that it has (the first value of each).
+    /// The headers the log keeps that it has, each value in order (a name repeated for each).
     headers: Vec<(HeaderName, String)>,
     /// The values of its route's per-key rules' keys (`Table::key_values`), when its route
     /// has any: a refusal by a per-key rule names its key.
     pub(crate) keys: Vec<Option<String>>,
+    /// Its route's template and resource, once routed.
+    routed: Option<(Option<String>, String)>,
+    /// Its answer's status and what was decided, once answered.
+    answer: Option<(StatusCode, Decision)>,
 }
 
 impl Pending {
-    /// `request`, from `peer`, arrived at `arrived`, for `log`.
+    /// `request`, from `peer`, arrived at `arrived`, for `log`, which keeps `headers`.
     pub(crate) fn new<B>(
         log: &Arc<AccessLog>,
         request: &Request<B>,
         peer: IpAddr,
         arrived: Instant,
+        headers: &[HeaderName],
     ) -> Box<Self> {
         let text = |value: &http::HeaderValue| String::from_utf8_lossy(value.as_bytes()).into();
         let host = (request.headers().get(http::header::HOST).map(text))
@@ -44,12 +50,15 @@ impl Pending {
             || request.uri().path().to_owned(),
             |pq| pq.as_str().to_owned(),
         );
-        let headers = (log.headers().iter())
-            .filter_map(|name| Some((name.clone(), text(request.headers().get(name)?))))
+        let headers = (headers.iter())
+            .flat_map(|name| {
+                let values = request.headers().get_all(name).iter();
+                values.map(|value| (name.clone(), text(value)))
+            })
             .collect();
         Box::new(Self {
             log: Arc::clone(log),
-            nanos: log.wall_nanos(arrived),
+            nanos: log.now_nanos(),
             arrived,
             method: request.method().clone(),
             host,
@@ -57,17 +66,22 @@ impl Pending {
             ip: peer,
             headers,
             keys: Vec::new(),
+            routed: None,
+            answer: None,
         })
+    }
+
+    /// Routed to the route with `template`, on `resource`: what its line says if it is dropped
+    /// unanswered.
+    pub(crate) fn routed(&mut self, template: Option<&str>, resource: &str) {
+        self.routed = Some((template.map(str::to_owned), resource.to_owned()));
     }
 
     /// Answered with `status`, as `decision` says: the line is written when the entry is
     /// dropped (with the response's body).
-    pub(crate) fn answered(self: Box<Self>, status: StatusCode, decision: Decision) -> Entry {
-        Entry {
-            pending: self,
-            status,
-            decision,
-        }
+    pub(crate) fn answered(mut self: Box<Self>, status: StatusCode, decision: Decision) -> Entry {
+        self.answer = Some((status, decision));
+        Entry { _line: self }
     }
 }
 
@@ -120,24 +134,33 @@ impl Decision {
 /// so that its duration covers the whole answer (as nginx's `$request_time` does).
 #[derive(Debug)]
 pub(crate) struct Entry {
-    pending: Box<Pending>,
-    status: StatusCode,
-    decision: Decision,
+    _line: Box<Pending>,
 }
 
-impl Entry {
-    /// The line, its request having taken `took` from arrival to the end of its answer.
-    fn line(&self, took: std::time::Duration) -> String {
-        let pending = &self.pending;
-        let decision = &self.decision;
+/// The status a line gives a request whose client went away before its answer (nginx's).
+const CLIENT_CLOSED: u16 = 499;
+
+impl Pending {
+    /// The line, its request having taken `took` from arrival to the end of its answer (or to
+    /// when its handling was dropped, its client gone).
+    fn line(&mut self, took: std::time::Duration) -> String {
+        let gone = || {
+            let (template, resource) = self.routed.clone().unwrap_or_default();
+            let decision = Decision::new(template.as_deref(), &resource, "client_error");
+            (CLIENT_CLOSED, decision.because("client_gone"))
+        };
+        let (status, decision) = match self.answer.take() {
+            Some((status, decision)) => (status.as_u16(), decision),
+            None => gone(),
+        };
         let line = Line {
-            time: crate::calendar::rfc3339_micros(pending.nanos),
-            method: pending.method.as_str(),
-            host: pending.host.as_deref(),
-            path: &pending.target,
-            ip: pending.ip,
-            headers: Headers(&pending.headers),
-            status: self.status.as_u16(),
+            time: crate::calendar::rfc3339_micros(self.nanos),
+            method: self.method.as_str(),
+            host: self.host.as_deref(),
+            path: &self.target,
+            ip: self.ip,
+            headers: Headers(&self.headers),
+            status,
             // To the microsecond.
             duration_ms: (took.as_micros() as f64) / 1_000.0,
             route: decision.route.as_deref(),
@@ -153,10 +176,10 @@ impl Entry {
     }
 }
 
-impl Drop for Entry {
+impl Drop for Pending {
     fn drop(&mut self) {
-        let line = self.line(self.pending.arrived.elapsed());
-        self.pending.log.send(line);
+        let line = self.line(self.arrived.elapsed());
+        self.log.send(line);
     }
 }
 
@@ -195,10 +218,21 @@ impl Headers<'_> {
 }
 
 impl Serialize for Headers<'_> {
+    /// A header with one value as a string, one with several as an array of them.
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (name, value) in self.0 {
-            map.serialize_entry(name.as_str(), value)?;
+        let mut map = serializer.serialize_map(None)?;
+        let mut rest = self.0;
+        while let Some((name, _)) = rest.first() {
+            let count = rest.iter().take_while(|(other, _)| other == name).count();
+            let (same, after) = rest.split_at(count);
+            match same {
+                [(_, value)] => map.serialize_entry(name.as_str(), value)?,
+                _ => {
+                    let values: Vec<&str> = same.iter().map(|(_, value)| value.as_str()).collect();
+                    map.serialize_entry(name.as_str(), &values)?;
+                }
+            }
+            rest = after;
         }
         map.end()
     }

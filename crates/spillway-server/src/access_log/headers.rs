@@ -7,7 +7,7 @@ use crate::keyed::Source;
 use http::HeaderName;
 
 /// The headers `config`'s access log keeps, each once, in the order first named.
-pub(super) fn logged(config: &Config) -> Vec<HeaderName> {
+pub(crate) fn logged(config: &Config) -> Vec<HeaderName> {
     let mut names: Vec<HeaderName> = Vec::new();
     let mut add = |name: HeaderName| {
         if !names.contains(&name) {
@@ -71,6 +71,22 @@ pub(super) fn logged(config: &Config) -> Vec<HeaderName> {
         }
     }
     names
+}
+
+/// `headers` (an access log's, [`logged`]), with those per-key rules `rules` read too (rules
+/// the admin API gives).
+pub(crate) fn with_keyed_headers(
+    mut headers: Vec<HeaderName>,
+    rules: &[crate::config::KeyedConfig],
+) -> Vec<HeaderName> {
+    for rule in rules {
+        if let Ok(Source::Header(name)) = Source::parse(&rule.key) {
+            if !headers.contains(&name) {
+                headers.push(name);
+            }
+        }
+    }
+    headers
 }
 
 #[cfg(test)]

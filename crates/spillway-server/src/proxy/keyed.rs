@@ -41,6 +41,11 @@ impl Table {
             let keys = crate::keyed::route_keys(&plan, &route.resource, route.template.as_deref());
             *route = route.clone().with_keys(keys);
         }
+        table.keyed_sources = super::table::keyed_sources(&rules);
+        if let Some(logged) = table.logged_headers.take() {
+            let logged = crate::access_log::with_keyed_headers(logged, &rules);
+            table.logged_headers = Some(logged);
+        }
         table.keyed = rules;
         Ok(StagedKeyed { table, core })
     }

@@ -128,7 +128,9 @@ pub(crate) struct Table {
     /// The per-key rules whose keys the routes read, as the file (or the admin API) gave them.
     pub(super) keyed: Vec<crate::config::KeyedConfig>,
     /// Each per-key rule's key source, as written (`header:x-user`), by the rule's id.
-    keyed_sources: std::collections::HashMap<String, String>,
+    pub(super) keyed_sources: std::collections::HashMap<String, String>,
+    /// The request headers the access log keeps (`None`: no access log).
+    pub(super) logged_headers: Option<Vec<http::HeaderName>>,
     pub(super) router: Router,
     pub(super) routes: Vec<RouteInfo>,
     pub(super) default: RouteInfo,
@@ -140,6 +142,18 @@ pub(crate) struct Table {
     pub(super) shadow: bool,
     /// Proxies whose forwarding headers name the client (for keys by `peer_ip`).
     pub(super) trusted_proxies: spillway_tower::keys::TrustedProxies,
+}
+
+/// Each of `rules`' key source, as written (`header:x-user`), by the rule's id.
+pub(super) fn keyed_sources(
+    rules: &[crate::config::KeyedConfig],
+) -> std::collections::HashMap<String, String> {
+    (rules.iter())
+        .filter_map(|rule| {
+            let source = crate::keyed::Source::parse(&rule.key).ok()?;
+            Some((rule.id.clone(), source.describe()))
+        })
+        .collect()
 }
 
 impl Table {
@@ -204,14 +218,10 @@ impl Table {
         let keys = crate::keyed::route_keys(&plan, &default.resource, None);
         let claims = crate::claims::RouteClaims::new(config, &default.resource, None, None, None);
         default = default.with_keys(keys).with_claims(claims);
-        let keyed_sources = (keyed.iter())
-            .filter_map(|rule| {
-                let source = crate::keyed::Source::parse(&rule.key).ok()?;
-                Some((rule.id.clone(), source.describe()))
-            })
-            .collect();
         Ok(Self {
-            keyed_sources,
+            keyed_sources: keyed_sources(&keyed),
+            logged_headers: (config.access_log.is_some())
+                .then(|| crate::access_log::logged_headers(config)),
             keyed,
             router: Router::new(config),
             routes,

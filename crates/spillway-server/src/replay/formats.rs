@@ -454,7 +454,26 @@ struct JsonLine<'a> {
     #[serde(borrow, default)]
     host: Option<Cow<'a, str>>,
     #[serde(default)]
-    headers: BTreeMap<String, String>,
+    headers: BTreeMap<String, Values>,
+}
+
+/// A header's value, or its values in order (spillway's access log writes a header given
+/// several times as an array).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Values {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Values {
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let (one, many) = match self {
+            Values::One(value) => (Some(value.as_str()), &[][..]),
+            Values::Many(values) => (None, values.as_slice()),
+        };
+        one.into_iter().chain(many.iter().map(String::as_str))
+    }
 }
 
 fn json_time(time: &JsonTime<'_>) -> Result<u64, String> {
@@ -497,10 +516,8 @@ fn jsonl(line: &str) -> Result<Record, String> {
     let parsed: JsonLine<'_> = serde_json::from_str(line).map_err(|err| err.to_string())?;
     let status = StatusCode::from_u16(parsed.status)
         .map_err(|_| format!("status {} is not an HTTP status", parsed.status))?;
-    let headers = parsed
-        .headers
-        .iter()
-        .map(|(name, value)| header(name, value))
+    let headers = (parsed.headers.iter())
+        .flat_map(|(name, values)| values.iter().map(move |value| header(name, value)))
         .collect::<Result<_, _>>()?;
     Ok(Record {
         start_nanos: json_time(&parsed.time)?,
@@ -674,6 +691,13 @@ mod tests {
         assert_eq!(record.duration, Duration::from_micros(12_500));
         assert_eq!(record.host.unwrap(), "shop.example");
         assert_eq!(record.headers[0].0, "x-api-key");
+        // A header given several times, as an array, in order.
+        let line = r#"{"time":1796378400,"path":"/","status":200,"duration_ms":1,"headers":{"x-forwarded-for":["10.0.0.1","10.0.0.2"]}}"#;
+        let record = parser.parse(line).unwrap().unwrap();
+        let values: Vec<_> = (record.headers.iter())
+            .map(|(_, v)| v.to_str().unwrap())
+            .collect();
+        assert_eq!(values, ["10.0.0.1", "10.0.0.2"]);
         let line = r#"{"time":1796378400.25,"path":"/","status":200,"duration_s":0.1}"#;
         let record = parser.parse(line).unwrap().unwrap();
         assert_eq!(record.start_nanos, AT + 250_000_000);
