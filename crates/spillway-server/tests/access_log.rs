@@ -327,6 +327,8 @@ fn a_shadow_log_replayed_enforced_refuses_what_shadow_mode_counted_rule_by_rule(
     );
     requests.extend(arrivals(40, 3, 2, 6).into_iter().map(|at| (at, "/d", None)));
     let sent = requests.len();
+    // The number docs/replay.md quotes.
+    assert_eq!(sent, 619);
     let live = config_text(upstream, &log, "shadow = true");
     serve_and_log(&runtime, &live, requests);
     drop(runtime);
