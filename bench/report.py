@@ -146,6 +146,10 @@ def main() -> None:
     keyed = Path(__file__).parent / "keyed.md"
     if keyed.exists():
         out.append(keyed.read_text().rstrip() + "\n")
+    # `spillway replay` on generated nginx logs (`bench/replay`), with its own date and command.
+    replay = Path(__file__).parent / "replay.md"
+    if replay.exists():
+        out.append(replay.read_text().rstrip() + "\n")
     print("\n".join(out))
 
 

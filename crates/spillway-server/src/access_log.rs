@@ -7,10 +7,8 @@
 //! (`spillway_access_log_lines_total{result="dropped"}`).
 
 mod entry;
-mod headers;
 
 pub(crate) use entry::{Decision, Entry, Pending};
-pub(crate) use headers::{logged as logged_headers, with_keyed_headers};
 
 use crate::config::Config;
 use std::fs::{File, OpenOptions};
@@ -40,6 +38,16 @@ impl Counts {
             ("failed", self.failed.load(Ordering::Relaxed)),
         ]
     }
+}
+
+/// The request headers `config`'s access log keeps: those the configuration reads, and those
+/// `[access_log] headers` adds (`None`: no access log).
+pub(crate) fn logged_headers(config: &Config) -> Option<Vec<http::HeaderName>> {
+    let access_log = config.access_log.as_ref()?;
+    Some(crate::read_headers::read_by(
+        config,
+        &access_log.get_ref().headers,
+    ))
 }
 
 /// The access log's file, opened: what a configuration needs before [`AccessLog::start`].

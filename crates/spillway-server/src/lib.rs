@@ -34,6 +34,7 @@ mod log_sampled;
 mod metrics;
 mod persist;
 mod proxy;
+mod read_headers;
 pub mod reload;
 pub mod replay;
 mod router;

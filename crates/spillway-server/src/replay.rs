@@ -5,9 +5,11 @@
 //! status.
 
 mod engine;
+mod fields;
 mod formats;
 mod pattern;
 mod record;
+mod reorder;
 mod report;
 mod source;
 mod top_keys;
@@ -121,7 +123,13 @@ pub fn replay(
         )?)),
         None => None,
     };
-    let reading = (options.format, pattern);
+    // A record keeps the headers the rules read, and no other.
+    let headers = crate::read_headers::read_by(&config, &[]).into();
+    let reading = formats::Reading {
+        format: options.format,
+        pattern,
+        headers,
+    };
     let mut source = source::Source::new(options.logs.clone(), reading, options.strict, window);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()

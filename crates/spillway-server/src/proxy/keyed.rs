@@ -43,7 +43,7 @@ impl Table {
         }
         table.keyed_sources = super::table::keyed_sources(&rules);
         if let Some(logged) = table.logged_headers.take() {
-            let logged = crate::access_log::with_keyed_headers(logged, &rules);
+            let logged = crate::read_headers::with_keyed(logged, &rules);
             table.logged_headers = Some(logged);
         }
         table.keyed = rules;

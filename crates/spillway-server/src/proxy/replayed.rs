@@ -23,8 +23,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
-/// What the log recorded for a request: its status and how long it took (a request extension
-/// the innermost service answers with).
+/// What the log recorded for a request: its status and how long it took (set on the innermost
+/// service that answers it).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Recording {
     status: StatusCode,
@@ -46,6 +46,8 @@ pub(crate) struct Recorded {
     resource: Arc<str>,
     /// The listener's `upstream_timeout`.
     timeout: Duration,
+    /// What the log recorded for the request this clone answers.
+    recording: Recording,
 }
 
 /// The forwarder's body, as a replay's: its text (never an upstream's, none is called).
@@ -66,11 +68,7 @@ impl<B> Service<Request<B>> for Recorded {
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let Recording { status, took } = (request.extensions().get::<Recording>().copied())
-            .unwrap_or(Recording {
-                status: StatusCode::OK,
-                took: Duration::ZERO,
-            });
+        let Recording { status, took } = self.recording;
         let grpc = spillway_tower::grpc::is_grpc(request.headers());
         let mut upstream = self.timeout;
         let mut missed = None;
@@ -183,8 +181,17 @@ impl ReplayStacks {
                 let recorded = |tally: Arc<super::tally::Tally>| Recorded {
                     resource: Arc::from(tally.resource()),
                     timeout,
+                    recording: Recording {
+                        status: StatusCode::OK,
+                        took: Duration::ZERO,
+                    },
                 };
-                Some(build(route.spec(&table, shared), shared, recorded))
+                // No one reads a refusal's answer: none is written.
+                let spec = super::stack::RouteSpec {
+                    answers: false,
+                    ..route.spec(&table, shared)
+                };
+                Some(build(spec, shared, recorded))
             })
             .collect();
         Self {
@@ -239,8 +246,9 @@ impl ReplayStacks {
             request = Request::from_parts(parts, body);
             keys
         };
-        request.extensions_mut().insert(Recording { status, took });
-        let response = match stack.clone().oneshot(request).await {
+        let mut stack = stack.clone();
+        stack.get_mut().get_mut().recording = Recording { status, took };
+        let response = match stack.oneshot(request).await {
             Ok(response) => response,
             Err(never) => match never {},
         };

@@ -59,6 +59,9 @@ pub(crate) struct RouteSpec<'a> {
     pub(crate) trusted: &'a TrustedProxies,
     /// Whether its requests carry a [`Claim`] to read into their entries.
     pub(crate) claims: bool,
+    /// Whether a refusal is answered as `serve` answers it (its text, its fields); `false`
+    /// for `spillway replay`, which answers no one and reads only what refused.
+    pub(crate) answers: bool,
 }
 
 /// A route's stack around `S`, the innermost service.
@@ -98,8 +101,14 @@ pub(crate) fn build<S>(
         _ => spillway_tower::RateLimitFields::None,
     };
     let (configured, spillway) = (spec.blocked, shared.spillway.clone());
+    let answers = spec.answers;
     let refusal = Arc::new(
         move |err: &spillway::BlockError, headers: &http::HeaderMap, claim: Option<&Claim>| {
+            if !answers {
+                let mut response = http::Response::new(bytes::Bytes::new());
+                *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+                return response;
+            }
             let grpc = spillway_tower::grpc::is_grpc(headers);
             // The refusal names the request's criticality, where it claims one.
             let named = claim

@@ -112,6 +112,7 @@ impl RouteInfo {
             blocked: table.blocked.clone(),
             trusted: &table.trusted_proxies,
             claims: self.claims.is_some(),
+            answers: true,
         }
     }
 
@@ -220,8 +221,7 @@ impl Table {
         default = default.with_keys(keys).with_claims(claims);
         Ok(Self {
             keyed_sources: keyed_sources(&keyed),
-            logged_headers: (config.access_log.is_some())
-                .then(|| crate::access_log::logged_headers(config)),
+            logged_headers: crate::access_log::logged_headers(config),
             keyed,
             router: Router::new(config),
             routes,

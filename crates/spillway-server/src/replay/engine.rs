@@ -16,25 +16,42 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The replay's clock: wall-clock nanoseconds of the log, on tokio's paused time, so that
-/// the engine's windows fall on the log's seconds.
-#[derive(Debug, Clone, Copy)]
+/// The replay's clock: wall-clock nanoseconds of the log, so that the engine's windows fall
+/// on the log's seconds. The engine sets it to each event's time; while requests wait (as
+/// tasks on tokio's paused time, woken by its timers), it reads tokio's time too, which the
+/// engine then moves on through their timers.
+#[derive(Debug, Clone)]
 struct ReplayClock {
+    /// The log's time of tokio's `origin`.
     origin: Instant,
     base: u64,
+    /// The time the engine set last.
+    set: Arc<AtomicU64>,
+    /// Requests waiting as tasks.
+    waiting: Arc<AtomicU64>,
 }
 
 impl ReplayClock {
+    /// tokio's instant of the log's time `nanos`.
     fn at(&self, nanos: u64) -> Instant {
         self.origin + Duration::from_nanos(nanos.saturating_sub(self.base))
+    }
+
+    /// The log's time on tokio's clock.
+    fn on_tokio(&self) -> u64 {
+        let elapsed = Instant::now().duration_since(self.origin).as_nanos();
+        (self.base).saturating_add(u64::try_from(elapsed).unwrap_or(u64::MAX))
     }
 }
 
 impl Clock for ReplayClock {
     fn now_nanos(&self) -> u64 {
-        let elapsed = Instant::now().duration_since(self.origin).as_nanos();
-        self.base
-            .saturating_add(u64::try_from(elapsed).unwrap_or(u64::MAX))
+        let set = self.set.load(Ordering::Relaxed);
+        if self.waiting.load(Ordering::Relaxed) == 0 {
+            set
+        } else {
+            set.max(self.on_tokio())
+        }
     }
 }
 
@@ -120,19 +137,45 @@ fn note(tallies: &Mutex<Tallies>, replayed: Replayed, at: u64) -> Option<Held> {
     None
 }
 
-/// Moves the paused clock on to `at` exactly (never back): while requests wait (in a queue,
-/// for a place), through every timer of theirs due before it, in order; then the rest of the
-/// way at once. tokio's timers fire on whole milliseconds, rounded up: a sleep to a
-/// millisecond before `at` lands at `at` or before it, and the rest is advanced exactly.
-async fn move_to(at: Instant, waiting: &AtomicU64) {
-    if waiting.load(Ordering::Relaxed) > 0 {
+/// Moves the replay's clock on to `nanos` (never back), and tokio's paused time with it
+/// exactly: while requests wait (in a queue, for a place), through every timer of theirs due
+/// before it, in order; then the rest of the way at once. tokio's timers fire on whole
+/// milliseconds, rounded up: a sleep to a millisecond before lands at the time or before it,
+/// and the rest is advanced exactly.
+async fn move_to(clock: &ReplayClock, nanos: u64) {
+    let at = clock.at(nanos);
+    if clock.waiting.load(Ordering::Relaxed) > 0 {
         if let Some(before) = at.checked_sub(Duration::from_millis(1)) {
             tokio::time::sleep_until(before).await;
         }
     }
     let now = Instant::now();
     if at > now {
-        tokio::time::advance(at - now).await;
+        // With nothing waiting on tokio's timers, its clock is moved without a turn of the
+        // scheduler: `advance` moves it at its first poll, then only yields (checked: if it
+        // did not move, it is awaited).
+        let unwaited = clock.waiting.load(Ordering::Relaxed) == 0;
+        if !unwaited
+            || futures_util::FutureExt::now_or_never(tokio::time::advance(at - now)).is_some()
+            || Instant::now() < at
+        {
+            let now = Instant::now();
+            if at > now {
+                tokio::time::advance(at - now).await;
+            }
+        }
+    }
+    clock.set.fetch_max(nanos, Ordering::Relaxed);
+}
+
+/// Moves the replay's clock on to `nanos` for a call's end: with no request waiting, nothing
+/// on tokio's time runs or reads it before the next arrival (a call's end reads the rules'
+/// clock only), so tokio's time is moved at that arrival; otherwise as [`move_to`].
+async fn end_at(clock: &ReplayClock, nanos: u64) {
+    if clock.waiting.load(Ordering::Relaxed) > 0 {
+        move_to(clock, nanos).await;
+    } else {
+        clock.set.fetch_max(nanos, Ordering::Relaxed);
     }
 }
 
@@ -149,14 +192,17 @@ pub(crate) async fn run(
         return Ok(empty);
     };
     let tallies = Arc::new(Mutex::new(empty));
+    let waiting = Arc::new(AtomicU64::new(0));
     let clock = ReplayClock {
         origin: Instant::now(),
         base: given.record.start_nanos,
+        set: Arc::new(AtomicU64::new(given.record.start_nanos)),
+        waiting: Arc::clone(&waiting),
     };
     // The system rules' CPU and load readings are unknown: the replaying machine's would say
     // nothing of the service's.
     let spillway = spillway::Spillway::builder()
-        .clock(clock)
+        .clock(clock.clone())
         .system_probe(spillway::system::ManualProbe::new())
         .build();
     let proxy = Proxy::new(config, spillway).map_err(EngineError::Setup)?;
@@ -165,11 +211,10 @@ pub(crate) async fn run(
     // Requests that wait (in a queue, for an `actives` place, paced) run as tasks of their
     // own; the others are decided at once, and the admitted ones are held here until their
     // recorded end, earliest first.
-    let waiting = Arc::new(AtomicU64::new(0));
     let mut holds: BinaryHeap<Reverse<(u64, u64, Box<HeldCall>)>> = BinaryHeap::new();
     let (mut order, mut replayed) = (0u64, 0u64);
     loop {
-        let record = &given.record;
+        let record = &mut given.record;
         let at = record.start_nanos;
         // Calls that end before this one arrives end first, each at its time.
         while let Some(Reverse((end, _, _))) = holds.peek() {
@@ -180,18 +225,17 @@ pub(crate) async fn run(
                 break;
             };
             let HeldCall(held) = *call;
-            move_to(clock.at(end), &waiting).await;
+            end_at(&clock, end).await;
             held.finish().await;
         }
-        move_to(clock.at(at), &waiting).await;
+        move_to(&clock, at).await;
         let peer = SocketAddr::new(record.peer, 0);
-        let took = record.duration;
-        let mut call = Box::pin({
-            let stacks = Arc::clone(&stacks);
-            let request = record.request();
-            let status = record.status;
+        let (status, took) = (record.status, record.duration);
+        let call = {
+            let (stacks, request) = (Arc::clone(&stacks), record.take_request());
             async move { stacks.replay(request, peer, status, took).await }
-        });
+        };
+        let mut call = Box::pin(call);
         match futures_util::FutureExt::now_or_never(call.as_mut()) {
             Some(replayed) => {
                 if let Some(held) = note(&tallies, replayed, at) {
@@ -229,7 +273,7 @@ pub(crate) async fn run(
     // The calls still running end at their recorded times.
     while let Some(Reverse((end, _, call))) = holds.pop() {
         let HeldCall(held) = *call;
-        move_to(clock.at(end), &waiting).await;
+        end_at(&clock, end).await;
         held.finish().await;
     }
     while waiting.load(Ordering::Relaxed) > 0 {

@@ -1,9 +1,12 @@
 //! The access-log formats `spillway replay` reads, one line at a time.
 
+use super::fields::{
+    header, host, peer, request_line, seconds, status, target_of, LastTime, MAX_DURATION_SECONDS,
+};
 use super::pattern::Pattern;
 use super::record::Record;
 use crate::calendar::{parse_clf, parse_rfc3339, parse_unix_seconds};
-use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
+use http::{HeaderName, HeaderValue, Method, StatusCode};
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -58,22 +61,38 @@ impl Format {
     }
 }
 
+/// How to read the logs: their format, an nginx `log_format` they follow instead of
+/// `combined`, and the request headers worth keeping (those the configuration reads).
+#[derive(Debug, Clone)]
+pub(crate) struct Reading {
+    pub(crate) format: Format,
+    pub(crate) pattern: Option<Arc<Pattern>>,
+    pub(crate) headers: Arc<[HeaderName]>,
+}
+
 /// Reads one file's lines in its format.
 #[derive(Debug)]
 pub(crate) struct Parser {
     format: Format,
     /// An nginx `log_format` the lines follow instead of `combined`.
     pattern: Option<Arc<Pattern>>,
+    /// The headers a record keeps: no other is read, and a record waiting to be replayed
+    /// holds nothing it will not use.
+    headers: Arc<[HeaderName]>,
     /// A CSV file's columns, from its header line.
     columns: Option<Vec<String>>,
+    /// The last nginx time read, and its nanoseconds.
+    times: LastTime,
 }
 
 impl Parser {
-    pub(crate) fn new(format: Format, pattern: Option<Arc<Pattern>>) -> Self {
+    pub(crate) fn new(reading: &Reading) -> Self {
         Self {
-            format,
-            pattern,
+            format: reading.format,
+            pattern: reading.pattern.clone(),
+            headers: Arc::clone(&reading.headers),
             columns: None,
+            times: LastTime::default(),
         }
     }
 
@@ -87,8 +106,21 @@ impl Parser {
     }
 
     /// The record on `line`, `None` for a line that holds none (blank, or a CSV header), or
-    /// why it is malformed.
+    /// why it is malformed; with the headers worth keeping only.
     pub(crate) fn parse(&mut self, line: &str) -> Result<Option<Record>, String> {
+        let mut record = self.parse_all(line)?;
+        if let Some(record) = &mut record {
+            let keep = &self.headers;
+            record.headers.retain(|(name, _)| keep.contains(name));
+            if record.headers.is_empty() {
+                // Its room too: a record may wait a while.
+                record.headers = Vec::new();
+            }
+        }
+        Ok(record)
+    }
+
+    fn parse_all(&mut self, line: &str) -> Result<Option<Record>, String> {
         let line = line.trim_end_matches(['\r', '\n']);
         // A byte-order mark starts some files written on Windows.
         let line = line.strip_prefix('\u{feff}').unwrap_or(line);
@@ -96,13 +128,13 @@ impl Parser {
             return Ok(None);
         }
         if let Some(pattern) = &self.pattern {
-            return pattern.parse(line).map(Some);
+            return pattern.parse(line, &mut self.times).map(Some);
         }
         if self.format == Format::Auto {
             self.format = detect(line);
         }
         match self.format {
-            Format::Auto | Format::Nginx => nginx(line).map(Some),
+            Format::Auto | Format::Nginx => nginx(line, &mut self.times).map(Some),
             Format::Jsonl => jsonl(line).map(Some),
             Format::Envoy => envoy(line).map(Some),
             Format::EnvoyJson => envoy_json(line).map(Some),
@@ -175,83 +207,16 @@ impl<'a> Fields<'a> {
     }
 }
 
-pub(super) fn status(text: &str) -> Result<StatusCode, String> {
-    text.parse::<u16>()
-        .ok()
-        .and_then(|code| StatusCode::from_u16(code).ok())
-        .ok_or_else(|| format!("status `{text}` is not an HTTP status"))
-}
-
-pub(super) fn peer(text: &str) -> Result<IpAddr, String> {
-    let text = text.trim_start_matches('[').trim_end_matches(']');
-    text.parse()
-        .map_err(|_| format!("`{text}` is not an IP address"))
-}
-
-/// The longest duration a line may give: a day (a request held longer is held in memory
-/// until the replay's end).
-pub(crate) const MAX_DURATION_SECONDS: f64 = 86_400.0;
-
-pub(super) fn seconds(text: &str, what: &str) -> Result<Duration, String> {
-    let seconds = text
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .ok_or_else(|| format!("{what} `{text}` is not a number of seconds"))?;
-    if seconds > MAX_DURATION_SECONDS {
-        return Err(format!("{what} `{text}` is longer than a day"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
-
-/// A request target: a path, with its query (an absolute URI's path and query too).
-pub(super) fn target_of(text: &str) -> Result<Uri, String> {
-    let uri: Uri = text
-        .parse()
-        .map_err(|_| format!("target `{text}` is not a URI"))?;
-    match uri.path_and_query() {
-        Some(path) if path.as_str().starts_with('/') => Ok(Uri::from(path.clone())),
-        _ => Err(format!("target `{text}` is not a path")),
-    }
-}
-
-pub(super) fn host(text: &str) -> Result<HeaderValue, String> {
-    HeaderValue::from_str(text).map_err(|_| format!("host `{text}` is not a header value"))
-}
-
-pub(super) fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
-    let name = HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| format!("`{name}` is not a header name"))?;
-    let value =
-        HeaderValue::from_str(value).map_err(|_| format!("header `{name}`: not a header value"))?;
-    Ok((name, value))
-}
-
-/// A request line, `METHOD TARGET PROTOCOL`: its method and target.
-pub(super) fn request_line(request: &str) -> Result<(Method, &str), String> {
-    let mut parts = request.split(' ');
-    match (parts.next(), parts.next()) {
-        (Some(method), Some(target)) if !method.is_empty() => {
-            let method = Method::from_bytes(method.as_bytes())
-                .map_err(|_| format!("`{method}` is not an HTTP method"))?;
-            Ok((method, target))
-        }
-        _ => Err(format!(
-            "request `{request}` is not `METHOD TARGET PROTOCOL`"
-        )),
-    }
-}
-
 /// nginx's `combined` with `$request_time` appended. `$time_local` is when the response was
 /// logged, at its end: the request arrived `$request_time` before.
-fn nginx(line: &str) -> Result<Record, String> {
+fn nginx(line: &str, times: &mut LastTime) -> Result<Record, String> {
     let mut fields = Fields { rest: line };
     let peer = peer(fields.word("remote address")?)?;
     fields.word("`-`")?;
     fields.word("remote user")?;
     let time = fields.enclosed('[', ']', "time")?;
-    let ended =
-        parse_clf(time).ok_or_else(|| format!("time `{time}` is not nginx's `$time_local`"))?;
+    let ended = (times.read(time, parse_clf))
+        .ok_or_else(|| format!("time `{time}` is not nginx's `$time_local`"))?;
     let (method, target) = request_line(fields.enclosed('"', '"', "request")?)?;
     let status = status(fields.word("status")?)?;
     fields.word("body size")?;
@@ -630,12 +595,28 @@ fn csv(columns: &[String], line: &str) -> Result<Record, String> {
 mod tests {
     use super::*;
 
+    /// Reading `format`, keeping the headers the tests look at.
+    fn every_header(format: Format) -> Reading {
+        let names = [
+            "x-api-key",
+            "x-forwarded-for",
+            "user-agent",
+            "x-request-id",
+            "referer",
+        ];
+        Reading {
+            format,
+            pattern: None,
+            headers: names.iter().map(|n| HeaderName::from_static(n)).collect(),
+        }
+    }
+
     const AT: u64 = 1_796_378_400_000_000_000;
 
     #[test]
     fn an_nginx_line_reads_its_request_and_arrival() {
         let line = r#"203.0.113.5 - alice [04/Dec/2026:10:00:01 +0000] "GET /api/orders?id=7 HTTP/1.1" 200 512 "https://shop.example/" "curl/8.5" 0.250 0.249"#;
-        let record = Parser::new(Format::Auto, None)
+        let record = Parser::new(&every_header(Format::Auto))
             .parse(line)
             .unwrap()
             .unwrap();
@@ -675,14 +656,16 @@ mod tests {
             ),
         ];
         for (line, why) in cases {
-            let err = Parser::new(Format::Nginx, None).parse(line).unwrap_err();
+            let err = Parser::new(&every_header(Format::Nginx))
+                .parse(line)
+                .unwrap_err();
             assert!(err.contains(why), "{line}: {err}");
         }
     }
 
     #[test]
     fn json_lines_read_their_fields_and_aliases() {
-        let mut parser = Parser::new(Format::Auto, None);
+        let mut parser = Parser::new(&every_header(Format::Auto));
         let line = r#"{"time":"2026-12-04T10:00:00.5Z","method":"POST","target":"/api/pay","status":503,"duration_ms":12.5,"peer":"2001:db8::1","host":"shop.example","headers":{"x-api-key":"k1"}}"#;
         let record = parser.parse(line).unwrap().unwrap();
         assert_eq!(record.start_nanos, AT + 500_000_000);
@@ -730,7 +713,7 @@ mod tests {
     #[test]
     fn envoy_lines_read_as_envoy_writes_them() {
         let line = r#"[2026-12-04T10:00:00.310Z] "POST /api/v1/locations HTTP/2" 204 - 154 0 226 100 "10.0.35.28, 10.0.0.1" "nsq2http" "cc21d9b0" "locations" "tcp://10.0.2.1:80""#;
-        let record = Parser::new(Format::Auto, None)
+        let record = Parser::new(&every_header(Format::Auto))
             .parse(line)
             .unwrap()
             .unwrap();
@@ -744,7 +727,7 @@ mod tests {
         assert_eq!(record.headers.len(), 3);
         let line =
             r#"[2026-12-04T10:00:00.310Z] "GET / HTTP/1.1" 200 - 0 0 1 - "-" "-" "-" "-" "-""#;
-        let record = Parser::new(Format::Envoy, None)
+        let record = Parser::new(&every_header(Format::Envoy))
             .parse(line)
             .unwrap()
             .unwrap();
@@ -752,12 +735,12 @@ mod tests {
             (record.peer, record.host, record.headers.len()),
             (IpAddr::from([0, 0, 0, 0]), None, 0)
         );
-        let err = Parser::new(Format::Envoy, None)
+        let err = Parser::new(&every_header(Format::Envoy))
             .parse(r#"[2026-12-04T10:00:00Z] "GET / HTTP/1.1" 200 - 0 0 x"#)
             .unwrap_err();
         assert!(err.contains("is not milliseconds"), "{err}");
         let json = r#"{"start_time":"2026-12-04T10:00:00.500Z","method":"GET","path":"/a?b=1","response_code":"503","duration":12,"downstream_remote_address":"192.0.2.9:5555","authority":"shop","user_agent":"-"}"#;
-        let record = Parser::new(Format::Auto, None)
+        let record = Parser::new(&every_header(Format::Auto))
             .parse(json)
             .unwrap()
             .unwrap();
@@ -766,7 +749,7 @@ mod tests {
         assert_eq!(record.duration, Duration::from_millis(12));
         assert_eq!(record.peer, "192.0.2.9".parse::<IpAddr>().unwrap());
         assert_eq!(record.headers.len(), 0);
-        let err = Parser::new(Format::EnvoyJson, None)
+        let err = Parser::new(&every_header(Format::EnvoyJson))
             .parse(r#"{"start_time":"x","path":"/","response_code":200,"duration":1}"#)
             .unwrap_err();
         assert!(err.contains("start_time `x` is not RFC 3339"), "{err}");
@@ -776,13 +759,17 @@ mod tests {
     fn durations_past_a_day_and_odd_headers_and_envoy_s_status_0() {
         let long =
             r#"1.2.3.4 - - [04/Dec/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 1 "-" "-" 90000"#;
-        let err = Parser::new(Format::Nginx, None).parse(long).unwrap_err();
+        let err = Parser::new(&every_header(Format::Nginx))
+            .parse(long)
+            .unwrap_err();
         assert!(err.contains("longer than a day"), "{err}");
         let long = r#"{"time":1,"path":"/","status":200,"duration_s":1e9}"#;
-        let err = Parser::new(Format::Jsonl, None).parse(long).unwrap_err();
+        let err = Parser::new(&every_header(Format::Jsonl))
+            .parse(long)
+            .unwrap_err();
         assert!(err.contains("longer than a day"), "{err}");
         // A byte-order mark and quoted column names are still a CSV header.
-        let mut parser = Parser::new(Format::Auto, None);
+        let mut parser = Parser::new(&every_header(Format::Auto));
         assert_eq!(
             parser
                 .parse("\u{feff}\"time\",\"status\",\"path\",\"duration_ms\"")
@@ -792,7 +779,7 @@ mod tests {
         assert!(parser.parse("1796378400,200,/,1").unwrap().is_some());
         let gone =
             r#"[2026-12-04T10:00:00.310Z] "GET / HTTP/1.1" 0 DC 0 0 5 - "-" "-" "-" "-" "-""#;
-        let record = Parser::new(Format::Auto, None)
+        let record = Parser::new(&every_header(Format::Auto))
             .parse(gone)
             .unwrap()
             .unwrap();
@@ -801,7 +788,7 @@ mod tests {
 
     #[test]
     fn csv_reads_its_columns_from_its_header() {
-        let mut parser = Parser::new(Format::Auto, None);
+        let mut parser = Parser::new(&every_header(Format::Auto));
         assert_eq!(
             parser
                 .parse("time,path,status,duration_ms,ip,header:x-api-key")
@@ -817,7 +804,9 @@ mod tests {
         assert_eq!(record.headers[0].1, "say \"hi\"");
         let err = parser.parse("1796378400,/,200").unwrap_err();
         assert!(err.contains("3 fields where the header names 6"), "{err}");
-        let err = Parser::new(Format::Csv, None).parse("a,b").unwrap_err();
+        let err = Parser::new(&every_header(Format::Csv))
+            .parse("a,b")
+            .unwrap_err();
         assert!(err.contains("must name its columns"), "{err}");
         assert_eq!(
             csv_fields(r#""a"b"#).unwrap_err(),

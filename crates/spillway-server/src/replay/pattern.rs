@@ -1,7 +1,7 @@
 //! An nginx `log_format` given as a pattern (`--log-format`): its `$variables` read from each
 //! line, the text between them matched as it is.
 
-use super::formats::{header, host, peer, request_line, seconds, status, target_of};
+use super::fields::{header, host, peer, request_line, seconds, status, target_of, LastTime};
 use super::record::Record;
 use crate::calendar::{parse_clf, parse_rfc3339, parse_unix_seconds};
 use http::{HeaderName, Method};
@@ -160,9 +160,12 @@ impl Pattern {
         self.to_the_second
     }
 
-    /// The record on `line`.
-    pub(crate) fn parse(&self, line: &str) -> Result<Record, String> {
-        let mut read = Read::default();
+    /// The record on `line`, its time read through `times`.
+    pub(crate) fn parse(&self, line: &str, times: &mut LastTime) -> Result<Record, String> {
+        let mut read = Read {
+            times: Some(times),
+            ..Read::default()
+        };
         let mut rest = line;
         let mut pieces = self.pieces.iter().peekable();
         while let Some(piece) = pieces.next() {
@@ -198,7 +201,9 @@ fn excerpt(text: &str) -> &str {
 
 /// What a line's variables gave.
 #[derive(Default)]
-struct Read<'a> {
+struct Read<'a, 't> {
+    /// The last time read, to read the same text once.
+    times: Option<&'t mut LastTime>,
     peer: Option<&'a str>,
     ended: Option<u64>,
     request: Option<(Method, &'a str)>,
@@ -212,7 +217,15 @@ struct Read<'a> {
     headers: Vec<(HeaderName, &'a str)>,
 }
 
-impl<'a> Read<'a> {
+impl<'a> Read<'a, '_> {
+    /// `value` read by `parse`, through the last time read.
+    fn time(&mut self, value: &str, parse: fn(&str) -> Option<u64>) -> Option<u64> {
+        match &mut self.times {
+            Some(times) => times.read(value, parse),
+            None => parse(value),
+        }
+    }
+
     fn take(&mut self, field: &Field, value: &'a str) -> Result<(), String> {
         // nginx writes `-` for a variable with no value.
         let given = (value != "-").then_some(value);
@@ -220,12 +233,12 @@ impl<'a> Read<'a> {
             Field::Peer => self.peer = given,
             Field::TimeLocal => {
                 let time = value.trim_start_matches('[').trim_end_matches(']');
-                let ended = parse_clf(time)
+                let ended = (self.time(time, parse_clf))
                     .ok_or_else(|| format!("time `{value}` is not nginx's `$time_local`"))?;
                 self.ended = Some(ended);
             }
             Field::TimeIso => {
-                let ended = parse_rfc3339(value)
+                let ended = (self.time(value, parse_rfc3339))
                     .ok_or_else(|| format!("time `{value}` is not ISO 8601"))?;
                 self.ended = Some(ended);
             }
@@ -315,7 +328,9 @@ mod tests {
         .expect("a pattern");
         assert!(pattern.to_the_second());
         let line = r#"10.0.0.7 [2026-12-04T10:00:01+00:00] api.example "POST /orders?x=1" 201 rt=0.250 ua="curl/8 (x)" user=ann 10.1.0.1:80"#;
-        let record = pattern.parse(line).expect("a record");
+        let record = pattern
+            .parse(line, &mut LastTime::default())
+            .expect("a record");
         assert_eq!(record.start_nanos, AT + 750_000_000);
         assert_eq!(record.duration, std::time::Duration::from_millis(250));
         assert_eq!(record.method, Method::POST);
@@ -337,7 +352,7 @@ mod tests {
         let pattern = Pattern::new("$msec $uri?$args $status $request_time").expect("a pattern");
         assert!(!pattern.to_the_second());
         let record = pattern
-            .parse("1796378400.500 /a?b=1 200 0.100")
+            .parse("1796378400.500 /a?b=1 200 0.100", &mut LastTime::default())
             .expect("a record");
         assert_eq!(record.start_nanos, AT + 400_000_000);
         assert_eq!(record.target, "/a?b=1");
@@ -360,11 +375,17 @@ mod tests {
         }
         let pattern = Pattern::new("[$time_local] \"$request\" $status $request_time").unwrap();
         let err = pattern
-            .parse("[04/Dec/2026:10:00:00 +0000] GET / 200 0.1")
+            .parse(
+                "[04/Dec/2026:10:00:00 +0000] GET / 200 0.1",
+                &mut LastTime::default(),
+            )
             .unwrap_err();
         assert!(err.contains("expected `] \"` after a value"), "{err}");
-        let err =
-            (pattern.parse("[04/Dec/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 2x 0.1")).unwrap_err();
+        let err = (pattern.parse(
+            "[04/Dec/2026:10:00:00 +0000] \"GET / HTTP/1.1\" 2x 0.1",
+            &mut LastTime::default(),
+        ))
+        .unwrap_err();
         assert!(err.contains("status `2x`"), "{err}");
     }
 }

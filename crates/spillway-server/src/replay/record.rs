@@ -32,19 +32,19 @@ pub struct Record {
 const NO_HOST: &str = "replay.invalid";
 
 impl Record {
-    /// The request it replays as.
-    pub(crate) fn request(&self) -> Request<Empty<Bytes>> {
+    /// The request it replays as (its method, target and headers taken from it).
+    pub(crate) fn take_request(&mut self) -> Request<Empty<Bytes>> {
         let mut request = Request::new(Empty::new());
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = self.target.clone();
+        *request.method_mut() = std::mem::replace(&mut self.method, Method::GET);
+        *request.uri_mut() = std::mem::take(&mut self.target);
         let headers = request.headers_mut();
-        for (name, value) in &self.headers {
-            headers.append(name.clone(), value.clone());
+        for (name, value) in self.headers.drain(..) {
+            headers.append(name, value);
         }
         // The log's host field, else a `Host` among its headers, else one of ours.
-        match &self.host {
+        match self.host.take() {
             Some(host) => {
-                headers.insert(http::header::HOST, host.clone());
+                headers.insert(http::header::HOST, host);
             }
             None if headers.contains_key(http::header::HOST) => {}
             None => {

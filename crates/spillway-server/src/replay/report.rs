@@ -160,6 +160,9 @@ pub(crate) struct Tallies {
     /// Requests and refusals by step of `step` seconds.
     timeline: BTreeMap<u64, (u64, u64)>,
     step: u64,
+    /// The step requests last came in, and its counts, not yet in `timeline` (requests come
+    /// in order of arrival: most are counted here).
+    current: Option<(u64, (u64, u64))>,
 }
 
 impl Tallies {
@@ -172,22 +175,39 @@ impl Tallies {
         }
     }
 
-    /// The timeline's entry of the request that arrived at `at`: past [`MAX_TIMELINE`] steps,
-    /// the step doubles and the steps merge in pairs.
+    /// The timeline's counts of the step of a request that arrived at `at`.
     fn step_of(&mut self, at: u64) -> &mut (u64, u64) {
-        let step = self.step.max(1);
-        let key = at / 1_000_000_000 / step * step;
+        let key_of = |step: u64| at / 1_000_000_000 / step.max(1) * step.max(1);
+        if self.current.map(|(key, _)| key) != Some(key_of(self.step)) {
+            self.flush_step();
+            // The step may have doubled.
+            let key = key_of(self.step);
+            let counts = self.timeline.remove(&key).unwrap_or_default();
+            self.current = Some((key, counts));
+        }
+        let current = self.current.get_or_insert((key_of(self.step), (0, 0)));
+        &mut current.1
+    }
+
+    /// Puts the current step's counts in the timeline: past [`MAX_TIMELINE`] steps, the step
+    /// doubles and the steps merge in pairs.
+    fn flush_step(&mut self) {
+        let Some((mut key, (requests, refused))) = self.current.take() else {
+            return;
+        };
         if !self.timeline.contains_key(&key) && self.timeline.len() >= MAX_TIMELINE {
-            self.step = step * 2;
+            self.step = self.step.max(1) * 2;
             let merged = std::mem::take(&mut self.timeline);
             for (at, (requests, refused)) in merged {
                 let entry = self.timeline.entry(at / self.step * self.step).or_default();
                 entry.0 += requests;
                 entry.1 += refused;
             }
-            return self.step_of(at);
+            key = key / self.step * self.step;
         }
-        self.timeline.entry(key).or_default()
+        let entry = self.timeline.entry(key).or_default();
+        entry.0 += requests;
+        entry.1 += refused;
     }
 
     /// Counts a request to `resource` arrived at `at`: its route's figures (always there).
@@ -253,12 +273,13 @@ impl Tallies {
     }
 
     pub(crate) fn report(
-        self,
+        mut self,
         config: String,
         files: Vec<String>,
         read: ReadCounts,
         notes: Vec<String>,
     ) -> ReplayReport {
+        self.flush_step();
         let requests_of = |resource: &str| self.routes.get(resource).map_or(0, |r| r.requests);
         let share = |part: u64, whole: u64| {
             if whole == 0 {

@@ -2,11 +2,10 @@
 //! or not), each line parsed, the malformed ones counted, and lines a little out of order put
 //! back in order.
 
-use super::formats::{Format, Parser};
-use super::pattern::Pattern;
+use super::formats::{Parser, Reading};
 use super::record::Record;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use super::reorder::Reorder;
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -175,16 +174,15 @@ struct OpenFile {
 /// The records of `files`, in time order within `window` nanoseconds.
 pub(crate) struct Source {
     files: std::vec::IntoIter<PathBuf>,
-    format: Format,
-    /// An nginx `log_format` every file follows, if one was given.
-    pattern: Option<Arc<Pattern>>,
+    /// How every file is read.
+    reading: Reading,
     strict: bool,
     window: u64,
     current: Option<OpenFile>,
     /// The line being read.
     line: Vec<u8>,
     /// Records read and not yet given, earliest first (by arrival, then by reading order).
-    pending: BinaryHeap<Reverse<(u64, u64, Box<Given>)>>,
+    pending: Reorder<Given>,
     /// The records read that ended in the same second, to spread over it.
     second: Vec<Located>,
     /// Records spread, in the order read.
@@ -200,38 +198,15 @@ pub(crate) struct Source {
     pub(crate) bytes_total: u64,
 }
 
-/// A record read, with where: in the reordering heap (ordered by the key beside it, not by
-/// itself), boxed so that the heap and its reader move a pointer, not the record.
+/// A record read, with where.
 pub(crate) struct Given {
     pub(crate) record: Record,
     file: Arc<str>,
     line: u64,
 }
 
-impl PartialEq for Given {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-impl Eq for Given {}
-impl PartialOrd for Given {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Given {
-    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
-        std::cmp::Ordering::Equal
-    }
-}
-
 impl Source {
-    pub(crate) fn new(
-        files: Vec<PathBuf>,
-        (format, pattern): (Format, Option<Arc<Pattern>>),
-        strict: bool,
-        window: u64,
-    ) -> Self {
+    pub(crate) fn new(files: Vec<PathBuf>, reading: Reading, strict: bool, window: u64) -> Self {
         let bytes_total = (files.iter())
             .filter_map(|file| std::fs::metadata(file).ok())
             .map(|metadata| metadata.len())
@@ -240,13 +215,12 @@ impl Source {
             bytes_read: Arc::default(),
             bytes_total,
             files: files.into_iter(),
-            format,
-            pattern,
+            reading,
             strict,
             window,
             current: None,
             line: Vec::with_capacity(256),
-            pending: BinaryHeap::new(),
+            pending: Reorder::default(),
             second: Vec::new(),
             ready: VecDeque::new(),
             order: 0,
@@ -317,7 +291,7 @@ impl Source {
                 self.current = Some(OpenFile {
                     name: name.into(),
                     reader,
-                    parser: Parser::new(self.format, self.pattern.clone()),
+                    parser: Parser::new(&self.reading),
                     number: 0,
                     last: None,
                 });
@@ -347,23 +321,23 @@ impl Source {
             };
             *number += 1;
             self.counts.lines += 1;
-            let why = if !fit {
-                Some(format!("longer than {MAX_LINE} bytes"))
-            } else if std::str::from_utf8(&self.line).is_err() {
-                Some("not UTF-8".to_owned())
-            } else {
-                None
+            let text = match std::str::from_utf8(&self.line) {
+                Ok(text) if fit => text,
+                _ => {
+                    let why = if fit {
+                        "not UTF-8".to_owned()
+                    } else {
+                        format!("longer than {MAX_LINE} bytes")
+                    };
+                    let problem = LineProblem {
+                        file: name.to_string(),
+                        line: *number,
+                        why,
+                    };
+                    self.malformed(problem)?;
+                    continue;
+                }
             };
-            if let Some(why) = why {
-                let problem = LineProblem {
-                    file: name.to_string(),
-                    line: *number,
-                    why,
-                };
-                self.malformed(problem)?;
-                continue;
-            }
-            let text = std::str::from_utf8(&self.line).unwrap_or_default();
             match parser.parse(text) {
                 // A time more than a day past the line before it is a mistake (a clock, a
                 // line of another log): taken, it would end the reordering of every line after.
@@ -412,10 +386,10 @@ impl Source {
     /// The next record in time order: one is given once the latest read is more than the
     /// window past it, or the files are done. A record that arrives before one already given
     /// is counted late, and given at that one's time.
-    pub(crate) fn next_record(&mut self) -> Result<Option<Box<Given>>, SourceError> {
+    pub(crate) fn next_record(&mut self) -> Result<Option<Given>, SourceError> {
         loop {
-            if let Some(Reverse((at, _, _))) = self.pending.peek() {
-                if self.latest.saturating_sub(*at) > self.window {
+            if let Some(at) = self.pending.peek() {
+                if self.latest.saturating_sub(at) > self.window {
                     return Ok(self.give());
                 }
             }
@@ -424,18 +398,17 @@ impl Source {
                     self.latest = self.latest.max(record.start_nanos);
                     self.order += 1;
                     let at = record.start_nanos;
-                    let given = Box::new(Given { record, file, line });
-                    let key = (at, self.order, given);
-                    self.pending.push(Reverse(key));
+                    let given = Given { record, file, line };
+                    self.pending.push(at, self.order, given);
                 }
                 None => return Ok(self.give()),
             }
         }
     }
 
-    fn give(&mut self) -> Option<Box<Given>> {
-        let Reverse((at, _, mut given)) = self.pending.pop()?;
-        let Given { record, file, line } = &mut *given;
+    fn give(&mut self) -> Option<Given> {
+        let (at, mut given) = self.pending.pop()?;
+        let Given { record, file, line } = &mut given;
         if at < self.given {
             self.counts.late += 1;
             if self.counts.late_shown.len() < SHOWN {

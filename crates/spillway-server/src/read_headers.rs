@@ -1,13 +1,15 @@
-//! Which request headers an access log line keeps: those the configuration reads (so that a
-//! replay of the log reads the same keys, claims and origins), and those `[access_log]
-//! headers` adds.
+//! Which request headers a configuration reads: its keys', claims' and origin's, and the
+//! forwarding header its trusted proxies write. An access log line keeps them (and those
+//! `[access_log] headers` adds), so that a replay of the log reads what `serve` read; a replay
+//! keeps no other, so that its records hold nothing it will not read.
 
 use crate::config::Config;
 use crate::keyed::Source;
 use http::HeaderName;
 
-/// The headers `config`'s access log keeps, each once, in the order first named.
-pub(crate) fn logged(config: &Config) -> Vec<HeaderName> {
+/// The headers `config` reads, each once, in the order first named; with `extra` (the access
+/// log's `headers`) after them.
+pub(crate) fn read_by(config: &Config, extra: &[String]) -> Vec<HeaderName> {
     let mut names: Vec<HeaderName> = Vec::new();
     let mut add = |name: HeaderName| {
         if !names.contains(&name) {
@@ -65,17 +67,15 @@ pub(crate) fn logged(config: &Config) -> Vec<HeaderName> {
     if !config.listener.trusted_proxies.is_empty() {
         add_named(config.listener.forwarded_header.as_str());
     }
-    if let Some(access_log) = &config.access_log {
-        for name in &access_log.get_ref().headers {
-            add_named(name);
-        }
+    for name in extra {
+        add_named(name);
     }
     names
 }
 
-/// `headers` (an access log's, [`logged`]), with those per-key rules `rules` read too (rules
-/// the admin API gives).
-pub(crate) fn with_keyed_headers(
+/// `headers` ([`read_by`]), with those per-key rules `rules` read too (rules the admin API
+/// gives).
+pub(crate) fn with_keyed(
     mut headers: Vec<HeaderName>,
     rules: &[crate::config::KeyedConfig],
 ) -> Vec<HeaderName> {
@@ -129,7 +129,8 @@ mod tests {
             headers = ["user-agent", "x-user"]
         "#;
         let config = crate::checked::parse(text, "test.toml").expect("a good file");
-        let logged = logged(&config);
+        let extra = &config.access_log.as_ref().unwrap().get_ref().headers;
+        let logged = read_by(&config, extra);
         let names: Vec<&str> = logged.iter().map(HeaderName::as_str).collect();
         assert_eq!(
             names,
