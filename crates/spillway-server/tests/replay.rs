@@ -611,3 +611,101 @@ fn the_command_prints_text_or_json() {
     let err = String::from_utf8(output.stderr).unwrap();
     assert!(err.contains("missing.log: cannot be read"), "{err}");
 }
+
+/// docs/replay.schema.json, compiled.
+fn schema() -> jsonschema::Validator {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/replay.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).expect("a valid schema")
+}
+
+fn assert_valid(validator: &jsonschema::Validator, output: &serde_json::Value) {
+    let errors: Vec<String> = validator
+        .iter_errors(output)
+        .map(|err| format!("{err} at {}", err.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}\n{output:#}");
+}
+
+#[test]
+fn the_json_output_follows_its_schema() {
+    let validator = schema();
+    // Every part filled: refusals with top keys, a request no route takes, malformed and late
+    // lines, a note.
+    let rules = "[[keyed]]\nid = \"per-key\"\nresource = \"orders\"\nkey = \"header:x-api-key\"\n\
+        count = 1\n\n[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n\n\
+        [[system]]\nid = \"guard\"\nhighest_cpu_usage = 0.9\n";
+    let keyed = |ms: u64, path: &str, key: &str| {
+        format!(
+            "{{\"time\":{AT}.{ms:03},\"path\":\"{path}\",\"status\":200,\"duration_ms\":1,\"headers\":{{\"x-api-key\":\"{key}\"}}}}\n"
+        )
+    };
+    let mut log: String = (0..6).map(|i| keyed(i * 10, "/api/orders", "a")).collect();
+    log.push_str(&keyed(100, "/nowhere", "b"));
+    log.push_str("not a request\n");
+    log.push_str(&format!(
+        "{{\"time\":{},\"path\":\"/api/orders\",\"status\":200,\"duration_ms\":1}}\n",
+        AT + 30
+    ));
+    log.push_str(&keyed(50, "/api/orders", "c"));
+    let options = ReplayOptions {
+        reorder_window: Duration::from_secs(1),
+        ..ReplayOptions::default()
+    };
+    let report = run_with(rules, &[("access.log", log.into())], options);
+    assert!(report.read.malformed > 0 && report.read.late > 0 && !report.notes.is_empty());
+    assert!(report.rules.iter().any(|rule| !rule.top_keys.is_empty()));
+    assert!(report
+        .routes
+        .iter()
+        .any(|route| !route.answered_early.is_empty()));
+    assert_valid(&validator, &serde_json::to_value(&report).unwrap());
+    // No request at all.
+    let empty = run("", "");
+    assert_valid(&validator, &serde_json::to_value(&empty).unwrap());
+
+    // `--compare --json` from the command: both reports.
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.toml"), dir.path().join("b.toml"));
+    std::fs::write(
+        &a,
+        format!("{BASE}\n[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        &b,
+        format!("{BASE}\n[[flow]]\nid = \"one\"\nresource = \"orders\"\ncount = 1\n"),
+    )
+    .unwrap();
+    let access = dir.path().join("access.log");
+    let lines: String = [0, 100, 200]
+        .iter()
+        .map(|ms| line(*ms, "/api/orders", 200, 5))
+        .collect();
+    std::fs::write(&access, lines).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(["replay", "--json", "--config"])
+        .arg(&a)
+        .arg("--compare")
+        .arg(&b)
+        .arg(&access)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let both: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_valid(&validator, &both);
+    assert_eq!(both["b"]["rules"][0]["would_refuse"], 2);
+
+    // The schema refuses what the output must not be: a field gone, a share past 1.
+    let mut broken = serde_json::to_value(&report).unwrap();
+    broken.as_object_mut().unwrap().remove("timeline");
+    assert!(!validator.is_valid(&broken));
+    let mut broken = serde_json::to_value(&report).unwrap();
+    broken["routes"][0]["share"] = serde_json::json!(1.5);
+    assert!(!validator.is_valid(&broken));
+}
