@@ -135,7 +135,7 @@ impl Parser {
         }
         match self.format {
             Format::Auto | Format::Nginx => nginx(line, &mut self.times).map(Some),
-            Format::Jsonl => jsonl(line).map(Some),
+            Format::Jsonl => jsonl(line, &self.headers).map(Some),
             Format::Envoy => envoy(line).map(Some),
             Format::EnvoyJson => envoy_json(line).map(Some),
             Format::Csv => match &self.columns {
@@ -149,7 +149,7 @@ impl Parser {
                     self.columns = Some(columns.into_iter().map(Cow::into_owned).collect());
                     Ok(None)
                 }
-                Some(columns) => csv(columns, line).map(Some),
+                Some(columns) => csv(columns, line, &self.headers).map(Some),
             },
         }
     }
@@ -477,11 +477,19 @@ fn method(text: Option<&str>) -> Result<Method, String> {
     Method::from_bytes(text.as_bytes()).map_err(|_| format!("`{text}` is not an HTTP method"))
 }
 
-fn jsonl(line: &str) -> Result<Record, String> {
+/// Whether a header named `name` is one of `keep` (those the rules read): no other is read, so
+/// that a value the rules never read cannot make a line malformed.
+fn kept(keep: &[HeaderName], name: &str) -> bool {
+    keep.iter()
+        .any(|kept| kept.as_str().eq_ignore_ascii_case(name))
+}
+
+fn jsonl(line: &str, keep: &[HeaderName]) -> Result<Record, String> {
     let parsed: JsonLine<'_> = serde_json::from_str(line).map_err(|err| err.to_string())?;
     let status = StatusCode::from_u16(parsed.status)
         .map_err(|_| format!("status {} is not an HTTP status", parsed.status))?;
     let headers = (parsed.headers.iter())
+        .filter(|(name, _)| kept(keep, name))
         .flat_map(|(name, values)| values.iter().map(move |value| header(name, value)))
         .collect::<Result<_, _>>()?;
     Ok(Record {
@@ -541,7 +549,7 @@ fn csv_fields(line: &str) -> Result<Vec<Cow<'_, str>>, String> {
     }
 }
 
-fn csv(columns: &[String], line: &str) -> Result<Record, String> {
+fn csv(columns: &[String], line: &str, keep: &[HeaderName]) -> Result<Record, String> {
     let fields = csv_fields(line)?;
     if fields.len() != columns.len() {
         return Err(format!(
@@ -574,7 +582,7 @@ fn csv(columns: &[String], line: &str) -> Result<Record, String> {
     let mut headers = Vec::new();
     for (column, value) in columns.iter().zip(&fields) {
         if let Some(name) = column.strip_prefix("header:") {
-            if !value.is_empty() {
+            if !value.is_empty() && kept(keep, name) {
                 headers.push(header(name, value)?);
             }
         }
@@ -661,6 +669,25 @@ mod tests {
                 .unwrap_err();
             assert!(err.contains(why), "{line}: {err}");
         }
+    }
+
+    #[test]
+    fn a_bad_value_in_a_header_no_rule_reads_leaves_the_line_good() {
+        let line = r#"{"time":1796378400,"path":"/","status":200,"duration_ms":1,"headers":{"x-unread":"a\u0001b"}}"#;
+        let mut unread = Parser::new(&every_header(Format::Jsonl));
+        let record = unread.parse(line).unwrap().unwrap();
+        assert!(record.headers.is_empty());
+        let mut read = Parser::new(&Reading {
+            headers: Arc::from([HeaderName::from_static("x-unread")]),
+            ..every_header(Format::Jsonl)
+        });
+        let err = read.parse(line).unwrap_err();
+        assert!(err.contains("x-unread"), "{err}");
+        let csv = "time,status,path,duration_ms,header:X-Unread\n1796378400,200,/,1,a\u{1}b";
+        let mut lines = csv.lines();
+        let mut unread = Parser::new(&every_header(Format::Csv));
+        assert!(unread.parse(lines.next().unwrap()).unwrap().is_none());
+        assert!(unread.parse(lines.next().unwrap()).unwrap().is_some());
     }
 
     #[test]

@@ -275,16 +275,22 @@ impl<'a> Read<'a, '_> {
         let duration = self.took.ok_or("the line has no request time")?;
         let status = self.status.ok_or("the line has no status")?;
         let joined;
-        let (method, target) = match (self.request, self.target, self.path) {
-            (_, Some(target), _) => (self.method.unwrap_or(Method::GET), target),
-            (_, None, Some(path)) => {
+        // The method: `$request_method`, else `$request`'s, else GET.
+        let (requested, line_target) = match self.request {
+            Some((method, target)) => (Some(method), Some(target)),
+            None => (None, None),
+        };
+        let method = self.method.or(requested).unwrap_or(Method::GET);
+        let target = match (self.target, self.path, line_target) {
+            (Some(target), _, _) => target,
+            (None, Some(path), _) => {
                 joined = match self.query {
                     Some(query) => format!("{path}?{query}"),
                     None => path.to_owned(),
                 };
-                (self.method.unwrap_or(Method::GET), joined.as_str())
+                joined.as_str()
             }
-            (Some((method, target)), None, None) => (self.method.unwrap_or(method), target),
+            (None, None, Some(target)) => target,
             (None, None, None) => return Err("the line has no request".to_owned()),
         };
         let peer = match self.peer {
@@ -345,6 +351,20 @@ mod tests {
             .map(|(name, value)| (name.as_str(), value.to_str().unwrap()))
             .collect();
         assert_eq!(headers, [("user-agent", "curl/8 (x)"), ("x-user", "ann")]);
+    }
+
+    #[test]
+    fn the_request_line_s_method_stands_beside_request_uri() {
+        let pattern = Pattern::new("[$time_local] \"$request\" $request_uri $status $request_time")
+            .expect("a pattern");
+        let line = "[04/Dec/2026:10:00:01 +0000] \"DELETE /a HTTP/1.1\" /a?x=1 204 0.001";
+        let record = pattern
+            .parse(line, &mut LastTime::default())
+            .expect("a record");
+        assert_eq!(
+            (record.method, record.target.to_string()),
+            (Method::DELETE, "/a?x=1".to_owned())
+        );
     }
 
     #[test]
