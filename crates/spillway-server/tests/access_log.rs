@@ -89,6 +89,15 @@ fn config_text(upstream: std::net::SocketAddr, log: &Path, listener: &str) -> St
     )
 }
 
+/// A runtime on tokio's paused clock: the proxy, the upstream and the clients all run on it.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
+}
+
 /// The log's lines, as JSON.
 fn lines(log: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(log).expect("the access log");
@@ -162,11 +171,7 @@ fn arrivals(rate: u64, seconds: u64, step: u64, seed: u64) -> Vec<Duration> {
 fn each_line_is_a_json_object_with_what_the_limits_decided() {
     let dir = tempfile::tempdir().expect("a directory");
     let log = dir.path().join("access.log");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let runtime = paused_runtime();
     let upstream = runtime.block_on(upstream());
     let text = config_text(upstream, &log, "");
     let at = |ms| Duration::from_millis(ms);
@@ -251,11 +256,7 @@ fn each_line_is_a_json_object_with_what_the_limits_decided() {
 fn a_request_whose_client_leaves_before_its_answer_gets_a_line_and_headers_keep_every_value() {
     let dir = tempfile::tempdir().expect("a directory");
     let log = dir.path().join("access.log");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let runtime = paused_runtime();
     runtime.block_on(async {
         // An upstream that takes 10 s.
         let upstream = support::upstream(|_| async {
@@ -303,11 +304,7 @@ fn a_request_whose_client_leaves_before_its_answer_gets_a_line_and_headers_keep_
 fn a_shadow_log_replayed_enforced_refuses_what_shadow_mode_counted_rule_by_rule() {
     let dir = tempfile::tempdir().expect("a directory");
     let log = dir.path().join("access.log");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
+    let runtime = paused_runtime();
     let upstream = runtime.block_on(upstream());
     // Three seconds of open-loop arrivals: `/a` at twice its limit, three users on `/b` (one
     // far above its 5 a second, one near it, one below), and `/c` at about 3.1 in flight
