@@ -876,23 +876,28 @@ async fn endless_behind_proxy() -> (SocketAddr, oneshot::Receiver<()>, Served) {
         let _ = closed_tx.send(());
     });
     let text = format!(
-        "[listener]\nlisten = \"127.0.0.1:0\"\nsend_timeout = \"2s\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n[default]\nupstream = \"app\"\n"
+        "[listener]\nlisten = \"127.0.0.1:0\"\nsend_timeout = \"300ms\"\n\n[[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n[default]\nupstream = \"app\"\n"
     );
     let served = Served::start(&text).await;
     (served.proxy, closed, served)
 }
 
 /// Waits for the upstream connection to close, and says how long that took.
+///
+/// The two send-timeout tests run on real time: on tokio's paused clock, a moment when the
+/// kernel still holds loopback bytes in flight looks idle, and the clock jumps to whatever timer
+/// is next (the 30 s header timeout once, in CI). The send timeout is 300 ms; every other timeout
+/// is 30 s or more, so a close before 20 s can only be the send timeout's.
 async fn upstream_closed(closed: oneshot::Receiver<()>) -> std::time::Duration {
     let start = tokio::time::Instant::now();
-    tokio::time::timeout(std::time::Duration::from_secs(3600), closed)
+    tokio::time::timeout(std::time::Duration::from_secs(25), closed)
         .await
         .expect("the upstream connection was closed")
         .unwrap();
     start.elapsed()
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upstream() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (proxy, closed, _served) = endless_behind_proxy().await;
@@ -904,20 +909,19 @@ async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upst
         .unwrap();
     let waited = upstream_closed(closed).await;
     assert!(
-        waited >= std::time::Duration::from_secs(2) && waited < std::time::Duration::from_secs(10),
+        waited >= std::time::Duration::from_millis(300)
+            && waited < std::time::Duration::from_secs(20),
         "{waited:?}"
     );
     // And the client's connection is reset (`SO_LINGER` 0: what it did not read is dropped,
     // not left in the kernel's send queue): what had come, then the reset, at once.
-    let start = tokio::time::Instant::now();
     let mut sink = Vec::new();
     let ended = tokio::time::timeout(
-        std::time::Duration::from_secs(3600),
+        std::time::Duration::from_secs(10),
         client.read_to_end(&mut sink),
     )
     .await
-    .expect("closed");
-    assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    .expect("reset within 10 s");
     assert_eq!(
         ended.unwrap_err().kind(),
         std::io::ErrorKind::ConnectionReset,
@@ -925,7 +929,7 @@ async fn a_client_that_stops_reading_is_closed_at_the_send_timeout_with_its_upst
     );
 }
 
-#[tokio::test(start_paused = true)]
+#[tokio::test]
 async fn an_http2_stream_given_no_window_frees_its_upstream_at_the_send_timeout() {
     let (proxy, closed, _served) = endless_behind_proxy().await;
     // HTTP/2 with prior knowledge; the response's body is never read, so the client grants
@@ -945,7 +949,8 @@ async fn an_http2_stream_given_no_window_frees_its_upstream_at_the_send_timeout(
     assert_eq!(response.status(), StatusCode::OK);
     let waited = upstream_closed(closed).await;
     assert!(
-        waited >= std::time::Duration::from_secs(2) && waited < std::time::Duration::from_secs(10),
+        waited >= std::time::Duration::from_millis(300)
+            && waited < std::time::Duration::from_secs(20),
         "{waited:?}"
     );
     // The stream fails when the client next reads it.
