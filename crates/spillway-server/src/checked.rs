@@ -10,8 +10,9 @@ use std::path::Path;
 /// # Errors
 ///
 /// A [`ConfigError`] with every problem found, in file order, each naming its line and field
-/// (at most [`MAX_PROBLEMS`](crate::config::MAX_PROBLEMS)). A file that is not valid TOML of the
-/// right shape stops at its first syntax or type error.
+/// (at most [`MAX_PROBLEMS`](crate::config::MAX_PROBLEMS)): every value of the wrong type and
+/// every unknown key, and what each kind's checks find. A file that is not valid TOML stops at
+/// its first syntax error.
 ///
 /// # Examples
 ///

@@ -13,6 +13,7 @@ mod file;
 mod keyed;
 mod max_connections;
 mod read;
+mod typed;
 mod validate;
 mod warnings;
 

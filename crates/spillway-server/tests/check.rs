@@ -70,13 +70,70 @@ algorithm = {{ type = \"gradient2\", min_limit = 1 }}
 fn syntax_and_type_errors_point_at_the_spot() {
     assert_eq!(
         error("[listener]\nlisten = 8080\n"),
-        "spillway.toml:2:10: invalid type: integer `8080`, expected socket address"
+        "spillway.toml:2:10: `listener.listen`: invalid type: integer `8080`, expected socket address"
     );
     let unknown = error("[listener]\nlisen = \"127.0.0.1:1\"\n");
     assert!(
-        unknown.starts_with("spillway.toml:2:1: unknown field `lisen`"),
+        unknown.starts_with("spillway.toml:2:1: `listener.lisen`: unknown field `lisen`"),
         "{unknown}"
     );
+    // A syntax error: nothing past it can be read.
+    assert!(
+        error("[listener\nlisten = 1\n").starts_with("spillway.toml:1:"),
+        "{}",
+        error("[listener\nlisten = 1\n")
+    );
+}
+
+#[test]
+fn every_problem_is_listed_at_once_type_errors_and_checks_alike() {
+    let text = format!(
+        "{UPSTREAM}
+[listener]
+workers = 0
+header_timeout = \"zz\"
+
+[[flow]]
+id = \"bad\"
+resource = \"a\"
+count = -1
+
+[[flow]]
+id = \"typed\"
+resource = \"a\"
+count = \"many\"
+grade = 1
+
+[[flow]]
+id = \"after\"
+resource = \"a\"
+count = -2
+"
+    );
+    let err = parse(&text, "spillway.toml").unwrap_err();
+    let fields: Vec<_> = err.problems().iter().map(|p| p.field()).collect();
+    assert_eq!(
+        fields,
+        [
+            Some("listener.workers"),
+            Some("listener.header_timeout"),
+            Some("flow[0].count"),
+            Some("flow[1].count"),
+            Some("flow[1].grade"),
+            // Named as in the file, though `flow[1]` was read past.
+            Some("flow[2].count"),
+        ],
+        "{err}"
+    );
+    // Each as `file:line:col: field: message`.
+    let lines: Vec<String> = err.to_string().lines().map(str::to_owned).collect();
+    assert!(lines[1].starts_with("spillway.toml:"), "{err}");
+    assert!(
+        lines[1].contains(": `listener.header_timeout`: invalid value: string \"zz\""),
+        "{err}"
+    );
+    // The blanked count is not checked again as its default.
+    assert!(!err.to_string().contains("flow[1].count`: must"), "{err}");
 }
 
 #[test]
@@ -263,7 +320,7 @@ fn the_worker_count_is_a_number_of_threads_or_auto() {
         assert_eq!(
             err,
             format!(
-                "spillway.toml:2:11: invalid {found}, expected a number of threads from 1 to 1024, or \"auto\""
+                "spillway.toml:2:11: `listener.workers`: invalid {found}, expected a number of threads from 1 to 1024, or \"auto\""
             ),
             "{value}"
         );

@@ -123,6 +123,16 @@ impl ConfigError {
         (!problems.is_empty()).then_some(Self { problems })
     }
 
+    /// The same problems, each field renamed by `rename`.
+    pub(crate) fn map_fields(mut self, rename: impl Fn(&str) -> String) -> Self {
+        for problem in &mut self.problems {
+            if let Some(field) = &problem.field {
+                problem.field = Some(rename(field));
+            }
+        }
+        self
+    }
+
     /// Where its first problem is: line and column.
     pub(crate) fn position(&self) -> (usize, usize) {
         let first = self.first();

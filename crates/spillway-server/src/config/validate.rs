@@ -14,19 +14,39 @@ use toml::Spanned;
 ///
 /// # Errors
 ///
-/// A [`ConfigError`] with every problem found, in file order, each naming its line and field.
-/// A file that is not valid TOML of the right shape stops at its first syntax or type error.
+/// A [`ConfigError`] with every problem found, in file order, each naming its line and field:
+/// every value of the wrong type and every unknown key, then what the checks find in the rest
+/// (the checks do not run when a table lacks a field it needs). A file that is not valid TOML
+/// stops at its first syntax error.
 pub(crate) fn parse_with(
     text: &str,
     file: &str,
     rules: impl FnOnce(&Config, &Check<'_>),
 ) -> Result<Config, ConfigError> {
-    let config: Config = toml::from_str(text)
-        .map_err(|err| ConfigError::at(file, text, err.span(), None, err.message().trim_end()))?;
+    let mut typed = super::typed::read_typed(text, file)?;
     let check = Check::new(text, file);
-    check.all(&config);
-    rules(&config, &check);
-    let mut problems = check.problems.into_inner();
+    if let Some(config) = &typed.config {
+        check.all(config);
+        rules(config, &check);
+    }
+    // What the checks say of a field blanked out is about its default, not the file.
+    let removed = |problem: &ConfigError| {
+        problem.problems().iter().any(|p| {
+            p.field().is_some_and(|field| {
+                typed.removed.iter().any(|gone| {
+                    field == gone
+                        || field.starts_with(&format!("{gone}."))
+                        || field.starts_with(&format!("{gone}["))
+                })
+            })
+        })
+    };
+    let checked: Vec<ConfigError> = (check.problems.into_inner().into_iter())
+        .map(|problem| problem.map_fields(|field| typed.field_in_file(field)))
+        .filter(|problem| !removed(problem))
+        .collect();
+    let mut problems = std::mem::take(&mut typed.problems);
+    problems.extend(checked);
     // The first in file order are the ones kept (stable: problems at one spot keep the order
     // they were found in).
     problems.sort_by_key(ConfigError::position);
@@ -40,9 +60,11 @@ pub(crate) fn parse_with(
             format!("stopped after {MAX_PROBLEMS} problems: fix these and check again"),
         ));
     }
-    match ConfigError::all(problems) {
-        Some(error) => Err(error),
-        None => Ok(config),
+    match (ConfigError::all(problems), typed.config) {
+        (None, Some(config)) => Ok(config),
+        (Some(error), _) => Err(error),
+        // Unreachable: reading stops only with a problem noted.
+        (None, None) => Err(ConfigError::file(file, "cannot be read")),
     }
 }
 
