@@ -25,6 +25,7 @@ pub mod demo;
 pub mod descriptors;
 pub mod feed;
 mod freed_memory;
+pub mod health;
 pub mod history;
 mod idle;
 mod keyed;

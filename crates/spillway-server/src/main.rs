@@ -200,7 +200,8 @@ fn replay(
 }
 
 /// Runs the proxy, the admin API and the reloader until SIGINT or SIGTERM, then drains: the
-/// listeners close at once, and requests in flight get up to `listener.drain_timeout` to end.
+/// proxy's listener closes at once, requests in flight get up to `listener.drain_timeout` to
+/// end, and the admin API (whose `/readyz` answers 503 from the signal on) closes after them.
 async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     // On Unix time, as Sentinel's windows are: the access log's times and a replay of it cut
     // the same windows.
@@ -255,10 +256,13 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let watching = tokio::spawn(watch);
-    let admin_task = tokio::spawn(admin.run(admin_listener, stopped(stop_rx.clone())));
+    // The admin API serves through the drain (`/readyz` says it drains), and stops after it.
+    let (admin_stop_tx, admin_stop_rx) = tokio::sync::watch::channel(false);
+    let admin_task = tokio::spawn(admin.run(admin_listener, stopped(admin_stop_rx)));
     let workers = config.listener.workers.resolve();
     let mut proxy_task = tokio::spawn(server.run_on_workers(workers, stopped(stop_rx)));
     let signal = signals.stop().await;
+    closing.health().set_draining();
     let deadline = config.listener.drain_timeout;
     tracing::info!(
         signal,
@@ -278,6 +282,7 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
             Ok(Ok(()))
         }
     };
+    let _ = admin_stop_tx.send(true);
     let _ = admin_task.await;
     // The access log's last lines reach the file before the process ends.
     let within = std::time::Duration::from_secs(5);

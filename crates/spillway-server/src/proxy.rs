@@ -109,6 +109,8 @@ struct Inner {
     access_log: ArcSwapOption<AccessLog>,
     /// Its lines, kept across reloads.
     access_counts: Arc<crate::access_log::Counts>,
+    /// What the health probes read: the workers' beats, and whether it drains.
+    health: Arc<crate::health::Health>,
 }
 
 impl Proxy {
@@ -157,6 +159,7 @@ impl Proxy {
                 descriptors_log: crate::log_sampled::Sampled::new(Duration::from_secs(1)),
                 table: ArcSwap::from_pointee(prepared.table),
                 tls,
+                health: Arc::default(),
             }),
         };
         Ok(proxy)
@@ -170,6 +173,11 @@ impl Proxy {
             Some(log) => log.flush(within),
             None => true,
         }
+    }
+
+    /// What the health probes read (see [`crate::health`]).
+    pub fn health(&self) -> &Arc<crate::health::Health> {
+        &self.inner.health
     }
 
     /// The cluster rules' leases, kept across reloads.

@@ -62,7 +62,8 @@ pub(crate) async fn run(
     let (balancer, inboxes) = Balancer::new(workers.get());
     proxy.listener_counts().set_worker_loads(balancer.loads());
     let mut ended = Vec::with_capacity(workers.get());
-    for (index, inbox) in inboxes.into_iter().enumerate() {
+    let beats = proxy.health().expect_workers(workers.get());
+    for ((index, inbox), beat) in inboxes.into_iter().enumerate().zip(beats) {
         let (listener, proxy) = (listener.clone(), proxy.clone());
         let (balancer, watching) = (balancer.clone(), watching.clone());
         let (done, end) = oneshot::channel();
@@ -76,6 +77,7 @@ pub(crate) async fn run(
                         index,
                         balancer,
                         inbox,
+                        beat,
                     },
                     proxy,
                     limits,
@@ -110,6 +112,8 @@ struct Place {
     index: usize,
     balancer: std::sync::Arc<Balancer>,
     inbox: Inbox,
+    /// Its beat, for the health probes.
+    beat: crate::health::Beat,
 }
 
 /// A worker: its runtime, then serving until told to drain (and draining), or to stop.
@@ -128,6 +132,7 @@ fn work(
             index,
             balancer,
             inbox,
+            beat,
         } = place;
         // A clone of the socket, registered with this runtime, under the shared cap.
         let socket = original.get_ref().as_fd().try_clone_to_owned()?;
@@ -136,6 +141,9 @@ fn work(
         let arrivals = Arrivals::new(listener, index, balancer, inbox);
         // What this worker's connections freed goes back to the system while it idles.
         let giving_back = tokio::spawn(crate::freed_memory::give_back_periodically());
+        // Serving from here on: its first beat now, then one a second while its loop turns.
+        proxy.health().beat(&beat);
+        let beating = tokio::spawn(proxy.health().clone().beat_forever(beat));
         let mut stopping = phase.clone();
         let serving = crate::serve::serve(arrivals.into(), proxy, limits, async move {
             let _ = phase.wait_for(|phase| *phase != Phase::Serving).await;
@@ -145,6 +153,7 @@ fn work(
             _ = stopping.wait_for(|phase| *phase == Phase::Stopping) => {}
         }
         giving_back.abort();
+        beating.abort();
         Ok(())
     })
     // Dropping the runtime ends the tasks left: connections cut by a stop.

@@ -496,7 +496,7 @@ async fn a_good_reload_applies_and_a_bad_one_changes_nothing() {
     assert!(status["config"]["last_error"]
         .as_str()
         .unwrap()
-        .contains("spillway.toml:13:1: missing field `resource`"));
+        .contains("spillway.toml:13:1: `flow[0].resource`: missing field `resource`"));
     assert_eq!(h.reloader.state().reloads, 1);
 }
 

@@ -126,3 +126,70 @@ async fn cluster_rules_need_a_cluster_section_in_the_running_configuration() {
     let (_, rules) = get(h.admin, "/api/rules").await;
     assert_eq!(json(&rules)["cluster_rule"], serde_json::json!([]));
 }
+
+/// `/readyz` without the token: its status and body.
+async fn readyz(h: &Harness) -> (StatusCode, String) {
+    call(
+        h.admin,
+        http::Method::GET,
+        "/readyz",
+        None,
+        bytes::Bytes::new(),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_waits_for_the_first_answer_from_redis() {
+    // A "Redis" that takes connections and never answers: the rule's state stays unknown
+    // (no answer, and no failure before the hour-long call timeout).
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let section = format!(
+        "[cluster]\nredis = \"redis://{addr}\"\ncall_timeout = \"1h\"\nstartup_wait = \"1ms\"\n\n"
+    );
+    let rule = "[[cluster_rule]]\nid = \"fleet\"\nresource = \"api\"\nlimit = 300\n";
+    let h = Harness::start(&file_text(&format!("{section}{rule}"))).await;
+    let (status, body) = readyz(&h).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(
+        json(&body)["reason"],
+        "waiting for Redis: 1 cluster rules have had no answer yet"
+    );
+    // Live all the same.
+    let (status, body) = call(
+        h.admin,
+        http::Method::GET,
+        "/healthz",
+        None,
+        bytes::Bytes::new(),
+    )
+    .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, r#"{"live":true}"#)
+    );
+
+    // With a real Redis, ready once the first answer came.
+    let redis = RedisServer::start().await;
+    let section = format!("[cluster]\nredis = \"{}\"\n\n", redis.url());
+    let h = Harness::start(&file_text(&format!("{section}{rule}"))).await;
+    let ready = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let (status, body) = readyz(&h).await;
+            if status == StatusCode::OK {
+                return body;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("ready once Redis answered");
+    assert_eq!(ready, r#"{"ready":true}"#);
+}

@@ -53,6 +53,37 @@ fn upstream(arrived: mpsc::Sender<()>, release: mpsc::Receiver<()>) -> SocketAdd
     addr
 }
 
+/// A probe's answer: `GET path` on `admin` as a kubelet sends it (no token, the pod's address
+/// as `Host`), read to the close: the status code and the body.
+fn probe(admin: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(admin).unwrap();
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 10.1.2.3:9090\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer[9..12].parse().unwrap();
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+/// Asks `/readyz` until it answers `status`, within the deadline: its body then.
+fn ready_as(admin: SocketAddr, status: u16) -> String {
+    let clock = SystemClock::new();
+    let start = clock.now_nanos();
+    loop {
+        let (got, body) = probe(admin, "/readyz");
+        if got == status {
+            return body;
+        }
+        assert!(!past_deadline(&clock, start), "/readyz: {got} {body}");
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
     let (arrived_tx, arrived) = mpsc::channel();
@@ -71,6 +102,13 @@ fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
     );
     wait_for_line(&lines, "spillway listening");
     let proxy: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    // Ready once its workers serve; live.
+    assert_eq!(ready_as(admin, 200), r#"{"ready":true}"#);
+    assert_eq!(
+        probe(admin, "/healthz"),
+        (200, r#"{"live":true}"#.to_owned())
+    );
 
     // A request in flight, held at the upstream.
     let (answer_tx, answer) = mpsc::channel();
@@ -95,6 +133,10 @@ fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
 
     send("TERM", &child);
     wait_for_line(&lines, "shutting down");
+    // Not ready while it drains, and still live.
+    let draining = ready_as(admin, 503);
+    assert!(draining.contains("draining"), "{draining}");
+    assert_eq!(probe(admin, "/healthz").0, 200);
     // The listener closes: new connections are refused, not left hanging.
     let clock = SystemClock::new();
     let start = clock.now_nanos();

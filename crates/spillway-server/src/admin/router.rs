@@ -20,6 +20,8 @@ pub(super) fn router(admin: Admin) -> Router {
         .route("/api/kinds", get(kinds))
         .route("/api/rules", get(rules).put(put_rules))
         .route("/api/status", get(status))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/api/history", get(history))
         .route("/api/stream", get(stream))
         .route("/api/reload", post(reload))
@@ -34,6 +36,11 @@ pub(super) fn router(admin: Admin) -> Router {
 /// token (any request, with none set) is trusted from then on: never closed to make room for a
 /// newcomer. Writes are checked once more by [`cross_site`].
 async fn guard(State(admin): State<Admin>, request: Request, next: Next) -> Response {
+    // The probes say nothing sensitive, and a prober (the kubelet, a load balancer) sends
+    // neither the token nor a loopback `Host`.
+    if matches!(request.uri().path(), "/healthz" | "/readyz") {
+        return next.run(request).await;
+    }
     if !admin.host_allowed(&request) {
         return body(error(
             StatusCode::FORBIDDEN,
@@ -130,6 +137,53 @@ async fn dashboard() -> Response {
         HeaderValue::from_static("text/html; charset=utf-8"),
     );
     body(response)
+}
+
+/// `GET /healthz`: 200 while every loop turns (see [`crate::health`]), else 503 with the
+/// stalled workers' numbers.
+async fn healthz(State(admin): State<Admin>) -> Response {
+    use crate::health::Liveness;
+    let (status, value) = match admin.proxy.health().liveness() {
+        Liveness::Live => (StatusCode::OK, serde_json::json!({ "live": true })),
+        Liveness::Stalled(workers) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({ "live": false, "stalled_workers": workers }),
+        ),
+    };
+    body(probe(status, &value))
+}
+
+/// `GET /readyz`: 200 when ready for traffic, else 503 with why (starting, waiting for Redis,
+/// draining).
+async fn readyz(State(admin): State<Admin>) -> Response {
+    use crate::health::Readiness;
+    let cluster = admin.proxy.cluster_limits().states();
+    let waiting = cluster.iter().filter(|rule| rule.starting).count();
+    let reason = match admin.proxy.health().readiness(waiting) {
+        Readiness::Ready => {
+            return body(probe(StatusCode::OK, &serde_json::json!({ "ready": true })))
+        }
+        Readiness::Starting { serving, workers } => {
+            format!("starting: {serving} of {workers} workers serve")
+        }
+        Readiness::WaitingForRedis { rules } => {
+            format!("waiting for Redis: {rules} cluster rules have had no answer yet")
+        }
+        Readiness::Draining => "draining: stopping after a signal".to_owned(),
+    };
+    body(probe(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &serde_json::json!({ "ready": false, "reason": reason }),
+    ))
+}
+
+/// A probe's answer, never cached.
+fn probe(status: StatusCode, value: &serde_json::Value) -> http::Response<Full<Bytes>> {
+    let mut response = json_response(status, value);
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 async fn resources(State(admin): State<Admin>) -> Response {

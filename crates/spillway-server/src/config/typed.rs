@@ -338,10 +338,16 @@ mod tests {
     }
 
     #[test]
-    fn a_blanked_required_field_is_not_reported_twice_and_positions_are_the_files() {
+    fn a_blanked_required_field_is_not_reported_twice_and_positions_are_the_files_own() {
         let text = "[[upstream]]\nname = 5\nurl = \"http://127.0.0.1:1\"\n";
         let typed = read_typed(text, "t.toml").unwrap();
-        assert!(typed.config.is_none());
+        // Read on without the element, which lacks its name once its number is blanked.
+        assert!(typed
+            .config
+            .as_ref()
+            .is_some_and(|c| c.upstreams.is_empty()));
+        assert_eq!(typed.removed, ["upstream[0].name", "upstream[0]"]);
+        assert_eq!(typed.field_in_file("upstream[0].url"), "upstream[1].url");
         let problems: Vec<_> = typed
             .problems
             .iter()
