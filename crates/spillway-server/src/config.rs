@@ -11,6 +11,7 @@ mod cluster;
 mod error;
 mod file;
 mod keyed;
+mod log;
 mod max_connections;
 mod read;
 mod typed;
@@ -27,6 +28,7 @@ pub use file::{
     DEFAULT_RESOURCES, DEFAULT_WINDOW, MAX_MAX_HEADER_SIZE, MAX_WORKERS, MIN_MAX_HEADER_SIZE,
 };
 pub use keyed::{KeyedConfig, OnMissing};
+pub use log::{LogConfig, LogFormat};
 pub use max_connections::MaxConnections;
 pub use read::{read, MAX_FILE_BYTES};
 pub use validate::{admin_token, MAX_PROBLEMS};

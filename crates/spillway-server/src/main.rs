@@ -31,6 +31,10 @@ enum Command {
         /// The configuration (TOML).
         #[arg(long, short, default_value = "spillway.toml")]
         config: PathBuf,
+        /// The log's format (by default the file's `[log] format`, else `text`): `json` writes
+        /// one JSON object per line.
+        #[arg(long, value_enum)]
+        log_format: Option<config::LogFormat>,
     },
     /// Check a configuration file and exit: 0 if it is good, 1 with the errors if not.
     Check {
@@ -303,18 +307,27 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     }
 }
 
-/// Structured logs on stderr; the level comes from `SPILLWAY_LOG` (default `info`), in
-/// `tracing_subscriber`'s filter syntax (`spillway_server=debug`, ...).
-fn init_logs() {
+/// Structured logs on stderr, as text or one JSON object a line; the level comes from
+/// `SPILLWAY_LOG` (default `info`), in `tracing_subscriber`'s filter syntax
+/// (`spillway_server=debug`, ...).
+fn init_logs(format: config::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPILLWAY_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal as _;
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    match format {
         // Colour codes only for a person at a terminal, not in a log file or a collector.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        config::LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        // The event's fields beside `timestamp`, `level`, `target` and `message`.
+        config::LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init(),
+    }
 }
 
 fn main() -> ExitCode {
@@ -358,8 +371,15 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Serve { config: path } => {
-            init_logs();
+        Command::Serve {
+            config: path,
+            log_format,
+        } => {
+            // The flag's format at once; the file's once it is read (its problems are
+            // printed as they are, on stderr).
+            if let Some(format) = log_format {
+                init_logs(format);
+            }
             let name = path.display().to_string();
             let loaded = config::read(&path).and_then(|text| {
                 let config = spillway_server::checked::parse(&text, &name)?;
@@ -367,6 +387,9 @@ fn main() -> ExitCode {
             });
             let config = match loaded {
                 Ok((warnings, config)) => {
+                    if log_format.is_none() {
+                        init_logs(config.log.format);
+                    }
                     for warning in warnings {
                         tracing::warn!("{warning}");
                     }

@@ -52,6 +52,7 @@ pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
         ("admin.header_timeout", x.header_timeout != y.header_timeout),
         ("admin.max_pending", x.max_pending != y.max_pending),
         ("admin.max_streams", x.max_streams != y.max_streams),
+        ("log.format", running.log.format != new.log.format),
     ]
     .into_iter()
     .filter_map(|(field, changed)| changed.then_some(field))

@@ -122,6 +122,9 @@ pub struct Config {
     /// spillway's own access log (unset: none).
     #[serde(default)]
     pub access_log: Option<Spanned<AccessLogConfig>>,
+    /// How the process logs.
+    #[serde(default)]
+    pub log: super::LogConfig,
 }
 
 /// The proxy's listener.

@@ -53,6 +53,16 @@ pub(crate) fn serve(
     config: &str,
     open_files: Option<(u64, u64)>,
 ) -> (Spillway, mpsc::Receiver<String>) {
+    serve_with(dir, config, open_files, &[])
+}
+
+/// As [`serve`], with more arguments to `spillway serve`.
+pub(crate) fn serve_with(
+    dir: &Path,
+    config: &str,
+    open_files: Option<(u64, u64)>,
+    args: &[&str],
+) -> (Spillway, mpsc::Receiver<String>) {
     let path = dir.join("spillway.toml");
     std::fs::write(&path, config).unwrap();
     let binary = env!("CARGO_BIN_EXE_spillway");
@@ -72,6 +82,7 @@ pub(crate) fn serve(
     let mut child = command
         .args(["serve", "--config"])
         .arg(&path)
+        .args(args)
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
