@@ -88,6 +88,57 @@ enum Command {
         #[arg(long, default_value_t = 15)]
         seconds: u64,
     },
+    /// Print the shell's completion script: `spillway completions bash > /etc/bash_completion.d/spillway`
+    /// (zsh: into a directory of `$fpath` as `_spillway`; fish:
+    /// `~/.config/fish/completions/spillway.fish`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `spillway man > spillway.1`, or with `--dir`, write one
+    /// page per command (`spillway.1`, `spillway-serve.1`, ...) into a directory.
+    Man {
+        /// The directory to write every command's page into.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// `spillway completions SHELL`: the script on stdout.
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "spillway", &mut script);
+    // A reader that went away (`| head`) changes nothing.
+    let _ = std::io::stdout().write_all(&script);
+    ExitCode::SUCCESS
+}
+
+/// `spillway man [--dir DIR]`: the main page on stdout, or every command's page in `dir`.
+fn man(dir: Option<&std::path::Path>) -> ExitCode {
+    use clap::CommandFactory as _;
+    let command = Cli::command();
+    let written = match dir {
+        None => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(command)
+                .render(&mut page)
+                .and_then(|()| std::io::stdout().write_all(&page))
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(command, dir))
+        }
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        // A reader that went away (`| head`) changes nothing.
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: cannot write the manual page: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The signals that stop `serve`, registered before it says it is listening: a signal sent from
@@ -434,6 +485,8 @@ fn main() -> ExitCode {
             };
             replay(&path, compare.as_deref(), plot.as_deref(), &options, json)
         }
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
         Command::Demo { seconds } => match runtime.block_on(demo::run(seconds)) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
