@@ -62,6 +62,34 @@ fn the_example_configuration_is_valid() {
     let config = spillway_server::checked::load(std::path::Path::new(path)).unwrap();
     assert_eq!((config.routes.len(), config.flow.len()), (3, 4));
     assert_eq!((config.system.len(), config.breakers.len()), (1, 1));
+    assert_eq!((config.cluster_rules.len(), config.keyed.len()), (1, 2));
+    assert!(config.cluster.is_some() && config.access_log.is_some());
+}
+
+#[test]
+fn the_example_configuration_has_every_section_the_reference_lists() {
+    let example = include_str!("../spillway.example.toml");
+    let reference = include_str!("../../../docs/config.md");
+    // The reference's table of sections: each row's first cell names one or more.
+    let table = reference
+        .split("Sections, all optional:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n## ").next())
+        .unwrap();
+    let mut sections = Vec::new();
+    for row in table.lines().filter(|line| line.starts_with("| `[")) {
+        let cell = row.split('|').nth(1).unwrap();
+        sections.extend(cell.split(", ").map(|name| name.trim().trim_matches('`').to_owned()));
+    }
+    assert!(sections.len() >= 15, "{sections:?}");
+    for section in &sections {
+        assert!(
+            example.lines().any(|line| line.starts_with(section.as_str())),
+            "the example has no {section}"
+        );
+    }
+    // And `[[criticality.rule]]`, inside `[criticality]`.
+    assert!(example.contains("[[criticality.rule]]"));
 }
 
 /// Runs `spillway` with `args` and its stdout's read end closed at once, as `| head -0` does.
