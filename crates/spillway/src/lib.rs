@@ -178,6 +178,11 @@ pub mod system;
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
 
+/// The tour's examples (docs/features.md), compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/features.md")]
+struct FeaturesDoctests;
+
 /// The crate's own README (the one crates.io shows), compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
