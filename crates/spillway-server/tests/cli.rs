@@ -79,12 +79,17 @@ fn the_example_configuration_has_every_section_the_reference_lists() {
     let mut sections = Vec::new();
     for row in table.lines().filter(|line| line.starts_with("| `[")) {
         let cell = row.split('|').nth(1).unwrap();
-        sections.extend(cell.split(", ").map(|name| name.trim().trim_matches('`').to_owned()));
+        sections.extend(
+            cell.split(", ")
+                .map(|name| name.trim().trim_matches('`').to_owned()),
+        );
     }
     assert!(sections.len() >= 15, "{sections:?}");
     for section in &sections {
         assert!(
-            example.lines().any(|line| line.starts_with(section.as_str())),
+            example
+                .lines()
+                .any(|line| line.starts_with(section.as_str())),
             "the example has no {section}"
         );
     }

@@ -3,7 +3,7 @@
 //! noted, blanked out of a copy of the text (spaces, so that every later error keeps its place
 //! in the file), and the copy read again.
 
-use super::{Config, ConfigError, MAX_PROBLEMS};
+use super::{Config, ConfigError};
 use std::ops::Range;
 use toml_edit::{ImDocument, Item, Table, Value};
 
@@ -47,12 +47,17 @@ impl Typed {
     }
 }
 
-/// Reads `text` as a [`Config`], past each type error.
+/// Reads `text` as a [`Config`], past each type error (noting `max_problems` at most, and
+/// one more).
 ///
 /// # Errors
 ///
 /// A TOML syntax error (nothing can be read past one).
-pub(super) fn read_typed(text: &str, file: &str) -> Result<Typed, ConfigError> {
+pub(super) fn read_typed(
+    text: &str,
+    file: &str,
+    max_problems: usize,
+) -> Result<Typed, ConfigError> {
     // A good file is read once; the entries are found only for a file at fault.
     let first = match toml::from_str::<Config>(text) {
         Ok(config) => {
@@ -77,7 +82,7 @@ pub(super) fn read_typed(text: &str, file: &str) -> Result<Typed, ConfigError> {
         elements: Vec::new(),
     };
     let mut next_error = Some(first);
-    while typed.problems.len() <= MAX_PROBLEMS {
+    while typed.problems.len() <= max_problems {
         let read = match next_error.take() {
             Some(err) => Err(err),
             None => toml::from_str::<Config>(&current),
@@ -309,7 +314,7 @@ mod tests {
     use super::*;
 
     fn fields(text: &str) -> Vec<(Option<String>, String)> {
-        let typed = read_typed(text, "t.toml").unwrap();
+        let typed = read_typed(text, "t.toml", 100).unwrap();
         typed
             .problems
             .iter()
@@ -340,7 +345,7 @@ mod tests {
     #[test]
     fn a_blanked_required_field_is_not_reported_twice_and_positions_are_the_files_own() {
         let text = "[[upstream]]\nname = 5\nurl = \"http://127.0.0.1:1\"\n";
-        let typed = read_typed(text, "t.toml").unwrap();
+        let typed = read_typed(text, "t.toml", 100).unwrap();
         // Read on without the element, which lacks its name once its number is blanked.
         assert!(typed
             .config
@@ -378,7 +383,7 @@ mod tests {
 
     #[test]
     fn a_syntax_error_stops_at_once() {
-        let Err(err) = read_typed("[listener\n", "t.toml") else {
+        let Err(err) = read_typed("[listener\n", "t.toml", 100) else {
             panic!("read");
         };
         assert_eq!(err.problems().len(), 1);

@@ -23,7 +23,7 @@ pub(crate) fn parse_with(
     file: &str,
     rules: impl FnOnce(&Config, &Check<'_>),
 ) -> Result<Config, ConfigError> {
-    let mut typed = super::typed::read_typed(text, file)?;
+    let mut typed = super::typed::read_typed(text, file, MAX_PROBLEMS)?;
     let check = Check::new(text, file);
     if let Some(config) = &typed.config {
         check.all(config);
