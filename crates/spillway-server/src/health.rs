@@ -22,7 +22,8 @@ pub const STALLED_AFTER: Duration = Duration::from_secs(5);
 pub struct Health {
     /// Where beats are counted from.
     origin: Instant,
-    /// Each worker's last beat, in milliseconds after `origin`, plus one (0: not started).
+    /// Each worker's last beat, in milliseconds after `origin`, plus one (0: not started,
+    /// [`ENDED`]: ended, or could not start).
     beats: Mutex<Vec<std::sync::Arc<AtomicU64>>>,
     /// Set at SIGTERM (or SIGINT): the proxy drains and takes no new connection.
     draining: AtomicBool,
@@ -58,6 +59,8 @@ pub enum Readiness {
     },
     /// Stopping after SIGTERM: the listener is closed, requests in flight finish.
     Draining,
+    /// These workers (by number) stalled or ended: their connections are not served.
+    Stalled(Vec<usize>),
 }
 
 impl Default for Health {
@@ -69,6 +72,9 @@ impl Default for Health {
         }
     }
 }
+
+/// A worker's slot once it ended (or could not start).
+const ENDED: u64 = u64::MAX;
 
 /// A worker's place among the beats.
 #[derive(Debug, Clone)]
@@ -84,8 +90,14 @@ impl Health {
 
     /// Beats through `beat` now.
     pub fn beat(&self, beat: &Beat) {
-        let millis = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
-        beat.0.store(millis + 1, Ordering::Relaxed);
+        let millis = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(ENDED - 2);
+        beat.0.store(millis.min(ENDED - 2) + 1, Ordering::Relaxed);
+    }
+
+    /// The worker of `beat` ended, or could not start: stalled from now on, unless the
+    /// process drains.
+    pub fn end(&self, beat: &Beat) {
+        beat.0.store(ENDED, Ordering::Relaxed);
     }
 
     /// Beats through `beat` every [`BEAT_EVERY`], forever (a worker's task: it stops with the
@@ -122,8 +134,8 @@ impl Health {
             .enumerate()
             .filter(|(_, beat)| {
                 let last = beat.load(Ordering::Relaxed);
-                // Started, and silent since.
-                last > 0 && now.saturating_sub(last - 1) > stalled_after
+                // Ended, or started and silent since.
+                last == ENDED || (last > 0 && now.saturating_sub(last - 1) > stalled_after)
             })
             .map(|(index, _)| index)
             .collect();
@@ -140,12 +152,16 @@ impl Health {
         if self.draining() {
             return Readiness::Draining;
         }
+        if let Liveness::Stalled(workers) = self.liveness() {
+            return Readiness::Stalled(workers);
+        }
         let beats = lock(&self.beats);
         let serving = beats
             .iter()
             .filter(|beat| beat.load(Ordering::Relaxed) > 0)
             .count();
-        if serving < beats.len() {
+        // None registered yet: the proxy has not started its workers.
+        if serving < beats.len() || beats.is_empty() {
             return Readiness::Starting {
                 serving,
                 workers: beats.len(),
@@ -190,10 +206,31 @@ mod tests {
         assert_eq!(health.liveness(), Liveness::Live);
         tokio::time::advance(Duration::from_millis(2)).await;
         assert_eq!(health.liveness(), Liveness::Stalled(vec![0]));
+        // A stalled worker: not ready either.
+        assert_eq!(health.readiness(0), Readiness::Stalled(vec![0]));
         // Draining: live and not ready, whatever the beats.
         health.set_draining();
         assert_eq!(health.liveness(), Liveness::Live);
         assert_eq!(health.readiness(0), Readiness::Draining);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_that_ended_or_never_registered() {
+        let health = Health::default();
+        // No worker registered yet: starting.
+        assert_eq!(
+            health.readiness(0),
+            Readiness::Starting {
+                serving: 0,
+                workers: 0
+            }
+        );
+        let beats = health.expect_workers(2);
+        health.beat(&beats[0]);
+        // One could not start: stalled at once, and not ready.
+        health.end(&beats[1]);
+        assert_eq!(health.liveness(), Liveness::Stalled(vec![1]));
+        assert_eq!(health.readiness(0), Readiness::Stalled(vec![1]));
     }
 
     #[tokio::test(start_paused = true)]

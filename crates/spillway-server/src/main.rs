@@ -110,9 +110,15 @@ fn completions(shell: clap_complete::Shell) -> ExitCode {
     let mut command = Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "spillway", &mut script);
-    // A reader that went away (`| head`) changes nothing.
-    let _ = std::io::stdout().write_all(&script);
-    ExitCode::SUCCESS
+    match std::io::stdout().write_all(&script) {
+        Ok(()) => ExitCode::SUCCESS,
+        // A reader that went away (`| head`) changes nothing.
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: cannot write the completions: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// `spillway man [--dir DIR]`: the main page on stdout, or every command's page in `dir`.

@@ -118,8 +118,15 @@ impl Server {
     ///
     /// None today; the `Result` is kept for errors a future listener may not recover from.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+        // One worker for the probes: this runtime, beating while it serves.
+        let health = self.proxy.health().clone();
+        let beat = health.expect_workers(1).remove(0);
+        health.beat(&beat);
+        let beating = tokio::spawn(health.clone().beat_forever(beat.clone()));
         let arrivals = crate::serve::Arrivals::Alone(self.listener);
         crate::serve::serve(arrivals, self.proxy, self.limits, shutdown).await;
+        beating.abort();
+        health.end(&beat);
         Ok(())
     }
 

@@ -71,6 +71,7 @@ pub(crate) async fn run(
             .name(format!("spillway-worker-{index}"))
             .spawn(move || {
                 index::set(index);
+                let (health, mine) = (proxy.health().clone(), beat.clone());
                 let result = work(
                     Place {
                         listener,
@@ -86,6 +87,8 @@ pub(crate) async fn run(
                 if let Err(err) = &result {
                     tracing::error!(worker = index, error = %err, "a worker could not start");
                 }
+                // Ended: stalled for the probes, unless the process drains.
+                health.end(&mine);
                 let _ = done.send(result);
             })?;
         ended.push(end);

@@ -86,6 +86,14 @@ fn syntax_and_type_errors_point_at_the_spot() {
 }
 
 #[test]
+fn an_upstream_set_aside_brings_no_second_problem_to_its_routes() {
+    let text = "[[upstream]]\nname = \"app\"\nurl = 5\n\n[[route]]\nresource = \"r\"\npath = \"/r\"\nupstream = \"app\"\n";
+    let err = parse(text, "spillway.toml").unwrap_err();
+    let fields: Vec<_> = err.problems().iter().map(|p| p.field()).collect();
+    assert_eq!(fields, [Some("upstream[0].url")], "{err}");
+}
+
+#[test]
 fn every_problem_is_listed_at_once_type_errors_and_checks_alike() {
     let text = format!(
         "{UPSTREAM}

@@ -163,6 +163,7 @@ async fn readyz(State(admin): State<Admin>) -> Response {
         Readiness::Ready => {
             return body(probe(StatusCode::OK, &serde_json::json!({ "ready": true })))
         }
+        Readiness::Starting { workers: 0, .. } => "starting: no worker serves yet".to_owned(),
         Readiness::Starting { serving, workers } => {
             format!("starting: {serving} of {workers} workers serve")
         }
@@ -170,6 +171,7 @@ async fn readyz(State(admin): State<Admin>) -> Response {
             format!("waiting for Redis: {rules} cluster rules have had no answer yet")
         }
         Readiness::Draining => "draining: stopping after a signal".to_owned(),
+        Readiness::Stalled(workers) => format!("stalled: workers {workers:?} do not turn"),
     };
     body(probe(
         StatusCode::SERVICE_UNAVAILABLE,

@@ -7,6 +7,9 @@ use super::{Config, ConfigError};
 use std::ops::Range;
 use toml_edit::{ImDocument, Item, Table, Value};
 
+/// Most values of the wrong type one check lists (each costs a reading of the whole file).
+pub(super) const MAX_TYPE_PROBLEMS: usize = 20;
+
 /// What reading the types gave.
 pub(super) struct Typed {
     /// The configuration, read from the text with the entries at fault blanked out (none if
@@ -82,7 +85,10 @@ pub(super) fn read_typed(
         elements: Vec::new(),
     };
     let mut next_error = Some(first);
-    while typed.problems.len() <= max_problems {
+    let max_problems = max_problems.min(MAX_TYPE_PROBLEMS);
+    // Each pass reads the whole file again: bounded, so that a large file full of faults is
+    // still checked in seconds.
+    for _ in 0..2 * max_problems + 2 {
         let read = match next_error.take() {
             Some(err) => Err(err),
             None => toml::from_str::<Config>(&current),
@@ -90,69 +96,96 @@ pub(super) fn read_typed(
         let err = match read {
             Ok(config) => {
                 typed.config = Some(config);
-                break;
+                return Ok(typed);
             }
             Err(err) => err,
         };
-        let message = err.message().trim_end().to_owned();
-        let span = err.span();
-        let at_fault = span.as_ref().and_then(|span| innermost(&entries, span));
-        let Some(entry) = at_fault.filter(|entry| !typed.removed.contains(&entry.field)) else {
-            // A whole table at fault (a field it lacks), or no place given: reading stops.
-            let table = span.as_ref().and_then(|span| table_at(&entries, span));
-            let lacks = message
-                .strip_prefix("missing field `")
-                .and_then(|rest| rest.strip_suffix('`'));
-            let field = match (table, lacks) {
-                (Some(table), Some(name)) => Some(join(table, name)),
-                (None, Some(name)) => Some(name.to_owned()),
-                (Some(table), None) => Some(table.to_owned()),
-                (None, None) => None,
-            };
-            // A field lacking because its wrong value was blanked out is no second problem:
-            // an element of an array of tables is then blanked out whole, and reading goes on.
-            if field.as_ref().is_some_and(|f| typed.removed.contains(f)) {
-                match table.and_then(|table| element(&entries, table)) {
-                    Some((entry, array, index)) => {
-                        let mut next = current.clone();
-                        blank(&mut next, entry.blank.clone());
-                        if ImDocument::parse(next.as_str()).is_err() {
-                            break;
-                        }
-                        current = next;
-                        typed.removed.push(entry.field.clone());
-                        match typed.elements.iter_mut().find(|(name, _)| name == array) {
-                            Some((_, gone)) => {
-                                gone.push(index);
-                                gone.sort_unstable();
-                            }
-                            None => typed.elements.push((array.to_owned(), vec![index])),
-                        }
-                        continue;
-                    }
-                    None => break,
-                }
-            }
+        if typed.problems.len() >= max_problems {
+            let end = text.len()..text.len();
+            let stop = format!(
+                "stopped after {max_problems} values of the wrong type: fix these and check again"
+            );
             typed
                 .problems
-                .push(ConfigError::at(file, text, span, field, message));
-            break;
-        };
-        let mut next = current.clone();
-        blank(&mut next, entry.blank.clone());
-        typed.problems.push(ConfigError::at(
-            file,
-            text,
-            span,
-            Some(entry.field.clone()),
-            message,
-        ));
-        // A blank that leaves bad TOML (a dotted key's prefix) ends the reading.
-        if ImDocument::parse(next.as_str()).is_err() {
-            break;
+                .push(ConfigError::at(file, text, Some(end), None, stop));
+            return Ok(typed);
         }
-        typed.removed.push(entry.field.clone());
-        current = next;
+        let message = err.message().trim_end().to_owned();
+        let span = err.span();
+        let lacks = message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.strip_suffix('`'))
+            .map(str::to_owned);
+        // A field lacking because its wrong value was blanked out is no second problem.
+        let caused_by_blank = |table: &str| {
+            lacks
+                .as_ref()
+                .is_some_and(|name| typed.removed.contains(&join(table, name)))
+        };
+        // A key and its value, or an element, holds the error: noted, and blanked out.
+        let at_fault = span.as_ref().and_then(|span| innermost(&entries, span));
+        if let Some(entry) = at_fault.filter(|entry| !typed.removed.contains(&entry.field)) {
+            if !caused_by_blank(&entry.field) {
+                typed.problems.push(ConfigError::at(
+                    file,
+                    text,
+                    span.clone(),
+                    Some(entry.field.clone()),
+                    message,
+                ));
+            }
+            if !blankable(&current, entry) {
+                return Ok(typed);
+            }
+            blank(&mut current, entry.blank.clone());
+            typed.removed.push(entry.field.clone());
+            continue;
+        }
+        // A table holds it: a field it lacks, or, at its header, a section no configuration
+        // has. Reading goes on without it if it is a section the file made up or an element
+        // of an array of tables; past anything else it stops.
+        let Some(table) = span.as_ref().and_then(|span| table_at(&entries, span)) else {
+            typed
+                .problems
+                .push(ConfigError::at(file, text, span, None, message));
+            return Ok(typed);
+        };
+        let bare = table.split('[').next().unwrap_or(table);
+        let unknown_section = message.starts_with(&format!("unknown field `{bare}`"));
+        let field = match (&lacks, unknown_section) {
+            (_, true) => bare.to_owned(),
+            (Some(name), false) => join(table, name),
+            (None, false) => table.to_owned(),
+        };
+        if !caused_by_blank(table) {
+            typed.problems.push(ConfigError::at(
+                file,
+                text,
+                span.clone(),
+                Some(field),
+                message,
+            ));
+        }
+        if unknown_section {
+            blank_table(&mut current, &entries, bare);
+            typed.removed.push(bare.to_owned());
+            continue;
+        }
+        let Some((array, index)) = element(table) else {
+            return Ok(typed);
+        };
+        if typed.removed.iter().any(|gone| gone == table) {
+            return Ok(typed);
+        }
+        blank_table(&mut current, &entries, table);
+        typed.removed.push(table.to_owned());
+        match typed.elements.iter_mut().find(|(name, _)| name == array) {
+            Some((_, gone)) => {
+                gone.push(index);
+                gone.sort_unstable();
+            }
+            None => typed.elements.push((array.to_owned(), vec![index])),
+        }
     }
     Ok(typed)
 }
@@ -256,17 +289,35 @@ fn entries_of_value(value: &Value, path: &str, entries: &mut Vec<Entry>) {
     }
 }
 
-/// The entry of the table `field` if it is an element of an top-level array of tables
-/// (`flow[1]`): with its array's name and its index.
-fn element<'a>(entries: &'a [Entry], field: &str) -> Option<(&'a Entry, &'a str, usize)> {
-    let entry = entries
-        .iter()
-        .find(|entry| entry.table && entry.field == field)?;
-    let (array, index) = entry.field.strip_suffix(']')?.split_once('[')?;
+/// The array and index of `field` if it names an element of a top-level array of tables
+/// (`flow[1]`).
+fn element(field: &str) -> Option<(&str, usize)> {
+    let (array, index) = field.strip_suffix(']')?.split_once('[')?;
     if array.contains(['.', '[']) {
         return None;
     }
-    Some((entry, array, index.parse().ok()?))
+    Some((array, index.parse().ok()?))
+}
+
+/// Blanks out the table `field` (`listner`, `flow[1]`) with the tables inside it
+/// (`[adaptive.queue]` after an `[[adaptive]]`).
+fn blank_table(text: &mut String, entries: &[Entry], field: &str) {
+    let inside = |entry: &&Entry| {
+        entry.field == field
+            || entry.field.starts_with(&format!("{field}."))
+            || entry.field.starts_with(&format!("{field}["))
+    };
+    for entry in entries.iter().filter(|entry| entry.table).filter(inside) {
+        blank(text, entry.blank.clone());
+    }
+}
+
+/// Whether blanking `entry` leaves good TOML: it starts its line, or follows the `{`, `[` or
+/// `,` of an inline table or array (a dotted key's last part, `a.b = 1`, does not).
+fn blankable(text: &str, entry: &Entry) -> bool {
+    let before = text.get(..entry.span.start).unwrap_or("");
+    let since = before.rsplit(['\n', '{', '[', ',']).next().unwrap_or("");
+    since.trim().is_empty()
 }
 
 /// The smallest entry (not a table) whose text holds `span`.
@@ -379,6 +430,56 @@ mod tests {
         let found = fields("[[upstream]]\nname = \"a\"\n");
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0.as_deref(), Some("upstream[0].url"), "{found:?}");
+    }
+
+    #[test]
+    fn a_missing_field_a_made_up_section_and_an_inline_table_are_read_past() {
+        let text = "[listner]\nlisten = 1\n\n[[flow]]\nid = \"a\"\ncount = 1\n\n[[route]]\nresource = \"r\"\npath = \"/r\"\nupstream = \"app\"\ntps = { rate = \"lots\" }\n\n[[flwo]]\nid = 1\n\n[listener]\nworkers = 0\n";
+        let found = fields(text);
+        let names: Vec<_> = found.iter().map(|(f, _)| f.as_deref()).collect();
+        assert_eq!(
+            names,
+            [
+                Some("listner"),
+                Some("flow[0].resource"),
+                Some("route[0].tps.rate"),
+                Some("flwo"),
+                Some("listener.workers"),
+            ],
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn an_element_read_past_takes_its_inner_tables_with_it() {
+        let text = "[[adaptive]]\nid = 5\nalgorithm = { type = \"aimd\" }\n\n[adaptive.queue]\ncapacity = 10\n\n[[adaptive]]\nid = \"b\"\nalgorithm = { type = \"aimd\" }\n";
+        let typed = read_typed(text, "t.toml", 100).unwrap();
+        let config = typed.config.as_ref().expect("read on");
+        assert_eq!(config.adaptive.len(), 1);
+        assert!(
+            config.adaptive[0].get_ref().queue.is_none(),
+            "the queue went with its rule"
+        );
+        assert_eq!(typed.field_in_file("adaptive[0].id"), "adaptive[1].id");
+    }
+
+    #[test]
+    fn a_dotted_key_ends_the_reading_cleanly() {
+        let found = fields("[listener]\ntimeouts.header = 5\nworkers = 0\n");
+        assert_eq!(found.len(), 1, "{found:?}");
+    }
+
+    #[test]
+    fn the_type_errors_listed_are_bounded() {
+        let text: String = (0..50)
+            .map(|i| format!("[[flow]]\nid = \"r{i}\"\nresource = \"r\"\ncount = \"x\"\n"))
+            .collect();
+        let found = fields(&text);
+        assert_eq!(found.len(), MAX_TYPE_PROBLEMS + 1, "{found:?}");
+        assert!(
+            found.last().unwrap().1.starts_with("stopped after 20"),
+            "{found:?}"
+        );
     }
 
     #[test]

@@ -41,9 +41,18 @@ pub(crate) fn parse_with(
             })
         })
     };
+    // An upstream set aside may be the one a route names: no second problem for it.
+    let upstream_gone = typed
+        .removed
+        .iter()
+        .any(|gone| gone.starts_with("upstream["));
+    let names_upstream = |problem: &ConfigError| {
+        upstream_gone
+            && (problem.problems().iter()).any(|p| p.message().starts_with("no upstream is named"))
+    };
     let checked: Vec<ConfigError> = (check.problems.into_inner().into_iter())
         .map(|problem| problem.map_fields(|field| typed.field_in_file(field)))
-        .filter(|problem| !removed(problem))
+        .filter(|problem| !removed(problem) && !names_upstream(problem))
         .collect();
     let mut problems = std::mem::take(&mut typed.problems);
     problems.extend(checked);
