@@ -142,7 +142,7 @@ impl Cell {
 
     /// Whether the long run below capacity refused nothing (`true` where it was not run).
     pub fn meets_long_run(&self) -> bool {
-        self.long_run.map_or(true, |l| l.long_run_refused == 0)
+        self.long_run.is_none_or(|l| l.long_run_refused == 0)
     }
 
     /// Whether the cell meets every target it was run for.

@@ -100,7 +100,7 @@ impl RouteClaims {
             .unwrap_or_default()
             .iter()
             .map(toml::Spanned::get_ref)
-            .filter(|rule| rule.resource.as_deref().map_or(true, |r| r == resource))
+            .filter(|rule| rule.resource.as_deref().is_none_or(|r| r == resource))
             .map(|rule| ClassRule {
                 class: rule.class,
                 methods: (rule.methods.iter())
@@ -163,7 +163,7 @@ impl RouteClaims {
         let matching = || {
             self.rules.iter().find(|rule| {
                 (rule.methods.is_empty() || rule.methods.contains(&parts.method))
-                    && rule.key.as_ref().map_or(true, |(key, values)| {
+                    && rule.key.as_ref().is_none_or(|(key, values)| {
                         key.value(parts, trusted)
                             .is_some_and(|value| values.contains(&value))
                     })

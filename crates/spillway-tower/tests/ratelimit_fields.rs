@@ -106,11 +106,10 @@ fn fields(err: &BlockError, spillway: &Spillway) -> (Option<Fields>, Option<i64>
     let t = state.integer("t");
     let qu = policy.string("qu");
     assert!(q >= 0 && r >= 0 && r <= q.max(0));
-    assert!(w.map_or(true, |w| w >= 1), "a window is at least 1 s");
+    assert!(w.is_none_or(|w| w >= 1), "a window is at least 1 s");
     assert!(
         qu.as_deref()
-            .map_or(true, |qu| ["content-bytes", "concurrent-requests"]
-                .contains(&qu)),
+            .is_none_or(|qu| ["content-bytes", "concurrent-requests"].contains(&qu)),
         "a registered unit other than the default: {qu:?}"
     );
     if qu.as_deref() == Some("concurrent-requests") {

@@ -247,7 +247,7 @@ impl Source {
                     };
                     // A second's group is spread when the next second starts, or when it is as
                     // large as memory allows (a log of one second's lines is read in pieces).
-                    if !self.second.first().map_or(true, same) || self.second.len() >= MAX_GROUP {
+                    if !self.second.first().is_none_or(same) || self.second.len() >= MAX_GROUP {
                         self.spread();
                     }
                     self.second.push((record, file, line));

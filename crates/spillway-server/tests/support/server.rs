@@ -96,7 +96,7 @@ impl Served {
     pub(crate) fn is_finished(&self) -> bool {
         self.serving
             .as_ref()
-            .map_or(true, |serving| serving.is_finished())
+            .is_none_or(|serving| serving.is_finished())
     }
 
     /// Waits until it has stopped, and says it stopped cleanly.

@@ -57,7 +57,7 @@ impl Held {
     pub(crate) fn has_room_to_count(&self) -> bool {
         self.counted
             .as_ref()
-            .map_or(true, |counted| usize::from(counted.len) < MAX_COUNTED)
+            .is_none_or(|counted| usize::from(counted.len) < MAX_COUNTED)
     }
 
     /// Notes the admission rule `index` counted on its ring.

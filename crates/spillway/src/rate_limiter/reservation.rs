@@ -41,6 +41,6 @@ impl<'a> Reservation<'a> {
     /// not, the permits stay reserved and unused (later callers' moments do not move).
     pub fn cancel(self) -> bool {
         self.undo
-            .map_or(true, |undo| self.limiter.schedule.undo(undo))
+            .is_none_or(|undo| self.limiter.schedule.undo(undo))
     }
 }

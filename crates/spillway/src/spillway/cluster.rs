@@ -62,9 +62,8 @@ impl Spillway {
     /// assert!(spillway.cluster_is_ready("api", 1)); // no cluster rule
     /// ```
     pub fn cluster_is_ready(&self, resource: &str, count: u32) -> bool {
-        self.cluster_rules_of(resource).map_or(true, |rules| {
-            rules.rules.iter().all(|rule| rule.limit.is_ready(count))
-        })
+        self.cluster_rules_of(resource)
+            .is_none_or(|rules| rules.rules.iter().all(|rule| rule.limit.is_ready(count)))
     }
 
     /// Whether any cluster rule is loaded: one atomic load, for a caller that would otherwise

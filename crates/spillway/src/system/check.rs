@@ -122,7 +122,7 @@ fn lower<T: PartialOrd + Copy>(
     let Some(value) = value else {
         return;
     };
-    if slot.map_or(true, |current| value < current.value) {
+    if slot.is_none_or(|current| value < current.value) {
         *slot = Some(Threshold {
             value,
             rule: intern_numbered(&rule.id),

@@ -1,6 +1,7 @@
 //! The one counting allocator of the core's tests: the system allocator, counting the bytes
-//! live and the allocations made (the whole process), and the allocations of the calling thread
-//! while [`allocations_during`] counts them. A test file installs it with
+//! live and the allocations made (the whole process, and each thread's own: the test harness's
+//! threads allocate now and then), and the allocations of the calling thread while
+//! [`allocations_during`] counts them. A test file installs it with
 //! `#[global_allocator] static ALLOCATOR: support::counting::Counting = support::counting::Counting;`.
 
 #![allow(dead_code)] // each test file uses what it needs
@@ -18,6 +19,9 @@ static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
     static THREAD_ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    /// This thread's bytes allocated less those it freed, and its allocations.
+    static OWN_LIVE: Cell<isize> = const { Cell::new(0) };
+    static OWN_ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
 }
 
 // SAFETY: every call is forwarded to the system allocator unchanged; the counters are atomics
@@ -31,12 +35,15 @@ unsafe impl GlobalAlloc for Counting {
         if COUNTING.try_with(Cell::get).unwrap_or(false) {
             let _ = THREAD_ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
         }
+        let _ = OWN_LIVE.try_with(|n| n.set(n.get() + layout.size() as isize));
+        let _ = OWN_ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
         // SAFETY: forwarded with the caller's layout.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        let _ = OWN_LIVE.try_with(|n| n.set(n.get() - layout.size() as isize));
         // SAFETY: forwarded with the caller's pointer and layout.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -50,6 +57,17 @@ pub(crate) fn live() -> isize {
 /// Allocations made so far, by the whole process.
 pub(crate) fn allocations() -> usize {
     ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+/// Bytes the calling thread allocated and has not freed (less what it freed of other
+/// threads').
+pub(crate) fn own_live() -> isize {
+    OWN_LIVE.with(Cell::get)
+}
+
+/// Allocations the calling thread made so far.
+pub(crate) fn own_allocations() -> usize {
+    OWN_ALLOCATIONS.with(Cell::get)
 }
 
 /// The allocations the calling thread makes while `f` runs.
