@@ -53,13 +53,25 @@ impl RedisServer {
     }
 }
 
-/// A free loopback port: the kernel's pick, released for a server to take.
+/// A free loopback port: the kernel's pick, released for a server to take. Never one this process
+/// was given before: the kernel may hand a port just released out again, and two servers (a
+/// proxy and its admin API) told the same port would fail to start.
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A server on `port` with `extra` arguments, once it says it accepts connections.

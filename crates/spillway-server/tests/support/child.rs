@@ -11,13 +11,25 @@ use std::time::Duration;
 /// The longest any wait on the child may take.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 
-/// A free loopback port (bound, then released for the child to take).
+/// A free loopback port (bound, then released for the child to take). Never one this process
+/// was given before: the kernel may hand a port just released out again, and two servers (a
+/// proxy and its admin API) told the same port would fail to start.
 pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// The child, killed when dropped: a test that fails leaves no process behind (which would
