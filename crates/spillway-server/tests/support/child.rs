@@ -112,13 +112,20 @@ pub(crate) fn serve_with(
 /// Reads the log until a line holds `needle` (within the deadline), and returns that line; no
 /// line may hold colour codes, since the log is not a terminal.
 pub(crate) fn wait_for_line(lines: &mpsc::Receiver<String>, needle: &str) -> String {
+    // What came before, for the failure's message (a child that could not start says why).
+    let mut seen = Vec::new();
     loop {
-        let line = lines
-            .recv_timeout(DEADLINE)
-            .unwrap_or_else(|_| panic!("no `{needle}` in the log"));
+        let line = lines.recv_timeout(DEADLINE).unwrap_or_else(|_| {
+            let last = &seen[seen.len().saturating_sub(20)..];
+            panic!(
+                "no `{needle}` in the log; its last lines:\n{}",
+                last.join("\n")
+            )
+        });
         assert!(!line.contains('\u{1b}'), "ANSI codes in {line:?}");
         if line.contains(needle) {
             return line;
         }
+        seen.push(line);
     }
 }
