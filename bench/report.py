@@ -27,8 +27,8 @@ GROUPS = {
     "rate_limiter/2t": ("governor_check_pass", "The same, 2 threads at once: per-call cost."),
     "dubbo/1t": ("tokio_semaphore_try_acquire", "Dubbo's limits on one key, never reached, 1 thread: spillway's `executes` and `actives` acquire + release and TPS check (by name and by key), next to tokio's `Semaphore::try_acquire` + release."),
     "dubbo/2t": ("tokio_semaphore_try_acquire", "The same, 2 threads at once: per-call cost."),
-    "adaptive/1t": ("governor_check", "An adaptive concurrency limit admitting and releasing one call, its sample reaching the algorithm, never at the limit, 1 thread: spillway's `AdaptiveLimiter` with Envoy's gradient controller and with AIMD, next to governor's `check` and tokio's `Semaphore::try_acquire` + release."),
-    "adaptive/2t": ("governor_check", "The same, 2 threads at once: per-call cost."),
+    "adaptive/1t": ("tokio_semaphore_try_acquire", "An adaptive concurrency limit admitting and releasing one call, its sample reaching the algorithm, never at the limit, 1 thread: spillway's `AdaptiveLimiter` with Envoy's gradient controller and with AIMD, next to governor's `check` and tokio's `Semaphore::try_acquire` + release."),
+    "adaptive/2t": ("tokio_semaphore_try_acquire", "The same, 2 threads at once: per-call cost."),
     "layer/1t": ("bare", "One request through a tower service that answers at once, alone (`bare`) and behind each middleware, 1 thread: spillway's layer passing (no rules) and blocking (a QPS rule of 0: the 429 with its headers), tower's `ConcurrencyLimit`, tower_governor passing and blocking. A middleware's added cost is its row minus `bare`."),
 }
 

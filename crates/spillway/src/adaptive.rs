@@ -79,6 +79,7 @@ mod envoy_gradient;
 mod error;
 mod exp_avg;
 mod gradient2;
+mod inbox;
 mod lanes;
 mod limiter;
 mod queue;
@@ -95,7 +96,7 @@ mod wait_slot;
 mod loom_limiter;
 
 pub use aimd::{Aimd, AimdConfig};
-pub use algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
+pub use algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, Quiet, RttEstimates};
 pub use bbr::{Bbr, BbrConfig};
 pub(crate) use claim::{Claim, NO_DEADLINE};
 pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig, Remeasure};

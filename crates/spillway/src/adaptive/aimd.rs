@@ -1,7 +1,7 @@
 //! AIMD: additive increase while calls succeed in time, multiplicative decrease on a drop or a
 //! call slower than a timeout (Netflix's `AIMDLimit`).
 
-use super::algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
+use super::algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, Quiet, RttEstimates};
 use super::error::{AdaptiveError, Check};
 use super::sample::Sample;
 use super::sampling::{Sampling, Windower};
@@ -136,6 +136,22 @@ impl LimitAlgorithm for Aimd {
         RttEstimates {
             baseline: None,
             latest: self.last_rtt,
+        }
+    }
+
+    fn quiet(&self, limit: u32) -> Quiet {
+        match self.config.sampling {
+            // A sample moves the limit when it was dropped or timed out, or found the limit at
+            // least half used (`in_flight x 2 >= limit`).
+            Sampling::EverySample => Quiet {
+                until_nanos: u64::MAX,
+                max_rtt: self.config.timeout,
+                max_in_flight: limit.saturating_sub(1) / 2,
+                drops: false,
+            },
+            // Every sample goes through the windower first, and nothing else moves before it
+            // gives an update.
+            Sampling::Window(_) => self.windower.quiet(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Envoy's adaptive concurrency gradient controller: a no-load RTT measured periodically at a
 //! minimal limit, and a limit that follows `(minRTT + buffer) / sampleRTT` with `sqrt` headroom.
 
-use super::algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
+use super::algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, Quiet, RttEstimates};
 use super::error::{AdaptiveError, Check};
 use super::random::Jitter;
 use super::sample::{Sample, SampleWindow};
@@ -412,6 +412,20 @@ impl LimitAlgorithm for EnvoyGradient {
         RttEstimates {
             baseline: self.min_rtt_micros.map(Duration::from_micros),
             latest: self.sample_rtt_micros.map(Duration::from_micros),
+        }
+    }
+
+    fn quiet(&self, _: u32) -> Quiet {
+        // While the minRTT is measured, the sample that completes the count ends it; after,
+        // only the timers (the window's end, the next measurement) move the limit, and a
+        // sample before them adds to the window.
+        if self.measuring {
+            return Quiet::NEVER;
+        }
+        match (self.next_window_end, self.next_min_rtt) {
+            (Some(end), Some(due)) => Quiet::until(end.min(due)),
+            (Some(end), None) => Quiet::until(end),
+            (None, _) => Quiet::NEVER,
         }
     }
 }

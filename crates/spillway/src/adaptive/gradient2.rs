@@ -1,7 +1,7 @@
 //! Netflix's Gradient2: the limit follows the ratio of a long-term average RTT to the current
 //! one, allowing a fixed queue.
 
-use super::algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
+use super::algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, Quiet, RttEstimates};
 use super::error::{AdaptiveError, Check};
 use super::exp_avg::ExpAvg;
 use super::sample::Sample;
@@ -202,5 +202,11 @@ impl LimitAlgorithm for Gradient2 {
             baseline: duration(self.long_rtt.get()),
             latest: duration(self.short_rtt),
         }
+    }
+
+    fn quiet(&self, _: u32) -> Quiet {
+        // Every sample goes through the windower first, and nothing else moves before it
+        // gives an update (each sample moves the averages when it looks at every one).
+        self.windower.quiet()
     }
 }

@@ -3,17 +3,17 @@
 
 use super::algorithm::{ChangeReason, LimitAlgorithm, RttEstimates};
 use super::claim::Claim;
+use super::inbox::{Ended, Inbox};
 use super::lanes::Lanes;
 use super::queue::{AdaptiveQueue, Joined, Waiters};
-use super::sample::Sample;
 use super::wait_slot::{Shed, WaitSlot};
 use crate::clock::{AnyClock, Clock, SystemClock};
-use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{spin_wait, AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::Criticality;
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::TryLockError;
 
 /// The in-flight count's bits of the state word; the limit is in the high half.
 const IN_FLIGHT: u64 = u32::MAX as u64;
@@ -29,8 +29,11 @@ fn split(state: u64) -> (u32, u32) {
 /// compare-and-swap on it: an admission never takes the count above the limit in force at that
 /// moment, however threads interleave with each other and with limit changes (proven with loom).
 /// A limit that falls below the calls already in flight admits nothing until enough of them end.
-/// Every completed call's sample reaches the algorithm, one at a time, under a lock taken once
-/// per completion: none is lost to a race.
+/// Every completed call's sample reaches the algorithm, one at a time, under a lock: none is
+/// lost to a race. The lock is not taken on every release: a sample that cannot move the limit
+/// ([`LimitAlgorithm::quiet`]: most samples of a windowed algorithm such as Envoy's), or
+/// one that completes while another thread feeds the algorithm, waits in a small buffer of its
+/// own thread, and the next thread to take the lock feeds it first (proven with loom).
 ///
 /// # Examples
 ///
@@ -57,6 +60,9 @@ pub struct AdaptiveLimiter {
     /// The limit (high half) and the calls in flight (low half).
     state: CachePadded<AtomicU64>,
     control: Mutex<Control>,
+    /// Samples held for the algorithm without the lock (none with a queue, whose waiters need
+    /// each sample's latency at once).
+    inbox: Option<Inbox>,
     refusals: AtomicU64,
     /// What a call is expected to take now, in nanoseconds: an exponential average of the RTTs
     /// of the calls that succeeded (each new one weighs an eighth; 0 before any), set with each
@@ -174,6 +180,7 @@ impl AdaptiveLimiter {
                 updates: 0,
                 last_change: ChangeReason::Initial,
             }),
+            inbox: Some(Inbox::new()),
             refusals: AtomicU64::new(0),
             expected_rtt: AtomicU64::new(0),
             clock,
@@ -184,6 +191,9 @@ impl AdaptiveLimiter {
     /// The limiter with a queue of callers that wait for a place (see [`AdaptiveQueue`]).
     pub(crate) fn with_queue(mut self, queue: Option<AdaptiveQueue>) -> Self {
         self.waiters = queue.map(Waiters::new);
+        if self.waiters.is_some() {
+            self.inbox = None;
+        }
         self
     }
 
@@ -383,6 +393,7 @@ impl AdaptiveLimiter {
     /// included), or none for [`Outcome::Ignore`]. A place given back to a limiter that holds
     /// none (a rule replaced while the entry ran) is not counted.
     pub(crate) fn end_place(&self, started_nanos: u64, outcome: Outcome) {
+        let now = self.end_time(outcome);
         let released = self
             .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |state| {
@@ -391,8 +402,8 @@ impl AdaptiveLimiter {
         let Ok(previous) = released else {
             return;
         };
-        if outcome != Outcome::Ignore {
-            self.sample(started_nanos, split(previous).1, outcome);
+        if let Some(now) = now {
+            self.sample(started_nanos, now, split(previous).1, outcome);
         }
         self.hand_over();
     }
@@ -405,27 +416,76 @@ impl AdaptiveLimiter {
     }
 
     fn end(&self, started_nanos: u64, in_flight: u32, outcome: Outcome) {
+        // The call ends now; its place is given back after the clock is read, so that the
+        // in-flight word is touched once, briefly, however slow the read.
+        let now = self.end_time(outcome);
         // The count is above 0 while the ticket is held: this never borrows from the limit.
         self.state.fetch_sub(1, Ordering::AcqRel);
-        if outcome != Outcome::Ignore {
-            self.sample(started_nanos, in_flight, outcome);
+        if let Some(now) = now {
+            self.sample(started_nanos, now, in_flight, outcome);
         }
         self.hand_over();
     }
 
-    /// Gives the algorithm the sample of a call that started at `started_nanos` and ends now.
-    fn sample(&self, started_nanos: u64, in_flight: u32, outcome: Outcome) {
-        let now = self.clock.now_nanos();
-        let sample = Sample {
+    /// When a call that ends with `outcome` ended, if its sample is wanted.
+    fn end_time(&self, outcome: Outcome) -> Option<u64> {
+        (outcome != Outcome::Ignore).then(|| self.clock.now_nanos())
+    }
+
+    /// Gives the algorithm the sample of a call that started at `started_nanos` and ended at
+    /// `now`: held in this thread's buffer if it cannot move the limit, or if another thread is
+    /// feeding the algorithm; fed at once (after every held sample) otherwise.
+    fn sample(&self, started_nanos: u64, now: u64, in_flight: u32, outcome: Outcome) {
+        let ended = Ended {
             started_nanos,
-            rtt: Duration::from_nanos(now.saturating_sub(started_nanos)),
+            now_nanos: now,
             in_flight,
             dropped: outcome == Outcome::Dropped,
         };
-        let mut control = self.control();
+        let Some(inbox) = &self.inbox else {
+            let mut control = self.control();
+            return self.feed(&mut control, &ended);
+        };
+        if inbox.hold_quiet(&ended) {
+            return;
+        }
+        let mut spins = 0;
+        let mut control = loop {
+            match self.control.try_lock() {
+                Ok(control) => break control,
+                Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
+                // Another thread feeds the algorithm: this sample waits for the next feed.
+                Err(TryLockError::WouldBlock) if inbox.push(&ended) => return,
+                // And this thread's buffer is full: that thread is emptying it, or about to.
+                Err(TryLockError::WouldBlock) => spin_wait(&mut spins),
+            }
+        };
+        self.take_held(&mut control);
+        self.feed(&mut control, &ended);
+        self.publish_quiet(&control, inbox);
+    }
+
+    /// Feeds the algorithm every call held in the threads' buffers (under the lock).
+    fn take_held(&self, control: &mut Control) {
+        if let Some(inbox) = &self.inbox {
+            inbox.take(|ended| self.feed(control, ended));
+        }
+    }
+
+    /// Publishes which samples the algorithm says cannot move the limit now (under the lock,
+    /// after feeding it).
+    fn publish_quiet(&self, control: &Control, inbox: &Inbox) {
+        let limit = split(self.state.load(Ordering::Acquire)).0;
+        inbox.publish(&control.algorithm.quiet(limit));
+    }
+
+    /// Feeds the algorithm the sample of one ended call (under the lock) and applies the limit
+    /// it gives.
+    fn feed(&self, control: &mut Control, ended: &Ended) {
+        let sample = ended.sample();
         control.samples += 1;
         let limit = split(self.state.load(Ordering::Acquire)).0;
-        if let Some(update) = control.algorithm.on_sample(&sample, now, limit) {
+        if let Some(update) = control.algorithm.on_sample(&sample, ended.now_nanos, limit) {
             control.updates += 1;
             control.last_change = update.reason;
             self.set_limit(update.limit.max(1));
@@ -459,6 +519,16 @@ impl AdaptiveLimiter {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The lock, with every held sample fed: what a reader of the algorithm sees.
+    fn control_fed(&self) -> MutexGuard<'_, Control> {
+        let mut control = self.control();
+        if let Some(inbox) = &self.inbox {
+            self.take_held(&mut control);
+            self.publish_quiet(&control, inbox);
+        }
+        control
+    }
+
     /// The limit in force and the calls in flight, read together.
     pub(crate) fn limit_and_in_flight(&self) -> (u32, u32) {
         split(self.state.load(Ordering::Acquire))
@@ -485,7 +555,7 @@ impl AdaptiveLimiter {
             .waiters
             .as_ref()
             .map_or(([0; 4], [0; 4], [0; 4]), Waiters::shed);
-        let control = self.control();
+        let control = self.control_fed();
         let (limit, in_flight) = split(self.state.load(Ordering::Acquire));
         AdaptiveState {
             limit,

@@ -220,3 +220,67 @@ fn a_caller_taking_a_waiters_place_races_the_hand_over() {
         assert_eq!(state.evicted, [u64::from(evicted), 0, 0, 0]);
     });
 }
+
+/// Records the start of each sample it is fed (under the limiter's lock), and says no sample
+/// can move the limit: every release is held in its thread's buffer until it is full.
+#[derive(Debug)]
+struct Recorder(Arc<std::sync::Mutex<Vec<u64>>>);
+
+impl LimitAlgorithm for Recorder {
+    fn initial_limit(&self) -> u32 {
+        4
+    }
+
+    fn on_sample(&mut self, sample: &Sample, _: u64, _: u32) -> Option<LimitUpdate> {
+        self.0.lock().unwrap().push(sample.started_nanos);
+        None
+    }
+
+    fn estimates(&self) -> RttEstimates {
+        RttEstimates::default()
+    }
+
+    fn quiet(&self, _: u32) -> super::Quiet {
+        super::Quiet::until(u64::MAX)
+    }
+}
+
+/// Two threads end three calls each while no sample can move the limit: two wait in each
+/// thread's buffer (it holds two under loom) and the third, finding it full, feeds the
+/// algorithm under the lock, with whatever the other thread holds. However they interleave,
+/// reading the state feeds the rest: every sample reaches the algorithm once, and each
+/// thread's in the order it ended them.
+#[test]
+fn held_samples_all_reach_the_algorithm_each_threads_in_order() {
+    loom::model(|| {
+        let fed = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let limiter = Arc::new(AdaptiveLimiter::with_clock(
+            Recorder(fed.clone()),
+            ManualClock::new(),
+        ));
+        let callers: Vec<_> = [10, 20]
+            .into_iter()
+            .map(|tag| {
+                let limiter = limiter.clone();
+                thread::spawn(move || {
+                    for call in 0..3 {
+                        limiter
+                            .take_place(false, &super::Claim::default())
+                            .expect("a limit of 4, at most 2 in flight");
+                        limiter.end_place(tag + call, Outcome::Success);
+                    }
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.join().unwrap();
+        }
+        let state = limiter.state();
+        assert_eq!((state.in_flight, state.samples), (0, 6));
+        let fed = fed.lock().unwrap().clone();
+        for tag in [10, 20] {
+            let mine: Vec<u64> = fed.iter().copied().filter(|t| t / 10 == tag / 10).collect();
+            assert_eq!(mine, vec![tag, tag + 1, tag + 2], "fed {fed:?}");
+        }
+    });
+}

@@ -1,6 +1,7 @@
 //! How often a Netflix-style algorithm updates: on every sample, or once per window of samples
 //! (Netflix's `WindowedLimit`).
 
+use super::algorithm::Quiet;
 use super::error::{AdaptiveError, Check};
 use super::sample::{Sample, SampleWindow};
 use std::time::Duration;
@@ -101,6 +102,16 @@ impl Windower {
             sampling,
             next_update: 0,
             window: SampleWindow::default(),
+        }
+    }
+
+    /// The samples that give the algorithm no update: every one while a window is open (a
+    /// window ends with the first sample that completes after it is due), none when the
+    /// algorithm looks at every sample.
+    pub(crate) fn quiet(&self) -> Quiet {
+        match self.sampling {
+            Sampling::EverySample => Quiet::NEVER,
+            Sampling::Window(_) => Quiet::until(self.next_update.saturating_add(1)),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Netflix's Vegas: TCP Vegas's queue estimate, `limit x (1 - noLoadRtt / rtt)`, kept between
 //! two thresholds.
 
-use super::algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, RttEstimates};
+use super::algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, Quiet, RttEstimates};
 use super::error::{AdaptiveError, Check};
 use super::random::Jitter;
 use super::sample::Sample;
@@ -229,6 +229,12 @@ impl LimitAlgorithm for Vegas {
             baseline: duration(self.rtt_no_load),
             latest: duration(self.last_rtt),
         }
+    }
+
+    fn quiet(&self, _: u32) -> Quiet {
+        // Every sample goes through the windower first, and nothing else moves before it
+        // gives an update (each sample moves the averages when it looks at every one).
+        self.windower.quiet()
     }
 }
 
