@@ -253,3 +253,60 @@ fn an_algorithm_that_holds_nothing_moves_as_before() {
     });
     assert_eq!(held, 0, "feeds every sample at once");
 }
+
+/// Panics on the sample of the call that started at `.0`, and says every sample is quiet.
+#[derive(Debug)]
+struct PanicsOn(u64, Arc<AtomicU64>);
+
+impl LimitAlgorithm for PanicsOn {
+    fn initial_limit(&self) -> u32 {
+        10
+    }
+
+    fn on_sample(
+        &mut self,
+        sample: &Sample,
+        _: u64,
+        _: u32,
+    ) -> Option<spillway::adaptive::LimitUpdate> {
+        assert_ne!(sample.started_nanos, self.0, "the algorithm's bug");
+        self.1.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    fn estimates(&self) -> spillway::adaptive::RttEstimates {
+        spillway::adaptive::RttEstimates::default()
+    }
+
+    fn quiet(&self, _: u32) -> spillway::adaptive::Quiet {
+        spillway::adaptive::Quiet::until(u64::MAX)
+    }
+}
+
+/// An algorithm that panics on a held sample panics once: the limiter keeps using it (as it
+/// does after a panic on a sample fed at once), and the samples held after that one are fed
+/// once, at the next read.
+#[test]
+fn a_held_sample_an_algorithm_panics_on_is_not_fed_again() {
+    let clock = ManualClock::new();
+    let fed = Arc::new(AtomicU64::new(0));
+    let limiter = AdaptiveLimiter::with_clock(PanicsOn(5 * MS, fed.clone()), clock.clone());
+    // The first is fed at once (nothing is quiet before the algorithm is first asked).
+    let tickets: Vec<Ticket> = (0..4)
+        .map(|call| {
+            clock.set_nanos(call * 5 * MS);
+            limiter.admit().expect("a limit of 10")
+        })
+        .collect();
+    clock.set_nanos(30 * MS);
+    for ticket in tickets {
+        limiter.release(ticket, Outcome::Success);
+    }
+    assert_eq!(fed.load(Ordering::Relaxed), 1, "three held");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| limiter.state()));
+    assert!(panicked.is_err(), "the held sample of the call at 5 ms");
+    let state = limiter.state();
+    assert_eq!(fed.load(Ordering::Relaxed), 3, "the others, once each");
+    assert_eq!(state.samples, 4);
+    assert_eq!(limiter.state().samples, 4);
+}

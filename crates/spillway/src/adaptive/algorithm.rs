@@ -9,7 +9,7 @@ use std::time::Duration;
 /// An [`AdaptiveLimiter`](super::AdaptiveLimiter) feeds its algorithm every completed call, one
 /// at a time (under the limiter's lock), and applies the limit it returns. Each thread's calls
 /// come in the order they completed; samples that cannot move the limit
-/// ([`quiet`](Self::quiet)) may come later, in a batch. Algorithms
+/// ([`quiet`](Self::quiet)) may come later, in a batch, each with its own completion time. Algorithms
 /// read no clock of their own: time comes with each call, so that a `ManualClock` drives them in
 /// tests.
 ///
@@ -31,7 +31,9 @@ pub trait LimitAlgorithm: fmt::Debug + Send + 'static {
     /// adds to what the algorithm accumulates (a window, an estimate for metrics), and feeding
     /// it later, in order and with its own completion time, changes nothing else. The limiter
     /// then holds it in a buffer of the thread that completed it, without its lock, and feeds
-    /// it before the next sample that may move the limit, and before its state is read.
+    /// it before the next sample that may move the limit (on one thread; see
+    /// [`AdaptiveLimiter`](super::AdaptiveLimiter) for samples racing on several), and before
+    /// its state is read.
     ///
     /// The default, [`Quiet::NEVER`], has every sample fed as it completes: an algorithm that
     /// may move the limit on any sample must keep it.

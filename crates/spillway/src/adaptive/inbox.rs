@@ -106,15 +106,17 @@ impl Ring {
         for index in taken..pushed {
             let entry = &self.entries[(index % RING) as usize];
             let flags = entry.in_flight.load(Ordering::Relaxed);
-            feed(&Ended {
+            let ended = Ended {
                 started_nanos: entry.started_nanos.load(Ordering::Relaxed),
                 now_nanos: entry.now_nanos.load(Ordering::Relaxed),
                 in_flight: (flags & u64::from(u32::MAX)) as u32,
                 dropped: flags & DROPPED != 0,
-            });
+            };
+            // Taken before it is fed: an algorithm that panics on it is not fed it again.
+            // Release: the reads above come before the thread writes this slot again.
+            self.taken.store(index + 1, Ordering::Release);
+            feed(&ended);
         }
-        // Release: the reads above come before the thread writes these slots again.
-        self.taken.store(pushed, Ordering::Release);
     }
 }
 
@@ -147,11 +149,15 @@ impl QuietWords {
     /// Publishes `quiet` (under the lock: one writer), writing only what changed.
     fn publish(&self, quiet: &Quiet) {
         let bounds = Self::bounds(quiet);
-        if self.bounds.load(Ordering::Relaxed) != bounds {
+        let new_bounds = self.bounds.load(Ordering::Relaxed) != bounds;
+        if new_bounds {
             self.bounds.store(bounds, Ordering::Relaxed);
         }
-        // Release after the bounds: a reader of this time reads these bounds or newer.
-        if self.until_nanos.load(Ordering::Relaxed) != quiet.until_nanos {
+        // Release after the bounds (stored again when they changed, even at the same time): a
+        // reader that reads this store of the time reads these bounds or newer. A reader may
+        // still pair an older time with newer bounds; either way, a sample judged quiet by an
+        // older word waits only for the next feed.
+        if new_bounds || self.until_nanos.load(Ordering::Relaxed) != quiet.until_nanos {
             self.until_nanos.store(quiet.until_nanos, Ordering::Release);
         }
     }
@@ -171,9 +177,8 @@ impl QuietWords {
 }
 
 /// What one limiter holds for its algorithm: the samples that cannot move the limit (by the
-/// algorithm's last [`Quiet`]), and those that complete while another thread feeds it, in one
-/// ring per thread slot below the stripe count (threads above it feed the algorithm under the
-/// lock, as every thread would without an inbox).
+/// algorithm's last [`Quiet`]), in one ring per thread slot below the stripe count (threads
+/// above it feed every sample under the lock, as every thread would without an inbox).
 pub(crate) struct Inbox {
     quiet: CachePadded<QuietWords>,
     rings: Box<[CachePadded<Ring>]>,
@@ -209,7 +214,7 @@ impl Inbox {
     /// Holds `ended` in the calling thread's ring: false if the thread has none, or it is
     /// full.
     #[inline]
-    pub(crate) fn push(&self, ended: &Ended) -> bool {
+    fn push(&self, ended: &Ended) -> bool {
         let Some(ring) = self.rings.get(thread_slot()) else {
             return false;
         };

@@ -8,12 +8,11 @@ use super::lanes::Lanes;
 use super::queue::{AdaptiveQueue, Joined, Waiters};
 use super::wait_slot::{Shed, WaitSlot};
 use crate::clock::{AnyClock, Clock, SystemClock};
-use crate::sync::{spin_wait, AtomicU64, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicU64, Mutex, MutexGuard, Ordering};
 use crate::Criticality;
 use crossbeam_utils::CachePadded;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::TryLockError;
 
 /// The in-flight count's bits of the state word; the limit is in the high half.
 const IN_FLIGHT: u64 = u32::MAX as u64;
@@ -31,9 +30,13 @@ fn split(state: u64) -> (u32, u32) {
 /// A limit that falls below the calls already in flight admits nothing until enough of them end.
 /// Every completed call's sample reaches the algorithm, one at a time, under a lock: none is
 /// lost to a race. The lock is not taken on every release: a sample that cannot move the limit
-/// ([`LimitAlgorithm::quiet`]: most samples of a windowed algorithm such as Envoy's), or
-/// one that completes while another thread feeds the algorithm, waits in a small buffer of its
-/// own thread, and the next thread to take the lock feeds it first (proven with loom).
+/// ([`LimitAlgorithm::quiet`]: most samples of a windowed algorithm such as Envoy's, AIMD's
+/// in time below half the limit) waits in a small buffer of its own thread, and the next
+/// release that takes the lock, or a read of the [`state`](Self::state), feeds every held
+/// sample first (proven with loom). A sample is judged by the algorithm's last word on which
+/// samples are quiet: one that races another thread's feed that changed it may be held by the
+/// old word, and waits for the next feed (at most until its thread's buffer fills, 32
+/// samples, or any sample that may move the limit, from any thread).
 ///
 /// # Examples
 ///
@@ -409,7 +412,8 @@ impl AdaptiveLimiter {
     }
 
     /// Ends the call of `ticket` now with `outcome`: one fewer in flight, and (unless ignored)
-    /// its sample to the algorithm, which may move the limit. Each ticket must be released
+    /// its sample to the algorithm, which may move the limit (a sample that cannot is held and
+    /// fed with the next that may, see [`AdaptiveLimiter`]). Each ticket must be released
     /// once.
     pub fn release(&self, ticket: Ticket, outcome: Outcome) {
         self.end(ticket.started_nanos, ticket.in_flight, outcome);
@@ -433,8 +437,8 @@ impl AdaptiveLimiter {
     }
 
     /// Gives the algorithm the sample of a call that started at `started_nanos` and ended at
-    /// `now`: held in this thread's buffer if it cannot move the limit, or if another thread is
-    /// feeding the algorithm; fed at once (after every held sample) otherwise.
+    /// `now`: held in this thread's buffer if it cannot move the limit (and the buffer has
+    /// room), fed at once after every held sample otherwise.
     fn sample(&self, started_nanos: u64, now: u64, in_flight: u32, outcome: Outcome) {
         let ended = Ended {
             started_nanos,
@@ -449,17 +453,9 @@ impl AdaptiveLimiter {
         if inbox.hold_quiet(&ended) {
             return;
         }
-        let mut spins = 0;
-        let mut control = loop {
-            match self.control.try_lock() {
-                Ok(control) => break control,
-                Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
-                // Another thread feeds the algorithm: this sample waits for the next feed.
-                Err(TryLockError::WouldBlock) if inbox.push(&ended) => return,
-                // And this thread's buffer is full: that thread is emptying it, or about to.
-                Err(TryLockError::WouldBlock) => spin_wait(&mut spins),
-            }
-        };
+        // A sample that may move the limit (or that found this thread's buffer full) is fed
+        // now, after every held one.
+        let mut control = self.control();
         self.take_held(&mut control);
         self.feed(&mut control, &ended);
         self.publish_quiet(&control, inbox);
