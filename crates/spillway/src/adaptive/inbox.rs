@@ -162,17 +162,28 @@ impl QuietWords {
         }
     }
 
+    /// The last [`Quiet`] published, as read back from the words (its RTT bound rounded).
+    #[inline]
+    fn read(&self) -> Quiet {
+        let until_nanos = self.until_nanos.load(Ordering::Acquire);
+        let bounds = self.bounds.load(Ordering::Relaxed);
+        let micros = bounds >> RTT_SHIFT;
+        Quiet {
+            until_nanos,
+            max_rtt: if micros == NO_RTT_BOUND {
+                Duration::MAX
+            } else {
+                Duration::from_micros(micros)
+            },
+            max_in_flight: (bounds & u64::from(u32::MAX)) as u32,
+            drops: bounds & DROPS != 0,
+        }
+    }
+
     /// Whether `ended` is quiet by the last [`Quiet`] published.
     #[inline]
     fn holds(&self, ended: &Ended) -> bool {
-        if ended.now_nanos >= self.until_nanos.load(Ordering::Acquire) {
-            return false;
-        }
-        let bounds = self.bounds.load(Ordering::Relaxed);
-        let micros = bounds >> RTT_SHIFT;
-        (micros == NO_RTT_BOUND || ended.rtt_nanos() <= micros * 1_000)
-            && u64::from(ended.in_flight) <= bounds & u64::from(u32::MAX)
-            && (bounds & DROPS != 0 || !ended.dropped)
+        self.read().holds(&ended.sample(), ended.now_nanos)
     }
 }
 

@@ -446,19 +446,15 @@ impl AdaptiveLimiter {
             in_flight,
             dropped: outcome == Outcome::Dropped,
         };
-        let Some(inbox) = &self.inbox else {
-            let mut control = self.control();
-            return self.feed(&mut control, &ended);
-        };
-        if inbox.hold_quiet(&ended) {
+        if (self.inbox.as_ref()).is_some_and(|inbox| inbox.hold_quiet(&ended)) {
             return;
         }
-        // A sample that may move the limit (or that found this thread's buffer full) is fed
-        // now, after every held one.
+        // A sample that may move the limit (or that found this thread's buffer full, or a
+        // limiter with no buffers) is fed now, after every held one.
         let mut control = self.control();
         self.take_held(&mut control);
         self.feed(&mut control, &ended);
-        self.publish_quiet(&control, inbox);
+        self.publish_quiet(&control);
     }
 
     /// Feeds the algorithm every call held in the threads' buffers (under the lock).
@@ -469,10 +465,12 @@ impl AdaptiveLimiter {
     }
 
     /// Publishes which samples the algorithm says cannot move the limit now (under the lock,
-    /// after feeding it).
-    fn publish_quiet(&self, control: &Control, inbox: &Inbox) {
-        let limit = split(self.state.load(Ordering::Acquire)).0;
-        inbox.publish(&control.algorithm.quiet(limit));
+    /// after feeding it), for the buffers to hold.
+    fn publish_quiet(&self, control: &Control) {
+        if let Some(inbox) = &self.inbox {
+            let limit = split(self.state.load(Ordering::Acquire)).0;
+            inbox.publish(&control.algorithm.quiet(limit));
+        }
     }
 
     /// Feeds the algorithm the sample of one ended call (under the lock) and applies the limit
@@ -518,10 +516,8 @@ impl AdaptiveLimiter {
     /// The lock, with every held sample fed: what a reader of the algorithm sees.
     fn control_fed(&self) -> MutexGuard<'_, Control> {
         let mut control = self.control();
-        if let Some(inbox) = &self.inbox {
-            self.take_held(&mut control);
-            self.publish_quiet(&control, inbox);
-        }
+        self.take_held(&mut control);
+        self.publish_quiet(&control);
         control
     }
 
