@@ -155,102 +155,82 @@ fn windowed() -> Sampling {
     })
 }
 
+/// An algorithm to compare, boxed.
+type Algorithm = Box<dyn LimitAlgorithm>;
+
+/// AIMD between 2 and 60, starting at 20; a call past 40 ms counts as dropped.
+fn aimd(sampling: Sampling) -> Algorithm {
+    let config = AimdConfig {
+        initial_limit: 20,
+        min_limit: 2,
+        max_limit: 60,
+        timeout: Duration::from_millis(40),
+        sampling,
+        ..AimdConfig::default()
+    };
+    Box::new(Aimd::new(config).unwrap())
+}
+
+/// Gradient2 between 2 and 60, starting at 20.
+fn gradient2(sampling: Sampling) -> Algorithm {
+    let config = Gradient2Config {
+        initial_limit: 20,
+        min_limit: 2,
+        max_limit: 60,
+        sampling,
+        ..Gradient2Config::default()
+    };
+    Box::new(Gradient2::new(config).unwrap())
+}
+
 #[test]
 fn aimd_on_every_sample_moves_as_if_fed_each_at_once() {
-    let (ended, held) = agree("aimd", || {
-        Box::new(
-            Aimd::new(AimdConfig {
-                initial_limit: 20,
-                min_limit: 2,
-                max_limit: 60,
-                timeout: Duration::from_millis(40),
-                ..AimdConfig::default()
-            })
-            .unwrap(),
-        )
-    });
+    let (ended, held) = agree("aimd", || aimd(Sampling::EverySample));
     assert!(ended > 5_000, "{ended}");
     assert!(held > 1, "samples were held: at most {held} at once");
 }
 
 #[test]
 fn windowed_algorithms_move_as_if_fed_each_at_once() {
-    let (_, held) = agree("aimd windowed", || {
-        Box::new(
-            Aimd::new(AimdConfig {
-                initial_limit: 20,
-                min_limit: 2,
-                max_limit: 60,
-                timeout: Duration::from_millis(40),
-                sampling: windowed(),
-                ..AimdConfig::default()
-            })
-            .unwrap(),
-        )
-    });
-    assert!(held > 1, "samples were held: at most {held} at once");
-    let (_, held) = agree("gradient2 windowed", || {
-        Box::new(
-            Gradient2::new(Gradient2Config {
-                initial_limit: 20,
-                min_limit: 2,
-                max_limit: 60,
-                sampling: windowed(),
-                ..Gradient2Config::default()
-            })
-            .unwrap(),
-        )
-    });
-    assert!(held > 1, "samples were held: at most {held} at once");
-    let (_, held) = agree("vegas windowed", || {
-        Box::new(
-            Vegas::with_seed(
-                VegasConfig {
-                    initial_limit: 20,
-                    max_limit: 60,
-                    sampling: windowed(),
-                    ..VegasConfig::default()
-                },
-                3,
-            )
-            .unwrap(),
-        )
-    });
-    assert!(held > 1, "samples were held: at most {held} at once");
+    let vegas = || -> Algorithm {
+        let config = VegasConfig {
+            initial_limit: 20,
+            max_limit: 60,
+            sampling: windowed(),
+            ..VegasConfig::default()
+        };
+        Box::new(Vegas::with_seed(config, 3).unwrap())
+    };
+    let cases: [(&str, &dyn Fn() -> Algorithm); 3] = [
+        ("aimd windowed", &|| aimd(windowed())),
+        ("gradient2 windowed", &|| gradient2(windowed())),
+        ("vegas windowed", &vegas),
+    ];
+    for (name, make) in cases {
+        let (_, held) = agree(name, make);
+        assert!(
+            held > 1,
+            "{name}: samples were held: at most {held} at once"
+        );
+    }
 }
 
 #[test]
 fn envoy_s_gradient_moves_as_if_fed_each_at_once() {
     let (_, held) = agree("envoy", || {
-        Box::new(
-            EnvoyGradient::with_seed(
-                EnvoyGradientConfig {
-                    min_rtt_interval: Duration::from_secs(5),
-                    max_limit: 60,
-                    ..EnvoyGradientConfig::default()
-                },
-                7,
-            )
-            .unwrap(),
-        )
+        let config = EnvoyGradientConfig {
+            min_rtt_interval: Duration::from_secs(5),
+            max_limit: 60,
+            ..EnvoyGradientConfig::default()
+        };
+        Box::new(EnvoyGradient::with_seed(config, 7).unwrap())
     });
     assert!(held > 1, "samples were held: at most {held} at once");
 }
 
 #[test]
 fn an_algorithm_that_holds_nothing_moves_as_before() {
-    let (_, held) = agree("gradient2", || {
-        Box::new(
-            Gradient2::new(Gradient2Config {
-                initial_limit: 20,
-                min_limit: 2,
-                max_limit: 60,
-                sampling: Sampling::EverySample,
-                ..Gradient2Config::default()
-            })
-            .unwrap(),
-        )
-    });
+    let (_, held) = agree("gradient2", || gradient2(Sampling::EverySample));
     assert_eq!(held, 0, "feeds every sample at once");
 }
 
