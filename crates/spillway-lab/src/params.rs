@@ -164,6 +164,9 @@ pub struct LabParams {
     /// The queue the adaptive strategies' limits get (none by default: a full limit refuses
     /// at once).
     pub adaptive_queue: Option<AdaptiveQueue>,
+    /// `envoy_gradient`'s `start_limit` (0 by default: Envoy's pinned start; see
+    /// `EnvoyGradientConfig::start_limit`).
+    pub envoy_start_limit: u32,
 }
 
 impl Default for LabParams {
@@ -182,6 +185,7 @@ impl Default for LabParams {
             warm_up: Duration::from_secs(5),
             measure: Duration::from_secs(30),
             adaptive_queue: None,
+            envoy_start_limit: 0,
         }
     }
 }
@@ -207,6 +211,16 @@ impl LabParams {
     ///
     /// A [`LabError`] naming the first bad parameter.
     pub fn validate(&self) -> Result<(), LabError> {
+        let envoy = spillway::adaptive::EnvoyGradientConfig {
+            start_limit: self.envoy_start_limit,
+            ..Default::default()
+        };
+        if let Err(err) = envoy.validate() {
+            return Err(LabError::new(
+                "envoy_start_limit",
+                err.problem().to_string(),
+            ));
+        }
         if self.workers == 0 || self.workers > 100_000 {
             return Err(LabError::new(
                 "workers",

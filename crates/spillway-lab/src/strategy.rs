@@ -155,9 +155,10 @@ impl Strategy {
                 timeout: params.client_timeout,
                 ..AimdConfig::default()
             }),
-            Strategy::EnvoyGradient => {
-                AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig::default())
-            }
+            Strategy::EnvoyGradient => AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig {
+                start_limit: params.envoy_start_limit,
+                ..EnvoyGradientConfig::default()
+            }),
             Strategy::BbrProbe => AdaptiveAlgorithm::Bbr(BbrConfig::default()),
             Strategy::NoClasses | Strategy::Classes => {
                 let algorithm = AdaptiveRule::recommended().algorithm;

@@ -140,6 +140,32 @@ fn envoy_refuses_nothing_below_capacity_after_its_start() {
     );
 }
 
+/// With an open start (`start_limit = 50`), the long run's first 10 s refuse nothing where
+/// Envoy's pinned start refuses: on 4, 8 and 32 workers (exponential, seed 1; `spillway lab
+/// --matrix --strategies envoy_gradient --envoy-start-limit 50` has the whole matrix).
+#[test]
+fn an_open_start_refuses_nothing_where_envoy_s_start_pins() {
+    for workers in [4, 8, 32] {
+        let pinned = shape(workers, ServiceTime::Exponential { mean: MEAN });
+        let open = LabParams {
+            envoy_start_limit: 50,
+            ..pinned.clone()
+        };
+        let start = |params: &LabParams| {
+            let run = simulate(params, Scenario::LongRun, Strategy::EnvoyGradient).unwrap();
+            assert_conserved(&run);
+            run.refused_by_10s[0]
+        };
+        assert!(start(&pinned) > 0, "{workers} workers");
+        assert_eq!(start(&open), 0, "{workers} workers");
+    }
+    let bad = LabParams {
+        envoy_start_limit: 2,
+        ..LabParams::default()
+    };
+    assert_eq!(bad.validate().unwrap_err().field(), "envoy_start_limit");
+}
+
 #[test]
 fn a_cell_meets_the_target_only_on_every_count() {
     let good = Cell {

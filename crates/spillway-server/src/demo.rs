@@ -99,7 +99,8 @@ async fn show(seconds: u64) -> Result<(), BoxError> {
     say!("  GET /api/flaky   a breaker: opens at 50% errors, probes after 3 s");
     say!("                   (the upstream fails it from 3 s to 7 s)");
     say!("  every request    adaptive rule: Envoy's gradient controller, no capacity number");
-    say!("                   (as the overload lab recommends when the capacity is unknown)");
+    say!("                   (as the overload lab recommends when the capacity is unknown),");
+    say!("                   starting open: up to 50 in flight while it measures the upstream");
     say!("load: each path's offered rate ramps from 50 to 300 req/s\n");
 
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();

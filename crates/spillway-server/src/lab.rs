@@ -117,6 +117,12 @@ pub struct LabArgs {
     /// Which waiting request a freed place goes to.
     #[arg(long, value_enum, default_value_t = QueueOrderArg::Fifo)]
     pub queue_order: QueueOrderArg,
+    /// `envoy_gradient`'s open start, with `--quick` or `--matrix` (simulated; the full lab,
+    /// the loopback lab and `--mix` run the defaults): the limit from the start until the first
+    /// minRTT is measured from the calls as they come (0: Envoy's start, pinned at 3; see
+    /// docs/config.md).
+    #[arg(long, default_value_t = 0)]
+    pub envoy_start_limit: u32,
 }
 
 /// [`QueueOrder`] on the command line.
@@ -238,8 +244,18 @@ impl LabArgs {
                  --quick or --matrix",
             ));
         }
+        if self.envoy_start_limit != 0
+            && (self.loopback || self.mix || (!self.quick && !self.matrix))
+        {
+            return Err(LabError::new(
+                "envoy_start_limit",
+                "the full lab, the loopback lab and the scenarios with claims run \
+                 envoy_gradient's defaults: give --envoy-start-limit with --quick or --matrix",
+            ));
+        }
         let params = LabParams {
             adaptive_queue,
+            envoy_start_limit: self.envoy_start_limit,
             workers,
             service_time,
             client_timeout: millis("timeout_ms", self.timeout_ms)?,

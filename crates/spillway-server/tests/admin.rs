@@ -353,12 +353,16 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
         "[[adaptive]]\nid = \"service\"\nalgorithm = { type = \"envoy_gradient\" }\n\
          [[adaptive]]\nid = \"orders-bbr\"\nresource = \"orders\"\n\
          algorithm = { type = \"bbr\", probe_rtt_interval = \"5s\" }\n\
-         queue = { capacity = 5, order = \"adaptive\", timeout = \"50ms\" }\n",
+         queue = { capacity = 5, order = \"adaptive\", timeout = \"50ms\" }\n\
+         [[adaptive]]\nid = \"search-open\"\nresource = \"search\"\n\
+         algorithm = { type = \"envoy_gradient\", start_limit = 50 }\n",
     )
     .await;
     let (_, rules) = get(h.admin, "/api/rules").await;
     let rules = json(&rules);
     assert_eq!(rules["adaptive"][0]["id"], "service");
+    assert_eq!(rules["adaptive"][0]["algorithm"]["start_limit"], 0);
+    assert_eq!(rules["adaptive"][2]["algorithm"]["start_limit"], 50);
     let bbr = &rules["adaptive"][1];
     assert_eq!(bbr["algorithm"]["type"], "bbr");
     assert_eq!(bbr["algorithm"]["probe_rtt_interval"], "5s");
@@ -398,7 +402,12 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
         value(r#"spillway_adaptive_queue_timeouts_total{rule="orders-bbr",resource="orders"}"#),
         0.0
     );
-    assert_eq!(value(r#"spillway_rules{kind="adaptive"}"#), 2.0);
+    assert_eq!(
+        value(r#"spillway_adaptive_limit{rule="search-open",resource="search"}"#),
+        50.0,
+        "an open start admits up to its start_limit"
+    );
+    assert_eq!(value(r#"spillway_rules{kind="adaptive"}"#), 3.0);
     let (_, status) = get(h.admin, "/api/status").await;
     let bbr = &json(&status)["adaptive"][1];
     assert_eq!(

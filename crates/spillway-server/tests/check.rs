@@ -47,7 +47,7 @@ retry_timeout = \"10s\"
 
 [[adaptive]]
 id = \"service\"
-algorithm = {{ type = \"envoy_gradient\", min_rtt_interval = \"30s\", remeasure = \"always\" }}
+algorithm = {{ type = \"envoy_gradient\", min_rtt_interval = \"30s\", remeasure = \"always\", start_limit = 50 }}
 
 [[adaptive]]
 id = \"orders-adaptive\"
@@ -61,7 +61,7 @@ algorithm = {{ type = \"gradient2\", min_limit = 1 }}
     assert_eq!(config.adaptive.len(), 2);
     let envoy = &config.adaptive[0].get_ref().algorithm;
     assert!(
-        matches!(envoy, spillway::adaptive::AdaptiveAlgorithm::EnvoyGradient(c) if c.remeasure == spillway::adaptive::Remeasure::Always),
+        matches!(envoy, spillway::adaptive::AdaptiveAlgorithm::EnvoyGradient(c) if c.remeasure == spillway::adaptive::Remeasure::Always && c.start_limit == 50),
         "{envoy:?}"
     );
 }
@@ -186,6 +186,13 @@ algorithm = {{ type = \"envoy_gradient\", min_concurrency = 0 }}
     assert_eq!(
         error(&adaptive),
         "spillway.toml:7:1: `adaptive[0].algorithm.min_concurrency`: must be at least 1, got 0"
+    );
+    let start = error(&format!(
+        "{UPSTREAM}\n[[adaptive]]\nid = \"x\"\nalgorithm = {{ type = \"envoy_gradient\", start_limit = 2000 }}\n"
+    ));
+    assert_eq!(
+        start,
+        "spillway.toml:7:1: `adaptive[0].algorithm.max_limit`: must be at least `start_limit` (2000), got 1000"
     );
     let unknown = error(&format!(
         "{UPSTREAM}\n[[adaptive]]\nid = \"x\"\nalgorithm = {{ type = \"fancy\" }}\n"

@@ -148,6 +148,23 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
              give a queue to the simulated matrix (--matrix without --loopback)",
         ),
         (
+            vec!["--envoy-start-limit", "50"],
+            "error: lab parameter `envoy_start_limit`: the full lab, the loopback lab and the \
+             scenarios with claims run envoy_gradient's defaults: give --envoy-start-limit with \
+             --quick or --matrix",
+        ),
+        (
+            vec!["--mix", "--envoy-start-limit", "50"],
+            "error: lab parameter `envoy_start_limit`: the full lab, the loopback lab and the \
+             scenarios with claims run envoy_gradient's defaults: give --envoy-start-limit with \
+             --quick or --matrix",
+        ),
+        (
+            vec!["--quick", "--envoy-start-limit", "2"],
+            "error: lab parameter `envoy_start_limit`: must be at least `min_concurrency` (3), \
+             got 2",
+        ),
+        (
             vec!["--strategies", "magic"],
             "error: lab parameter `strategies`: unknown strategy `magic`; known: none, static_qps, \
              static_concurrency, sentinel_system, bbr, bbr_bucket_average, bbr_probe, gradient2, vegas, \

@@ -110,6 +110,7 @@ impl LoopbackParams {
             warm_up: self.warm_up,
             measure: self.measure,
             adaptive_queue: None,
+            envoy_start_limit: 0,
         }
     }
 }
