@@ -54,6 +54,12 @@ fn the_bundled_demo_configuration_is_valid() {
     let config = spillway_server::demo::demo_config("127.0.0.1:1".parse().unwrap()).unwrap();
     assert_eq!(config.routes.len(), 4);
     assert_eq!(config.flow.len(), 3);
+    // Its adaptive rule starts open: the demo starts below capacity.
+    let protect = &config.adaptive[0].get_ref().algorithm;
+    assert!(
+        matches!(protect, spillway::adaptive::AdaptiveAlgorithm::EnvoyGradient(c) if c.start_limit == 50),
+        "{protect:?}"
+    );
 }
 
 #[test]
