@@ -4,9 +4,13 @@
 //! Traces on a nanosecond time axis, calls fed to the algorithm as they end.
 
 use spillway::adaptive::{
-    ChangeReason, EnvoyGradient, EnvoyGradientConfig, LimitAlgorithm, Remeasure, Sample,
+    ChangeReason, EnvoyGradient, EnvoyGradientConfig, LimitAlgorithm, Remeasure,
 };
 use std::time::Duration;
+
+use support::calls::feed_calls;
+
+mod support;
 
 const MS: u64 = 1_000_000;
 
@@ -32,25 +36,13 @@ fn feed(
     envoy: &mut EnvoyGradient,
     limit: &mut u32,
     trace: &mut Trace,
-    (from_ms, to_ms, gap_ms): (u64, u64, u64),
+    calls: (u64, u64, u64),
     rtt: impl Fn(u64) -> u64,
     in_flight: impl Fn(u32) -> u32,
 ) {
-    let mut end = from_ms;
-    while end < to_ms {
-        let rtt_ms = rtt(end);
-        let sample = Sample {
-            started_nanos: (end - rtt_ms) * MS,
-            rtt: Duration::from_millis(rtt_ms),
-            in_flight: in_flight(*limit),
-            dropped: false,
-        };
-        if let Some(update) = envoy.on_sample(&sample, end * MS, *limit) {
-            *limit = update.limit;
-            trace.updates.push((end * MS, update.limit, update.reason));
-        }
-        end += gap_ms;
-    }
+    let updates = feed_calls(envoy, limit, calls, rtt, in_flight);
+    let at_nanos = updates.into_iter().map(|(at, l, r)| (at * MS, l, r));
+    trace.updates.extend(at_nanos);
 }
 
 fn envoy(remeasure: Remeasure) -> EnvoyGradient {

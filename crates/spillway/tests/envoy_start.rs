@@ -7,12 +7,14 @@
 
 use spillway::adaptive::{
     AdaptiveAlgorithm, AdaptiveRule, ChangeReason, EnvoyGradient, EnvoyGradientConfig,
-    LimitAlgorithm, Sample,
+    LimitAlgorithm,
 };
 use spillway::{ManualClock, Spillway};
 use std::time::Duration;
 
-const MS: u64 = 1_000_000;
+use support::calls::feed_calls;
+
+mod support;
 
 /// The defaults with an open start at 20.
 fn open() -> EnvoyGradientConfig {
@@ -38,27 +40,11 @@ fn envoy(config: EnvoyGradientConfig) -> EnvoyGradient {
 fn feed(
     envoy: &mut EnvoyGradient,
     limit: &mut u32,
-    (from_ms, to_ms, gap_ms): (u64, u64, u64),
+    calls: (u64, u64, u64),
     rtt: impl Fn(u64) -> u64,
     in_flight: u32,
 ) -> Vec<(u64, u32, ChangeReason)> {
-    let mut updates = Vec::new();
-    let mut end = from_ms;
-    while end < to_ms {
-        let rtt_ms = rtt(end);
-        let sample = Sample {
-            started_nanos: (end - rtt_ms) * MS,
-            rtt: Duration::from_millis(rtt_ms),
-            in_flight,
-            dropped: false,
-        };
-        if let Some(update) = envoy.on_sample(&sample, end * MS, *limit) {
-            *limit = update.limit;
-            updates.push((end, update.limit, update.reason));
-        }
-        end += gap_ms;
-    }
-    updates
+    feed_calls(envoy, limit, calls, rtt, |_| in_flight)
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod calls;
 pub(crate) mod counting;
 
 use spillway::{ManualClock, Spillway};
