@@ -211,16 +211,6 @@ impl LabParams {
     ///
     /// A [`LabError`] naming the first bad parameter.
     pub fn validate(&self) -> Result<(), LabError> {
-        let envoy = spillway::adaptive::EnvoyGradientConfig {
-            start_limit: self.envoy_start_limit,
-            ..Default::default()
-        };
-        if let Err(err) = envoy.validate() {
-            return Err(LabError::new(
-                "envoy_start_limit",
-                err.problem().to_string(),
-            ));
-        }
         if self.workers == 0 || self.workers > 100_000 {
             return Err(LabError::new(
                 "workers",
@@ -298,7 +288,14 @@ impl LabParams {
                 format!("must be at most 3600s, got {:?}", self.warm_up),
             ));
         }
-        Ok(())
+        let envoy = spillway::adaptive::EnvoyGradientConfig {
+            start_limit: self.envoy_start_limit,
+            ..Default::default()
+        };
+        // Its only setting here is `start_limit`: the error is that field's.
+        envoy
+            .validate()
+            .map_err(|err| LabError::new("envoy_start_limit", err.problem().to_string()))
     }
 }
 

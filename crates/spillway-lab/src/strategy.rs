@@ -161,12 +161,12 @@ impl Strategy {
             }),
             Strategy::BbrProbe => AdaptiveAlgorithm::Bbr(BbrConfig::default()),
             Strategy::NoClasses | Strategy::Classes => {
-                let algorithm = AdaptiveRule::recommended().algorithm;
+                let algorithm = recommended(params);
                 let rule = AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1);
                 return Some(rule.with_queue(params.adaptive_queue.unwrap_or_default()));
             }
             Strategy::StaticSplit => {
-                let algorithm = AdaptiveRule::recommended().algorithm;
+                let algorithm = recommended(params);
                 return Some(AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1));
             }
             _ => return None,
@@ -356,4 +356,17 @@ pub(crate) struct Protection {
     pub(crate) probe: ManualProbe,
     /// Whether the probe's load is the simulated load1 (else it is left as built).
     pub(crate) reads_load: bool,
+}
+
+/// The recommended rule's algorithm (Envoy's gradient controller), with `params`'s start limit.
+fn recommended(params: &LabParams) -> AdaptiveAlgorithm {
+    match AdaptiveRule::recommended().algorithm {
+        AdaptiveAlgorithm::EnvoyGradient(config) => {
+            AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig {
+                start_limit: params.envoy_start_limit,
+                ..config
+            })
+        }
+        other => other,
+    }
 }

@@ -117,12 +117,12 @@ pub struct LabArgs {
     /// Which waiting request a freed place goes to.
     #[arg(long, value_enum, default_value_t = QueueOrderArg::Fifo)]
     pub queue_order: QueueOrderArg,
-    /// `envoy_gradient`'s open start, with `--quick` or `--matrix` (simulated; the full lab,
-    /// the loopback lab and `--mix` run the defaults): the limit from the start until the first
-    /// minRTT is measured from the calls as they come (0: Envoy's start, pinned at 3; see
-    /// docs/config.md).
-    #[arg(long, default_value_t = 0)]
-    pub envoy_start_limit: u32,
+    /// `envoy_gradient`'s open start, with `--quick`, `--matrix` or `--mix` (simulated; the
+    /// full lab and the loopback lab run the defaults), for `envoy_gradient` and the
+    /// scenarios with claims: the limit from the start until the first minRTT is measured
+    /// from the calls as they come (0: Envoy's start, pinned at 3; see docs/config.md).
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub envoy_start_limit: i64,
 }
 
 /// [`QueueOrder`] on the command line.
@@ -244,18 +244,22 @@ impl LabArgs {
                  --quick or --matrix",
             ));
         }
-        if self.envoy_start_limit != 0
-            && (self.loopback || self.mix || (!self.quick && !self.matrix))
-        {
+        let envoy_start_limit = u32::try_from(self.envoy_start_limit).map_err(|_| {
+            LabError::new(
+                "envoy_start_limit",
+                format!("must be between 0 and 1000, got {}", self.envoy_start_limit),
+            )
+        })?;
+        if envoy_start_limit != 0 && (self.loopback || (!self.quick && !self.matrix && !self.mix)) {
             return Err(LabError::new(
                 "envoy_start_limit",
-                "the full lab, the loopback lab and the scenarios with claims run \
-                 envoy_gradient's defaults: give --envoy-start-limit with --quick or --matrix",
+                "the full lab and the loopback lab run envoy_gradient's defaults: give \
+                 --envoy-start-limit with --quick, --matrix or --mix",
             ));
         }
         let params = LabParams {
             adaptive_queue,
-            envoy_start_limit: self.envoy_start_limit,
+            envoy_start_limit,
             workers,
             service_time,
             client_timeout: millis("timeout_ms", self.timeout_ms)?,

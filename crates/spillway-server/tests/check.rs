@@ -192,7 +192,7 @@ algorithm = {{ type = \"envoy_gradient\", min_concurrency = 0 }}
     ));
     assert_eq!(
         start,
-        "spillway.toml:7:1: `adaptive[0].algorithm.max_limit`: must be at least `start_limit` (2000), got 1000"
+        "spillway.toml:7:1: `adaptive[0].algorithm.start_limit`: must be at most `max_limit` (1000), got 2000"
     );
     let unknown = error(&format!(
         "{UPSTREAM}\n[[adaptive]]\nid = \"x\"\nalgorithm = {{ type = \"fancy\" }}\n"

@@ -149,20 +149,27 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         ),
         (
             vec!["--envoy-start-limit", "50"],
-            "error: lab parameter `envoy_start_limit`: the full lab, the loopback lab and the \
-             scenarios with claims run envoy_gradient's defaults: give --envoy-start-limit with \
-             --quick or --matrix",
+            "error: lab parameter `envoy_start_limit`: the full lab and the loopback lab run \
+             envoy_gradient's defaults: give --envoy-start-limit with --quick, --matrix or --mix",
         ),
         (
-            vec!["--mix", "--envoy-start-limit", "50"],
-            "error: lab parameter `envoy_start_limit`: the full lab, the loopback lab and the \
-             scenarios with claims run envoy_gradient's defaults: give --envoy-start-limit with \
-             --quick or --matrix",
+            vec!["--matrix", "--loopback", "--envoy-start-limit", "50"],
+            "error: lab parameter `envoy_start_limit`: the full lab and the loopback lab run \
+             envoy_gradient's defaults: give --envoy-start-limit with --quick, --matrix or --mix",
         ),
         (
             vec!["--quick", "--envoy-start-limit", "2"],
             "error: lab parameter `envoy_start_limit`: must be at least `min_concurrency` (3), \
              got 2",
+        ),
+        (
+            vec!["--quick", "--envoy-start-limit", "1001"],
+            "error: lab parameter `envoy_start_limit`: must be at most `max_limit` (1000), got \
+             1001",
+        ),
+        (
+            vec!["--quick", "--envoy-start-limit", "-1"],
+            "error: lab parameter `envoy_start_limit`: must be between 0 and 1000, got -1",
         ),
         (
             vec!["--strategies", "magic"],

@@ -1,13 +1,12 @@
 //! Envoy's gradient controller at its start: spillway's open start (`start_limit`, here 20)
 //! admits calls up to it and measures the first minRTT from the calls as they come; a start
 //! whose limit binds measures pinned at `min_concurrency`, as Envoy always does (and as the
-//! default, `start_limit = 0`, does). Traces on a
-//! nanosecond time axis, calls fed to the algorithm as they end; the last test goes through the
-//! limiter on a `ManualClock`.
+//! default, `start_limit = 0`, does). Traces on a nanosecond time axis, calls fed to the
+//! algorithm as they end; the last test goes through the limiter on a `ManualClock`.
 
 use spillway::adaptive::{
     AdaptiveAlgorithm, AdaptiveRule, ChangeReason, EnvoyGradient, EnvoyGradientConfig,
-    LimitAlgorithm,
+    LimitAlgorithm, Remeasure,
 };
 use spillway::{ManualClock, Spillway};
 use std::time::Duration;
@@ -72,11 +71,45 @@ fn a_light_start_is_measured_as_calls_come_and_never_pinned() {
     assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(10)));
     // The same window's median is the minRTT: gradient 1.25, 20 x 1.25 + sqrt(25) = 30.
     assert_eq!(closed, [(203, 30, ChangeReason::Grew)]);
-    // Nothing pins it later.
-    let later = feed(&mut envoy, &mut limit, (205, 2_000, 2), |_| 10, 4);
-    assert!(later
+}
+
+/// After an open start, the next minRTT measurement is scheduled an interval after the first:
+/// with `remeasure = "always"` (Envoy's), it pins then, and not before.
+#[test]
+fn an_open_start_schedules_the_next_measurement() {
+    let mut envoy = envoy(EnvoyGradientConfig {
+        remeasure: Remeasure::Always,
+        min_rtt_interval: Duration::from_secs(10),
+        ..open()
+    });
+    let mut limit = envoy.initial_limit();
+    assert_eq!(feed(&mut envoy, &mut limit, (3, 103, 2), |_| 2, 4), []);
+    let start = feed(&mut envoy, &mut limit, (103, 10_400, 2), |_| 10, 4);
+    let pins: Vec<u64> = start
         .iter()
-        .all(|(_, _, reason)| *reason != ChangeReason::MeasuringMinRtt));
+        .filter(|(_, _, reason)| *reason == ChangeReason::MeasuringMinRtt)
+        .map(|(at, _, _)| *at)
+        .collect();
+    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(10)));
+    // The first minRTT at 203 ms (as above), the next due 10 s later.
+    assert_eq!(pins, [10_203]);
+}
+
+/// A window that binds after the open start began gathering calls gives them up and measures
+/// pinned: the minRTT is the pinned calls', not the gathered ones'.
+#[test]
+fn a_window_that_binds_while_the_open_start_gathers_measures_pinned() {
+    let mut envoy = envoy(open());
+    let mut limit = envoy.initial_limit();
+    // The first window, then 30 calls of 5 ms gathered (fewer than 50)...
+    assert_eq!(feed(&mut envoy, &mut limit, (3, 103, 2), |_| 2, 4), []);
+    assert_eq!(feed(&mut envoy, &mut limit, (103, 163, 2), |_| 5, 4), []);
+    // ... then the limit fills up: the window that ends at 203 ms binds.
+    let bound = feed(&mut envoy, &mut limit, (163, 204, 2), |_| 5, 20);
+    assert_eq!(bound, [(203, 3, ChangeReason::MeasuringMinRtt)]);
+    let pinned = feed(&mut envoy, &mut limit, (215, 400, 2), |_| 12, 3);
+    assert_eq!(pinned, [(313, 20, ChangeReason::MinRttMeasured)]);
+    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(12)));
 }
 
 #[test]
@@ -114,17 +147,25 @@ fn a_start_limit_of_zero_is_envoys_pinned_start() {
 
 #[test]
 fn a_start_limit_outside_the_limits_is_an_error_that_names_it() {
-    let err = |config: EnvoyGradientConfig| EnvoyGradient::new(config).unwrap_err().to_string();
-    let low = err(EnvoyGradientConfig {
-        start_limit: 2,
-        ..EnvoyGradientConfig::default()
-    });
-    assert!(low.contains("start_limit"), "{low}");
-    let high = err(EnvoyGradientConfig {
-        start_limit: 1001,
-        ..EnvoyGradientConfig::default()
-    });
-    assert!(high.contains("start_limit"), "{high}");
+    let err = |start_limit| {
+        EnvoyGradient::new(EnvoyGradientConfig {
+            start_limit,
+            ..EnvoyGradientConfig::default()
+        })
+        .unwrap_err()
+    };
+    let low = err(2);
+    assert_eq!(low.field(), "start_limit");
+    assert_eq!(
+        low.problem(),
+        "must be at least `min_concurrency` (3), got 2"
+    );
+    let high = err(1001);
+    assert_eq!(high.field(), "start_limit");
+    assert_eq!(
+        high.problem(),
+        "must be at most `max_limit` (1000), got 1001"
+    );
     for fine in [0, 3, 1000] {
         EnvoyGradient::new(EnvoyGradientConfig {
             start_limit: fine,

@@ -63,10 +63,10 @@ pub struct EnvoyGradientConfig {
     /// limit binds before then (a service loaded from its start) measures pinned, as Envoy
     /// does, and goes back to `start_limit` after. In the simulated shape matrix's long run,
     /// 50 refuses nothing in the first 10 s on the 4-, 8- and 32-worker exponential services,
-    /// where Envoy's start refuses; in the lab's scenarios with claims, overloaded from their
-    /// first instant and queued, it met fewer targets than Envoy's start, so it is not the
-    /// default (docs/config.md says when to set it). When not `0`, at least
-    /// `min_concurrency` and at most `max_limit`.
+    /// where Envoy's start refuses; in the lab's scenarios with claims, overloaded and queued
+    /// from their first instant, criticality classes meet fewer of their targets with it than
+    /// with Envoy's start, so it is not the default (docs/config.md says when to set it).
+    /// When not `0`, at least `min_concurrency` and at most `max_limit`.
     pub start_limit: u32,
 }
 
@@ -85,7 +85,7 @@ pub enum Remeasure {
     /// limit until it binds, and the next scheduled measurement pins (no later than Envoy's
     /// would). A window in which the limit binds gives the measurement up; it starts again at
     /// the next window that does not. A limit stuck at `min_concurrency` measures pinned, as
-    /// Envoy does; the start is `start_limit`'s.
+    /// Envoy does. The start is `start_limit`'s, with either `remeasure`.
     #[default]
     WhenBound,
     /// Always, as Envoy does: calls beyond `min_concurrency` are refused while it measures.
@@ -143,7 +143,7 @@ impl EnvoyGradientConfig {
                 "start_limit",
                 self.start_limit,
             )?;
-            check.ordered("start_limit", self.start_limit, "max_limit", self.max_limit)?;
+            check.at_most("start_limit", self.start_limit, "max_limit", self.max_limit)?;
         }
         Ok(())
     }
@@ -379,7 +379,7 @@ impl EnvoyGradient {
                 return self.pin(now, limit);
             }
         }
-        // The open start's first sample window begins with its first call.
+        // The open start's first sample window begins when its first call ends.
         let end = *self
             .next_window_end
             .get_or_insert(now.saturating_add(Self::nanos(self.config.update_interval)));

@@ -92,6 +92,24 @@ impl Check {
         Ok(())
     }
 
+    /// `value <= high` (`value` named `field`, `high` named `high_field`).
+    pub(crate) fn at_most(
+        &self,
+        field: &'static str,
+        value: u32,
+        high_field: &'static str,
+        high: u32,
+    ) -> Result<(), AdaptiveError> {
+        if value > high {
+            return Err(AdaptiveError::new(
+                self.algorithm,
+                field,
+                format!("must be at most `{high_field}` ({high}), got {value}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Limits at least 1 and ordered: `min <= initial <= max` (fields `min_limit`,
     /// `initial_limit`, `max_limit`).
     pub(crate) fn limits(&self, min: u32, initial: u32, max: u32) -> Result<(), AdaptiveError> {
