@@ -401,7 +401,10 @@ impl Proxy {
         if !deferred {
             counters.completed(error);
         }
-        counters.observe(arrived.elapsed());
+        // One reading of the clock for the time it took and the time it has left.
+        let now = tokio::time::Instant::now();
+        let took = now.saturating_duration_since(arrived);
+        counters.observe(took);
         let mut response = response;
         if let (StatusCode::SWITCHING_PROTOCOLS, Some(client)) = (response.status(), upgrading) {
             // The tunnel holds the body, with the entry and the places, until it closes: one
@@ -417,9 +420,9 @@ impl Proxy {
         let (parts, body) = response.into_parts();
         let mut body = ProxyBody::upstream(body, outcome);
         // The read-ahead waits no longer than the request has left.
-        let mut left = table.timeout.saturating_sub(arrived.elapsed());
+        let mut left = table.timeout.saturating_sub(took);
         if let Some(deadline) = deadline {
-            left = left.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+            left = left.min(deadline.saturating_duration_since(now));
         }
         body.read_ahead(left).await;
         logged(pending, Response::from_parts(parts, body), passed)

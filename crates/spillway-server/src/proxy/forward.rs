@@ -55,20 +55,23 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// Appends `element` to the list header `name`: every earlier line of it, byte for byte, joined
 /// with `, ` into one.
 fn append_to_list(headers: &mut HeaderMap, name: HeaderName, element: &HeaderValue) {
-    if !headers.contains_key(&name) {
+    let mut entry = match headers.entry(name) {
         // The common case: the first hop.
-        headers.insert(name, element.clone());
-        return;
-    }
+        http::header::Entry::Vacant(vacant) => {
+            vacant.insert(element.clone());
+            return;
+        }
+        http::header::Entry::Occupied(occupied) => occupied,
+    };
     let mut list = Vec::new();
-    for value in headers.get_all(&name) {
+    for value in entry.iter() {
         list.extend_from_slice(value.as_bytes());
         list.extend_from_slice(b", ");
     }
     list.extend_from_slice(element.as_bytes());
     // Earlier values were valid header values, and so is the element: so is the list.
     if let Ok(value) = HeaderValue::from_bytes(&list) {
-        headers.insert(name, value);
+        entry.insert(value);
     }
 }
 
@@ -178,35 +181,34 @@ impl Failure {
     }
 }
 
-/// Forwards `request` to `upstream` (its path appended to the upstream's), within `timeouts`.
-/// A request that asks for an upgrade (WebSocket) goes on an HTTP/1.1 connection with its
-/// `Connection: upgrade` and `Upgrade`, and so does the upstream's 101; `TE: trailers` (which
-/// gRPC sends) is kept, as HTTP/2 allows.
+/// A request made ready for its upstream: rewritten for it, with its body wrapped, and the
+/// cell where that body tells a client's fault. Made before the exchange, so that the future
+/// that awaits the upstream holds this and nothing of the request as it came.
+pub(crate) struct Outgoing {
+    request: Request<ClientBody>,
+    fault: FaultCell,
+    /// Whether it asks for an upgrade (WebSocket): it goes on an HTTP/1.1 connection.
+    upgrade: bool,
+}
+
+/// Makes `request` ready to forward to `upstream` (its path appended to the upstream's), its
+/// body held to `limits`. A request that asks for an upgrade (WebSocket) keeps its
+/// `Connection: upgrade` and `Upgrade`; `TE: trailers` (which gRPC sends) is kept, as HTTP/2
+/// allows; the hop-by-hop headers go, and `peer` is added to the forwarding headers.
 ///
 /// # Errors
 ///
-/// [`Failure::Upstream`] with 502 Bad Gateway when the upstream cannot be reached, fails
-/// mid-response head, or speaks HTTP/2 only and the request asks for an upgrade, or with 504
-/// Gateway Timeout when it does not answer in time; [`Failure::Client`] when the client's body
-/// failed first (whatever the upstream request then did); [`Failure::NoUpstreamSeat`] when a
-/// new upstream connection is needed and the process's cap on them is reached.
-pub(crate) async fn send(
+/// [`Failure::BadTarget`] when the request's target cannot be joined to the upstream's URL.
+pub(crate) fn prepare(
     upstream: &Upstream,
     request: Request<Incoming>,
     peer: &Peer,
-    timeouts: Timeouts,
-) -> Result<Response<Incoming>, Failure> {
+    limits: BodyLimits,
+) -> Result<Outgoing, Failure> {
     let upgrade = upgrade_of(&request);
-    let client = match &upgrade {
-        Some(_) => upstream
-            .upgrades
-            .as_ref()
-            .ok_or(Failure::Upstream(StatusCode::BAD_GATEWAY))?,
-        None => &upstream.client,
-    };
     let (mut parts, body) = request.into_parts();
     let fault = FaultCell::default();
-    let body = ClientBody::new(body, timeouts.body, fault.clone());
+    let body = ClientBody::new(body, limits, fault.clone());
     // An HTTP/2 client names the host in the URI only: keep it for the upstream, as an
     // HTTP/1.1 client's `Host` is kept.
     if !parts.headers.contains_key(HOST) {
@@ -232,12 +234,46 @@ pub(crate) async fn send(
             .headers
             .insert(TE, HeaderValue::from_static("trailers"));
     }
+    let upgrading = upgrade.is_some();
     if let Some(protocol) = upgrade {
         set_upgrade(&mut parts.headers, protocol);
     }
     add_forwarded(&mut parts.headers, peer);
-    let request = Request::from_parts(parts, body);
-    match tokio::time::timeout(timeouts.upstream, client.send(request)).await {
+    Ok(Outgoing {
+        request: Request::from_parts(parts, body),
+        fault,
+        upgrade: upgrading,
+    })
+}
+
+/// Sends `outgoing` to `upstream` and waits `timeout` at most for its response head; an
+/// upgrade goes on an HTTP/1.1 connection, and so does the upstream's 101.
+///
+/// # Errors
+///
+/// [`Failure::Upstream`] with 502 Bad Gateway when the upstream cannot be reached, fails
+/// mid-response head, or speaks HTTP/2 only and the request asks for an upgrade, or with 504
+/// Gateway Timeout when it does not answer in time; [`Failure::Client`] when the client's body
+/// failed first (whatever the upstream request then did); [`Failure::NoUpstreamSeat`] when a
+/// new upstream connection is needed and the process's cap on them is reached.
+pub(crate) async fn send(
+    upstream: &Upstream,
+    outgoing: Outgoing,
+    timeout: Duration,
+) -> Result<Response<Incoming>, Failure> {
+    let Outgoing {
+        request,
+        fault,
+        upgrade,
+    } = outgoing;
+    let client = match upgrade {
+        true => upstream
+            .upgrades
+            .as_ref()
+            .ok_or(Failure::Upstream(StatusCode::BAD_GATEWAY))?,
+        false => &upstream.client,
+    };
+    match tokio::time::timeout(timeout, client.send(request)).await {
         Ok(Ok(mut response)) => {
             let switching = (response.status() == StatusCode::SWITCHING_PROTOCOLS)
                 .then(|| response.headers().get(UPGRADE).cloned())

@@ -113,18 +113,10 @@ impl tower::Service<Request<Incoming>> for Forwarder {
         } else if !deadline_shadowed {
             self.tally.passed();
         }
-        let (upstream, peer) = (Arc::clone(&self.upstream), self.peer.clone());
         let grpc = spillway_tower::grpc::is_grpc(request.headers());
-        Box::pin(async move {
-            let Some(peer) = peer else {
-                // Every clone that serves a request is given its peer first.
-                tracing::error!("a request reached the forwarder without its peer");
-                return Ok(failed(Failure::Upstream(StatusCode::BAD_GATEWAY)));
-            };
-            let mut response = match (
-                forward::send(&upstream, request, &peer, timeouts).await,
-                &missed,
-            ) {
+        // The response to what the upstream did, marked with what shadow mode let through.
+        let answer = move |sent: Result<Response<Incoming>, Failure>| {
+            let mut response = match (sent, &missed) {
                 (Ok(response), _) => response.map(Either::Left),
                 // Its deadline, not the listener's timeout, ran out.
                 (Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)), Some((err, drop))) => {
@@ -136,7 +128,24 @@ impl tower::Service<Request<Incoming>> for Forwarder {
                 response.extensions_mut().insert(shadowed);
             }
             Ok(response)
-        })
+        };
+        let Some(peer) = self.peer.as_deref() else {
+            // Every clone that serves a request is given its peer first.
+            tracing::error!("a request reached the forwarder without its peer");
+            return Box::pin(std::future::ready(Ok(failed(Failure::Upstream(
+                StatusCode::BAD_GATEWAY,
+            )))));
+        };
+        // Rewritten now, so that the future below holds the request as it goes out only.
+        match forward::prepare(&self.upstream, request, peer, timeouts.body) {
+            Ok(outgoing) => {
+                let upstream = Arc::clone(&self.upstream);
+                Box::pin(async move {
+                    answer(forward::send(&upstream, outgoing, timeouts.upstream).await)
+                })
+            }
+            Err(failure) => Box::pin(std::future::ready(answer(Err(failure)))),
+        }
     }
 }
 
