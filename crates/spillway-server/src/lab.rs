@@ -7,9 +7,12 @@
 //! - `spillway lab --matrix` prints the simulated shape matrix, and `--matrix --loopback` runs
 //!   it through the real proxy on loopback beside its simulated twin;
 //! - `spillway lab --mix` prints the tables of the scenarios whose requests claim a
-//!   criticality, a tenant or a deadline.
+//!   criticality, a tenant or a deadline;
+//! - `spillway lab --long-run` prints each strategy's refusals below capacity over a long run,
+//!   simulated, and with `--loopback` through the real proxy too.
 
 mod docs;
+pub mod long_run;
 pub mod loopback;
 pub mod loopback_matrix;
 
@@ -99,16 +102,27 @@ pub struct LabArgs {
     /// minutes), drawing `<docs>/overload/loopback-mix.svg`.
     #[arg(long, conflicts_with = "matrix")]
     pub mix: bool,
+    /// The long run only: each strategy (default: the adaptive ones) from a cold start at
+    /// 0.5x, 0.7x and 0.9x of capacity for 60 s each, on the service of `--workers`,
+    /// `--service-ms` and the distribution, simulated; prints the attempts refused, in the
+    /// first 10 s and after, and in each 10 s (or JSON). Below capacity a protection should
+    /// refuse nothing. With `--loopback`: through the real proxy on loopback beside its
+    /// simulated twin (the upstream's capacity measured first; about 3 minutes a strategy;
+    /// the generator, the proxy and the upstream share this machine's CPUs, so keep the
+    /// service to a few hundred requests a second, as the loopback matrix does).
+    #[arg(long, conflicts_with_all = ["matrix", "mix", "quick", "no_loopback"])]
+    pub long_run: bool,
     /// With `--matrix`: run the matrix through the real proxy on loopback (1 to 32 workers,
     /// exponential and bimodal service times, no long run; about 50 minutes for the five
     /// adaptive strategies) beside its simulated twin, and print the section of
     /// docs/overload.md it makes. The clients' options apply (stretched on services slower than
-    /// 10 ms); `--service-ms` and `--quick` do not.
+    /// 10 ms); `--service-ms` and `--quick` do not. With `--mix` or `--long-run`: those
+    /// through the real proxy.
     #[arg(long)]
     pub loopback: bool,
-    /// The adaptive strategies' queue, with `--quick` or `--matrix` (the full lab and the
-    /// loopback lab run without one): how many requests may wait for a place (0: none, a full
-    /// limit refuses at once).
+    /// The adaptive strategies' queue, with `--quick`, `--matrix` or `--long-run`, simulated
+    /// (the full lab and the loopback lab run without one): how many requests may wait for a
+    /// place (0: none, a full limit refuses at once).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub queue_capacity: i64,
     /// The queue's longest wait, in milliseconds.
@@ -117,9 +131,9 @@ pub struct LabArgs {
     /// Which waiting request a freed place goes to.
     #[arg(long, value_enum, default_value_t = QueueOrderArg::Fifo)]
     pub queue_order: QueueOrderArg,
-    /// `envoy_gradient`'s open start, with `--quick`, `--matrix` or `--mix` (simulated; the
-    /// full lab and the loopback lab run the defaults), for `envoy_gradient` and the
-    /// scenarios with claims: the limit from the start until the first minRTT is measured
+    /// `envoy_gradient`'s open start, with `--quick`, `--matrix`, `--mix` or `--long-run`
+    /// (on loopback, `--long-run` only; the full lab runs the defaults), for `envoy_gradient`
+    /// and the scenarios with claims: the limit from the start until the first minRTT is measured
     /// from the calls as they come (0: Envoy's start, pinned at 3; see docs/config.md).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub envoy_start_limit: i64,
@@ -216,19 +230,12 @@ impl LabArgs {
                 Some(queue)
             }
         };
-        if self.loopback && !self.matrix && !self.mix {
+        if self.loopback && !self.matrix && !self.mix && !self.long_run {
             return Err(LabError::new(
                 "loopback",
-                "--loopback runs the shape matrix or the scenarios with claims on loopback: \
-                 give --matrix or --mix too (the full lab runs the loopback lab unless \
-                 --no-loopback)",
-            ));
-        }
-        if self.loopback && adaptive_queue.is_some() {
-            return Err(LabError::new(
-                "queue_capacity",
-                "the loopback matrix runs without a queue: give a queue to the simulated \
-                 matrix (--matrix without --loopback)",
+                "--loopback runs the shape matrix, the scenarios with claims or the long run \
+                 on loopback: give --matrix, --mix or --long-run too (the full lab runs the \
+                 loopback lab unless --no-loopback)",
             ));
         }
         if adaptive_queue.is_some() && self.mix {
@@ -237,11 +244,18 @@ impl LabArgs {
                 "the scenarios with claims (--mix) give each its own queue",
             ));
         }
-        if adaptive_queue.is_some() && !self.quick && !self.matrix {
+        if self.loopback && adaptive_queue.is_some() {
+            return Err(LabError::new(
+                "queue_capacity",
+                "the loopback lab runs without a queue: give a queue to the simulated lab \
+                 (without --loopback)",
+            ));
+        }
+        if adaptive_queue.is_some() && !self.quick && !self.matrix && !self.long_run {
             return Err(LabError::new(
                 "queue_capacity",
                 "the full lab writes docs/overload.md without a queue: give a queue with \
-                 --quick or --matrix",
+                 --quick, --matrix or --long-run",
             ));
         }
         let envoy_start_limit = u32::try_from(self.envoy_start_limit).map_err(|_| {
@@ -250,11 +264,13 @@ impl LabArgs {
                 format!("must be between 0 and 1000, got {}", self.envoy_start_limit),
             )
         })?;
-        if envoy_start_limit != 0 && (self.loopback || (!self.quick && !self.matrix && !self.mix)) {
+        let full = !self.quick && !self.matrix && !self.mix && !self.long_run;
+        if envoy_start_limit != 0 && (full || (self.loopback && !self.long_run)) {
             return Err(LabError::new(
                 "envoy_start_limit",
-                "the full lab and the loopback lab run envoy_gradient's defaults: give \
-                 --envoy-start-limit with --quick, --matrix or --mix",
+                "the full lab and the loopback matrix and scenarios run envoy_gradient's \
+                 defaults: give --envoy-start-limit with --quick, --matrix, --mix or \
+                 --long-run (on loopback: --long-run)",
             ));
         }
         let params = LabParams {
@@ -294,6 +310,41 @@ impl LabArgs {
             })
             .collect()
     }
+}
+
+/// `spillway lab --long-run`: the tables (or JSON) of the long run of the strategies named
+/// (default: the adaptive ones) on the service of `params`, simulated or on loopback.
+async fn run_long_run(
+    args: &LabArgs,
+    params: &LabParams,
+) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let strategies = if args.strategies.is_empty() {
+        Strategy::ADAPTIVE.to_vec()
+    } else {
+        args.strategies()?
+    };
+    let report = if args.loopback {
+        let base = loopback::LoopbackParams {
+            client_timeout: params.client_timeout,
+            retries: match params.retry {
+                RetryPolicy::Off => 0,
+                RetryPolicy::Backoff { retries, .. } => retries,
+            },
+            backoff: match params.retry {
+                RetryPolicy::Off => Duration::ZERO,
+                RetryPolicy::Backoff { backoff, .. } => backoff,
+            },
+            envoy_start_limit: params.envoy_start_limit,
+            ..loopback::LoopbackParams::default()
+        };
+        long_run::loopback(params, &base, &strategies).await?
+    } else {
+        long_run::simulated(params, &strategies)?
+    };
+    if args.json {
+        return Ok(serde_json::to_string_pretty(&report)?);
+    }
+    Ok(report.markdown())
 }
 
 /// Writes `text` and a newline to stdout; a reader that went away (`| head`) is not an error.
@@ -374,6 +425,9 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
             spillway_lab::mix_report::mix_markdown(&report)
         };
         return print(&text);
+    }
+    if args.long_run {
+        return print(&run_long_run(&args, &params).await?);
     }
     if args.quick {
         let report = spillway_lab::run_lab(&params, &strategies)?;

@@ -129,13 +129,13 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         (
             vec!["--queue-capacity", "5"],
             "error: lab parameter `queue_capacity`: the full lab writes docs/overload.md without \
-             a queue: give a queue with --quick or --matrix",
+             a queue: give a queue with --quick, --matrix or --long-run",
         ),
         (
             vec!["--loopback"],
-            "error: lab parameter `loopback`: --loopback runs the shape matrix or the scenarios \
-             with claims on loopback: give --matrix or --mix too (the full lab runs the loopback \
-             lab unless --no-loopback)",
+            "error: lab parameter `loopback`: --loopback runs the shape matrix, the scenarios \
+             with claims or the long run on loopback: give --matrix, --mix or --long-run too (the \
+             full lab runs the loopback lab unless --no-loopback)",
         ),
         (
             vec!["--mix", "--queue-capacity", "5"],
@@ -144,18 +144,36 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         ),
         (
             vec!["--matrix", "--loopback", "--queue-capacity", "5"],
-            "error: lab parameter `queue_capacity`: the loopback matrix runs without a queue: \
-             give a queue to the simulated matrix (--matrix without --loopback)",
+            "error: lab parameter `queue_capacity`: the loopback lab runs without a queue: give \
+             a queue to the simulated lab (without --loopback)",
         ),
         (
+            vec!["--long-run", "--loopback", "--queue-capacity", "5"],
+            "error: lab parameter `queue_capacity`: the loopback lab runs without a queue: give \
+             a queue to the simulated lab (without --loopback)",
+        ),
+
+        (
             vec!["--envoy-start-limit", "50"],
-            "error: lab parameter `envoy_start_limit`: the full lab and the loopback lab run \
-             envoy_gradient's defaults: give --envoy-start-limit with --quick, --matrix or --mix",
+            "error: lab parameter `envoy_start_limit`: the full lab and the loopback matrix and \
+             scenarios run envoy_gradient's defaults: give --envoy-start-limit with --quick, \
+             --matrix, --mix or --long-run (on loopback: --long-run)",
         ),
         (
             vec!["--matrix", "--loopback", "--envoy-start-limit", "50"],
-            "error: lab parameter `envoy_start_limit`: the full lab and the loopback lab run \
-             envoy_gradient's defaults: give --envoy-start-limit with --quick, --matrix or --mix",
+            "error: lab parameter `envoy_start_limit`: the full lab and the loopback matrix and \
+             scenarios run envoy_gradient's defaults: give --envoy-start-limit with --quick, \
+             --matrix, --mix or --long-run (on loopback: --long-run)",
+        ),
+        (
+            vec!["--mix", "--loopback", "--queue-capacity", "5"],
+            "error: lab parameter `queue_capacity`: the scenarios with claims (--mix) give each \
+             its own queue",
+        ),
+        (
+            vec!["--long-run", "--loopback", "--envoy-start-limit", "2"],
+            "error: lab parameter `envoy_start_limit`: must be at least `min_concurrency` (3), \
+             got 2",
         ),
         (
             vec!["--quick", "--envoy-start-limit", "2"],
@@ -204,4 +222,102 @@ fn a_reader_that_goes_away_is_not_an_error() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[test]
+fn the_long_run_counts_each_strategy_s_refusals_by_10_s_and_repeats() {
+    let args = [
+        "--long-run",
+        "--workers",
+        "2",
+        "--strategies",
+        "none,envoy_gradient",
+        "--json",
+    ];
+    let first = lab(&args);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(first.stdout, lab(&args).stdout);
+    let report: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(report["loopback"], false);
+    assert_eq!(report["workers"], 2);
+    assert_eq!(report["capacity"], 200.0);
+    assert_eq!(report["envoy_start_limit"], 0);
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert!(row["loopback"].is_null(), "simulated only: {row}");
+        let simulated = &row["simulated"];
+        let by_10s: Vec<u64> = serde_json::from_value(simulated["refused_by_10s"].clone()).unwrap();
+        // 0.5x, 0.7x and 0.9x for 60 s each.
+        assert_eq!(by_10s.len(), 18);
+        assert_eq!(
+            by_10s.iter().sum::<u64>(),
+            simulated["refused"].as_u64().unwrap()
+        );
+    }
+    assert_eq!(rows[0]["strategy"], "none");
+    assert_eq!(rows[0]["simulated"]["refused"], 0);
+    // A latency limit refuses at 0.9x on 2 workers, where the service's own queue is most of
+    // the latency (docs/overload.md).
+    assert_eq!(rows[1]["strategy"], "envoy_gradient");
+    assert!(rows[1]["simulated"]["refused"].as_u64().unwrap() > 0);
+
+    let table = lab(&args[..args.len() - 1]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.starts_with(
+            "Long run, simulated: 2 workers, exponential, mean 10ms, capacity 200 requests/s"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("| strategy | refused (first 10 s + after) | in each 10 s |"));
+}
+
+#[test]
+fn the_long_run_takes_envoy_s_open_start() {
+    // On 4 workers, Envoy's start refuses in the long run's first 10 s (its first minRTT is
+    // measured at a limit of 3); an open start of 50 does not (docs/config.md).
+    let first_10s = |extra: &[&str]| {
+        let mut args = vec![
+            "--long-run",
+            "--workers",
+            "4",
+            "--strategies",
+            "envoy_gradient",
+            "--json",
+        ];
+        args.extend(extra);
+        let output = lab(&args);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let start = report["envoy_start_limit"].as_u64().unwrap();
+        (
+            start,
+            report["rows"][0]["simulated"]["refused_by_10s"][0]
+                .as_u64()
+                .unwrap(),
+        )
+    };
+    let (start, pinned) = first_10s(&[]);
+    assert_eq!(start, 0);
+    assert!(pinned > 0, "Envoy's start refuses: {pinned}");
+    assert_eq!(first_10s(&["--envoy-start-limit", "50"]), (50, 0));
+}
+
+#[test]
+fn the_long_run_has_no_quick_form_and_no_full_lab_option() {
+    for other in ["--quick", "--matrix", "--mix", "--no-loopback"] {
+        let output = lab(&["--long-run", other]);
+        assert!(!output.status.success(), "{other}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("cannot be used with"), "{other}: {stderr}");
+    }
 }

@@ -56,6 +56,8 @@ pub struct LoopbackParams {
     /// How the generator spaces new requests (retries come after their back-off), with the
     /// upstream's seed.
     pub spacing: Spacing,
+    /// `envoy_gradient`'s open start (0: Envoy's start), for its runs and their twins.
+    pub envoy_start_limit: u32,
 }
 
 impl Default for LoopbackParams {
@@ -79,6 +81,7 @@ impl Default for LoopbackParams {
             measure: Duration::from_secs(5),
             max_outstanding: 20_000,
             spacing: Spacing::Even,
+            envoy_start_limit: 0,
         }
     }
 }
@@ -110,7 +113,7 @@ impl LoopbackParams {
             warm_up: self.warm_up,
             measure: self.measure,
             adaptive_queue: None,
-            envoy_start_limit: 0,
+            envoy_start_limit: self.envoy_start_limit,
         }
     }
 }
@@ -663,6 +666,35 @@ mod tests {
             LoopbackParams::default().lab_params().service_time.label(),
             "fixed, 10.00ms"
         );
+    }
+
+    /// An open start given to the loopback lab reaches the proxy's file and the simulated twin.
+    #[test]
+    fn the_open_start_reaches_the_proxy_and_the_twin() {
+        let params = LoopbackParams {
+            envoy_start_limit: 50,
+            ..LoopbackParams::default()
+        };
+        let twin = params.lab_params();
+        assert_eq!(twin.envoy_start_limit, 50);
+        let upstream = "127.0.0.1:9".parse().unwrap();
+        let text = config_text(
+            Strategy::EnvoyGradient,
+            &twin,
+            upstream,
+            &params.upstream,
+            350.0,
+        )
+        .unwrap();
+        let parsed = crate::checked::parse(&text, "lab.toml").unwrap();
+        let rule = parsed.adaptive[0].get_ref().clone();
+        match rule.algorithm {
+            spillway::adaptive::AdaptiveAlgorithm::EnvoyGradient(config) => {
+                assert_eq!(config.start_limit, 50);
+            }
+            other => panic!("not Envoy's controller: {other:?}"),
+        }
+        assert_eq!(Some(rule), Strategy::EnvoyGradient.adaptive_rule(&twin));
     }
 
     /// Each strategy's file parses, and an adaptive strategy's holds the simulated lab's rule.

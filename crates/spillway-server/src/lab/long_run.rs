@@ -1,0 +1,297 @@
+//! `spillway lab --long-run`: the long run alone, for each strategy on one service: from a cold
+//! start, 0.5x, 0.7x and 0.9x of capacity for 60 s each (crossing a minRTT re-measurement),
+//! and the attempts refused there, in each 10 s. Below capacity a protection should refuse
+//! nothing, at start-up or later. Simulated; with `--loopback`, through the real proxy on
+//! loopback beside its simulated twin (the same strategy and arrivals at the capacity
+//! measured), about 3 minutes a strategy.
+
+use super::loopback::{measure_capacity, run_point, LoopbackParams};
+use crate::upstream::UpstreamShape;
+use serde::Serialize;
+use spillway_lab::arrivals::Spacing;
+use spillway_lab::{simulate, LabError, LabParams, RunResult, Scenario, Strategy};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What one strategy refused in the long run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusals {
+    /// Attempts sent.
+    pub attempts: u64,
+    /// Attempts refused.
+    pub refused: u64,
+    /// Attempts refused in each 10 s, from the start.
+    pub refused_by_10s: Vec<u64>,
+}
+
+impl Refusals {
+    fn of(run: &RunResult) -> Self {
+        Self {
+            attempts: run.counts.attempts,
+            refused: run.counts.refused,
+            refused_by_10s: run.refused_by_10s.clone(),
+        }
+    }
+
+    /// `first + after refused of attempts`, as the tables have it.
+    fn text(&self) -> String {
+        let first = self.refused_by_10s.first().copied().unwrap_or(0);
+        format!(
+            "{first} + {} of {}",
+            self.refused.saturating_sub(first),
+            self.attempts
+        )
+    }
+}
+
+/// The long run of several strategies on one service.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LongRunReport {
+    /// Whether it ran through the real proxy on loopback (beside the simulated twin).
+    pub loopback: bool,
+    /// The service's workers.
+    pub workers: u32,
+    /// Its service times, as the tables describe them.
+    pub service: String,
+    /// Its capacity in requests a second: measured on loopback, else the nominal one.
+    pub capacity: f64,
+    /// The seed of the draws.
+    pub seed: u64,
+    /// `envoy_gradient`'s open start (0: Envoy's start).
+    pub envoy_start_limit: u32,
+    /// A row per strategy.
+    pub rows: Vec<LongRunRow>,
+}
+
+/// One strategy's long run: simulated, and through the real proxy when run on loopback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LongRunRow {
+    /// The strategy's name.
+    pub strategy: &'static str,
+    /// Through the real proxy on loopback, if run there.
+    pub loopback: Option<Refusals>,
+    /// Simulated (on loopback: the twin, at the measured capacity).
+    pub simulated: Refusals,
+}
+
+/// The long run of each of `strategies` on the simulated service of `params`.
+///
+/// # Errors
+///
+/// A [`LabError`] if a parameter cannot be simulated.
+pub fn simulated(params: &LabParams, strategies: &[Strategy]) -> Result<LongRunReport, LabError> {
+    let rows = strategies
+        .iter()
+        .map(|&strategy| {
+            let run = simulate(params, Scenario::LongRun, strategy)?;
+            Ok(LongRunRow {
+                strategy: strategy.name(),
+                loopback: None,
+                simulated: Refusals::of(&run),
+            })
+        })
+        .collect::<Result<_, LabError>>()?;
+    Ok(report(params, false, params.capacity(), rows))
+}
+
+fn report(
+    params: &LabParams,
+    loopback: bool,
+    capacity: f64,
+    rows: Vec<LongRunRow>,
+) -> LongRunReport {
+    LongRunReport {
+        loopback,
+        workers: params.workers,
+        service: params.service_time.label(),
+        capacity,
+        seed: params.seed,
+        envoy_start_limit: params.envoy_start_limit,
+        rows,
+    }
+}
+
+/// The long run of each of `strategies` through the real proxy, in front of an upstream of the
+/// shape of `params` (its workers and service time) whose capacity is measured first, with the
+/// clients of `base`; each beside its simulated twin.
+///
+/// # Errors
+///
+/// A strategy the binary cannot express (the static split), a loopback port that cannot be
+/// bound, a configuration refused, or a parameter that cannot be simulated.
+pub async fn loopback(
+    params: &LabParams,
+    base: &LoopbackParams,
+    strategies: &[Strategy],
+) -> Result<LongRunReport, BoxError> {
+    if let Some(strategy) = strategies.iter().find(|strategy| !strategy.in_binary()) {
+        return Err(Box::new(LabError::new(
+            "strategies",
+            format!("{strategy} cannot run on loopback: the binary cannot express it"),
+        )));
+    }
+    let upstream = UpstreamShape {
+        workers: usize::try_from(params.workers)?,
+        service: params.service_time,
+        seed: params.seed,
+        flaky: false,
+    };
+    let capacity = measure_capacity(upstream).await?;
+    eprintln!(
+        "long run on loopback: {capacity:.0} requests/s measured ({:.0} nominal), about {} \
+         minutes",
+        upstream.capacity(),
+        3 * strategies.len()
+    );
+    let loopback = LoopbackParams {
+        upstream,
+        capacity: Some(capacity),
+        spacing: Spacing::Poisson,
+        ..base.clone()
+    };
+    let twin = loopback.lab_params();
+    let mut rows = Vec::with_capacity(strategies.len());
+    for &strategy in strategies {
+        let real = run_point(&loopback, strategy, Scenario::LongRun).await?;
+        let simulated = simulate(&twin, Scenario::LongRun, strategy)?;
+        let row = LongRunRow {
+            strategy: strategy.name(),
+            loopback: Some(Refusals::of(&real)),
+            simulated: Refusals::of(&simulated),
+        };
+        eprintln!(
+            "long run on loopback: {strategy}: {} refused (simulated {})",
+            row.loopback.as_ref().map_or(0, |r| r.refused),
+            row.simulated.refused
+        );
+        rows.push(row);
+    }
+    Ok(report(&twin, true, capacity, rows))
+}
+
+impl LongRunReport {
+    /// A line on the service and the run, then the [`table`].
+    pub fn markdown(&self) -> String {
+        let lab = if self.loopback {
+            "through the real proxy on loopback, beside its simulated twin"
+        } else {
+            "simulated"
+        };
+        let capacity = if self.loopback { "measured" } else { "nominal" };
+        let start = match self.envoy_start_limit {
+            0 => String::new(),
+            limit => format!(" envoy_gradient's start_limit: {limit}."),
+        };
+        format!(
+            "Long run, {lab}: {} workers, {}, capacity {:.0} requests/s ({capacity}); seed \
+             {}.{start} 0.5x, 0.7x and 0.9x of capacity for 60 s each from a cold start; \
+             attempts refused in the first 10 s + after, of those sent, and in each 10 s (the \
+             target: none).\n\n{}",
+            self.workers,
+            self.service,
+            self.capacity,
+            self.seed,
+            table(&self.rows)
+        )
+    }
+}
+
+/// The rows as a Markdown table: each strategy's attempts refused in the first 10 s + after,
+/// of those sent, and in each 10 s; through the real proxy beside the simulation when the rows
+/// have both.
+pub fn table(rows: &[LongRunRow]) -> String {
+    let on_loopback = rows.iter().any(|row| row.loopback.is_some());
+    let by_10s = |refusals: &Refusals| {
+        refusals
+            .refused_by_10s
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut out = String::new();
+    if on_loopback {
+        out.push_str(
+            "| strategy | loopback: refused (first 10 s + after) | loopback: in each 10 s | \
+             simulated: refused (first 10 s + after) | simulated: in each 10 s |\n\
+             |---|---:|---|---:|---|\n",
+        );
+    } else {
+        out.push_str(
+            "| strategy | refused (first 10 s + after) | in each 10 s |\n|---|---:|---|\n",
+        );
+    }
+    for row in rows {
+        let simulated = format!("{} | {}", row.simulated.text(), by_10s(&row.simulated));
+        match &row.loopback {
+            Some(real) if on_loopback => out.push_str(&format!(
+                "| {} | {} | {} | {simulated} |\n",
+                row.strategy,
+                real.text(),
+                by_10s(real)
+            )),
+            _ if on_loopback => {
+                out.push_str(&format!("| {} | - | - | {simulated} |\n", row.strategy));
+            }
+            _ => out.push_str(&format!("| {} | {simulated} |\n", row.strategy)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_strategy_s_row_counts_the_simulated_run_s_refusals() {
+        let params = LabParams {
+            workers: 4,
+            ..LabParams::default()
+        };
+        let report = simulated(&params, &[Strategy::None, Strategy::EnvoyGradient]).unwrap();
+        assert_eq!((report.workers, report.capacity), (4, 400.0));
+        assert!(!report.loopback);
+        let rows = report.rows;
+        assert_eq!(rows[0].strategy, "none");
+        assert_eq!(
+            rows[0].simulated.refused, 0,
+            "no protection refuses nothing"
+        );
+        assert!(rows[0].simulated.attempts > 0);
+        // Three 60 s steps, in 10 s.
+        assert_eq!(rows[0].simulated.refused_by_10s.len(), 18);
+        let envoy = &rows[1].simulated;
+        assert_eq!(envoy.refused_by_10s.iter().sum::<u64>(), envoy.refused);
+        let run = simulate(&params, Scenario::LongRun, Strategy::EnvoyGradient).unwrap();
+        assert_eq!(envoy.refused, run.counts.refused);
+        let table = table(&rows);
+        assert!(table.starts_with("| strategy | refused (first 10 s + after) |"));
+        let first = envoy.refused_by_10s[0];
+        let line = format!(
+            "| envoy_gradient | {first} + {} of {} |",
+            envoy.refused - first,
+            envoy.attempts
+        );
+        assert!(table.contains(&line), "{table}");
+    }
+
+    #[test]
+    fn a_row_run_on_loopback_shows_both_labs() {
+        let refusals = |refused| Refusals {
+            attempts: 100,
+            refused,
+            refused_by_10s: vec![refused, 0],
+        };
+        let rows = [LongRunRow {
+            strategy: "aimd",
+            loopback: Some(refusals(3)),
+            simulated: refusals(5),
+        }];
+        let table = table(&rows);
+        assert!(
+            table.contains("| aimd | 3 + 0 of 100 | 3 0 | 5 + 0 of 100 | 5 0 |"),
+            "{table}"
+        );
+    }
+}
