@@ -273,11 +273,16 @@ async fn run(
         ..params.lab_params()
     };
     // The simulated twin's requests (checked before anything starts): the same times, and the
-    // same work scaled from the twin's mean (what a request holds a worker for, the timer's
-    // overhead included) to the upstream's (which the timer adds to).
+    // same work less what the upstream adds to each (the timer's overhead: the twin's mean,
+    // what a request holds a worker for as measured, less the upstream's nominal mean), so
+    // that each request holds a worker about as long as its twin does. (Scaling each by the
+    // ratio of the means instead kept the mean but not the spread: a real exponential service
+    // then varied less than its twin, and queued less near capacity.)
     let arrivals = Arrivals::new(&lab, scenario, params.spacing)?;
-    let scale = params.upstream.service.mean().as_secs_f64()
-        / lab.service_time.mean().as_secs_f64().max(f64::MIN_POSITIVE);
+    let overhead = lab
+        .service_time
+        .mean()
+        .saturating_sub(params.upstream.service.mean());
     let upstream = Arc::new(Upstream::start(params.upstream).await?);
     let config = crate::checked::parse(
         &config_text(
@@ -351,7 +356,7 @@ async fn run(
     // before it.
     let mut clients = tokio::task::JoinSet::new();
     for (index, arrival) in (0u64..).zip(arrivals) {
-        let (next, work) = (arrival.at, arrival.work.mul_f64(scale));
+        let (next, work) = (arrival.at, arrival.work.saturating_sub(overhead));
         tokio::time::sleep_until(start + next).await;
         if outstanding.load(Ordering::Relaxed) >= params.max_outstanding {
             skipped.fetch_add(1, Ordering::Relaxed);
