@@ -324,19 +324,7 @@ async fn run_long_run(
         args.strategies()?
     };
     let report = if args.loopback {
-        let base = loopback::LoopbackParams {
-            client_timeout: params.client_timeout,
-            retries: match params.retry {
-                RetryPolicy::Off => 0,
-                RetryPolicy::Backoff { retries, .. } => retries,
-            },
-            backoff: match params.retry {
-                RetryPolicy::Off => Duration::ZERO,
-                RetryPolicy::Backoff { backoff, .. } => backoff,
-            },
-            envoy_start_limit: params.envoy_start_limit,
-            ..loopback::LoopbackParams::default()
-        };
+        let base = loopback::LoopbackParams::with_clients_of(params);
         long_run::loopback(params, &base, &strategies).await?
     } else {
         long_run::simulated(params, &strategies)?
@@ -372,18 +360,7 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
             strategies
         };
         if args.loopback {
-            let base = loopback::LoopbackParams {
-                client_timeout: params.client_timeout,
-                retries: match params.retry {
-                    RetryPolicy::Off => 0,
-                    RetryPolicy::Backoff { retries, .. } => retries,
-                },
-                backoff: match params.retry {
-                    RetryPolicy::Off => Duration::ZERO,
-                    RetryPolicy::Backoff { backoff, .. } => backoff,
-                },
-                ..loopback::LoopbackParams::default()
-            };
+            let base = loopback::LoopbackParams::with_clients_of(&params);
             eprintln!(
                 "loopback matrix: {} strategies, about {} minutes",
                 strategies.len(),

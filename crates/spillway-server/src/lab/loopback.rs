@@ -87,6 +87,22 @@ impl Default for LoopbackParams {
 }
 
 impl LoopbackParams {
+    /// The loopback lab's defaults with the clients of the simulated lab's `params` (their
+    /// timeout, retries and back-off) and its `envoy_gradient` start.
+    pub fn with_clients_of(params: &LabParams) -> Self {
+        let (retries, backoff) = match params.retry {
+            RetryPolicy::Off => (0, Duration::ZERO),
+            RetryPolicy::Backoff { retries, backoff } => (retries, backoff),
+        };
+        Self {
+            client_timeout: params.client_timeout,
+            retries,
+            backoff,
+            envoy_start_limit: params.envoy_start_limit,
+            ..Self::default()
+        }
+    }
+
     /// The capacity: measured, or else the upstream's nominal workers / work.
     pub fn capacity(&self) -> f64 {
         self.capacity.unwrap_or_else(|| self.upstream.capacity())
