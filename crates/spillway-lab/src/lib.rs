@@ -22,9 +22,11 @@
 pub mod arrivals;
 mod draws;
 mod events;
+pub mod fixed_floor;
 mod lab;
 mod load_average;
 pub mod matrix;
+pub mod matrix_report;
 pub mod mix;
 pub mod mix_report;
 pub mod mix_result;

@@ -69,6 +69,37 @@ pub struct LongRunRefusals {
     pub long_run_attempts: u64,
 }
 
+impl LongRunRefusals {
+    /// The refusals of a [`Scenario::LongRun`] run.
+    pub fn of(run: &RunResult) -> Self {
+        Self {
+            long_run_refused: run.counts.refused,
+            long_run_refused_at_start: run.refused_by_10s.first().copied().unwrap_or(0),
+            long_run_attempts: run.counts.attempts,
+        }
+    }
+
+    /// Refused after the first 10 s.
+    pub fn after_start(&self) -> u64 {
+        self.long_run_refused
+            .saturating_sub(self.long_run_refused_at_start)
+    }
+
+    /// As the tables show it: `first 10 s + after refused`.
+    pub fn text(&self) -> String {
+        format!(
+            "{} + {} refused",
+            self.long_run_refused_at_start,
+            self.after_start()
+        )
+    }
+}
+
+/// Whether goodput and p99 at 3x and 5x (the first two of [`MATRIX_LOADS`]) meet the target.
+pub fn meets_overload_target(goodput: &[f64], p99_ratio: &[f64]) -> bool {
+    (0..2).all(|i| goodput[i] >= TARGET_GOODPUT && p99_ratio[i] <= TARGET_P99_RATIO)
+}
+
 /// What one strategy did on one service shape.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
@@ -122,17 +153,13 @@ impl Cell {
             goodput,
             p99_ratio,
             recovery_s: slowdown.recovery_s,
-            long_run: long_run.map(|run| LongRunRefusals {
-                long_run_refused: run.counts.refused,
-                long_run_refused_at_start: run.refused_by_10s.first().copied().unwrap_or(0),
-                long_run_attempts: run.counts.attempts,
-            }),
+            long_run: long_run.map(LongRunRefusals::of),
         }
     }
 
     /// Whether goodput and p99 meet the target at 3x and 5x.
     pub fn meets_overload(&self) -> bool {
-        (0..2).all(|i| self.goodput[i] >= TARGET_GOODPUT && self.p99_ratio[i] <= TARGET_P99_RATIO)
+        meets_overload_target(&self.goodput, &self.p99_ratio)
     }
 
     /// Whether the slowdown's recovery meets the target.
@@ -363,44 +390,54 @@ fn markdown(cells: &[Cell], twins: Option<&[Cell]>) -> String {
     }
     for strategy in &strategies {
         let _ = writeln!(out, "\n### {strategy}\n");
-        let mine: Vec<&Cell> = cells.iter().filter(|c| c.strategy == *strategy).collect();
-        let mut shapes: Vec<&'static str> = Vec::new();
-        for cell in &mine {
-            if !shapes.contains(&cell.shape) {
-                shapes.push(cell.shape);
-            }
+        let grid: Vec<(u32, &'static str, String)> = cells
+            .iter()
+            .filter(|c| c.strategy == *strategy)
+            .map(|c| {
+                let mut text = cell_text(c);
+                if let Some(twins) = twins {
+                    let _ = write!(text, "<br>{:.0}/s", c.capacity);
+                    match twin_of(c, twins).map(|twin| disagreements(c, twin)) {
+                        None => text.push_str("<br>no simulated twin"),
+                        Some(d) if d.is_empty() => text.push_str("<br>as simulated"),
+                        Some(d) => {
+                            let _ = write!(text, "<br>**differs**: {}", d.join("; "));
+                        }
+                    }
+                }
+                (c.workers, c.shape, text)
+            })
+            .collect();
+        out.push_str(&grid_markdown(&grid));
+    }
+    out
+}
+
+/// A table of `(workers, shape, text)` entries: a row per worker count (in increasing order),
+/// a column per shape (in the order they first come).
+pub(crate) fn grid_markdown(entries: &[(u32, &'static str, String)]) -> String {
+    let mut shapes: Vec<&'static str> = Vec::new();
+    for (_, shape, _) in entries {
+        if !shapes.contains(shape) {
+            shapes.push(shape);
         }
-        let _ = writeln!(out, "| workers | {} |", shapes.join(" | "));
-        let _ = writeln!(out, "|---:|{}", "---|".repeat(shapes.len()));
-        let mut workers: Vec<u32> = mine.iter().map(|c| c.workers).collect();
-        workers.sort_unstable();
-        workers.dedup();
-        for w in workers {
-            let row: Vec<String> = shapes
-                .iter()
-                .map(|shape| {
-                    mine.iter()
-                        .find(|c| c.workers == w && c.shape == *shape)
-                        .map_or_else(String::new, |c| {
-                            let mut text = cell_text(c);
-                            if let Some(twins) = twins {
-                                let _ = write!(text, "<br>{:.0}/s", c.capacity);
-                                match twin_of(c, twins).map(|twin| disagreements(c, twin)) {
-                                    None => text.push_str("<br>no simulated twin"),
-                                    Some(d) if d.is_empty() => {
-                                        text.push_str("<br>as simulated");
-                                    }
-                                    Some(d) => {
-                                        let _ = write!(text, "<br>**differs**: {}", d.join("; "));
-                                    }
-                                }
-                            }
-                            text
-                        })
-                })
-                .collect();
-            let _ = writeln!(out, "| {w} | {} |", row.join(" | "));
-        }
+    }
+    let mut out = format!("| workers | {} |\n", shapes.join(" | "));
+    let _ = writeln!(out, "|---:|{}", "---|".repeat(shapes.len()));
+    let mut workers: Vec<u32> = entries.iter().map(|(w, _, _)| *w).collect();
+    workers.sort_unstable();
+    workers.dedup();
+    for w in workers {
+        let row: Vec<&str> = shapes
+            .iter()
+            .map(|shape| {
+                entries
+                    .iter()
+                    .find(|(ew, es, _)| *ew == w && es == shape)
+                    .map_or("", |(_, _, text)| text.as_str())
+            })
+            .collect();
+        let _ = writeln!(out, "| {w} | {} |", row.join(" | "));
     }
     out
 }
@@ -439,13 +476,7 @@ fn cell_text(cell: &Cell) -> String {
         recovery_text(cell.recovery_s),
     );
     if let Some(l) = cell.long_run {
-        let _ = write!(
-            text,
-            "<br>{} + {} refused",
-            l.long_run_refused_at_start,
-            l.long_run_refused
-                .saturating_sub(l.long_run_refused_at_start)
-        );
+        let _ = write!(text, "<br>{}", l.text());
     }
     text
 }

@@ -167,6 +167,9 @@ pub struct LabParams {
     /// `envoy_gradient`'s `start_limit` (0 by default: Envoy's pinned start; see
     /// `EnvoyGradientConfig::start_limit`).
     pub envoy_start_limit: u32,
+    /// `static_concurrency`'s limit (`None` by default: twice the workers, the workers' calls
+    /// plus as many queued; see [`LabParams::static_limit`]).
+    pub static_concurrency_limit: Option<u32>,
 }
 
 impl Default for LabParams {
@@ -186,6 +189,7 @@ impl Default for LabParams {
             measure: Duration::from_secs(30),
             adaptive_queue: None,
             envoy_start_limit: 0,
+            static_concurrency_limit: None,
         }
     }
 }
@@ -203,6 +207,22 @@ impl LabParams {
     /// The service's capacity in requests a second: workers / mean service time.
     pub fn capacity(&self) -> f64 {
         f64::from(self.workers) / self.service_time.mean().as_secs_f64()
+    }
+
+    /// The `static_concurrency` strategy's limit: [`LabParams::static_concurrency_limit`], else
+    /// twice the workers.
+    ///
+    /// ```
+    /// use spillway_lab::LabParams;
+    ///
+    /// let params = LabParams { workers: 4, ..LabParams::default() };
+    /// assert_eq!(params.static_limit(), 8);
+    /// let params = LabParams { static_concurrency_limit: Some(20), ..params };
+    /// assert_eq!(params.static_limit(), 20);
+    /// ```
+    pub fn static_limit(&self) -> u32 {
+        self.static_concurrency_limit
+            .unwrap_or_else(|| self.workers.saturating_mul(2))
     }
 
     /// Checks every parameter.
@@ -286,6 +306,12 @@ impl LabParams {
             return Err(LabError::new(
                 "warm_up",
                 format!("must be at most 3600s, got {:?}", self.warm_up),
+            ));
+        }
+        if self.static_concurrency_limit == Some(0) {
+            return Err(LabError::new(
+                "static_concurrency_limit",
+                "must be at least 1, got 0",
             ));
         }
         let envoy = spillway::adaptive::EnvoyGradientConfig {

@@ -497,6 +497,6 @@ impl<'p> Run<'p> {
         let threshold = SENTINEL_LOAD_PER_CORE * f64::from(self.params.workers);
         let gate_open = self.protection.probe.load() > threshold;
         self.strategy
-            .admitted_limit(self.params.workers, &self.protection.spillway, gate_open)
+            .admitted_limit(self.params, &self.protection.spillway, gate_open)
     }
 }

@@ -31,7 +31,8 @@ pub enum Strategy {
     None,
     /// A QPS flow rule (reject beyond) at the service's capacity.
     StaticQps,
-    /// A concurrency flow rule at twice the workers: the workers' calls plus as many queued.
+    /// A concurrency flow rule ([`LabParams::static_limit`]: by default twice the workers, the
+    /// workers' calls plus as many queued).
     StaticConcurrency,
     /// Sentinel's system rule as Sentinel ships it: the BBR check
     /// (`in flight > max_success_qps x min_rt`), switched on once load1 passes 2.5 per core.
@@ -208,10 +209,13 @@ impl Strategy {
         match self {
             Strategy::None => "no protection".into(),
             Strategy::StaticQps => format!("QPS flow rule at capacity ({})", params.capacity()),
-            Strategy::StaticConcurrency => format!(
-                "concurrency flow rule at 2 x workers ({})",
-                2 * params.workers
-            ),
+            Strategy::StaticConcurrency => match params.static_concurrency_limit {
+                None => format!(
+                    "concurrency flow rule at 2 x workers ({})",
+                    params.static_limit()
+                ),
+                Some(limit) => format!("concurrency flow rule at {limit}"),
+            },
             Strategy::SentinelSystem => format!(
                 "system rule: BBR once load1 > {} (2.5 per core)",
                 SENTINEL_LOAD_PER_CORE * f64::from(params.workers)
@@ -251,7 +255,7 @@ impl Strategy {
     /// while its load gate is open).
     pub fn admitted_limit(
         &self,
-        workers: u32,
+        params: &LabParams,
         spillway: &Spillway,
         gate_open: bool,
     ) -> Option<f64> {
@@ -260,7 +264,7 @@ impl Strategy {
             bbr_limit(spillway.inbound_node(), now, estimate)
         };
         match self {
-            Strategy::StaticConcurrency => Some(2.0 * f64::from(workers)),
+            Strategy::StaticConcurrency => Some(f64::from(params.static_limit())),
             Strategy::Bbr => Some(bbr(MinRtEstimate::Exact)),
             Strategy::BbrBucketAverage => Some(bbr(MinRtEstimate::BucketAverage {
                 window: BUCKET_AVERAGE_WINDOW,
@@ -300,11 +304,8 @@ impl Strategy {
                 )])
                 .map_err(|e| e.to_string()),
             Strategy::StaticConcurrency => spillway
-                .load_flow_rules(vec![FlowRule::in_flight(
-                    RESOURCE,
-                    params.workers.saturating_mul(2),
-                )
-                .with_id("twice-workers")])
+                .load_flow_rules(vec![FlowRule::in_flight(RESOURCE, params.static_limit())
+                    .with_id("static-concurrency")])
                 .map_err(|e| e.to_string()),
             Strategy::SentinelSystem => spillway
                 .load_system_rules(vec![SystemRule::new("sentinel-load")

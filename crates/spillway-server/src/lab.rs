@@ -18,6 +18,7 @@ pub mod loopback_matrix;
 
 use clap::ValueEnum;
 use spillway::adaptive::{AdaptiveQueue, QueueOrder};
+use spillway_lab::matrix_report::MatrixReport;
 use spillway_lab::{LabError, LabParams, RetryPolicy, ServiceTime, Strategy};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -375,11 +376,11 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
             };
             return print(&text);
         }
-        let cells = spillway_lab::matrix::run_matrix(&params.quick(), &strategies)?;
+        let report = MatrixReport::run(&params.quick(), &strategies)?;
         let text = if args.json {
-            serde_json::to_string_pretty(&cells)?
+            serde_json::to_string_pretty(&report)?
         } else {
-            spillway_lab::matrix::matrix_markdown(&cells)
+            report.markdown()
         };
         return print(&text);
     }

@@ -3,6 +3,7 @@
 use super::loopback::{self, LoopbackParams};
 use super::loopback_matrix;
 use super::LabArgs;
+use spillway_lab::matrix_report::MatrixReport;
 use spillway_lab::plot::{self, Chart};
 use spillway_lab::report::{detail_markdown, summary_markdown};
 use spillway_lab::{run_lab, scenarios, LabParams, LabReport, ServiceTime, Strategy};
@@ -50,10 +51,10 @@ pub(super) async fn write_all(
         .filter(|s| strategies.contains(s))
         .collect();
     let matrix = if adaptive.is_empty() {
-        Vec::new()
+        None
     } else {
-        eprintln!("simulated lab: the shape matrix");
-        spillway_lab::matrix::run_matrix(&params.clone().quick(), &adaptive)?
+        eprintln!("simulated lab: the shape matrix and its fixed-limit floor");
+        Some(MatrixReport::run(&params.clone().quick(), &adaptive)?)
     };
     let real = if args.no_loopback {
         None
@@ -148,9 +149,9 @@ pub(super) async fn write_all(
     );
     doc.push_str(&verdict(&sim, strategies));
     doc.push_str(NOTES);
-    if !matrix.is_empty() {
+    if let Some(matrix) = &matrix {
         doc.push_str(&MATRIX_INTRO.replace("{mean}", &format!("{:?}", params.service_time.mean())));
-        doc.push_str(&spillway_lab::matrix::matrix_markdown(&matrix));
+        doc.push_str(&matrix.markdown());
     }
     doc.push_str(MIX_INTRO);
     doc.push_str(&spillway_lab::mix_report::mix_markdown(&mix));

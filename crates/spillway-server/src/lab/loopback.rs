@@ -130,6 +130,7 @@ impl LoopbackParams {
             measure: self.measure,
             adaptive_queue: None,
             envoy_start_limit: self.envoy_start_limit,
+            static_concurrency_limit: None,
         }
     }
 }
@@ -341,7 +342,7 @@ async fn run(
     let ticks = {
         let spillway = spillway.clone();
         let upstream = upstream.clone();
-        let workers = u32::try_from(params.upstream.workers).unwrap_or(u32::MAX);
+        let lab = lab.clone();
         tokio::spawn(async move {
             let mut samples = Vec::new();
             let mut interval = tokio::time::interval_at(start, TICK / 10);
@@ -352,7 +353,7 @@ async fn run(
                 upstream.set_slowdown(scenario.slowdown_at(at));
                 if n % 10 == 0 {
                     let gate_open = LinuxProbe::global().load() > sentinel_threshold();
-                    let limit = strategy.admitted_limit(workers, &spillway, gate_open);
+                    let limit = strategy.admitted_limit(&lab, &spillway, gate_open);
                     let in_flight = spillway.inbound_node().concurrency().max(0) as u64;
                     samples.push(Tick {
                         at: 100_000_000 * (n / 10),
