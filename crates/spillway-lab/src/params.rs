@@ -1,6 +1,6 @@
 //! What the lab simulates: the service, its clients and how long each run lasts.
 
-use spillway::adaptive::AdaptiveQueue;
+use spillway::adaptive::{AdaptiveQueue, BufferScaling};
 use std::fmt;
 use std::time::Duration;
 
@@ -167,6 +167,9 @@ pub struct LabParams {
     /// `envoy_gradient`'s `start_limit` (0 by default: Envoy's pinned start; see
     /// `EnvoyGradientConfig::start_limit`).
     pub envoy_start_limit: u32,
+    /// `envoy_gradient`'s `buffer_scaling` (`Fixed` by default: Envoy's; see
+    /// `EnvoyGradientConfig::buffer_scaling`).
+    pub envoy_buffer_scaling: BufferScaling,
     /// `static_concurrency`'s limit (`None` by default: twice the workers, the workers' calls
     /// plus as many queued; see [`LabParams::static_limit`]).
     pub static_concurrency_limit: Option<u32>,
@@ -189,6 +192,7 @@ impl Default for LabParams {
             measure: Duration::from_secs(30),
             adaptive_queue: None,
             envoy_start_limit: 0,
+            envoy_buffer_scaling: BufferScaling::Fixed,
             static_concurrency_limit: None,
         }
     }

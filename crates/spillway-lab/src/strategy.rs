@@ -158,6 +158,7 @@ impl Strategy {
             }),
             Strategy::EnvoyGradient => AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig {
                 start_limit: params.envoy_start_limit,
+                buffer_scaling: params.envoy_buffer_scaling,
                 ..EnvoyGradientConfig::default()
             }),
             Strategy::BbrProbe => AdaptiveAlgorithm::Bbr(BbrConfig::default()),
@@ -359,12 +360,14 @@ pub(crate) struct Protection {
     pub(crate) reads_load: bool,
 }
 
-/// The recommended rule's algorithm (Envoy's gradient controller), with `params`'s start limit.
+/// The recommended rule's algorithm (Envoy's gradient controller), with `params`'s start limit
+/// and buffer scaling.
 fn recommended(params: &LabParams) -> AdaptiveAlgorithm {
     match AdaptiveRule::recommended().algorithm {
         AdaptiveAlgorithm::EnvoyGradient(config) => {
             AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig {
                 start_limit: params.envoy_start_limit,
+                buffer_scaling: params.envoy_buffer_scaling,
                 ..config
             })
         }

@@ -48,6 +48,7 @@ fn an_unprotected_mmc_queue_has_erlang_c_mean_time() {
         seed,
         adaptive_queue: None,
         envoy_start_limit: 0,
+        envoy_buffer_scaling: Default::default(),
         static_concurrency_limit: None,
     };
     let runs: Vec<RunResult> = (1..=5)

@@ -17,7 +17,7 @@ pub mod loopback;
 pub mod loopback_matrix;
 
 use clap::ValueEnum;
-use spillway::adaptive::{AdaptiveQueue, QueueOrder};
+use spillway::adaptive::{AdaptiveQueue, BufferScaling, QueueOrder};
 use spillway_lab::matrix_report::MatrixReport;
 use spillway_lab::{LabError, LabParams, RetryPolicy, ServiceTime, Strategy};
 use std::path::PathBuf;
@@ -138,6 +138,29 @@ pub struct LabArgs {
     /// from the calls as they come (0: Envoy's start, pinned at 3; see docs/config.md).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub envoy_start_limit: i64,
+    /// `envoy_gradient`'s buffer scaling, where `--envoy-start-limit` may be given: `fixed`
+    /// (Envoy's) or `spread` (the buffer times the spread of the service's RTTs; see
+    /// docs/config.md).
+    #[arg(long, value_enum, default_value_t = BufferScalingArg::Fixed)]
+    pub envoy_buffer_scaling: BufferScalingArg,
+}
+
+/// [`BufferScaling`] on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BufferScalingArg {
+    /// The configured buffer, as Envoy.
+    Fixed,
+    /// The buffer times the spread of the service's RTTs at the last minRTT measurement.
+    Spread,
+}
+
+impl From<BufferScalingArg> for BufferScaling {
+    fn from(arg: BufferScalingArg) -> Self {
+        match arg {
+            BufferScalingArg::Fixed => BufferScaling::Fixed,
+            BufferScalingArg::Spread => BufferScaling::Spread,
+        }
+    }
 }
 
 /// [`QueueOrder`] on the command line.
@@ -274,9 +297,21 @@ impl LabArgs {
                  --long-run (on loopback: --long-run)",
             ));
         }
+        let envoy_buffer_scaling = BufferScaling::from(self.envoy_buffer_scaling);
+        if envoy_buffer_scaling != BufferScaling::Fixed
+            && (full || (self.loopback && !self.long_run))
+        {
+            return Err(LabError::new(
+                "envoy_buffer_scaling",
+                "the full lab and the loopback matrix and scenarios run envoy_gradient's \
+                 defaults: give --envoy-buffer-scaling with --quick, --matrix, --mix or \
+                 --long-run (on loopback: --long-run)",
+            ));
+        }
         let params = LabParams {
             adaptive_queue,
             envoy_start_limit,
+            envoy_buffer_scaling,
             workers,
             service_time,
             client_timeout: millis("timeout_ms", self.timeout_ms)?,

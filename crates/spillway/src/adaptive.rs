@@ -74,6 +74,7 @@
 mod aimd;
 mod algorithm;
 mod bbr;
+mod buffer_scaling;
 mod claim;
 mod envoy_gradient;
 mod error;
@@ -98,6 +99,7 @@ mod loom_limiter;
 pub use aimd::{Aimd, AimdConfig};
 pub use algorithm::{ChangeReason, LimitAlgorithm, LimitUpdate, Quiet, RttEstimates};
 pub use bbr::{Bbr, BbrConfig};
+pub use buffer_scaling::BufferScaling;
 pub(crate) use claim::{Claim, NO_DEADLINE};
 pub use envoy_gradient::{EnvoyGradient, EnvoyGradientConfig, Remeasure};
 pub use error::AdaptiveError;

@@ -8,6 +8,7 @@
 use super::loopback::{measure_capacity, run_point, LoopbackParams};
 use crate::upstream::UpstreamShape;
 use serde::Serialize;
+use spillway::adaptive::BufferScaling;
 use spillway_lab::arrivals::Spacing;
 use spillway_lab::{simulate, LabError, LabParams, RunResult, Scenario, Strategy};
 
@@ -59,6 +60,8 @@ pub struct LongRunReport {
     pub seed: u64,
     /// `envoy_gradient`'s open start (0: Envoy's start).
     pub envoy_start_limit: u32,
+    /// `envoy_gradient`'s buffer scaling (`fixed`: Envoy's).
+    pub envoy_buffer_scaling: BufferScaling,
     /// A row per strategy.
     pub rows: Vec<LongRunRow>,
 }
@@ -107,6 +110,7 @@ fn report(
         capacity,
         seed: params.seed,
         envoy_start_limit: params.envoy_start_limit,
+        envoy_buffer_scaling: params.envoy_buffer_scaling,
         rows,
     }
 }
@@ -182,6 +186,10 @@ impl LongRunReport {
         let start = match self.envoy_start_limit {
             0 => String::new(),
             limit => format!(" envoy_gradient's start_limit: {limit}."),
+        };
+        let start = match self.envoy_buffer_scaling {
+            BufferScaling::Fixed => start,
+            BufferScaling::Spread => format!("{start} envoy_gradient's buffer_scaling: spread."),
         };
         format!(
             "Long run, {lab}: {} workers, {}, capacity {:.0} requests/s ({capacity}); seed \

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use spillway::adaptive::BufferScaling;
 use spillway::system::{LinuxProbe, ManualProbe, SystemProbe};
 use spillway::Spillway;
 use spillway_lab::arrivals::{Arrivals, Spacing};
@@ -58,6 +59,8 @@ pub struct LoopbackParams {
     pub spacing: Spacing,
     /// `envoy_gradient`'s open start (0: Envoy's start), for its runs and their twins.
     pub envoy_start_limit: u32,
+    /// `envoy_gradient`'s buffer scaling (`Fixed`: Envoy's), for its runs and their twins.
+    pub envoy_buffer_scaling: BufferScaling,
 }
 
 impl Default for LoopbackParams {
@@ -82,13 +85,14 @@ impl Default for LoopbackParams {
             max_outstanding: 20_000,
             spacing: Spacing::Even,
             envoy_start_limit: 0,
+            envoy_buffer_scaling: BufferScaling::Fixed,
         }
     }
 }
 
 impl LoopbackParams {
     /// The loopback lab's defaults with the clients of the simulated lab's `params` (their
-    /// timeout, retries and back-off) and its `envoy_gradient` start.
+    /// timeout, retries and back-off) and its `envoy_gradient` start and buffer scaling.
     pub fn with_clients_of(params: &LabParams) -> Self {
         let (retries, backoff) = match params.retry {
             RetryPolicy::Off => (0, Duration::ZERO),
@@ -99,6 +103,7 @@ impl LoopbackParams {
             retries,
             backoff,
             envoy_start_limit: params.envoy_start_limit,
+            envoy_buffer_scaling: params.envoy_buffer_scaling,
             ..Self::default()
         }
     }
@@ -130,6 +135,7 @@ impl LoopbackParams {
             measure: self.measure,
             adaptive_queue: None,
             envoy_start_limit: self.envoy_start_limit,
+            envoy_buffer_scaling: self.envoy_buffer_scaling,
             static_concurrency_limit: None,
         }
     }
@@ -690,15 +696,18 @@ mod tests {
         );
     }
 
-    /// An open start given to the loopback lab reaches the proxy's file and the simulated twin.
+    /// An open start and a spread buffer given to the loopback lab reach the proxy's file and
+    /// the simulated twin.
     #[test]
     fn the_open_start_reaches_the_proxy_and_the_twin() {
         let params = LoopbackParams {
             envoy_start_limit: 50,
+            envoy_buffer_scaling: BufferScaling::Spread,
             ..LoopbackParams::default()
         };
         let twin = params.lab_params();
         assert_eq!(twin.envoy_start_limit, 50);
+        assert_eq!(twin.envoy_buffer_scaling, BufferScaling::Spread);
         let upstream = "127.0.0.1:9".parse().unwrap();
         let text = config_text(
             Strategy::EnvoyGradient,
@@ -713,6 +722,7 @@ mod tests {
         match rule.algorithm {
             spillway::adaptive::AdaptiveAlgorithm::EnvoyGradient(config) => {
                 assert_eq!(config.start_limit, 50);
+                assert_eq!(config.buffer_scaling, BufferScaling::Spread);
             }
             other => panic!("not Envoy's controller: {other:?}"),
         }
