@@ -133,7 +133,7 @@ pub struct LabArgs {
     #[arg(long, value_enum, default_value_t = QueueOrderArg::Fifo)]
     pub queue_order: QueueOrderArg,
     /// `envoy_gradient`'s open start, with `--quick`, `--matrix`, `--mix` or `--long-run`
-    /// (on loopback, `--long-run` only; the full lab runs the defaults), for `envoy_gradient`
+    /// (on loopback, `--matrix` or `--long-run`; the full lab runs the defaults), for `envoy_gradient`
     /// and the scenarios with claims: the limit from the start until the first minRTT is measured
     /// from the calls as they come (0: Envoy's start, pinned at 3; see docs/config.md).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -289,23 +289,23 @@ impl LabArgs {
             )
         })?;
         let full = !self.quick && !self.matrix && !self.mix && !self.long_run;
-        if envoy_start_limit != 0 && (full || (self.loopback && !self.long_run)) {
+        // The loopback scenarios with claims do not record these settings in their output.
+        let defaults_only = full || (self.loopback && self.mix);
+        if envoy_start_limit != 0 && defaults_only {
             return Err(LabError::new(
                 "envoy_start_limit",
-                "the full lab and the loopback matrix and scenarios run envoy_gradient's \
+                "the full lab and the loopback scenarios with claims run envoy_gradient's \
                  defaults: give --envoy-start-limit with --quick, --matrix, --mix or \
-                 --long-run (on loopback: --long-run)",
+                 --long-run (on loopback: --matrix or --long-run)",
             ));
         }
         let envoy_buffer_scaling = BufferScaling::from(self.envoy_buffer_scaling);
-        if envoy_buffer_scaling != BufferScaling::Fixed
-            && (full || (self.loopback && !self.long_run))
-        {
+        if envoy_buffer_scaling != BufferScaling::Fixed && defaults_only {
             return Err(LabError::new(
                 "envoy_buffer_scaling",
-                "the full lab and the loopback matrix and scenarios run envoy_gradient's \
+                "the full lab and the loopback scenarios with claims run envoy_gradient's \
                  defaults: give --envoy-buffer-scaling with --quick, --matrix, --mix or \
-                 --long-run (on loopback: --long-run)",
+                 --long-run (on loopback: --matrix or --long-run)",
             ));
         }
         let params = LabParams {

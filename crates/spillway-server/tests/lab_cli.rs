@@ -155,27 +155,27 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
 
         (
             vec!["--envoy-start-limit", "50"],
-            "error: lab parameter `envoy_start_limit`: the full lab and the loopback matrix and \
-             scenarios run envoy_gradient's defaults: give --envoy-start-limit with --quick, \
-             --matrix, --mix or --long-run (on loopback: --long-run)",
+            "error: lab parameter `envoy_start_limit`: the full lab and the loopback scenarios \
+             with claims run envoy_gradient's defaults: give --envoy-start-limit with --quick, \
+             --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
         ),
         (
             vec!["--envoy-buffer-scaling", "spread"],
-            "error: lab parameter `envoy_buffer_scaling`: the full lab and the loopback matrix \
-             and scenarios run envoy_gradient's defaults: give --envoy-buffer-scaling with \
-             --quick, --matrix, --mix or --long-run (on loopback: --long-run)",
+            "error: lab parameter `envoy_buffer_scaling`: the full lab and the loopback \
+             scenarios with claims run envoy_gradient's defaults: give --envoy-buffer-scaling \
+             with --quick, --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
         ),
         (
             vec!["--mix", "--loopback", "--envoy-buffer-scaling", "spread"],
-            "error: lab parameter `envoy_buffer_scaling`: the full lab and the loopback matrix \
-             and scenarios run envoy_gradient's defaults: give --envoy-buffer-scaling with \
-             --quick, --matrix, --mix or --long-run (on loopback: --long-run)",
+            "error: lab parameter `envoy_buffer_scaling`: the full lab and the loopback \
+             scenarios with claims run envoy_gradient's defaults: give --envoy-buffer-scaling \
+             with --quick, --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
         ),
         (
-            vec!["--matrix", "--loopback", "--envoy-start-limit", "50"],
-            "error: lab parameter `envoy_start_limit`: the full lab and the loopback matrix and \
-             scenarios run envoy_gradient's defaults: give --envoy-start-limit with --quick, \
-             --matrix, --mix or --long-run (on loopback: --long-run)",
+            vec!["--mix", "--loopback", "--envoy-start-limit", "50"],
+            "error: lab parameter `envoy_start_limit`: the full lab and the loopback scenarios \
+             with claims run envoy_gradient's defaults: give --envoy-start-limit with --quick, \
+             --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
         ),
         (
             vec!["--mix", "--loopback", "--queue-capacity", "5"],

@@ -4,6 +4,7 @@
 
 use super::loopback::{measure_capacity, run_point, LoopbackParams};
 use crate::upstream::UpstreamShape;
+use spillway::adaptive::BufferScaling;
 use spillway_lab::arrivals::Spacing;
 use spillway_lab::matrix::{
     compared_markdown, matrix_shapes, run_cell, shape_name, Cell, MATRIX_LOADS,
@@ -54,6 +55,10 @@ pub struct LoopbackMatrix {
     pub loopback: Vec<Cell>,
     /// The same cells simulated, each on its loopback cell's measured capacity.
     pub simulated: Vec<Cell>,
+    /// `envoy_gradient`'s open start in these runs (0: Envoy's start).
+    pub envoy_start_limit: u32,
+    /// `envoy_gradient`'s buffer scaling in these runs.
+    pub envoy_buffer_scaling: BufferScaling,
 }
 
 /// What the loopback matrix is and how to read it.
@@ -63,8 +68,23 @@ impl LoopbackMatrix {
     /// The matrix as `docs/overload.md` has it: what it is, then every loopback cell and where
     /// its simulated twin disagrees.
     pub fn markdown(&self) -> String {
+        let mut settings = Vec::new();
+        if self.envoy_start_limit != 0 {
+            settings.push(format!("start_limit = {}", self.envoy_start_limit));
+        }
+        if self.envoy_buffer_scaling == BufferScaling::Spread {
+            settings.push("buffer_scaling = \"spread\"".to_string());
+        }
+        let settings = if settings.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\nIn these runs `envoy_gradient` has {}.\n",
+                settings.join(" and ")
+            )
+        };
         format!(
-            "{INTRO}\n{}",
+            "{INTRO}{settings}\n{}",
             compared_markdown(&self.loopback, &self.simulated)
         )
     }
@@ -107,6 +127,8 @@ pub async fn run_loopback_matrix(
     let mut matrix = LoopbackMatrix {
         loopback: Vec::new(),
         simulated: Vec::new(),
+        envoy_start_limit: base.envoy_start_limit,
+        envoy_buffer_scaling: base.envoy_buffer_scaling,
     };
     for workers in LOOPBACK_MATRIX_WORKERS {
         let mean = loopback_mean(workers);
@@ -180,4 +202,29 @@ pub async fn run_loopback_matrix(
         }
     }
     Ok(matrix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The matrix's text says which `envoy_gradient` settings it ran with, when not Envoy's.
+    #[test]
+    fn the_markdown_names_envoy_s_settings_when_they_are_not_the_defaults() {
+        let matrix = LoopbackMatrix {
+            loopback: Vec::new(),
+            simulated: Vec::new(),
+            envoy_start_limit: 0,
+            envoy_buffer_scaling: BufferScaling::Fixed,
+        };
+        assert!(!matrix.markdown().contains("In these runs"));
+        let tuned = LoopbackMatrix {
+            envoy_start_limit: 50,
+            envoy_buffer_scaling: BufferScaling::Spread,
+            ..matrix
+        };
+        assert!(tuned.markdown().contains(
+            "In these runs `envoy_gradient` has start_limit = 50 and buffer_scaling = \"spread\"."
+        ));
+    }
 }
