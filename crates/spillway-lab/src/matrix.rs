@@ -96,7 +96,7 @@ impl LongRunRefusals {
 }
 
 /// Whether goodput and p99 at 3x and 5x (the first two of [`MATRIX_LOADS`]) meet the target.
-pub fn meets_overload_target(goodput: &[f64], p99_ratio: &[f64]) -> bool {
+pub fn meets_overload_target(goodput: [f64; 2], p99_ratio: [f64; 2]) -> bool {
     (0..2).all(|i| goodput[i] >= TARGET_GOODPUT && p99_ratio[i] <= TARGET_P99_RATIO)
 }
 
@@ -159,7 +159,10 @@ impl Cell {
 
     /// Whether goodput and p99 meet the target at 3x and 5x.
     pub fn meets_overload(&self) -> bool {
-        meets_overload_target(&self.goodput, &self.p99_ratio)
+        meets_overload_target(
+            [self.goodput[0], self.goodput[1]],
+            [self.p99_ratio[0], self.p99_ratio[1]],
+        )
     }
 
     /// Whether the slowdown's recovery meets the target.

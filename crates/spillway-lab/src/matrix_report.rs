@@ -6,6 +6,7 @@ use crate::matrix::{matrix_markdown, run_matrix, Cell};
 use crate::params::{LabError, LabParams};
 use crate::strategy::Strategy;
 use serde::Serialize;
+use spillway::adaptive::{AdaptiveQueue, BufferScaling};
 
 /// The shape matrix's cells and, on the same shapes, the fixed-limit floor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -15,6 +16,12 @@ pub struct MatrixReport {
     /// The largest fixed limit meeting the overload target on each shape, and its long run
     /// ([`run_floors`]).
     pub floors: Vec<FixedFloor>,
+    /// `envoy_gradient`'s open start in these runs (0: Envoy's start).
+    pub envoy_start_limit: u32,
+    /// `envoy_gradient`'s buffer scaling in these runs.
+    pub envoy_buffer_scaling: BufferScaling,
+    /// The adaptive strategies' queue in these runs (the floor's fixed limits have none).
+    pub adaptive_queue: Option<AdaptiveQueue>,
 }
 
 impl MatrixReport {
@@ -27,13 +34,32 @@ impl MatrixReport {
         Ok(Self {
             cells: run_matrix(base, strategies)?,
             floors: run_floors(base)?,
+            envoy_start_limit: base.envoy_start_limit,
+            envoy_buffer_scaling: base.envoy_buffer_scaling,
+            adaptive_queue: base.adaptive_queue,
         })
     }
 
     /// The matrix's tables ([`matrix_markdown`]), then a section on the floor: how each
-    /// strategy's long run compares with it, and the floor on each shape.
+    /// strategy's long run compares with it, and the floor on each shape. Settings that are
+    /// not the defaults (Envoy's, no queue) are named first.
     pub fn markdown(&self) -> String {
-        let mut out = matrix_markdown(&self.cells);
+        let lab = LabParams {
+            envoy_start_limit: self.envoy_start_limit,
+            envoy_buffer_scaling: self.envoy_buffer_scaling,
+            ..LabParams::default()
+        };
+        let mut out = String::new();
+        if let Some(text) = lab.envoy_settings() {
+            out.push_str(&format!("In these runs {text}.\n\n"));
+        }
+        if let Some(queue) = self.adaptive_queue {
+            out.push_str(&format!(
+                "In these runs the adaptive limits have a queue: {} places, {:?}, {:?}.\n\n",
+                queue.capacity, queue.timeout, queue.order
+            ));
+        }
+        out.push_str(&matrix_markdown(&self.cells));
         out.push_str("\n### The fixed-limit floor\n\n");
         out.push_str(&floor_comparison_markdown(&self.cells, &self.floors));
         out.push('\n');

@@ -229,6 +229,35 @@ impl LabParams {
             .unwrap_or_else(|| self.workers.saturating_mul(2))
     }
 
+    /// The `envoy_gradient` settings that are not Envoy's defaults, as the lab's outputs name
+    /// them (`None`: Envoy's defaults).
+    ///
+    /// ```
+    /// use spillway::adaptive::BufferScaling;
+    /// use spillway_lab::LabParams;
+    ///
+    /// assert_eq!(LabParams::default().envoy_settings(), None);
+    /// let tuned = LabParams {
+    ///     envoy_start_limit: 50,
+    ///     envoy_buffer_scaling: BufferScaling::Spread,
+    ///     ..LabParams::default()
+    /// };
+    /// assert_eq!(
+    ///     tuned.envoy_settings().unwrap(),
+    ///     "`envoy_gradient` has start_limit = 50 and buffer_scaling = \"spread\""
+    /// );
+    /// ```
+    pub fn envoy_settings(&self) -> Option<String> {
+        let mut settings = Vec::new();
+        if self.envoy_start_limit != 0 {
+            settings.push(format!("start_limit = {}", self.envoy_start_limit));
+        }
+        if self.envoy_buffer_scaling == BufferScaling::Spread {
+            settings.push("buffer_scaling = \"spread\"".to_string());
+        }
+        (!settings.is_empty()).then(|| format!("`envoy_gradient` has {}", settings.join(" and ")))
+    }
+
     /// Checks every parameter.
     ///
     /// # Errors

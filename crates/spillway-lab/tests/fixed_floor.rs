@@ -36,11 +36,28 @@ fn the_floor_meets_the_target_and_still_refuses_on_a_small_service() {
     let floor = floor_of(&params);
     let limit = floor.limit.expect("a fixed limit meets the target");
     assert!(limit > 8, "{floor:?}");
-    assert!(floor_candidates(4).contains(&limit));
     assert!(
-        meets_overload_target(&floor.goodput, &floor.p99_ratio),
+        meets_overload_target(floor.goodput, floor.p99_ratio),
         "{floor:?}"
     );
+    // The next limit the search tried misses the target.
+    let candidates = floor_candidates(4);
+    let next = candidates[candidates.iter().position(|&l| l == limit).unwrap() + 1];
+    let unloaded = simulate(&params, Scenario::Sweep { load: 0.5 }, Strategy::None).unwrap();
+    let above = LabParams {
+        static_concurrency_limit: Some(next),
+        ..params.clone()
+    };
+    let misses = [3.0, 5.0].iter().any(|&load| {
+        let run = simulate(
+            &above,
+            Scenario::Sweep { load },
+            Strategy::StaticConcurrency,
+        )
+        .unwrap();
+        run.goodput < 0.95 || run.p99_ms > 2.0 * unloaded.p99_ms
+    });
+    assert!(misses, "{next} meets the target too");
     let floor_run = floor.long_run.unwrap();
     let default = simulate(&params, Scenario::LongRun, Strategy::StaticConcurrency).unwrap();
     assert!(
@@ -117,22 +134,27 @@ fn floor(workers: u32, limit: Option<u32>, refused: u64) -> FixedFloor {
 }
 
 /// The comparison counts refusals after the first 10 s (the start is the start limit's
-/// business) and leaves out shapes with no floor.
+/// business), on the shapes where the strategy meets the overload target and a fixed limit
+/// does too.
 #[test]
 fn the_comparison_counts_refusals_after_the_start_against_the_floor() {
     let floors = [
         floor(2, Some(16), 100),
         floor(4, Some(24), 50),
         floor(8, None, 0),
+        floor(32, Some(160), 0),
     ];
+    let mut missed = cell("envoy_gradient", 32, 0, 0);
+    missed.p99_ratio = [2.5, 1.0, 1.0];
     let cells = [
         cell("envoy_gradient", 2, 500, 580),
         cell("envoy_gradient", 4, 0, 51),
         cell("envoy_gradient", 8, 0, 7),
+        missed,
     ];
     let table = floor_comparison_markdown(&cells, &floors);
     assert!(
-        table.contains("| envoy_gradient | 1 of 2 | 131 | 150 |"),
+        table.contains("| envoy_gradient | 2 | 1 of 2 | 131 | 150 |"),
         "{table}"
     );
     let grid = floors_markdown(&floors);

@@ -4,8 +4,9 @@
 //!   with `--json`, one JSON array of rows);
 //! - `spillway lab` runs the full simulated lab (exponential and log-normal service times) and the
 //!   real lab on loopback, then writes `docs/overload.md` and its plots;
-//! - `spillway lab --matrix` prints the simulated shape matrix, and `--matrix --loopback` runs
-//!   it through the real proxy on loopback beside its simulated twin;
+//! - `spillway lab --matrix` prints the simulated shape matrix and its fixed-limit floor, and
+//!   `--matrix --loopback` runs the matrix through the real proxy on loopback beside its
+//!   simulated twin;
 //! - `spillway lab --mix` prints the tables of the scenarios whose requests claim a
 //!   criticality, a tenant or a deadline;
 //! - `spillway lab --long-run` prints each strategy's refusals below capacity over a long run,
@@ -46,8 +47,10 @@ pub struct LabArgs {
     /// The seed of every random draw: the same seed prints the same numbers.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Print one JSON array (a row per strategy, scenario and load) instead of the tables (in the
-    /// full mode, of the simulated lab with exponential service times).
+    /// Print JSON instead of the tables: with `--quick` (and in the full mode, of the simulated
+    /// lab with exponential service times) one array, a row per strategy, scenario and load;
+    /// with `--matrix`, its cells and the fixed-limit floor; with `--mix` or `--long-run`,
+    /// their reports.
     #[arg(long)]
     pub json: bool,
     /// The service's workers (requests worked on at once).
@@ -88,8 +91,9 @@ pub struct LabArgs {
     pub no_loopback: bool,
     /// The shape matrix only: each strategy (default: the adaptive ones) on services of 1 to
     /// 32 workers with exponential, log-normal and bimodal service times of `--service-ms`,
-    /// simulated in the short mode, as docs/overload.md has it; prints its tables (or JSON)
-    /// and writes nothing. The options of the service's shape (`--workers`,
+    /// simulated in the short mode, as docs/overload.md has it, with the fixed-limit floor on
+    /// each shape (the largest fixed concurrency limit meeting the overload target, and what
+    /// it refuses below capacity); prints its tables (or JSON) and writes nothing. The options of the service's shape (`--workers`,
     /// `--distribution`, `--sigma`, `--slow-share`, `--slow-factor`) are ignored.
     #[arg(long)]
     pub matrix: bool,

@@ -111,3 +111,49 @@ fn buffer_scaling_reads_by_name_and_defaults_to_fixed() {
     assert_eq!(config.buffer_scaling, BufferScaling::Fixed);
     assert!(serde_json::from_str::<EnvoyGradientConfig>(r#"{"buffer_scaling": "wide"}"#).is_err());
 }
+
+/// The open start's first minRTT, from the calls as they come, also gives the spread: with
+/// `start_limit = 10`, a first window of 10 ms calls, then 61 calls (16 of them at 20 ms)
+/// measured to the next window's end. Its median is 10 ms, so the window that closes with the
+/// measurement grows the limit from 10 by the gradient: Envoy's 1.25 gives 12.5 + 3.54 = 16.04
+/// (16), the spread buffer's 1.5 gives 15 + 3.87 = 18.87 (18).
+#[test]
+fn the_open_start_s_measurement_gives_the_spread() {
+    let limit_after = |scaling| {
+        let config = EnvoyGradientConfig {
+            jitter: 0.0,
+            start_limit: 10,
+            buffer_scaling: scaling,
+            ..EnvoyGradientConfig::default()
+        };
+        let mut envoy = EnvoyGradient::with_seed(config, 1).unwrap();
+        let mut limit = envoy.initial_limit();
+        assert_eq!(limit, 10);
+        let mut feed = |end_micros: u64, rtt_ms: u64, limit: &mut u32| {
+            let sample = Sample {
+                started_nanos: end_micros * 1_000 - rtt_ms * MS,
+                rtt: Duration::from_millis(rtt_ms),
+                in_flight: 2,
+                dropped: false,
+            };
+            if let Some(update) = envoy.on_sample(&sample, end_micros * 1_000, *limit) {
+                *limit = update.limit;
+            }
+        };
+        // The first window: 20 ms to 120 ms.
+        for end_ms in (20..120).step_by(10) {
+            feed(end_ms * 1_000, 10, &mut limit);
+        }
+        // The call that ends it starts the measurement; 60 more end before 220 ms.
+        feed(120_000, 10, &mut limit);
+        for i in 0..60 {
+            feed(121_000 + i * 1_600, spread_of_two(i), &mut limit);
+        }
+        assert_eq!(limit, 10, "the open start holds until the measurement ends");
+        feed(220_000, 10, &mut limit);
+        assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(10)));
+        limit
+    };
+    assert_eq!(limit_after(BufferScaling::Fixed), 16);
+    assert_eq!(limit_after(BufferScaling::Spread), 18);
+}

@@ -183,17 +183,16 @@ impl LongRunReport {
             "simulated"
         };
         let capacity = if self.loopback { "measured" } else { "nominal" };
-        let start = match self.envoy_start_limit {
-            0 => String::new(),
-            limit => format!(" envoy_gradient's start_limit: {limit}."),
-        };
-        let start = match self.envoy_buffer_scaling {
-            BufferScaling::Fixed => start,
-            BufferScaling::Spread => format!("{start} envoy_gradient's buffer_scaling: spread."),
-        };
+        let settings = LabParams {
+            envoy_start_limit: self.envoy_start_limit,
+            envoy_buffer_scaling: self.envoy_buffer_scaling,
+            ..LabParams::default()
+        }
+        .envoy_settings()
+        .map_or_else(String::new, |text| format!(" In these runs {text}."));
         format!(
             "Long run, {lab}: {} workers, {}, capacity {:.0} requests/s ({capacity}); seed \
-             {}.{start} 0.5x, 0.7x and 0.9x of capacity for 60 s each from a cold start; \
+             {}.{settings} 0.5x, 0.7x and 0.9x of capacity for 60 s each from a cold start; \
              attempts refused in the first 10 s + after, of those sent, and in each 10 s (the \
              target: none).\n\n{}",
             self.workers,

@@ -169,7 +169,6 @@ fn config_text(
     strategy: Strategy,
     lab: &spillway_lab::LabParams,
     upstream: std::net::SocketAddr,
-    shape: &UpstreamShape,
     capacity: f64,
 ) -> Result<String, toml::ser::Error> {
     let mut text = format!(
@@ -184,8 +183,8 @@ fn config_text(
             capacity.round()
         ),
         Strategy::StaticConcurrency => format!(
-            "[[flow]]\nid = \"twice-workers\"\nresource = \"{resource}\"\ngrade = \"concurrency\"\ncount = {}\n",
-            2 * shape.workers
+            "[[flow]]\nid = \"static-concurrency\"\nresource = \"{resource}\"\ngrade = \"concurrency\"\ncount = {}\n",
+            lab.static_limit()
         ),
         Strategy::SentinelSystem => format!(
             "[[system]]\nid = \"sentinel-load\"\nhighest_system_load = {}\n",
@@ -308,13 +307,7 @@ async fn run(
         .saturating_sub(params.upstream.service.mean());
     let upstream = Arc::new(Upstream::start(params.upstream).await?);
     let config = crate::checked::parse(
-        &config_text(
-            strategy,
-            &lab,
-            upstream.addr(),
-            &params.upstream,
-            params.capacity(),
-        )?,
+        &config_text(strategy, &lab, upstream.addr(), params.capacity())?,
         "lab.toml",
     )?;
     // Sentinel's strategy reads the host's load1; the BBR-only ones get a probe whose load (1)
@@ -709,14 +702,7 @@ mod tests {
         assert_eq!(twin.envoy_start_limit, 50);
         assert_eq!(twin.envoy_buffer_scaling, BufferScaling::Spread);
         let upstream = "127.0.0.1:9".parse().unwrap();
-        let text = config_text(
-            Strategy::EnvoyGradient,
-            &twin,
-            upstream,
-            &params.upstream,
-            350.0,
-        )
-        .unwrap();
+        let text = config_text(Strategy::EnvoyGradient, &twin, upstream, 350.0).unwrap();
         let parsed = crate::checked::parse(&text, "lab.toml").unwrap();
         let rule = parsed.adaptive[0].get_ref().clone();
         match rule.algorithm {
@@ -736,7 +722,7 @@ mod tests {
         let lab = params.lab_params();
         let upstream = "127.0.0.1:9".parse().unwrap();
         for strategy in Strategy::ALL {
-            let text = config_text(strategy, &lab, upstream, &params.upstream, 350.0).unwrap();
+            let text = config_text(strategy, &lab, upstream, 350.0).unwrap();
             let parsed = crate::checked::parse(&text, "lab.toml").unwrap();
             let adaptive: Vec<_> = parsed
                 .adaptive

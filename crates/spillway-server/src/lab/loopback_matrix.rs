@@ -9,7 +9,7 @@ use spillway_lab::arrivals::Spacing;
 use spillway_lab::matrix::{
     compared_markdown, matrix_shapes, run_cell, shape_name, Cell, MATRIX_LOADS,
 };
-use spillway_lab::{simulate, Scenario, Strategy, EVENT_BASE_LOAD};
+use spillway_lab::{simulate, LabParams, Scenario, Strategy, EVENT_BASE_LOAD};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -68,21 +68,14 @@ impl LoopbackMatrix {
     /// The matrix as `docs/overload.md` has it: what it is, then every loopback cell and where
     /// its simulated twin disagrees.
     pub fn markdown(&self) -> String {
-        let mut settings = Vec::new();
-        if self.envoy_start_limit != 0 {
-            settings.push(format!("start_limit = {}", self.envoy_start_limit));
-        }
-        if self.envoy_buffer_scaling == BufferScaling::Spread {
-            settings.push("buffer_scaling = \"spread\"".to_string());
-        }
-        let settings = if settings.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "\nIn these runs `envoy_gradient` has {}.\n",
-                settings.join(" and ")
-            )
+        let lab = LabParams {
+            envoy_start_limit: self.envoy_start_limit,
+            envoy_buffer_scaling: self.envoy_buffer_scaling,
+            ..LabParams::default()
         };
+        let settings = lab
+            .envoy_settings()
+            .map_or_else(String::new, |text| format!("\nIn these runs {text}.\n"));
         format!(
             "{INTRO}{settings}\n{}",
             compared_markdown(&self.loopback, &self.simulated)

@@ -22,10 +22,14 @@ pub enum BufferScaling {
     /// The configured buffer, as Envoy applies it.
     #[default]
     Fixed,
-    /// The configured buffer times the spread of the last accepted minRTT measurement's RTTs
-    /// (their third quartile over their median, at least 1), at most 1 (a window's RTT may
-    /// reach twice the minRTT). A service whose calls all take about as long measures a spread
-    /// of 1 and keeps the configured buffer; one with exponential times measures about 2.
+    /// The configured buffer times the spread of the service's RTTs in the last pinned minRTT
+    /// measurement, or in the open start's first (their third quartile over their median, at
+    /// least 1); the buffer so scaled is capped at 1 (a window's RTT may reach twice the
+    /// minRTT). Later measurements taken from the calls as they come (`remeasure =
+    /// "when_bound"`) run among calls that may queue, and leave the spread as it was. A pinned
+    /// measurement on a service of at least `min_concurrency` workers meets no queue: calls
+    /// that all take as long measure a spread of 1 and keep the configured buffer, exponential
+    /// times about 2. On fewer workers the measurement's own queue widens the spread.
     Spread,
 }
 

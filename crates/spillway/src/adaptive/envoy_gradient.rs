@@ -70,12 +70,10 @@ pub struct EnvoyGradientConfig {
     /// When not `0`, at least `min_concurrency` and at most `max_limit`.
     pub start_limit: u32,
     /// How `buffer` is applied (default `fixed`: as configured, Envoy's). With
-    /// [`BufferScaling::Spread`], it is multiplied by the spread of the service's RTTs at the
-    /// last minRTT measurement (third quartile over median), at most 1: a service whose calls
-    /// vary widely may queue more before the limit shrinks. In the simulated shape matrix's
-    /// long run it refuses about a third fewer attempts below capacity, with the same overload
-    /// and recovery cells met; on a service whose calls all take about as long it changes
-    /// nothing.
+    /// [`BufferScaling::Spread`], it is multiplied by the spread of the service's RTTs in the
+    /// last pinned minRTT measurement or the open start's (third quartile over median), and
+    /// capped at 1: a service whose calls vary widely may queue more before the limit shrinks.
+    /// The check that keeps a queued unpinned measurement out still uses the configured buffer.
     pub buffer_scaling: BufferScaling,
 }
 
@@ -175,7 +173,7 @@ const MIN_WINDOWS_BEFORE_REMEASURE: u32 = 5;
 ///   from the calls as they come, admitted up to `start_limit`, unless a sample window binds
 ///   first.
 ///   The third, an option: [`BufferScaling::Spread`] multiplies the buffer by the spread of
-///   the service's RTTs at the last minRTT measurement.
+///   the service's RTTs in the last pinned minRTT measurement (or the open start's).
 /// - **Sample windows.** Otherwise every `update_interval`, the `window_percentile` of the
 ///   window's RTTs is the sample RTT, and `gradient = clamp((minRTT x (1 + buffer)) /
 ///   sampleRTT, 0.5, 2)`; the new limit is `limit x gradient + sqrt(limit x gradient)`,
@@ -239,7 +237,8 @@ pub struct EnvoyGradient {
     /// Whether a call of the last sample window found the limit full.
     last_window_bound: bool,
     jitter: Jitter,
-    /// The spread of the last accepted minRTT measurement's RTTs (see [`BufferScaling`]).
+    /// The spread of the RTTs of the last pinned minRTT measurement, or of the open start's
+    /// (see [`BufferScaling`]).
     spread: f64,
 }
 
@@ -343,13 +342,18 @@ impl EnvoyGradient {
         if calls.count() < u64::from(self.config.min_rtt_request_count) {
             return;
         }
-        let spread = spread_of(calls);
+        let first = self.min_rtt_micros.is_none();
+        if first {
+            // The open start's measurement also gives the buffer's spread; a later unpinned one
+            // runs among calls that may queue, and leaves it as it was.
+            self.spread = self.spread_of(calls);
+        }
         let measured = self
             .unpinned
             .take()
             .and_then(|calls| calls.percentile(self.config.sample_percentile))
             .map(|rtt| u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX));
-        let accepted = match (measured, self.min_rtt_micros) {
+        self.min_rtt_micros = match (measured, self.min_rtt_micros) {
             // The open start's measurement: the first minRTT.
             (Some(measured), None) => Some(measured),
             (Some(measured), Some(old))
@@ -357,11 +361,16 @@ impl EnvoyGradient {
             {
                 Some(measured)
             }
-            _ => None,
+            (_, old) => old,
         };
-        if let Some(measured) = accepted {
-            self.min_rtt_micros = Some(measured);
-            self.spread = spread;
+    }
+
+    /// The spread of a measurement's calls for the buffer (see [`BufferScaling`]); 1 with
+    /// Envoy's fixed buffer, which does not read it.
+    fn spread_of(&self, calls: &SampleWindow) -> f64 {
+        match self.config.buffer_scaling {
+            BufferScaling::Fixed => 1.0,
+            BufferScaling::Spread => spread_of(calls),
         }
     }
 
@@ -477,7 +486,7 @@ impl LimitAlgorithm for EnvoyGradient {
         {
             return ticked;
         }
-        let spread = spread_of(&self.window);
+        let spread = self.spread_of(&self.window);
         if let Some(min_rtt) = self.take_percentile(self.config.sample_percentile) {
             self.min_rtt_micros = Some(min_rtt);
             self.spread = spread;
