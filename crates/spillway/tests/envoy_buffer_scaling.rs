@@ -8,17 +8,11 @@ use spillway::adaptive::{
     BufferScaling, EnvoyGradient, EnvoyGradientConfig, LimitAlgorithm, Sample,
 };
 use std::time::Duration;
+use support::calls::call;
+
+mod support;
 
 const MS: u64 = 1_000_000;
-
-fn call(end_ms: u64, rtt_ms: u64, in_flight: u32) -> Sample {
-    Sample {
-        started_nanos: (end_ms - rtt_ms) * MS,
-        rtt: Duration::from_millis(rtt_ms),
-        in_flight,
-        dropped: false,
-    }
-}
 
 /// The controller measured on 50 calls ending at 20..70 ms, the `i`-th taking `rtt_ms(i)`;
 /// then one sample window (ending at 169 ms) whose calls all take `window_ms`. Returns the

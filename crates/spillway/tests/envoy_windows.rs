@@ -4,8 +4,11 @@
 //! median and not with the first quartile; a standing queue (every call waited) shrinks it with
 //! both. Traces on a nanosecond time axis, calls fed to the algorithm as they end.
 
-use spillway::adaptive::{EnvoyGradient, EnvoyGradientConfig, LimitAlgorithm, Sample};
+use spillway::adaptive::{EnvoyGradient, EnvoyGradientConfig, LimitAlgorithm};
 use std::time::Duration;
+use support::calls::call;
+
+mod support;
 
 const MS: u64 = 1_000_000;
 
@@ -31,15 +34,6 @@ fn measured(window_percentile: f64) -> (EnvoyGradient, u32) {
         "the minRTT is measured"
     );
     (envoy, limit)
-}
-
-fn call(end_ms: u64, rtt_ms: u64, in_flight: u32) -> Sample {
-    Sample {
-        started_nanos: (end_ms - rtt_ms) * MS,
-        rtt: Duration::from_millis(rtt_ms),
-        in_flight,
-        dropped: false,
-    }
 }
 
 /// Feeds 40 calls ending evenly in `(from_ms, to_ms]`, the `i`-th taking `rtt_ms(i)`; returns

@@ -33,3 +33,13 @@ pub(crate) fn feed_calls(
     }
     updates
 }
+
+/// A call that ends at `end_ms` after `rtt_ms`, admitted with `in_flight` calls in flight.
+pub(crate) fn call(end_ms: u64, rtt_ms: u64, in_flight: u32) -> Sample {
+    Sample {
+        started_nanos: (end_ms - rtt_ms) * MS,
+        rtt: Duration::from_millis(rtt_ms),
+        in_flight,
+        dropped: false,
+    }
+}
