@@ -67,6 +67,9 @@ pub struct LongRunRefusals {
     pub long_run_refused_at_start: u64,
     /// Attempts made in the long run.
     pub long_run_attempts: u64,
+    /// Attempts whose client gave up waiting in the long run (admitted or queued, not
+    /// answered within its timeout): what a service that queues too long costs instead.
+    pub long_run_timed_out: u64,
 }
 
 impl LongRunRefusals {
@@ -76,6 +79,7 @@ impl LongRunRefusals {
             long_run_refused: run.counts.refused,
             long_run_refused_at_start: run.refused_by_10s.first().copied().unwrap_or(0),
             long_run_attempts: run.counts.attempts,
+            long_run_timed_out: run.counts.timed_out,
         }
     }
 
@@ -85,10 +89,15 @@ impl LongRunRefusals {
             .saturating_sub(self.long_run_refused_at_start)
     }
 
-    /// As the tables show it: `first 10 s + after refused`.
+    /// As the tables show it: `first 10 s + after refused`, and `, N timed out` when clients
+    /// gave up waiting.
     pub fn text(&self) -> String {
+        let timed_out = match self.long_run_timed_out {
+            0 => String::new(),
+            n => format!(", {n} timed out"),
+        };
         format!(
-            "{} + {} refused",
+            "{} + {} refused{timed_out}",
             self.long_run_refused_at_start,
             self.after_start()
         )

@@ -47,17 +47,15 @@ impl MatrixReport {
         let lab = LabParams {
             envoy_start_limit: self.envoy_start_limit,
             envoy_buffer_scaling: self.envoy_buffer_scaling,
+            adaptive_queue: self.adaptive_queue,
             ..LabParams::default()
         };
         let mut out = String::new();
-        if let Some(text) = lab.envoy_settings() {
+        for text in [lab.envoy_settings(), lab.queue_settings()]
+            .into_iter()
+            .flatten()
+        {
             out.push_str(&format!("In these runs {text}.\n\n"));
-        }
-        if let Some(queue) = self.adaptive_queue {
-            out.push_str(&format!(
-                "In these runs the adaptive limits have a queue: {} places, {:?}, {:?}.\n\n",
-                queue.capacity, queue.timeout, queue.order
-            ));
         }
         out.push_str(&matrix_markdown(&self.cells));
         out.push_str("\n### The fixed-limit floor\n\n");

@@ -1,6 +1,6 @@
 //! What the lab simulates: the service, its clients and how long each run lasts.
 
-use spillway::adaptive::{AdaptiveQueue, BufferScaling};
+use spillway::adaptive::{AdaptiveQueue, BufferScaling, QueueOrder};
 use std::fmt;
 use std::time::Duration;
 
@@ -256,6 +256,42 @@ impl LabParams {
             settings.push("buffer_scaling = \"spread\"".to_string());
         }
         (!settings.is_empty()).then(|| format!("`envoy_gradient` has {}", settings.join(" and ")))
+    }
+
+    /// The adaptive limits' queue as the lab's texts name it, when they have one (the tables
+    /// of docs/overload.md have none).
+    ///
+    /// ```
+    /// use spillway::adaptive::{AdaptiveQueue, QueueOrder};
+    /// use spillway_lab::LabParams;
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!(LabParams::default().queue_settings(), None);
+    /// let queued = LabParams {
+    ///     adaptive_queue: Some(AdaptiveQueue {
+    ///         capacity: 1000,
+    ///         order: QueueOrder::Adaptive,
+    ///         timeout: Duration::from_millis(190),
+    ///     }),
+    ///     ..LabParams::default()
+    /// };
+    /// assert_eq!(
+    ///     queued.queue_settings().unwrap(),
+    ///     "the adaptive limits have a queue: 1000 places, 190ms, order adaptive"
+    /// );
+    /// ```
+    pub fn queue_settings(&self) -> Option<String> {
+        self.adaptive_queue.map(|queue| {
+            let order = match queue.order {
+                QueueOrder::Fifo => "fifo",
+                QueueOrder::Lifo => "lifo",
+                QueueOrder::Adaptive => "adaptive",
+            };
+            format!(
+                "the adaptive limits have a queue: {} places, {:?}, order {order}",
+                queue.capacity, queue.timeout
+            )
+        })
     }
 
     /// Checks every parameter.

@@ -114,6 +114,7 @@ fn cell(strategy: &'static str, workers: u32, at_start: u64, refused: u64) -> Ce
             long_run_refused: refused,
             long_run_refused_at_start: at_start,
             long_run_attempts: 10_000,
+            long_run_timed_out: 0,
         }),
     }
 }
@@ -129,6 +130,7 @@ fn floor(workers: u32, limit: Option<u32>, refused: u64) -> FixedFloor {
             long_run_refused: refused,
             long_run_refused_at_start: 0,
             long_run_attempts: 10_000,
+            long_run_timed_out: 0,
         }),
     }
 }

@@ -102,7 +102,7 @@ fn a_scenario_without_claims_is_refused_by_simulate_mix() {
 
 #[test]
 fn with_deadlines_classes_lag_on_seed_1_for_envoy_s_baseline_not_for_the_claims() {
-    // What mix_intro.md says of `classes` answering fewer in time than `no_classes` at 2x and 5x.
+    // What mix_intro.md says of `classes` answering fewer in time than `no_classes` at 2x and 10x.
     let runs = |seed, load| {
         let params = LabParams {
             adaptive_queue: Some(queue_for(Mix::Deadlines)),
@@ -117,9 +117,9 @@ fn with_deadlines_classes_lag_on_seed_1_for_envoy_s_baseline_not_for_the_claims(
         let classes = simulate_mix(&params, scenario, Strategy::Classes).unwrap();
         (no_classes, classes)
     };
-    // Seed 1: the first minRTT window measured 4.0 ms for `classes` against 5.7 ms at 2x (4.7
-    // against 6.7 at 5x), and Envoy's controller keeps it for the whole run.
-    for (load, base_no, base_cl, lag) in [(2.0, 5.7, 4.0, 0.3), (5.0, 6.7, 4.7, 0.02)] {
+    // Seed 1: the first minRTT window measured 4.2 ms for `classes` against 5.6 ms at 2x (4.7
+    // against 7.1 at 10x), and Envoy's controller keeps it for the whole run.
+    for (load, base_no, base_cl, lag) in [(2.0, 5.6, 4.2, 0.1), (10.0, 7.1, 4.7, 0.08)] {
         let (no_classes, classes) = runs(1, load);
         let baseline = |run: &spillway_lab::mix_result::MixResult| run.baseline_rtt_ms.unwrap();
         assert!((baseline(&no_classes) - base_no).abs() < 0.05, "{load}x");
@@ -127,12 +127,12 @@ fn with_deadlines_classes_lag_on_seed_1_for_envoy_s_baseline_not_for_the_claims(
         let behind = no_classes.run.goodput - classes.run.goodput;
         assert!(behind > lag, "{load}x: {behind}");
     }
-    // Seeds 2 to 6: within 0.03 either way.
-    for load in [2.0, 5.0] {
+    // Seeds 2 to 6: within 0.035 either way.
+    for load in [2.0, 5.0, 10.0] {
         for seed in 2..=6 {
             let (no_classes, classes) = runs(seed, load);
             let diff = classes.run.goodput - no_classes.run.goodput;
-            assert!(diff.abs() <= 0.03, "seed {seed} at {load}x: {diff}");
+            assert!(diff.abs() <= 0.035, "seed {seed} at {load}x: {diff}");
         }
     }
 }

@@ -3,7 +3,7 @@
 //! issue-sized fixes rest on (BBR's recovery on a small random service, Envoy's controller
 //! refusing nothing below capacity after its start).
 
-use spillway::adaptive::BufferScaling;
+use spillway::adaptive::{AdaptiveQueue, BufferScaling, QueueOrder};
 use spillway_lab::matrix::{
     compared_markdown, matrix_markdown, matrix_shapes, run_matrix, shape_name, Cell,
     LongRunRefusals, MATRIX_WORKERS,
@@ -192,6 +192,70 @@ fn a_spread_buffer_refuses_fewer_below_capacity_on_a_varied_service() {
     assert_eq!(refused(&spread(&even)), fixed_even);
 }
 
+/// A queue a little under the clients' timeout (190 ms against 200), in the adaptive order,
+/// with an open start: what docs/config.md and docs/overload.md quote (seed 1). Unprotected, a
+/// 4-worker log-normal service's clients time out 55,928 times in the long run (and retry);
+/// Envoy's controller with the queue refuses 721 after its start and 44 time out. On the
+/// 8-worker exponential service it refuses nothing and no client times out. On the 4-worker
+/// exponential one, with a 150 ms queue and Envoy's start, the adaptive order refuses 102,
+/// where serving the newest first from the start refuses many times as many (queue.rs).
+#[test]
+fn a_queue_under_the_clients_timeout_turns_refusals_below_capacity_into_waits() {
+    let queue = |timeout_ms, order| AdaptiveQueue {
+        capacity: 1000,
+        order,
+        timeout: Duration::from_millis(timeout_ms),
+    };
+    let queued = |params: LabParams| LabParams {
+        adaptive_queue: Some(queue(190, QueueOrder::Adaptive)),
+        envoy_start_limit: 50,
+        ..params
+    };
+    let long_run = |params: &LabParams, strategy| {
+        let run = simulate(params, Scenario::LongRun, strategy).unwrap();
+        assert_conserved(&run);
+        LongRunRefusals::of(&run)
+    };
+    let lognormal = shape(
+        4,
+        ServiceTime::LogNormal {
+            mean: MEAN,
+            sigma: 1.0,
+        },
+    );
+    let none = long_run(&lognormal, Strategy::None);
+    assert_eq!(
+        (none.long_run_refused, none.long_run_timed_out),
+        (0, 55_928)
+    );
+    let envoy = long_run(&queued(lognormal), Strategy::EnvoyGradient);
+    assert_eq!(
+        (
+            envoy.long_run_refused_at_start,
+            envoy.after_start(),
+            envoy.long_run_timed_out
+        ),
+        (0, 721, 44)
+    );
+    let eight = long_run(
+        &queued(shape(8, ServiceTime::Exponential { mean: MEAN })),
+        Strategy::EnvoyGradient,
+    );
+    assert_eq!((eight.long_run_refused, eight.long_run_timed_out), (0, 0));
+    let four = shape(4, ServiceTime::Exponential { mean: MEAN });
+    let with_order = |order| LabParams {
+        adaptive_queue: Some(queue(150, order)),
+        ..four.clone()
+    };
+    let adaptive = long_run(&with_order(QueueOrder::Adaptive), Strategy::EnvoyGradient);
+    assert_eq!(adaptive.long_run_refused, 102);
+    let newest_first = long_run(&with_order(QueueOrder::Lifo), Strategy::EnvoyGradient);
+    assert!(
+        newest_first.long_run_refused > 5 * adaptive.long_run_refused,
+        "{newest_first:?}"
+    );
+}
+
 #[test]
 fn a_cell_meets_the_target_only_on_every_count() {
     let good = Cell {
@@ -207,6 +271,7 @@ fn a_cell_meets_the_target_only_on_every_count() {
             long_run_refused: 0,
             long_run_refused_at_start: 0,
             long_run_attempts: 12_000,
+            long_run_timed_out: 0,
         }),
     };
     assert!(good.meets());
@@ -221,6 +286,7 @@ fn a_cell_meets_the_target_only_on_every_count() {
             long_run_refused: 3,
             long_run_refused_at_start: 2,
             long_run_attempts: 12_000,
+            long_run_timed_out: 5,
         }),
         ..good.clone()
     };
@@ -238,7 +304,9 @@ fn a_cell_meets_the_target_only_on_every_count() {
         "{text}"
     );
     assert!(text.contains("no (recovery)"), "{text}");
-    assert!(text.contains("2 + 1 refused"), "{text}");
+    // The clients that gave up waiting are shown where there are any.
+    assert!(text.contains("2 + 1 refused, 5 timed out"), "{text}");
+    assert!(text.contains("0 + 0 refused |"), "{text}");
 }
 
 #[test]

@@ -125,8 +125,9 @@ pub struct LabArgs {
     /// through the real proxy.
     #[arg(long)]
     pub loopback: bool,
-    /// The adaptive strategies' queue, with `--quick`, `--matrix` or `--long-run`, simulated
-    /// (the full lab and the loopback lab run without one): how many requests may wait for a
+    /// The adaptive strategies' queue, with `--quick`, `--matrix` or `--long-run` (simulated;
+    /// the long run also through the real proxy with `--loopback`; the full lab, the loopback
+    /// matrix and the scenarios with claims run without one): how many requests may wait for a
     /// place (0: none, a full limit refuses at once).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub queue_capacity: i64,
@@ -272,11 +273,11 @@ impl LabArgs {
                 "the scenarios with claims (--mix) give each its own queue",
             ));
         }
-        if self.loopback && adaptive_queue.is_some() {
+        if self.loopback && !self.long_run && adaptive_queue.is_some() {
             return Err(LabError::new(
                 "queue_capacity",
-                "the loopback lab runs without a queue: give a queue to the simulated lab \
-                 (without --loopback)",
+                "on loopback only the long run takes a queue (--long-run --loopback); the \
+                 loopback matrix runs without one",
             ));
         }
         if adaptive_queue.is_some() && !self.quick && !self.matrix && !self.long_run {

@@ -144,13 +144,8 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         ),
         (
             vec!["--matrix", "--loopback", "--queue-capacity", "5"],
-            "error: lab parameter `queue_capacity`: the loopback lab runs without a queue: give \
-             a queue to the simulated lab (without --loopback)",
-        ),
-        (
-            vec!["--long-run", "--loopback", "--queue-capacity", "5"],
-            "error: lab parameter `queue_capacity`: the loopback lab runs without a queue: give \
-             a queue to the simulated lab (without --loopback)",
+            "error: lab parameter `queue_capacity`: on loopback only the long run takes a queue \
+             (--long-run --loopback); the loopback matrix runs without one",
         ),
 
         (

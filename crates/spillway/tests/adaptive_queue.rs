@@ -86,43 +86,124 @@ fn a_freed_place_goes_to_the_newest_caller_in_lifo_order() {
     assert_eq!(granted, [false, false, true]);
 }
 
+fn granted(waiters: &[Waiting<'_>]) -> Vec<bool> {
+    waiters.iter().map(Waiting::is_granted).collect()
+}
+
 #[test]
-fn the_adaptive_order_drains_a_burst_in_order_and_a_standing_queue_newest_first() {
+fn the_adaptive_order_serves_in_order_until_a_caller_times_out_then_the_newest_first() {
     // The queue's timeout is 100 ms.
     let (spillway, clock) = limited(1, queue(10, QueueOrder::Adaptive));
     let first = ready(spillway.entry("r").try_enter());
-    let waiters: Vec<Waiting<'_>> = (0..4).map(|_| wait(&spillway)).collect();
-    let granted =
-        |waiters: &[Waiting<'_>]| waiters.iter().map(Waiting::is_granted).collect::<Vec<_>>();
-    // 60 ms in, the queue has stood for less than its timeout: the oldest goes first.
+    let waiters: Vec<Waiting<'_>> = (0..5).map(|_| wait(&spillway)).collect();
     clock.advance(Duration::from_millis(60));
     drop(first);
-    assert_eq!(granted(&waiters), [true, false, false, false]);
+    assert_eq!(granted(&waiters), [true, false, false, false, false]);
     let mut waiters = waiters.into_iter();
     let second = ready(waiters.next().unwrap().resume());
+    // The queue has stood longer than its timeout, but every caller was served in time: a
+    // burst near capacity, still drained in order.
     let waiters: Vec<Waiting<'_>> = waiters.collect();
-    // 100 ms in, not yet longer than the timeout: still in order.
-    clock.advance(Duration::from_millis(40));
+    clock.advance(Duration::from_millis(41));
     drop(second);
-    assert_eq!(granted(&waiters), [true, false, false]);
+    assert_eq!(granted(&waiters), [true, false, false, false]);
     let mut waiters = waiters.into_iter();
     let third = ready(waiters.next().unwrap().resume());
+    // The oldest waiter's time is up before a place came: an overload. The newest goes first
+    // from now.
+    let err = waiters.next().unwrap().give_up();
+    assert_eq!(err.kind(), BlockKind::Adaptive);
     let waiters: Vec<Waiting<'_>> = waiters.collect();
-    // 101 ms in, the queue has stood longer than a caller may wait: the newest goes first.
-    clock.advance(Duration::from_millis(1));
     drop(third);
     assert_eq!(granted(&waiters), [false, true]);
     let mut waiters = waiters.into_iter();
     let oldest = waiters.next().unwrap();
     let fourth = ready(waiters.next().unwrap().resume());
-    // The oldest leaves (its client gave up): the queue is empty, and the next burst is
-    // drained in order again.
+    // The oldest leaves (its client gave up): the queue is empty, and the next burst is drained
+    // in order again.
     drop(oldest);
     clock.advance(Duration::from_millis(500));
     let burst: Vec<Waiting<'_>> = (0..2).map(|_| wait(&spillway)).collect();
     clock.advance(Duration::from_millis(10));
     drop(fourth);
     assert_eq!(granted(&burst), [true, false]);
+    assert_eq!(
+        spillway
+            .adaptive_state("r-adaptive")
+            .unwrap()
+            .queue_timeouts,
+        1
+    );
+}
+
+#[test]
+fn in_the_adaptive_order_a_deadline_run_out_counts_and_a_queue_left_empty_starts_in_order() {
+    let (spillway, clock) = limited(1, queue(10, QueueOrder::Adaptive));
+    let first = ready(spillway.entry("r").try_enter());
+    // The only waiter times out: it leaves the queue empty, and the next burst is in order.
+    clock.advance(Duration::from_millis(5));
+    let _ = wait(&spillway).give_up();
+    clock.advance(Duration::from_millis(5));
+    let burst: Vec<Waiting<'_>> = (0..3).map(|_| wait(&spillway)).collect();
+    drop(first);
+    assert_eq!(granted(&burst), [true, false, false]);
+    let mut burst = burst.into_iter();
+    let second = ready(burst.next().unwrap().resume());
+    let burst: Vec<Waiting<'_>> = burst.collect();
+    // A waiter whose deadline, shorter than the queue's timeout, runs out was not served in
+    // time either: the newest first from now.
+    let hurried = match spillway
+        .entry("r")
+        .deadline(Duration::from_millis(20))
+        .try_enter()
+    {
+        Ok(Admission::Waiting(waiting)) => waiting,
+        other => panic!("expected to wait, got {other:?}"),
+    };
+    clock.advance(Duration::from_millis(20));
+    assert_eq!(hurried.give_up().kind(), BlockKind::Deadline);
+    drop(second);
+    assert_eq!(granted(&burst), [false, true]);
+}
+
+#[test]
+fn in_the_adaptive_order_a_client_that_leaves_while_others_wait_was_not_served_in_time() {
+    let (spillway, _clock) = limited(1, queue(10, QueueOrder::Adaptive));
+    let first = ready(spillway.entry("r").try_enter());
+    let mut waiters: Vec<Waiting<'_>> = (0..3).map(|_| wait(&spillway)).collect();
+    // The oldest's client gives up before its place comes (a proxy sees the connection close).
+    drop(waiters.remove(0));
+    drop(first);
+    assert_eq!(granted(&waiters), [false, true]);
+}
+
+#[test]
+fn in_the_adaptive_order_a_queue_that_serves_everyone_late_for_a_whole_timeout_stands() {
+    // The queue's timeout is 100 ms. A caller joins every 40 ms and a place frees every 40
+    // ms: each is served after 80 ms, more than half the timeout, and none times out. A
+    // client whose own timeout is the queue's gives up as it is served: from 100 ms of that,
+    // the queue serves the newest first.
+    let (spillway, clock) = limited(1, queue(10, QueueOrder::Adaptive));
+    let mut running = ready(spillway.entry("r").try_enter());
+    let mut waiting: std::collections::VecDeque<Waiting<'_>> = Default::default();
+    waiting.push_back(wait(&spillway));
+    clock.advance(Duration::from_millis(40));
+    waiting.push_back(wait(&spillway));
+    for _ in 0..4 {
+        clock.advance(Duration::from_millis(40));
+        waiting.push_back(wait(&spillway));
+        drop(running);
+        // The oldest was served, 80 ms after it joined.
+        let oldest = waiting.pop_front().unwrap();
+        assert!(waiting.iter().all(|w| !w.is_granted()));
+        running = ready(oldest.resume());
+    }
+    // Served after 80 ms at 80, 120, 160 and 200 ms: late for 120 ms, longer than the timeout.
+    clock.advance(Duration::from_millis(40));
+    waiting.push_back(wait(&spillway));
+    drop(running);
+    let granted: Vec<bool> = waiting.iter().map(Waiting::is_granted).collect();
+    assert_eq!(granted, [false, false, true]);
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use super::loopback::{measure_capacity, run_point, LoopbackParams};
 use crate::upstream::UpstreamShape;
 use serde::Serialize;
-use spillway::adaptive::BufferScaling;
+use spillway::adaptive::{AdaptiveQueue, BufferScaling};
 use spillway_lab::arrivals::Spacing;
 use spillway_lab::{simulate, LabError, LabParams, RunResult, Scenario, Strategy};
 
@@ -23,6 +23,9 @@ pub struct Refusals {
     pub refused: u64,
     /// Attempts refused in each 10 s, from the start.
     pub refused_by_10s: Vec<u64>,
+    /// Attempts whose client gave up waiting (admitted or queued, not answered within its
+    /// timeout): what a service that lets requests wait too long costs instead of refusals.
+    pub timed_out: u64,
 }
 
 impl Refusals {
@@ -31,10 +34,11 @@ impl Refusals {
             attempts: run.counts.attempts,
             refused: run.counts.refused,
             refused_by_10s: run.refused_by_10s.clone(),
+            timed_out: run.counts.timed_out,
         }
     }
 
-    /// `first + after refused of attempts`, as the tables have it.
+    /// `first + after of attempts`, as the tables have it.
     fn text(&self) -> String {
         let first = self.refused_by_10s.first().copied().unwrap_or(0);
         format!(
@@ -62,6 +66,8 @@ pub struct LongRunReport {
     pub envoy_start_limit: u32,
     /// `envoy_gradient`'s buffer scaling (`fixed`: Envoy's).
     pub envoy_buffer_scaling: BufferScaling,
+    /// The adaptive limits' queue, if they have one.
+    pub adaptive_queue: Option<AdaptiveQueue>,
     /// A row per strategy.
     pub rows: Vec<LongRunRow>,
 }
@@ -111,6 +117,7 @@ fn report(
         seed: params.seed,
         envoy_start_limit: params.envoy_start_limit,
         envoy_buffer_scaling: params.envoy_buffer_scaling,
+        adaptive_queue: params.adaptive_queue,
         rows,
     }
 }
@@ -183,18 +190,22 @@ impl LongRunReport {
             "simulated"
         };
         let capacity = if self.loopback { "measured" } else { "nominal" };
-        let settings = LabParams {
+        let lab_params = LabParams {
             envoy_start_limit: self.envoy_start_limit,
             envoy_buffer_scaling: self.envoy_buffer_scaling,
+            adaptive_queue: self.adaptive_queue,
             ..LabParams::default()
-        }
-        .envoy_settings()
-        .map_or_else(String::new, |text| format!(" In these runs {text}."));
+        };
+        let settings: String = [lab_params.envoy_settings(), lab_params.queue_settings()]
+            .into_iter()
+            .flatten()
+            .map(|text| format!(" In these runs {text}."))
+            .collect();
         format!(
             "Long run, {lab}: {} workers, {}, capacity {:.0} requests/s ({capacity}); seed \
              {}.{settings} 0.5x, 0.7x and 0.9x of capacity for 60 s each from a cold start; \
              attempts refused in the first 10 s + after, of those sent, and in each 10 s (the \
-             target: none).\n\n{}",
+             target: none), and attempts whose client gave up waiting (timed out).\n\n{}",
             self.workers,
             self.service,
             self.capacity,
@@ -221,25 +232,32 @@ pub fn table(rows: &[LongRunRow]) -> String {
     if on_loopback {
         out.push_str(
             "| strategy | loopback: refused (first 10 s + after) | loopback: in each 10 s | \
-             simulated: refused (first 10 s + after) | simulated: in each 10 s |\n\
-             |---|---:|---|---:|---|\n",
+             loopback: timed out | simulated: refused (first 10 s + after) | simulated: in \
+             each 10 s | simulated: timed out |\n|---|---:|---|---:|---:|---|---:|\n",
         );
     } else {
         out.push_str(
-            "| strategy | refused (first 10 s + after) | in each 10 s |\n|---|---:|---|\n",
+            "| strategy | refused (first 10 s + after) | in each 10 s | timed out |\n\
+             |---|---:|---|---:|\n",
         );
     }
     for row in rows {
-        let simulated = format!("{} | {}", row.simulated.text(), by_10s(&row.simulated));
+        let simulated = format!(
+            "{} | {} | {}",
+            row.simulated.text(),
+            by_10s(&row.simulated),
+            row.simulated.timed_out
+        );
         match &row.loopback {
             Some(real) if on_loopback => out.push_str(&format!(
-                "| {} | {} | {} | {simulated} |\n",
+                "| {} | {} | {} | {} | {simulated} |\n",
                 row.strategy,
                 real.text(),
-                by_10s(real)
+                by_10s(real),
+                real.timed_out
             )),
             _ if on_loopback => {
-                out.push_str(&format!("| {} | - | - | {simulated} |\n", row.strategy));
+                out.push_str(&format!("| {} | - | - | - | {simulated} |\n", row.strategy));
             }
             _ => out.push_str(&format!("| {} | {simulated} |\n", row.strategy)),
         }
@@ -282,6 +300,37 @@ mod tests {
             envoy.attempts
         );
         assert!(table.contains(&line), "{table}");
+        assert!(
+            table.ends_with(&format!(" | {} |\n", envoy.timed_out)),
+            "{table}"
+        );
+    }
+
+    #[test]
+    fn a_queue_is_named_and_its_clients_timeouts_counted() {
+        let params = LabParams {
+            workers: 2,
+            adaptive_queue: Some(AdaptiveQueue {
+                capacity: 1000,
+                order: spillway::adaptive::QueueOrder::Adaptive,
+                timeout: std::time::Duration::from_millis(190),
+            }),
+            ..LabParams::default()
+        };
+        let report = simulated(&params, &[Strategy::None, Strategy::EnvoyGradient]).unwrap();
+        let text = report.markdown();
+        assert!(
+            text.contains(
+                "In these runs the adaptive limits have a queue: 1000 places, 190ms, order \
+                 adaptive."
+            ),
+            "{text}"
+        );
+        // Unprotected, a 2-worker service at 0.9x keeps its clients waiting past their timeout.
+        let none = &report.rows[0].simulated;
+        assert!(none.timed_out > 1_000, "{none:?}");
+        let run = simulate(&params, Scenario::LongRun, Strategy::None).unwrap();
+        assert_eq!(none.timed_out, run.counts.timed_out);
     }
 
     #[test]
@@ -290,6 +339,7 @@ mod tests {
             attempts: 100,
             refused,
             refused_by_10s: vec![refused, 0],
+            timed_out: 7,
         };
         let rows = [LongRunRow {
             strategy: "aimd",
@@ -298,7 +348,7 @@ mod tests {
         }];
         let table = table(&rows);
         assert!(
-            table.contains("| aimd | 3 + 0 of 100 | 3 0 | 5 + 0 of 100 | 5 0 |"),
+            table.contains("| aimd | 3 + 0 of 100 | 3 0 | 7 | 5 + 0 of 100 | 5 0 | 7 |"),
             "{table}"
         );
     }

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use spillway::adaptive::BufferScaling;
+use spillway::adaptive::{AdaptiveQueue, BufferScaling};
 use spillway::system::{LinuxProbe, ManualProbe, SystemProbe};
 use spillway::Spillway;
 use spillway_lab::arrivals::{Arrivals, Spacing};
@@ -61,6 +61,9 @@ pub struct LoopbackParams {
     pub envoy_start_limit: u32,
     /// `envoy_gradient`'s buffer scaling (`Fixed`: Envoy's), for its runs and their twins.
     pub envoy_buffer_scaling: BufferScaling,
+    /// The adaptive strategies' queue (`None`: a full limit refuses at once), for their runs
+    /// and their twins; the scenarios with claims set their own.
+    pub adaptive_queue: Option<AdaptiveQueue>,
 }
 
 impl Default for LoopbackParams {
@@ -86,13 +89,15 @@ impl Default for LoopbackParams {
             spacing: Spacing::Even,
             envoy_start_limit: 0,
             envoy_buffer_scaling: BufferScaling::Fixed,
+            adaptive_queue: None,
         }
     }
 }
 
 impl LoopbackParams {
     /// The loopback lab's defaults with the clients of the simulated lab's `params` (their
-    /// timeout, retries and back-off) and its `envoy_gradient` start and buffer scaling.
+    /// timeout, retries and back-off), its `envoy_gradient` start and buffer scaling, and its
+    /// adaptive queue.
     pub fn with_clients_of(params: &LabParams) -> Self {
         let (retries, backoff) = match params.retry {
             RetryPolicy::Off => (0, Duration::ZERO),
@@ -104,6 +109,7 @@ impl LoopbackParams {
             backoff,
             envoy_start_limit: params.envoy_start_limit,
             envoy_buffer_scaling: params.envoy_buffer_scaling,
+            adaptive_queue: params.adaptive_queue,
             ..Self::default()
         }
     }
@@ -133,7 +139,7 @@ impl LoopbackParams {
             seed: self.upstream.seed,
             warm_up: self.warm_up,
             measure: self.measure,
-            adaptive_queue: None,
+            adaptive_queue: self.adaptive_queue,
             envoy_start_limit: self.envoy_start_limit,
             envoy_buffer_scaling: self.envoy_buffer_scaling,
             static_concurrency_limit: None,
@@ -291,7 +297,9 @@ async fn run(
         ..params.clone()
     };
     let lab = LabParams {
-        adaptive_queue: mix.map(spillway_lab::mix_report::queue_for),
+        adaptive_queue: mix
+            .map(spillway_lab::mix_report::queue_for)
+            .or(params.adaptive_queue),
         ..params.lab_params()
     };
     // The simulated twin's requests (checked before anything starts): the same times, and the
@@ -689,18 +697,25 @@ mod tests {
         );
     }
 
-    /// An open start and a spread buffer given to the loopback lab reach the proxy's file and
-    /// the simulated twin.
+    /// An open start, a spread buffer and a queue given to the loopback lab reach the proxy's
+    /// file and the simulated twin.
     #[test]
-    fn the_open_start_reaches_the_proxy_and_the_twin() {
+    fn the_open_start_and_the_queue_reach_the_proxy_and_the_twin() {
+        let queue = AdaptiveQueue {
+            capacity: 1000,
+            order: spillway::adaptive::QueueOrder::Adaptive,
+            timeout: Duration::from_millis(190),
+        };
         let params = LoopbackParams {
             envoy_start_limit: 50,
             envoy_buffer_scaling: BufferScaling::Spread,
+            adaptive_queue: Some(queue),
             ..LoopbackParams::default()
         };
         let twin = params.lab_params();
         assert_eq!(twin.envoy_start_limit, 50);
         assert_eq!(twin.envoy_buffer_scaling, BufferScaling::Spread);
+        assert_eq!(twin.adaptive_queue, Some(queue));
         let upstream = "127.0.0.1:9".parse().unwrap();
         let text = config_text(Strategy::EnvoyGradient, &twin, upstream, 350.0).unwrap();
         let parsed = crate::checked::parse(&text, "lab.toml").unwrap();
@@ -712,6 +727,7 @@ mod tests {
             }
             other => panic!("not Envoy's controller: {other:?}"),
         }
+        assert_eq!(rule.queue, Some(queue));
         assert_eq!(Some(rule), Strategy::EnvoyGradient.adaptive_rule(&twin));
     }
 

@@ -321,11 +321,18 @@ impl AdaptiveLimiter {
         if let Some(waiters) = &self.waiters {
             let mut queue = waiters.lock();
             let shed = slot.shed();
-            if slot.is_granted() {
-                drop(queue);
+            let granted = slot.is_granted();
+            if !granted {
+                waiters.leave(&mut queue, slot);
+                if shed.is_none() {
+                    // Its time ran out, or its client's patience: not served in time (the
+                    // queue marked those it refused itself when it did).
+                    waiters.late(&queue);
+                }
+            }
+            drop(queue);
+            if granted {
                 self.end_place(0, Outcome::Ignore);
-            } else {
-                waiters.leave(&mut queue, slot, self.clock.now_nanos());
             }
             match shed {
                 // Counted by the queue, by why.
@@ -368,7 +375,7 @@ impl AdaptiveLimiter {
     fn hand_over_locked(&self, waiters: &Waiters, queue: &mut Lanes) {
         let now = self.clock.now_nanos();
         let expected = self.expected_rtt();
-        while let Some((slot, taken)) = waiters.next(queue, now) {
+        while let Some((slot, taken)) = waiters.next(queue) {
             // Its deadline has passed: out, place or no place.
             if slot.claim.too_late(now, 0) {
                 waiters.refuse_taken(queue, &slot, Shed::Expired);
@@ -385,10 +392,10 @@ impl AdaptiveLimiter {
                 waiters.refuse_taken(queue, &slot, Shed::Expired);
                 continue;
             }
-            waiters.grant(queue, &slot);
+            waiters.grant(queue, &slot, now);
         }
         // Every waiting caller has its place: the queue is empty now.
-        waiters.changed(queue, now);
+        waiters.changed(queue);
     }
 
     /// Gives back a place taken with [`take_place`](Self::take_place): a sample of a call that
