@@ -77,7 +77,8 @@ pub fn run_mix_lab(params: &LabParams) -> Result<MixReport, LabError> {
 }
 
 /// The queue both queueing strategies get in `mix`'s scenario: 100 places, 100 ms, the oldest
-/// first; with deadlines, the newest first once the queue stands (Facebook's adaptive LIFO):
+/// first; with deadlines, the adaptive order (the newest first once the queue fails a caller,
+/// until it is next empty):
 /// oldest first, a queue standing at overload hands each place to the waiter with the least
 /// time left, which then misses its deadline at the service.
 pub fn queue_for(mix: Mix) -> AdaptiveQueue {

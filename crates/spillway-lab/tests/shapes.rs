@@ -196,8 +196,10 @@ fn a_spread_buffer_refuses_fewer_below_capacity_on_a_varied_service() {
 /// with an open start: what docs/config.md and docs/overload.md quote (seed 1). Unprotected, a
 /// 4-worker log-normal service's clients time out 55,928 times in the long run (and retry);
 /// Envoy's controller with the queue refuses 721 after its start and 44 time out. On the
-/// 8-worker exponential service it refuses nothing and no client times out. On the 4-worker
-/// exponential one, with a 150 ms queue and Envoy's start, the adaptive order refuses 102,
+/// 8-worker exponential service it refuses nothing and no client times out; on the 4-worker
+/// one 1,687 (65 with Envoy's start). On the 4-worker
+/// exponential one, with a 150 ms queue and Envoy's start, the adaptive order refuses 102 in
+/// the long run,
 /// where serving the newest first from the start refuses many times as many (queue.rs).
 #[test]
 fn a_queue_under_the_clients_timeout_turns_refusals_below_capacity_into_waits() {
@@ -243,6 +245,18 @@ fn a_queue_under_the_clients_timeout_turns_refusals_below_capacity_into_waits() 
     );
     assert_eq!((eight.long_run_refused, eight.long_run_timed_out), (0, 0));
     let four = shape(4, ServiceTime::Exponential { mean: MEAN });
+    // With the open start it refuses 1,687, in episodes around the controller's scheduled
+    // minRTT measurements; with Envoy's start, 65.
+    let open = long_run(&queued(four.clone()), Strategy::EnvoyGradient);
+    assert_eq!((open.long_run_refused, open.long_run_timed_out), (1687, 2));
+    let envoy_start = LabParams {
+        envoy_start_limit: 0,
+        ..queued(four.clone())
+    };
+    assert_eq!(
+        long_run(&envoy_start, Strategy::EnvoyGradient).long_run_refused,
+        65
+    );
     let with_order = |order| LabParams {
         adaptive_queue: Some(queue(150, order)),
         ..four.clone()

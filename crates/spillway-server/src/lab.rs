@@ -175,7 +175,8 @@ pub enum QueueOrderArg {
     Fifo,
     /// The newest.
     Lifo,
-    /// In order, or the newest first while the queue stands (see `QueueOrder::Adaptive`).
+    /// In order until the queue fails a request, then the newest first until it is empty (see
+    /// `QueueOrder::Adaptive`).
     Adaptive,
 }
 

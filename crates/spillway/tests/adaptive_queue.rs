@@ -92,36 +92,38 @@ fn granted(waiters: &[Waiting<'_>]) -> Vec<bool> {
 
 #[test]
 fn the_adaptive_order_serves_in_order_until_a_caller_times_out_then_the_newest_first() {
-    // The queue's timeout is 100 ms.
+    // The queue's timeout is 100 ms; callers join every 30 ms or so, none waits 100 ms.
     let (spillway, clock) = limited(1, queue(10, QueueOrder::Adaptive));
     let first = ready(spillway.entry("r").try_enter());
-    let waiters: Vec<Waiting<'_>> = (0..5).map(|_| wait(&spillway)).collect();
-    clock.advance(Duration::from_millis(60));
+    let mut waiters: Vec<Waiting<'_>> = vec![wait(&spillway)];
+    clock.advance(Duration::from_millis(30));
+    waiters.push(wait(&spillway));
+    clock.advance(Duration::from_millis(30));
+    waiters.push(wait(&spillway));
+    // 60 ms in: the oldest goes first.
     drop(first);
-    assert_eq!(granted(&waiters), [true, false, false, false, false]);
-    let mut waiters = waiters.into_iter();
-    let second = ready(waiters.next().unwrap().resume());
-    // The queue has stood longer than its timeout, but every caller was served in time: a
-    // burst near capacity, still drained in order.
-    let waiters: Vec<Waiting<'_>> = waiters.collect();
-    clock.advance(Duration::from_millis(41));
+    assert_eq!(granted(&waiters), [true, false, false]);
+    let second = ready(waiters.remove(0).resume());
+    clock.advance(Duration::from_millis(30));
+    waiters.push(wait(&spillway));
+    clock.advance(Duration::from_millis(10));
+    waiters.push(wait(&spillway));
+    clock.advance(Duration::from_millis(10));
+    // 110 ms in, the queue has stood longer than its timeout, but every caller was served in
+    // time: a burst near capacity, still drained in order (the one served waited 80 ms).
     drop(second);
     assert_eq!(granted(&waiters), [true, false, false, false]);
-    let mut waiters = waiters.into_iter();
-    let third = ready(waiters.next().unwrap().resume());
+    let third = ready(waiters.remove(0).resume());
     // The oldest waiter's time is up before a place came: an overload. The newest goes first
     // from now.
-    let err = waiters.next().unwrap().give_up();
+    let err = waiters.remove(0).give_up();
     assert_eq!(err.kind(), BlockKind::Adaptive);
-    let waiters: Vec<Waiting<'_>> = waiters.collect();
     drop(third);
     assert_eq!(granted(&waiters), [false, true]);
-    let mut waiters = waiters.into_iter();
-    let oldest = waiters.next().unwrap();
-    let fourth = ready(waiters.next().unwrap().resume());
-    // The oldest leaves (its client gave up): the queue is empty, and the next burst is drained
-    // in order again.
-    drop(oldest);
+    let fourth = ready(waiters.pop().unwrap().resume());
+    // The last one leaves (its client gave up): the queue is empty, and the next burst is
+    // drained in order again.
+    drop(waiters.pop());
     clock.advance(Duration::from_millis(500));
     let burst: Vec<Waiting<'_>> = (0..2).map(|_| wait(&spillway)).collect();
     clock.advance(Duration::from_millis(10));
@@ -140,7 +142,8 @@ fn the_adaptive_order_serves_in_order_until_a_caller_times_out_then_the_newest_f
 fn in_the_adaptive_order_a_deadline_run_out_counts_and_a_queue_left_empty_starts_in_order() {
     let (spillway, clock) = limited(1, queue(10, QueueOrder::Adaptive));
     let first = ready(spillway.entry("r").try_enter());
-    // The only waiter times out: it leaves the queue empty, and the next burst is in order.
+    // The only waiter times out and leaves the queue empty: the next to join starts a new
+    // burst, in order.
     clock.advance(Duration::from_millis(5));
     let _ = wait(&spillway).give_up();
     clock.advance(Duration::from_millis(5));
@@ -167,13 +170,73 @@ fn in_the_adaptive_order_a_deadline_run_out_counts_and_a_queue_left_empty_starts
 }
 
 #[test]
-fn in_the_adaptive_order_a_client_that_leaves_while_others_wait_was_not_served_in_time() {
-    let (spillway, _clock) = limited(1, queue(10, QueueOrder::Adaptive));
+fn in_the_adaptive_order_a_waiter_refused_at_hand_over_for_its_deadline_was_not_served_in_time() {
+    let (spillway, clock) = limited(1, queue(10, QueueOrder::Adaptive));
     let first = ready(spillway.entry("r").try_enter());
-    let mut waiters: Vec<Waiting<'_>> = (0..3).map(|_| wait(&spillway)).collect();
-    // The oldest's client gives up before its place comes (a proxy sees the connection close).
-    drop(waiters.remove(0));
+    let hurried = match spillway
+        .entry("r")
+        .deadline(Duration::from_millis(20))
+        .try_enter()
+    {
+        Ok(Admission::Waiting(waiting)) => waiting,
+        other => panic!("expected to wait, got {other:?}"),
+    };
+    let others: Vec<Waiting<'_>> = (0..2).map(|_| wait(&spillway)).collect();
+    // The place frees after the oldest waiter's deadline: the queue refuses it as it hands the
+    // place on, and the place goes to the newest.
+    clock.advance(Duration::from_millis(30));
     drop(first);
+    assert!(!hurried.is_granted());
+    assert_eq!(hurried.give_up().kind(), BlockKind::Deadline);
+    assert_eq!(granted(&others), [false, true]);
+}
+
+#[test]
+fn in_the_adaptive_order_a_waiter_evicted_from_a_full_queue_was_not_served_in_time() {
+    let (spillway, _clock) = limited(1, queue(3, QueueOrder::Adaptive));
+    let first = ready(spillway.entry("r").try_enter());
+    let sheddable = || match spillway
+        .entry("r")
+        .criticality(spillway::Criticality::Sheddable)
+        .try_enter()
+    {
+        Ok(Admission::Waiting(waiting)) => waiting,
+        other => panic!("expected to wait, got {other:?}"),
+    };
+    let mut waiters: Vec<Waiting<'_>> = (0..3).map(|_| sheddable()).collect();
+    // A caller of the default criticality finds the queue full and takes the place of the
+    // newest sheddable one.
+    let default = wait(&spillway);
+    assert_eq!(
+        waiters.iter().map(Waiting::is_refused).collect::<Vec<_>>(),
+        [false, false, true]
+    );
+    assert_eq!(waiters.pop().unwrap().give_up().kind(), BlockKind::Adaptive);
+    // The more critical goes first, whatever the order...
+    drop(first);
+    assert!(default.is_granted());
+    let second = ready(default.resume());
+    // ... and the queue failed a caller: of the sheddable ones, the newest goes first.
+    drop(second);
+    assert_eq!(granted(&waiters), [false, true]);
+}
+
+#[test]
+fn in_the_adaptive_order_a_client_that_leaves_after_half_the_timeout_was_not_served_in_time() {
+    // The queue's timeout is 100 ms.
+    let (spillway, clock) = limited(1, queue(10, QueueOrder::Adaptive));
+    let first = ready(spillway.entry("r").try_enter());
+    let mut waiters: Vec<Waiting<'_>> = (0..5).map(|_| wait(&spillway)).collect();
+    // One that leaves at once may just have changed its mind: the order stays.
+    drop(waiters.remove(0));
+    clock.advance(Duration::from_millis(60));
+    drop(first);
+    assert_eq!(granted(&waiters), [true, false, false, false]);
+    let second = ready(waiters.remove(0).resume());
+    // One whose client gave up after 60 ms (a proxy sees the connection close) was not served
+    // in time: the newest first from now.
+    drop(waiters.remove(0));
+    drop(second);
     assert_eq!(granted(&waiters), [false, true]);
 }
 

@@ -331,6 +331,14 @@ mod tests {
         assert!(none.timed_out > 1_000, "{none:?}");
         let run = simulate(&params, Scenario::LongRun, Strategy::None).unwrap();
         assert_eq!(none.timed_out, run.counts.timed_out);
+        // The queue reaches the adaptive strategy's runs: it refuses fewer with it.
+        let unqueued = LabParams {
+            adaptive_queue: None,
+            ..params.clone()
+        };
+        let without = simulated(&unqueued, &[Strategy::EnvoyGradient]).unwrap();
+        let (queued, unqueued) = (&report.rows[1].simulated, &without.rows[0].simulated);
+        assert!(queued.refused < unqueued.refused, "{queued:?} {unqueued:?}");
     }
 
     #[test]

@@ -324,9 +324,13 @@ impl AdaptiveLimiter {
             let granted = slot.is_granted();
             if !granted {
                 waiters.leave(&mut queue, slot);
-                if shed.is_none() {
-                    // Its time ran out, or its client's patience: not served in time (the
-                    // queue marked those it refused itself when it did).
+                // Its time ran out, or its client's patience after more than half the queue's
+                // timeout (one that leaves sooner may just have changed its mind): not served
+                // in time. The queue marked those it refused itself when it did.
+                let now = self.clock.now_nanos();
+                let timeout = u64::try_from(waiters.config.timeout.as_nanos()).unwrap_or(u64::MAX);
+                let patient = now.saturating_sub(slot.joined) > timeout / 2;
+                if shed.is_none() && (timed_out || patient) {
                     waiters.late(&queue);
                 }
             }

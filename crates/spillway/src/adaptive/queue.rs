@@ -24,19 +24,19 @@ pub enum QueueOrder {
     Lifo,
     /// First in, first out until the queue fails a caller, last in, first out from then until
     /// it is next empty. It fails a caller when one leaves without a place (its `timeout` or
-    /// deadline ran out, its client gave up, or a more critical caller took its place in a
-    /// full queue), and when for a whole `timeout` every caller it served had waited more than
-    /// half of it (CoDel's test of a standing queue: clients whose patience is the queue's
-    /// then give up as they are served). While it serves every caller in time, it serves them
+    /// deadline ran out, its client gave up after more than half the timeout, or a more
+    /// critical caller took its place in a full queue), and when for a whole `timeout` every
+    /// caller it served had waited more than half of it (CoDel's test of a standing queue:
+    /// clients whose patience is the queue's then give up as they are served). While it serves every caller in time, it serves them
     /// in order, as near capacity, where a burst stands a while and drains; once it fails one,
     /// an overload, the freshest callers, whose clients still wait, are served, while the
     /// oldest, which would time out anyway, do. Facebook's "adaptive LIFO" switches once the
     /// queue has stood for a while; spillway's waits for a caller it failed, because near
     /// capacity a small service's queue can stand longer than its timeout and still serve
     /// everyone in time, and serving the newest first there leaves the oldest to time out (in
-    /// the simulated long run at 0.9x on a 4-worker service, a 150 ms queue in front of Envoy's
-    /// controller refused 102 requests in this order, and many times as many serving the
-    /// newest first throughout: `lifo`).
+    /// the lab's simulated long run, 0.5x to 0.9x of capacity on a 4-worker service, a 150 ms
+    /// queue in front of Envoy's controller refused 102 requests in this order, and many times
+    /// as many serving the newest first throughout: `lifo`).
     Adaptive,
 }
 
@@ -236,8 +236,9 @@ impl Waiters {
     }
 
     /// Records that a caller left `queue` without a place (under the lock): its time ran out
-    /// (the queue's timeout, its deadline, or its client's patience), was too short for the
-    /// call at the limit's latency, or a more critical caller took its place in a full queue.
+    /// (the queue's timeout, its deadline, or its client's patience after more than half the
+    /// timeout), was too short for the call at the limit's latency, or a more critical caller
+    /// took its place in a full queue.
     /// If it left the queue empty, the next caller to join starts a new burst, in order.
     pub(crate) fn late(&self, queue: &Lanes) {
         if !queue.is_empty() {
