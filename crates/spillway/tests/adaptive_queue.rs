@@ -8,7 +8,7 @@ mod support;
 use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveQueue, AdaptiveRule, AimdConfig, QueueOrder};
 use spillway::breaker::{BreakerRule, BreakerStrategy};
 use spillway::flow::{Behavior, FlowRule};
-use spillway::{Admission, BlockKind, Entry, Spillway, Waiting};
+use spillway::{Admission, BlockKind, Entry, EntryBuilder, Spillway, Waiting};
 use std::time::Duration;
 use support::manual;
 
@@ -45,7 +45,12 @@ fn limited(limit: u32, queue: AdaptiveQueue) -> (Spillway, spillway::ManualClock
 }
 
 fn wait(spillway: &Spillway) -> Waiting<'_> {
-    match spillway.entry("r").try_enter() {
+    wait_as(spillway.entry("r"))
+}
+
+/// Waits as `builder` describes it (a deadline, a criticality).
+fn wait_as(builder: EntryBuilder<'_>) -> Waiting<'_> {
+    match builder.try_enter() {
         Ok(Admission::Waiting(waiting)) => waiting,
         other => panic!("expected to wait, got {other:?}"),
     }
@@ -155,14 +160,7 @@ fn in_the_adaptive_order_a_deadline_run_out_counts_and_a_queue_left_empty_starts
     let burst: Vec<Waiting<'_>> = burst.collect();
     // A waiter whose deadline, shorter than the queue's timeout, runs out was not served in
     // time either: the newest first from now.
-    let hurried = match spillway
-        .entry("r")
-        .deadline(Duration::from_millis(20))
-        .try_enter()
-    {
-        Ok(Admission::Waiting(waiting)) => waiting,
-        other => panic!("expected to wait, got {other:?}"),
-    };
+    let hurried = wait_as(spillway.entry("r").deadline(Duration::from_millis(20)));
     clock.advance(Duration::from_millis(20));
     assert_eq!(hurried.give_up().kind(), BlockKind::Deadline);
     drop(second);
@@ -173,14 +171,7 @@ fn in_the_adaptive_order_a_deadline_run_out_counts_and_a_queue_left_empty_starts
 fn in_the_adaptive_order_a_waiter_refused_at_hand_over_for_its_deadline_was_not_served_in_time() {
     let (spillway, clock) = limited(1, queue(10, QueueOrder::Adaptive));
     let first = ready(spillway.entry("r").try_enter());
-    let hurried = match spillway
-        .entry("r")
-        .deadline(Duration::from_millis(20))
-        .try_enter()
-    {
-        Ok(Admission::Waiting(waiting)) => waiting,
-        other => panic!("expected to wait, got {other:?}"),
-    };
+    let hurried = wait_as(spillway.entry("r").deadline(Duration::from_millis(20)));
     let others: Vec<Waiting<'_>> = (0..2).map(|_| wait(&spillway)).collect();
     // The place frees after the oldest waiter's deadline: the queue refuses it as it hands the
     // place on, and the place goes to the newest.
@@ -195,13 +186,12 @@ fn in_the_adaptive_order_a_waiter_refused_at_hand_over_for_its_deadline_was_not_
 fn in_the_adaptive_order_a_waiter_evicted_from_a_full_queue_was_not_served_in_time() {
     let (spillway, _clock) = limited(1, queue(3, QueueOrder::Adaptive));
     let first = ready(spillway.entry("r").try_enter());
-    let sheddable = || match spillway
-        .entry("r")
-        .criticality(spillway::Criticality::Sheddable)
-        .try_enter()
-    {
-        Ok(Admission::Waiting(waiting)) => waiting,
-        other => panic!("expected to wait, got {other:?}"),
+    let sheddable = || {
+        wait_as(
+            spillway
+                .entry("r")
+                .criticality(spillway::Criticality::Sheddable),
+        )
     };
     let mut waiters: Vec<Waiting<'_>> = (0..3).map(|_| sheddable()).collect();
     // A caller of the default criticality finds the queue full and takes the place of the
