@@ -1,6 +1,7 @@
-//! Envoy's gradient controller measuring its minRTT again: pinned at `min_concurrency` when the
-//! limit binds (as Envoy does, always), measured from a sample window of the calls as they come
-//! when it does not, so that a service below its limit is not refused for the measurement.
+//! Envoy's gradient controller measuring its minRTT again: measured from a sample window of the
+//! calls as they come in which the limit does not bind, so that a service below its limit is not
+//! refused for the measurement; pinned at `min_concurrency` (as Envoy does, always) when the
+//! limit binds in five sample windows before the measurement has its calls.
 //! Traces on a nanosecond time axis, calls fed to the algorithm as they end.
 
 use spillway::adaptive::{
@@ -136,7 +137,8 @@ fn a_slower_service_is_measured_pinned_once_its_limit_binds() {
     light(&mut envoy, &mut limit, &mut trace, 5);
     // From 5 s, calls take 20 ms, and as many are in flight as the limit lets in: the gradient
     // (12.5 / 20) holds the limit at 4, above `min_concurrency`, so only the schedule can
-    // measure again, and with the limit bound it pins.
+    // measure again. The limit binds in every window: at the fifth, counting the one in which
+    // the measurement fell due (at about 10.3 s), it pins.
     feed(
         &mut envoy,
         &mut limit,
@@ -148,10 +150,56 @@ fn a_slower_service_is_measured_pinned_once_its_limit_binds() {
     let pinned = trace.at(ChangeReason::MeasuringMinRtt);
     assert_eq!(pinned.len(), 1, "pinned at {pinned:?}");
     assert!(
-        (10_000 * MS..=10_600 * MS).contains(&pinned[0]),
+        (10_500 * MS..=10_800 * MS).contains(&pinned[0]),
         "pinned at {pinned:?}"
     );
     assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(20)));
+}
+
+/// Near capacity a limit binds in bursts: a measurement that falls due in one waits for a
+/// window that does not bind, and measures unpinned then.
+#[test]
+fn a_measurement_due_in_a_burst_waits_for_a_window_that_does_not_bind() {
+    let mut envoy = envoy(Remeasure::WhenBound);
+    let mut limit = envoy.initial_limit();
+    let mut trace = Trace::default();
+    light(&mut envoy, &mut limit, &mut trace, 10);
+    // A burst from 10 s to 10.4 s, across the measurement due at about 10.3 s: every call
+    // finds the limit full, and takes 9 ms. It binds fewer than five windows from the one in
+    // which the measurement fell due.
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (10_000, 10_400, 5),
+        |_| 9,
+        |limit| limit,
+    );
+    // Then light again, with calls of 7 ms: the measurement takes them, without pinning.
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (10_400, 11_200, 5),
+        |_| 7,
+        |limit| 2.min(limit),
+    );
+    assert_eq!(trace.at(ChangeReason::MeasuringMinRtt), Vec::<u64>::new());
+    assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(7)));
+    // A burst as long as five windows pins, as Envoy would have at once.
+    let mut envoy = self::envoy(Remeasure::WhenBound);
+    let mut limit = envoy.initial_limit();
+    let mut trace = Trace::default();
+    light(&mut envoy, &mut limit, &mut trace, 10);
+    feed(
+        &mut envoy,
+        &mut limit,
+        &mut trace,
+        (10_000, 10_800, 5),
+        |_| 9,
+        |limit| limit,
+    );
+    assert_eq!(trace.at(ChangeReason::MeasuringMinRtt).len(), 1);
 }
 
 #[test]

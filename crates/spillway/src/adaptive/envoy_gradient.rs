@@ -39,11 +39,11 @@ pub struct EnvoyGradientConfig {
     /// The limit never goes above this (Envoy: 1000).
     pub max_limit: u32,
     /// Whether a scheduled minRTT measurement pins the limit to `min_concurrency` even when
-    /// the limit did not bind (Envoy: always). spillway's default, `when_bound`, measures
-    /// without pinning when no call of the last sample window found the limit full, and then
-    /// takes the result only if it is at most `1 + buffer` times the minRTT: below its limit,
-    /// the service is not kept from working, so refusing calls to measure it would refuse
-    /// below capacity.
+    /// the limit does not bind (Envoy: always). spillway's default, `when_bound`, measures
+    /// without pinning, from sample windows in which no call found the limit full, and then
+    /// takes the result only if it is at most `1 + buffer` times the minRTT; it pins only if
+    /// the limit binds in 5 sample windows first: below its limit, the service is not kept
+    /// from working, so refusing calls to measure it would refuse below capacity.
     pub remeasure: Remeasure,
     /// The percentile of a sample window's RTTs compared with the minRTT, 0 to 1 (default
     /// 0.5, the median, as Envoy, which takes `sample_percentile` for both). Near capacity a
@@ -86,13 +86,16 @@ pub struct EnvoyGradientConfig {
     serde(rename_all = "snake_case")
 )]
 pub enum Remeasure {
-    /// Only when a call of the last sample window found the limit full; otherwise the calls
-    /// are measured as they come, all admitted, and a result more than `1 + buffer` times the
-    /// minRTT is kept out: a service that got slower shows it as rising RTTs, which shrink the
-    /// limit until it binds, and the next scheduled measurement pins (no later than Envoy's
-    /// would). A window in which the limit binds gives the measurement up; it starts again at
-    /// the next window that does not. A limit stuck at `min_concurrency` measures pinned, as
-    /// Envoy does. The start is `start_limit`'s, with either `remeasure`.
+    /// Only when the limit keeps binding: the calls are measured as they come, all admitted,
+    /// from a sample window in which no call found the limit full (the next one, if the limit
+    /// binds when the measurement falls due), and a result more than `1 + buffer` times the
+    /// minRTT is kept out. A window in which the limit binds gives the measurement up; it
+    /// starts again at the next window that does not. If the limit binds in 5 sample windows,
+    /// counting the one in which the measurement fell due, before it has its calls, it pins
+    /// (500 ms after Envoy would, with the default windows): a service that got slower shows
+    /// it as rising RTTs, which shrink the limit until it binds. A limit stuck at
+    /// `min_concurrency` measures pinned, as Envoy does. The start is `start_limit`'s, with
+    /// either `remeasure`.
     #[default]
     WhenBound,
     /// Always, as Envoy does: calls beyond `min_concurrency` are refused while it measures.
@@ -160,6 +163,10 @@ impl EnvoyGradientConfig {
 /// Windows at the minimum limit in a row after which the minRTT is measured again (Envoy: 5).
 const MIN_WINDOWS_BEFORE_REMEASURE: u32 = 5;
 
+/// Sample windows in which the limit bound after which a scheduled unpinned measurement that
+/// has not got its calls pins instead (`remeasure = "when_bound"`).
+const BOUND_WINDOWS_BEFORE_PINNING: u32 = 5;
+
 /// Envoy's gradient controller.
 ///
 /// - **minRTT.** At the start, every `min_rtt_interval` (lengthened by up to `jitter` at
@@ -167,8 +174,9 @@ const MIN_WINDOWS_BEFORE_REMEASURE: u32 = 5;
 ///   `min_concurrency` while `min_rtt_request_count` calls started since then complete; the
 ///   `sample_percentile` of their RTTs is the new minRTT, and the limit goes back to what it
 ///   was. spillway's first departure, [`Remeasure::WhenBound`] (the default): a scheduled
-///   measurement when the limit did not bind in the last window takes the calls as they come
-///   instead, and refuses nothing.
+///   measurement takes the calls as they come instead, from a sample window in which the
+///   limit does not bind, and refuses nothing; it pins only if the limit binds in 5 windows
+///   first.
 ///   The second, an option: the open start (`start_limit`): the first minRTT is measured
 ///   from the calls as they come, admitted up to `start_limit`, unless a sample window binds
 ///   first.
@@ -236,6 +244,9 @@ pub struct EnvoyGradient {
     windows_at_min: u32,
     /// Whether a call of the last sample window found the limit full.
     last_window_bound: bool,
+    /// While a scheduled unpinned measurement waits for its calls: the sample windows since it
+    /// fell due in which the limit bound.
+    bound_while_due: Option<u32>,
     jitter: Jitter,
     /// The spread of the RTTs of the last pinned minRTT measurement, or of the open start's
     /// (see [`BufferScaling`]).
@@ -279,6 +290,7 @@ impl EnvoyGradient {
             window: SampleWindow::default(),
             windows_at_min: 0,
             last_window_bound: false,
+            bound_while_due: None,
             jitter,
             spread: 1.0,
         })
@@ -348,6 +360,7 @@ impl EnvoyGradient {
             // runs among calls that may queue, and leaves it as it was.
             self.spread = self.spread_of(calls);
         }
+        self.bound_while_due = None;
         let measured = self
             .unpinned
             .take()
@@ -378,6 +391,7 @@ impl EnvoyGradient {
     fn pin(&mut self, now: u64, limit: u32) -> Option<LimitUpdate> {
         self.unpinned = None;
         self.unpinned_again = false;
+        self.bound_while_due = None;
         self.measuring = true;
         self.epoch = now;
         self.deferred_limit = limit;
@@ -396,16 +410,26 @@ impl EnvoyGradient {
             return None;
         }
         if self.next_min_rtt.is_some_and(|due| now >= due) {
-            let bound = self.window.max_in_flight() >= limit || self.last_window_bound;
             if self.config.remeasure == Remeasure::WhenBound
-                && !bound
                 && self.windows_at_min < MIN_WINDOWS_BEFORE_REMEASURE
                 && self.min_rtt_micros.is_some()
             {
                 // The calls as they come measure it: every call that ends from now until
                 // `min_rtt_request_count` have, at the end of a sample window (all that end,
-                // not the first calls admitted, of which the short ones would end first).
-                self.unpinned = Some(SampleWindow::default());
+                // not the first calls admitted, of which the short ones would end first). If
+                // the limit binds now, from the next window that does not; if it binds in
+                // `BOUND_WINDOWS_BEFORE_PINNING` windows first, the measurement pins. One that
+                // still waits for its calls (a quiet service) goes on.
+                let bound = self.window.max_in_flight() >= limit || self.last_window_bound;
+                let waiting = self.unpinned.is_some() || self.unpinned_again;
+                if !waiting {
+                    if bound {
+                        self.unpinned_again = true;
+                    } else {
+                        self.unpinned = Some(SampleWindow::default());
+                    }
+                    self.bound_while_due = Some(0);
+                }
                 let interval = self.jittered(self.config.min_rtt_interval);
                 self.next_min_rtt = Some(now.saturating_add(Self::nanos(interval)));
             } else {
@@ -425,6 +449,16 @@ impl EnvoyGradient {
             // The open start bound: the service may be loaded from its start, so its calls
             // may have queued. Measure pinned, as Envoy does.
             return self.pin(now, limit);
+        }
+        if self.last_window_bound {
+            if let Some(windows) = self.bound_while_due.as_mut() {
+                *windows += 1;
+                if *windows >= BOUND_WINDOWS_BEFORE_PINNING {
+                    // The limit keeps binding: the service is loaded, and may queue; measure
+                    // pinned, as Envoy does.
+                    return self.pin(now, limit);
+                }
+            }
         }
         self.close_unpinned();
         if self.unpinned_again && !self.last_window_bound && self.unpinned.is_none() {

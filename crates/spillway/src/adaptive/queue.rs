@@ -35,8 +35,9 @@ pub enum QueueOrder {
     /// capacity a small service's queue can stand longer than its timeout and still serve
     /// everyone in time, and serving the newest first there leaves the oldest to time out (in
     /// the lab's simulated long run, 0.5x to 0.9x of capacity on a 4-worker service, a 150 ms
-    /// queue in front of Envoy's controller refused 102 requests in this order, and many times
-    /// as many serving the newest first throughout: `lifo`).
+    /// queue in front of Envoy's controller refused 374 requests in this order, three times as
+    /// many serving the newest first throughout (`lifo`), and 28 in order throughout (`fifo`),
+    /// which under an overload serves requests whose clients have left).
     Adaptive,
 }
 
