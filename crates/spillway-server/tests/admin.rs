@@ -355,7 +355,8 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
          algorithm = { type = \"bbr\", probe_rtt_interval = \"5s\" }\n\
          queue = { capacity = 5, order = \"adaptive\", timeout = \"50ms\" }\n\
          [[adaptive]]\nid = \"search-open\"\nresource = \"search\"\n\
-         algorithm = { type = \"envoy_gradient\", start_limit = 50 }\n",
+         algorithm = { type = \"envoy_gradient\", start_limit = 50 }\n\
+         queue = { order = \"lifo\" }\n",
     )
     .await;
     let (_, rules) = get(h.admin, "/api/rules").await;
@@ -402,6 +403,16 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
         value(r#"spillway_adaptive_queue_timeouts_total{rule="orders-bbr",resource="orders"}"#),
         0.0
     );
+    // The adaptive order serves in order until its queue fails a request; "lifo" always
+    // serves the newest first.
+    assert_eq!(
+        value(r#"spillway_adaptive_queue_newest_first{rule="orders-bbr",resource="orders"}"#),
+        0.0
+    );
+    assert_eq!(
+        value(r#"spillway_adaptive_queue_newest_first{rule="search-open",resource="search"}"#),
+        1.0
+    );
     assert_eq!(
         value(r#"spillway_adaptive_limit{rule="search-open",resource="search"}"#),
         50.0,
@@ -414,6 +425,8 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
         (bbr["waiting"].as_u64(), bbr["queue_timeouts"].as_u64()),
         (Some(0), Some(0))
     );
+    assert_eq!(bbr["newest_first"], false);
+    assert_eq!(json(&status)["adaptive"][2]["newest_first"], true);
 }
 
 #[tokio::test(start_paused = true)]

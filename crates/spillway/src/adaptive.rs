@@ -22,9 +22,9 @@
 //!
 //! - **Latency-based, no tuning:** [`EnvoyGradient`] re-measures its baseline on a schedule, so
 //!   a baseline that moves is found again; its windows are short, so it reacts within a
-//!   fraction of a second. When its limit binds it measures at a minimal limit, briefly, as
-//!   Envoy does (a dip in admitted calls); below its limit it measures the calls as they come
-//!   and refuses nothing ([`Remeasure`]).
+//!   fraction of a second. When its limit keeps binding it measures at a minimal limit,
+//!   briefly, as Envoy does (a dip in admitted calls); below its limit, or when it binds only in
+//!   bursts, it measures the calls as they come and refuses nothing ([`Remeasure`]).
 //! - **Latency-based, steady:** [`Gradient2`] compares against a long-term average rather than a
 //!   minimum, which suits RPCs whose latency varies widely call to call; it is slow on purpose
 //!   (1 s windows, smoothing 0.2), so it ramps up slowly after a shrink.

@@ -79,6 +79,7 @@ fn a_freed_place_goes_to_the_caller_that_waited_longest_in_fifo_order() {
     assert_eq!(granted, [true, false]);
     let state = spillway.adaptive_state("r-adaptive").unwrap();
     assert_eq!((state.in_flight, state.waiting), (1, 1));
+    assert!(!state.newest_first);
 }
 
 #[test]
@@ -89,6 +90,12 @@ fn a_freed_place_goes_to_the_newest_caller_in_lifo_order() {
     drop(first);
     let granted: Vec<bool> = waiters.iter().map(Waiting::is_granted).collect();
     assert_eq!(granted, [false, false, true]);
+    assert!(spillway.adaptive_state("r-adaptive").unwrap().newest_first);
+}
+
+/// Whether the adaptive order serves the newest first now, as the status and `/metrics` show.
+fn newest_first(spillway: &Spillway) -> bool {
+    spillway.adaptive_state("r-adaptive").unwrap().newest_first
 }
 
 fn granted(waiters: &[Waiting<'_>]) -> Vec<bool> {
@@ -118,17 +125,20 @@ fn the_adaptive_order_serves_in_order_until_a_caller_times_out_then_the_newest_f
     // time: a burst near capacity, still drained in order (the one served waited 80 ms).
     drop(second);
     assert_eq!(granted(&waiters), [true, false, false, false]);
+    assert!(!newest_first(&spillway));
     let third = ready(waiters.remove(0).resume());
     // The oldest waiter's time is up before a place came: an overload. The newest goes first
     // from now.
     let err = waiters.remove(0).give_up();
     assert_eq!(err.kind(), BlockKind::Adaptive);
+    assert!(newest_first(&spillway));
     drop(third);
     assert_eq!(granted(&waiters), [false, true]);
     let fourth = ready(waiters.pop().unwrap().resume());
     // The last one leaves (its client gave up): the queue is empty, and the next burst is
     // drained in order again.
     drop(waiters.pop());
+    assert!(!newest_first(&spillway));
     clock.advance(Duration::from_millis(500));
     let burst: Vec<Waiting<'_>> = (0..2).map(|_| wait(&spillway)).collect();
     clock.advance(Duration::from_millis(10));

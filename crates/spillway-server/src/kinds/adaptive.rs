@@ -22,7 +22,8 @@ pub(super) const ADAPTIVE: CoreKind<AdaptiveRule> = CoreKind {
 };
 
 /// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the
-/// reason of the last change, samples, updates, refusals, and its queue (waiting, timeouts).
+/// reason of the last change, samples, updates, refusals, and its queue (waiting, timeouts,
+/// whether it serves the newest first now).
 fn states(spillway: &spillway::Spillway) -> Vec<Value> {
     let millis = |rtt: Option<std::time::Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1e3);
     spillway
@@ -43,6 +44,7 @@ fn states(spillway: &spillway::Spillway) -> Vec<Value> {
                 "refusals": state.refusals,
                 "waiting": state.waiting,
                 "queue_timeouts": state.queue_timeouts,
+                "newest_first": state.newest_first,
                 "by_criticality": by_criticality(&state),
             }))
         })
@@ -117,6 +119,18 @@ pub(super) fn metrics(
         adaptive
             .iter()
             .map(|(id, resource, state)| (rule_labels(id, resource), state.waiting as f64)),
+    )?;
+    gauges(
+        encoder,
+        "spillway_adaptive_queue_newest_first",
+        "1 while an adaptive rule's queue hands a freed place to the newest request (order \
+         \"lifo\", or \"adaptive\" from when it fails a request until it is empty), else 0",
+        adaptive.iter().map(|(id, resource, state)| {
+            (
+                rule_labels(id, resource),
+                f64::from(u8::from(state.newest_first)),
+            )
+        }),
     )?;
     for (name, help, read) in [
         (

@@ -92,10 +92,13 @@ pub enum Remeasure {
     /// minRTT is kept out. A window in which the limit binds gives the measurement up; it
     /// starts again at the next window that does not. If the limit binds in 5 sample windows,
     /// counting the one in which the measurement fell due, before it has its calls, it pins
-    /// (500 ms after Envoy would, with the default windows): a service that got slower shows
-    /// it as rising RTTs, which shrink the limit until it binds. A limit stuck at
-    /// `min_concurrency` measures pinned, as Envoy does. The start is `start_limit`'s, with
-    /// either `remeasure`.
+    /// (400 to 500 ms after Envoy would with the default windows, if every window binds). A
+    /// measurement that has not got its calls when the next falls due (a quiet service) goes
+    /// on, its bound windows counted from 0 again. A service that got slower shows it as rising RTTs, which shrink the
+    /// limit: if it then keeps binding, the measurement pins; if not, a result above
+    /// `1 + buffer` times the minRTT is kept out, and the minRTT stays until the limit is held
+    /// at `min_concurrency`, which measures pinned, as Envoy does. The start is
+    /// `start_limit`'s, with either `remeasure`.
     #[default]
     WhenBound,
     /// Always, as Envoy does: calls beyond `min_concurrency` are refused while it measures.
@@ -419,17 +422,16 @@ impl EnvoyGradient {
                 // not the first calls admitted, of which the short ones would end first). If
                 // the limit binds now, from the next window that does not; if it binds in
                 // `BOUND_WINDOWS_BEFORE_PINNING` windows first, the measurement pins. One that
-                // still waits for its calls (a quiet service) goes on.
+                // still waits for its calls (a quiet service) goes on, as Envoy's pinned one
+                // waits for its calls however long they take; its bound windows count from 0.
                 let bound = self.window.max_in_flight() >= limit || self.last_window_bound;
                 let waiting = self.unpinned.is_some() || self.unpinned_again;
-                if !waiting {
-                    if bound {
-                        self.unpinned_again = true;
-                    } else {
-                        self.unpinned = Some(SampleWindow::default());
-                    }
-                    self.bound_while_due = Some(0);
+                if !waiting && bound {
+                    self.unpinned_again = true;
+                } else if !waiting {
+                    self.unpinned = Some(SampleWindow::default());
                 }
+                self.bound_while_due = Some(0);
                 let interval = self.jittered(self.config.min_rtt_interval);
                 self.next_min_rtt = Some(now.saturating_add(Self::nanos(interval)));
             } else {

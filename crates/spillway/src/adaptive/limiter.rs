@@ -144,6 +144,11 @@ pub struct AdaptiveState {
     pub waiting: u64,
     /// Callers that waited out the queue's timeout, since the limiter was made.
     pub queue_timeouts: u64,
+    /// Whether the queue hands a freed place to the newest caller now: always in
+    /// [`QueueOrder::Lifo`](super::QueueOrder::Lifo), never in `Fifo` or without a queue, and
+    /// in [`QueueOrder::Adaptive`](super::QueueOrder::Adaptive) from when it fails a caller
+    /// until it is next empty (an overload).
+    pub newest_first: bool,
     /// Callers waiting now, by criticality ([`Criticality::rank`], lowest first).
     pub waiting_by_criticality: [u64; 4],
     /// Waiting callers a more critical one (or one of a tenant with fewer waiters) took the
@@ -568,6 +573,7 @@ impl AdaptiveLimiter {
             refusals: self.refusals.load(Ordering::Relaxed),
             waiting: self.waiters.as_ref().map_or(0, Waiters::len),
             queue_timeouts: self.waiters.as_ref().map_or(0, Waiters::timeouts),
+            newest_first: self.waiters.as_ref().is_some_and(Waiters::newest_first),
             waiting_by_criticality,
             evicted,
             expired,

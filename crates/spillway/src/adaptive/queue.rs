@@ -228,6 +228,16 @@ impl Waiters {
         self.len.load(Ordering::Acquire)
     }
 
+    /// Whether a freed place goes to the newest caller now: always in `lifo`, never in
+    /// `fifo`, and in `adaptive` since the queue failed a caller, until it is next empty.
+    pub(crate) fn newest_first(&self) -> bool {
+        match self.config.order {
+            QueueOrder::Fifo => false,
+            QueueOrder::Lifo => true,
+            QueueOrder::Adaptive => self.failed.load(Ordering::Relaxed),
+        }
+    }
+
     pub(crate) fn timeouts(&self) -> u64 {
         self.timeouts.load(Ordering::Relaxed)
     }
