@@ -282,6 +282,37 @@ fn a_queue_under_the_clients_timeout_turns_refusals_below_capacity_into_waits() 
     );
 }
 
+/// On one worker at capacity (the slowdown scenario's 1x), a request can wait most of a 190 ms
+/// queue and then spend the rest of its clients' 200 ms in the service: with that queue Envoy's
+/// controller never gets back to 0.9 of capacity in time after the slowdown, and with a 100 ms
+/// queue it does at once (seed 1; docs/overload.md and docs/config.md quote both).
+#[test]
+fn on_one_worker_a_queue_as_long_as_the_clients_patience_keeps_the_controller_from_recovering() {
+    let recovery = |timeout_ms| {
+        let params = LabParams {
+            adaptive_queue: Some(AdaptiveQueue {
+                capacity: 1000,
+                order: QueueOrder::Adaptive,
+                timeout: Duration::from_millis(timeout_ms),
+            }),
+            envoy_start_limit: 50,
+            ..shape(1, ServiceTime::Exponential { mean: MEAN })
+        };
+        let slowdown = Scenario::Slowdown {
+            load: spillway_lab::EVENT_BASE_LOAD,
+        };
+        let run = simulate(&params, slowdown, Strategy::EnvoyGradient).unwrap();
+        assert_conserved(&run);
+        run.recovery_s
+    };
+    assert_eq!(recovery(190), None);
+    assert!(
+        recovery(100).is_some_and(|s| s <= 0.5),
+        "{:?}",
+        recovery(100)
+    );
+}
+
 #[test]
 fn a_cell_meets_the_target_only_on_every_count() {
     let good = Cell {
