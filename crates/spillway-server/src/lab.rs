@@ -125,10 +125,11 @@ pub struct LabArgs {
     /// through the real proxy.
     #[arg(long)]
     pub loopback: bool,
-    /// The adaptive strategies' queue, with `--quick`, `--matrix` or `--long-run` (simulated;
-    /// the long run also through the real proxy with `--loopback`; the full lab, the loopback
-    /// matrix and the scenarios with claims run without one): how many requests may wait for a
-    /// place (0: none, a full limit refuses at once).
+    /// The adaptive strategies' queue, with `--quick`, `--matrix` or `--long-run` (simulated or,
+    /// with `--loopback`, through the real proxy, where the matrix stretches its timeout with
+    /// the clients' on its slower services; the full lab and the scenarios with claims run
+    /// without one): how many requests may wait for a place (0: none, a full limit refuses at
+    /// once).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub queue_capacity: i64,
     /// The queue's longest wait, in milliseconds.
@@ -272,13 +273,6 @@ impl LabArgs {
             return Err(LabError::new(
                 "queue_capacity",
                 "the scenarios with claims (--mix) give each its own queue",
-            ));
-        }
-        if self.loopback && !self.long_run && adaptive_queue.is_some() {
-            return Err(LabError::new(
-                "queue_capacity",
-                "on loopback only the long run takes a queue (--long-run --loopback); the \
-                 loopback matrix runs without one",
             ));
         }
         if adaptive_queue.is_some() && !self.quick && !self.matrix && !self.long_run {

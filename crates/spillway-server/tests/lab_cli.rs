@@ -143,9 +143,9 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
              its own queue",
         ),
         (
-            vec!["--matrix", "--loopback", "--queue-capacity", "5"],
-            "error: lab parameter `queue_capacity`: on loopback only the long run takes a queue \
-             (--long-run --loopback); the loopback matrix runs without one",
+            vec!["--mix", "--loopback", "--queue-capacity", "5"],
+            "error: lab parameter `queue_capacity`: the scenarios with claims (--mix) give each \
+             its own queue",
         ),
 
         (

@@ -4,7 +4,7 @@
 
 use super::loopback::{measure_capacity, run_point, LoopbackParams};
 use crate::upstream::UpstreamShape;
-use spillway::adaptive::BufferScaling;
+use spillway::adaptive::{AdaptiveQueue, BufferScaling};
 use spillway_lab::arrivals::Spacing;
 use spillway_lab::matrix::{
     compared_markdown, matrix_shapes, run_cell, shape_name, Cell, MATRIX_LOADS,
@@ -59,6 +59,9 @@ pub struct LoopbackMatrix {
     pub envoy_start_limit: u32,
     /// `envoy_gradient`'s buffer scaling in these runs.
     pub envoy_buffer_scaling: BufferScaling,
+    /// The adaptive strategies' queue in these runs (`None`: none), as given: on a service
+    /// slower than [`LOOPBACK_MATRIX_BASE_MEAN`] its timeout is stretched with the clients'.
+    pub adaptive_queue: Option<AdaptiveQueue>,
 }
 
 /// What the loopback matrix is and how to read it.
@@ -71,15 +74,53 @@ impl LoopbackMatrix {
         let lab = LabParams {
             envoy_start_limit: self.envoy_start_limit,
             envoy_buffer_scaling: self.envoy_buffer_scaling,
+            adaptive_queue: self.adaptive_queue,
             ..LabParams::default()
         };
-        let settings = lab
-            .envoy_settings()
-            .map_or_else(String::new, |text| format!("\nIn these runs {text}.\n"));
+        let mut settings: Vec<String> = [lab.envoy_settings(), lab.queue_settings()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if self.adaptive_queue.is_some() {
+            settings.push(
+                "the queue's timeout is stretched with the clients' on the slower services"
+                    .to_string(),
+            );
+        }
+        let settings = if settings.is_empty() {
+            String::new()
+        } else {
+            format!("\nIn these runs {}.\n", settings.join("; "))
+        };
         format!(
             "{INTRO}{settings}\n{}",
             compared_markdown(&self.loopback, &self.simulated)
         )
+    }
+}
+
+/// The loopback parameters of one shape of the matrix: `base`'s, on `upstream` at its measured
+/// `capacity`, Poisson arrivals, and on a service whose `mean` is slower than
+/// [`LOOPBACK_MATRIX_BASE_MEAN`] the clients' timeout and back-off and the adaptive queue's
+/// timeout stretched as much (the base service in slower time).
+fn shape_params(
+    base: &LoopbackParams,
+    upstream: UpstreamShape,
+    capacity: f64,
+    mean: Duration,
+) -> LoopbackParams {
+    let stretch = mean.as_secs_f64() / LOOPBACK_MATRIX_BASE_MEAN.as_secs_f64();
+    LoopbackParams {
+        upstream,
+        capacity: Some(capacity),
+        spacing: Spacing::Poisson,
+        client_timeout: base.client_timeout.mul_f64(stretch),
+        backoff: base.backoff.mul_f64(stretch),
+        adaptive_queue: base.adaptive_queue.map(|queue| AdaptiveQueue {
+            timeout: queue.timeout.mul_f64(stretch),
+            ..queue
+        }),
+        ..base.clone()
     }
 }
 
@@ -103,7 +144,8 @@ pub fn loopback_matrix_minutes(params: &LoopbackParams, strategies: usize) -> u6
 /// the sweeps at 3x, 5x and 10x and the slowdown, Poisson arrivals, the clients and run lengths
 /// of `base`; and simulates each cell's twin with `seed`. Each service's capacity is measured
 /// first; the upstream and the arrivals draw from `seed`. A service slower than
-/// [`LOOPBACK_MATRIX_BASE_MEAN`] gets the clients' timeout and back-off stretched as much (so
+/// [`LOOPBACK_MATRIX_BASE_MEAN`] gets the clients' timeout and back-off, and `base`'s adaptive
+/// queue its timeout, stretched as much (so
 /// that it is the base service in slower time: its slow requests do not all time out).
 ///
 /// # Errors
@@ -122,6 +164,7 @@ pub async fn run_loopback_matrix(
         simulated: Vec::new(),
         envoy_start_limit: base.envoy_start_limit,
         envoy_buffer_scaling: base.envoy_buffer_scaling,
+        adaptive_queue: base.adaptive_queue,
     };
     for workers in LOOPBACK_MATRIX_WORKERS {
         let mean = loopback_mean(workers);
@@ -137,15 +180,7 @@ pub async fn run_loopback_matrix(
                 flaky: false,
             };
             let capacity = measure_capacity(upstream).await?;
-            let stretch = mean.as_secs_f64() / LOOPBACK_MATRIX_BASE_MEAN.as_secs_f64();
-            let params = LoopbackParams {
-                upstream,
-                capacity: Some(capacity),
-                spacing: Spacing::Poisson,
-                client_timeout: base.client_timeout.mul_f64(stretch),
-                backoff: base.backoff.mul_f64(stretch),
-                ..base.clone()
-            };
+            let params = shape_params(base, upstream, capacity, mean);
             eprintln!(
                 "loopback matrix: {workers} workers, {shape} {mean:?}: {capacity:.0} requests/s \
                  ({:.0} nominal)",
@@ -200,6 +235,8 @@ pub async fn run_loopback_matrix(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spillway::adaptive::QueueOrder;
+    use spillway_lab::ServiceTime;
 
     /// The matrix's text says which `envoy_gradient` settings it ran with, when not Envoy's.
     #[test]
@@ -209,6 +246,7 @@ mod tests {
             simulated: Vec::new(),
             envoy_start_limit: 0,
             envoy_buffer_scaling: BufferScaling::Fixed,
+            adaptive_queue: None,
         };
         assert!(!matrix.markdown().contains("In these runs"));
         let tuned = LoopbackMatrix {
@@ -218,6 +256,51 @@ mod tests {
         };
         assert!(tuned.markdown().contains(
             "In these runs `envoy_gradient` has start_limit = 50 and buffer_scaling = \"spread\"."
+        ));
+    }
+
+    /// The queue reaches each shape's runs (and through `lab_params` their twins) with its
+    /// timeout stretched as the clients' are, and the text names it.
+    #[test]
+    fn the_queue_is_stretched_with_the_clients_and_named() {
+        let queue = AdaptiveQueue {
+            capacity: 1000,
+            order: QueueOrder::Adaptive,
+            timeout: Duration::from_millis(190),
+        };
+        let base = LoopbackParams {
+            adaptive_queue: Some(queue),
+            ..LoopbackParams::default()
+        };
+        let upstream = UpstreamShape {
+            workers: 32,
+            service: ServiceTime::Exponential {
+                mean: Duration::from_millis(80),
+            },
+            seed: 1,
+            flaky: false,
+        };
+        let params = shape_params(&base, upstream, 390.0, loopback_mean(32));
+        assert_eq!(params.client_timeout, Duration::from_millis(1600));
+        let stretched = Some(AdaptiveQueue {
+            timeout: Duration::from_millis(1520),
+            ..queue
+        });
+        assert_eq!(params.adaptive_queue, stretched);
+        assert_eq!(params.lab_params().adaptive_queue, stretched);
+        let fast = shape_params(&base, upstream, 390.0, loopback_mean(4));
+        assert_eq!(fast.adaptive_queue, Some(queue));
+        let matrix = LoopbackMatrix {
+            loopback: Vec::new(),
+            simulated: Vec::new(),
+            envoy_start_limit: 50,
+            envoy_buffer_scaling: BufferScaling::Fixed,
+            adaptive_queue: Some(queue),
+        };
+        assert!(matrix.markdown().contains(
+            "In these runs `envoy_gradient` has start_limit = 50; the adaptive limits have a \
+             queue: 1000 places, 190ms, order adaptive; the queue's timeout is stretched with \
+             the clients' on the slower services."
         ));
     }
 }
