@@ -9,7 +9,8 @@ use spillway_lab::matrix::{
     LongRunRefusals, MATRIX_WORKERS,
 };
 use spillway_lab::{
-    simulate, LabParams, Scenario, ServiceTime, Strategy, LONG_RUN_LOADS, LONG_RUN_STEP,
+    simulate, LabParams, RetryPolicy, Scenario, ServiceTime, Strategy, LONG_RUN_LOADS,
+    LONG_RUN_STEP,
 };
 use std::time::Duration;
 use support::assert_conserved;
@@ -311,6 +312,80 @@ fn on_one_worker_a_queue_as_long_as_the_clients_patience_keeps_the_controller_fr
         "{:?}",
         recovery(100)
     );
+}
+
+/// On a slow small service (8 workers of 80 ms exponential times: 100 requests a second, the
+/// clients' timeout and back-off 8 times the matrix's), Envoy's 100 ms sample window holds
+/// about one round trip of calls: the limit doubles in a window before the latency of the
+/// last doubling shows, swings between fewer than the workers and several times them, and the
+/// overload target is missed, where the same service 8 times as fast holds its limit near
+/// twice the workers and meets it; a fixed limit of twice the workers does better on the slow
+/// one (seed 1; docs/config.md quotes these, within 0.03 of goodput and 0.2 of the p99
+/// ratio).
+#[test]
+fn envoy_s_fixed_window_swings_on_a_slow_small_service() {
+    let service = |mean_ms: u64| {
+        let stretch = mean_ms as f64 / 10.0;
+        LabParams {
+            workers: 8,
+            service_time: ServiceTime::Exponential {
+                mean: Duration::from_millis(mean_ms),
+            },
+            client_timeout: Duration::from_millis(200).mul_f64(stretch),
+            retry: RetryPolicy::Backoff {
+                retries: 2,
+                backoff: Duration::from_millis(50).mul_f64(stretch),
+            },
+            envoy_start_limit: 50,
+            ..LabParams::default()
+        }
+    };
+    let sweep_with = |strategy: Strategy, mean_ms: u64, load: f64| {
+        let params = service(mean_ms).quick();
+        let unloaded = simulate(&params, Scenario::Sweep { load: 0.5 }, Strategy::None).unwrap();
+        let run = simulate(&params, Scenario::Sweep { load }, strategy).unwrap();
+        assert_conserved(&run);
+        (run.goodput, run.p99_ms / unloaded.p99_ms)
+    };
+    let sweep = |mean_ms, load| sweep_with(Strategy::EnvoyGradient, mean_ms, load);
+    // The lowest and highest limit in the spike's 5x (10 s to 20 s), from 12 s on.
+    let swing = |mean_ms: u64| {
+        let spike = Scenario::Spike { load: 1.0 };
+        let run = simulate(&service(mean_ms), spike, Strategy::EnvoyGradient).unwrap();
+        let limits = run
+            .series
+            .iter()
+            .filter(|point| (12.0..20.0).contains(&point.t_s))
+            .filter_map(|point| point.limit);
+        limits.fold((f64::INFINITY, 0.0_f64), |(low, high), limit| {
+            (low.min(limit), high.max(limit))
+        })
+    };
+    let near = |(goodput, p99): (f64, f64), expected: (f64, f64)| {
+        assert!(
+            (goodput - expected.0).abs() <= 0.03 && (p99 - expected.1).abs() <= 0.2,
+            "goodput {goodput:.3}, p99 {p99:.2}x; expected about {expected:?}"
+        );
+    };
+    near(sweep(80, 3.0), (0.80, 2.3));
+    near(sweep(80, 5.0), (0.77, 2.4));
+    let (low, high) = swing(80);
+    assert!(low <= 8.0 && high >= 40.0, "{low} {high}");
+    // A fixed limit of twice the workers does better there, if not quite the target.
+    near(
+        sweep_with(Strategy::StaticConcurrency, 80, 3.0),
+        (0.92, 1.6),
+    );
+    near(
+        sweep_with(Strategy::StaticConcurrency, 80, 5.0),
+        (0.96, 1.6),
+    );
+    for load in [3.0, 5.0] {
+        let (goodput, p99) = sweep(10, load);
+        assert!(goodput >= 0.95 && p99 <= 2.0, "{load}x: {goodput} {p99}");
+    }
+    let (low, high) = swing(10);
+    assert!(low >= 8.0 && high <= 24.0, "{low} {high}");
 }
 
 #[test]
