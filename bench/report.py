@@ -33,6 +33,18 @@ GROUPS = {
 }
 
 
+# The sections of docs/benchmarks.md that other harnesses write (in bench/), in their order.
+SECTIONS = (
+    "count.md",
+    "cpus.md",
+    "load.md",
+    "profile.md",
+    "cluster.md",
+    "keyed.md",
+    "replay.md",
+    "per_request.md",
+)
+
 def median_ns(bench_dir: Path) -> float:
     estimates = json.loads((bench_dir / "new" / "estimates.json").read_text())
     return estimates["median"]["point_estimate"]
@@ -127,29 +139,17 @@ def main() -> None:
     paired = Path(__file__).parent / "target" / "paired.json"
     if paired.exists():
         out.extend(paired_section(json.loads(paired.read_text())))
-    # One call counted under callgrind (`bench/count`), with its own date, and why the paired
-    # ratios depend on the CPU (written by hand, from runs it names).
-    for name in ("count.md", "cpus.md"):
+    # The sections other harnesses write, each with its own date and command, in this order:
+    # one call counted under callgrind (`bench/count`); why the paired ratios depend on the
+    # CPU (by hand, from runs it names); the wrk load test of the binary (`bench/load`); where
+    # the proxy's CPU goes (`bench/profile`); cluster limits on a real Redis (`bench/cluster`);
+    # per-key limits beside governor's keyed limiter (`benches/keyed.rs`); `spillway replay`
+    # on generated nginx logs (`bench/replay`); one proxied request counted under callgrind
+    # (`bench/per_request`).
+    for name in SECTIONS:
         section = Path(__file__).parent / name
         if section.exists():
             out.append(section.read_text().rstrip() + "\n")
-    # The wrk load test of the spillway binary (`bench/load`), with its own date and command.
-    load = Path(__file__).parent / "load.md"
-    if load.exists():
-        out.append(load.read_text().rstrip() + "\n")
-    # Cluster limits on a real Redis (`bench/cluster`), with its own command.
-    cluster = Path(__file__).parent / "cluster.md"
-    if cluster.exists():
-        out.append(cluster.read_text().rstrip() + "\n")
-    # Per-key limits beside governor's keyed limiter (`benches/keyed.rs`, `keyed_memory`), with
-    # its own command.
-    keyed = Path(__file__).parent / "keyed.md"
-    if keyed.exists():
-        out.append(keyed.read_text().rstrip() + "\n")
-    # `spillway replay` on generated nginx logs (`bench/replay`), with its own date and command.
-    replay = Path(__file__).parent / "replay.md"
-    if replay.exists():
-        out.append(replay.read_text().rstrip() + "\n")
     print("\n".join(out))
 
 
