@@ -388,6 +388,46 @@ fn envoy_s_fixed_window_swings_on_a_slow_small_service() {
     assert!(low >= 8.0 && high <= 24.0, "{low} {high}");
 }
 
+/// The shape matrix in slower time: every service 8 times as slow (80 ms means, the clients'
+/// timeout and back-off 8 times the matrix's), `spillway lab --matrix --service-ms 80
+/// --timeout-ms 1600 --backoff-ms 400 --envoy-start-limit 50`. Envoy's controller meets the
+/// overload target on 1 of the 15 shapes, against 13 at 10 ms, while a fixed limit meets it on
+/// all 15 (the floor); seed 1, exactly, as docs/config.md and docs/overload.md quote.
+#[test]
+fn the_matrix_in_slower_time_shows_envoy_s_window_falling_short() {
+    let params = LabParams {
+        service_time: ServiceTime::Exponential {
+            mean: Duration::from_millis(80),
+        },
+        client_timeout: Duration::from_millis(1600),
+        retry: RetryPolicy::Backoff {
+            retries: 2,
+            backoff: Duration::from_millis(400),
+        },
+        envoy_start_limit: 50,
+        ..LabParams::default()
+    }
+    .quick();
+    let cells = run_matrix(&params, &[Strategy::EnvoyGradient]).unwrap();
+    assert_eq!(cells.len(), 15);
+    let overload: Vec<_> = cells
+        .iter()
+        .filter(|cell| cell.meets_overload())
+        .map(|cell| (cell.workers, cell.shape))
+        .collect();
+    assert_eq!(overload, [(8, "bimodal")]);
+    assert_eq!(
+        cells.iter().filter(|cell| cell.meets_recovery()).count(),
+        12
+    );
+    let floors = spillway_lab::fixed_floor::run_floors(&params).unwrap();
+    assert_eq!(floors.len(), 15);
+    assert!(
+        floors.iter().all(|floor| floor.limit.is_some()),
+        "{floors:?}"
+    );
+}
+
 #[test]
 fn a_cell_meets_the_target_only_on_every_count() {
     let good = Cell {
