@@ -25,7 +25,8 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-// The same harness as spillway's own benches: N threads started together, slowest thread's time.
+// The same harness as spillway's own benches: N threads meeting on a spinning counter, timed from
+// the first one's start to the last one's end.
 #[path = "../../crates/spillway/benches/support.rs"]
 mod support;
 use support::run_parallel;

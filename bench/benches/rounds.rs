@@ -125,8 +125,8 @@ fn rounds_on_this_thread(
 }
 
 /// Runs `spillway` and `governor` in alternating rounds on two threads at once, both calling
-/// the same side in each burst. A side's time in a round is the slower thread's, as in the
-/// criterion benches' `run_parallel`.
+/// the same side in each burst. A side's time in a round is the slower thread's own time (the
+/// criterion benches' `run_parallel` times from the first thread's start to the last one's end).
 pub fn two_threads(spillway: impl Fn() + Sync, governor: impl Fn() + Sync) -> Outcome {
     let meeting = Meeting {
         arrived: AtomicUsize::new(0),

@@ -317,11 +317,11 @@ fn on_one_worker_a_queue_as_long_as_the_clients_patience_keeps_the_controller_fr
 /// On a slow small service (8 workers of 80 ms exponential times: 100 requests a second, the
 /// clients' timeout and back-off 8 times the matrix's), Envoy's 100 ms sample window holds
 /// about one round trip of calls: the limit doubles in a window before the latency of the
-/// last doubling shows, swings between fewer than the workers and several times them, and the
-/// overload target is missed, where the same service 8 times as fast holds its limit near
-/// twice the workers and meets it; a fixed limit of twice the workers does better on the slow
-/// one (seed 1; docs/config.md quotes these, within 0.03 of goodput and 0.2 of the p99
-/// ratio).
+/// last doubling shows, swings between fewer than the workers and several times them (3 to 62
+/// in the spike's 5x), and the overload target is missed in the 8 s sweeps, where the same
+/// service 8 times as fast holds its limit near twice the workers (13 to 20) and meets it; a
+/// fixed limit of twice the workers does better on the slow one, if not to the target (seed 1;
+/// docs/config.md quotes these, the sweeps within 0.03 of goodput and 0.2 of the p99 ratio).
 #[test]
 fn envoy_s_fixed_window_swings_on_a_slow_small_service() {
     let service = |mean_ms: u64| {
@@ -369,13 +369,11 @@ fn envoy_s_fixed_window_swings_on_a_slow_small_service() {
     };
     near(sweep(80, 3.0), (0.80, 2.3));
     near(sweep(80, 5.0), (0.77, 2.4));
-    let (low, high) = swing(80);
-    assert!(low <= 8.0 && high >= 40.0, "{low} {high}");
+    assert_eq!(swing(80), (3.0, 62.0));
     // A fixed limit of twice the workers does better there, if not quite the target.
-    near(
-        sweep_with(Strategy::StaticConcurrency, 80, 3.0),
-        (0.92, 1.6),
-    );
+    let fixed = sweep_with(Strategy::StaticConcurrency, 80, 3.0);
+    near(fixed, (0.92, 1.6));
+    assert!(fixed.0 < spillway_lab::matrix::TARGET_GOODPUT);
     near(
         sweep_with(Strategy::StaticConcurrency, 80, 5.0),
         (0.96, 1.6),
@@ -384,8 +382,7 @@ fn envoy_s_fixed_window_swings_on_a_slow_small_service() {
         let (goodput, p99) = sweep(10, load);
         assert!(goodput >= 0.95 && p99 <= 2.0, "{load}x: {goodput} {p99}");
     }
-    let (low, high) = swing(10);
-    assert!(low >= 8.0 && high <= 24.0, "{low} {high}");
+    assert_eq!(swing(10), (13.0, 20.0));
 }
 
 /// The shape matrix in slower time: every service 8 times as slow (80 ms means, the clients'
@@ -393,8 +390,8 @@ fn envoy_s_fixed_window_swings_on_a_slow_small_service() {
 /// measured: `spillway lab --matrix --service-ms 80 --timeout-ms 1600 --backoff-ms 400
 /// --envoy-start-limit 50`) Envoy's controller meets the overload target on 1 of the 15
 /// shapes; with the sweeps 8 times as long too (16 s and 64 s), on 6, where a fixed limit of
-/// twice the workers meets it on 14 (at 10 ms Envoy's controller meets it on 13); seed 1,
-/// exactly, as docs/config.md and docs/overload.md quote.
+/// twice the workers meets it on 14; seed 1, exactly, as docs/config.md and docs/overload.md
+/// quote (they set it beside the generated 10 ms matrix's 13, with Envoy's start).
 #[test]
 fn the_matrix_in_slower_time_shows_envoy_s_window_falling_short() {
     let slow = LabParams {

@@ -125,11 +125,11 @@ pub struct LabArgs {
     /// through the real proxy.
     #[arg(long)]
     pub loopback: bool,
-    /// The adaptive strategies' queue, with `--quick`, `--matrix` or `--long-run` (simulated or,
-    /// with `--loopback`, through the real proxy, where the matrix stretches its timeout with
-    /// the clients' on its slower services; the full lab and the scenarios with claims run
-    /// without one): how many requests may wait for a place (0: none, a full limit refuses at
-    /// once).
+    /// The adaptive strategies' queue, with `--quick`, `--matrix` or `--long-run` (simulated),
+    /// or `--matrix` or `--long-run` with `--loopback` (through the real proxy; the loopback
+    /// matrix stretches its timeout with the clients' on its slower services); the full lab and
+    /// the scenarios with claims run without one: how many requests may wait for a place (0:
+    /// none, a full limit refuses at once).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
     pub queue_capacity: i64,
     /// The queue's longest wait, in milliseconds.
@@ -274,6 +274,28 @@ impl LabArgs {
                 "queue_capacity",
                 "the scenarios with claims (--mix) give each its own queue",
             ));
+        }
+        if let (Some(queue), true) = (adaptive_queue, self.loopback && self.matrix) {
+            // The loopback matrix stretches the queue's timeout with the clients' on its
+            // slowest services: it must stay valid there, not fail an hour into the run.
+            let stretch = loopback_matrix::LOOPBACK_MATRIX_WORKERS
+                .iter()
+                .map(|&workers| loopback_matrix::loopback_stretch(workers))
+                .fold(1.0, f64::max);
+            let stretched = AdaptiveQueue {
+                timeout: queue.timeout.mul_f64(stretch),
+                ..queue
+            };
+            if let Err(err) = stretched.validate() {
+                return Err(LabError::new(
+                    "queue_timeout_ms",
+                    format!(
+                        "the loopback matrix stretches it {stretch} times on its slowest \
+                         services, and there it {}",
+                        err.problem()
+                    ),
+                ));
+            }
         }
         if adaptive_queue.is_some() && !self.quick && !self.matrix && !self.long_run {
             return Err(LabError::new(
@@ -452,4 +474,42 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
         return print(&text);
     }
     docs::write_all(&args, &params, &strategies).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        lab: LabArgs,
+    }
+
+    /// The loopback matrix takes the queue options, as given (it stretches them per service).
+    #[test]
+    fn the_loopback_matrix_takes_a_queue() {
+        let cli = Cli::try_parse_from([
+            "lab",
+            "--matrix",
+            "--loopback",
+            "--queue-capacity",
+            "1000",
+            "--queue-order",
+            "adaptive",
+            "--queue-timeout-ms",
+            "190",
+        ])
+        .unwrap();
+        let params = cli.lab.params().unwrap();
+        assert_eq!(
+            params.adaptive_queue,
+            Some(AdaptiveQueue {
+                capacity: 1000,
+                order: QueueOrder::Adaptive,
+                timeout: Duration::from_millis(190),
+            })
+        );
+    }
 }

@@ -143,11 +143,17 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
              its own queue",
         ),
         (
-            vec!["--mix", "--loopback", "--queue-capacity", "5"],
-            "error: lab parameter `queue_capacity`: the scenarios with claims (--mix) give each \
-             its own queue",
+            vec![
+                "--matrix",
+                "--loopback",
+                "--queue-capacity",
+                "5",
+                "--queue-timeout-ms",
+                "8000",
+            ],
+            "error: lab parameter `queue_timeout_ms`: the loopback matrix stretches it 8 times \
+             on its slowest services, and there it must be at most 60s, got 64s",
         ),
-
         (
             vec!["--envoy-start-limit", "50"],
             "error: lab parameter `envoy_start_limit`: the full lab and the loopback scenarios \

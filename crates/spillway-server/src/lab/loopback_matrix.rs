@@ -83,7 +83,8 @@ impl LoopbackMatrix {
             .collect();
         if self.adaptive_queue.is_some() {
             settings.push(
-                "the queue's timeout is stretched with the clients' on the slower services"
+                "the queue's timeout is stretched with the clients' on the slower services (2 \
+                 times on 8 workers, 8 times on 32)"
                     .to_string(),
             );
         }
@@ -99,17 +100,26 @@ impl LoopbackMatrix {
     }
 }
 
+/// How much the loopback matrix stretches the clients' timeout and back-off, and the adaptive
+/// queue's timeout, on a service of `workers`: its mean over [`LOOPBACK_MATRIX_BASE_MEAN`].
+///
+/// ```
+/// use spillway_server::lab::loopback_matrix::loopback_stretch;
+///
+/// assert_eq!(loopback_stretch(4), 1.0);
+/// assert_eq!(loopback_stretch(32), 8.0);
+/// ```
+pub fn loopback_stretch(workers: usize) -> f64 {
+    loopback_mean(workers).as_secs_f64() / LOOPBACK_MATRIX_BASE_MEAN.as_secs_f64()
+}
+
 /// The loopback parameters of one shape of the matrix: `base`'s, on `upstream` at its measured
-/// `capacity`, Poisson arrivals, and on a service whose `mean` is slower than
-/// [`LOOPBACK_MATRIX_BASE_MEAN`] the clients' timeout and back-off and the adaptive queue's
-/// timeout stretched as much (the base service in slower time).
-fn shape_params(
-    base: &LoopbackParams,
-    upstream: UpstreamShape,
-    capacity: f64,
-    mean: Duration,
-) -> LoopbackParams {
-    let stretch = mean.as_secs_f64() / LOOPBACK_MATRIX_BASE_MEAN.as_secs_f64();
+/// `capacity`, Poisson arrivals, and on a service slower than [`LOOPBACK_MATRIX_BASE_MEAN`]
+/// ([`loopback_stretch`]) the clients' timeout and back-off and the adaptive queue's
+/// timeout stretched as much (so that its slow requests do not all time out; the sweeps keep
+/// their length).
+fn shape_params(base: &LoopbackParams, upstream: UpstreamShape, capacity: f64) -> LoopbackParams {
+    let stretch = loopback_stretch(upstream.workers);
     LoopbackParams {
         upstream,
         capacity: Some(capacity),
@@ -145,8 +155,8 @@ pub fn loopback_matrix_minutes(params: &LoopbackParams, strategies: usize) -> u6
 /// of `base`; and simulates each cell's twin with `seed`. Each service's capacity is measured
 /// first; the upstream and the arrivals draw from `seed`. A service slower than
 /// [`LOOPBACK_MATRIX_BASE_MEAN`] gets the clients' timeout and back-off, and `base`'s adaptive
-/// queue its timeout, stretched as much (so
-/// that it is the base service in slower time: its slow requests do not all time out).
+/// queue its timeout, stretched as much (so that its slow requests do not all time out; the
+/// sweeps keep `base`'s length, so a slower service has fewer round trips to settle in).
 ///
 /// # Errors
 ///
@@ -180,7 +190,7 @@ pub async fn run_loopback_matrix(
                 flaky: false,
             };
             let capacity = measure_capacity(upstream).await?;
-            let params = shape_params(base, upstream, capacity, mean);
+            let params = shape_params(base, upstream, capacity);
             eprintln!(
                 "loopback matrix: {workers} workers, {shape} {mean:?}: {capacity:.0} requests/s \
                  ({:.0} nominal)",
@@ -280,7 +290,7 @@ mod tests {
             seed: 1,
             flaky: false,
         };
-        let params = shape_params(&base, upstream, 390.0, loopback_mean(32));
+        let params = shape_params(&base, upstream, 390.0);
         assert_eq!(params.client_timeout, Duration::from_millis(1600));
         let stretched = Some(AdaptiveQueue {
             timeout: Duration::from_millis(1520),
@@ -288,7 +298,11 @@ mod tests {
         });
         assert_eq!(params.adaptive_queue, stretched);
         assert_eq!(params.lab_params().adaptive_queue, stretched);
-        let fast = shape_params(&base, upstream, 390.0, loopback_mean(4));
+        let four = UpstreamShape {
+            workers: 4,
+            ..upstream
+        };
+        let fast = shape_params(&base, four, 390.0);
         assert_eq!(fast.adaptive_queue, Some(queue));
         let matrix = LoopbackMatrix {
             loopback: Vec::new(),
@@ -300,7 +314,7 @@ mod tests {
         assert!(matrix.markdown().contains(
             "In these runs `envoy_gradient` has start_limit = 50; the adaptive limits have a \
              queue: 1000 places, 190ms, order adaptive; the queue's timeout is stretched with \
-             the clients' on the slower services."
+             the clients' on the slower services (2 times on 8 workers, 8 times on 32)."
         ));
     }
 }
