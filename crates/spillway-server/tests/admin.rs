@@ -378,46 +378,24 @@ async fn adaptive_rules_show_in_the_rules_the_status_and_the_metrics() {
     let (_, text) = get(h.admin, "/metrics").await;
     let samples = parse_prometheus(&text);
     let value = |series: &str| sample(&samples, &text, series);
-    assert_eq!(
-        value(r#"spillway_adaptive_limit{rule="service",resource="*"}"#),
-        3.0
-    );
-    assert_eq!(
-        value(r#"spillway_adaptive_in_flight{rule="service",resource="*"}"#),
-        0.0
-    );
-    assert_eq!(
-        value(r#"spillway_adaptive_refusals_total{rule="service",resource="*"}"#),
-        0.0
-    );
-    assert_eq!(
-        value(r#"spillway_adaptive_limit{rule="orders-bbr",resource="orders"}"#),
-        10.0,
-        "BBR's initial limit"
-    );
-    assert_eq!(
-        value(r#"spillway_adaptive_waiting{rule="orders-bbr",resource="orders"}"#),
-        0.0
-    );
-    assert_eq!(
-        value(r#"spillway_adaptive_queue_timeouts_total{rule="orders-bbr",resource="orders"}"#),
-        0.0
-    );
-    // The adaptive order serves in order until its queue fails a request; "lifo" always
-    // serves the newest first.
-    assert_eq!(
-        value(r#"spillway_adaptive_queue_newest_first{rule="orders-bbr",resource="orders"}"#),
-        0.0
-    );
-    assert_eq!(
-        value(r#"spillway_adaptive_queue_newest_first{rule="search-open",resource="search"}"#),
-        1.0
-    );
-    assert_eq!(
-        value(r#"spillway_adaptive_limit{rule="search-open",resource="search"}"#),
-        50.0,
-        "an open start admits up to its start_limit"
-    );
+    // Each rule's series and its value: Envoy's start at its minimum; BBR's initial limit and
+    // its empty queue; the adaptive order serves in order until its queue fails a request, and
+    // "lifo" always serves the newest first; an open start admits up to its `start_limit`.
+    for (metric, rule, resource, expected) in [
+        ("limit", "service", "*", 3.0),
+        ("in_flight", "service", "*", 0.0),
+        ("refusals_total", "service", "*", 0.0),
+        ("limit", "orders-bbr", "orders", 10.0),
+        ("waiting", "orders-bbr", "orders", 0.0),
+        ("queue_timeouts_total", "orders-bbr", "orders", 0.0),
+        ("queue_newest_first", "orders-bbr", "orders", 0.0),
+        ("queue_newest_first", "search-open", "search", 1.0),
+        ("limit", "search-open", "search", 50.0),
+    ] {
+        let series =
+            format!(r#"spillway_adaptive_{metric}{{rule="{rule}",resource="{resource}"}}"#);
+        assert_eq!(value(&series), expected, "{series}");
+    }
     assert_eq!(value(r#"spillway_rules{kind="adaptive"}"#), 3.0);
     let (_, status) = get(h.admin, "/api/status").await;
     let bbr = &json(&status)["adaptive"][1];
