@@ -6,7 +6,7 @@ use crate::matrix::{matrix_markdown, run_matrix, Cell};
 use crate::params::{LabError, LabParams};
 use crate::strategy::Strategy;
 use serde::Serialize;
-use spillway::adaptive::{AdaptiveQueue, BufferScaling};
+use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig};
 
 /// The shape matrix's cells and, on the same shapes, the fixed-limit floor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -16,10 +16,8 @@ pub struct MatrixReport {
     /// The largest fixed limit meeting the overload target on each shape, and its long run
     /// ([`run_floors`]).
     pub floors: Vec<FixedFloor>,
-    /// `envoy_gradient`'s open start in these runs (0: Envoy's start).
-    pub envoy_start_limit: u32,
-    /// `envoy_gradient`'s buffer scaling in these runs.
-    pub envoy_buffer_scaling: BufferScaling,
+    /// `envoy_gradient`'s settings in these runs.
+    pub envoy: EnvoyGradientConfig,
     /// The adaptive strategies' queue in these runs (the floor's fixed limits have none).
     pub adaptive_queue: Option<AdaptiveQueue>,
 }
@@ -34,8 +32,7 @@ impl MatrixReport {
         Ok(Self {
             cells: run_matrix(base, strategies)?,
             floors: run_floors(base)?,
-            envoy_start_limit: base.envoy_start_limit,
-            envoy_buffer_scaling: base.envoy_buffer_scaling,
+            envoy: base.envoy,
             adaptive_queue: base.adaptive_queue,
         })
     }
@@ -45,8 +42,7 @@ impl MatrixReport {
     /// not the defaults (Envoy's, no queue) are named first.
     pub fn markdown(&self) -> String {
         let lab = LabParams {
-            envoy_start_limit: self.envoy_start_limit,
-            envoy_buffer_scaling: self.envoy_buffer_scaling,
+            envoy: self.envoy,
             adaptive_queue: self.adaptive_queue,
             ..LabParams::default()
         };

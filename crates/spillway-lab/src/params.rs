@@ -1,6 +1,6 @@
 //! What the lab simulates: the service, its clients and how long each run lasts.
 
-use spillway::adaptive::{AdaptiveQueue, BufferScaling, QueueOrder};
+use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig, QueueOrder};
 use std::fmt;
 use std::time::Duration;
 
@@ -164,12 +164,10 @@ pub struct LabParams {
     /// The queue the adaptive strategies' limits get (none by default: a full limit refuses
     /// at once).
     pub adaptive_queue: Option<AdaptiveQueue>,
-    /// `envoy_gradient`'s `start_limit` (0 by default: Envoy's pinned start; see
-    /// `EnvoyGradientConfig::start_limit`).
-    pub envoy_start_limit: u32,
-    /// `envoy_gradient`'s `buffer_scaling` (`Fixed` by default: Envoy's; see
-    /// `EnvoyGradientConfig::buffer_scaling`).
-    pub envoy_buffer_scaling: BufferScaling,
+    /// `envoy_gradient`'s settings, which the scenarios with claims' recommended rule takes
+    /// too (spillway's defaults by default: Envoy's pinned start, its buffer, windows of at
+    /// least 12 minRTTs; see [`EnvoyGradientConfig`]).
+    pub envoy: EnvoyGradientConfig,
     /// `static_concurrency`'s limit (`None` by default: twice the workers, the workers' calls
     /// plus as many queued; see [`LabParams::static_limit`]).
     pub static_concurrency_limit: Option<u32>,
@@ -191,8 +189,7 @@ impl Default for LabParams {
             warm_up: Duration::from_secs(5),
             measure: Duration::from_secs(30),
             adaptive_queue: None,
-            envoy_start_limit: 0,
-            envoy_buffer_scaling: BufferScaling::Fixed,
+            envoy: EnvoyGradientConfig::default(),
             static_concurrency_limit: None,
         }
     }
@@ -229,32 +226,38 @@ impl LabParams {
             .unwrap_or_else(|| self.workers.saturating_mul(2))
     }
 
-    /// The `envoy_gradient` settings that are not Envoy's defaults, as the lab's outputs name
-    /// them (`None`: Envoy's defaults).
+    /// The `envoy_gradient` settings that are not spillway's defaults, as the lab's outputs
+    /// name them, in the configuration file's terms (`None`: the defaults).
     ///
     /// ```
-    /// use spillway::adaptive::BufferScaling;
+    /// use spillway::adaptive::{BufferScaling, EnvoyGradientConfig};
     /// use spillway_lab::LabParams;
     ///
     /// assert_eq!(LabParams::default().envoy_settings(), None);
     /// let tuned = LabParams {
-    ///     envoy_start_limit: 50,
-    ///     envoy_buffer_scaling: BufferScaling::Spread,
+    ///     envoy: EnvoyGradientConfig {
+    ///         start_limit: 50,
+    ///         buffer_scaling: BufferScaling::Spread,
+    ///         ..Default::default()
+    ///     },
     ///     ..LabParams::default()
     /// };
     /// assert_eq!(
     ///     tuned.envoy_settings().unwrap(),
-    ///     "`envoy_gradient` has start_limit = 50 and buffer_scaling = \"spread\""
+    ///     "`envoy_gradient` has buffer_scaling = \"spread\" and start_limit = 50"
     /// );
     /// ```
     pub fn envoy_settings(&self) -> Option<String> {
-        let mut settings = Vec::new();
-        if self.envoy_start_limit != 0 {
-            settings.push(format!("start_limit = {}", self.envoy_start_limit));
-        }
-        if self.envoy_buffer_scaling == BufferScaling::Spread {
-            settings.push("buffer_scaling = \"spread\"".to_string());
-        }
+        let fields = |config: &EnvoyGradientConfig| match serde_json::to_value(config) {
+            Ok(serde_json::Value::Object(fields)) => fields,
+            _ => serde_json::Map::new(),
+        };
+        let defaults = fields(&EnvoyGradientConfig::default());
+        let settings: Vec<String> = fields(&self.envoy)
+            .into_iter()
+            .filter(|(name, value)| defaults.get(name) != Some(value))
+            .map(|(name, value)| format!("{name} = {value}"))
+            .collect();
         (!settings.is_empty()).then(|| format!("`envoy_gradient` has {}", settings.join(" and ")))
     }
 
@@ -383,14 +386,16 @@ impl LabParams {
                 "must be at least 1, got 0",
             ));
         }
-        let envoy = spillway::adaptive::EnvoyGradientConfig {
-            start_limit: self.envoy_start_limit,
-            ..Default::default()
-        };
-        // Its only setting here is `start_limit`: the error is that field's.
-        envoy
-            .validate()
-            .map_err(|err| LabError::new("envoy_start_limit", err.problem().to_string()))
+        self.envoy.validate().map_err(|err| {
+            // The field as the lab's command line names it.
+            let field = match err.field() {
+                "start_limit" => "envoy_start_limit",
+                "buffer_scaling" => "envoy_buffer_scaling",
+                "window_min_rtts" => "envoy_window_min_rtts",
+                _ => "envoy",
+            };
+            LabError::new(field, format!("{}", err.problem()))
+        })
     }
 }
 

@@ -2,8 +2,7 @@
 
 use crate::params::{LabError, LabParams};
 use spillway::adaptive::{
-    AdaptiveAlgorithm, AdaptiveRule, AimdConfig, BbrConfig, EnvoyGradientConfig, Gradient2Config,
-    VegasConfig,
+    AdaptiveAlgorithm, AdaptiveRule, AimdConfig, BbrConfig, Gradient2Config, VegasConfig,
 };
 use spillway::flow::FlowRule;
 use spillway::system::{bbr_limit, ManualProbe, MinRtEstimate, SystemRule};
@@ -156,11 +155,7 @@ impl Strategy {
                 timeout: params.client_timeout,
                 ..AimdConfig::default()
             }),
-            Strategy::EnvoyGradient => AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig {
-                start_limit: params.envoy_start_limit,
-                buffer_scaling: params.envoy_buffer_scaling,
-                ..EnvoyGradientConfig::default()
-            }),
+            Strategy::EnvoyGradient => AdaptiveAlgorithm::EnvoyGradient(params.envoy),
             Strategy::BbrProbe => AdaptiveAlgorithm::Bbr(BbrConfig::default()),
             Strategy::NoClasses | Strategy::Classes => {
                 let algorithm = recommended(params);
@@ -360,17 +355,10 @@ pub(crate) struct Protection {
     pub(crate) reads_load: bool,
 }
 
-/// The recommended rule's algorithm (Envoy's gradient controller), with `params`'s start limit
-/// and buffer scaling.
+/// The recommended rule's algorithm (Envoy's gradient controller), with `params`'s settings.
 fn recommended(params: &LabParams) -> AdaptiveAlgorithm {
     match AdaptiveRule::recommended().algorithm {
-        AdaptiveAlgorithm::EnvoyGradient(config) => {
-            AdaptiveAlgorithm::EnvoyGradient(EnvoyGradientConfig {
-                start_limit: params.envoy_start_limit,
-                buffer_scaling: params.envoy_buffer_scaling,
-                ..config
-            })
-        }
+        AdaptiveAlgorithm::EnvoyGradient(_) => AdaptiveAlgorithm::EnvoyGradient(params.envoy),
         other => other,
     }
 }

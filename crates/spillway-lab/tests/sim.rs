@@ -47,8 +47,7 @@ fn an_unprotected_mmc_queue_has_erlang_c_mean_time() {
         measure: Duration::from_secs(300),
         seed,
         adaptive_queue: None,
-        envoy_start_limit: 0,
-        envoy_buffer_scaling: Default::default(),
+        envoy: Default::default(),
         static_concurrency_limit: None,
     };
     let runs: Vec<RunResult> = (1..=5)

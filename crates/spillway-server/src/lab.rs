@@ -18,7 +18,7 @@ pub mod loopback;
 pub mod loopback_matrix;
 
 use clap::ValueEnum;
-use spillway::adaptive::{AdaptiveQueue, BufferScaling, QueueOrder};
+use spillway::adaptive::{AdaptiveQueue, BufferScaling, EnvoyGradientConfig, QueueOrder};
 use spillway_lab::matrix_report::MatrixReport;
 use spillway_lab::{LabError, LabParams, RetryPolicy, ServiceTime, Strategy};
 use std::path::PathBuf;
@@ -149,6 +149,10 @@ pub struct LabArgs {
     /// docs/config.md).
     #[arg(long, value_enum, default_value_t = BufferScalingArg::Fixed)]
     pub envoy_buffer_scaling: BufferScalingArg,
+    /// `envoy_gradient`'s shortest sample window in minRTTs, where `--envoy-start-limit` may be
+    /// given (default 12; 0: Envoy's fixed 100 ms windows; see docs/config.md).
+    #[arg(long, allow_negative_numbers = true)]
+    pub envoy_window_min_rtts: Option<f64>,
 }
 
 /// [`BufferScaling`] on the command line.
@@ -330,10 +334,26 @@ impl LabArgs {
                  --long-run (on loopback: --matrix or --long-run)",
             ));
         }
+        if self.envoy_window_min_rtts.is_some() && defaults_only {
+            return Err(LabError::new(
+                "envoy_window_min_rtts",
+                "the full lab and the loopback scenarios with claims run envoy_gradient's \
+                 defaults: give --envoy-window-min-rtts with --quick, --matrix, --mix or \
+                 --long-run (on loopback: --matrix or --long-run)",
+            ));
+        }
+        let defaults = EnvoyGradientConfig::default();
+        let envoy = EnvoyGradientConfig {
+            start_limit: envoy_start_limit,
+            buffer_scaling: envoy_buffer_scaling,
+            window_min_rtts: self
+                .envoy_window_min_rtts
+                .unwrap_or(defaults.window_min_rtts),
+            ..defaults
+        };
         let params = LabParams {
             adaptive_queue,
-            envoy_start_limit,
-            envoy_buffer_scaling,
+            envoy,
             workers,
             service_time,
             client_timeout: millis("timeout_ms", self.timeout_ms)?,

@@ -179,6 +179,20 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
              --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
         ),
         (
+            vec!["--envoy-window-min-rtts", "0"],
+            "error: lab parameter `envoy_window_min_rtts`: the full lab and the loopback \
+             scenarios with claims run envoy_gradient's defaults: give --envoy-window-min-rtts \
+             with --quick, --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
+        ),
+        (
+            vec!["--quick", "--envoy-window-min-rtts", "-1"],
+            "error: lab parameter `envoy_window_min_rtts`: must be a number from 0 to 1000, got -1",
+        ),
+        (
+            vec!["--quick", "--envoy-window-min-rtts", "NaN"],
+            "error: lab parameter `envoy_window_min_rtts`: must be a number from 0 to 1000, got NaN",
+        ),
+        (
             vec!["--mix", "--loopback", "--queue-capacity", "5"],
             "error: lab parameter `queue_capacity`: the scenarios with claims (--mix) give each \
              its own queue",
@@ -258,7 +272,8 @@ fn the_long_run_counts_each_strategy_s_refusals_by_10_s_and_repeats() {
     assert_eq!(report["loopback"], false);
     assert_eq!(report["workers"], 2);
     assert_eq!(report["capacity"], 200.0);
-    assert_eq!(report["envoy_start_limit"], 0);
+    assert_eq!(report["envoy"]["start_limit"], 0);
+    assert_eq!(report["envoy"]["window_min_rtts"], 12.0);
     let rows = report["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     for row in rows {
@@ -311,7 +326,7 @@ fn the_long_run_takes_envoy_s_open_start() {
             String::from_utf8_lossy(&output.stderr)
         );
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-        let start = report["envoy_start_limit"].as_u64().unwrap();
+        let start = report["envoy"]["start_limit"].as_u64().unwrap();
         (
             start,
             report["rows"][0]["simulated"]["refused_by_10s"][0]
@@ -323,6 +338,34 @@ fn the_long_run_takes_envoy_s_open_start() {
     assert_eq!(start, 0);
     assert!(pinned > 0, "Envoy's start refuses: {pinned}");
     assert_eq!(first_10s(&["--envoy-start-limit", "50"]), (50, 0));
+}
+
+#[test]
+fn the_long_run_takes_envoy_s_fixed_windows_and_names_them() {
+    let args = [
+        "--long-run",
+        "--workers",
+        "2",
+        "--strategies",
+        "envoy_gradient",
+        "--envoy-window-min-rtts",
+        "0",
+    ];
+    let output = lab(&args);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("`envoy_gradient` has window_min_rtts = 0.0"),
+        "{text}"
+    );
+    let mut json = args.to_vec();
+    json.push("--json");
+    let report: serde_json::Value = serde_json::from_slice(&lab(&json).stdout).unwrap();
+    assert_eq!(report["envoy"]["window_min_rtts"], 0.0);
 }
 
 #[test]

@@ -15,7 +15,8 @@ mod support;
 const MS: u64 = 1_000_000;
 
 /// The controller measured on 50 calls ending at 20..70 ms, the `i`-th taking `rtt_ms(i)`;
-/// then one sample window (ending at 169 ms) whose calls all take `window_ms`. Returns the
+/// then one sample window (12 minRTTs of 10 ms: ending at 189 ms) whose calls all take
+/// `window_ms`. Returns the
 /// minRTT and the limit after each.
 fn trace(
     buffer: f64,
@@ -39,7 +40,7 @@ fn trace(
     }
     let measured = limit;
     let baseline = envoy.estimates().baseline;
-    for end_ms in (80..=170).step_by(5) {
+    for end_ms in (80..=190).step_by(5) {
         let sample = call(end_ms, window_ms, 2);
         if let Some(update) = envoy.on_sample(&sample, end_ms * MS, limit) {
             limit = update.limit;

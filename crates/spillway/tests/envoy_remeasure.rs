@@ -45,6 +45,9 @@ impl Run {
             min_rtt_interval: Duration::from_secs(10),
             jitter: 0.0,
             remeasure,
+            // Envoy's 100 ms windows, which the traces count in (the service's 10 to 20 ms
+            // calls would otherwise lengthen them to 12 minRTTs).
+            window_min_rtts: 0.0,
             ..EnvoyGradientConfig::default()
         };
         let envoy = EnvoyGradient::with_seed(config, 3).unwrap();

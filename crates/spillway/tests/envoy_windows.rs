@@ -18,6 +18,8 @@ fn measured(window_percentile: f64) -> (EnvoyGradient, u32) {
     let config = EnvoyGradientConfig {
         jitter: 0.0,
         window_percentile,
+        // Envoy's 100 ms windows, which the traces count in (12 minRTTs would be 120 ms).
+        window_min_rtts: 0.0,
         ..EnvoyGradientConfig::default()
     };
     let mut envoy = EnvoyGradient::with_seed(config, 1).unwrap();

@@ -8,7 +8,7 @@
 use super::loopback::{measure_capacity, run_point, LoopbackParams};
 use crate::upstream::UpstreamShape;
 use serde::Serialize;
-use spillway::adaptive::{AdaptiveQueue, BufferScaling};
+use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig};
 use spillway_lab::arrivals::Spacing;
 use spillway_lab::{simulate, LabError, LabParams, RunResult, Scenario, Strategy};
 
@@ -62,10 +62,8 @@ pub struct LongRunReport {
     pub capacity: f64,
     /// The seed of the draws.
     pub seed: u64,
-    /// `envoy_gradient`'s open start (0: Envoy's start).
-    pub envoy_start_limit: u32,
-    /// `envoy_gradient`'s buffer scaling (`fixed`: Envoy's).
-    pub envoy_buffer_scaling: BufferScaling,
+    /// `envoy_gradient`'s settings.
+    pub envoy: EnvoyGradientConfig,
     /// The adaptive limits' queue, if they have one.
     pub adaptive_queue: Option<AdaptiveQueue>,
     /// A row per strategy.
@@ -115,8 +113,7 @@ fn report(
         service: params.service_time.label(),
         capacity,
         seed: params.seed,
-        envoy_start_limit: params.envoy_start_limit,
-        envoy_buffer_scaling: params.envoy_buffer_scaling,
+        envoy: params.envoy,
         adaptive_queue: params.adaptive_queue,
         rows,
     }
@@ -191,8 +188,7 @@ impl LongRunReport {
         };
         let capacity = if self.loopback { "measured" } else { "nominal" };
         let lab_params = LabParams {
-            envoy_start_limit: self.envoy_start_limit,
-            envoy_buffer_scaling: self.envoy_buffer_scaling,
+            envoy: self.envoy,
             adaptive_queue: self.adaptive_queue,
             ..LabParams::default()
         };

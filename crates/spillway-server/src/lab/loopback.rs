@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use spillway::adaptive::{AdaptiveQueue, BufferScaling};
+use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig};
 use spillway::system::{LinuxProbe, ManualProbe, SystemProbe};
 use spillway::Spillway;
 use spillway_lab::arrivals::{Arrivals, Spacing};
@@ -57,10 +57,8 @@ pub struct LoopbackParams {
     /// How the generator spaces new requests (retries come after their back-off), with the
     /// upstream's seed.
     pub spacing: Spacing,
-    /// `envoy_gradient`'s open start (0: Envoy's start), for its runs and their twins.
-    pub envoy_start_limit: u32,
-    /// `envoy_gradient`'s buffer scaling (`Fixed`: Envoy's), for its runs and their twins.
-    pub envoy_buffer_scaling: BufferScaling,
+    /// `envoy_gradient`'s settings, for its runs and their twins.
+    pub envoy: EnvoyGradientConfig,
     /// The adaptive strategies' queue (`None`: a full limit refuses at once), for their runs
     /// and their twins; the scenarios with claims set their own.
     pub adaptive_queue: Option<AdaptiveQueue>,
@@ -87,8 +85,7 @@ impl Default for LoopbackParams {
             measure: Duration::from_secs(5),
             max_outstanding: 20_000,
             spacing: Spacing::Even,
-            envoy_start_limit: 0,
-            envoy_buffer_scaling: BufferScaling::Fixed,
+            envoy: EnvoyGradientConfig::default(),
             adaptive_queue: None,
         }
     }
@@ -107,8 +104,7 @@ impl LoopbackParams {
             client_timeout: params.client_timeout,
             retries,
             backoff,
-            envoy_start_limit: params.envoy_start_limit,
-            envoy_buffer_scaling: params.envoy_buffer_scaling,
+            envoy: params.envoy,
             adaptive_queue: params.adaptive_queue,
             ..Self::default()
         }
@@ -140,8 +136,7 @@ impl LoopbackParams {
             warm_up: self.warm_up,
             measure: self.measure,
             adaptive_queue: self.adaptive_queue,
-            envoy_start_limit: self.envoy_start_limit,
-            envoy_buffer_scaling: self.envoy_buffer_scaling,
+            envoy: self.envoy,
             static_concurrency_limit: None,
         }
     }
@@ -661,6 +656,7 @@ fn nanos(duration: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spillway::adaptive::BufferScaling;
 
     /// The simulated twin of a measured upstream keeps its service's shape, with the mean each
     /// request held a worker for as measured.
@@ -697,8 +693,8 @@ mod tests {
         );
     }
 
-    /// An open start, a spread buffer and a queue given to the loopback lab reach the proxy's
-    /// file and the simulated twin.
+    /// An open start, a spread buffer, Envoy's fixed windows and a queue given to the loopback
+    /// lab reach the proxy's file and the simulated twin.
     #[test]
     fn the_open_start_and_the_queue_reach_the_proxy_and_the_twin() {
         let queue = AdaptiveQueue {
@@ -707,14 +703,17 @@ mod tests {
             timeout: Duration::from_millis(190),
         };
         let params = LoopbackParams {
-            envoy_start_limit: 50,
-            envoy_buffer_scaling: BufferScaling::Spread,
+            envoy: EnvoyGradientConfig {
+                start_limit: 50,
+                buffer_scaling: BufferScaling::Spread,
+                window_min_rtts: 0.0,
+                ..Default::default()
+            },
             adaptive_queue: Some(queue),
             ..LoopbackParams::default()
         };
         let twin = params.lab_params();
-        assert_eq!(twin.envoy_start_limit, 50);
-        assert_eq!(twin.envoy_buffer_scaling, BufferScaling::Spread);
+        assert_eq!(twin.envoy, params.envoy);
         assert_eq!(twin.adaptive_queue, Some(queue));
         let upstream = "127.0.0.1:9".parse().unwrap();
         let text = config_text(Strategy::EnvoyGradient, &twin, upstream, 350.0).unwrap();
@@ -722,8 +721,7 @@ mod tests {
         let rule = parsed.adaptive[0].get_ref().clone();
         match rule.algorithm {
             spillway::adaptive::AdaptiveAlgorithm::EnvoyGradient(config) => {
-                assert_eq!(config.start_limit, 50);
-                assert_eq!(config.buffer_scaling, BufferScaling::Spread);
+                assert_eq!(config, params.envoy);
             }
             other => panic!("not Envoy's controller: {other:?}"),
         }

@@ -4,7 +4,7 @@
 
 use super::loopback::{measure_capacity, run_point, LoopbackParams};
 use crate::upstream::UpstreamShape;
-use spillway::adaptive::{AdaptiveQueue, BufferScaling};
+use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig};
 use spillway_lab::arrivals::Spacing;
 use spillway_lab::matrix::{
     compared_markdown, matrix_shapes, run_cell, shape_name, Cell, MATRIX_LOADS,
@@ -55,10 +55,8 @@ pub struct LoopbackMatrix {
     pub loopback: Vec<Cell>,
     /// The same cells simulated, each on its loopback cell's measured capacity.
     pub simulated: Vec<Cell>,
-    /// `envoy_gradient`'s open start in these runs (0: Envoy's start).
-    pub envoy_start_limit: u32,
-    /// `envoy_gradient`'s buffer scaling in these runs.
-    pub envoy_buffer_scaling: BufferScaling,
+    /// `envoy_gradient`'s settings in these runs.
+    pub envoy: EnvoyGradientConfig,
     /// The adaptive strategies' queue in these runs (`None`: none), as given: on a service
     /// slower than [`LOOPBACK_MATRIX_BASE_MEAN`] its timeout is stretched with the clients'.
     pub adaptive_queue: Option<AdaptiveQueue>,
@@ -72,8 +70,7 @@ impl LoopbackMatrix {
     /// its simulated twin disagrees.
     pub fn markdown(&self) -> String {
         let lab = LabParams {
-            envoy_start_limit: self.envoy_start_limit,
-            envoy_buffer_scaling: self.envoy_buffer_scaling,
+            envoy: self.envoy,
             adaptive_queue: self.adaptive_queue,
             ..LabParams::default()
         };
@@ -172,8 +169,7 @@ pub async fn run_loopback_matrix(
     let mut matrix = LoopbackMatrix {
         loopback: Vec::new(),
         simulated: Vec::new(),
-        envoy_start_limit: base.envoy_start_limit,
-        envoy_buffer_scaling: base.envoy_buffer_scaling,
+        envoy: base.envoy,
         adaptive_queue: base.adaptive_queue,
     };
     for workers in LOOPBACK_MATRIX_WORKERS {
@@ -254,18 +250,22 @@ mod tests {
         let matrix = LoopbackMatrix {
             loopback: Vec::new(),
             simulated: Vec::new(),
-            envoy_start_limit: 0,
-            envoy_buffer_scaling: BufferScaling::Fixed,
+            envoy: EnvoyGradientConfig::default(),
             adaptive_queue: None,
         };
         assert!(!matrix.markdown().contains("In these runs"));
         let tuned = LoopbackMatrix {
-            envoy_start_limit: 50,
-            envoy_buffer_scaling: BufferScaling::Spread,
+            envoy: EnvoyGradientConfig {
+                start_limit: 50,
+                buffer_scaling: spillway::adaptive::BufferScaling::Spread,
+                window_min_rtts: 0.0,
+                ..Default::default()
+            },
             ..matrix
         };
         assert!(tuned.markdown().contains(
-            "In these runs `envoy_gradient` has start_limit = 50 and buffer_scaling = \"spread\"."
+            "In these runs `envoy_gradient` has buffer_scaling = \"spread\" and start_limit = 50 \
+             and window_min_rtts = 0.0."
         ));
     }
 
@@ -307,8 +307,10 @@ mod tests {
         let matrix = LoopbackMatrix {
             loopback: Vec::new(),
             simulated: Vec::new(),
-            envoy_start_limit: 50,
-            envoy_buffer_scaling: BufferScaling::Fixed,
+            envoy: EnvoyGradientConfig {
+                start_limit: 50,
+                ..Default::default()
+            },
             adaptive_queue: Some(queue),
         };
         assert!(matrix.markdown().contains(

@@ -19,7 +19,8 @@ use std::time::Duration;
     serde(default, deny_unknown_fields)
 )]
 pub struct EnvoyGradientConfig {
-    /// How long each sample window lasts (Envoy's `concurrency_update_interval`).
+    /// How long each sample window lasts at least (Envoy's `concurrency_update_interval`);
+    /// longer on a slow service, see `window_min_rtts`.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub update_interval: Duration,
     /// Time between minRTT measurements (Envoy's `min_rtt_calc_params.interval`).
@@ -75,6 +76,18 @@ pub struct EnvoyGradientConfig {
     /// capped at 1: a service whose calls vary widely may queue more before the limit shrinks.
     /// The check that keeps a queued unpinned measurement out still uses the configured buffer.
     pub buffer_scaling: BufferScaling,
+    /// Once the minRTT is known, each sample window lasts at least this many minRTTs, and at
+    /// least `update_interval` (default 12; `0`: Envoy's, `update_interval` alone). Envoy's
+    /// fixed 100 ms window holds about ten round trips of a service whose calls take 10 ms, but
+    /// about one of a service whose calls take 80 ms: after the limit grows, the calls that end
+    /// in the next window are the short ones of the new burst, the long ones still run, the
+    /// window looks fast and the limit grows again before the queue shows, then falls for
+    /// several windows. A window of 12 minRTTs is as long, in round trips, on every service:
+    /// on one whose minRTT is under 8.3 ms it is `update_interval`, as Envoy's. In the
+    /// simulated shape matrix with every mean at 80 ms, Envoy's window meets the overload
+    /// target on 6 of the 15 shapes, 12 minRTTs on 13, as the 10 ms matrix does. From 0 to
+    /// 1000.
+    pub window_min_rtts: f64,
 }
 
 /// When a scheduled minRTT measurement of [`EnvoyGradient`] pins the limit to
@@ -120,12 +133,14 @@ impl Default for EnvoyGradientConfig {
             window_percentile: 0.5,
             start_limit: 0,
             buffer_scaling: BufferScaling::Fixed,
+            window_min_rtts: 12.0,
         }
     }
 }
 
 impl EnvoyGradientConfig {
-    /// Checks the settings: intervals longer than 0, fractions in `0..=1`,
+    /// Checks the settings: intervals longer than 0, fractions in `0..=1`, `window_min_rtts`
+    /// in `0..=1000`,
     /// `1 <= min_concurrency <= max_limit`, at least one request per minRTT measurement, a
     /// `start_limit` of `0` or from `min_concurrency` to `max_limit`.
     ///
@@ -150,6 +165,7 @@ impl EnvoyGradientConfig {
         check.within("sample_percentile", self.sample_percentile, 0.0, 1.0)?;
         check.within("window_percentile", self.window_percentile, 0.0, 1.0)?;
         check.within("buffer", self.buffer, 0.0, 1.0)?;
+        check.within("window_min_rtts", self.window_min_rtts, 0.0, 1000.0)?;
         if self.start_limit != 0 {
             check.ordered(
                 "min_concurrency",
@@ -185,7 +201,10 @@ const BOUND_WINDOWS_BEFORE_PINNING: u32 = 5;
 ///   first.
 ///   The third, an option: [`BufferScaling::Spread`] multiplies the buffer by the spread of
 ///   the service's RTTs in the last pinned minRTT measurement (or the open start's).
-/// - **Sample windows.** Otherwise every `update_interval`, the `window_percentile` of the
+///   The fourth, the default: a sample window lasts at least `window_min_rtts` (12) minRTTs,
+///   so that it holds as many round trips on a slow service as on a fast one.
+/// - **Sample windows.** Otherwise every `update_interval` (or `window_min_rtts` minRTTs,
+///   whichever is longer), the `window_percentile` of the
 ///   window's RTTs is the sample RTT, and `gradient = clamp((minRTT x (1 + buffer)) /
 ///   sampleRTT, 0.5, 2)`; the new limit is `limit x gradient + sqrt(limit x gradient)`,
 ///   truncated and clamped to `min_concurrency..=max_limit`. RTTs are whole microseconds, as
@@ -218,7 +237,7 @@ const BOUND_WINDOWS_BEFORE_PINNING: u32 = 5;
 ///     }
 /// }
 /// assert_eq!(envoy.estimates().baseline, Some(Duration::from_millis(10)));
-/// // A call in the first sample window (it ends 100 ms after the measurement)...
+/// // A call in the first sample window (it ends 12 minRTTs, 120 ms, after the measurement)...
 /// assert_eq!(envoy.on_sample(&sample(50, 10), 60 * ms, limit), None);
 /// // ... and the window ends: its median is the minRTT, so the gradient is 1.25, and the
 /// // limit 3 x 1.25 + sqrt(3.75) = 5.69.
@@ -324,6 +343,18 @@ impl EnvoyGradient {
         let window = std::mem::take(&mut self.window);
         let rtt = window.percentile(percentile)?;
         Some(u64::try_from(rtt.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// How long a sample window lasts: `update_interval`, or `window_min_rtts` minRTTs once
+    /// the minRTT is known, whichever is longer.
+    fn window_nanos(&self) -> u64 {
+        let interval = Self::nanos(self.config.update_interval);
+        let Some(min_rtt) = self.min_rtt_micros else {
+            return interval;
+        };
+        // At most 1000 x u64::MAX microseconds: the cast saturates.
+        let rtts = (min_rtt as f64 * 1000.0 * self.config.window_min_rtts) as u64;
+        interval.max(rtts)
     }
 
     /// Envoy's `calculateNewLimit`.
@@ -441,11 +472,11 @@ impl EnvoyGradient {
         // The open start's first sample window begins when its first call ends.
         let end = *self
             .next_window_end
-            .get_or_insert(now.saturating_add(Self::nanos(self.config.update_interval)));
+            .get_or_insert(now.saturating_add(self.window_nanos()));
         if now < end {
             return None;
         }
-        self.next_window_end = Some(now.saturating_add(Self::nanos(self.config.update_interval)));
+        self.next_window_end = Some(now.saturating_add(self.window_nanos()));
         self.last_window_bound = self.window.max_in_flight() >= limit;
         if self.last_window_bound && self.min_rtt_micros.is_none() {
             // The open start bound: the service may be loaded from its start, so its calls
@@ -530,8 +561,7 @@ impl LimitAlgorithm for EnvoyGradient {
         self.measuring = false;
         let interval = self.jittered(self.config.min_rtt_interval);
         self.next_min_rtt = Some(now_nanos.saturating_add(Self::nanos(interval)));
-        self.next_window_end =
-            Some(now_nanos.saturating_add(Self::nanos(self.config.update_interval)));
+        self.next_window_end = Some(now_nanos.saturating_add(self.window_nanos()));
         Some(LimitUpdate::new(
             self.deferred_limit,
             ChangeReason::MinRttMeasured,
