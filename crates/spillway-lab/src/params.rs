@@ -227,7 +227,7 @@ impl LabParams {
     }
 
     /// The `envoy_gradient` settings that are not spillway's defaults, as the lab's outputs
-    /// name them, in the configuration file's terms (`None`: the defaults).
+    /// name them, in the configuration file's terms and by name (`None`: the defaults).
     ///
     /// ```
     /// use spillway::adaptive::{BufferScaling, EnvoyGradientConfig};
@@ -253,11 +253,13 @@ impl LabParams {
             _ => serde_json::Map::new(),
         };
         let defaults = fields(&EnvoyGradientConfig::default());
-        let settings: Vec<String> = fields(&self.envoy)
+        let mut settings: Vec<String> = fields(&self.envoy)
             .into_iter()
             .filter(|(name, value)| defaults.get(name) != Some(value))
             .map(|(name, value)| format!("{name} = {value}"))
             .collect();
+        // By name, whatever order the map keeps.
+        settings.sort();
         (!settings.is_empty()).then(|| format!("`envoy_gradient` has {}", settings.join(" and ")))
     }
 
@@ -394,7 +396,7 @@ impl LabParams {
                 "window_min_rtts" => "envoy_window_min_rtts",
                 _ => "envoy",
             };
-            LabError::new(field, format!("{}", err.problem()))
+            LabError::new(field, err.problem().to_string())
         })
     }
 }

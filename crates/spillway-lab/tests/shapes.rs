@@ -209,7 +209,7 @@ fn a_spread_buffer_refuses_fewer_below_capacity_on_a_varied_service() {
 /// 8- and 32-worker exponential services it refuses nothing and no client times out (on 32, a
 /// scheduled minRTT measurement that pinned in the first window in which the limit bound
 /// refused 1,292 in one episode, before it waited for a window that does not bind); on the
-/// 4-worker one 57 (361 with Envoy's start). On the 4-worker exponential one, with a 150 ms
+/// 4-worker one 61 (361 with Envoy's start). On the 4-worker exponential one, with a 150 ms
 /// queue and Envoy's start, the adaptive order refuses 374 in the long run, where serving the
 /// newest first from the start refuses three times as many and serving in order 28 (queue.rs).
 #[test]
@@ -343,12 +343,12 @@ fn on_one_worker_a_queue_as_long_as_the_clients_patience_keeps_envoy_s_windows_f
 /// 8 s sweeps, where the same service 8 times as fast holds its limit near twice the workers
 /// (13 to 20) and meets it. A window of 12 minRTTs (the default) holds as many round trips on
 /// the slow service as 100 ms does on the fast one: goodput 0.97 and 0.96 of capacity, p99
-/// about twice the unloaded p99 (2.02 and 1.96), at the target's edge; its limit still ranges
-/// from 16 to 75 in the spike, over windows about 7 times as long (seed 1; docs/config.md
+/// about twice the unloaded p99, at the target's edge; its limit still ranges
+/// from 17 to 66 in the spike, over windows about 7 times as long (seed 1; docs/config.md
 /// quotes these, the sweeps within 0.03 of goodput and 0.2 of the p99 ratio). A fixed limit
 /// of twice the workers does better than Envoy's window, if not to the target.
 #[test]
-fn envoy_s_fixed_window_swings_on_a_slow_small_service_and_a_window_of_min_rtts_does_not() {
+fn envoy_s_fixed_window_swings_on_a_slow_small_service_and_a_window_of_min_rtts_holds_it() {
     let service = |mean_ms: u64, window_min_rtts: f64| {
         let stretch = mean_ms as f64 / 10.0;
         LabParams {
@@ -401,7 +401,7 @@ fn envoy_s_fixed_window_swings_on_a_slow_small_service_and_a_window_of_min_rtts_
     near(sweep(envoy_s.clone(), 5.0), (0.77, 2.4));
     assert_eq!(swing(&envoy_s), (3.0, 62.0));
     // The fast service, with either window.
-    for (window_min_rtts, swings) in [(0.0, (13.0, 20.0)), (12.0, (13.0, 18.0))] {
+    for (window_min_rtts, swings) in [(0.0, (13.0, 20.0)), (12.0, (13.0, 20.0))] {
         let fast = service(10, window_min_rtts);
         for load in [3.0, 5.0] {
             let (goodput, p99) = sweep(fast.clone(), load);
@@ -413,7 +413,7 @@ fn envoy_s_fixed_window_swings_on_a_slow_small_service_and_a_window_of_min_rtts_
     let default = service(80, EnvoyGradientConfig::default().window_min_rtts);
     near(sweep(default.clone(), 3.0), (0.97, 2.0));
     near(sweep(default.clone(), 5.0), (0.96, 2.0));
-    assert_eq!(swing(&default), (16.0, 75.0));
+    assert_eq!(swing(&default), (17.0, 66.0));
     // A fixed limit of twice the workers does better than Envoy's window, if not quite the
     // target.
     let fixed = sweep_with(Strategy::StaticConcurrency, envoy_s.clone(), 3.0);
@@ -456,20 +456,28 @@ fn the_matrix_in_slower_time_meets_the_overload_target_with_windows_of_min_rtts(
         measure: Duration::from_secs(64),
         ..params
     };
-    let overload = |params: &LabParams, strategy| {
+    // The shapes that meet the overload target, and those back at 90% of capacity within the
+    // target's 2 s of the slowdown (25 round trips of these services, 200 of the 10 ms ones).
+    let met = |params: &LabParams, strategy| {
         let cells = run_matrix(params, &[strategy]).unwrap();
         assert_eq!(cells.len(), 15);
-        cells.iter().filter(|cell| cell.meets_overload()).count()
+        let count = |meets: fn(&spillway_lab::matrix::Cell) -> bool| {
+            cells.iter().filter(|cell| meets(cell)).count()
+        };
+        (
+            count(|cell| cell.meets_overload()),
+            count(|cell| cell.meets_recovery()),
+        )
     };
+    let overload = |params: &LabParams, strategy| met(params, strategy).0;
     let envoy_s = slow(0.0);
     assert_eq!(
         overload(&envoy_s.clone().quick(), Strategy::EnvoyGradient),
         1
     );
-    assert_eq!(
-        overload(&stretched(envoy_s.clone()), Strategy::EnvoyGradient),
-        6
-    );
+    let (envoy_s_overload, envoy_s_recovery) =
+        met(&stretched(envoy_s.clone()), Strategy::EnvoyGradient);
+    assert_eq!((envoy_s_overload, envoy_s_recovery), (6, 12));
     assert_eq!(
         overload(&stretched(envoy_s), Strategy::StaticConcurrency),
         14
@@ -479,7 +487,8 @@ fn the_matrix_in_slower_time_meets_the_overload_target_with_windows_of_min_rtts(
         overload(&default.clone().quick(), Strategy::EnvoyGradient),
         4
     );
-    assert_eq!(overload(&stretched(default), Strategy::EnvoyGradient), 11);
+    let (default_overload, default_recovery) = met(&stretched(default), Strategy::EnvoyGradient);
+    assert_eq!((default_overload, default_recovery), (11, 4));
     // The 10 ms matrix, with the same start.
     let fast = LabParams {
         envoy: EnvoyGradientConfig {

@@ -149,8 +149,9 @@ pub struct LabArgs {
     /// docs/config.md).
     #[arg(long, value_enum, default_value_t = BufferScalingArg::Fixed)]
     pub envoy_buffer_scaling: BufferScalingArg,
-    /// `envoy_gradient`'s shortest sample window in minRTTs, where `--envoy-start-limit` may be
-    /// given (default 12; 0: Envoy's fixed 100 ms windows; see docs/config.md).
+    /// `envoy_gradient`'s sample windows, where `--envoy-start-limit` may be given: each lasts
+    /// at least this many minRTTs, and at least 100 ms (0 to 100; default 12; 0: Envoy's fixed
+    /// 100 ms windows; see docs/config.md).
     #[arg(long, allow_negative_numbers = true)]
     pub envoy_window_min_rtts: Option<f64>,
 }
@@ -334,7 +335,11 @@ impl LabArgs {
                  --long-run (on loopback: --matrix or --long-run)",
             ));
         }
-        if self.envoy_window_min_rtts.is_some() && defaults_only {
+        let defaults = EnvoyGradientConfig::default();
+        let window_min_rtts = self
+            .envoy_window_min_rtts
+            .unwrap_or(defaults.window_min_rtts);
+        if window_min_rtts != defaults.window_min_rtts && defaults_only {
             return Err(LabError::new(
                 "envoy_window_min_rtts",
                 "the full lab and the loopback scenarios with claims run envoy_gradient's \
@@ -342,13 +347,10 @@ impl LabArgs {
                  --long-run (on loopback: --matrix or --long-run)",
             ));
         }
-        let defaults = EnvoyGradientConfig::default();
         let envoy = EnvoyGradientConfig {
             start_limit: envoy_start_limit,
             buffer_scaling: envoy_buffer_scaling,
-            window_min_rtts: self
-                .envoy_window_min_rtts
-                .unwrap_or(defaults.window_min_rtts),
+            window_min_rtts,
             ..defaults
         };
         let params = LabParams {

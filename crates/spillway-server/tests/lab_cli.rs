@@ -186,11 +186,11 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         ),
         (
             vec!["--quick", "--envoy-window-min-rtts", "-1"],
-            "error: lab parameter `envoy_window_min_rtts`: must be a number from 0 to 1000, got -1",
+            "error: lab parameter `envoy_window_min_rtts`: must be a number from 0 to 100, got -1",
         ),
         (
             vec!["--quick", "--envoy-window-min-rtts", "NaN"],
-            "error: lab parameter `envoy_window_min_rtts`: must be a number from 0 to 1000, got NaN",
+            "error: lab parameter `envoy_window_min_rtts`: must be a number from 0 to 100, got NaN",
         ),
         (
             vec!["--mix", "--loopback", "--queue-capacity", "5"],

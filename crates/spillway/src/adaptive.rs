@@ -17,7 +17,7 @@
 //! | [`Gradient2`] | average RTT against its long-term average | once per window (1 s), smoothed | Netflix |
 //! | [`Vegas`] | RTT against the smallest RTT seen (the queue it implies) | on every sample | Netflix |
 //! | [`Aimd`] | drops and timeouts only | on every sample | Netflix |
-//! | [`EnvoyGradient`] | a percentile of each window's RTTs against a periodically measured minRTT | every window (100 ms) | Envoy |
+//! | [`EnvoyGradient`] | a percentile of each window's RTTs against a periodically measured minRTT | every window (100 ms, or 12 minRTTs if longer) | Envoy |
 //! | [`Bbr`] | the largest rate times the calmest round's mean RT (the bandwidth-delay product), probing above it one round in 8 | every round (100 ms) | TCP BBR; Sentinel's system rule |
 //!
 //! - **Latency-based, no tuning:** [`EnvoyGradient`] re-measures its baseline on a schedule, so

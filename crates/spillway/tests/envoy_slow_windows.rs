@@ -36,8 +36,30 @@ fn a_window_that_moves_the_limit_ends_twelve_min_rtts_after_the_measurement() {
 }
 
 #[test]
+fn after_the_open_start_s_measurement_a_window_lasts_twelve_min_rtts() {
+    // `start_limit = 50`: the first window (100 ms, no minRTT yet) ends at 200 ms, the calls
+    // of the next give the first minRTT (80 ms) when it ends at 300 ms, and the limit grows
+    // (gradient 1.25: 50 x 1.25 + sqrt(62.5) = 70.4). The window after is 12 minRTTs long.
+    let ends = |window_min_rtts: f64| {
+        let config = EnvoyGradientConfig {
+            jitter: 0.0,
+            start_limit: 50,
+            window_min_rtts,
+            ..EnvoyGradientConfig::default()
+        };
+        let mut envoy = EnvoyGradient::with_seed(config, 1).unwrap();
+        let mut limit = envoy.initial_limit();
+        let updates = feed_calls(&mut envoy, &mut limit, (100, 2500, 1), |_| 80, |_| 1);
+        assert_eq!(updates[0].1, 70);
+        updates.iter().map(|update| update.0).collect::<Vec<u64>>()
+    };
+    assert_eq!(ends(12.0), vec![300, 1260, 2220]);
+    assert_eq!(ends(0.0)[..3], [300, 400, 500]);
+}
+
+#[test]
 fn window_min_rtts_is_checked_and_read_from_the_configuration() {
-    for bad in [-1.0, 1000.5, f64::NAN, f64::INFINITY] {
+    for bad in [-1.0, 100.5, f64::NAN, f64::INFINITY] {
         let err = EnvoyGradient::new(EnvoyGradientConfig {
             window_min_rtts: bad,
             ..EnvoyGradientConfig::default()

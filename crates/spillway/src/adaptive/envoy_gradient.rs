@@ -11,7 +11,9 @@ use std::time::Duration;
 /// The gradient controller's settings. Defaults are Envoy's where Envoy has one (jitter 15%,
 /// minimum concurrency 3, 50 requests per minRTT measurement, the median, a 25% buffer, a
 /// maximum of 1000); Envoy requires the two intervals, and spillway defaults them to Envoy's
-/// documented example (60 s between minRTT measurements, 100 ms sample windows).
+/// documented example (60 s between minRTT measurements, 100 ms sample windows). Two
+/// defaults are spillway's departures: `remeasure` and `window_min_rtts` (windows of at least
+/// 12 minRTTs, longer than 100 ms on a service whose minRTT is over 8.3 ms).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(
     feature = "serde",
@@ -84,9 +86,11 @@ pub struct EnvoyGradientConfig {
     /// window looks fast and the limit grows again before the queue shows, then falls for
     /// several windows. A window of 12 minRTTs is as long, in round trips, on every service:
     /// on one whose minRTT is under 8.3 ms it is `update_interval`, as Envoy's. In the
-    /// simulated shape matrix with every mean at 80 ms, Envoy's window meets the overload
-    /// target on 6 of the 15 shapes, 12 minRTTs on 13, as the 10 ms matrix does. From 0 to
-    /// 1000.
+    /// simulated shape matrix with every mean at 80 ms (and `start_limit = 50`), Envoy's
+    /// window meets the overload target on 6 of the 15 shapes, 12 minRTTs on 11, where the
+    /// 10 ms matrix meets it on 13. The price: a slow service's limit reacts later, and after a
+    /// slowdown that a pinned measurement saw, the windows stay as long as that slower minRTT
+    /// until the next measurement. From 0 to 100.
     pub window_min_rtts: f64,
 }
 
@@ -105,7 +109,8 @@ pub enum Remeasure {
     /// minRTT is kept out. A window in which the limit binds gives the measurement up; it
     /// starts again at the next window that does not. If the limit binds in 5 sample windows,
     /// counting the one in which the measurement fell due, before it has its calls, it pins
-    /// (400 to 500 ms after Envoy would with the default windows, if every window binds). A
+    /// (4 to 5 sample windows after Envoy would, if every window binds: 400 to 500 ms with
+    /// 100 ms windows). A
     /// measurement that has not got its calls when the next falls due (a quiet service) goes
     /// on, its bound windows counted from 0 again. A service that got slower shows it as rising RTTs, which shrink the
     /// limit: if it then keeps binding, the measurement pins; if not, a result above
@@ -140,7 +145,7 @@ impl Default for EnvoyGradientConfig {
 
 impl EnvoyGradientConfig {
     /// Checks the settings: intervals longer than 0, fractions in `0..=1`, `window_min_rtts`
-    /// in `0..=1000`,
+    /// in `0..=100`,
     /// `1 <= min_concurrency <= max_limit`, at least one request per minRTT measurement, a
     /// `start_limit` of `0` or from `min_concurrency` to `max_limit`.
     ///
@@ -165,7 +170,7 @@ impl EnvoyGradientConfig {
         check.within("sample_percentile", self.sample_percentile, 0.0, 1.0)?;
         check.within("window_percentile", self.window_percentile, 0.0, 1.0)?;
         check.within("buffer", self.buffer, 0.0, 1.0)?;
-        check.within("window_min_rtts", self.window_min_rtts, 0.0, 1000.0)?;
+        check.within("window_min_rtts", self.window_min_rtts, 0.0, 100.0)?;
         if self.start_limit != 0 {
             check.ordered(
                 "min_concurrency",
@@ -352,7 +357,7 @@ impl EnvoyGradient {
         let Some(min_rtt) = self.min_rtt_micros else {
             return interval;
         };
-        // At most 1000 x u64::MAX microseconds: the cast saturates.
+        // Nanoseconds; a product past u64::MAX saturates in the cast.
         let rtts = (min_rtt as f64 * 1000.0 * self.config.window_min_rtts) as u64;
         interval.max(rtts)
     }
@@ -476,7 +481,6 @@ impl EnvoyGradient {
         if now < end {
             return None;
         }
-        self.next_window_end = Some(now.saturating_add(self.window_nanos()));
         self.last_window_bound = self.window.max_in_flight() >= limit;
         if self.last_window_bound && self.min_rtt_micros.is_none() {
             // The open start bound: the service may be loaded from its start, so its calls
@@ -498,6 +502,9 @@ impl EnvoyGradient {
             self.unpinned_again = false;
             self.unpinned = Some(SampleWindow::default());
         }
+        // After `close_unpinned`, which may have measured the minRTT the window's length
+        // follows (the open start's first, or one taken from the calls as they come).
+        self.next_window_end = Some(now.saturating_add(self.window_nanos()));
         if self.min_rtt_micros.is_none() {
             // The open start is still measuring: the limit holds at `start_limit`.
             self.window = SampleWindow::default();
