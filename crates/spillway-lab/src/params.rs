@@ -394,6 +394,7 @@ impl LabParams {
                 "start_limit" => "envoy_start_limit",
                 "buffer_scaling" => "envoy_buffer_scaling",
                 "window_min_rtts" => "envoy_window_min_rtts",
+                "in_flight_floor" => "envoy_in_flight_floor",
                 _ => "envoy",
             };
             LabError::new(field, err.problem().to_string())

@@ -139,7 +139,7 @@ fn with_deadlines_classes_lag_on_seed_1_for_envoy_s_baseline_not_for_the_claims(
 }
 
 /// What docs/config.md says of `start_limit` in these scenarios, overloaded and queued from
-/// their first instant: with an open start at 50, classes miss 2 of their 8 targets on seed 1,
+/// their first instant: with an open start at 50, classes miss 3 of their 8 targets on seed 1,
 /// where Envoy's start misses none (the first test).
 #[test]
 fn an_open_start_misses_targets_in_scenarios_overloaded_from_their_start() {
@@ -156,5 +156,5 @@ fn an_open_start_misses_targets_in_scenarios_overloaded_from_their_start() {
         .iter()
         .filter(|r| r.strategy == "classes" && r.meets_target == Some(false))
         .count();
-    assert_eq!(misses, 2);
+    assert_eq!(misses, 3);
 }

@@ -310,8 +310,14 @@ fn bad_parameters_get_a_clear_error() {
 #[test]
 fn an_adaptive_limit_s_queue_turns_refusals_near_capacity_into_brief_waits() {
     use spillway::adaptive::{AdaptiveQueue, QueueOrder};
+    // Envoy's gradient alone, which refuses some attempts at 0.9x here (the in-flight floor
+    // refuses none in this brief run), so that the queue has refusals to take the place of.
     let base = LabParams {
         workers: 4,
+        envoy: spillway::adaptive::EnvoyGradientConfig {
+            in_flight_floor: 0.0,
+            ..Default::default()
+        },
         ..brief()
     };
     let without = simulate(

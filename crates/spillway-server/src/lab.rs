@@ -154,6 +154,48 @@ pub struct LabArgs {
     /// 100 ms windows; see docs/config.md).
     #[arg(long, allow_negative_numbers = true)]
     pub envoy_window_min_rtts: Option<f64>,
+    /// `envoy_gradient`'s in-flight floor, where `--envoy-start-limit` may be given: in a
+    /// sample window in which the limit did not bind, it falls no lower than this many times
+    /// the most calls in flight in the last 50 windows whose RTT was within the buffer (0 to
+    /// 100; default 6; 0: Envoy's gradient alone; see docs/config.md).
+    #[arg(long, allow_negative_numbers = true)]
+    pub envoy_in_flight_floor: Option<f64>,
+}
+
+/// Refuses `envoy_gradient` settings other than the defaults, naming the first flag that gave
+/// one: for the runs that record none (the full lab, the loopback scenarios with claims).
+fn envoy_defaults_only(envoy: &EnvoyGradientConfig) -> Result<(), LabError> {
+    let defaults = EnvoyGradientConfig::default();
+    let changed = [
+        (
+            "envoy_start_limit",
+            envoy.start_limit != defaults.start_limit,
+        ),
+        (
+            "envoy_buffer_scaling",
+            envoy.buffer_scaling != defaults.buffer_scaling,
+        ),
+        (
+            "envoy_window_min_rtts",
+            envoy.window_min_rtts != defaults.window_min_rtts,
+        ),
+        (
+            "envoy_in_flight_floor",
+            envoy.in_flight_floor != defaults.in_flight_floor,
+        ),
+    ];
+    match changed.into_iter().find(|(_, changed)| *changed) {
+        Some((field, _)) => Err(LabError::new(
+            field,
+            format!(
+                "the full lab and the loopback scenarios with claims run envoy_gradient's \
+                 defaults: give --{} with --quick, --matrix, --mix or --long-run (on \
+                 loopback: --matrix or --long-run)",
+                field.replace('_', "-")
+            ),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// [`BufferScaling`] on the command line.
@@ -316,43 +358,22 @@ impl LabArgs {
             )
         })?;
         let full = !self.quick && !self.matrix && !self.mix && !self.long_run;
-        // The loopback scenarios with claims do not record these settings in their output.
-        let defaults_only = full || (self.loopback && self.mix);
-        if envoy_start_limit != 0 && defaults_only {
-            return Err(LabError::new(
-                "envoy_start_limit",
-                "the full lab and the loopback scenarios with claims run envoy_gradient's \
-                 defaults: give --envoy-start-limit with --quick, --matrix, --mix or \
-                 --long-run (on loopback: --matrix or --long-run)",
-            ));
-        }
-        let envoy_buffer_scaling = BufferScaling::from(self.envoy_buffer_scaling);
-        if envoy_buffer_scaling != BufferScaling::Fixed && defaults_only {
-            return Err(LabError::new(
-                "envoy_buffer_scaling",
-                "the full lab and the loopback scenarios with claims run envoy_gradient's \
-                 defaults: give --envoy-buffer-scaling with --quick, --matrix, --mix or \
-                 --long-run (on loopback: --matrix or --long-run)",
-            ));
-        }
         let defaults = EnvoyGradientConfig::default();
-        let window_min_rtts = self
-            .envoy_window_min_rtts
-            .unwrap_or(defaults.window_min_rtts);
-        if window_min_rtts != defaults.window_min_rtts && defaults_only {
-            return Err(LabError::new(
-                "envoy_window_min_rtts",
-                "the full lab and the loopback scenarios with claims run envoy_gradient's \
-                 defaults: give --envoy-window-min-rtts with --quick, --matrix, --mix or \
-                 --long-run (on loopback: --matrix or --long-run)",
-            ));
-        }
         let envoy = EnvoyGradientConfig {
             start_limit: envoy_start_limit,
-            buffer_scaling: envoy_buffer_scaling,
-            window_min_rtts,
+            buffer_scaling: BufferScaling::from(self.envoy_buffer_scaling),
+            window_min_rtts: self
+                .envoy_window_min_rtts
+                .unwrap_or(defaults.window_min_rtts),
+            in_flight_floor: self
+                .envoy_in_flight_floor
+                .unwrap_or(defaults.in_flight_floor),
             ..defaults
         };
+        // The loopback scenarios with claims do not record these settings in their output.
+        if full || (self.loopback && self.mix) {
+            envoy_defaults_only(&envoy)?;
+        }
         let params = LabParams {
             adaptive_queue,
             envoy,

@@ -193,6 +193,16 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
             "error: lab parameter `envoy_window_min_rtts`: must be a number from 0 to 100, got NaN",
         ),
         (
+            vec!["--envoy-in-flight-floor", "0"],
+            "error: lab parameter `envoy_in_flight_floor`: the full lab and the loopback \
+             scenarios with claims run envoy_gradient's defaults: give --envoy-in-flight-floor \
+             with --quick, --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
+        ),
+        (
+            vec!["--matrix", "--envoy-in-flight-floor", "101"],
+            "error: lab parameter `envoy_in_flight_floor`: must be a number from 0 to 100, got 101",
+        ),
+        (
             vec!["--mix", "--loopback", "--queue-capacity", "5"],
             "error: lab parameter `queue_capacity`: the scenarios with claims (--mix) give each \
              its own queue",
@@ -341,7 +351,7 @@ fn the_long_run_takes_envoy_s_open_start() {
 }
 
 #[test]
-fn the_long_run_takes_envoy_s_fixed_windows_and_names_them() {
+fn the_long_run_takes_envoy_s_windows_and_gradient_and_names_them() {
     let args = [
         "--long-run",
         "--workers",
@@ -349,6 +359,8 @@ fn the_long_run_takes_envoy_s_fixed_windows_and_names_them() {
         "--strategies",
         "envoy_gradient",
         "--envoy-window-min-rtts",
+        "0",
+        "--envoy-in-flight-floor",
         "0",
     ];
     let output = lab(&args);
@@ -359,13 +371,14 @@ fn the_long_run_takes_envoy_s_fixed_windows_and_names_them() {
     );
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(
-        text.contains("`envoy_gradient` has window_min_rtts = 0.0"),
+        text.contains("`envoy_gradient` has in_flight_floor = 0.0 and window_min_rtts = 0.0"),
         "{text}"
     );
     let mut json = args.to_vec();
     json.push("--json");
     let report: serde_json::Value = serde_json::from_slice(&lab(&json).stdout).unwrap();
     assert_eq!(report["envoy"]["window_min_rtts"], 0.0);
+    assert_eq!(report["envoy"]["in_flight_floor"], 0.0);
 }
 
 #[test]

@@ -38,8 +38,8 @@
 //!   refusals do.
 //!
 //! Every algorithm takes Netflix's or Envoy's defaults from `Default`, except `EnvoyGradient`'s
-//! `remeasure` and `window_min_rtts`, which are spillway's; the minimum limits of
-//! Netflix's defaults (20) suit services with many workers. Which one protects best, and with
+//! `remeasure`, `window_min_rtts` and `in_flight_floor`, which are spillway's; the minimum
+//! limits of Netflix's defaults (20) suit services with many workers. Which one protects best, and with
 //! which settings, is measured in the overload lab (`spillway lab`, `docs/overload.md`).
 //!
 //! # Rules, and a queue

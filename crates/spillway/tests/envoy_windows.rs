@@ -20,6 +20,9 @@ fn measured(window_percentile: f64) -> (EnvoyGradient, u32) {
         window_percentile,
         // Envoy's 100 ms windows, which the traces count in (12 minRTTs would be 120 ms).
         window_min_rtts: 0.0,
+        // Envoy's gradient alone: these traces are of windows in which the limit does not
+        // bind, where the in-flight floor would hold it.
+        in_flight_floor: 0.0,
         ..EnvoyGradientConfig::default()
     };
     let mut envoy = EnvoyGradient::with_seed(config, 1).unwrap();

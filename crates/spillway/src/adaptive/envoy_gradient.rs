@@ -6,14 +6,16 @@ use super::buffer_scaling::{spread_of, BufferScaling};
 use super::error::{AdaptiveError, Check};
 use super::random::Jitter;
 use super::sample::{Sample, SampleWindow};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// The gradient controller's settings. Defaults are Envoy's where Envoy has one (jitter 15%,
 /// minimum concurrency 3, 50 requests per minRTT measurement, the median, a 25% buffer, a
 /// maximum of 1000); Envoy requires the two intervals, and spillway defaults them to Envoy's
-/// documented example (60 s between minRTT measurements, 100 ms sample windows). Two
-/// defaults are spillway's departures: `remeasure` and `window_min_rtts` (windows of at least
-/// 12 minRTTs, longer than 100 ms on a service whose minRTT is over 8.3 ms).
+/// documented example (60 s between minRTT measurements, 100 ms sample windows). Three
+/// defaults are spillway's departures: `remeasure`, `window_min_rtts` (windows of at least
+/// 12 minRTTs, longer than 100 ms on a service whose minRTT is over 8.3 ms) and
+/// `in_flight_floor` (a latency rise the limit did not cause shrinks it only so far).
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(
     feature = "serde",
@@ -92,7 +94,29 @@ pub struct EnvoyGradientConfig {
     /// slowdown that a pinned measurement saw, the windows stay as long as that slower minRTT
     /// until the next measurement. From 0 to 100.
     pub window_min_rtts: f64,
+    /// In a sample window in which no call found the limit full, the limit falls no lower
+    /// than this many times the most calls in flight in any of the last 50 sample windows
+    /// whose RTT was within the buffer (default 6; `0`: Envoy's, no floor). Below capacity a
+    /// service queues in bursts that drain, and a burst lifts a window's RTT past the buffer
+    /// although the limit admitted every call: Envoy's gradient then shrinks the limit, a few
+    /// such windows in a row take it under the next burst, and that burst is refused. The
+    /// floor keeps the limit above what the service carried at its unloaded latency in its
+    /// last 50 windows with calls; once the limit binds (an overload: calls find it full),
+    /// Envoy's gradient applies unchanged, and windows whose RTT is past the buffer (a queue)
+    /// do not raise the floor, so an overload that starts while the limit is high brings it
+    /// down to the floor, where it holds until calls find it full. In the simulated shape
+    /// matrix's long run (0.5x to 0.9x of capacity), 6 refuses well under half as many calls
+    /// below capacity after the start as Envoy's gradient alone, about as many as the best
+    /// fixed limit chosen in hindsight, and nothing on the 32-worker services, with as many
+    /// overload and recovery targets met. The price: a higher limit lets more calls wait where
+    /// the service itself keeps them long (more clients time out on 1 and 2 workers), and
+    /// after a slowdown, while the clients' retries take the service past its capacity, calls
+    /// wait longer before the limit binds (docs/config.md has the numbers). From 0 to 100.
+    pub in_flight_floor: f64,
 }
+
+/// The sample windows whose calls in flight [`EnvoyGradientConfig::in_flight_floor`] counts.
+const IN_FLIGHT_FLOOR_WINDOWS: usize = 50;
 
 /// When a scheduled minRTT measurement of [`EnvoyGradient`] pins the limit to
 /// `min_concurrency`.
@@ -139,13 +163,14 @@ impl Default for EnvoyGradientConfig {
             start_limit: 0,
             buffer_scaling: BufferScaling::Fixed,
             window_min_rtts: 12.0,
+            in_flight_floor: 6.0,
         }
     }
 }
 
 impl EnvoyGradientConfig {
     /// Checks the settings: intervals longer than 0, fractions in `0..=1`, `window_min_rtts`
-    /// in `0..=100`,
+    /// and `in_flight_floor` in `0..=100`,
     /// `1 <= min_concurrency <= max_limit`, at least one request per minRTT measurement, a
     /// `start_limit` of `0` or from `min_concurrency` to `max_limit`.
     ///
@@ -171,6 +196,7 @@ impl EnvoyGradientConfig {
         check.within("window_percentile", self.window_percentile, 0.0, 1.0)?;
         check.within("buffer", self.buffer, 0.0, 1.0)?;
         check.within("window_min_rtts", self.window_min_rtts, 0.0, 100.0)?;
+        check.within("in_flight_floor", self.in_flight_floor, 0.0, 100.0)?;
         if self.start_limit != 0 {
             check.ordered(
                 "min_concurrency",
@@ -208,6 +234,9 @@ const BOUND_WINDOWS_BEFORE_PINNING: u32 = 5;
 ///   the service's RTTs in the last pinned minRTT measurement (or the open start's).
 ///   The fourth, the default: a sample window lasts at least `window_min_rtts` (12) minRTTs,
 ///   so that it holds as many round trips on a slow service as on a fast one.
+///   The fifth, the default: in a window in which the limit did not bind, the limit falls no
+///   lower than `in_flight_floor` (6) times the most calls in flight in the last 50 windows
+///   whose RTT was within the buffer.
 /// - **Sample windows.** Otherwise every `update_interval` (or `window_min_rtts` minRTTs,
 ///   whichever is longer), the `window_percentile` of the
 ///   window's RTTs is the sample RTT, and `gradient = clamp((minRTT x (1 + buffer)) /
@@ -278,6 +307,9 @@ pub struct EnvoyGradient {
     /// The spread of the RTTs of the last pinned minRTT measurement, or of the open start's
     /// (see [`BufferScaling`]).
     spread: f64,
+    /// The most calls in flight in each of the last [`IN_FLIGHT_FLOOR_WINDOWS`] sample
+    /// windows, oldest first; 0 for a window whose RTT was past the buffer.
+    carried: VecDeque<u32>,
 }
 
 impl EnvoyGradient {
@@ -320,6 +352,7 @@ impl EnvoyGradient {
             bound_while_due: None,
             jitter,
             spread: 1.0,
+            carried: VecDeque::with_capacity(IN_FLIGHT_FLOOR_WINDOWS),
         })
     }
 
@@ -362,18 +395,46 @@ impl EnvoyGradient {
         interval.max(rtts)
     }
 
-    /// Envoy's `calculateNewLimit`.
-    fn new_limit(&self, limit: u32, sample_micros: u64) -> u32 {
+    /// The minRTT raised by the buffer, in microseconds (the sample's own RTT before the
+    /// first minRTT).
+    fn buffered_min_rtt(&self, sample_micros: u64) -> f64 {
         let min_rtt = self.min_rtt_micros.unwrap_or(sample_micros) as f64;
         let buffer = self
             .config
             .buffer_scaling
             .apply(self.config.buffer, self.spread);
-        let buffered = min_rtt + min_rtt * buffer;
+        min_rtt + min_rtt * buffer
+    }
+
+    /// Envoy's `calculateNewLimit`.
+    fn new_limit(&self, limit: u32, sample_micros: u64) -> u32 {
+        let buffered = self.buffered_min_rtt(sample_micros);
         let gradient = (buffered / sample_micros.max(1) as f64).clamp(0.5, 2.0);
         let scaled = f64::from(limit) * gradient;
         let new = (scaled + scaled.sqrt()) as u32;
         new.clamp(self.config.min_concurrency, self.config.max_limit)
+    }
+
+    /// The new limit `new` of a window whose most calls in flight were `peak` and whose RTT
+    /// was `sample_micros`, with the floor of `in_flight_floor` (see
+    /// [`EnvoyGradientConfig::in_flight_floor`]): in a window in which the limit did not bind,
+    /// a fall stops at the floor (never above the limit it falls from).
+    fn floored(&mut self, limit: u32, new: u32, sample_micros: u64, peak: u32) -> u32 {
+        if self.config.in_flight_floor == 0.0 {
+            return new;
+        }
+        let within_buffer = sample_micros as f64 <= self.buffered_min_rtt(sample_micros);
+        if self.carried.len() == IN_FLIGHT_FLOOR_WINDOWS {
+            self.carried.pop_front();
+        }
+        self.carried.push_back(if within_buffer { peak } else { 0 });
+        if self.last_window_bound || new >= limit {
+            return new;
+        }
+        let carried = self.carried.iter().copied().max().unwrap_or(0);
+        // A product past u32::MAX saturates in the cast; the limit it falls from caps it.
+        let floor = (f64::from(carried) * self.config.in_flight_floor) as u32;
+        new.max(floor.min(limit))
     }
 
     /// At the end of a sample window, ends an unpinned measurement that has its calls: one
@@ -515,9 +576,11 @@ impl EnvoyGradient {
             let interval = self.jittered(self.config.min_rtt_interval);
             self.next_min_rtt = Some(now.saturating_add(Self::nanos(interval)));
         }
+        let peak = self.window.max_in_flight();
         let sample = self.take_percentile(self.config.window_percentile)?;
         self.sample_rtt_micros = Some(sample);
         let new = self.new_limit(limit, sample);
+        let new = self.floored(limit, new, sample, peak);
         let min = self.config.min_concurrency;
         if limit == min && new == min {
             self.windows_at_min += 1;
