@@ -100,8 +100,8 @@ pub struct EnvoyGradientConfig {
     /// service queues in bursts that drain, and a burst lifts a window's RTT past the buffer
     /// although the limit admitted every call: Envoy's gradient then shrinks the limit, a few
     /// such windows in a row take it under the next burst, and that burst is refused. The
-    /// floor keeps the limit above what the service carried at its unloaded latency in its
-    /// last 50 windows with calls; once the limit binds (an overload: calls find it full),
+    /// floor keeps the limit above what the service carried at a latency within the buffer
+    /// in its last 50 windows with calls; once the limit binds (an overload: calls find it full),
     /// Envoy's gradient applies unchanged, and windows whose RTT is past the buffer (a queue)
     /// do not raise the floor, so an overload that starts while the limit is high brings it
     /// down to the floor, where it holds until calls find it full. In the simulated shape
