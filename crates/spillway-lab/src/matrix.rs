@@ -251,6 +251,101 @@ pub fn disagreements(real: &Cell, twin: &Cell) -> Vec<String> {
     out
 }
 
+/// Where `real` (a loopback cell) lies beyond its simulated twins on several seeds: a goodput
+/// or p99 at a load of [`MATRIX_LOADS`] more than the tolerance ([`AGREE_GOODPUT`],
+/// [`AGREE_P99_RATIO`]) outside the range of the `twins`' values, or a recovery target met by
+/// `real` and by none of them, or missed by `real` and met by all. Each names the range. Empty
+/// when `real` lies within the twins' spread: then where it differs from the twin on its own
+/// seed ([`disagreements`]), it differs no more than the simulation does from itself on
+/// other arrivals and service times. With one twin, the same as [`disagreements`] (with the
+/// twin's value as the range).
+///
+/// # Examples
+///
+/// ```
+/// use spillway_lab::matrix::{beyond_spread, Cell};
+///
+/// let twin = Cell {
+///     strategy: "aimd",
+///     workers: 4,
+///     shape: "exponential",
+///     capacity: 400.0,
+///     unloaded_p99_ms: 30.0,
+///     goodput: [0.97, 0.97, 0.96],
+///     p99_ratio: [1.5, 1.6, 1.8],
+///     recovery_s: Some(0.4),
+///     long_run: None,
+/// };
+/// let other_seed = Cell { goodput: [0.93, 0.99, 0.96], p99_ratio: [1.5, 1.7, 2.6], ..twin.clone() };
+/// // Goodput at 3x is 0.90: 0.07 from its own seed's twin, within 0.05 of the other's.
+/// let real = Cell { goodput: [0.90, 0.97, 0.96], p99_ratio: [1.5, 2.3, 1.8], ..twin.clone() };
+/// assert_eq!(
+///     beyond_spread(&real, &[&twin, &other_seed]),
+///     ["p99 5x 2.3x (simulated 1.6x to 1.7x)"]
+/// );
+/// ```
+pub fn beyond_spread(real: &Cell, twins: &[&Cell]) -> Vec<String> {
+    let mut out = Vec::new();
+    let range = |value: &dyn Fn(&Cell) -> f64| {
+        twins
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), twin| {
+                (low.min(value(twin)), high.max(value(twin)))
+            })
+    };
+    let beyond = |real: f64, (low, high): (f64, f64), tolerance: f64| {
+        real < low - tolerance || real > high + tolerance
+    };
+    for (i, load) in MATRIX_LOADS.iter().enumerate() {
+        let (low, high) = range(&|cell| cell.goodput[i]);
+        if beyond(real.goodput[i], (low, high), AGREE_GOODPUT) {
+            out.push(format!(
+                "goodput {load}x {:.2} (simulated {})",
+                real.goodput[i],
+                range_text(low, high, |v| format!("{v:.2}"))
+            ));
+        }
+    }
+    for (i, load) in MATRIX_LOADS.iter().enumerate() {
+        let (low, high) = range(&|cell| cell.p99_ratio[i]);
+        if beyond(real.p99_ratio[i], (low, high), AGREE_P99_RATIO) {
+            out.push(format!(
+                "p99 {load}x {:.1}x (simulated {})",
+                real.p99_ratio[i],
+                range_text(low, high, |v| format!("{v:.1}x"))
+            ));
+        }
+    }
+    let recovered = twins.iter().filter(|twin| twin.meets_recovery()).count();
+    let like_real = if real.meets_recovery() {
+        recovered
+    } else {
+        twins.len() - recovered
+    };
+    if !twins.is_empty() && like_real == 0 {
+        out.push(format!(
+            "recovery {} (simulated {} on every seed)",
+            recovery_text(real.recovery_s),
+            if real.meets_recovery() {
+                "past the target"
+            } else {
+                "within the target"
+            }
+        ));
+    }
+    out
+}
+
+/// `low to high` as `show` writes each, or one value when they are the same.
+fn range_text(low: f64, high: f64, show: impl Fn(f64) -> String) -> String {
+    let (low, high) = (show(low), show(high));
+    if low == high {
+        low
+    } else {
+        format!("{low} to {high}")
+    }
+}
+
 /// Runs every strategy in `strategies` on every shape of the matrix: [`MATRIX_WORKERS`] x
 /// [`matrix_shapes`] with `base`'s mean service time, the rest of `base` (clients, seed, run
 /// lengths) as given. Cells come strategy by strategy, then by workers, then by shape.
@@ -347,20 +442,52 @@ pub fn matrix_markdown(cells: &[Cell]) -> String {
 }
 
 /// The loopback lab's cells as [`matrix_markdown`] has them, each with its measured capacity and
-/// what its simulated twin in `twins` (the same strategy and shape) says where they
-/// [disagree](disagreements), and a count of those per strategy.
-pub fn compared_markdown(real: &[Cell], twins: &[Cell]) -> String {
-    markdown(real, Some(twins))
+/// what its simulated twin in `twins` (the same strategy and shape, on the loopback run's seed)
+/// says where they [disagree](disagreements), and a count of those per strategy. With twins
+/// on other seeds in `other_seeds`, each cell that disagrees also says whether it lies
+/// [beyond the spread](beyond_spread) of all its twins, and the summary counts the cells
+/// within it.
+pub fn compared_markdown(real: &[Cell], twins: &[Cell], other_seeds: &[Cell]) -> String {
+    markdown(
+        real,
+        Some(Twins {
+            own_seed: twins,
+            other_seeds,
+        }),
+    )
+}
+
+/// A loopback matrix's simulated twins.
+#[derive(Clone, Copy)]
+struct Twins<'a> {
+    /// On the loopback run's seed: its arrivals and service times.
+    own_seed: &'a [Cell],
+    /// On other seeds (any number a cell).
+    other_seeds: &'a [Cell],
+}
+
+/// Whether `twin` is a twin of `cell`: the same strategy on the same shape.
+fn is_twin(cell: &Cell, twin: &Cell) -> bool {
+    twin.strategy == cell.strategy && twin.workers == cell.workers && twin.shape == cell.shape
 }
 
 /// The twin of `cell` in `twins`.
 fn twin_of<'a>(cell: &Cell, twins: &'a [Cell]) -> Option<&'a Cell> {
-    twins
-        .iter()
-        .find(|t| t.strategy == cell.strategy && t.workers == cell.workers && t.shape == cell.shape)
+    twins.iter().find(|t| is_twin(cell, t))
 }
 
-fn markdown(cells: &[Cell], twins: Option<&[Cell]>) -> String {
+impl Twins<'_> {
+    /// The twin on the loopback run's seed, then those on the other seeds.
+    fn all_of(&self, cell: &Cell) -> Vec<&Cell> {
+        self.own_seed
+            .iter()
+            .chain(self.other_seeds)
+            .filter(|t| is_twin(cell, t))
+            .collect()
+    }
+}
+
+fn markdown(cells: &[Cell], twins: Option<Twins<'_>>) -> String {
     let mut strategies: Vec<&'static str> = Vec::new();
     for cell in cells {
         if !strategies.contains(&cell.strategy) {
@@ -370,8 +497,15 @@ fn markdown(cells: &[Cell], twins: Option<&[Cell]>) -> String {
     let long_run = cells.iter().any(|c| c.long_run.is_some());
     let disagree = |cell: &Cell| {
         twins
-            .and_then(|twins| twin_of(cell, twins))
+            .and_then(|twins| twin_of(cell, twins.own_seed))
             .map(|twin| disagreements(cell, twin))
+    };
+    let spread = twins.filter(|twins| !twins.other_seeds.is_empty());
+    let beyond = |cell: &Cell| {
+        spread.and_then(|twins| {
+            let all = twins.all_of(cell);
+            (!all.is_empty()).then(|| beyond_spread(cell, &all))
+        })
     };
     let mut out = String::from("| strategy | overload (3x, 5x) | recovery |");
     if long_run {
@@ -381,8 +515,13 @@ fn markdown(cells: &[Cell], twins: Option<&[Cell]>) -> String {
     if twins.is_some() {
         out.push_str(" agrees with the simulation |");
     }
+    if spread.is_some() {
+        out.push_str(" within the seeds' spread |");
+    }
     out.push_str("\n|---|---:|---:|");
-    out.push_str(&"---:|".repeat(usize::from(long_run) + 1 + usize::from(twins.is_some())));
+    out.push_str(&"---:|".repeat(
+        usize::from(long_run) + 1 + usize::from(twins.is_some()) + usize::from(spread.is_some()),
+    ));
     out.push('\n');
     for strategy in &strategies {
         let mine: Vec<&Cell> = cells.iter().filter(|c| c.strategy == *strategy).collect();
@@ -398,6 +537,9 @@ fn markdown(cells: &[Cell], twins: Option<&[Cell]>) -> String {
         if twins.is_some() {
             row.push(count(&|c| disagree(c).is_some_and(|d| d.is_empty())));
         }
+        if spread.is_some() {
+            row.push(count(&|c| beyond(c).is_some_and(|d| d.is_empty())));
+        }
         let _ = writeln!(out, "| {strategy} | {} |", row.join(" | "));
     }
     for strategy in &strategies {
@@ -409,11 +551,21 @@ fn markdown(cells: &[Cell], twins: Option<&[Cell]>) -> String {
                 let mut text = cell_text(c);
                 if let Some(twins) = twins {
                     let _ = write!(text, "<br>{:.0}/s", c.capacity);
-                    match twin_of(c, twins).map(|twin| disagreements(c, twin)) {
+                    match twin_of(c, twins.own_seed).map(|twin| disagreements(c, twin)) {
                         None => text.push_str("<br>no simulated twin"),
                         Some(d) if d.is_empty() => text.push_str("<br>as simulated"),
                         Some(d) => {
                             let _ = write!(text, "<br>**differs**: {}", d.join("; "));
+                            match beyond(c) {
+                                None => {}
+                                Some(b) if b.is_empty() => {
+                                    text.push_str("<br>within the seeds' spread");
+                                }
+                                Some(b) => {
+                                    let _ =
+                                        write!(text, "<br>**beyond the seeds**: {}", b.join("; "));
+                                }
+                            }
                         }
                     }
                 }

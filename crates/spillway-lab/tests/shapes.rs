@@ -651,7 +651,7 @@ fn a_compared_matrix_shows_where_the_simulation_disagrees() {
         workers: 4,
         ..twin.clone()
     };
-    let text = compared_markdown(&[agreeing, differing, lonely], &[twin, twin4]);
+    let text = compared_markdown(&[agreeing, differing, lonely], &[twin, twin4], &[]);
     assert!(
         text.starts_with(
             "| strategy | overload (3x, 5x) | recovery | every target | agrees with the simulation |\n\
@@ -669,6 +669,76 @@ fn a_compared_matrix_shows_where_the_simulation_disagrees() {
     );
     assert!(text.contains("<br>no simulated twin"), "{text}");
     assert!(!text.contains("refused"), "no long run: {text}");
+    assert!(!text.contains("spread"), "no other seeds: {text}");
+}
+
+/// With twins on other seeds, a cell that differs from its own seed's twin says whether it
+/// lies beyond the spread of all its twins, and the summary counts the cells within it.
+#[test]
+fn a_compared_matrix_tells_a_disagreement_from_the_seeds_spread() {
+    let twin = Cell {
+        strategy: "envoy_gradient",
+        workers: 2,
+        shape: "exponential",
+        capacity: 180.0,
+        unloaded_p99_ms: 60.0,
+        goodput: [0.99, 1.00, 0.99],
+        p99_ratio: [1.4, 1.5, 1.6],
+        recovery_s: Some(0.3),
+        long_run: None,
+    };
+    // Another seed's twin: goodput 0.92 at 3x, p99 2.6x at 10x, no recovery.
+    let other_seed = Cell {
+        goodput: [0.92, 1.01, 0.98],
+        p99_ratio: [1.5, 1.5, 2.6],
+        recovery_s: None,
+        ..twin.clone()
+    };
+    // 0.07 from its own seed's twin at 3x, within 0.05 of the other seed's; never recovers,
+    // as the other seed's twin.
+    let within = Cell {
+        goodput: [0.92, 1.00, 0.99],
+        recovery_s: None,
+        ..twin.clone()
+    };
+    // p99 at 5x 3.0x: beyond 1.5x on both seeds, by more than 0.5x.
+    let beyond = Cell {
+        workers: 4,
+        p99_ratio: [1.4, 3.0, 1.6],
+        ..twin.clone()
+    };
+    let twin4 = Cell {
+        workers: 4,
+        ..twin.clone()
+    };
+    let other4 = Cell {
+        workers: 4,
+        ..other_seed.clone()
+    };
+    let text = compared_markdown(&[within, beyond], &[twin, twin4], &[other_seed, other4]);
+    assert!(
+        text.starts_with(
+            "| strategy | overload (3x, 5x) | recovery | every target | agrees with the \
+             simulation | within the seeds' spread |\n\
+             |---|---:|---:|---:|---:|---:|\n\
+             | envoy_gradient | 0 of 2 | 1 of 2 | 0 of 2 | 0 of 2 | 1 of 2 |\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "<br>**differs**: goodput 3x 0.92 (simulated 0.99); recovery never (simulated \
+             0.3 s)<br>within the seeds' spread |"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "<br>**differs**: p99 5x 3.0x (simulated 1.5x)<br>**beyond the seeds**: p99 5x \
+             3.0x (simulated 1.5x) |"
+        ),
+        "{text}"
+    );
 }
 
 /// The in-flight floor (`in_flight_floor = 6`, the default) against Envoy's gradient alone

@@ -53,8 +53,12 @@ pub fn loopback_mean(workers: usize) -> Duration {
 pub struct LoopbackMatrix {
     /// The cells measured on loopback (no long run: three minutes a cell).
     pub loopback: Vec<Cell>,
-    /// The same cells simulated, each on its loopback cell's measured capacity.
+    /// The same cells simulated, each on its loopback cell's measured capacity, with the
+    /// loopback run's seed (its arrivals and service times).
     pub simulated: Vec<Cell>,
+    /// The same cells simulated on the next [`TWIN_SEEDS`] - 1 seeds: how far the simulation
+    /// differs from itself on other arrivals and service times.
+    pub other_seeds: Vec<Cell>,
     /// `envoy_gradient`'s settings in these runs.
     pub envoy: EnvoyGradientConfig,
     /// The adaptive strategies' queue in these runs (`None`: none), as given: on a service
@@ -92,10 +96,14 @@ impl LoopbackMatrix {
         };
         format!(
             "{INTRO}{settings}\n{}",
-            compared_markdown(&self.loopback, &self.simulated)
+            compared_markdown(&self.loopback, &self.simulated, &self.other_seeds)
         )
     }
 }
+
+/// The seeds each loopback cell's twin is simulated on: the loopback run's own and the next
+/// ones, to tell a disagreement from the spread of the simulation's own results.
+pub const TWIN_SEEDS: u64 = 5;
 
 /// How much the loopback matrix stretches the clients' timeout and back-off, and the adaptive
 /// queue's timeout, on a service of `workers`: its mean over [`LOOPBACK_MATRIX_BASE_MEAN`].
@@ -149,7 +157,8 @@ pub fn loopback_matrix_minutes(params: &LoopbackParams, strategies: usize) -> u6
 /// Runs every strategy of `strategies` through the proxy on each shape of the loopback matrix
 /// ([`LOOPBACK_MATRIX_WORKERS`] x [`LOOPBACK_MATRIX_SHAPES`], means from [`loopback_mean`]):
 /// the sweeps at 3x, 5x and 10x and the slowdown, Poisson arrivals, the clients and run lengths
-/// of `base`; and simulates each cell's twin with `seed`. Each service's capacity is measured
+/// of `base`; and simulates each cell's twin with `seed` and the next [`TWIN_SEEDS`] - 1 seeds.
+/// Each service's capacity is measured
 /// first; the upstream and the arrivals draw from `seed`. A service slower than
 /// [`LOOPBACK_MATRIX_BASE_MEAN`] gets the clients' timeout and back-off, and `base`'s adaptive
 /// queue its timeout, stretched as much (so that its slow requests do not all time out; the
@@ -169,6 +178,7 @@ pub async fn run_loopback_matrix(
     let mut matrix = LoopbackMatrix {
         loopback: Vec::new(),
         simulated: Vec::new(),
+        other_seeds: Vec::new(),
         envoy: base.envoy,
         adaptive_queue: base.adaptive_queue,
     };
@@ -197,6 +207,17 @@ pub async fn run_loopback_matrix(
             let unloaded =
                 run_point(&params, Strategy::None, Scenario::Sweep { load: 0.5 }).await?;
             let twin_unloaded = simulate(&lab, Scenario::Sweep { load: 0.5 }, Strategy::None)?;
+            // The twins on the other seeds, each with its own unloaded p99.
+            let other_seeds = (1..TWIN_SEEDS)
+                .map(|k| {
+                    let lab = LabParams {
+                        seed: lab.seed.wrapping_add(k),
+                        ..lab.clone()
+                    };
+                    let unloaded = simulate(&lab, Scenario::Sweep { load: 0.5 }, Strategy::None)?;
+                    Ok((lab, unloaded))
+                })
+                .collect::<Result<Vec<_>, spillway_lab::LabError>>()?;
             for &strategy in strategies {
                 let started = Instant::now();
                 let mut overloads = Vec::with_capacity(MATRIX_LOADS.len());
@@ -230,6 +251,11 @@ pub async fn run_loopback_matrix(
                     cell.recovery_s,
                     started.elapsed().as_secs_f64()
                 );
+                for (lab, unloaded) in &other_seeds {
+                    matrix
+                        .other_seeds
+                        .push(run_cell(lab, strategy, shape, unloaded, false)?);
+                }
                 matrix.loopback.push(cell);
                 matrix.simulated.push(simulated);
             }
@@ -250,6 +276,7 @@ mod tests {
         let matrix = LoopbackMatrix {
             loopback: Vec::new(),
             simulated: Vec::new(),
+            other_seeds: Vec::new(),
             envoy: EnvoyGradientConfig::default(),
             adaptive_queue: None,
         };
@@ -307,6 +334,7 @@ mod tests {
         let matrix = LoopbackMatrix {
             loopback: Vec::new(),
             simulated: Vec::new(),
+            other_seeds: Vec::new(),
             envoy: EnvoyGradientConfig {
                 start_limit: 50,
                 ..Default::default()
