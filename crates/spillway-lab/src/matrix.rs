@@ -251,14 +251,15 @@ pub fn disagreements(real: &Cell, twin: &Cell) -> Vec<String> {
     out
 }
 
-/// Where `real` (a loopback cell) lies beyond its simulated twins on several seeds: a goodput
-/// or p99 at a load of [`MATRIX_LOADS`] more than the tolerance ([`AGREE_GOODPUT`],
-/// [`AGREE_P99_RATIO`]) outside the range of the `twins`' values, or a recovery target met by
-/// `real` and by none of them, or missed by `real` and met by all. Each names the range. Empty
-/// when `real` lies within the twins' spread: then where it differs from the twin on its own
-/// seed ([`disagreements`]), it differs no more than the simulation does from itself on
-/// other arrivals and service times. With one twin, the same as [`disagreements`] (with the
-/// twin's value as the range).
+/// Where `real` (a loopback cell) lies beyond its simulated twins on several seeds: `own`, the
+/// twin on the loopback run's seed, and `others`, on other seeds. A goodput or p99 at a load
+/// of [`MATRIX_LOADS`] lies beyond them when it is more than the tolerance ([`AGREE_GOODPUT`],
+/// [`AGREE_P99_RATIO`]) outside the range of the twins' values; the recovery, when `real`
+/// meets its target and no twin does, or misses it and every twin meets it. Each names the
+/// range. Empty when `real` lies within the tolerance of that range: what it differs by from
+/// `own` ([`disagreements`]) is then not beyond what the simulation spans on other arrivals
+/// and service times. With no `others`, the same as [`disagreements`]; every value beyond
+/// the range is one of those.
 ///
 /// # Examples
 ///
@@ -280,21 +281,21 @@ pub fn disagreements(real: &Cell, twin: &Cell) -> Vec<String> {
 /// // Goodput at 3x is 0.90: 0.07 from its own seed's twin, within 0.05 of the other's.
 /// let real = Cell { goodput: [0.90, 0.97, 0.96], p99_ratio: [1.5, 2.3, 1.8], ..twin.clone() };
 /// assert_eq!(
-///     beyond_spread(&real, &[&twin, &other_seed]),
+///     beyond_spread(&real, &twin, &[&other_seed]),
 ///     ["p99 5x 2.3x (simulated 1.6x to 1.7x)"]
 /// );
 /// ```
-pub fn beyond_spread(real: &Cell, twins: &[&Cell]) -> Vec<String> {
+pub fn beyond_spread(real: &Cell, own: &Cell, others: &[&Cell]) -> Vec<String> {
     let mut out = Vec::new();
+    let twins = || std::iter::once(own).chain(others.iter().copied());
     let range = |value: &dyn Fn(&Cell) -> f64| {
-        twins
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), twin| {
-                (low.min(value(twin)), high.max(value(twin)))
-            })
+        twins().fold((value(own), value(own)), |(low, high), twin| {
+            (low.min(value(twin)), high.max(value(twin)))
+        })
     };
+    // As `disagreements` measures a difference, so that with one twin the two agree exactly.
     let beyond = |real: f64, (low, high): (f64, f64), tolerance: f64| {
-        real < low - tolerance || real > high + tolerance
+        (low - real).max(real - high) > tolerance
     };
     for (i, load) in MATRIX_LOADS.iter().enumerate() {
         let (low, high) = range(&|cell| cell.goodput[i]);
@@ -316,21 +317,13 @@ pub fn beyond_spread(real: &Cell, twins: &[&Cell]) -> Vec<String> {
             ));
         }
     }
-    let recovered = twins.iter().filter(|twin| twin.meets_recovery()).count();
-    let like_real = if real.meets_recovery() {
-        recovered
-    } else {
-        twins.len() - recovered
-    };
-    if !twins.is_empty() && like_real == 0 {
+    if twins().all(|twin| twin.meets_recovery() != real.meets_recovery()) {
+        let twins_recovered: Vec<String> =
+            twins().map(|twin| recovery_text(twin.recovery_s)).collect();
         out.push(format!(
-            "recovery {} (simulated {} on every seed)",
+            "recovery {} (simulated {})",
             recovery_text(real.recovery_s),
-            if real.meets_recovery() {
-                "past the target"
-            } else {
-                "within the target"
-            }
+            twins_recovered.join(", ")
         ));
     }
     out
@@ -445,8 +438,9 @@ pub fn matrix_markdown(cells: &[Cell]) -> String {
 /// what its simulated twin in `twins` (the same strategy and shape, on the loopback run's seed)
 /// says where they [disagree](disagreements), and a count of those per strategy. With twins
 /// on other seeds in `other_seeds`, each cell that disagrees also says whether it lies
-/// [beyond the spread](beyond_spread) of all its twins, and the summary counts the cells
-/// within it.
+/// [beyond the spread](beyond_spread) of all its twins, and the summary's last column counts
+/// the cells within it (those that agree among them): of the cells with a twin on their own
+/// seed and on another.
 pub fn compared_markdown(real: &[Cell], twins: &[Cell], other_seeds: &[Cell]) -> String {
     markdown(
         real,
@@ -466,7 +460,7 @@ struct Twins<'a> {
     other_seeds: &'a [Cell],
 }
 
-/// Whether `twin` is a twin of `cell`: the same strategy on the same shape.
+/// Whether `twin` is a twin of `cell`: the same strategy on the same workers and shape.
 fn is_twin(cell: &Cell, twin: &Cell) -> bool {
     twin.strategy == cell.strategy && twin.workers == cell.workers && twin.shape == cell.shape
 }
@@ -477,11 +471,10 @@ fn twin_of<'a>(cell: &Cell, twins: &'a [Cell]) -> Option<&'a Cell> {
 }
 
 impl Twins<'_> {
-    /// The twin on the loopback run's seed, then those on the other seeds.
-    fn all_of(&self, cell: &Cell) -> Vec<&Cell> {
-        self.own_seed
+    /// The twins of `cell` on the other seeds.
+    fn others_of(&self, cell: &Cell) -> Vec<&Cell> {
+        self.other_seeds
             .iter()
-            .chain(self.other_seeds)
             .filter(|t| is_twin(cell, t))
             .collect()
     }
@@ -501,11 +494,12 @@ fn markdown(cells: &[Cell], twins: Option<Twins<'_>>) -> String {
             .map(|twin| disagreements(cell, twin))
     };
     let spread = twins.filter(|twins| !twins.other_seeds.is_empty());
+    // Only for a cell with a twin on its own seed and on at least one other.
     let beyond = |cell: &Cell| {
-        spread.and_then(|twins| {
-            let all = twins.all_of(cell);
-            (!all.is_empty()).then(|| beyond_spread(cell, &all))
-        })
+        let twins = spread?;
+        let own = twin_of(cell, twins.own_seed)?;
+        let others = twins.others_of(cell);
+        (!others.is_empty()).then(|| beyond_spread(cell, own, &others))
     };
     let mut out = String::from("| strategy | overload (3x, 5x) | recovery |");
     if long_run {

@@ -673,12 +673,13 @@ fn a_compared_matrix_shows_where_the_simulation_disagrees() {
 }
 
 /// With twins on other seeds, a cell that differs from its own seed's twin says whether it
-/// lies beyond the spread of all its twins, and the summary counts the cells within it.
+/// lies beyond the spread of all its twins (more than the tolerance outside their range), and
+/// the summary counts the cells within it, of those with twins on both.
 #[test]
 fn a_compared_matrix_tells_a_disagreement_from_the_seeds_spread() {
     let twin = Cell {
         strategy: "envoy_gradient",
-        workers: 2,
+        workers: 1,
         shape: "exponential",
         capacity: 180.0,
         unloaded_p99_ms: 60.0,
@@ -694,49 +695,104 @@ fn a_compared_matrix_tells_a_disagreement_from_the_seeds_spread() {
         recovery_s: None,
         ..twin.clone()
     };
-    // 0.07 from its own seed's twin at 3x, within 0.05 of the other seed's; never recovers,
-    // as the other seed's twin.
+    let on = |workers: u32, cell: &Cell| Cell {
+        workers,
+        ..cell.clone()
+    };
+    // Workers 1: as its own seed's twin.
+    let agreeing = twin.clone();
+    // Workers 2: goodput 0.88 at 3x, 0.11 from its own seed's twin and 0.04 below the other
+    // seed's; never recovers, as the other seed's twin.
     let within = Cell {
-        goodput: [0.92, 1.00, 0.99],
+        workers: 2,
+        goodput: [0.88, 1.00, 0.99],
         recovery_s: None,
         ..twin.clone()
     };
-    // p99 at 5x 3.0x: beyond 1.5x on both seeds, by more than 0.5x.
+    // Workers 4: p99 at 5x 3.0x, beyond 1.5x on both seeds by more than 0.5x; goodput at 5x
+    // 0.90, 0.10 under 1.00 to 1.01.
     let beyond = Cell {
         workers: 4,
+        goodput: [0.99, 0.90, 0.99],
         p99_ratio: [1.4, 3.0, 1.6],
         ..twin.clone()
     };
-    let twin4 = Cell {
-        workers: 4,
+    // Workers 8: never recovers where both twins do (the other seed's recovers here).
+    let no_recovery = Cell {
+        workers: 8,
+        recovery_s: None,
         ..twin.clone()
     };
-    let other4 = Cell {
-        workers: 4,
+    let recovering = Cell {
+        workers: 8,
+        recovery_s: Some(1.5),
         ..other_seed.clone()
     };
-    let text = compared_markdown(&[within, beyond], &[twin, twin4], &[other_seed, other4]);
+    // Workers 32: differs from its own seed's twin, with no twin on another seed.
+    let alone = Cell {
+        workers: 32,
+        goodput: [0.80, 1.00, 0.99],
+        ..twin.clone()
+    };
+    let text = compared_markdown(
+        &[agreeing, within, beyond, no_recovery, alone],
+        &[
+            twin.clone(),
+            on(2, &twin),
+            on(4, &twin),
+            on(8, &twin),
+            on(32, &twin),
+        ],
+        &[
+            other_seed.clone(),
+            on(2, &other_seed),
+            on(4, &other_seed),
+            recovering,
+        ],
+    );
+    // Overload: workers 1 and 8; recovery: 1, 4 and 32; agreeing: 1; within the spread: 1
+    // and 2 (32 has no other seed's twin to be judged on).
     assert!(
         text.starts_with(
             "| strategy | overload (3x, 5x) | recovery | every target | agrees with the \
              simulation | within the seeds' spread |\n\
              |---|---:|---:|---:|---:|---:|\n\
-             | envoy_gradient | 0 of 2 | 1 of 2 | 0 of 2 | 0 of 2 | 1 of 2 |\n"
+             | envoy_gradient | 2 of 5 | 3 of 5 | 1 of 5 | 1 of 5 | 2 of 5 |\n"
         ),
         "{text}"
     );
+    let row = |workers: u32| {
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(&format!("| {workers} |")))
+            .unwrap();
+        line.to_string()
+    };
+    assert!(row(1).ends_with("<br>180/s<br>as simulated |"), "{text}");
     assert!(
-        text.contains(
-            "<br>**differs**: goodput 3x 0.92 (simulated 0.99); recovery never (simulated \
+        row(2).ends_with(
+            "<br>**differs**: goodput 3x 0.88 (simulated 0.99); recovery never (simulated \
              0.3 s)<br>within the seeds' spread |"
         ),
         "{text}"
     );
     assert!(
-        text.contains(
-            "<br>**differs**: p99 5x 3.0x (simulated 1.5x)<br>**beyond the seeds**: p99 5x \
-             3.0x (simulated 1.5x) |"
+        row(4).ends_with(
+            "<br>**differs**: goodput 5x 0.90 (simulated 1.00); p99 5x 3.0x (simulated 1.5x)\
+             <br>**beyond the seeds**: goodput 5x 0.90 (simulated 1.00 to 1.01); p99 5x 3.0x \
+             (simulated 1.5x) |"
         ),
+        "{text}"
+    );
+    assert!(
+        row(8).ends_with(
+            "<br>**differs**: recovery never (simulated 0.3 s)<br>**beyond the seeds**: \
+             recovery never (simulated 0.3 s, 1.5 s) |"
+        ),
+        "{text}"
+    );
+    assert!(
+        row(32).ends_with("<br>**differs**: goodput 3x 0.80 (simulated 0.99) |"),
         "{text}"
     );
 }

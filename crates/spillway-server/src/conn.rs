@@ -28,6 +28,7 @@ struct Counts {
     header_timeouts: AtomicU64,
     body_timeouts: AtomicU64,
     send_timeouts: AtomicU64,
+    clients_left: AtomicU64,
     upstream_refusals: AtomicU64,
     /// The workers' open connections, once the proxy serves on workers.
     worker_loads: std::sync::OnceLock<Arc<crate::workers::Loads>>,
@@ -151,6 +152,15 @@ impl ListenerCounts {
 
     pub(crate) fn count_send_timeout(&self) {
         self.inner.send_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests whose client left while they were forwarded.
+    pub(crate) fn clients_left(&self) -> u64 {
+        self.inner.clients_left.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_client_left(&self) {
+        self.inner.clients_left.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn count_body_timeout(&self) {

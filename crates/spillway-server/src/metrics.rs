@@ -374,6 +374,13 @@ impl Collector for Listeners {
                  nothing for the send timeout, by listener",
                 ListenerCounts::send_timeouts,
             ),
+            (
+                "spillway_clients_left",
+                "Requests whose client left while they were forwarded, run on to the \
+                 upstream's answer or cancelled as listener.finish_when_client_leaves says, by \
+                 listener",
+                ListenerCounts::clients_left,
+            ),
         ] {
             let rows = listeners
                 .map(|(listener, counts)| (vec![("listener", listener.to_owned())], read(counts)));

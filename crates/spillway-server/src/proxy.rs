@@ -4,6 +4,7 @@
 mod body;
 mod client;
 mod client_body;
+mod finishing;
 mod forward;
 mod forwarder;
 mod front;
@@ -32,6 +33,7 @@ use crate::conn::ListenerCounts;
 use crate::metrics::Metrics;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
+use finishing::{Finishing, Forwarding};
 use forward::Failure;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -325,7 +327,15 @@ impl Proxy {
         let upgrading = forward::upgrade_of(&request).map(|_| hyper::upgrade::on(&mut request));
         let mut service = service.clone();
         service.get_mut().get_mut().set_peer(Arc::clone(peer));
-        let response = match service.oneshot(request).await {
+        // A client that leaves drops this future: a call already forwarded runs on to the
+        // upstream's answer where the listener says so, holding its places (see `finishing`).
+        let forwarding = Forwarding::when(table.finish_when_client_leaves);
+        if let Some(forwarding) = &forwarding {
+            request.extensions_mut().insert(forwarding.clone());
+        }
+        let call = service.oneshot(request);
+        let answered = Finishing::new(call, forwarding, &self.inner.counts).await;
+        let response = match answered {
             Ok(response) => response,
             Err(never) => match never {},
         };

@@ -178,6 +178,41 @@ async fn a_full_queue_sheds_the_least_critical_waiter_for_a_more_critical_newcom
     }
 }
 
+/// A request whose client leaves while it waits in an adaptive limit's queue leaves the queue
+/// and is never forwarded (only a request already at the upstream runs on, with
+/// `finish_when_client_leaves`, the default); it is counted as a client that left.
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_client_leaves_in_the_queue_is_never_forwarded() {
+    use tokio::io::AsyncWriteExt;
+    let h = start(QUEUED).await;
+    let held = h.send("/hold", &[("x-tag", "first")]);
+    h.until_seen(1).await;
+    let mut gone = tokio::net::TcpStream::connect(h.served.proxy)
+        .await
+        .unwrap();
+    gone.write_all(b"GET /hold HTTP/1.1\r\nHost: x\r\nx-tag: gone\r\n\r\n")
+        .await
+        .unwrap();
+    h.until_waiting("api-limit", 1).await;
+    drop(gone);
+    h.until_waiting("api-limit", 0).await;
+    h.release.notify_one();
+    assert_eq!(held.await.unwrap().0, StatusCode::OK);
+    // The place is free for the next request, and the one that left was never forwarded.
+    assert_eq!(
+        h.send("/", &[("x-tag", "next")]).await.unwrap().0,
+        StatusCode::OK
+    );
+    let tags: Vec<String> = h
+        .seen()
+        .iter()
+        .map(|s| s.rsplit('=').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(tags, ["first", "next"]);
+    let left = "spillway_clients_left_total{listener=\"proxy\"} 1";
+    assert!(h.metrics().contains(left), "{}", h.metrics());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_trusted_header_names_the_class_and_a_less_critical_newcomer_is_refused() {
     let h = start(QUEUED).await;

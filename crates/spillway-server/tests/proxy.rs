@@ -282,6 +282,62 @@ executes = 1
     h.shutdown().await;
 }
 
+/// A client that leaves while its request is at the upstream: by default the request runs on
+/// to the upstream's answer and holds its place until then, so that `executes = 1` refuses
+/// the next request while the upstream still works on the first; with
+/// `finish_when_client_leaves = false` it is cancelled and its place given back at once. Each
+/// is counted in `spillway_clients_left_total`.
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answers() {
+    use tokio::io::AsyncWriteExt;
+    const HOLD: &str =
+        "[[route]]\nresource = \"hold\"\npath = \"/hold\"\nupstream = \"app\"\nexecutes = 1\n";
+    const LEFT: &str = r#"spillway_clients_left_total{listener="proxy"} 1"#;
+    for run_on in [true, false] {
+        let listener = if run_on {
+            ""
+        } else {
+            "finish_when_client_leaves = false"
+        };
+        let h = start_with(listener, HOLD).await;
+        let resource = h.spillway.resource("hold").unwrap();
+        // The client sends `/hold`, and leaves once the request is in flight.
+        let mut stream = tokio::net::TcpStream::connect(h.proxy).await.unwrap();
+        stream
+            .write_all(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        while resource.stats().concurrency == 0 {
+            tokio::task::yield_now().await;
+        }
+        drop(stream);
+        while !h.metrics().contains(LEFT) {
+            tokio::task::yield_now().await;
+        }
+        if run_on {
+            // The upstream still works on it: its place is held, and the next is refused.
+            assert_eq!(resource.stats().concurrency, 1);
+            let (status, _, body) = h.get("/hold").await;
+            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+            assert!(body.contains("blocked by executes"), "{body}");
+            // The upstream answers: the place comes back, and the call counts as a success.
+            h.release.notify_one();
+            while resource.stats().concurrency != 0 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(resource.stats().total_success, 1);
+        } else {
+            // Cancelled: its place comes back while the upstream still works on it, and the
+            // next request is admitted (and, never released, times out at the upstream).
+            while resource.stats().concurrency != 0 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(h.status("/hold").await, StatusCode::GATEWAY_TIMEOUT);
+        }
+        h.shutdown().await;
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_unreachable_upstream_is_a_502_and_an_error() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -35,6 +35,10 @@ fn default_body_timeout() -> Duration {
     Duration::from_secs(30)
 }
 
+fn default_finish_when_client_leaves() -> bool {
+    true
+}
+
 fn default_send_timeout() -> Duration {
     Duration::from_secs(60)
 }
@@ -166,6 +170,14 @@ pub struct ListenerConfig {
     /// cap.
     #[serde(default)]
     pub max_body_size: u64,
+    /// When a client leaves (gives up, closes its connection, resets its stream) while its
+    /// request is forwarded: `true` (the default), the request runs on to the upstream's
+    /// response head (within `upstream_timeout`), holding its places and its entry, so that
+    /// the limits count the work the upstream still does for it; `false`, the upstream request
+    /// is cancelled at once and its places given back (Envoy's and nginx's way), which suits
+    /// an upstream that stops working on a request when its connection closes.
+    #[serde(default = "default_finish_when_client_leaves")]
+    pub finish_when_client_leaves: bool,
     /// On SIGTERM or SIGINT, how long requests in flight get to end before the process exits
     /// anyway (the listeners close at once).
     #[serde(default = "default_drain_timeout", with = "humantime_serde")]
@@ -221,6 +233,7 @@ impl Default for ListenerConfig {
             send_timeout: default_send_timeout(),
             max_header_size: default_max_header_size(),
             max_body_size: 0,
+            finish_when_client_leaves: default_finish_when_client_leaves(),
             drain_timeout: default_drain_timeout(),
             origin_header: None,
             shadow: false,

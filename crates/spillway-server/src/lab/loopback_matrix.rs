@@ -48,7 +48,8 @@ pub fn loopback_mean(workers: usize) -> Duration {
         .max(LOOPBACK_MATRIX_BASE_MEAN)
 }
 
-/// The loopback matrix's cells and their simulated twins, in the same order.
+/// The loopback matrix's cells and their simulated twins: on the loopback run's seed, in the
+/// same order, and on the other seeds, `TWIN_SEEDS - 1` a cell in that order.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct LoopbackMatrix {
     /// The cells measured on loopback (no long run: three minutes a cell).
@@ -101,8 +102,9 @@ impl LoopbackMatrix {
     }
 }
 
-/// The seeds each loopback cell's twin is simulated on: the loopback run's own and the next
-/// ones, to tell a disagreement from the spread of the simulation's own results.
+/// How many seeds each loopback cell's twin is simulated on: the loopback run's own and the
+/// next `TWIN_SEEDS - 1`, to tell a disagreement from the spread of the simulation's own
+/// results on other arrivals and service times.
 pub const TWIN_SEEDS: u64 = 5;
 
 /// How much the loopback matrix stretches the clients' timeout and back-off, and the adaptive

@@ -3,6 +3,7 @@
 //! failed ([`Failure`]) and the call's [`Verdict`] for the spillway layer around it.
 
 use super::client::Upstream;
+use super::finishing::Forwarding;
 use super::forward::{self, Failure, Peer, Timeouts};
 use super::shadowed::Shadowed;
 use super::tally::Tally;
@@ -77,6 +78,10 @@ impl tower::Service<Request<Incoming>> for Forwarder {
     }
 
     fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
+        // Admitted: from here on, a client that leaves lets the call run on.
+        if let Some(forwarding) = request.extensions_mut().remove::<Forwarding>() {
+            forwarding.mark();
+        }
         let mut timeouts = self.timeouts;
         // The first refusal shadow mode let it through with, if any: the route's limits' and
         // the layer's ran before its deadline's.

@@ -141,6 +141,8 @@ pub(crate) struct Table {
     pub(super) max_body_size: u64,
     pub(super) blocked: Option<crate::config::BlockedResponse>,
     pub(super) shadow: bool,
+    /// Whether a call whose client leaves runs on to the upstream's answer.
+    pub(super) finish_when_client_leaves: bool,
     /// Proxies whose forwarding headers name the client (for keys by `peer_ip`).
     pub(super) trusted_proxies: spillway_tower::keys::TrustedProxies,
 }
@@ -231,6 +233,7 @@ impl Table {
             max_body_size: config.listener.max_body_size,
             blocked: config.blocked.as_ref().map(|b| b.get_ref().clone()),
             shadow: config.listener.shadow,
+            finish_when_client_leaves: config.listener.finish_when_client_leaves,
             trusted_proxies,
         })
     }
