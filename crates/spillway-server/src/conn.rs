@@ -45,9 +45,20 @@ struct Counts {
 pub(crate) trait Occupied: Send + Sync + std::fmt::Debug {
     /// Its connections now.
     fn occupancy(&self) -> Occupancy;
+
+    /// One more place under its cap for work that outlives its connection, if the cap allows
+    /// (see [`AcceptLimit::hold_over`](spillway_tower::AcceptLimit::hold_over)); `None` from
+    /// a listener that holds none.
+    fn hold_over(&self) -> Option<spillway_tower::HeldPlace> {
+        None
+    }
 }
 
 impl Occupied for spillway_tower::AcceptLimit {
+    fn hold_over(&self) -> Option<spillway_tower::HeldPlace> {
+        spillway_tower::AcceptLimit::hold_over(self)
+    }
+
     fn occupancy(&self) -> Occupancy {
         let state = self.state();
         Occupancy {
@@ -154,7 +165,13 @@ impl ListenerCounts {
         self.inner.send_timeouts.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Requests whose client left while they were forwarded.
+    /// One more place under the listener's cap, for a request that runs on after its client
+    /// left; `None` if the cap allows none, or the listener is not bound yet.
+    pub(crate) fn hold_over(&self) -> Option<spillway_tower::HeldPlace> {
+        self.inner.accepts.get()?.hold_over()
+    }
+
+    /// Requests whose client left before their response head.
     pub(crate) fn clients_left(&self) -> u64 {
         self.inner.clients_left.load(Ordering::Relaxed)
     }

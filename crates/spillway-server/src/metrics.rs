@@ -376,9 +376,9 @@ impl Collector for Listeners {
             ),
             (
                 "spillway_clients_left",
-                "Requests whose client left while they were forwarded, run on to the \
-                 upstream's answer or cancelled as listener.finish_when_client_leaves says, by \
-                 listener",
+                "Requests whose client left (or whose connection closed) before their \
+                 response head, waiting for a place or forwarded; a forwarded one runs on to \
+                 the upstream's answer as listener.finish_when_client_leaves says, by listener",
                 ListenerCounts::clients_left,
             ),
         ] {

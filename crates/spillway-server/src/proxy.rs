@@ -325,16 +325,18 @@ impl Proxy {
         }
         // The client's side of an upgrade (WebSocket), taken before the request goes on.
         let upgrading = forward::upgrade_of(&request).map(|_| hyper::upgrade::on(&mut request));
-        let mut service = service.clone();
-        service.get_mut().get_mut().set_peer(Arc::clone(peer));
         // A client that leaves drops this future: a call already forwarded runs on to the
         // upstream's answer where the listener says so, holding its places (see `finishing`).
         let forwarding = Forwarding::when(table.finish_when_client_leaves);
-        if let Some(forwarding) = &forwarding {
-            request.extensions_mut().insert(forwarding.clone());
-        }
+        let mut service = service.clone();
+        let forwarder = service.get_mut().get_mut();
+        forwarder.set_peer(Arc::clone(peer));
+        forwarder.set_forwarding(forwarding.clone());
+        // A call that runs on keeps its log line, so that the line's duration is the time it
+        // held its places.
         let call = service.oneshot(request);
-        let answered = Finishing::new(call, forwarding, &self.inner.counts).await;
+        let (answered, pending) =
+            Finishing::new(call, forwarding, &self.inner.counts, pending).await;
         let response = match answered {
             Ok(response) => response,
             Err(never) => match never {},

@@ -252,52 +252,64 @@ fn each_line_is_a_json_object_with_what_the_limits_decided() {
     assert_eq!((micros(&t1) + 1_000_000 - micros(&t0)) % 1_000_000, 10_000);
 }
 
+/// A request whose client leaves before its answer gets a line (499, `client_gone`) when it
+/// ends: by default it runs on to the upstream's answer (`finish_when_client_leaves`), and its
+/// duration is the time it held its places, the upstream's 10 s; with `false` it ends when the
+/// client left. The forwarding header keeps every value.
 #[test]
 fn a_request_whose_client_leaves_before_its_answer_gets_a_line_and_headers_keep_every_value() {
-    let dir = tempfile::tempdir().expect("a directory");
-    let log = dir.path().join("access.log");
-    let runtime = paused_runtime();
-    runtime.block_on(async {
-        // An upstream that takes 10 s.
-        let upstream = support::upstream(|_| async {
-            tokio::time::sleep(Duration::from_secs(10)).await;
-            Response::new(Full::new(Bytes::from_static(b"late")))
-        })
-        .await;
-        let text = config_text(upstream, &log, "trusted_proxies = [\"127.0.0.1\"]");
-        let config = parse(&text, "live.toml").expect("a good file");
-        let served = Served::with(&config, unix_clocked(), None).await;
-        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-        let request = Request::get(format!("http://{}/a", served.proxy))
-            .header("x-forwarded-for", "192.0.2.1")
-            .header("x-forwarded-for", "192.0.2.2")
-            .body(Empty::new())
-            .expect("a request");
-        // The client gives up after 100 ms.
-        let gave_up = tokio::time::timeout(Duration::from_millis(100), client.request(request));
-        assert!(gave_up.await.is_err());
-        drop(client);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let handle = served.handle.clone();
-        served.shutdown().await;
-        assert!(handle.flush_access_log(Duration::from_secs(60)));
-    });
-    let lines = lines(&log);
-    assert_eq!(lines.len(), 1, "{lines:?}");
-    let line = &lines[0];
-    assert_eq!(line["status"], 499, "{line}");
-    assert_eq!(line["decision"], "client_error");
-    assert_eq!(line["reason"], "client_gone");
-    assert_eq!(line["resource"], "a");
-    assert!(
-        line["duration_ms"].as_f64().expect("a duration") < 200.0,
-        "{line}"
-    );
-    // Both values of the forwarding header the trusted proxies write, in order.
-    assert_eq!(
-        line["headers"]["x-forwarded-for"],
-        serde_json::json!(["192.0.2.1", "192.0.2.2"])
-    );
+    for run_on in [true, false] {
+        let dir = tempfile::tempdir().expect("a directory");
+        let log = dir.path().join("access.log");
+        let runtime = paused_runtime();
+        runtime.block_on(async {
+            // An upstream that takes 10 s.
+            let upstream = support::upstream(|_| async {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                Response::new(Full::new(Bytes::from_static(b"late")))
+            })
+            .await;
+            let listener =
+                format!("trusted_proxies = [\"127.0.0.1\"]\nfinish_when_client_leaves = {run_on}");
+            let text = config_text(upstream, &log, &listener);
+            let config = parse(&text, "live.toml").expect("a good file");
+            let served = Served::with(&config, unix_clocked(), None).await;
+            let client: Client<_, Empty<Bytes>> =
+                Client::builder(TokioExecutor::new()).build_http();
+            let request = Request::get(format!("http://{}/a", served.proxy))
+                .header("x-forwarded-for", "192.0.2.1")
+                .header("x-forwarded-for", "192.0.2.2")
+                .body(Empty::new())
+                .expect("a request");
+            // The client gives up after 100 ms.
+            let gave_up = tokio::time::timeout(Duration::from_millis(100), client.request(request));
+            assert!(gave_up.await.is_err());
+            drop(client);
+            // Past the upstream's answer.
+            tokio::time::sleep(Duration::from_secs(11)).await;
+            let handle = served.handle.clone();
+            served.shutdown().await;
+            assert!(handle.flush_access_log(Duration::from_secs(60)));
+        });
+        let lines = lines(&log);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0];
+        assert_eq!(line["status"], 499, "{line}");
+        assert_eq!(line["decision"], "client_error");
+        assert_eq!(line["reason"], "client_gone");
+        assert_eq!(line["resource"], "a");
+        let duration = line["duration_ms"].as_f64().expect("a duration");
+        if run_on {
+            assert!((10_000.0..10_200.0).contains(&duration), "{line}");
+        } else {
+            assert!(duration < 200.0, "{line}");
+        }
+        // Both values of the forwarding header the trusted proxies write, in order.
+        assert_eq!(
+            line["headers"]["x-forwarded-for"],
+            serde_json::json!(["192.0.2.1", "192.0.2.2"])
+        );
+    }
 }
 
 #[test]

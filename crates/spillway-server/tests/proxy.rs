@@ -338,6 +338,44 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
     }
 }
 
+/// A request that runs on after its client left holds a place under `max_connections`, as a
+/// connection does: with a cap of 1, the next client is not served until the request ends
+/// (here at the upstream timeout, 30 s of paused time, since nobody releases the upstream);
+/// with `finish_when_client_leaves = false` it is served at once.
+#[tokio::test(start_paused = true)]
+async fn a_request_that_runs_on_holds_a_place_under_the_connection_cap() {
+    use tokio::io::AsyncWriteExt;
+    const LEFT: &str = r#"spillway_clients_left_total{listener="proxy"} 1"#;
+    for run_on in [true, false] {
+        let listener = format!("max_connections = 1\nfinish_when_client_leaves = {run_on}");
+        let routes = format!("{ROUTES}\n[default]\nresource = \"all\"\nupstream = \"app\"\n");
+        let h = start_with(&listener, &routes).await;
+        let mut stream = tokio::net::TcpStream::connect(h.proxy).await.unwrap();
+        stream
+            .write_all(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let all = h.spillway.resource("all").unwrap();
+        while all.stats().concurrency == 0 {
+            tokio::task::yield_now().await;
+        }
+        drop(stream);
+        while !h.metrics().contains(LEFT) {
+            tokio::task::yield_now().await;
+        }
+        let started = tokio::time::Instant::now();
+        let (status, _, _) = h.get("/orders").await;
+        assert_eq!(status, StatusCode::OK);
+        let waited = started.elapsed();
+        if run_on {
+            assert!(waited >= std::time::Duration::from_secs(30), "{waited:?}");
+        } else {
+            assert!(waited < std::time::Duration::from_secs(1), "{waited:?}");
+        }
+        h.shutdown().await;
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_unreachable_upstream_is_a_502_and_an_error() {
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -327,6 +327,64 @@ impl AcceptLimit {
     pub fn state(&self) -> AcceptsState {
         self.gate.state()
     }
+
+    /// One more place under the cap, for work that outlives the connection it came on (a
+    /// proxied request whose client left, run on to the upstream's answer, as nginx counts
+    /// such a request against its `worker_connections`), if the places taken are at most the
+    /// cap: one over it is allowed, since the connection that hands its work over still holds
+    /// its own place until it closes. `None` past that: the work should end with its
+    /// connection. With no cap, always a place. A held place counts in [`AcceptsState::open`]
+    /// and keeps a paused accept waiting, as a connection does, until it is dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway_tower::LimitedListener;
+    /// use tokio::net::{TcpListener, TcpStream};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> std::io::Result<()> {
+    /// let listener = LimitedListener::new(TcpListener::bind("127.0.0.1:0").await?, 1);
+    /// let _client = TcpStream::connect(listener.local_addr()?).await?;
+    /// let (stream, _peer) = listener.accept().await?;
+    /// let limit = listener.limit();
+    /// // The connection hands its work over: one over the cap, while it still holds its own.
+    /// let held = limit.hold_over().expect("one over the cap");
+    /// assert_eq!(limit.state().open, 2);
+    /// assert!(limit.hold_over().is_none());
+    /// drop(stream);
+    /// assert_eq!(limit.state().open, 1);
+    /// drop(held);
+    /// assert_eq!(limit.state().open, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn hold_over(&self) -> Option<HeldPlace> {
+        let max = self.gate.max;
+        self.gate
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
+                (max == 0 || open <= max).then_some(open + 1)
+            })
+            .ok()
+            .map(|_| HeldPlace {
+                _place: Place {
+                    gate: self.gate.clone(),
+                },
+            })
+    }
+}
+
+/// A place under a [`LimitedListener`]'s cap held by work that outlived its connection
+/// ([`AcceptLimit::hold_over`]); given back when dropped.
+pub struct HeldPlace {
+    _place: Place,
+}
+
+impl fmt::Debug for HeldPlace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HeldPlace").finish_non_exhaustive()
+    }
 }
 
 impl fmt::Debug for LimitedListener {

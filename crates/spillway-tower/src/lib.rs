@@ -53,7 +53,8 @@ pub mod protect;
 mod rate_limiter;
 
 pub use accepts::{
-    AcceptLimit, AcceptsState, AtCapacity, DetachedStream, LimitedListener, LimitedStream,
+    AcceptLimit, AcceptsState, AtCapacity, DetachedStream, HeldPlace, LimitedListener,
+    LimitedStream,
 };
 pub use active::acquire_active;
 pub use blocking::{warn_if_in_runtime, warn_on_blocking_waits};

@@ -15,6 +15,8 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::time::Sleep;
 
+use super::finishing::Forwarding;
+
 /// How a client's body failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ClientFault {
@@ -136,20 +138,37 @@ pub(crate) struct ClientBody {
     limits: BodyLimits,
     /// Bytes read so far.
     read: u64,
+    /// The length it announced, if any: an end short of it is the client's abort.
+    announced: Option<u64>,
     /// Armed when a read finds nothing yet; disarmed by the next frame.
     waiting: Option<Pin<Box<Sleep>>>,
     fault: FaultCell,
+    /// Told when the body has ended, if its call may run on after the client leaves.
+    forwarding: Option<Forwarding>,
 }
 
 impl ClientBody {
-    /// `body` within `limits`; its fault, if any, is noted in `fault`.
-    pub(crate) fn new(body: Incoming, limits: BodyLimits, fault: FaultCell) -> Self {
+    /// `body` within `limits`; its fault, if any, is noted in `fault`, and its end told to
+    /// `forwarding`.
+    pub(crate) fn new(
+        body: Incoming,
+        limits: BodyLimits,
+        fault: FaultCell,
+        forwarding: Option<Forwarding>,
+    ) -> Self {
+        if body.is_end_stream() {
+            if let Some(forwarding) = &forwarding {
+                forwarding.body_ended();
+            }
+        }
         Self {
+            announced: body.size_hint().exact(),
             body,
             limits,
             read: 0,
             waiting: None,
             fault,
+            forwarding,
         }
     }
 
@@ -183,7 +202,17 @@ impl Body for ClientBody {
                     Poll::Ready(Some(Ok(frame)))
                 }
                 Some(Err(err)) => this.fail(ClientFault::of(&err)),
-                None => Poll::Ready(None),
+                // An HTTP/2 client that resets its stream with NO_ERROR ends the body early
+                // without an error: short of its announced length, it was cut short.
+                None if this.announced.is_some_and(|length| this.read < length) => {
+                    this.fail(ClientFault::Aborted)
+                }
+                None => {
+                    if let Some(forwarding) = &this.forwarding {
+                        forwarding.body_ended();
+                    }
+                    Poll::Ready(None)
+                }
             };
         }
         let timeout = this.limits.timeout;

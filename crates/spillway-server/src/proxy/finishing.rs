@@ -8,44 +8,62 @@
 //! admit more just as clients give up, which they do under overload. Run on, the call keeps its
 //! places until the upstream has answered, and its latency sample is the upstream's own.
 //!
-//! Only a call already forwarded runs on: one still waiting for a place (an adaptive limit's
-//! queue, a pacing rule, a cluster lease) is cancelled, and leaves its queue, as before.
+//! Only a call already forwarded, whose client had sent its whole body, runs on: one still
+//! waiting for a place (an adaptive limit's queue, a pacing rule, a cluster lease) is cancelled
+//! and leaves its queue, as before, and so is one whose body was still coming (its upstream
+//! must not take what came as the whole body). A call that runs on holds a place under the
+//! listener's connection cap until it ends, as nginx counts such a request against its
+//! `worker_connections`: the cap bounds connections and run-on calls together, and when it
+//! allows no more, the call is cancelled.
 
 use crate::conn::ListenerCounts;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-/// A request extension the forwarder marks when it sends the request on: from then on the
-/// call runs on if its client leaves.
+/// The request was sent on to its upstream.
+const FORWARDED: u8 = 1;
+/// The client's body has ended (or it had none).
+const BODY_ENDED: u8 = 2;
+
+/// What the forwarder marks when it sends its request on, and the request's body when it
+/// ends: from then on the call runs on if its client leaves.
 #[derive(Debug, Clone)]
-pub(super) struct Forwarding(Arc<AtomicBool>);
+pub(crate) struct Forwarding(Arc<AtomicU8>);
 
 impl Forwarding {
     /// A new mark for a call that may run on (`run_on`), to put in its request; `None` if it
     /// may not.
     pub(super) fn when(run_on: bool) -> Option<Self> {
-        run_on.then(|| Self(Arc::new(AtomicBool::new(false))))
+        run_on.then(|| Self(Arc::new(AtomicU8::new(0))))
     }
 
     /// The request is being sent to its upstream.
-    pub(super) fn mark(&self) {
-        // Relaxed: read by the same task's drop, or after it on the same thread.
-        self.0.store(true, Ordering::Relaxed);
+    pub(super) fn forwarded(&self) {
+        // Relaxed: read by the same task's drop, on the same thread.
+        self.0.fetch_or(FORWARDED, Ordering::Relaxed);
     }
 
-    fn marked(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+    /// The client's body has ended.
+    pub(crate) fn body_ended(&self) {
+        self.0.fetch_or(BODY_ENDED, Ordering::Relaxed);
+    }
+
+    /// Whether the call may run on: forwarded, with the client's whole body.
+    fn may_run_on(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == FORWARDED | BODY_ENDED
     }
 }
 
 /// `call`, which, dropped before it completes (its client left), is counted in `counts` and,
-/// if its request was forwarded (`forwarding`, when the call may run on), runs on to its end in
-/// a task of its own on the current runtime, its output then dropped; else it is cancelled
-/// there.
-pub(super) struct Finishing<'a, F: Future + Send + 'static>
+/// if it may run on (`forwarding`: forwarded, with the client's whole body) and the listener's
+/// cap leaves a place, runs on to its end in a task of its own on the current runtime, holding
+/// that place and `kept` (the request's access log line, which is written when it is dropped),
+/// its output then dropped; else it is cancelled there. Completed, it gives its output and
+/// `kept` back.
+pub(super) struct Finishing<'a, F: Future + Send + 'static, K: Send + 'static>
 where
     F::Output: Send,
 {
@@ -53,40 +71,56 @@ where
     call: Option<Pin<Box<F>>>,
     forwarding: Option<Forwarding>,
     counts: &'a ListenerCounts,
+    kept: Option<K>,
 }
 
-impl<'a, F: Future + Send + 'static> Finishing<'a, F>
+impl<'a, F: Future + Send + 'static, K: Send + 'static> Finishing<'a, F, K>
 where
     F::Output: Send,
 {
-    pub(super) fn new(call: F, forwarding: Option<Forwarding>, counts: &'a ListenerCounts) -> Self {
+    pub(super) fn new(
+        call: F,
+        forwarding: Option<Forwarding>,
+        counts: &'a ListenerCounts,
+        kept: K,
+    ) -> Self {
         Self {
             call: Some(Box::pin(call)),
             forwarding,
             counts,
+            kept: Some(kept),
         }
     }
 }
 
-impl<F: Future + Send + 'static> Future for Finishing<'_, F>
+// The call is boxed, and `kept` is never pinned.
+impl<F: Future + Send + 'static, K: Send + 'static> Unpin for Finishing<'_, F, K> where
+    F::Output: Send
+{
+}
+
+impl<F: Future + Send + 'static, K: Send + 'static> Future for Finishing<'_, F, K>
 where
     F::Output: Send,
 {
-    type Output = F::Output;
+    type Output = (F::Output, K);
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // Unpin: the call is boxed.
-        let Some(call) = self.call.as_mut() else {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(call) = this.call.as_mut() else {
             // Polled after it completed: it never completes again.
             return Poll::Pending;
         };
         let output = ready!(call.as_mut().poll(cx));
-        self.call = None;
-        Poll::Ready(output)
+        this.call = None;
+        match this.kept.take() {
+            Some(kept) => Poll::Ready((output, kept)),
+            None => Poll::Pending,
+        }
     }
 }
 
-impl<F: Future + Send + 'static> Drop for Finishing<'_, F>
+impl<F: Future + Send + 'static, K: Send + 'static> Drop for Finishing<'_, F, K>
 where
     F::Output: Send,
 {
@@ -95,13 +129,19 @@ where
             return;
         };
         self.counts.count_client_left();
-        if !self.forwarding.as_ref().is_some_and(Forwarding::marked) {
+        if !self.forwarding.as_ref().is_some_and(Forwarding::may_run_on) {
             return;
         }
-        // Outside a runtime (it is shutting down) the call ends here, cancelled.
+        let Some(place) = self.counts.hold_over() else {
+            return;
+        };
+        // Outside a runtime the call ends here, cancelled; a runtime that shuts down cancels
+        // the task.
+        let kept = self.kept.take();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 drop(call.await);
+                drop((place, kept));
             });
         }
     }
@@ -133,11 +173,34 @@ mod tests {
         future.poll(&mut Context::from_waker(std::task::Waker::noop()))
     }
 
-    /// Dropped while it waits (as hyper drops a request whose client left), the call is
-    /// counted, goes on, and ends when its answer comes.
+    /// Counts for a listener with a cap of `max` connections, and a handle on its places.
+    async fn capped(max: usize) -> (ListenerCounts, spillway_tower::AcceptLimit) {
+        let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let limit = spillway_tower::LimitedListener::new(socket, max).limit();
+        let counts = ListenerCounts::default();
+        counts.set_accepts(Arc::new(limit.clone()));
+        (counts, limit)
+    }
+
+    /// A mark that says the request was forwarded (`forwarded`) and its body ended
+    /// (`body_ended`).
+    fn marked(forwarded: bool, body_ended: bool) -> Option<Forwarding> {
+        let forwarding = Forwarding::when(true).unwrap();
+        if forwarded {
+            forwarding.forwarded();
+        }
+        if body_ended {
+            forwarding.body_ended();
+        }
+        Some(forwarding)
+    }
+
+    /// Dropped while it waits (as hyper drops a request whose client left), a forwarded call
+    /// is counted, goes on holding a place under the listener's cap, and ends when its answer
+    /// comes, giving the place back.
     #[tokio::test]
     async fn a_call_dropped_before_its_end_runs_on_to_it() {
-        let counts = ListenerCounts::default();
+        let (counts, limit) = capped(2).await;
         let (answer, answered) = oneshot::channel();
         let (done, finished) = oneshot::channel();
         let ended = Arc::new(AtomicBool::new(false));
@@ -146,42 +209,61 @@ mod tests {
             call(answered, &ended, done),
             forwarding.clone(),
             &counts,
+            (),
         ));
         assert!(poll_once(running.as_mut()).is_pending());
-        forwarding.unwrap().mark();
+        // The forwarder sends it on, and its body (none) has ended.
+        let forwarding = forwarding.unwrap();
+        forwarding.forwarded();
+        forwarding.body_ended();
         drop(running);
         assert_eq!(counts.clients_left(), 1);
+        assert_eq!(limit.state().open, 1, "a place held while it runs on");
         assert!(!ended.load(Ordering::SeqCst));
         answer.send(7).unwrap();
         assert_eq!(finished.await.unwrap(), 7);
         assert!(ended.load(Ordering::SeqCst));
+        while limit.state().open != 0 {
+            tokio::task::yield_now().await;
+        }
     }
 
-    /// A dropped call that may not run on, or whose request was not forwarded yet (it waits
-    /// for a place), is counted and cancelled.
+    /// A dropped call is counted and cancelled when it may not run on (the listener says so),
+    /// when its request was not forwarded yet (it waits for a place), when the client's body
+    /// had not ended, and when the listener's cap leaves no place.
     #[tokio::test]
-    async fn a_call_not_run_on_or_not_forwarded_is_cancelled() {
-        let counts = ListenerCounts::default();
-        for run_on in [false, true] {
+    async fn a_call_that_may_not_run_on_is_cancelled() {
+        let (counts, limit) = capped(1).await;
+        // Two places taken: one over the cap, as far as holding over goes.
+        let taken = [limit.hold_over().unwrap(), limit.hold_over().unwrap()];
+        let (free, _) = capped(1).await;
+        let cases = [
+            (None, &free, "may not run on"),
+            (marked(false, true), &free, "not forwarded"),
+            (marked(true, false), &free, "body still coming"),
+            (marked(true, true), &counts, "no place under the cap"),
+        ];
+        for (forwarding, counts, case) in cases {
             let (answer, answered) = oneshot::channel();
             let (done, finished) = oneshot::channel();
             let ended = Arc::new(AtomicBool::new(false));
-            // Never marked: not forwarded.
-            let forwarding = Forwarding::when(run_on);
-            assert_eq!(forwarding.is_some(), run_on);
             let mut running = Box::pin(Finishing::new(
                 call(answered, &ended, done),
                 forwarding,
-                &counts,
+                counts,
+                (),
             ));
             assert!(poll_once(running.as_mut()).is_pending());
             drop(running);
             // Cancelled: its receiver is gone, and so is its sender.
-            assert!(answer.send(7).is_err());
-            assert!(finished.await.is_err());
-            assert!(!ended.load(Ordering::SeqCst));
+            assert!(answer.send(7).is_err(), "{case}");
+            assert!(finished.await.is_err(), "{case}");
+            assert!(!ended.load(Ordering::SeqCst), "{case}");
         }
-        assert_eq!(counts.clients_left(), 2);
+        assert_eq!(free.clients_left(), 3);
+        assert_eq!(counts.clients_left(), 1);
+        assert_eq!(limit.state().open, 2, "no place taken");
+        drop(taken);
     }
 
     /// Not dropped, it is the call itself, and nothing is counted.
@@ -189,7 +271,10 @@ mod tests {
     async fn a_call_that_completes_gives_its_output() {
         let counts = ListenerCounts::default();
         let forwarding = Forwarding::when(true);
-        assert_eq!(Finishing::new(async { 5 }, forwarding, &counts).await, 5);
+        assert_eq!(
+            Finishing::new(async { 5 }, forwarding, &counts, "kept").await,
+            (5, "kept")
+        );
         assert_eq!(counts.clients_left(), 0);
     }
 }

@@ -2,6 +2,7 @@
 
 use super::client::Upstream;
 use super::client_body::{BodyLimits, ClientBody, ClientFault, FaultCell};
+use super::finishing::Forwarding;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
@@ -192,7 +193,7 @@ pub(crate) struct Outgoing {
 }
 
 /// Makes `request` ready to forward to `upstream` (its path appended to the upstream's), its
-/// body held to `limits`. A request that asks for an upgrade (WebSocket) keeps its
+/// body held to `limits` (and telling `forwarding` when it ends). A request that asks for an upgrade (WebSocket) keeps its
 /// `Connection: upgrade` and `Upgrade`; `TE: trailers` (which gRPC sends) is kept, as HTTP/2
 /// allows; the hop-by-hop headers go, and `peer` is added to the forwarding headers.
 ///
@@ -204,11 +205,12 @@ pub(crate) fn prepare(
     request: Request<Incoming>,
     peer: &Peer,
     limits: BodyLimits,
+    forwarding: Option<Forwarding>,
 ) -> Result<Outgoing, Failure> {
     let upgrade = upgrade_of(&request);
     let (mut parts, body) = request.into_parts();
     let fault = FaultCell::default();
-    let body = ClientBody::new(body, limits, fault.clone());
+    let body = ClientBody::new(body, limits, fault.clone(), forwarding);
     // An HTTP/2 client names the host in the URI only: keep it for the upstream, as an
     // HTTP/1.1 client's `Host` is kept.
     if !parts.headers.contains_key(HOST) {

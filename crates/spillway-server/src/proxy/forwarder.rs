@@ -32,6 +32,9 @@ pub(crate) struct Forwarder {
     tally: Arc<Tally>,
     /// The client connection's peer, set on the clone that serves its request.
     peer: Option<Arc<Peer>>,
+    /// The mark of the request this clone serves, if its call may run on after its client
+    /// leaves (see `finishing`).
+    forwarding: Option<Forwarding>,
     /// Shadow mode: a request whose deadline passed is forwarded anyway, as if it had none.
     shadow: bool,
 }
@@ -58,6 +61,7 @@ impl Forwarder {
             timeouts,
             tally,
             peer: None,
+            forwarding: None,
             shadow,
         }
     }
@@ -65,6 +69,11 @@ impl Forwarder {
     /// Serves requests from `peer` (named in the forwarding headers).
     pub(crate) fn set_peer(&mut self, peer: Arc<Peer>) {
         self.peer = Some(peer);
+    }
+
+    /// Marks `forwarding` when it sends its request on (the clone that serves one request).
+    pub(crate) fn set_forwarding(&mut self, forwarding: Option<Forwarding>) {
+        self.forwarding = forwarding;
     }
 }
 
@@ -78,10 +87,9 @@ impl tower::Service<Request<Incoming>> for Forwarder {
     }
 
     fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
-        // Admitted: from here on, a client that leaves lets the call run on.
-        if let Some(forwarding) = request.extensions_mut().remove::<Forwarding>() {
-            forwarding.mark();
-        }
+        // Admitted: once sent on, with the client's whole body, the call may run on if its
+        // client leaves.
+        let forwarding = self.forwarding.take();
         let mut timeouts = self.timeouts;
         // The first refusal shadow mode let it through with, if any: the route's limits' and
         // the layer's ran before its deadline's.
@@ -142,8 +150,17 @@ impl tower::Service<Request<Incoming>> for Forwarder {
             )))));
         };
         // Rewritten now, so that the future below holds the request as it goes out only.
-        match forward::prepare(&self.upstream, request, peer, timeouts.body) {
+        match forward::prepare(
+            &self.upstream,
+            request,
+            peer,
+            timeouts.body,
+            forwarding.clone(),
+        ) {
             Ok(outgoing) => {
+                if let Some(forwarding) = forwarding {
+                    forwarding.forwarded();
+                }
                 let upstream = Arc::clone(&self.upstream);
                 Box::pin(async move {
                     answer(forward::send(&upstream, outgoing, timeouts.upstream).await)
