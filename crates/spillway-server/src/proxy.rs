@@ -7,6 +7,7 @@ mod client_body;
 mod finishing;
 mod forward;
 mod forwarder;
+mod forwarding;
 mod front;
 mod keyed;
 mod limits;
@@ -33,8 +34,9 @@ use crate::conn::ListenerCounts;
 use crate::metrics::Metrics;
 use arc_swap::{ArcSwap, ArcSwapOption};
 use bytes::Bytes;
-use finishing::{Finishing, Forwarding};
+use finishing::Finishing;
 use forward::Failure;
+use forwarding::Forwarding;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use shadowed::Shadowed;
@@ -336,7 +338,7 @@ impl Proxy {
         // held its places.
         let call = service.oneshot(request);
         let (answered, pending) =
-            Finishing::new(call, forwarding, &self.inner.counts, pending).await;
+            Finishing::new(call, forwarding, &self.inner.counts, peer, pending).await;
         let response = match answered {
             Ok(response) => response,
             Err(never) => match never {},

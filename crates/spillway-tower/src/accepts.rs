@@ -330,11 +330,12 @@ impl AcceptLimit {
 
     /// One more place under the cap, for work that outlives the connection it came on (a
     /// proxied request whose client left, run on to the upstream's answer, as nginx counts
-    /// such a request against its `worker_connections`), if the places taken are at most the
-    /// cap: one over it is allowed, since the connection that hands its work over still holds
-    /// its own place until it closes. `None` past that: the work should end with its
-    /// connection. With no cap, always a place. A held place counts in [`AcceptsState::open`]
-    /// and keeps a paused accept waiting, as a connection does, until it is dropped.
+    /// such a request against its `worker_connections`), if one is free, as an accept takes
+    /// one: `None` at the cap, where the work should end with its connection. With no cap,
+    /// always a place. A held place counts in [`AcceptsState::open`] and keeps a paused accept
+    /// waiting, as a connection does, until it is dropped. With [`AtCapacity::Pause`] each
+    /// accept that waits for a connection holds a place already, so that a listener served by
+    /// several accept loops has fewer to give.
     ///
     /// # Examples
     ///
@@ -348,11 +349,11 @@ impl AcceptLimit {
     /// let _client = TcpStream::connect(listener.local_addr()?).await?;
     /// let (stream, _peer) = listener.accept().await?;
     /// let limit = listener.limit();
-    /// // The connection hands its work over: one over the cap, while it still holds its own.
-    /// let held = limit.hold_over().expect("one over the cap");
-    /// assert_eq!(limit.state().open, 2);
+    /// // The one place is the connection's.
     /// assert!(limit.hold_over().is_none());
+    /// // It closed, its work goes on: the place is the work's now.
     /// drop(stream);
+    /// let held = limit.hold_over().expect("a free place");
     /// assert_eq!(limit.state().open, 1);
     /// drop(held);
     /// assert_eq!(limit.state().open, 0);
@@ -360,18 +361,9 @@ impl AcceptLimit {
     /// # }
     /// ```
     pub fn hold_over(&self) -> Option<HeldPlace> {
-        let max = self.gate.max;
         self.gate
-            .open
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |open| {
-                (max == 0 || open <= max).then_some(open + 1)
-            })
-            .ok()
-            .map(|_| HeldPlace {
-                _place: Place {
-                    gate: self.gate.clone(),
-                },
-            })
+            .try_take()
+            .map(|place| HeldPlace { _place: place })
     }
 }
 

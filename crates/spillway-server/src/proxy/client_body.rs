@@ -15,7 +15,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::time::Sleep;
 
-use super::finishing::Forwarding;
+use super::forwarding::Forwarding;
 
 /// How a client's body failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +172,13 @@ impl ClientBody {
         }
     }
 
+    /// The body has ended, whole: its call may run on if its client leaves.
+    fn ended(&self) {
+        if let Some(forwarding) = &self.forwarding {
+            forwarding.body_ended();
+        }
+    }
+
     fn fail(&mut self, fault: ClientFault) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         self.fault.set(fault);
         Poll::Ready(Some(Err(Box::new(ClientBodyError(fault)))))
@@ -199,6 +206,10 @@ impl Body for ClientBody {
                             return this.fail(ClientFault::TooLarge);
                         }
                     }
+                    // The sender asks no further once the body says it has ended.
+                    if this.is_end_stream() {
+                        this.ended();
+                    }
                     Poll::Ready(Some(Ok(frame)))
                 }
                 Some(Err(err)) => this.fail(ClientFault::of(&err)),
@@ -208,9 +219,7 @@ impl Body for ClientBody {
                     this.fail(ClientFault::Aborted)
                 }
                 None => {
-                    if let Some(forwarding) = &this.forwarding {
-                        forwarding.body_ended();
-                    }
+                    this.ended();
                     Poll::Ready(None)
                 }
             };
@@ -223,8 +232,10 @@ impl Body for ClientBody {
         this.fail(ClientFault::Stalled)
     }
 
+    /// Ended as the client's body says, and not short of its announced length: a body that
+    /// stops short is read to its end, where it fails as cut short.
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.body.is_end_stream() && self.announced.is_none_or(|length| self.read >= length)
     }
 
     fn size_hint(&self) -> SizeHint {

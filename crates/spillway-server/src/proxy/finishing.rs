@@ -16,50 +16,18 @@
 //! `worker_connections`: the cap bounds connections and run-on calls together, and when it
 //! allows no more, the call is cancelled.
 
+use super::forward::Peer;
+use super::forwarding::Forwarding;
 use crate::conn::ListenerCounts;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-/// The request was sent on to its upstream.
-const FORWARDED: u8 = 1;
-/// The client's body has ended (or it had none).
-const BODY_ENDED: u8 = 2;
-
-/// What the forwarder marks when it sends its request on, and the request's body when it
-/// ends: from then on the call runs on if its client leaves.
-#[derive(Debug, Clone)]
-pub(crate) struct Forwarding(Arc<AtomicU8>);
-
-impl Forwarding {
-    /// A new mark for a call that may run on (`run_on`), to put in its request; `None` if it
-    /// may not.
-    pub(super) fn when(run_on: bool) -> Option<Self> {
-        run_on.then(|| Self(Arc::new(AtomicU8::new(0))))
-    }
-
-    /// The request is being sent to its upstream.
-    pub(super) fn forwarded(&self) {
-        // Relaxed: read by the same task's drop, on the same thread.
-        self.0.fetch_or(FORWARDED, Ordering::Relaxed);
-    }
-
-    /// The client's body has ended.
-    pub(crate) fn body_ended(&self) {
-        self.0.fetch_or(BODY_ENDED, Ordering::Relaxed);
-    }
-
-    /// Whether the call may run on: forwarded, with the client's whole body.
-    fn may_run_on(&self) -> bool {
-        self.0.load(Ordering::Relaxed) == FORWARDED | BODY_ENDED
-    }
-}
-
 /// `call`, which, dropped before it completes (its client left), is counted in `counts` and,
-/// if it may run on (`forwarding`: forwarded, with the client's whole body) and the listener's
-/// cap leaves a place, runs on to its end in a task of its own on the current runtime, holding
+/// if it may run on (`forwarding`: forwarded, with the client's whole body), its connection
+/// (`peer`) has fewer than [`MAX_RUN_ONS`](super::forward::MAX_RUN_ONS) running on, and the
+/// listener's cap leaves a place, runs on to its end in a task of its own on the current runtime, holding
 /// that place and `kept` (the request's access log line, which is written when it is dropped),
 /// its output then dropped; else it is cancelled there. Completed, it gives its output and
 /// `kept` back.
@@ -71,6 +39,8 @@ where
     call: Option<Pin<Box<F>>>,
     forwarding: Option<Forwarding>,
     counts: &'a ListenerCounts,
+    /// The client connection, which lets so many of its requests run on.
+    peer: &'a Arc<Peer>,
     kept: Option<K>,
 }
 
@@ -82,12 +52,14 @@ where
         call: F,
         forwarding: Option<Forwarding>,
         counts: &'a ListenerCounts,
+        peer: &'a Arc<Peer>,
         kept: K,
     ) -> Self {
         Self {
             call: Some(Box::pin(call)),
             forwarding,
             counts,
+            peer,
             kept: Some(kept),
         }
     }
@@ -132,6 +104,9 @@ where
         if !self.forwarding.as_ref().is_some_and(Forwarding::may_run_on) {
             return;
         }
+        let Some(run_on) = self.peer.run_on() else {
+            return;
+        };
         let Some(place) = self.counts.hold_over() else {
             return;
         };
@@ -141,7 +116,7 @@ where
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 drop(call.await);
-                drop((place, kept));
+                drop((place, run_on, kept));
             });
         }
     }
@@ -149,6 +124,7 @@ where
 
 #[cfg(test)]
 mod tests {
+    use super::super::forward::MAX_RUN_ONS;
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
@@ -182,6 +158,10 @@ mod tests {
         (counts, limit)
     }
 
+    fn peer() -> Arc<Peer> {
+        Arc::new(Peer::new("127.0.0.1:1".parse().unwrap()))
+    }
+
     /// A mark that says the request was forwarded (`forwarded`) and its body ended
     /// (`body_ended`).
     fn marked(forwarded: bool, body_ended: bool) -> Option<Forwarding> {
@@ -205,10 +185,12 @@ mod tests {
         let (done, finished) = oneshot::channel();
         let ended = Arc::new(AtomicBool::new(false));
         let forwarding = Forwarding::when(true);
+        let peer = peer();
         let mut running = Box::pin(Finishing::new(
             call(answered, &ended, done),
             forwarding.clone(),
             &counts,
+            &peer,
             (),
         ));
         assert!(poll_once(running.as_mut()).is_pending());
@@ -234,16 +216,25 @@ mod tests {
     #[tokio::test]
     async fn a_call_that_may_not_run_on_is_cancelled() {
         let (counts, limit) = capped(1).await;
-        // Two places taken: one over the cap, as far as holding over goes.
-        let taken = [limit.hold_over().unwrap(), limit.hold_over().unwrap()];
+        // The one place taken.
+        let taken = limit.hold_over().unwrap();
         let (free, _) = capped(1).await;
+        let (one, busy) = (peer(), peer());
+        // A connection with as many requests running on as it may have.
+        let running_on: Vec<_> = (0..MAX_RUN_ONS).map(|_| busy.run_on().unwrap()).collect();
         let cases = [
-            (None, &free, "may not run on"),
-            (marked(false, true), &free, "not forwarded"),
-            (marked(true, false), &free, "body still coming"),
-            (marked(true, true), &counts, "no place under the cap"),
+            (None, &free, &one, "may not run on"),
+            (marked(false, true), &free, &one, "not forwarded"),
+            (marked(true, false), &free, &one, "body still coming"),
+            (marked(true, true), &counts, &one, "no place under the cap"),
+            (
+                marked(true, true),
+                &free,
+                &busy,
+                "too many of its connection's running on",
+            ),
         ];
-        for (forwarding, counts, case) in cases {
+        for (forwarding, counts, peer, case) in cases {
             let (answer, answered) = oneshot::channel();
             let (done, finished) = oneshot::channel();
             let ended = Arc::new(AtomicBool::new(false));
@@ -251,6 +242,7 @@ mod tests {
                 call(answered, &ended, done),
                 forwarding,
                 counts,
+                peer,
                 (),
             ));
             assert!(poll_once(running.as_mut()).is_pending());
@@ -260,9 +252,12 @@ mod tests {
             assert!(finished.await.is_err(), "{case}");
             assert!(!ended.load(Ordering::SeqCst), "{case}");
         }
-        assert_eq!(free.clients_left(), 3);
+        assert_eq!(free.clients_left(), 4);
         assert_eq!(counts.clients_left(), 1);
-        assert_eq!(limit.state().open, 2, "no place taken");
+        assert_eq!(limit.state().open, 1, "no place taken");
+        assert!(busy.run_on().is_none(), "none given back");
+        drop(running_on);
+        assert!(busy.run_on().is_some());
         drop(taken);
     }
 
@@ -271,8 +266,9 @@ mod tests {
     async fn a_call_that_completes_gives_its_output() {
         let counts = ListenerCounts::default();
         let forwarding = Forwarding::when(true);
+        let peer = peer();
         assert_eq!(
-            Finishing::new(async { 5 }, forwarding, &counts, "kept").await,
+            Finishing::new(async { 5 }, forwarding, &counts, &peer, "kept").await,
             (5, "kept")
         );
         assert_eq!(counts.clients_left(), 0);

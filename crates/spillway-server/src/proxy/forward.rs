@@ -2,11 +2,12 @@
 
 use super::client::Upstream;
 use super::client_body::{BodyLimits, ClientBody, ClientFault, FaultCell};
-use super::finishing::Forwarding;
+use super::forwarding::Forwarding;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
@@ -78,9 +79,11 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, element: &HeaderVal
 
 /// A client connection's peer, with its elements of the forwarding headers written once for
 /// all the requests of the connection.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Peer {
     addr: SocketAddr,
+    /// Its requests that run on after it left (see `finishing`).
+    run_ons: std::sync::atomic::AtomicUsize,
     /// Its `X-Forwarded-For` element: the address.
     forwarded_for: HeaderValue,
     /// Its `Forwarded` element (RFC 7239): `for=` the address, an IPv6 one in quotes and
@@ -100,14 +103,44 @@ impl Peer {
         let value = |text: String| HeaderValue::try_from(text).expect("an address is ASCII");
         Self {
             addr,
+            run_ons: std::sync::atomic::AtomicUsize::new(0),
             forwarded_for: value(ip.to_string()),
             forwarded: value(forwarded),
         }
     }
 
+    /// A place for one more of its requests to run on after it left, if it has fewer than
+    /// [`MAX_RUN_ONS`]; given back when dropped.
+    pub(crate) fn run_on(self: &Arc<Self>) -> Option<RunOn> {
+        use std::sync::atomic::Ordering;
+        self.run_ons
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_RUN_ONS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| RunOn(Arc::clone(self)))
+    }
+
     /// Its address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+}
+
+/// The most requests of one client connection that run on at once after it left: an HTTP/1.1
+/// connection has one request at a time, and an HTTP/2 one that resets stream after stream
+/// holds no more than this many places of the connection cap.
+pub(crate) const MAX_RUN_ONS: usize = 8;
+
+/// One of a connection's requests running on after it left.
+#[derive(Debug)]
+pub(crate) struct RunOn(Arc<Peer>);
+
+impl Drop for RunOn {
+    fn drop(&mut self) {
+        self.0
+            .run_ons
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -210,6 +243,12 @@ pub(crate) fn prepare(
     let upgrade = upgrade_of(&request);
     let (mut parts, body) = request.into_parts();
     let fault = FaultCell::default();
+    // An HTTP/2 client that resets its stream with NO_ERROR ends its body as if whole: with no
+    // announced length to tell, its call never runs on after it leaves.
+    let unframed = parts.version == Version::HTTP_2
+        && !http_body::Body::is_end_stream(&body)
+        && http_body::Body::size_hint(&body).exact().is_none();
+    let forwarding = forwarding.filter(|_| !unframed);
     let body = ClientBody::new(body, limits, fault.clone(), forwarding);
     // An HTTP/2 client names the host in the URI only: keep it for the upstream, as an
     // HTTP/1.1 client's `Host` is kept.

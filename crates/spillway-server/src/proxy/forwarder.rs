@@ -3,8 +3,8 @@
 //! failed ([`Failure`]) and the call's [`Verdict`] for the spillway layer around it.
 
 use super::client::Upstream;
-use super::finishing::Forwarding;
 use super::forward::{self, Failure, Peer, Timeouts};
+use super::forwarding::Forwarding;
 use super::shadowed::Shadowed;
 use super::tally::Tally;
 use crate::claims::Claim;
