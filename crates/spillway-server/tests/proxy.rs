@@ -15,6 +15,9 @@ use std::sync::Arc;
 use support::server::Served;
 use tokio::sync::{oneshot, Notify};
 
+/// Bodies the upstream's `/hold-body` has read whole, over the tests of this file.
+static BODIES_READ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// An upstream: `/fail` answers 500, `/hold` waits for `release`, `/echo/...` echoes the path
 /// and the `x-forwarded-for` it got, anything else answers 200 "ok".
 async fn upstream(release: Arc<Notify>) -> SocketAddr {
@@ -29,6 +32,15 @@ async fn upstream(release: Arc<Notify>) -> SocketAddr {
                     return response;
                 }
                 "/hold" => {
+                    release.notified().await;
+                    "released".to_owned()
+                }
+                "/hold-body" => {
+                    // Reads the whole body, says so, then waits for `release`.
+                    let body = request.into_body().collect().await;
+                    if body.is_ok() {
+                        BODIES_READ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
                     release.notified().await;
                     "released".to_owned()
                 }
@@ -336,6 +348,42 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
         }
         h.shutdown().await;
     }
+}
+
+/// A request with a body runs on too once its whole body was sent on: `executes = 1` refuses
+/// the next request while the upstream, which has read the body, still works on it.
+#[tokio::test(start_paused = true)]
+async fn a_request_whose_whole_body_was_forwarded_runs_on_when_its_client_leaves() {
+    use std::sync::atomic::Ordering;
+    use tokio::io::AsyncWriteExt;
+    const HOLD: &str =
+        "[[route]]\nresource = \"hold\"\npath = \"/hold-body\"\nupstream = \"app\"\nexecutes = 1\n";
+    let h = start(HOLD).await;
+    let resource = h.spillway.resource("hold").unwrap();
+    let read = BODIES_READ.load(Ordering::SeqCst);
+    let mut stream = tokio::net::TcpStream::connect(h.proxy).await.unwrap();
+    stream
+        .write_all(b"POST /hold-body HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+        .await
+        .unwrap();
+    while BODIES_READ.load(Ordering::SeqCst) == read {
+        tokio::task::yield_now().await;
+    }
+    drop(stream);
+    let left = r#"spillway_clients_left_total{listener="proxy"} 1"#;
+    while !h.metrics().contains(left) {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(resource.stats().concurrency, 1);
+    let (status, _, body) = h.get("/hold-body").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(body.contains("blocked by executes"), "{body}");
+    h.release.notify_one();
+    while resource.stats().concurrency != 0 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(resource.stats().total_success, 1);
+    h.shutdown().await;
 }
 
 /// A request that runs on after its client left holds a place under `max_connections`, as a
