@@ -166,6 +166,55 @@ impl Cell {
         }
     }
 
+    /// The cell as its service's clients measure it, each waiting at most `client_timeout`
+    /// for an answer: a p99 (and an unloaded p99) above the timeout reads as the timeout.
+    ///
+    /// The simulation counts an admitted attempt's latency until its work ends, even after its
+    /// client stopped waiting; a real client (the loopback lab's) can count only up to its own
+    /// timeout. An admitted attempt's latency as its client sees it is the smaller of the two,
+    /// and since a p99 is a nearest-rank quantile (an attempt's own latency), taking the smaller
+    /// of the p99 and the timeout is the same as taking it for every attempt first. A simulated
+    /// twin is compared with a loopback cell this way.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway_lab::matrix::Cell;
+    /// use std::time::Duration;
+    ///
+    /// let simulated = Cell {
+    ///     strategy: "aimd",
+    ///     workers: 1,
+    ///     shape: "exponential",
+    ///     capacity: 90.0,
+    ///     unloaded_p99_ms: 100.0,
+    ///     goodput: [0.5, 0.5, 0.5],
+    ///     p99_ratio: [2.5, 6.0, 9.0],
+    ///     recovery_s: Some(0.1),
+    ///     long_run: None,
+    /// };
+    /// // Clients that wait 400 ms see a p99 of 4x the unloaded one at most.
+    /// let seen = simulated.seen_by_clients(Duration::from_millis(400));
+    /// assert_eq!(seen.p99_ratio, [2.5, 4.0, 4.0]);
+    /// ```
+    pub fn seen_by_clients(mut self, client_timeout: Duration) -> Self {
+        let timeout_ms = client_timeout.as_secs_f64() * 1e3;
+        let unloaded_ms = self.unloaded_p99_ms;
+        if unloaded_ms <= 0.0 {
+            // No unloaded latency to scale by: the ratios are not multiples of anything.
+            return self;
+        }
+        let seen_unloaded_ms = unloaded_ms.min(timeout_ms).max(f64::MIN_POSITIVE);
+        for ratio in &mut self.p99_ratio {
+            let p99_ms = *ratio * unloaded_ms;
+            if p99_ms > timeout_ms || unloaded_ms > timeout_ms {
+                *ratio = p99_ms.min(timeout_ms) / seen_unloaded_ms;
+            }
+        }
+        self.unloaded_p99_ms = unloaded_ms.min(timeout_ms);
+        self
+    }
+
     /// Whether goodput and p99 meet the target at 3x and 5x.
     pub fn meets_overload(&self) -> bool {
         meets_overload_target(

@@ -868,3 +868,61 @@ fn the_in_flight_floor_refuses_below_capacity_about_as_the_best_fixed_limit() {
         );
     }
 }
+
+/// A simulated twin is compared as the loopback clients measure it: a p99 above their timeout
+/// reads as the timeout, so a loopback cell whose p99 stops there agrees with a twin whose
+/// admitted attempts run on past it; below the timeout nothing changes.
+#[test]
+fn a_twin_seen_by_clients_stops_its_p99_at_their_timeout() {
+    let twin = Cell {
+        strategy: "aimd",
+        workers: 1,
+        shape: "exponential",
+        capacity: 90.0,
+        unloaded_p99_ms: 100.0,
+        goodput: [0.50, 0.48, 0.52],
+        p99_ratio: [5.5, 1.7, 5.8],
+        recovery_s: Some(0.1),
+        long_run: None,
+    };
+    let timeout = Duration::from_millis(320);
+    let seen = twin.clone().seen_by_clients(timeout);
+    assert_eq!(seen.p99_ratio, [3.2, 1.7, 3.2]);
+    assert_eq!(seen.unloaded_p99_ms, 100.0);
+    assert_eq!(
+        Cell {
+            p99_ratio: seen.p99_ratio,
+            ..twin.clone()
+        },
+        seen,
+        "only the p99s above the timeout change"
+    );
+    // A loopback cell whose clients gave up at 320 ms (its p99 3.2x the unloaded one) differs
+    // from the twin as simulated, and agrees with it as its clients see it.
+    let real = Cell {
+        p99_ratio: [3.2, 1.7, 3.2],
+        ..twin.clone()
+    };
+    let against_work = compared_markdown(std::slice::from_ref(&real), &[twin.clone()], &[]);
+    assert!(
+        against_work.contains("p99 3x 3.2x (simulated 5.5x)"),
+        "{against_work}"
+    );
+    let against_clients = compared_markdown(&[real], &[seen], &[]);
+    assert!(
+        against_clients.contains("<br>as simulated |"),
+        "{against_clients}"
+    );
+    // A timeout below the unloaded p99 caps both: the ratios are of what clients could see.
+    let short = twin.clone().seen_by_clients(Duration::from_millis(50));
+    assert_eq!(
+        (short.unloaded_p99_ms, short.p99_ratio),
+        (50.0, [1.0, 1.0, 1.0])
+    );
+    // With no unloaded latency, the ratios are multiples of nothing and stay as they are.
+    let none = Cell {
+        unloaded_p99_ms: 0.0,
+        ..twin.clone()
+    };
+    assert_eq!(none.clone().seen_by_clients(timeout), none);
+}
