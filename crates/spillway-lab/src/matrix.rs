@@ -126,6 +126,9 @@ pub struct Cell {
     pub goodput: [f64; 3],
     /// p99 at each of [`MATRIX_LOADS`], as a multiple of the unloaded p99.
     pub p99_ratio: [f64; 3],
+    /// How long each client waited for an answer, in ms: a real client cannot see a latency
+    /// past it (see [`Cell::p99_past_timeout`]).
+    pub client_timeout_ms: f64,
     /// Seconds from the slowdown's end to the first second at 90% of capacity (`None`: not
     /// within 20 s).
     pub recovery_s: Option<f64>,
@@ -161,58 +164,48 @@ impl Cell {
             unloaded_p99_ms,
             goodput,
             p99_ratio,
+            client_timeout_ms: params.client_timeout.as_nanos() as f64 / 1e6,
             recovery_s: slowdown.recovery_s,
             long_run: long_run.map(LongRunRefusals::of),
         }
     }
 
-    /// The cell as its service's clients measure it, each waiting at most `client_timeout`
-    /// for an answer: a p99 (and an unloaded p99) above the timeout reads as the timeout.
+    /// Whether the p99 at load `index` of [`MATRIX_LOADS`] is at or past the clients' timeout:
+    /// more than 1% of the admitted attempts outlived their clients' patience.
     ///
-    /// The simulation counts an admitted attempt's latency until its work ends, even after its
-    /// client stopped waiting; a real client (the loopback lab's) can count only up to its own
-    /// timeout. An admitted attempt's latency as its client sees it is the smaller of the two,
-    /// and since a p99 is a nearest-rank quantile (an attempt's own latency), taking the smaller
-    /// of the p99 and the timeout is the same as taking it for every attempt first. A simulated
-    /// twin is compared with a loopback cell this way.
+    /// How far past it, only the simulation sees: it counts an admitted attempt's latency
+    /// until its work ends, even after its client left, while a real client (the loopback
+    /// lab's) counts only up to its own timeout. Two such p99s agree ([`disagreements`]),
+    /// whatever their values and whatever unloaded p99 each is a multiple of.
     ///
     /// # Examples
     ///
     /// ```
     /// use spillway_lab::matrix::Cell;
-    /// use std::time::Duration;
     ///
-    /// let simulated = Cell {
+    /// let cell = Cell {
     ///     strategy: "aimd",
     ///     workers: 1,
     ///     shape: "exponential",
     ///     capacity: 90.0,
-    ///     unloaded_p99_ms: 100.0,
+    ///     unloaded_p99_ms: 60.0,
     ///     goodput: [0.5, 0.5, 0.5],
-    ///     p99_ratio: [2.5, 6.0, 9.0],
+    ///     p99_ratio: [2.5, 3.4, 9.0],
+    ///     client_timeout_ms: 200.0,
     ///     recovery_s: Some(0.1),
     ///     long_run: None,
     /// };
-    /// // Clients that wait 400 ms see a p99 of 4x the unloaded one at most.
-    /// let seen = simulated.seen_by_clients(Duration::from_millis(400));
-    /// assert_eq!(seen.p99_ratio, [2.5, 4.0, 4.0]);
+    /// // 150 ms, 204 ms and 540 ms against a 200 ms timeout.
+    /// assert_eq!(
+    ///     [0, 1, 2].map(|load| cell.p99_past_timeout(load)),
+    ///     [false, true, true]
+    /// );
     /// ```
-    pub fn seen_by_clients(mut self, client_timeout: Duration) -> Self {
-        let timeout_ms = client_timeout.as_secs_f64() * 1e3;
-        let unloaded_ms = self.unloaded_p99_ms;
-        if unloaded_ms <= 0.0 {
-            // No unloaded latency to scale by: the ratios are not multiples of anything.
-            return self;
-        }
-        let seen_unloaded_ms = unloaded_ms.min(timeout_ms).max(f64::MIN_POSITIVE);
-        for ratio in &mut self.p99_ratio {
-            let p99_ms = *ratio * unloaded_ms;
-            if p99_ms > timeout_ms || unloaded_ms > timeout_ms {
-                *ratio = p99_ms.min(timeout_ms) / seen_unloaded_ms;
-            }
-        }
-        self.unloaded_p99_ms = unloaded_ms.min(timeout_ms);
-        self
+    pub fn p99_past_timeout(&self, index: usize) -> bool {
+        // The ratio times the unloaded p99 is the p99 again, to within a rounding: a p99 of
+        // exactly the timeout must not read as below it.
+        let p99_ms = self.p99_ratio[index] * self.unloaded_p99_ms;
+        self.unloaded_p99_ms > 0.0 && p99_ms >= self.client_timeout_ms * (1.0 - 1e-9)
     }
 
     /// Whether goodput and p99 meet the target at 3x and 5x.
@@ -247,8 +240,9 @@ pub const AGREE_P99_RATIO: f64 = 0.5;
 
 /// Where `real` (a loopback cell) and `twin` (the same strategy simulated on the same shape)
 /// disagree: goodput by more than [`AGREE_GOODPUT`] or p99 by more than [`AGREE_P99_RATIO`] at
-/// a load of [`MATRIX_LOADS`], or the recovery target met by one and not the other. Empty when
-/// they agree.
+/// a load of [`MATRIX_LOADS`] (unless both p99s are [past the clients'
+/// timeout](Cell::p99_past_timeout), where only the simulation can tell them apart), or the
+/// recovery target met by one and not the other. Empty when they agree.
 ///
 /// # Examples
 ///
@@ -263,6 +257,7 @@ pub const AGREE_P99_RATIO: f64 = 0.5;
 ///     unloaded_p99_ms: 30.0,
 ///     goodput: [0.97, 0.97, 0.96],
 ///     p99_ratio: [1.5, 1.6, 1.8],
+///     client_timeout_ms: 200.0,
 ///     recovery_s: Some(0.4),
 ///     long_run: None,
 /// };
@@ -283,7 +278,8 @@ pub fn disagreements(real: &Cell, twin: &Cell) -> Vec<String> {
         }
     }
     for (i, load) in MATRIX_LOADS.iter().enumerate() {
-        if (real.p99_ratio[i] - twin.p99_ratio[i]).abs() > AGREE_P99_RATIO {
+        let both_past = real.p99_past_timeout(i) && twin.p99_past_timeout(i);
+        if !both_past && (real.p99_ratio[i] - twin.p99_ratio[i]).abs() > AGREE_P99_RATIO {
             out.push(format!(
                 "p99 {load}x {:.1}x (simulated {:.1}x)",
                 real.p99_ratio[i], twin.p99_ratio[i]
@@ -305,7 +301,8 @@ pub fn disagreements(real: &Cell, twin: &Cell) -> Vec<String> {
 /// of [`MATRIX_LOADS`] lies beyond them when it is more than the tolerance ([`AGREE_GOODPUT`],
 /// [`AGREE_P99_RATIO`]) outside the range of the twins' values; the recovery, when `real`
 /// meets its target and no twin does, or misses it and every twin meets it. Each names the
-/// range. Empty when `real` lies within the tolerance of that range: what it differs by from
+/// range. A p99 [past the clients' timeout](Cell::p99_past_timeout) lies within the spread if
+/// a twin's is past it too. Empty when `real` lies within the tolerance of that range: what it differs by from
 /// `own` ([`disagreements`]) is then not beyond what the simulation spans on other arrivals
 /// and service times. With no `others`, the same as [`disagreements`]; every value beyond
 /// the range is one of those.
@@ -323,6 +320,7 @@ pub fn disagreements(real: &Cell, twin: &Cell) -> Vec<String> {
 ///     unloaded_p99_ms: 30.0,
 ///     goodput: [0.97, 0.97, 0.96],
 ///     p99_ratio: [1.5, 1.6, 1.8],
+///     client_timeout_ms: 200.0,
 ///     recovery_s: Some(0.4),
 ///     long_run: None,
 /// };
@@ -357,8 +355,9 @@ pub fn beyond_spread(real: &Cell, own: &Cell, others: &[&Cell]) -> Vec<String> {
         }
     }
     for (i, load) in MATRIX_LOADS.iter().enumerate() {
+        let both_past = real.p99_past_timeout(i) && twins().any(|twin| twin.p99_past_timeout(i));
         let (low, high) = range(&|cell| cell.p99_ratio[i]);
-        if beyond(real.p99_ratio[i], (low, high), AGREE_P99_RATIO) {
+        if !both_past && beyond(real.p99_ratio[i], (low, high), AGREE_P99_RATIO) {
             out.push(format!(
                 "p99 {load}x {:.1}x (simulated {})",
                 real.p99_ratio[i],

@@ -109,6 +109,7 @@ fn cell(strategy: &'static str, workers: u32, at_start: u64, refused: u64) -> Ce
         unloaded_p99_ms: 50.0,
         goodput: [1.0; 3],
         p99_ratio: [1.0; 3],
+        client_timeout_ms: 200.0,
         recovery_s: Some(0.0),
         long_run: Some(LongRunRefusals {
             long_run_refused: refused,

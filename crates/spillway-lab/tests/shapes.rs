@@ -5,8 +5,8 @@
 
 use spillway::adaptive::{AdaptiveQueue, BufferScaling, EnvoyGradientConfig, QueueOrder};
 use spillway_lab::matrix::{
-    compared_markdown, matrix_markdown, matrix_shapes, run_matrix, shape_name, Cell,
-    LongRunRefusals, MATRIX_WORKERS,
+    beyond_spread, compared_markdown, disagreements, matrix_markdown, matrix_shapes, run_matrix,
+    shape_name, Cell, LongRunRefusals, MATRIX_WORKERS,
 };
 use spillway_lab::{
     simulate, LabParams, RetryPolicy, Scenario, ServiceTime, Strategy, LONG_RUN_LOADS,
@@ -558,6 +558,7 @@ fn a_cell_meets_the_target_only_on_every_count() {
         unloaded_p99_ms: 50.0,
         goodput: [0.99, 0.97, 0.9],
         p99_ratio: [1.1, 1.9, 3.0],
+        client_timeout_ms: 200.0,
         recovery_s: Some(0.2),
         long_run: Some(LongRunRefusals {
             long_run_refused: 0,
@@ -629,6 +630,7 @@ fn a_compared_matrix_shows_where_the_simulation_disagrees() {
         unloaded_p99_ms: 60.0,
         goodput: [0.97, 0.97, 0.95],
         p99_ratio: [1.4, 1.5, 1.6],
+        client_timeout_ms: 200.0,
         recovery_s: Some(0.3),
         long_run: None,
     };
@@ -685,6 +687,7 @@ fn a_compared_matrix_tells_a_disagreement_from_the_seeds_spread() {
         unloaded_p99_ms: 60.0,
         goodput: [0.99, 1.00, 0.99],
         p99_ratio: [1.4, 1.5, 1.6],
+        client_timeout_ms: 200.0,
         recovery_s: Some(0.3),
         long_run: None,
     };
@@ -869,11 +872,13 @@ fn the_in_flight_floor_refuses_below_capacity_about_as_the_best_fixed_limit() {
     }
 }
 
-/// A simulated twin is compared as the loopback clients measure it: a p99 above their timeout
-/// reads as the timeout, so a loopback cell whose p99 stops there agrees with a twin whose
-/// admitted attempts run on past it; below the timeout nothing changes.
+/// A real client counts a latency only up to its timeout, the simulation past it: where both
+/// p99s at a load are past the clients' timeout, the two agree, even over unloaded p99s far
+/// apart; where only one is, they are compared as any two p99s; and a p99 past the timeout is
+/// within the seeds' spread if any twin's is.
 #[test]
-fn a_twin_seen_by_clients_stops_its_p99_at_their_timeout() {
+fn p99s_past_the_clients_timeout_agree() {
+    // The twin: unloaded p99 100 ms; 550, 180 and 580 ms at 3x, 5x and 10x (timeout 320 ms).
     let twin = Cell {
         strategy: "aimd",
         workers: 1,
@@ -881,48 +886,62 @@ fn a_twin_seen_by_clients_stops_its_p99_at_their_timeout() {
         capacity: 90.0,
         unloaded_p99_ms: 100.0,
         goodput: [0.50, 0.48, 0.52],
-        p99_ratio: [5.5, 1.7, 5.8],
+        p99_ratio: [5.5, 1.8, 5.8],
+        client_timeout_ms: 320.0,
         recovery_s: Some(0.1),
         long_run: None,
     };
-    let timeout = Duration::from_millis(320);
-    let seen = twin.clone().seen_by_clients(timeout);
-    assert_eq!(seen.p99_ratio, [3.2, 1.7, 3.2]);
-    assert_eq!(seen.unloaded_p99_ms, 100.0);
     assert_eq!(
-        Cell {
-            p99_ratio: seen.p99_ratio,
-            ..twin.clone()
-        },
-        seen,
-        "only the p99s above the timeout change"
+        [0, 1, 2].map(|i| twin.p99_past_timeout(i)),
+        [true, false, true]
     );
-    // A loopback cell whose clients gave up at 320 ms (its p99 3.2x the unloaded one) differs
-    // from the twin as simulated, and agrees with it as its clients see it.
+    // The loopback cell: unloaded p99 64 ms, its clients giving up at 320 ms at 3x and 10x
+    // (5x and 5.2x), 150 ms at 5x (2.3x).
     let real = Cell {
-        p99_ratio: [3.2, 1.7, 3.2],
+        unloaded_p99_ms: 64.0,
+        p99_ratio: [5.0, 2.34375, 5.2],
         ..twin.clone()
     };
-    let against_work = compared_markdown(std::slice::from_ref(&real), &[twin.clone()], &[]);
-    assert!(
-        against_work.contains("p99 3x 3.2x (simulated 5.5x)"),
-        "{against_work}"
-    );
-    let against_clients = compared_markdown(&[real], &[seen], &[]);
-    assert!(
-        against_clients.contains("<br>as simulated |"),
-        "{against_clients}"
-    );
-    // A timeout below the unloaded p99 caps both: the ratios are of what clients could see.
-    let short = twin.clone().seen_by_clients(Duration::from_millis(50));
     assert_eq!(
-        (short.unloaded_p99_ms, short.p99_ratio),
-        (50.0, [1.0, 1.0, 1.0])
+        [0, 1, 2].map(|i| real.p99_past_timeout(i)),
+        [true, false, true]
     );
-    // With no unloaded latency, the ratios are multiples of nothing and stay as they are.
+    // 3x and 10x agree (both past); 5x is compared as usual and is 0.54x apart.
+    assert_eq!(
+        disagreements(&real, &twin),
+        ["p99 5x 2.3x (simulated 1.8x)"]
+    );
+    // A p99 of exactly the timeout is at it, though the ratio times the unloaded p99 rounds.
+    let at = Cell {
+        unloaded_p99_ms: 3.0,
+        p99_ratio: [320.0 / 3.0; 3],
+        ..twin.clone()
+    };
+    assert!((0..3).all(|i| at.p99_past_timeout(i)));
+    // Only the real p99 past the timeout: compared as two p99s, 5.0x against 2.0x.
+    let under = Cell {
+        p99_ratio: [2.0, 1.8, 2.0],
+        ..twin.clone()
+    };
+    assert_eq!(
+        disagreements(&real, &under),
+        [
+            "p99 3x 5.0x (simulated 2.0x)",
+            "p99 5x 2.3x (simulated 1.8x)",
+            "p99 10x 5.2x (simulated 2.0x)"
+        ]
+    );
+    // With `twin` on another seed, the p99s past the timeout lie within the spread; 5x, 0.5x
+    // past both twins' 1.8x, is beyond it.
+    assert_eq!(
+        beyond_spread(&real, &under, &[&twin]),
+        ["p99 5x 2.3x (simulated 1.8x)"]
+    );
+    assert_eq!(beyond_spread(&real, &under, &[]).len(), 3);
+    // No unloaded latency: a ratio of nothing is never past the timeout.
     let none = Cell {
         unloaded_p99_ms: 0.0,
         ..twin.clone()
     };
-    assert_eq!(none.clone().seen_by_clients(timeout), none);
+    assert!((0..3).all(|i| !none.p99_past_timeout(i)));
 }

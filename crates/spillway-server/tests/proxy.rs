@@ -151,6 +151,23 @@ impl Harness {
         held
     }
 
+    /// Sends `raw` on a connection of its own, waits until `reached()` says the request got
+    /// where the test wants it, then closes the connection and returns once the proxy has
+    /// counted the client as gone (the first in this harness).
+    async fn send_and_leave(&self, raw: &[u8], reached: impl Fn() -> bool) {
+        use tokio::io::AsyncWriteExt;
+        let mut stream = tokio::net::TcpStream::connect(self.proxy).await.unwrap();
+        stream.write_all(raw).await.unwrap();
+        while !reached() {
+            tokio::task::yield_now().await;
+        }
+        drop(stream);
+        let left = r#"spillway_clients_left_total{listener="proxy"} 1"#;
+        while !self.metrics().contains(left) {
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// The metrics text, as `/metrics` serves it.
     fn metrics(&self) -> String {
         self.handle.render_metrics().unwrap()
@@ -301,10 +318,8 @@ executes = 1
 /// is counted in `spillway_clients_left_total`.
 #[tokio::test(start_paused = true)]
 async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answers() {
-    use tokio::io::AsyncWriteExt;
     const HOLD: &str =
         "[[route]]\nresource = \"hold\"\npath = \"/hold\"\nupstream = \"app\"\nexecutes = 1\n";
-    const LEFT: &str = r#"spillway_clients_left_total{listener="proxy"} 1"#;
     for run_on in [true, false] {
         let listener = if run_on {
             ""
@@ -314,18 +329,10 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
         let h = start_with(listener, HOLD).await;
         let resource = h.spillway.resource("hold").unwrap();
         // The client sends `/hold`, and leaves once the request is in flight.
-        let mut stream = tokio::net::TcpStream::connect(h.proxy).await.unwrap();
-        stream
-            .write_all(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
-        while resource.stats().concurrency == 0 {
-            tokio::task::yield_now().await;
-        }
-        drop(stream);
-        while !h.metrics().contains(LEFT) {
-            tokio::task::yield_now().await;
-        }
+        h.send_and_leave(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n", || {
+            resource.stats().concurrency > 0
+        })
+        .await;
         if run_on {
             // The upstream still works on it: its place is held, and the next is refused.
             assert_eq!(resource.stats().concurrency, 1);
@@ -355,25 +362,16 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
 #[tokio::test(start_paused = true)]
 async fn a_request_whose_whole_body_was_forwarded_runs_on_when_its_client_leaves() {
     use std::sync::atomic::Ordering;
-    use tokio::io::AsyncWriteExt;
     const HOLD: &str =
         "[[route]]\nresource = \"hold\"\npath = \"/hold-body\"\nupstream = \"app\"\nexecutes = 1\n";
     let h = start(HOLD).await;
     let resource = h.spillway.resource("hold").unwrap();
     let read = BODIES_READ.load(Ordering::SeqCst);
-    let mut stream = tokio::net::TcpStream::connect(h.proxy).await.unwrap();
-    stream
-        .write_all(b"POST /hold-body HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
-        .await
-        .unwrap();
-    while BODIES_READ.load(Ordering::SeqCst) == read {
-        tokio::task::yield_now().await;
-    }
-    drop(stream);
-    let left = r#"spillway_clients_left_total{listener="proxy"} 1"#;
-    while !h.metrics().contains(left) {
-        tokio::task::yield_now().await;
-    }
+    h.send_and_leave(
+        b"POST /hold-body HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+        || BODIES_READ.load(Ordering::SeqCst) > read,
+    )
+    .await;
     assert_eq!(resource.stats().concurrency, 1);
     let (status, _, body) = h.get("/hold-body").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
@@ -392,25 +390,15 @@ async fn a_request_whose_whole_body_was_forwarded_runs_on_when_its_client_leaves
 /// with `finish_when_client_leaves = false` it is served at once.
 #[tokio::test(start_paused = true)]
 async fn a_request_that_runs_on_holds_a_place_under_the_connection_cap() {
-    use tokio::io::AsyncWriteExt;
-    const LEFT: &str = r#"spillway_clients_left_total{listener="proxy"} 1"#;
     for run_on in [true, false] {
         let listener = format!("max_connections = 1\nfinish_when_client_leaves = {run_on}");
         let routes = format!("{ROUTES}\n[default]\nresource = \"all\"\nupstream = \"app\"\n");
         let h = start_with(&listener, &routes).await;
-        let mut stream = tokio::net::TcpStream::connect(h.proxy).await.unwrap();
-        stream
-            .write_all(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
         let all = h.spillway.resource("all").unwrap();
-        while all.stats().concurrency == 0 {
-            tokio::task::yield_now().await;
-        }
-        drop(stream);
-        while !h.metrics().contains(LEFT) {
-            tokio::task::yield_now().await;
-        }
+        h.send_and_leave(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n", || {
+            all.stats().concurrency > 0
+        })
+        .await;
         let started = tokio::time::Instant::now();
         let (status, _, _) = h.get("/orders").await;
         assert_eq!(status, StatusCode::OK);

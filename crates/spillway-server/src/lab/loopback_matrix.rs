@@ -55,12 +55,10 @@ pub struct LoopbackMatrix {
     /// The cells measured on loopback (no long run: three minutes a cell).
     pub loopback: Vec<Cell>,
     /// The same cells simulated, each on its loopback cell's measured capacity, with the
-    /// loopback run's seed (its arrivals and service times), their p99s as the loopback
-    /// clients measure them ([`Cell::seen_by_clients`]: up to the clients' timeout).
+    /// loopback run's seed (its arrivals and service times).
     pub simulated: Vec<Cell>,
-    /// The same cells simulated on the next [`TWIN_SEEDS`] - 1 seeds, seen by the clients as
-    /// `simulated` is: how far the simulation differs from itself on other arrivals and service
-    /// times.
+    /// The same cells simulated on the next [`TWIN_SEEDS`] - 1 seeds: how far the simulation
+    /// differs from itself on other arrivals and service times.
     pub other_seeds: Vec<Cell>,
     /// `envoy_gradient`'s settings in these runs.
     pub envoy: EnvoyGradientConfig,
@@ -242,9 +240,7 @@ pub async fn run_loopback_matrix(
                 let cell = Cell::new(
                     strategy, shape, &lab, &unloaded, &overloads, &slowdown, None,
                 );
-                // Twins as the loopback clients measure: latency up to their timeout.
-                let simulated = run_cell(&lab, strategy, shape, &twin_unloaded, false)?
-                    .seen_by_clients(lab.client_timeout);
+                let simulated = run_cell(&lab, strategy, shape, &twin_unloaded, false)?;
                 eprintln!(
                     "loopback matrix: {strategy}: goodput {:.2} {:.2} {:.2}, p99 {:.1}x {:.1}x \
                      {:.1}x, recovery {:?} ({:.0} s)",
@@ -258,10 +254,9 @@ pub async fn run_loopback_matrix(
                     started.elapsed().as_secs_f64()
                 );
                 for (lab, unloaded) in &other_seeds {
-                    matrix.other_seeds.push(
-                        run_cell(lab, strategy, shape, unloaded, false)?
-                            .seen_by_clients(lab.client_timeout),
-                    );
+                    matrix
+                        .other_seeds
+                        .push(run_cell(lab, strategy, shape, unloaded, false)?);
                 }
                 matrix.loopback.push(cell);
                 matrix.simulated.push(simulated);
