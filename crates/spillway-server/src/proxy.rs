@@ -335,15 +335,16 @@ impl Proxy {
         forwarder.set_peer(Arc::clone(peer));
         forwarder.set_forwarding(forwarding.clone());
         // A call that runs on keeps its log line, so that the line's duration is the time it
-        // held its places.
+        // held its places, and is counted in the route's metrics when it ends.
+        let counters = route.metrics(metrics);
+        let at_end = || self.at_run_on_end(counters, &route.resource, peer, arrived);
         let call = service.oneshot(request);
         let (answered, pending) =
-            Finishing::new(call, forwarding, &self.inner.counts, peer, pending).await;
+            Finishing::new(call, forwarding, &self.inner.counts, peer, pending, &at_end).await;
         let response = match answered {
             Ok(response) => response,
             Err(never) => match never {},
         };
-        let counters = route.metrics(metrics);
         let extensions = response.extensions();
         let decided = |decision| Decision::new(template, &route.resource, decision);
         // A refusal, or the proxy's answer to a failure: its text is sent as it is, and what
@@ -406,19 +407,8 @@ impl Proxy {
                 },
             );
         }
-        let grpc = spillway_tower::grpc::is_grpc(response.headers());
-        let error = spillway_tower::grpc::is_error(response.status(), response.headers(), grpc);
-        // A gRPC call's status usually comes in its trailers: its outcome is counted when its
-        // body ends.
-        let deferred = grpc && !error && spillway_tower::grpc::status_to_come(response.headers());
-        let outcome = deferred.then(|| body::GrpcOutcome::new(counters.clone()));
-        if !deferred {
-            counters.completed(error);
-        }
-        // One reading of the clock for the time it took and the time it has left.
-        let now = tokio::time::Instant::now();
+        let (outcome, now) = count_response(counters, &response, arrived, true);
         let took = now.saturating_duration_since(arrived);
-        counters.observe(took);
         let mut response = response;
         if let (StatusCode::SWITCHING_PROTOCOLS, Some(client)) = (response.status(), upgrading) {
             // The tunnel holds the body, with the entry and the places, until it closes: one
@@ -440,6 +430,34 @@ impl Proxy {
         }
         body.read_ahead(left).await;
         logged(pending, Response::from_parts(parts, body), passed)
+    }
+
+    /// What counts a call that ran on after its client left (`listener.finish_when_client_leaves`)
+    /// in its route's metrics when it ends, as one answered here would be: a failure as
+    /// [`failed`](Self::failed) counts it, a response as [`count_response`] does, except that a
+    /// gRPC status still to come in trailers nobody reads counts by the head alone. Made only
+    /// for a call that runs on.
+    fn at_run_on_end<B: Send + 'static>(
+        &self,
+        counters: &crate::metrics::ResourceMetrics,
+        resource: &str,
+        peer: &Arc<Peer>,
+        arrived: tokio::time::Instant,
+    ) -> Box<dyn FnOnce(Result<Response<B>, std::convert::Infallible>) + Send> {
+        let (proxy, counters) = (self.clone(), counters.clone());
+        let (resource, peer) = (resource.to_owned(), Arc::clone(peer));
+        Box::new(move |answered| {
+            let response = match answered {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            match response.extensions().get::<Failure>() {
+                Some(&failure) => proxy.failed(failure, &resource, &peer, &counters, arrived),
+                None => {
+                    count_response(&counters, &response, arrived, false);
+                }
+            }
+        })
     }
 
     /// Counts and logs a request that got no response from its upstream.
@@ -502,6 +520,32 @@ impl std::fmt::Debug for Proxy {
             .field("table", &self.inner.table.load())
             .finish_non_exhaustive()
     }
+}
+
+/// Counts a response from the upstream in its route's `counters`: a completion, an error or
+/// not by its status (a gRPC call's status usually comes in its trailers: with `body_counts`,
+/// such a call is left for its body to count when it ends, with the [`body::GrpcOutcome`]
+/// returned), and its time to the head from `arrived`. Returns that outcome and the time now
+/// (one reading of the clock for the time it took and the time it has left).
+fn count_response<B>(
+    counters: &crate::metrics::ResourceMetrics,
+    response: &Response<B>,
+    arrived: tokio::time::Instant,
+    body_counts: bool,
+) -> (Option<body::GrpcOutcome>, tokio::time::Instant) {
+    let grpc = spillway_tower::grpc::is_grpc(response.headers());
+    let error = spillway_tower::grpc::is_error(response.status(), response.headers(), grpc);
+    let deferred = body_counts
+        && grpc
+        && !error
+        && spillway_tower::grpc::status_to_come(response.headers());
+    let outcome = deferred.then(|| body::GrpcOutcome::new(counters.clone()));
+    if !deferred {
+        counters.completed(error);
+    }
+    let now = tokio::time::Instant::now();
+    counters.observe(now.saturating_duration_since(arrived));
+    (outcome, now)
 }
 
 /// `response`, carrying the access log's line of its request (`pending`, `None` when the

@@ -153,19 +153,28 @@ impl Harness {
 
     /// Sends `raw` on a connection of its own, waits until `reached()` says the request got
     /// where the test wants it, then closes the connection and returns once the proxy has
-    /// counted the client as gone (the first in this harness).
+    /// counted the client as gone.
     async fn send_and_leave(&self, raw: &[u8], reached: impl Fn() -> bool) {
         use tokio::io::AsyncWriteExt;
+        let left = self.clients_left();
         let mut stream = tokio::net::TcpStream::connect(self.proxy).await.unwrap();
         stream.write_all(raw).await.unwrap();
         while !reached() {
             tokio::task::yield_now().await;
         }
         drop(stream);
-        let left = r#"spillway_clients_left_total{listener="proxy"} 1"#;
-        while !self.metrics().contains(left) {
+        while self.clients_left() == left {
             tokio::task::yield_now().await;
         }
+    }
+
+    /// `spillway_clients_left_total` of the proxy's listener (0 before any).
+    fn clients_left(&self) -> u64 {
+        let prefix = r#"spillway_clients_left_total{listener="proxy"} "#;
+        self.metrics()
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .map_or(0, |count| count.trim().parse().unwrap())
     }
 
     /// The metrics text, as `/metrics` serves it.
@@ -339,12 +348,20 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
             let (status, _, body) = h.get("/hold").await;
             assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
             assert!(body.contains("blocked by executes"), "{body}");
-            // The upstream answers: the place comes back, and the call counts as a success.
+            // The upstream answers: the place comes back, and the call counts as a success,
+            // in the resource's statistics and in the route's metrics, with its time.
             h.release.notify_one();
             while resource.stats().concurrency != 0 {
                 tokio::task::yield_now().await;
             }
             assert_eq!(resource.stats().total_success, 1);
+            let metrics = h.metrics();
+            for line in [
+                r#"spillway_requests_total{resource="hold",outcome="success",reason=""} 1"#,
+                r#"spillway_response_seconds_count{resource="hold"} 1"#,
+            ] {
+                assert!(metrics.lines().any(|l| l == line), "{line}:\n{metrics}");
+            }
         } else {
             // Cancelled: its place comes back while the upstream still works on it, and the
             // next request is admitted (and, never released, times out at the upstream).
@@ -352,6 +369,15 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
                 tokio::task::yield_now().await;
             }
             assert_eq!(h.status("/hold").await, StatusCode::GATEWAY_TIMEOUT);
+            // Only the second request's end is counted: an error (the 504), after its timeout.
+            let metrics = h.metrics();
+            for line in [
+                r#"spillway_requests_total{resource="hold",outcome="error",reason=""} 1"#,
+                r#"spillway_response_seconds_count{resource="hold"} 1"#,
+            ] {
+                assert!(metrics.lines().any(|l| l == line), "{line}:\n{metrics}");
+            }
+            assert!(!metrics.contains(r#"outcome="success""#), "{metrics}");
         }
         h.shutdown().await;
     }

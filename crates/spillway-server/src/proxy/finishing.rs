@@ -27,10 +27,11 @@ use std::task::{ready, Context, Poll};
 /// `call`, which, dropped before it completes (its client left), is counted in `counts` and,
 /// if it may run on (`forwarding`: forwarded, with the client's whole body), its connection
 /// (`peer`) has fewer than [`MAX_RUN_ONS`](super::forward::MAX_RUN_ONS) running on, and the
-/// listener's cap leaves a place, runs on to its end in a task of its own on the current runtime, holding
-/// that place and `kept` (the request's access log line, which is written when it is dropped),
-/// its output then dropped; else it is cancelled there. Completed, it gives its output and
-/// `kept` back.
+/// listener's cap leaves a place, runs on to its end in a task of its own on the current
+/// runtime, holding that place and `kept` (the request's access log line, which is written when
+/// it is dropped), its output then given to what `at_end` makes (the route's counts); else it
+/// is cancelled there. Completed, it gives its output and `kept` back, and `at_end` is not
+/// called.
 pub(super) struct Finishing<'a, F: Future + Send + 'static, K: Send + 'static>
 where
     F::Output: Send,
@@ -42,7 +43,12 @@ where
     /// The client connection, which lets so many of its requests run on.
     peer: &'a Arc<Peer>,
     kept: Option<K>,
+    /// Makes what takes the output of a call that ran on (called only then).
+    at_end: &'a AtEnd<F::Output>,
 }
+
+/// What makes the end of a call that ran on: an owned function given its output.
+pub(super) type AtEnd<O> = dyn Fn() -> Box<dyn FnOnce(O) + Send> + Sync;
 
 impl<'a, F: Future + Send + 'static, K: Send + 'static> Finishing<'a, F, K>
 where
@@ -54,6 +60,7 @@ where
         counts: &'a ListenerCounts,
         peer: &'a Arc<Peer>,
         kept: K,
+        at_end: &'a AtEnd<F::Output>,
     ) -> Self {
         Self {
             call: Some(Box::pin(call)),
@@ -61,6 +68,7 @@ where
             counts,
             peer,
             kept: Some(kept),
+            at_end,
         }
     }
 }
@@ -114,8 +122,9 @@ where
         // the task.
         let kept = self.kept.take();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let at_end = (self.at_end)();
             runtime.spawn(async move {
-                drop(call.await);
+                at_end(call.await);
                 drop((place, run_on, kept));
             });
         }
@@ -143,6 +152,11 @@ mod tests {
             let _ = done.send(value);
             value
         }
+    }
+
+    /// An end that does nothing with the output.
+    fn ignored() -> Box<dyn FnOnce(u32) + Send> {
+        Box::new(drop)
     }
 
     fn poll_once<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
@@ -177,7 +191,7 @@ mod tests {
 
     /// Dropped while it waits (as hyper drops a request whose client left), a forwarded call
     /// is counted, goes on holding a place under the listener's cap, and ends when its answer
-    /// comes, giving the place back.
+    /// comes, its output going to its end, giving the place back.
     #[tokio::test]
     async fn a_call_dropped_before_its_end_runs_on_to_it() {
         let (counts, limit) = capped(2).await;
@@ -186,12 +200,20 @@ mod tests {
         let ended = Arc::new(AtomicBool::new(false));
         let forwarding = Forwarding::when(true);
         let peer = peer();
+        let (output, at_end) = std::sync::mpsc::channel();
+        let made = std::sync::Mutex::new(0);
+        let end = || -> Box<dyn FnOnce(u32) + Send> {
+            *made.lock().unwrap() += 1;
+            let output = output.clone();
+            Box::new(move |value| output.send(value).unwrap())
+        };
         let mut running = Box::pin(Finishing::new(
             call(answered, &ended, done),
             forwarding.clone(),
             &counts,
             &peer,
             (),
+            &end,
         ));
         assert!(poll_once(running.as_mut()).is_pending());
         // The forwarder sends it on, and its body (none) has ended.
@@ -208,6 +230,8 @@ mod tests {
         while limit.state().open != 0 {
             tokio::task::yield_now().await;
         }
+        assert_eq!(at_end.try_recv(), Ok(7), "its output at its end");
+        assert_eq!(*made.lock().unwrap(), 1);
     }
 
     /// A dropped call is counted and cancelled when it may not run on (the listener says so),
@@ -244,6 +268,7 @@ mod tests {
                 counts,
                 peer,
                 (),
+                &ignored,
             ));
             assert!(poll_once(running.as_mut()).is_pending());
             drop(running);
@@ -267,10 +292,16 @@ mod tests {
         let counts = ListenerCounts::default();
         let forwarding = Forwarding::when(true);
         let peer = peer();
+        let made = std::sync::atomic::AtomicBool::new(false);
+        let end = || -> Box<dyn FnOnce(u32) + Send> {
+            made.store(true, Ordering::SeqCst);
+            Box::new(drop)
+        };
         assert_eq!(
-            Finishing::new(async { 5 }, forwarding, &counts, &peer, "kept").await,
+            Finishing::new(async { 5 }, forwarding, &counts, &peer, "kept", &end).await,
             (5, "kept")
         );
         assert_eq!(counts.clients_left(), 0);
+        assert!(!made.load(Ordering::SeqCst), "no end made");
     }
 }
