@@ -52,7 +52,8 @@ impl Arrivals {
 
 /// Serves the connections of `arrivals` on the calling runtime until `shutdown` completes;
 /// then closes the listener, so that new connections are refused at once, and waits for the
-/// open ones to finish their request in flight.
+/// open ones to finish their request in flight, and for the requests that run on after their
+/// client left (`listener.finish_when_client_leaves`) to end.
 pub(crate) async fn serve(
     mut arrivals: Arrivals,
     proxy: Proxy,
@@ -62,6 +63,8 @@ pub(crate) async fn serve(
     // hyper-util's: each connection is watched; at shutdown, each finishes the request in
     // flight and closes, and `shutdown` completes once all have.
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Each request that runs on holds a receiver of it: closed once none does.
+    let running_on = Arc::new(tokio::sync::watch::Sender::new(()));
     let mut shutdown = std::pin::pin!(shutdown);
     let counts = proxy.listener_counts().clone();
     let builder = conn::proxy_builder(limits);
@@ -75,6 +78,7 @@ pub(crate) async fn serve(
             proxy: proxy.clone(),
             builder: builder.clone(),
             watcher: graceful.watcher(),
+            running_on: Arc::clone(&running_on),
             peer,
             limits,
             _seat: seat,
@@ -85,6 +89,8 @@ pub(crate) async fn serve(
     // socket) while the ones open drain.
     drop(arrivals);
     graceful.shutdown().await;
+    // No connection is left to leave a request running on.
+    running_on.closed().await;
 }
 
 /// One accepted connection, to serve.
@@ -92,6 +98,8 @@ struct Connection {
     proxy: Proxy,
     builder: auto::Builder<hyper_util::rt::TokioExecutor>,
     watcher: Watcher,
+    /// What the drain waits on for the requests that run on.
+    running_on: Arc<tokio::sync::watch::Sender<()>>,
     peer: SocketAddr,
     limits: conn::Limits,
     /// Its place in its worker's load, until it closes.
@@ -153,7 +161,7 @@ impl Connection {
         let counts = proxy.listener_counts().clone();
         let activity = crate::idle::Activity::default();
         let requests = activity.clone();
-        let client = Arc::new(crate::proxy::Peer::new(peer));
+        let client = Arc::new(crate::proxy::Peer::new(peer).drained_by(self.running_on));
         let send_timeout = self.limits.send_timeout;
         let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
             let (proxy, busy, client) = (proxy.clone(), requests.busy(), Arc::clone(&client));

@@ -458,6 +458,31 @@ async fn an_unreachable_upstream_is_a_502_and_an_error() {
     served.shutdown().await;
 }
 
+/// The drain at shutdown waits for a request that runs on after its client left, as for one
+/// in flight: it ends when the upstream answers, counted.
+#[tokio::test(start_paused = true)]
+async fn shutdown_drains_a_request_that_runs_on() {
+    let h = start("[default]\nresource = \"all\"\nupstream = \"app\"\n").await;
+    let resource = h.spillway.resource("all").unwrap();
+    h.send_and_leave(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n", || {
+        resource.stats().concurrency > 0
+    })
+    .await;
+    let (release, handle) = (h.release.clone(), h.handle.clone());
+    let shutting_down = tokio::spawn(h.shutdown());
+    // A second of paused time: the connections are closed, the request still runs on.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(!shutting_down.is_finished(), "waits for the request running on");
+    assert_eq!(resource.stats().concurrency, 1);
+    release.notify_one();
+    shutting_down.await.unwrap();
+    assert_eq!(resource.stats().concurrency, 0);
+    assert_eq!(resource.stats().total_success, 1);
+    let metrics = handle.render_metrics().unwrap();
+    let success = r#"spillway_requests_total{resource="all",outcome="success",reason=""} 1"#;
+    assert!(metrics.lines().any(|l| l == success), "{metrics}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn shutdown_drains_a_request_in_flight() {
     let h = start("[default]\nresource = \"all\"\nupstream = \"app\"\n").await;

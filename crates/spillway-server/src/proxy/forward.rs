@@ -84,6 +84,9 @@ pub struct Peer {
     addr: SocketAddr,
     /// Its requests that run on after it left (see `finishing`).
     run_ons: std::sync::atomic::AtomicUsize,
+    /// What the drain at shutdown waits on: each request running on holds one of its
+    /// receivers (`None`: nothing waits, as outside a server).
+    draining: Option<Arc<tokio::sync::watch::Sender<()>>>,
     /// Its `X-Forwarded-For` element: the address.
     forwarded_for: HeaderValue,
     /// Its `Forwarded` element (RFC 7239): `for=` the address, an IPv6 one in quotes and
@@ -104,9 +107,17 @@ impl Peer {
         Self {
             addr,
             run_ons: std::sync::atomic::AtomicUsize::new(0),
+            draining: None,
             forwarded_for: value(ip.to_string()),
             forwarded: value(forwarded),
         }
+    }
+
+    /// The peer, whose requests that run on after it left keep `draining` (a sender whose
+    /// `closed()` the drain at shutdown waits on) open until they end.
+    pub(crate) fn drained_by(mut self, draining: Arc<tokio::sync::watch::Sender<()>>) -> Self {
+        self.draining = Some(draining);
+        self
     }
 
     /// A place for one more of its requests to run on after it left, if it has fewer than
@@ -118,7 +129,10 @@ impl Peer {
                 (n < MAX_RUN_ONS).then_some(n + 1)
             })
             .ok()
-            .map(|_| RunOn(Arc::clone(self)))
+            .map(|_| RunOn {
+                peer: Arc::clone(self),
+                _drain: self.draining.as_ref().map(|draining| draining.subscribe()),
+            })
     }
 
     /// Its address.
@@ -132,13 +146,16 @@ impl Peer {
 /// holds no more than this many places of the connection cap.
 pub(crate) const MAX_RUN_ONS: usize = 8;
 
-/// One of a connection's requests running on after it left.
+/// One of a connection's requests running on after it left, holding the drain open.
 #[derive(Debug)]
-pub(crate) struct RunOn(Arc<Peer>);
+pub(crate) struct RunOn {
+    peer: Arc<Peer>,
+    _drain: Option<tokio::sync::watch::Receiver<()>>,
+}
 
 impl Drop for RunOn {
     fn drop(&mut self) {
-        self.0
+        self.peer
             .run_ons
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
