@@ -29,6 +29,8 @@ struct Counts {
     body_timeouts: AtomicU64,
     send_timeouts: AtomicU64,
     clients_left: AtomicU64,
+    /// Requests running on after their client left, each holding a [`RunningOn`].
+    running_on: AtomicU64,
     upstream_refusals: AtomicU64,
     /// The workers' open connections, once the proxy serves on workers.
     worker_loads: std::sync::OnceLock<Arc<crate::workers::Loads>>,
@@ -166,9 +168,20 @@ impl ListenerCounts {
     }
 
     /// One more place under the listener's cap, for a request that runs on after its client
-    /// left; `None` if the cap allows none, or the listener is not bound yet.
-    pub(crate) fn hold_over(&self) -> Option<spillway_tower::HeldPlace> {
-        self.inner.accepts.get()?.hold_over()
+    /// left, counted as running on until dropped; `None` if the cap allows none, or the
+    /// listener is not bound yet.
+    pub(crate) fn hold_over(&self) -> Option<RunningOn> {
+        let place = self.inner.accepts.get()?.hold_over()?;
+        self.inner.running_on.fetch_add(1, Ordering::Relaxed);
+        Some(RunningOn {
+            _place: place,
+            counts: Arc::clone(&self.inner),
+        })
+    }
+
+    /// Requests running on after their client left, now.
+    pub(crate) fn running_on(&self) -> u64 {
+        self.inner.running_on.load(Ordering::Relaxed)
     }
 
     /// Requests whose client left before their response head.
@@ -182,6 +195,20 @@ impl ListenerCounts {
 
     pub(crate) fn count_body_timeout(&self) {
         self.inner.body_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A request's place under its listener's cap while it runs on after its client left, and
+/// its count in [`ListenerCounts::running_on`]: both given back when dropped.
+#[derive(Debug)]
+pub(crate) struct RunningOn {
+    _place: spillway_tower::HeldPlace,
+    counts: Arc<Counts>,
+}
+
+impl Drop for RunningOn {
+    fn drop(&mut self) {
+        self.counts.running_on.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -407,6 +407,16 @@ impl Collector for Listeners {
             });
             gauges(&mut encoder, name, help, rows)?;
         }
+        let running_on = listeners
+            .map(|(listener, counts)| (vec![("listener", listener.to_owned())], counts.running_on() as f64));
+        gauges(
+            &mut encoder,
+            "spillway_running_on",
+            "Requests running on to the upstream's answer after their client left \
+             (listener.finish_when_client_leaves), each holding a place counted in \
+             spillway_connections, by listener",
+            running_on.into_iter(),
+        )?;
         let upstream = [
             (
                 "spillway_upstream_refusals",

@@ -345,6 +345,8 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
         if run_on {
             // The upstream still works on it: its place is held, and the next is refused.
             assert_eq!(resource.stats().concurrency, 1);
+            let running_on = r#"spillway_running_on{listener="proxy"} 1"#;
+            assert!(h.metrics().lines().any(|l| l == running_on));
             let (status, _, body) = h.get("/hold").await;
             assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
             assert!(body.contains("blocked by executes"), "{body}");
@@ -357,6 +359,7 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
             assert_eq!(resource.stats().total_success, 1);
             let metrics = h.metrics();
             for line in [
+                r#"spillway_running_on{listener="proxy"} 0"#,
                 r#"spillway_requests_total{resource="hold",outcome="success",reason=""} 1"#,
                 r#"spillway_response_seconds_count{resource="hold"} 1"#,
             ] {

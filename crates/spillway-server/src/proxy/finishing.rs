@@ -223,6 +223,7 @@ mod tests {
         drop(running);
         assert_eq!(counts.clients_left(), 1);
         assert_eq!(limit.state().open, 1, "a place held while it runs on");
+        assert_eq!(counts.running_on(), 1);
         assert!(!ended.load(Ordering::SeqCst));
         answer.send(7).unwrap();
         assert_eq!(finished.await.unwrap(), 7);
@@ -230,6 +231,7 @@ mod tests {
         while limit.state().open != 0 {
             tokio::task::yield_now().await;
         }
+        assert_eq!(counts.running_on(), 0);
         assert_eq!(at_end.try_recv(), Ok(7), "its output at its end");
         assert_eq!(*made.lock().unwrap(), 1);
     }
