@@ -549,43 +549,6 @@ async fn an_adaptive_queue_holds_a_request_until_a_place_frees_and_refuses_after
     );
 }
 
-/// A request whose future is dropped while the service runs (its client gave up) is
-/// abandoned: its place is freed, and it counts as neither a success nor an error, nor as an
-/// adaptive limit's sample (Envoy cancels the sample).
-#[tokio::test(start_paused = true)]
-async fn a_request_dropped_while_the_service_runs_is_abandoned() {
-    use spillway::adaptive::AdaptiveRule;
-    let spillway = spillway();
-    spillway
-        .load_adaptive_rules(vec![AdaptiveRule::resource(
-            "slow-adaptive",
-            "GET /slow",
-            one_at_a_time(),
-        )])
-        .unwrap();
-    let app = app(&spillway);
-    // A client that gives up after 20 ms of the service's 100.
-    let gone = tokio::time::timeout(
-        Duration::from_millis(20),
-        app.clone().oneshot(get_request("/slow")),
-    )
-    .await;
-    assert!(gone.is_err());
-    let state = spillway.adaptive_state("slow-adaptive").unwrap();
-    assert_eq!((state.in_flight, state.samples), (0, 0));
-    let stats = spillway.resource("GET /slow").unwrap().stats();
-    assert_eq!(
-        (stats.total_pass, stats.total_success, stats.total_error, stats.concurrency),
-        (1, 0, 0, 0)
-    );
-    // One answered counts, and gives the limit its sample.
-    assert_eq!(status(&app, "/slow").await, StatusCode::OK);
-    let state = spillway.adaptive_state("slow-adaptive").unwrap();
-    assert_eq!((state.in_flight, state.samples), (0, 1));
-    let stats = spillway.resource("GET /slow").unwrap().stats();
-    assert_eq!((stats.total_pass, stats.total_success), (2, 1));
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_request_dropped_while_it_waits_in_an_adaptive_queue_leaves_it() {
     use spillway::adaptive::{AdaptiveQueue, AdaptiveRule};

@@ -23,9 +23,7 @@ pin_project! {
     /// request.
     ///
     /// Dropped while it waits, it gives the queue slot back and leaves the adaptive queue;
-    /// dropped while the service runs (its caller gave up), the call is abandoned: its place
-    /// is freed and nothing else is counted (no success, no error, no adaptive sample), as
-    /// Envoy's filter cancels the latency sample of a call whose stream was reset.
+    /// dropped while the service runs, the entry completes.
     pub struct ResponseFuture<F, S, R> {
         #[pin]
         state: State<F, S, R>,
@@ -47,7 +45,7 @@ pin_project! {
         Calling {
             #[pin]
             future: F,
-            entry: Running,
+            entry: Option<OwnedEntry>,
             classify: Option<Arc<ClassifyFn>>,
             // Shadow mode's refusal of a request let through (boxed: rare).
             shadowed: Option<Box<BlockError>>,
@@ -58,18 +56,6 @@ pin_project! {
             // Boxed, likewise: a response head is larger than the calling state.
             response: Option<Box<Response<bytes::Bytes>>>,
         },
-    }
-}
-
-/// The entry of a call whose inner service runs: taken when it answers; dropped before (the
-/// response future with it), the call is abandoned (see [`ResponseFuture`]).
-struct Running(Option<OwnedEntry>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut entry) = self.0.take() {
-            entry.mark_abandoned();
-        }
     }
 }
 
@@ -118,7 +104,7 @@ where
                 fields,
             } => State::Calling {
                 future: service.call(request),
-                entry: Running(entry),
+                entry,
                 classify: config.classify.clone(),
                 shadowed,
                 fields,
@@ -219,7 +205,7 @@ where
                     fields,
                 } => {
                     let result = ready!(future.poll(cx));
-                    let mut entry = entry.0.take();
+                    let mut entry = entry.take();
                     return Poll::Ready(match result {
                         Ok(mut response) => {
                             // Read once: the default classification needs it too.
