@@ -415,7 +415,7 @@ impl Collector for Listeners {
             "Requests running on to the upstream's answer after their client left \
              (listener.finish_when_client_leaves), each holding a place counted in \
              spillway_connections, by listener",
-            running_on.into_iter(),
+            running_on,
         )?;
         let upstream = [
             (

@@ -63,8 +63,10 @@ pub(crate) async fn serve(
     // hyper-util's: each connection is watched; at shutdown, each finishes the request in
     // flight and closes, and `shutdown` completes once all have.
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    // Each request that runs on holds a receiver of it: closed once none does.
-    let running_on = Arc::new(tokio::sync::watch::Sender::new(()));
+    // Each connection's peer holds a receiver of it, as long as the connection, its requests
+    // or those that run on after it left live: closed once none does. (hyper runs an HTTP/2
+    // stream in a task of its own, which may outlive its connection's.)
+    let draining = tokio::sync::watch::Sender::new(());
     let mut shutdown = std::pin::pin!(shutdown);
     let counts = proxy.listener_counts().clone();
     let builder = conn::proxy_builder(limits);
@@ -78,7 +80,7 @@ pub(crate) async fn serve(
             proxy: proxy.clone(),
             builder: builder.clone(),
             watcher: graceful.watcher(),
-            running_on: Arc::clone(&running_on),
+            draining: draining.subscribe(),
             peer,
             limits,
             _seat: seat,
@@ -89,8 +91,7 @@ pub(crate) async fn serve(
     // socket) while the ones open drain.
     drop(arrivals);
     graceful.shutdown().await;
-    // No connection is left to leave a request running on.
-    running_on.closed().await;
+    draining.closed().await;
 }
 
 /// One accepted connection, to serve.
@@ -98,8 +99,8 @@ struct Connection {
     proxy: Proxy,
     builder: auto::Builder<hyper_util::rt::TokioExecutor>,
     watcher: Watcher,
-    /// What the drain waits on for the requests that run on.
-    running_on: Arc<tokio::sync::watch::Sender<()>>,
+    /// What the drain waits on for its peer (see `serve`).
+    draining: tokio::sync::watch::Receiver<()>,
     peer: SocketAddr,
     limits: conn::Limits,
     /// Its place in its worker's load, until it closes.
@@ -161,7 +162,7 @@ impl Connection {
         let counts = proxy.listener_counts().clone();
         let activity = crate::idle::Activity::default();
         let requests = activity.clone();
-        let client = Arc::new(crate::proxy::Peer::new(peer).drained_by(self.running_on));
+        let client = Arc::new(crate::proxy::Peer::new(peer).drained_by(self.draining));
         let send_timeout = self.limits.send_timeout;
         let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
             let (proxy, busy, client) = (proxy.clone(), requests.busy(), Arc::clone(&client));

@@ -156,25 +156,31 @@ impl Harness {
     /// counted the client as gone.
     async fn send_and_leave(&self, raw: &[u8], reached: impl Fn() -> bool) {
         use tokio::io::AsyncWriteExt;
-        let left = self.clients_left();
+        let clients_left = r#"spillway_clients_left_total{listener="proxy"}"#;
+        let left = self.metric(clients_left);
         let mut stream = tokio::net::TcpStream::connect(self.proxy).await.unwrap();
         stream.write_all(raw).await.unwrap();
         while !reached() {
             tokio::task::yield_now().await;
         }
         drop(stream);
-        while self.clients_left() == left {
+        while self.metric(clients_left) == left {
             tokio::task::yield_now().await;
         }
     }
 
-    /// `spillway_clients_left_total` of the proxy's listener (0 before any).
-    fn clients_left(&self) -> u64 {
-        let prefix = r#"spillway_clients_left_total{listener="proxy"} "#;
-        self.metrics()
-            .lines()
-            .find_map(|line| line.strip_prefix(prefix))
-            .map_or(0, |count| count.trim().parse().unwrap())
+    /// The value of `series` (its name and labels, as `/metrics` writes them) in the metrics
+    /// text; a series it does not have fails the test.
+    fn metric(&self, series: &str) -> f64 {
+        let metrics = self.metrics();
+        let value = metrics.lines().find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then_some(value)
+        });
+        match value {
+            Some(value) => value.parse().unwrap(),
+            None => panic!("no {series} in:\n{metrics}"),
+        }
     }
 
     /// The metrics text, as `/metrics` serves it.
@@ -345,8 +351,8 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
         if run_on {
             // The upstream still works on it: its place is held, and the next is refused.
             assert_eq!(resource.stats().concurrency, 1);
-            let running_on = r#"spillway_running_on{listener="proxy"} 1"#;
-            assert!(h.metrics().lines().any(|l| l == running_on));
+            let running_on = r#"spillway_running_on{listener="proxy"}"#;
+            assert_eq!(h.metric(running_on), 1.0);
             let (status, _, body) = h.get("/hold").await;
             assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
             assert!(body.contains("blocked by executes"), "{body}");
@@ -357,13 +363,15 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
                 tokio::task::yield_now().await;
             }
             assert_eq!(resource.stats().total_success, 1);
-            let metrics = h.metrics();
-            for line in [
-                r#"spillway_running_on{listener="proxy"} 0"#,
-                r#"spillway_requests_total{resource="hold",outcome="success",reason=""} 1"#,
-                r#"spillway_response_seconds_count{resource="hold"} 1"#,
+            for (series, value) in [
+                (r#"spillway_running_on{listener="proxy"}"#, 0.0),
+                (
+                    r#"spillway_requests_total{resource="hold",outcome="success",reason=""}"#,
+                    1.0,
+                ),
+                (r#"spillway_response_seconds_count{resource="hold"}"#, 1.0),
             ] {
-                assert!(metrics.lines().any(|l| l == line), "{line}:\n{metrics}");
+                assert_eq!(h.metric(series), value, "{series}");
             }
         } else {
             // Cancelled: its place comes back while the upstream still works on it, and the
@@ -373,14 +381,19 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
             }
             assert_eq!(h.status("/hold").await, StatusCode::GATEWAY_TIMEOUT);
             // Only the second request's end is counted: an error (the 504), after its timeout.
-            let metrics = h.metrics();
-            for line in [
-                r#"spillway_requests_total{resource="hold",outcome="error",reason=""} 1"#,
-                r#"spillway_response_seconds_count{resource="hold"} 1"#,
+            for (series, value) in [
+                (
+                    r#"spillway_requests_total{resource="hold",outcome="error",reason=""}"#,
+                    1.0,
+                ),
+                (
+                    r#"spillway_requests_total{resource="hold",outcome="success",reason=""}"#,
+                    0.0,
+                ),
+                (r#"spillway_response_seconds_count{resource="hold"}"#, 1.0),
             ] {
-                assert!(metrics.lines().any(|l| l == line), "{line}:\n{metrics}");
+                assert_eq!(h.metric(series), value, "{series}");
             }
-            assert!(!metrics.contains(r#"outcome="success""#), "{metrics}");
         }
         h.shutdown().await;
     }
@@ -483,7 +496,7 @@ async fn shutdown_drains_a_request_that_runs_on() {
     assert_eq!(resource.stats().total_success, 1);
     let metrics = handle.render_metrics().unwrap();
     let success = r#"spillway_requests_total{resource="all",outcome="success",reason=""} 1"#;
-    assert!(metrics.lines().any(|l| l == success), "{metrics}");
+    assert!(metrics.lines().any(|line| line == success), "{metrics}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -44,11 +44,12 @@ where
     peer: &'a Arc<Peer>,
     kept: Option<K>,
     /// Makes what takes the output of a call that ran on (called only then).
-    at_end: &'a AtEnd<F::Output>,
+    at_end: &'a AtEnd<'a, F::Output>,
 }
 
-/// What makes the end of a call that ran on: an owned function given its output.
-pub(super) type AtEnd<O> = dyn Fn() -> Box<dyn FnOnce(O) + Send> + Sync;
+/// What makes the end of a call that ran on (borrowing for `'a`): an owned function given its
+/// output, moved into the call's task.
+pub(super) type AtEnd<'a, O> = dyn Fn() -> Box<dyn FnOnce(O) + Send> + Sync + 'a;
 
 impl<'a, F: Future + Send + 'static, K: Send + 'static> Finishing<'a, F, K>
 where
@@ -60,7 +61,7 @@ where
         counts: &'a ListenerCounts,
         peer: &'a Arc<Peer>,
         kept: K,
-        at_end: &'a AtEnd<F::Output>,
+        at_end: &'a AtEnd<'a, F::Output>,
     ) -> Self {
         Self {
             call: Some(Box::pin(call)),

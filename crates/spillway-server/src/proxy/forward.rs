@@ -84,9 +84,10 @@ pub struct Peer {
     addr: SocketAddr,
     /// Its requests that run on after it left (see `finishing`).
     run_ons: std::sync::atomic::AtomicUsize,
-    /// What the drain at shutdown waits on: each request running on holds one of its
-    /// receivers (`None`: nothing waits, as outside a server).
-    draining: Option<Arc<tokio::sync::watch::Sender<()>>>,
+    /// Held open while the peer lives, by its connection, its requests and those that run on
+    /// after it left: the drain at shutdown waits for every receiver to close (`None`: nothing
+    /// waits, as outside a server).
+    _draining: Option<tokio::sync::watch::Receiver<()>>,
     /// Its `X-Forwarded-For` element: the address.
     forwarded_for: HeaderValue,
     /// Its `Forwarded` element (RFC 7239): `for=` the address, an IPv6 one in quotes and
@@ -107,16 +108,17 @@ impl Peer {
         Self {
             addr,
             run_ons: std::sync::atomic::AtomicUsize::new(0),
-            draining: None,
+            _draining: None,
             forwarded_for: value(ip.to_string()),
             forwarded: value(forwarded),
         }
     }
 
-    /// The peer, whose requests that run on after it left keep `draining` (a sender whose
-    /// `closed()` the drain at shutdown waits on) open until they end.
-    pub(crate) fn drained_by(mut self, draining: Arc<tokio::sync::watch::Sender<()>>) -> Self {
-        self.draining = Some(draining);
+    /// The peer, holding `draining` (a receiver of the channel whose closing the drain at
+    /// shutdown waits for) until the last of its connection, its requests and those that run
+    /// on after it left ends.
+    pub(crate) fn drained_by(mut self, draining: tokio::sync::watch::Receiver<()>) -> Self {
+        self._draining = Some(draining);
         self
     }
 
@@ -129,10 +131,7 @@ impl Peer {
                 (n < MAX_RUN_ONS).then_some(n + 1)
             })
             .ok()
-            .map(|_| RunOn {
-                peer: Arc::clone(self),
-                _drain: self.draining.as_ref().map(|draining| draining.subscribe()),
-            })
+            .map(|_| RunOn(Arc::clone(self)))
     }
 
     /// Its address.
@@ -146,16 +145,14 @@ impl Peer {
 /// holds no more than this many places of the connection cap.
 pub(crate) const MAX_RUN_ONS: usize = 8;
 
-/// One of a connection's requests running on after it left, holding the drain open.
+/// One of a connection's requests running on after it left (holding its peer, and with it the
+/// drain, open).
 #[derive(Debug)]
-pub(crate) struct RunOn {
-    peer: Arc<Peer>,
-    _drain: Option<tokio::sync::watch::Receiver<()>>,
-}
+pub(crate) struct RunOn(Arc<Peer>);
 
 impl Drop for RunOn {
     fn drop(&mut self) {
-        self.peer
+        self.0
             .run_ons
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
