@@ -407,8 +407,12 @@ impl Collector for Listeners {
             });
             gauges(&mut encoder, name, help, rows)?;
         }
-        let running_on = listeners
-            .map(|(listener, counts)| (vec![("listener", listener.to_owned())], counts.running_on() as f64));
+        let running_on = listeners.map(|(listener, counts)| {
+            (
+                vec![("listener", listener.to_owned())],
+                counts.running_on() as f64,
+            )
+        });
         gauges(
             &mut encoder,
             "spillway_running_on",

@@ -535,10 +535,8 @@ fn count_response<B>(
 ) -> (Option<body::GrpcOutcome>, tokio::time::Instant) {
     let grpc = spillway_tower::grpc::is_grpc(response.headers());
     let error = spillway_tower::grpc::is_error(response.status(), response.headers(), grpc);
-    let deferred = body_counts
-        && grpc
-        && !error
-        && spillway_tower::grpc::status_to_come(response.headers());
+    let deferred =
+        body_counts && grpc && !error && spillway_tower::grpc::status_to_come(response.headers());
     let outcome = deferred.then(|| body::GrpcOutcome::new(counters.clone()));
     if !deferred {
         counters.completed(error);

@@ -488,7 +488,10 @@ async fn shutdown_drains_a_request_that_runs_on() {
     let shutting_down = tokio::spawn(h.shutdown());
     // A second of paused time: the connections are closed, the request still runs on.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    assert!(!shutting_down.is_finished(), "waits for the request running on");
+    assert!(
+        !shutting_down.is_finished(),
+        "waits for the request running on"
+    );
     assert_eq!(resource.stats().concurrency, 1);
     release.notify_one();
     shutting_down.await.unwrap();
