@@ -169,6 +169,21 @@ impl Harness {
         }
     }
 
+    /// While a request holds `resource`'s one place (`executes = 1`) at the upstream, the next
+    /// to `path` is refused; once the upstream answers, the place comes back and the held call
+    /// counts as a success.
+    async fn refuses_until_released(&self, path: &str, resource: &spillway::Resource) {
+        assert_eq!(resource.stats().concurrency, 1);
+        let (status, _, body) = self.get(path).await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(body.contains("blocked by executes"), "{body}");
+        self.release.notify_one();
+        while resource.stats().concurrency != 0 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(resource.stats().total_success, 1);
+    }
+
     /// The value of `series` (its name and labels, as `/metrics` writes them) in the metrics
     /// text; a series it does not have fails the test.
     fn metric(&self, series: &str) -> f64 {
@@ -349,20 +364,12 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
         })
         .await;
         if run_on {
-            // The upstream still works on it: its place is held, and the next is refused.
-            assert_eq!(resource.stats().concurrency, 1);
+            // The upstream still works on it: its place is held, and the next is refused; once
+            // it answers, the call counts as a success, in the resource's statistics and in the
+            // route's metrics, with its time.
             let running_on = r#"spillway_running_on{listener="proxy"}"#;
             assert_eq!(h.metric(running_on), 1.0);
-            let (status, _, body) = h.get("/hold").await;
-            assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-            assert!(body.contains("blocked by executes"), "{body}");
-            // The upstream answers: the place comes back, and the call counts as a success,
-            // in the resource's statistics and in the route's metrics, with its time.
-            h.release.notify_one();
-            while resource.stats().concurrency != 0 {
-                tokio::task::yield_now().await;
-            }
-            assert_eq!(resource.stats().total_success, 1);
+            h.refuses_until_released("/hold", &resource).await;
             for (series, value) in [
                 (r#"spillway_running_on{listener="proxy"}"#, 0.0),
                 (
@@ -414,15 +421,7 @@ async fn a_request_whose_whole_body_was_forwarded_runs_on_when_its_client_leaves
         || BODIES_READ.load(Ordering::SeqCst) > read,
     )
     .await;
-    assert_eq!(resource.stats().concurrency, 1);
-    let (status, _, body) = h.get("/hold-body").await;
-    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
-    assert!(body.contains("blocked by executes"), "{body}");
-    h.release.notify_one();
-    while resource.stats().concurrency != 0 {
-        tokio::task::yield_now().await;
-    }
-    assert_eq!(resource.stats().total_success, 1);
+    h.refuses_until_released("/hold-body", &resource).await;
     h.shutdown().await;
 }
 
