@@ -171,7 +171,7 @@ impl Cell {
     }
 
     /// Whether the p99 at load `index` of [`MATRIX_LOADS`] is at or past the clients' timeout:
-    /// more than 1% of the admitted attempts outlived their clients' patience.
+    /// at least 1% of the admitted attempts outlived their clients' patience.
     ///
     /// How far past it, only the simulation sees: it counts an admitted attempt's latency
     /// until its work ends, even after its client left, while a real client (the loopback
@@ -302,9 +302,9 @@ pub fn disagreements(real: &Cell, twin: &Cell) -> Vec<String> {
 /// [`AGREE_P99_RATIO`]) outside the range of the twins' values; the recovery, when `real`
 /// meets its target and no twin does, or misses it and every twin meets it. Each names the
 /// range. A p99 [past the clients' timeout](Cell::p99_past_timeout) lies within the spread if
-/// a twin's is past it too. Empty when `real` lies within the tolerance of that range: what it differs by from
-/// `own` ([`disagreements`]) is then not beyond what the simulation spans on other arrivals
-/// and service times. With no `others`, the same as [`disagreements`]; every value beyond
+/// a twin's is past it too. Empty when `real` lies within the tolerance of that range: what it
+/// differs by from `own` ([`disagreements`]) is then not beyond what the simulation spans on
+/// other arrivals and service times. With no `others`, the same as [`disagreements`]; every value beyond
 /// the range is one of those.
 ///
 /// # Examples
