@@ -48,7 +48,7 @@ mod strategy;
 pub use draws::ServiceSampler;
 pub use lab::{run_lab, scenarios, LabReport, EVENT_BASE_LOAD};
 pub use params::{LabError, LabParams, RetryPolicy, ServiceTime};
-pub use record::{Counts, RunResult, SeriesPoint};
+pub use record::{Counts, RunResult, SeriesPoint, Traced};
 pub use scenario::{Scenario, LONG_RUN_LOADS, LONG_RUN_STEP, SWEEP_LOADS};
 pub use strategy::{Strategy, RESOURCE, SENTINEL_LOAD_PER_CORE};
 
@@ -87,6 +87,35 @@ pub fn simulate_mix(
         ));
     }
     Ok(sim::Run::new(params, scenario, strategy)?.run_mix())
+}
+
+/// Runs `strategy` in `scenario`, measures it, and keeps its time series whatever the scenario
+/// (a sweep's too): how the limit, the requests in the service, goodput and p99 moved, a point
+/// every 100 ms.
+///
+/// # Errors
+///
+/// A [`LabError`] if a parameter or the scenario's load cannot be simulated.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_lab::{simulate_traced, LabParams, Scenario, Strategy};
+/// use std::time::Duration;
+///
+/// let params = LabParams { measure: Duration::from_secs(2), ..LabParams::default().quick() };
+/// let traced = simulate_traced(&params, Scenario::Sweep { load: 3.0 }, Strategy::Aimd)?;
+/// assert!(traced.run.series.is_empty()); // a sweep's summary keeps none
+/// let last = traced.trace.last().unwrap();
+/// assert!(last.limit.is_some(), "an adaptive limit has a limit at every point");
+/// # Ok::<(), spillway_lab::LabError>(())
+/// ```
+pub fn simulate_traced(
+    params: &LabParams,
+    scenario: Scenario,
+    strategy: Strategy,
+) -> Result<Traced, LabError> {
+    Ok(sim::Run::new(params, scenario, strategy)?.run_traced())
 }
 
 /// Runs `strategy` in `scenario` and measures it.

@@ -87,6 +87,15 @@ pub struct RunResult {
     pub refused_by_10s: Vec<u64>,
 }
 
+/// A run's numbers and its time series ([`RunRecord::trace`]), whatever its scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Traced {
+    /// The run's numbers.
+    pub run: RunResult,
+    /// A point a tick (100 ms), each the 1-second window ending there.
+    pub trace: Vec<SeriesPoint>,
+}
+
 /// How an attempt ended for its client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -202,9 +211,7 @@ impl RunRecord<'_> {
                     recovery(&answered, nanos(trigger_end), arrivals_end, 0.9 * capacity);
                 (recovery, self.series(&answered, arrivals_end))
             }
-            None if scenario == Scenario::LongRun => {
-                (None, self.series(&self.answered_per_bucket(), arrivals_end))
-            }
+            None if scenario == Scenario::LongRun => (None, self.trace()),
             None => (None, Vec::new()),
         };
         RunResult {
@@ -221,6 +228,17 @@ impl RunRecord<'_> {
             series,
             refused_by_10s,
         }
+    }
+
+    /// The run's time series, whatever its scenario: a point a tick (100 ms) up to the end of
+    /// arrivals, each the 1-second window ending there: goodput, the p99 of the admitted
+    /// attempts that finished in it, and at its end the requests in the service and the limit
+    /// the protection admitted. [`summarize`](Self::summarize) keeps it for the scenarios with
+    /// a trigger and the long run; `spillway lab --trace` prints it for a sweep, to follow a
+    /// limit as it moves.
+    pub fn trace(&self) -> Vec<SeriesPoint> {
+        let arrivals_end = nanos(self.scenario.arrivals_end(self.params));
+        self.series(&self.answered_per_bucket(), arrivals_end)
     }
 
     /// Answers by the 100 ms bucket they came in.

@@ -11,7 +11,9 @@ use crate::load_average::{LoadAverage, LOAD_PERIOD_NANOS};
 use crate::mix::{group_name, Claim, Mix};
 use crate::mix_result::{group_results, ClaimedAttempt, MixResult};
 use crate::params::{LabError, LabParams, RetryPolicy};
-use crate::record::{nanos, AttemptRecord, Outcome, RunRecord, RunResult, Tick, BUCKET_NANOS};
+use crate::record::{
+    nanos, AttemptRecord, Outcome, RunRecord, RunResult, Tick, Traced, BUCKET_NANOS,
+};
 use crate::scenario::Scenario;
 use crate::strategy::{Protection, Strategy, SENTINEL_LOAD_PER_CORE};
 use rand::{Rng, SeedableRng};
@@ -166,19 +168,35 @@ impl<'p> Run<'p> {
         }
     }
 
+    /// Runs until every client has its final answer, and measures, with the run's time series
+    /// whatever its scenario.
+    pub(crate) fn run_traced(mut self) -> Traced {
+        let end = self.drive();
+        let attempts: Vec<AttemptRecord> = self.attempts.iter().map(|a| a.record).collect();
+        let record = self.record(&attempts, end);
+        Traced {
+            run: record.summarize(),
+            trace: record.trace(),
+        }
+    }
+
     /// The run's numbers, all requests together.
     fn summarize(&self, end: u64) -> RunResult {
         let attempts: Vec<AttemptRecord> = self.attempts.iter().map(|a| a.record).collect();
+        self.record(&attempts, end).summarize()
+    }
+
+    /// What the run saw, with `attempts` its attempts' records, ended at `end`.
+    fn record<'a>(&'a self, attempts: &'a [AttemptRecord], end: u64) -> RunRecord<'a> {
         RunRecord {
             params: self.params,
             scenario: self.scenario,
             strategy: self.strategy,
-            attempts: &attempts,
+            attempts,
             ticks: &self.ticks,
             end,
             skipped: 0,
         }
-        .summarize()
     }
 
     /// Plays every event until every client has its final answer: when the last happened.

@@ -10,17 +10,20 @@
 //! - `spillway lab --mix` prints the tables of the scenarios whose requests claim a
 //!   criticality, a tenant or a deadline;
 //! - `spillway lab --long-run` prints each strategy's refusals below capacity over a long run,
-//!   simulated, and with `--loopback` through the real proxy too.
+//!   simulated, and with `--loopback` through the real proxy too;
+//! - `spillway lab --trace LOAD` prints how each strategy's limit moved in one sweep, simulated,
+//!   and with `--loopback` through the real proxy beside its twin.
 
 mod docs;
 pub mod long_run;
 pub mod loopback;
 pub mod loopback_matrix;
+pub mod trace;
 
 use clap::ValueEnum;
 use spillway::adaptive::{AdaptiveQueue, BufferScaling, EnvoyGradientConfig, QueueOrder};
 use spillway_lab::matrix_report::MatrixReport;
-use spillway_lab::{LabError, LabParams, RetryPolicy, ServiceTime, Strategy};
+use spillway_lab::{LabError, LabParams, RetryPolicy, Scenario, ServiceTime, Strategy};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -117,6 +120,18 @@ pub struct LabArgs {
     /// service to a few hundred requests a second, as the loopback matrix does).
     #[arg(long, conflicts_with_all = ["matrix", "mix", "quick", "no_loopback"])]
     pub long_run: bool,
+    /// One sweep at this load (a multiple of capacity), traced: each strategy (default: the
+    /// adaptive ones) on the service of `--workers`, `--service-ms` and the distribution,
+    /// simulated, with its limit, the requests in the service, goodput and p99 second by
+    /// second (the JSON has a point every 100 ms). With `--loopback`: through the real proxy
+    /// on loopback beside its simulated twin (the upstream's capacity measured first; about
+    /// half a minute a strategy), to see where the two labs part.
+    #[arg(long, value_name = "LOAD", conflicts_with_all = ["matrix", "mix", "long_run", "quick", "no_loopback"])]
+    pub trace: Option<f64>,
+    /// With `--trace`: trace a spike from its load (to 5x for 10 s) or a slowdown at it (the
+    /// service 5 times slower for 10 s) instead of a sweep.
+    #[arg(long, value_enum, requires = "trace")]
+    pub trace_event: Option<TraceEvent>,
     /// With `--matrix`: run the matrix through the real proxy on loopback (1 to 32 workers,
     /// exponential and bimodal service times, no long run; about 50 minutes for the five
     /// adaptive strategies) beside its simulated twin, and print the section of
@@ -125,8 +140,8 @@ pub struct LabArgs {
     /// through the real proxy.
     #[arg(long)]
     pub loopback: bool,
-    /// The adaptive strategies' queue, with `--quick`, `--matrix` or `--long-run` (simulated),
-    /// or `--matrix` or `--long-run` with `--loopback` (through the real proxy; the loopback
+    /// The adaptive strategies' queue, with `--quick`, `--matrix`, `--long-run` or `--trace`
+    /// (simulated), or `--matrix`, `--long-run` or `--trace` with `--loopback` (through the real proxy; the loopback
     /// matrix stretches its timeout with the clients' on its slower services); the full lab and
     /// the scenarios with claims run without one: how many requests may wait for a place (0:
     /// none, a full limit refuses at once).
@@ -138,8 +153,9 @@ pub struct LabArgs {
     /// Which waiting request a freed place goes to.
     #[arg(long, value_enum, default_value_t = QueueOrderArg::Fifo)]
     pub queue_order: QueueOrderArg,
-    /// `envoy_gradient`'s open start, with `--quick`, `--matrix`, `--mix` or `--long-run`
-    /// (on loopback, `--matrix` or `--long-run`; the full lab runs the defaults), for `envoy_gradient`
+    /// `envoy_gradient`'s open start, with `--quick`, `--matrix`, `--mix`, `--long-run` or
+    /// `--trace` (on loopback, `--matrix`, `--long-run` or `--trace`; the full lab runs the
+    /// defaults), for `envoy_gradient`
     /// and the scenarios with claims: the limit from the start until the first minRTT is measured
     /// from the calls as they come (0: Envoy's start, pinned at 3; see docs/config.md).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -189,8 +205,8 @@ fn envoy_defaults_only(envoy: &EnvoyGradientConfig) -> Result<(), LabError> {
             field,
             format!(
                 "the full lab and the loopback scenarios with claims run envoy_gradient's \
-                 defaults: give --{} with --quick, --matrix, --mix or --long-run (on \
-                 loopback: --matrix or --long-run)",
+                 defaults: give --{} with --quick, --matrix, --mix, --long-run or --trace (on \
+                 loopback: --matrix, --long-run or --trace)",
                 field.replace('_', "-")
             ),
         )),
@@ -214,6 +230,15 @@ impl From<BufferScalingArg> for BufferScaling {
             BufferScalingArg::Spread => BufferScaling::Spread,
         }
     }
+}
+
+/// The events `--trace` can follow instead of a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TraceEvent {
+    /// The offered load jumps, then falls back.
+    Spike,
+    /// The service slows down, then recovers.
+    Slowdown,
 }
 
 /// [`QueueOrder`] on the command line.
@@ -308,12 +333,13 @@ impl LabArgs {
                 Some(queue)
             }
         };
-        if self.loopback && !self.matrix && !self.mix && !self.long_run {
+        let single = self.long_run || self.trace.is_some();
+        if self.loopback && !self.matrix && !self.mix && !single {
             return Err(LabError::new(
                 "loopback",
-                "--loopback runs the shape matrix, the scenarios with claims or the long run \
-                 on loopback: give --matrix, --mix or --long-run too (the full lab runs the \
-                 loopback lab unless --no-loopback)",
+                "--loopback runs the shape matrix, the scenarios with claims, the long run or \
+                 a trace on loopback: give --matrix, --mix, --long-run or --trace too (the \
+                 full lab runs the loopback lab unless --no-loopback)",
             ));
         }
         if adaptive_queue.is_some() && self.mix {
@@ -344,11 +370,11 @@ impl LabArgs {
                 ));
             }
         }
-        if adaptive_queue.is_some() && !self.quick && !self.matrix && !self.long_run {
+        if adaptive_queue.is_some() && !self.quick && !self.matrix && !single {
             return Err(LabError::new(
                 "queue_capacity",
                 "the full lab writes docs/overload.md without a queue: give a queue with \
-                 --quick, --matrix or --long-run",
+                 --quick, --matrix, --long-run or --trace",
             ));
         }
         let envoy_start_limit = u32::try_from(self.envoy_start_limit).map_err(|_| {
@@ -357,7 +383,7 @@ impl LabArgs {
                 format!("must be between 0 and 1000, got {}", self.envoy_start_limit),
             )
         })?;
-        let full = !self.quick && !self.matrix && !self.mix && !self.long_run;
+        let full = !self.quick && !self.matrix && !self.mix && !single;
         let defaults = EnvoyGradientConfig::default();
         let envoy = EnvoyGradientConfig {
             start_limit: envoy_start_limit,
@@ -436,6 +462,42 @@ async fn run_long_run(
     Ok(report.markdown())
 }
 
+/// `spillway lab --trace LOAD`: the traced sweep at `LOAD` of the strategies named (default:
+/// the adaptive ones) on the service of `params`, simulated or on loopback, as tables (or
+/// JSON).
+async fn run_trace(
+    args: &LabArgs,
+    params: &LabParams,
+    load: f64,
+) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    if !(load.is_finite() && load > 0.0) {
+        return Err(Box::new(LabError::new(
+            "trace",
+            format!("must be a load above 0 (a multiple of capacity), got {load}"),
+        )));
+    }
+    let strategies = if args.strategies.is_empty() {
+        Strategy::ADAPTIVE.to_vec()
+    } else {
+        args.strategies()?
+    };
+    let scenario = match args.trace_event {
+        None => Scenario::Sweep { load },
+        Some(TraceEvent::Spike) => Scenario::Spike { load },
+        Some(TraceEvent::Slowdown) => Scenario::Slowdown { load },
+    };
+    let report = if args.loopback {
+        let base = loopback::LoopbackParams::with_clients_of(params);
+        trace::loopback(params, &base, scenario, &strategies).await?
+    } else {
+        trace::simulated(params, scenario, &strategies)?
+    };
+    if args.json {
+        return Ok(serde_json::to_string_pretty(&report)?);
+    }
+    Ok(report.markdown())
+}
+
 /// Writes `text` and a newline to stdout; a reader that went away (`| head`) is not an error.
 fn print(text: &str) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     use std::io::Write as _;
@@ -507,6 +569,9 @@ pub async fn run(args: LabArgs) -> Result<(), Box<dyn std::error::Error + Send +
     if args.long_run {
         return print(&run_long_run(&args, &params).await?);
     }
+    if let Some(load) = args.trace {
+        return print(&run_trace(&args, &params, load).await?);
+    }
     if args.quick {
         let report = spillway_lab::run_lab(&params, &strategies)?;
         let text = if args.json {
@@ -528,6 +593,39 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         lab: LabArgs,
+    }
+
+    /// `--trace` takes a load, `--loopback` and an event; it runs alone, and a load of 0 is
+    /// refused by name.
+    #[tokio::test]
+    async fn a_trace_takes_a_load_and_an_event() {
+        let cli = Cli::try_parse_from(["lab", "--trace", "5", "--loopback"]).unwrap();
+        assert_eq!(cli.lab.trace, Some(5.0));
+        assert!(cli.lab.params().is_ok());
+        let cli =
+            Cli::try_parse_from(["lab", "--trace", "1", "--trace-event", "slowdown"]).unwrap();
+        assert_eq!(cli.lab.trace_event, Some(TraceEvent::Slowdown));
+        assert!(Cli::try_parse_from(["lab", "--trace-event", "spike"]).is_err());
+        assert!(Cli::try_parse_from(["lab", "--trace", "5", "--matrix"]).is_err());
+        let cli = Cli::try_parse_from(["lab", "--trace", "0"]).unwrap();
+        let params = cli.lab.params().unwrap();
+        let err = run_trace(&cli.lab, &params, 0.0).await.unwrap_err();
+        assert!(err.to_string().contains("trace"), "{err}");
+        // A slowdown traced, simulated, in the short mode's lengths: its text names it.
+        let cli = Cli::try_parse_from([
+            "lab",
+            "--trace",
+            "1",
+            "--trace-event",
+            "slowdown",
+            "--strategies",
+            "aimd",
+        ])
+        .unwrap();
+        let short = cli.lab.params().unwrap().quick();
+        let text = run_trace(&cli.lab, &short, 1.0).await.unwrap();
+        assert!(text.starts_with("Trace of a slowdown at 1x"), "{text}");
+        assert!(text.contains("### aimd"), "{text}");
     }
 
     /// The loopback matrix takes the queue options, as given (it stretches them per service).

@@ -5,11 +5,9 @@
 //! loopback beside its simulated twin (the same strategy and arrivals at the capacity
 //! measured), about 3 minutes a strategy.
 
-use super::loopback::{measure_capacity, run_point, LoopbackParams};
-use crate::upstream::UpstreamShape;
+use super::loopback::{on_measured_service, run_point, LoopbackParams};
 use serde::Serialize;
 use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig};
-use spillway_lab::arrivals::Spacing;
 use spillway_lab::{simulate, LabError, LabParams, RunResult, Scenario, Strategy};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -132,31 +130,13 @@ pub async fn loopback(
     base: &LoopbackParams,
     strategies: &[Strategy],
 ) -> Result<LongRunReport, BoxError> {
-    if let Some(strategy) = strategies.iter().find(|strategy| !strategy.in_binary()) {
-        return Err(Box::new(LabError::new(
-            "strategies",
-            format!("{strategy} cannot run on loopback: the binary cannot express it"),
-        )));
-    }
-    let upstream = UpstreamShape {
-        workers: usize::try_from(params.workers)?,
-        service: params.service_time,
-        seed: params.seed,
-        flaky: false,
-    };
-    let capacity = measure_capacity(upstream).await?;
+    let loopback = on_measured_service(params, base, strategies).await?;
     eprintln!(
-        "long run on loopback: {capacity:.0} requests/s measured ({:.0} nominal), about {} \
-         minutes",
-        upstream.capacity(),
+        "long run on loopback: {:.0} requests/s measured ({:.0} nominal), about {} minutes",
+        loopback.capacity(),
+        loopback.upstream.capacity(),
         3 * strategies.len()
     );
-    let loopback = LoopbackParams {
-        upstream,
-        capacity: Some(capacity),
-        spacing: Spacing::Poisson,
-        ..base.clone()
-    };
     let twin = loopback.lab_params();
     let mut rows = Vec::with_capacity(strategies.len());
     for &strategy in strategies {
@@ -175,7 +155,7 @@ pub async fn loopback(
         rows.push(row);
     }
     // The service as given (its nominal mean), at the capacity measured.
-    Ok(report(params, true, capacity, rows))
+    Ok(report(params, true, loopback.capacity(), rows))
 }
 
 impl LongRunReport {

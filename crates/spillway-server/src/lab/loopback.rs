@@ -23,7 +23,7 @@ use spillway_lab::measure::{AttemptRecord, Outcome, RunRecord, Tick};
 use spillway_lab::mix::{Claim, Mix};
 use spillway_lab::mix_result::{group_results, ClaimedAttempt, MixResult};
 use spillway_lab::{
-    LabParams, LabReport, RetryPolicy, RunResult, Scenario, ServiceTime, Strategy,
+    LabParams, LabReport, RetryPolicy, RunResult, Scenario, ServiceTime, Strategy, Traced,
     SENTINEL_LOAD_PER_CORE,
 };
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -227,17 +227,60 @@ struct Ran {
 impl Ran {
     fn summarize(&self, strategy: Strategy, scenario: Scenario) -> RunResult {
         let attempts: Vec<AttemptRecord> = self.attempts.iter().map(|a| a.record).collect();
+        self.record(strategy, scenario, &attempts).summarize()
+    }
+
+    /// What the run saw, with `attempts` its attempts' records.
+    fn record<'a>(
+        &'a self,
+        strategy: Strategy,
+        scenario: Scenario,
+        attempts: &'a [AttemptRecord],
+    ) -> RunRecord<'a> {
         RunRecord {
             params: &self.lab,
             scenario,
             strategy,
-            attempts: &attempts,
+            attempts,
             ticks: &self.samples,
             end: self.end,
             skipped: self.skipped,
         }
-        .summarize()
     }
+}
+
+/// The loopback parameters for the service of `params` (its workers and service time, an
+/// upstream seeded with its seed) with the clients of `base` and Poisson arrivals, at the
+/// capacity measured first; for runs of `strategies`, each of which the binary must express.
+///
+/// # Errors
+///
+/// A strategy the binary cannot express (the static split), too many workers, or a loopback
+/// port that cannot be bound.
+pub async fn on_measured_service(
+    params: &LabParams,
+    base: &LoopbackParams,
+    strategies: &[Strategy],
+) -> Result<LoopbackParams, Box<dyn std::error::Error + Send + Sync>> {
+    if let Some(strategy) = strategies.iter().find(|strategy| !strategy.in_binary()) {
+        return Err(Box::new(spillway_lab::LabError::new(
+            "strategies",
+            format!("{strategy} cannot run on loopback: the binary cannot express it"),
+        )));
+    }
+    let upstream = UpstreamShape {
+        workers: usize::try_from(params.workers)?,
+        service: params.service_time,
+        seed: params.seed,
+        flaky: false,
+    };
+    let capacity = measure_capacity(upstream).await?;
+    Ok(LoopbackParams {
+        upstream,
+        capacity: Some(capacity),
+        spacing: Spacing::Poisson,
+        ..base.clone()
+    })
 }
 
 /// Runs `strategy` in `scenario` against a fresh upstream and proxy.
@@ -252,6 +295,27 @@ pub async fn run_point(
 ) -> Result<RunResult, Box<dyn std::error::Error + Send + Sync>> {
     let ran = run(params, strategy, scenario).await?;
     Ok(ran.summarize(strategy, scenario))
+}
+
+/// Runs `strategy` in `scenario` against a fresh upstream and proxy, and keeps the run's time
+/// series whatever its scenario (as `spillway_lab::simulate_traced` does), its limit read from
+/// the proxy every 100 ms.
+///
+/// # Errors
+///
+/// As [`run_point`].
+pub async fn trace_point(
+    params: &LoopbackParams,
+    strategy: Strategy,
+    scenario: Scenario,
+) -> Result<Traced, Box<dyn std::error::Error + Send + Sync>> {
+    let ran = run(params, strategy, scenario).await?;
+    let attempts: Vec<AttemptRecord> = ran.attempts.iter().map(|a| a.record).collect();
+    let record = ran.record(strategy, scenario, &attempts);
+    Ok(Traced {
+        run: record.summarize(),
+        trace: record.trace(),
+    })
 }
 
 /// Runs `strategy` in a `scenario` whose requests claim something ([`Scenario::Mix`]) against
