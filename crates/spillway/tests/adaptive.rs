@@ -296,8 +296,9 @@ fn bbr_keeps_the_concurrency_through_a_slowdown_and_probes_back_at_once() {
     }
 }
 
-/// Every 10 s (BBR's interval), the limit drops to 4 until 20 calls admitted since then have
-/// completed, and comes back.
+/// As the start ends (its RTs were measured with the queue it built), then every 10 s (BBR's
+/// interval), the limit drops to 4 until 20 calls admitted since then have completed, and
+/// comes back.
 #[test]
 fn bbr_measures_its_rtt_again_on_schedule() {
     let trace = run(bbr(), 45, None);
@@ -311,8 +312,10 @@ fn bbr_measures_its_rtt_again_on_schedule() {
     };
     let starts = at(ChangeReason::MeasuringMinRtt);
     let ends = at(ChangeReason::MinRttMeasured);
-    assert_eq!(starts.len(), 4, "measurements began at {starts:?}");
-    assert_eq!(ends.len(), 4, "measurements ended at {ends:?}");
+    assert_eq!(starts.len(), 5, "measurements began at {starts:?}");
+    assert_eq!(ends.len(), 5, "measurements ended at {ends:?}");
+    // The first in the first round the limit binds after the start: within its first second.
+    assert!(starts[0] < second(1.0), "measurements began at {starts:?}");
     for (start, end) in starts.iter().zip(&ends) {
         // 20 calls of 10 ms, 4 at a time, after the ones in flight: 50 to 70 ms.
         assert!(
@@ -351,6 +354,26 @@ fn bbr_starts_fast() {
         .expect("the limit reached the service's concurrency");
     assert!(reached <= second(0.8), "reached 8 at {reached} ns");
     assert!(trace.max_limit() <= 2 * WORKERS as u32 + 1);
+}
+
+/// A start that queues from its first round (an initial limit five times what the service
+/// works on at once, every round full) measured no RT without a queue: the limit it ends with
+/// would stand at the queue it built until the next RT measurement, 10 s later. The
+/// measurement that ends the start brings it down to the service's concurrency within the
+/// first seconds.
+#[test]
+fn bbr_measures_its_rtt_as_the_start_ends() {
+    let initial = 5 * WORKERS as u32;
+    let config = BbrConfig {
+        initial_limit: initial,
+        ..BbrConfig::default()
+    };
+    let trace = run(Bbr::new(config).unwrap(), 10, None);
+    let mean = trace.mean_limit(second(2.0), second(9.5));
+    assert!(
+        (IDEAL..=1.5 * IDEAL).contains(&mean),
+        "mean limit {mean:.1} from 2 s to 9.5 s"
+    );
 }
 
 #[test]

@@ -33,7 +33,8 @@ pub struct BbrConfig {
     /// The gain of the round after it, which drains the queue the probe built (BBR: 0.75).
     pub drain_gain: f64,
     /// How long after the last RT measurement the next is due (BBR: 10 s); it runs at
-    /// `probe_rtt_limit` at the end of the first round the limit binds after that.
+    /// `probe_rtt_limit` at the end of the first round the limit binds after that. The first
+    /// is due as the start ends.
     #[cfg_attr(feature = "serde", serde(with = "humantime_serde"))]
     pub probe_rtt_interval: Duration,
     /// The limit while the RT is measured again (BBR: 4), raised to `min_limit` if below it.
@@ -156,13 +157,15 @@ struct Open {
 ///   and if the service delivers more, the rate filter and the limit grow; the drain empties the
 ///   queue the probe built, which keeps the RT estimate clean. From the start (and until the
 ///   rate stops growing by 25% for 3 rounds) the limit doubles each round it is reached.
-/// - **It measures the RT again** (BBR's ProbeRTT): every `probe_rtt_interval`, at the end of
-///   the first round the limit binds, the limit drops to `probe_rtt_limit` until `min_samples`
-///   calls admitted since then complete, and their mean RT joins the filter. Without it, a
-///   limit above what the service can work on at once would hold: every round would queue, and
-///   `rate x RT` of a queue is just the calls in flight (Little's law), so it would measure the
-///   limit itself. While the limit does not bind, the RT is the service's, and it waits: a
-///   service below its limit is not refused for the measurement.
+/// - **It measures the RT again** (BBR's ProbeRTT): as the start ends and then every
+///   `probe_rtt_interval`, at the end of the first round the limit binds, the limit drops to
+///   `probe_rtt_limit` until `min_samples` calls admitted since then complete, and their mean
+///   RT joins the filter. Without it, a limit above what the service can work on at once would
+///   hold: every round would queue, and `rate x RT` of a queue is just the calls in flight
+///   (Little's law), so it would measure the limit itself. That is why the first is due as the
+///   start ends: a start under overload queues from its first round, so every RT it measured
+///   had a queue in it. While the limit does not bind, the RT is the service's, and it waits:
+///   a service below its limit is not refused for the measurement.
 /// - **Bursts are not overload.** A limit at the product is the service's mean concurrency,
 ///   and random arrivals fill it at times well below capacity: the refused calls lower the
 ///   rate, and with it the next limit, round after round, until the limit sits well below
@@ -366,8 +369,10 @@ impl Bbr {
                     }
                 }
                 if *flat_rounds >= FULL_PIPE_ROUNDS {
-                    self.next_probe_rtt =
-                        Some(now.saturating_add(Self::nanos(self.config.probe_rtt_interval)));
+                    // Every RT the start measured had the queue the start itself built (the
+                    // limit doubled each round until the rate stopped growing), so the RT is
+                    // measured again at once: in the first round the limit binds.
+                    self.next_probe_rtt = Some(now);
                     // The pipe is full: drain what the start queued, then cruise.
                     self.phase = Phase::Cycle(2);
                     (self.config.drain_gain, ChangeReason::Draining)
