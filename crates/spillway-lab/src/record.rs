@@ -241,6 +241,14 @@ impl RunRecord<'_> {
         self.series(&self.answered_per_bucket(), arrivals_end)
     }
 
+    /// The run's numbers ([`summarize`](Self::summarize)) with its [`trace`](Self::trace).
+    pub fn traced(&self) -> Traced {
+        Traced {
+            run: self.summarize(),
+            trace: self.trace(),
+        }
+    }
+
     /// Answers by the 100 ms bucket they came in.
     fn answered_per_bucket(&self) -> Vec<u64> {
         let mut answered = Vec::new();

@@ -173,11 +173,7 @@ impl<'p> Run<'p> {
     pub(crate) fn run_traced(mut self) -> Traced {
         let end = self.drive();
         let attempts: Vec<AttemptRecord> = self.attempts.iter().map(|a| a.record).collect();
-        let record = self.record(&attempts, end);
-        Traced {
-            run: record.summarize(),
-            trace: record.trace(),
-        }
+        self.record(&attempts, end).traced()
     }
 
     /// The run's numbers, all requests together.

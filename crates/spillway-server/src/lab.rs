@@ -18,6 +18,7 @@ mod docs;
 pub mod long_run;
 pub mod loopback;
 pub mod loopback_matrix;
+pub mod one_service;
 pub mod trace;
 
 use clap::ValueEnum;
@@ -52,8 +53,8 @@ pub struct LabArgs {
     pub seed: u64,
     /// Print JSON instead of the tables: with `--quick` (and in the full mode, of the simulated
     /// lab with exponential service times) one array, a row per strategy, scenario and load;
-    /// with `--matrix`, its cells and the fixed-limit floor; with `--mix` or `--long-run`,
-    /// their reports.
+    /// with `--matrix`, its cells and the fixed-limit floor; with `--mix`, `--long-run` or
+    /// `--trace`, their reports.
     #[arg(long)]
     pub json: bool,
     /// The service's workers (requests worked on at once).
@@ -83,7 +84,8 @@ pub struct LabArgs {
     /// The back-off before the first retry, in milliseconds (doubling, jittered 50-100%).
     #[arg(long, default_value_t = 50.0, allow_negative_numbers = true)]
     pub backoff_ms: f64,
-    /// The strategies, comma-separated (default: all; with `--matrix`, the adaptive ones).
+    /// The strategies, comma-separated (default: all; with `--matrix`, `--long-run` or
+    /// `--trace`, the adaptive ones).
     #[arg(long, value_delimiter = ',')]
     pub strategies: Vec<String>,
     /// Where the full lab writes overload.md and its plots.
@@ -120,29 +122,36 @@ pub struct LabArgs {
     /// service to a few hundred requests a second, as the loopback matrix does).
     #[arg(long, conflicts_with_all = ["matrix", "mix", "quick", "no_loopback"])]
     pub long_run: bool,
-    /// One sweep at this load (a multiple of capacity), traced: each strategy (default: the
-    /// adaptive ones) on the service of `--workers`, `--service-ms` and the distribution,
-    /// simulated, with its limit, the requests in the service, goodput and p99 second by
-    /// second (the JSON has a point every 100 ms). With `--loopback`: through the real proxy
-    /// on loopback beside its simulated twin (the upstream's capacity measured first; about
-    /// half a minute a strategy), to see where the two labs part.
-    #[arg(long, value_name = "LOAD", conflicts_with_all = ["matrix", "mix", "long_run", "quick", "no_loopback"])]
+    /// One sweep at this load (a multiple of capacity, above 0 and at most 100; 5 s of warm-up
+    /// and 30 s measured), traced: each strategy (default: the adaptive ones) on the service of
+    /// `--workers`, `--service-ms` and the distribution, simulated, with its limit, the
+    /// requests in the service, goodput and p99 second by second from the first (the JSON has
+    /// a point every 100 ms). With `--loopback`: through the real proxy on loopback beside its
+    /// simulated twin (the upstream's capacity measured first; about 40 s a strategy), to see
+    /// where the two labs part.
+    #[arg(
+        long,
+        value_name = "LOAD",
+        allow_negative_numbers = true,
+        conflicts_with_all = ["matrix", "mix", "long_run", "quick", "no_loopback"]
+    )]
     pub trace: Option<f64>,
     /// With `--trace`: trace a spike from its load (to 5x for 10 s) or a slowdown at it (the
-    /// service 5 times slower for 10 s) instead of a sweep.
+    /// service 5 times slower for 10 s) instead of a sweep, 10 s after the start.
     #[arg(long, value_enum, requires = "trace")]
     pub trace_event: Option<TraceEvent>,
     /// With `--matrix`: run the matrix through the real proxy on loopback (1 to 32 workers,
     /// exponential and bimodal service times, no long run; about 50 minutes for the five
     /// adaptive strategies) beside its simulated twin, and print the section of
     /// docs/overload.md it makes. The clients' options apply (stretched on services slower than
-    /// 10 ms); `--service-ms` and `--quick` do not. With `--mix` or `--long-run`: those
-    /// through the real proxy.
+    /// 10 ms); `--service-ms` and `--quick` do not. With `--mix`, `--long-run` or `--trace`:
+    /// those through the real proxy.
     #[arg(long)]
     pub loopback: bool,
     /// The adaptive strategies' queue, with `--quick`, `--matrix`, `--long-run` or `--trace`
-    /// (simulated), or `--matrix`, `--long-run` or `--trace` with `--loopback` (through the real proxy; the loopback
-    /// matrix stretches its timeout with the clients' on its slower services); the full lab and
+    /// (simulated), or `--matrix`, `--long-run` or `--trace` with `--loopback` (through the
+    /// real proxy; the loopback matrix stretches its timeout with the clients' on its slower
+    /// services); the full lab and
     /// the scenarios with claims run without one: how many requests may wait for a place (0:
     /// none, a full limit refuses at once).
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -470,24 +479,26 @@ async fn run_trace(
     params: &LabParams,
     load: f64,
 ) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    if !(load.is_finite() && load > 0.0) {
-        return Err(Box::new(LabError::new(
-            "trace",
-            format!("must be a load above 0 (a multiple of capacity), got {load}"),
-        )));
-    }
-    let strategies = if args.strategies.is_empty() {
-        Strategy::ADAPTIVE.to_vec()
-    } else {
-        args.strategies()?
-    };
     let scenario = match args.trace_event {
         None => Scenario::Sweep { load },
         Some(TraceEvent::Spike) => Scenario::Spike { load },
         Some(TraceEvent::Slowdown) => Scenario::Slowdown { load },
     };
+    scenario
+        .validate()
+        .map_err(|err| LabError::new("trace", err.message().to_string()))?;
+    let strategies = if args.strategies.is_empty() {
+        Strategy::ADAPTIVE.to_vec()
+    } else {
+        args.strategies()?
+    };
     let report = if args.loopback {
-        let base = loopback::LoopbackParams::with_clients_of(params);
+        // The simulated lab's lengths, so that a sweep settles as it does there.
+        let base = loopback::LoopbackParams {
+            warm_up: params.warm_up,
+            measure: params.measure,
+            ..loopback::LoopbackParams::with_clients_of(params)
+        };
         trace::loopback(params, &base, scenario, &strategies).await?
     } else {
         trace::simulated(params, scenario, &strategies)?
@@ -607,10 +618,16 @@ mod tests {
         assert_eq!(cli.lab.trace_event, Some(TraceEvent::Slowdown));
         assert!(Cli::try_parse_from(["lab", "--trace-event", "spike"]).is_err());
         assert!(Cli::try_parse_from(["lab", "--trace", "5", "--matrix"]).is_err());
-        let cli = Cli::try_parse_from(["lab", "--trace", "0"]).unwrap();
-        let params = cli.lab.params().unwrap();
-        let err = run_trace(&cli.lab, &params, 0.0).await.unwrap_err();
-        assert!(err.to_string().contains("trace"), "{err}");
+        for load in ["0", "-1", "150", "NaN", "inf"] {
+            let cli = Cli::try_parse_from(["lab", "--trace", load, "--loopback"]).unwrap();
+            let params = cli.lab.params().unwrap();
+            let given = cli.lab.trace.unwrap();
+            // Refused by name before anything runs (on loopback, before the capacity is
+            // measured).
+            let err = run_trace(&cli.lab, &params, given).await.unwrap_err();
+            assert!(err.to_string().contains("trace"), "{load}: {err}");
+            assert!(err.to_string().contains("at most 100"), "{load}: {err}");
+        }
         // A slowdown traced, simulated, in the short mode's lengths: its text names it.
         let cli = Cli::try_parse_from([
             "lab",

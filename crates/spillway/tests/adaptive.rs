@@ -316,6 +316,15 @@ fn bbr_measures_its_rtt_again_on_schedule() {
     assert_eq!(ends.len(), 5, "measurements ended at {ends:?}");
     // The first in the first round the limit binds after the start: within its first second.
     assert!(starts[0] < second(1.0), "measurements began at {starts:?}");
+    // Never at the end of a drain round, whose limit was set below the product on purpose:
+    // that it bound says nothing about a queue.
+    for start in &starts {
+        let before = trace.changes.iter().rev().find(|(at, _)| at < start);
+        assert!(
+            before.is_some_and(|(_, reason)| *reason != ChangeReason::Draining),
+            "a measurement at {start} right after {before:?}"
+        );
+    }
     for (start, end) in starts.iter().zip(&ends) {
         // 20 calls of 10 ms, 4 at a time, after the ones in flight: 50 to 70 ms.
         assert!(
@@ -359,8 +368,8 @@ fn bbr_starts_fast() {
 /// A start that queues from its first round (an initial limit five times what the service
 /// works on at once, every round full) measured no RT without a queue: the limit it ends with
 /// would stand at the queue it built until the next RT measurement, 10 s later. The
-/// measurement that ends the start brings it down to the service's concurrency within the
-/// first seconds.
+/// measurement due as the start ends (in the first round after its drain that the limit
+/// binds) brings it down to the service's concurrency within the first seconds.
 #[test]
 fn bbr_measures_its_rtt_as_the_start_ends() {
     let initial = 5 * WORKERS as u32;

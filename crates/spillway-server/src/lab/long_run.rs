@@ -6,8 +6,8 @@
 //! measured), about 3 minutes a strategy.
 
 use super::loopback::{on_measured_service, run_point, LoopbackParams};
+use super::one_service::OneService;
 use serde::Serialize;
-use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig};
 use spillway_lab::{simulate, LabError, LabParams, RunResult, Scenario, Strategy};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -50,20 +50,9 @@ impl Refusals {
 /// The long run of several strategies on one service.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LongRunReport {
-    /// Whether it ran through the real proxy on loopback (beside the simulated twin).
-    pub loopback: bool,
-    /// The service's workers.
-    pub workers: u32,
-    /// Its service times, as the tables describe them.
-    pub service: String,
-    /// Its capacity in requests a second: measured on loopback, else the nominal one.
-    pub capacity: f64,
-    /// The seed of the draws.
-    pub seed: u64,
-    /// `envoy_gradient`'s settings.
-    pub envoy: EnvoyGradientConfig,
-    /// The adaptive limits' queue, if they have one.
-    pub adaptive_queue: Option<AdaptiveQueue>,
+    /// The service, and where it ran.
+    #[serde(flatten)]
+    pub on: OneService,
     /// A row per strategy.
     pub rows: Vec<LongRunRow>,
 }
@@ -96,25 +85,10 @@ pub fn simulated(params: &LabParams, strategies: &[Strategy]) -> Result<LongRunR
             })
         })
         .collect::<Result<_, LabError>>()?;
-    Ok(report(params, false, params.capacity(), rows))
-}
-
-fn report(
-    params: &LabParams,
-    loopback: bool,
-    capacity: f64,
-    rows: Vec<LongRunRow>,
-) -> LongRunReport {
-    LongRunReport {
-        loopback,
-        workers: params.workers,
-        service: params.service_time.label(),
-        capacity,
-        seed: params.seed,
-        envoy: params.envoy,
-        adaptive_queue: params.adaptive_queue,
+    Ok(LongRunReport {
+        on: OneService::of(params, false, params.capacity()),
         rows,
-    }
+    })
 }
 
 /// The long run of each of `strategies` through the real proxy, in front of an upstream of the
@@ -154,38 +128,20 @@ pub async fn loopback(
         );
         rows.push(row);
     }
-    // The service as given (its nominal mean), at the capacity measured.
-    Ok(report(params, true, loopback.capacity(), rows))
+    Ok(LongRunReport {
+        on: OneService::of(params, true, loopback.capacity()),
+        rows,
+    })
 }
 
 impl LongRunReport {
     /// A line on the service and the run, then the [`table`].
     pub fn markdown(&self) -> String {
-        let lab = if self.loopback {
-            "through the real proxy on loopback, beside its simulated twin"
-        } else {
-            "simulated"
-        };
-        let capacity = if self.loopback { "measured" } else { "nominal" };
-        let lab_params = LabParams {
-            envoy: self.envoy,
-            adaptive_queue: self.adaptive_queue,
-            ..LabParams::default()
-        };
-        let settings: String = [lab_params.envoy_settings(), lab_params.queue_settings()]
-            .into_iter()
-            .flatten()
-            .map(|text| format!(" In these runs {text}."))
-            .collect();
         format!(
-            "Long run, {lab}: {} workers, {}, capacity {:.0} requests/s ({capacity}); seed \
-             {}.{settings} 0.5x, 0.7x and 0.9x of capacity for 60 s each from a cold start; \
+            "Long run, {} 0.5x, 0.7x and 0.9x of capacity for 60 s each from a cold start; \
              attempts refused in the first 10 s + after, of those sent, and in each 10 s (the \
              target: none), and attempts whose client gave up waiting (timed out).\n\n{}",
-            self.workers,
-            self.service,
-            self.capacity,
-            self.seed,
+            self.on.describe(),
             table(&self.rows)
         )
     }
@@ -244,6 +200,7 @@ pub fn table(rows: &[LongRunRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spillway::adaptive::AdaptiveQueue;
 
     #[test]
     fn each_strategy_s_row_counts_the_simulated_run_s_refusals() {
@@ -252,8 +209,8 @@ mod tests {
             ..LabParams::default()
         };
         let report = simulated(&params, &[Strategy::None, Strategy::EnvoyGradient]).unwrap();
-        assert_eq!((report.workers, report.capacity), (4, 400.0));
-        assert!(!report.loopback);
+        assert_eq!((report.on.workers, report.on.capacity), (4, 400.0));
+        assert!(!report.on.loopback);
         let rows = report.rows;
         assert_eq!(rows[0].strategy, "none");
         assert_eq!(

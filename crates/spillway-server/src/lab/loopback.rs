@@ -311,11 +311,7 @@ pub async fn trace_point(
 ) -> Result<Traced, Box<dyn std::error::Error + Send + Sync>> {
     let ran = run(params, strategy, scenario).await?;
     let attempts: Vec<AttemptRecord> = ran.attempts.iter().map(|a| a.record).collect();
-    let record = ran.record(strategy, scenario, &attempts);
-    Ok(Traced {
-        run: record.summarize(),
-        trace: record.trace(),
-    })
+    Ok(ran.record(strategy, scenario, &attempts).traced())
 }
 
 /// Runs `strategy` in a `scenario` whose requests claim something ([`Scenario::Mix`]) against

@@ -1,38 +1,27 @@
 //! `spillway lab --trace LOAD`: one sweep at `LOAD` times capacity (or with `--trace-event`, a
-//! spike or a slowdown from that load) for each strategy on one service, and how it moved: the limit, the requests in the service, goodput and p99, second
-//! by second. Simulated; with `--loopback`, through the real proxy on loopback beside its
+//! spike or a slowdown from that load) for each strategy on one service, and how it moved: the
+//! limit, the requests in the service, goodput and p99, second by second. Simulated; with `--loopback`, through the real proxy on loopback beside its
 //! simulated twin (the same strategy and arrivals at the capacity measured), to see where the
 //! two labs part.
 
 use super::loopback::{on_measured_service, trace_point, LoopbackParams};
+use super::one_service::OneService;
 use serde::Serialize;
-use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig};
 use spillway_lab::{simulate_traced, LabError, LabParams, Scenario, SeriesPoint, Strategy, Traced};
 use std::fmt::Write as _;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The traced sweeps of several strategies on one service.
+/// The traced runs of several strategies on one service.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TraceReport {
-    /// Whether it ran through the real proxy on loopback (beside the simulated twin).
-    pub loopback: bool,
-    /// The service's workers.
-    pub workers: u32,
-    /// Its service times, as the tables describe them.
-    pub service: String,
-    /// Its capacity in requests a second: measured on loopback, else the nominal one.
-    pub capacity: f64,
+    /// The service, and where it ran.
+    #[serde(flatten)]
+    pub on: OneService,
     /// The scenario: a sweep at a load, or a spike or a slowdown from one.
     pub scenario: String,
     /// The (base) offered load, as a multiple of capacity.
     pub load: f64,
-    /// The seed of the draws.
-    pub seed: u64,
-    /// `envoy_gradient`'s settings.
-    pub envoy: EnvoyGradientConfig,
-    /// The adaptive limits' queue, if they have one.
-    pub adaptive_queue: Option<AdaptiveQueue>,
     /// A run per strategy.
     pub runs: Vec<TraceRun>,
 }
@@ -124,15 +113,9 @@ fn report(
     runs: Vec<TraceRun>,
 ) -> TraceReport {
     TraceReport {
-        loopback,
-        workers: params.workers,
-        service: params.service_time.label(),
-        capacity,
+        on: OneService::of(params, loopback, capacity),
         scenario: scenario.to_string(),
         load: scenario.load(),
-        seed: params.seed,
-        envoy: params.envoy,
-        adaptive_queue: params.adaptive_queue,
         runs,
     }
 }
@@ -142,28 +125,12 @@ impl TraceReport {
     /// table of its trace, a row a second (each the second that ends there; the JSON has a
     /// point every 100 ms).
     pub fn markdown(&self) -> String {
-        let lab = if self.loopback {
-            "through the real proxy on loopback, beside its simulated twin"
-        } else {
-            "simulated"
-        };
-        let capacity = if self.loopback { "measured" } else { "nominal" };
-        let lab_params = LabParams {
-            envoy: self.envoy,
-            adaptive_queue: self.adaptive_queue,
-            ..LabParams::default()
-        };
-        let settings: String = [lab_params.envoy_settings(), lab_params.queue_settings()]
-            .into_iter()
-            .flatten()
-            .map(|text| format!(" In these runs {text}."))
-            .collect();
         let mut out = format!(
-            "Trace of a {}, {lab}: {} workers, {}, capacity {:.0} requests/s ({capacity}); \
-             seed {}.{settings} Each row is the second ending at t: answers within the \
-             clients' timeout as a fraction of capacity, the p99 of the admitted attempts that \
-             finished in it, and at t the requests in the service and the limit admitted.\n",
-            self.scenario, self.workers, self.service, self.capacity, self.seed,
+            "Trace of a {}, {} Each row is the second ending at t: answers within the clients' \
+             timeout as a fraction of capacity, the p99 of the admitted attempts that finished \
+             in it, and at t the requests in the service and the limit admitted.\n",
+            self.scenario,
+            self.on.describe(),
         );
         for run in &self.runs {
             let summary = |traced: &Traced| {
@@ -256,7 +223,7 @@ mod tests {
             seconds + 1
         );
         // The same runs shown as loopback beside simulated: every row has both.
-        report.loopback = true;
+        report.on.loopback = true;
         report.runs[0].loopback = Some(report.runs[0].simulated.clone());
         let text = report.markdown();
         let rows: Vec<_> = text.lines().filter(|l| l.starts_with("| 2 |")).collect();

@@ -158,7 +158,8 @@ struct Open {
 ///   queue the probe built, which keeps the RT estimate clean. From the start (and until the
 ///   rate stops growing by 25% for 3 rounds) the limit doubles each round it is reached.
 /// - **It measures the RT again** (BBR's ProbeRTT): as the start ends and then every
-///   `probe_rtt_interval`, at the end of the first round the limit binds, the limit drops to
+///   `probe_rtt_interval`, at the end of the first round the limit binds (a drain round does
+///   not count: its limit is below the product on purpose), the limit drops to
 ///   `probe_rtt_limit` until `min_samples` calls admitted since then complete, and their mean
 ///   RT joins the filter. Without it, a limit above what the service can work on at once would
 ///   hold: every round would queue, and `rate x RT` of a queue is just the calls in flight
@@ -383,8 +384,11 @@ impl Bbr {
             Phase::Cycle(index) => {
                 let at = *index;
                 // Only a limit that binds can measure its own queue: below it, the RT is the
-                // service's, and measuring again would refuse calls the service can take.
-                if limited && self.next_probe_rtt.is_some_and(|due| now >= due) {
+                // service's, and measuring again would refuse calls the service can take. A
+                // drain round (the round that closes at 2, after the start's end or a probe)
+                // set its limit below the product on purpose, so that it binds says nothing.
+                let drained = at == 2;
+                if limited && !drained && self.next_probe_rtt.is_some_and(|due| now >= due) {
                     self.phase = Phase::ProbeRtt {
                         epoch: now,
                         resume: at,
