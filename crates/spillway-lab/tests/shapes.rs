@@ -9,8 +9,8 @@ use spillway_lab::matrix::{
     shape_name, Cell, LongRunRefusals, MATRIX_WORKERS,
 };
 use spillway_lab::{
-    simulate, LabParams, RetryPolicy, Scenario, ServiceTime, Strategy, LONG_RUN_LOADS,
-    LONG_RUN_STEP,
+    simulate, simulate_traced, LabParams, RetryPolicy, Scenario, ServiceTime, Strategy,
+    LONG_RUN_LOADS, LONG_RUN_STEP,
 };
 use std::time::Duration;
 use support::assert_conserved;
@@ -137,6 +137,37 @@ fn bbr_recovers_after_a_slowdown_on_a_small_random_service() {
             run.recovery_s.is_some_and(|s| s <= 2.0),
             "seed {seed}: recovery {:?}",
             run.recovery_s
+        );
+    }
+}
+
+/// BBR's start, overloaded from its first round, queues in every round it measures, and the
+/// limit it ends with stood at that queue until the RT was measured again 10 s later: on one
+/// worker at 5x, a limit of 14 to 23 (17 on average at the whole seconds from 2 s to 10 s,
+/// seed 1), about 20 services of queue, as long as the clients' timeout. Measured again as
+/// the start ends, the limit stays well under it from the first seconds.
+#[test]
+fn bbr_s_start_leaves_no_queue_standing_on_one_worker() {
+    for seed in 1..=3 {
+        let params = LabParams {
+            seed,
+            workers: 1,
+            service_time: ServiceTime::Exponential { mean: MEAN },
+            ..LabParams::default()
+        };
+        let traced =
+            simulate_traced(&params, Scenario::Sweep { load: 5.0 }, Strategy::BbrProbe).unwrap();
+        let limits: Vec<f64> = traced
+            .trace
+            .iter()
+            .filter(|point| (2.0..=10.0).contains(&point.t_s))
+            .filter_map(|point| point.limit)
+            .collect();
+        assert!(limits.len() >= 80, "seed {seed}: {} points", limits.len());
+        let mean = limits.iter().sum::<f64>() / limits.len() as f64;
+        assert!(
+            mean <= 12.0,
+            "seed {seed}: mean limit {mean:.1} from 2 s to 10 s"
         );
     }
 }

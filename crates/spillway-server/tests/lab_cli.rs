@@ -129,13 +129,13 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
         (
             vec!["--queue-capacity", "5"],
             "error: lab parameter `queue_capacity`: the full lab writes docs/overload.md without \
-             a queue: give a queue with --quick, --matrix or --long-run",
+             a queue: give a queue with --quick, --matrix, --long-run or --trace",
         ),
         (
             vec!["--loopback"],
             "error: lab parameter `loopback`: --loopback runs the shape matrix, the scenarios \
-             with claims or the long run on loopback: give --matrix, --mix or --long-run too (the \
-             full lab runs the loopback lab unless --no-loopback)",
+             with claims, the long run or a trace on loopback: give --matrix, --mix, --long-run \
+             or --trace too (the full lab runs the loopback lab unless --no-loopback)",
         ),
         (
             vec!["--mix", "--queue-capacity", "5"],
@@ -158,31 +158,36 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
             vec!["--envoy-start-limit", "50"],
             "error: lab parameter `envoy_start_limit`: the full lab and the loopback scenarios \
              with claims run envoy_gradient's defaults: give --envoy-start-limit with --quick, \
-             --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
+             --matrix, --mix, --long-run \
+             or --trace (on loopback: --matrix, --long-run or --trace)",
         ),
         (
             vec!["--envoy-buffer-scaling", "spread"],
             "error: lab parameter `envoy_buffer_scaling`: the full lab and the loopback \
              scenarios with claims run envoy_gradient's defaults: give --envoy-buffer-scaling \
-             with --quick, --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
+             with --quick, --matrix, --mix, --long-run \
+             or --trace (on loopback: --matrix, --long-run or --trace)",
         ),
         (
             vec!["--mix", "--loopback", "--envoy-buffer-scaling", "spread"],
             "error: lab parameter `envoy_buffer_scaling`: the full lab and the loopback \
              scenarios with claims run envoy_gradient's defaults: give --envoy-buffer-scaling \
-             with --quick, --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
+             with --quick, --matrix, --mix, --long-run \
+             or --trace (on loopback: --matrix, --long-run or --trace)",
         ),
         (
             vec!["--mix", "--loopback", "--envoy-start-limit", "50"],
             "error: lab parameter `envoy_start_limit`: the full lab and the loopback scenarios \
              with claims run envoy_gradient's defaults: give --envoy-start-limit with --quick, \
-             --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
+             --matrix, --mix, --long-run \
+             or --trace (on loopback: --matrix, --long-run or --trace)",
         ),
         (
             vec!["--envoy-window-min-rtts", "0"],
             "error: lab parameter `envoy_window_min_rtts`: the full lab and the loopback \
              scenarios with claims run envoy_gradient's defaults: give --envoy-window-min-rtts \
-             with --quick, --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
+             with --quick, --matrix, --mix, --long-run \
+             or --trace (on loopback: --matrix, --long-run or --trace)",
         ),
         (
             vec!["--quick", "--envoy-window-min-rtts", "-1"],
@@ -196,7 +201,8 @@ fn bad_options_get_a_clear_error_and_write_nothing() {
             vec!["--envoy-in-flight-floor", "0"],
             "error: lab parameter `envoy_in_flight_floor`: the full lab and the loopback \
              scenarios with claims run envoy_gradient's defaults: give --envoy-in-flight-floor \
-             with --quick, --matrix, --mix or --long-run (on loopback: --matrix or --long-run)",
+             with --quick, --matrix, --mix, --long-run \
+             or --trace (on loopback: --matrix, --long-run or --trace)",
         ),
         (
             vec!["--matrix", "--envoy-in-flight-floor", "101"],
