@@ -4,6 +4,7 @@ use crate::params::LabParams;
 use crate::scenario::Scenario;
 use crate::strategy::Strategy;
 use serde::Serialize;
+use spillway::adaptive::RttEstimates;
 use std::time::Duration;
 
 /// The width of a time-series bucket, in ns.
@@ -27,6 +28,12 @@ pub struct SeriesPoint {
     /// The concurrency the protection admitted at `t_s`, where it has one (static concurrency,
     /// or the BBR estimate `max_success_qps x min_rt` while BBR is checked).
     pub limit: Option<f64>,
+    /// The adaptive limit's baseline RTT at `t_s` ([`RttEstimates::baseline`]: Vegas's and
+    /// Envoy's no-load RTT, Gradient2's long-term average, BBR's RTprop), in ms, once it has one.
+    pub baseline_rtt_ms: Option<f64>,
+    /// The RTT the adaptive limit last computed its limit from at `t_s`
+    /// ([`RttEstimates::latest`]), in ms, once it has one.
+    pub latest_rtt_ms: Option<f64>,
 }
 
 /// The counts of one run, over the attempts sent in the measured interval.
@@ -135,6 +142,8 @@ pub struct Tick {
     pub in_flight: u64,
     /// The concurrency the protection admitted, where it has one.
     pub limit: Option<f64>,
+    /// What the adaptive limit believed about latency (none for the other strategies).
+    pub rtt: RttEstimates,
 }
 
 /// What one run saw, to be measured.
@@ -301,6 +310,8 @@ impl RunRecord<'_> {
                 p99_ms: quantile(&latencies, 0.99) as f64 / 1e6,
                 in_flight: tick.in_flight,
                 limit: tick.limit,
+                baseline_rtt_ms: tick.rtt.baseline.map(|rtt| rtt.as_secs_f64() * 1e3),
+                latest_rtt_ms: tick.rtt.latest.map(|rtt| rtt.as_secs_f64() * 1e3),
             });
         }
         points

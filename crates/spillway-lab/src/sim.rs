@@ -490,10 +490,12 @@ impl<'p> Run<'p> {
             self.protection.probe.set_load(self.load.value());
         }
         let limit = self.limit();
+        let rtt = self.strategy.rtt_estimates(&self.protection.spillway);
         self.ticks.push(Tick {
             at,
             in_flight,
             limit,
+            rtt,
         });
         if at < self.arrivals_end || self.open_requests > 0 {
             self.agenda.schedule(at + BUCKET_NANOS, Event::Tick);

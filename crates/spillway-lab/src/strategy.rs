@@ -2,7 +2,8 @@
 
 use crate::params::{LabError, LabParams};
 use spillway::adaptive::{
-    AdaptiveAlgorithm, AdaptiveRule, AimdConfig, BbrConfig, Gradient2Config, VegasConfig,
+    AdaptiveAlgorithm, AdaptiveRule, AimdConfig, BbrConfig, Gradient2Config, RttEstimates,
+    VegasConfig,
 };
 use spillway::flow::FlowRule;
 use spillway::system::{bbr_limit, ManualProbe, MinRtEstimate, SystemRule};
@@ -272,6 +273,18 @@ impl Strategy {
                 .map(|state| f64::from(state.limit)),
             _ => None,
         }
+    }
+
+    /// What this strategy's adaptive limit believes about latency now (its baseline and latest
+    /// RTT), if it is an adaptive limit: the default (nothing measured) otherwise.
+    pub fn rtt_estimates(&self, spillway: &Spillway) -> RttEstimates {
+        if !self.is_adaptive() {
+            return RttEstimates::default();
+        }
+        spillway
+            .adaptive_state(ADAPTIVE_RULE)
+            .map(|state| state.estimates)
+            .unwrap_or_default()
     }
 
     /// Builds the protection on `clock`.

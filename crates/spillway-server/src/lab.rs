@@ -125,8 +125,9 @@ pub struct LabArgs {
     /// One sweep at this load (a multiple of capacity, above 0 and at most 100; 5 s of warm-up
     /// and 30 s measured), traced: each strategy (default: the adaptive ones) on the service of
     /// `--workers`, `--service-ms` and the distribution, simulated, with its limit, the
-    /// requests in the service, goodput and p99 second by second from the first (the JSON has
-    /// a point every 100 ms). With `--loopback`: through the real proxy on loopback beside its
+    /// requests in the service, goodput, p99 and the RTTs the limit was computed from (its
+    /// baseline and latest) second by second from the first (the JSON has a point every 100
+    /// ms). With `--loopback`: through the real proxy on loopback beside its
     /// simulated twin (the upstream's capacity measured first; about 40 s a strategy), to see
     /// where the two labs part.
     #[arg(

@@ -421,6 +421,7 @@ async fn run(
                         at: 100_000_000 * (n / 10),
                         in_flight,
                         limit,
+                        rtt: strategy.rtt_estimates(&spillway),
                     });
                 }
                 n += 1;

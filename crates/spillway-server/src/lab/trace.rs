@@ -128,16 +128,22 @@ impl TraceReport {
         let mut out = format!(
             "Trace of a {}, {} Each row is the second ending at t: answers within the clients' \
              timeout as a fraction of capacity, the p99 of the admitted attempts that finished \
-             in it, and at t the requests in the service and the limit admitted.\n",
+             in it, and at t the requests in the service, the limit admitted and the RTTs the \
+             limit was computed from (its baseline, and the latest it took: `-` before it has \
+             one).\n",
             self.scenario,
             self.on.describe(),
         );
         for run in &self.runs {
             let summary = |traced: &Traced| {
-                format!(
+                let mut line = format!(
                     "goodput {:.2}, p99 {:.1} ms",
                     traced.run.goodput, traced.run.p99_ms
-                )
+                );
+                if let Some(ratio) = median_rtt_ratio(&traced.trace) {
+                    let _ = write!(line, ", latest RTT a median {ratio:.3}x the baseline");
+                }
+                line
             };
             let _ = write!(out, "\n### {}\n\n", run.strategy);
             match &run.loopback {
@@ -150,23 +156,25 @@ impl TraceReport {
                     );
                     out.push_str(
                         "| t (s) | loopback: limit | in service | goodput | p99 (ms) | \
-                         simulated: limit | in service | goodput | p99 (ms) |\n\
-                         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+                         RTT (ms): baseline / latest | simulated: limit | in service | goodput \
+                         | p99 (ms) | RTT (ms): baseline / latest |\n\
+                         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
                     );
                     let twin = seconds(&run.simulated.trace);
                     for (at, cells) in seconds(&real.trace) {
                         let other = twin
                             .iter()
                             .find(|(second, _)| *second == at)
-                            .map_or("- | - | - | -", |(_, cells)| cells.as_str());
+                            .map_or("- | - | - | - | -", |(_, cells)| cells.as_str());
                         let _ = writeln!(out, "| {at} | {cells} | {other} |");
                     }
                 }
                 None => {
                     let _ = writeln!(out, "Simulated: {}.\n", summary(&run.simulated));
                     out.push_str(
-                        "| t (s) | limit | in service | goodput | p99 (ms) |\n\
-                         |---:|---:|---:|---:|---:|\n",
+                        "| t (s) | limit | in service | goodput | p99 (ms) | \
+                         RTT (ms): baseline / latest |\n\
+                         |---:|---:|---:|---:|---:|---:|\n",
                     );
                     for (at, cells) in seconds(&run.simulated.trace) {
                         let _ = writeln!(out, "| {at} | {cells} |");
@@ -176,6 +184,42 @@ impl TraceReport {
         }
         out
     }
+}
+
+/// The median over `trace`'s points (every 100 ms) of the latest RTT the limit took over its
+/// baseline, where it has both: how far above its baseline the limit saw latency, which a
+/// latency-based limit reads as a queue.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_lab::SeriesPoint;
+/// use spillway_server::lab::trace::median_rtt_ratio;
+///
+/// let point = |baseline, latest| SeriesPoint {
+///     t_s: 1.0,
+///     goodput: 1.0,
+///     p99_ms: 10.0,
+///     in_flight: 4,
+///     limit: Some(4.0),
+///     baseline_rtt_ms: baseline,
+///     latest_rtt_ms: latest,
+/// };
+/// let trace = [point(Some(10.0), Some(11.0)), point(Some(10.0), Some(12.0)), point(None, None)];
+/// assert_eq!(median_rtt_ratio(&trace), Some(1.2));
+/// assert_eq!(median_rtt_ratio(&trace[2..]), None);
+/// ```
+pub fn median_rtt_ratio(trace: &[SeriesPoint]) -> Option<f64> {
+    let mut ratios: Vec<f64> = trace
+        .iter()
+        .filter_map(|point| match (point.baseline_rtt_ms, point.latest_rtt_ms) {
+            (Some(baseline), Some(latest)) if baseline > 0.0 => Some(latest / baseline),
+            _ => None,
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    // The upper median: a point of the trace, not a mean of two.
+    ratios.get(ratios.len() / 2).copied()
 }
 
 /// The points of `trace` at whole seconds, each as its second and its table cells.
@@ -188,9 +232,15 @@ fn seconds(trace: &[SeriesPoint]) -> Vec<(u64, String)> {
                 let limit = point
                     .limit
                     .map_or_else(|| "-".to_string(), |limit| format!("{limit:.1}"));
+                let rtt =
+                    |ms: Option<f64>| ms.map_or_else(|| "-".to_string(), |ms| format!("{ms:.1}"));
                 let cells = format!(
-                    "{limit} | {} | {:.2} | {:.1}",
-                    point.in_flight, point.goodput, point.p99_ms
+                    "{limit} | {} | {:.2} | {:.1} | {} / {}",
+                    point.in_flight,
+                    point.goodput,
+                    point.p99_ms,
+                    rtt(point.baseline_rtt_ms),
+                    rtt(point.latest_rtt_ms),
                 );
                 (at as u64, cells)
             })
@@ -229,6 +279,58 @@ mod tests {
         let rows: Vec<_> = text.lines().filter(|l| l.starts_with("| 2 |")).collect();
         assert_eq!(rows.len(), 1, "{text}");
         let cells: Vec<_> = rows[0].split('|').map(str::trim).collect();
-        assert_eq!(cells[2..6], cells[6..10], "{text}");
+        assert_eq!(cells[2..7], cells[7..12], "{text}");
+    }
+
+    /// Each point carries the RTTs the limit was computed from: AIMD keeps only its latest,
+    /// Envoy's gradient its minRTT too, and the table and the summary show them.
+    #[test]
+    fn the_trace_shows_the_rtts_the_limit_saw() {
+        let params = LabParams {
+            measure: Duration::from_secs(3),
+            ..LabParams::default().quick()
+        };
+        let report = simulated(
+            &params,
+            Scenario::Sweep { load: 3.0 },
+            &[Strategy::Aimd, Strategy::EnvoyGradient],
+        )
+        .unwrap();
+        // The point at 3 s of each run: a whole second, so a row of the table.
+        let at = |run: &TraceRun| {
+            run.simulated
+                .trace
+                .iter()
+                .find(|point| (point.t_s - 3.0).abs() < 1e-6)
+                .cloned()
+                .unwrap()
+        };
+        let aimd = at(&report.runs[0]);
+        assert_eq!(aimd.baseline_rtt_ms, None);
+        let aimd_latest = aimd.latest_rtt_ms.unwrap();
+        assert!(aimd_latest > 0.0, "{aimd:?}");
+        let envoy = at(&report.runs[1]);
+        let (Some(baseline), Some(latest)) = (envoy.baseline_rtt_ms, envoy.latest_rtt_ms) else {
+            panic!("{envoy:?}");
+        };
+        // The service's mean is 10 ms: its minRTT is a median of calls at a low limit.
+        assert!(baseline > 1.0 && baseline < 30.0, "{baseline}");
+        let text = report.markdown();
+        let rows: Vec<_> = text.lines().filter(|l| l.starts_with("| 3 |")).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert!(
+            rows[0].ends_with(&format!("| - / {aimd_latest:.1} |")),
+            "{text}"
+        );
+        assert!(
+            rows[1].ends_with(&format!("| {baseline:.1} / {latest:.1} |")),
+            "{text}"
+        );
+        let ratio = median_rtt_ratio(&report.runs[1].simulated.trace).unwrap();
+        assert!(ratio >= 1.0, "{ratio}");
+        assert!(
+            text.contains(&format!("a median {ratio:.3}x the baseline")),
+            "{text}"
+        );
     }
 }
