@@ -171,6 +171,13 @@ pub struct LabParams {
     /// `static_concurrency`'s limit (`None` by default: twice the workers, the workers' calls
     /// plus as many queued; see [`LabParams::static_limit`]).
     pub static_concurrency_limit: Option<u32>,
+    /// How much the service's time for the same work varies, from 0 (never: the default) to
+    /// 0.5: each attempt's work takes its drawn time times a factor drawn uniformly from
+    /// `1 - spread` to `1 + spread` (the mean kept), as a real service never takes exactly
+    /// the same time twice. A retry draws its own factor. The draws come from the seed, on a
+    /// stream of their own, so that the arrivals and the work drawn are the same with and
+    /// without it.
+    pub service_spread: f64,
 }
 
 impl Default for LabParams {
@@ -191,6 +198,7 @@ impl Default for LabParams {
             adaptive_queue: None,
             envoy: EnvoyGradientConfig::default(),
             static_concurrency_limit: None,
+            service_spread: 0.0,
         }
     }
 }
@@ -305,6 +313,12 @@ impl LabParams {
     ///
     /// A [`LabError`] naming the first bad parameter.
     pub fn validate(&self) -> Result<(), LabError> {
+        if !self.service_spread.is_finite() || !(0.0..=0.5).contains(&self.service_spread) {
+            return Err(LabError::new(
+                "service_spread",
+                format!("must be between 0 and 0.5, got {}", self.service_spread),
+            ));
+        }
         if self.workers == 0 || self.workers > 100_000 {
             return Err(LabError::new(
                 "workers",

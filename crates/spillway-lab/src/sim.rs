@@ -27,6 +27,9 @@ use std::time::Duration;
 const EPOCH_NANOS: u64 = 1_700_000_000_000_000_000;
 /// The random stream of retry jitter (arrivals and work draw from theirs: see [`Arrivals`]).
 const RETRY_STREAM: u64 = 2;
+
+/// The stream of the factors [`LabParams::service_spread`] draws.
+const SPREAD_STREAM: u64 = 4;
 /// How often the probe reads load1, as Sentinel's `SystemStatusListener` does.
 const PROBE_PERIOD_NANOS: u64 = 1_000_000_000;
 
@@ -61,6 +64,8 @@ pub(crate) struct Run<'p> {
     /// The next of them, scheduled.
     next_arrival: Option<Arrival>,
     jitter: ChaCha8Rng,
+    /// The service's spread and the factors it draws, if it has one.
+    spread: Option<(f64, ChaCha8Rng)>,
     requests: Vec<Request>,
     attempts: Vec<Attempt>,
     /// Admitted attempts waiting for a worker, in order (a static split's admission over the
@@ -99,6 +104,11 @@ impl<'p> Run<'p> {
         let arrivals = Arrivals::new(params, scenario, Spacing::Poisson)?;
         let mut jitter = ChaCha8Rng::seed_from_u64(params.seed);
         jitter.set_stream(RETRY_STREAM);
+        let spread = (params.service_spread > 0.0).then(|| {
+            let mut rng = ChaCha8Rng::seed_from_u64(params.seed);
+            rng.set_stream(SPREAD_STREAM);
+            (params.service_spread, rng)
+        });
         let workers = params.workers;
         Ok(Self {
             params,
@@ -110,6 +120,7 @@ impl<'p> Run<'p> {
             arrivals,
             next_arrival: None,
             jitter,
+            spread,
             requests: Vec::new(),
             attempts: Vec::new(),
             queue: VecDeque::new(),
@@ -421,7 +432,12 @@ impl<'p> Run<'p> {
             self.wasted += 1;
         }
         let factor = self.scenario.slowdown_at(Duration::from_nanos(at));
-        let work = (self.requests[request].work as f64 * factor) as u64;
+        let mut work = self.requests[request].work as f64 * factor;
+        if let Some((spread, rng)) = &mut self.spread {
+            work *= 1.0 + *spread * (2.0 * rng.random::<f64>() - 1.0);
+        }
+        // At least 1 µs, as every drawn time.
+        let work = (work as u64).max(1_000);
         self.workers[worker as usize] = Some((attempt, entry));
         self.agenda.schedule(at + work, Event::Complete { worker });
     }

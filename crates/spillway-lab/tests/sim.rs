@@ -49,6 +49,7 @@ fn an_unprotected_mmc_queue_has_erlang_c_mean_time() {
         adaptive_queue: None,
         envoy: Default::default(),
         static_concurrency_limit: None,
+        service_spread: 0.0,
     };
     let runs: Vec<RunResult> = (1..=5)
         .map(|seed| simulate(&params(seed), Scenario::Sweep { load: 0.8 }, Strategy::None).unwrap())

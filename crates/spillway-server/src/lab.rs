@@ -84,6 +84,13 @@ pub struct LabArgs {
     /// The back-off before the first retry, in milliseconds (doubling, jittered 50-100%).
     #[arg(long, default_value_t = 50.0, allow_negative_numbers = true)]
     pub backoff_ms: f64,
+    /// How much the simulated service's time for the same work varies, from 0 (never: the
+    /// default) to 0.5: each attempt's work takes its drawn time times a factor drawn
+    /// uniformly from `1 - spread` to `1 + spread`, as a real service's does. With `--quick`,
+    /// `--long-run` or `--trace` (on loopback, for the simulated twin: the real service has
+    /// its own).
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    pub service_spread: f64,
     /// The strategies, comma-separated (default: all; with `--matrix`, `--long-run` or
     /// `--trace`, the adaptive ones).
     #[arg(long, value_delimiter = ',')]
@@ -387,6 +394,13 @@ impl LabArgs {
                  --quick, --matrix, --long-run or --trace",
             ));
         }
+        if self.service_spread != 0.0 && (self.matrix || self.mix || (!self.quick && !single)) {
+            return Err(LabError::new(
+                "service_spread",
+                "the matrix, the scenarios with claims and the full lab simulate services that \
+                 take the time drawn: give a spread with --quick, --long-run or --trace",
+            ));
+        }
         let envoy_start_limit = u32::try_from(self.envoy_start_limit).map_err(|_| {
             LabError::new(
                 "envoy_start_limit",
@@ -418,6 +432,7 @@ impl LabArgs {
             client_timeout: millis("timeout_ms", self.timeout_ms)?,
             retry,
             seed: self.seed,
+            service_spread: self.service_spread,
             ..LabParams::default()
         };
         let params = if self.quick { params.quick() } else { params };
@@ -605,6 +620,46 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         lab: LabArgs,
+    }
+
+    /// `--service-spread` reaches the simulated service with `--quick`, `--long-run` and
+    /// `--trace`; the matrix, the scenarios with claims and the full lab refuse it, and a
+    /// spread outside 0 to 0.5 is refused by name.
+    #[test]
+    fn a_service_spread_goes_where_a_service_is_simulated_alone() {
+        for mode in [
+            &["--quick"][..],
+            &["--long-run"],
+            &["--trace", "3"],
+            &["--trace", "3", "--loopback"],
+        ] {
+            let args = [&["lab", "--service-spread", "0.02"][..], mode].concat();
+            let cli = Cli::try_parse_from(args).unwrap();
+            assert_eq!(cli.lab.params().unwrap().service_spread, 0.02, "{mode:?}");
+        }
+        for mode in [
+            &[][..],
+            &["--matrix"],
+            &["--mix"],
+            &["--matrix", "--loopback"],
+        ] {
+            let args = [&["lab", "--service-spread", "0.02"][..], mode].concat();
+            let err = Cli::try_parse_from(args).unwrap().lab.params().unwrap_err();
+            assert_eq!(err.field(), "service_spread", "{mode:?}");
+            assert!(
+                err.message().contains("--quick, --long-run or --trace"),
+                "{err}"
+            );
+        }
+        // Nothing given: exact, in every mode.
+        let cli = Cli::try_parse_from(["lab", "--matrix"]).unwrap();
+        assert_eq!(cli.lab.params().unwrap().service_spread, 0.0);
+        for bad in ["-0.1", "0.6", "NaN", "inf"] {
+            let cli = Cli::try_parse_from(["lab", "--quick", "--service-spread", bad]).unwrap();
+            let err = cli.lab.params().unwrap_err();
+            assert_eq!(err.field(), "service_spread", "{bad}");
+            assert!(err.message().contains("between 0 and 0.5"), "{bad}: {err}");
+        }
     }
 
     /// `--trace` takes a load, `--loopback` and an event; it runs alone, and a load of 0 is

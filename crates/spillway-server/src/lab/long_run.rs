@@ -111,7 +111,10 @@ pub async fn loopback(
         loopback.upstream.capacity(),
         3 * strategies.len()
     );
-    let twin = loopback.lab_params();
+    let twin = LabParams {
+        service_spread: params.service_spread,
+        ..loopback.lab_params()
+    };
     let mut rows = Vec::with_capacity(strategies.len());
     for &strategy in strategies {
         let real = run_point(&loopback, strategy, Scenario::LongRun).await?;

@@ -138,6 +138,9 @@ impl LoopbackParams {
             adaptive_queue: self.adaptive_queue,
             envoy: self.envoy,
             static_concurrency_limit: None,
+            // The real service's own spread is its own: the twin's work takes the time drawn
+            // (`--service-spread` sets one for a trace's or a long run's twin).
+            service_spread: 0.0,
         }
     }
 }

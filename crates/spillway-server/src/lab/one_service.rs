@@ -22,6 +22,9 @@ pub struct OneService {
     pub envoy: EnvoyGradientConfig,
     /// The adaptive limits' queue, if they have one.
     pub adaptive_queue: Option<AdaptiveQueue>,
+    /// The simulated service's spread ([`LabParams::service_spread`]; on loopback, the
+    /// twin's).
+    pub service_spread: f64,
 }
 
 impl OneService {
@@ -36,11 +39,12 @@ impl OneService {
             seed: params.seed,
             envoy: params.envoy,
             adaptive_queue: params.adaptive_queue,
+            service_spread: params.service_spread,
         }
     }
 
     /// Where it ran, the service, its capacity, the seed and the settings that are not the
-    /// defaults, as a report's first sentences say them.
+    /// defaults (a simulated spread among them), as a report's first sentences say them.
     ///
     /// ```
     /// use spillway_lab::LabParams;
@@ -52,6 +56,10 @@ impl OneService {
     ///     "through the real proxy on loopback, beside its simulated twin: 8 workers, \
     ///      exponential, mean 10ms, capacity 392 requests/s (measured); seed 1."
     /// );
+    /// let spread = LabParams { service_spread: 0.07, ..LabParams::default() };
+    /// assert!(OneService::of(&spread, false, 800.0).describe().ends_with(
+    ///     "seed 1. In these runs each simulated call takes its work's time within 7% either way."
+    /// ));
     /// ```
     pub fn describe(&self) -> String {
         let (lab, capacity) = if self.loopback {
@@ -67,11 +75,20 @@ impl OneService {
             adaptive_queue: self.adaptive_queue,
             ..LabParams::default()
         };
-        let settings: String = [lab_params.envoy_settings(), lab_params.queue_settings()]
-            .into_iter()
-            .flatten()
-            .map(|text| format!(" In these runs {text}."))
-            .collect();
+        let spread = (self.service_spread > 0.0).then(|| {
+            // In tenths of a percent, so that 0.07 reads 7, not 7.000000000000001.
+            let percent = (self.service_spread * 1000.0).round() / 10.0;
+            format!("each simulated call takes its work's time within {percent}% either way")
+        });
+        let settings: String = [
+            lab_params.envoy_settings(),
+            lab_params.queue_settings(),
+            spread,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|text| format!(" In these runs {text}."))
+        .collect();
         format!(
             "{lab}: {} workers, {}, capacity {:.0} requests/s ({capacity}); seed {}.{settings}",
             self.workers, self.service, self.capacity, self.seed
