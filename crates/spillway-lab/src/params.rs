@@ -176,7 +176,8 @@ pub struct LabParams {
     /// `1 - spread` to `1 + spread` (the mean kept), as a real service never takes exactly
     /// the same time twice. A retry draws its own factor. The draws come from the seed, on a
     /// stream of their own, so that the arrivals and the work drawn are the same with and
-    /// without it.
+    /// without it; they are drawn as calls start, so two strategies' calls get different
+    /// factors (the spread adds to what tells two runs apart).
     pub service_spread: f64,
 }
 
@@ -304,6 +305,31 @@ impl LabParams {
                 "the adaptive limits have a queue: {} places, {:?}, order {order}",
                 queue.capacity, queue.timeout
             )
+        })
+    }
+
+    /// The service's spread, if it has one, as the lab's outputs name it (in tenths of a
+    /// percent).
+    ///
+    /// ```
+    /// use spillway_lab::LabParams;
+    ///
+    /// assert_eq!(LabParams::default().spread_settings(), None);
+    /// let varied = LabParams { service_spread: 0.07, ..LabParams::default() };
+    /// assert_eq!(
+    ///     varied.spread_settings().unwrap(),
+    ///     "each simulated call takes its work's time within 7% either way"
+    /// );
+    /// let slight = LabParams { service_spread: 0.0004, ..LabParams::default() };
+    /// assert!(slight.spread_settings().unwrap().contains("within 0.04%"));
+    /// ```
+    pub fn spread_settings(&self) -> Option<String> {
+        (self.service_spread > 0.0).then(|| {
+            let percent = self.service_spread * 100.0;
+            // Rounded to what it was given as, so that 0.07 reads 7, not 7.000000000000001.
+            let percent = format!("{:.4}", percent);
+            let percent = percent.trim_end_matches('0').trim_end_matches('.');
+            format!("each simulated call takes its work's time within {percent}% either way")
         })
     }
 

@@ -28,8 +28,9 @@ pub struct SeriesPoint {
     /// The concurrency the protection admitted at `t_s`, where it has one (static concurrency,
     /// or the BBR estimate `max_success_qps x min_rt` while BBR is checked).
     pub limit: Option<f64>,
-    /// The adaptive limit's baseline RTT at `t_s` ([`RttEstimates::baseline`]: Vegas's and
-    /// Envoy's no-load RTT, Gradient2's long-term average, BBR's RTprop), in ms, once it has one.
+    /// The adaptive limit's baseline RTT at `t_s` ([`RttEstimates::baseline`]: Vegas's no-load
+    /// RTT, Envoy's minRTT, Gradient2's long-term average, BBR's calmest round's mean), in ms,
+    /// once it has one.
     pub baseline_rtt_ms: Option<f64>,
     /// The RTT the adaptive limit last computed its limit from at `t_s`
     /// ([`RttEstimates::latest`]), in ms, once it has one.

@@ -86,9 +86,12 @@ pub fn to_json(report: &LabReport) -> Result<String, serde_json::Error> {
 pub fn summary_markdown(report: &LabReport) -> String {
     let mut out = String::new();
     let p = &report.params;
+    let spread = p
+        .spread_settings()
+        .map_or_else(String::new, |text| format!(" ({text})"));
     let _ = writeln!(
         out,
-        "Service: {} workers, {} (capacity {:.0} requests/s); clients time out after {:?}, {}; seed {}; \
+        "Service: {} workers, {}{spread} (capacity {:.0} requests/s); clients time out after {:?}, {}; seed {}; \
          sweeps measured for {:?} after {:?}. Unloaded p99 (no protection, 0.5x): {:.1} ms.\n",
         p.workers,
         p.service_time.label(),

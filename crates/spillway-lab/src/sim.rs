@@ -25,10 +25,10 @@ use std::time::Duration;
 
 /// Where the simulated clock starts (any time works; this one reads well in nanoseconds).
 const EPOCH_NANOS: u64 = 1_700_000_000_000_000_000;
-/// The random stream of retry jitter (arrivals and work draw from theirs: see [`Arrivals`]).
+/// The random stream of retry jitter (arrivals and work draw from theirs, claims from theirs:
+/// see [`Arrivals`]).
 const RETRY_STREAM: u64 = 2;
-
-/// The stream of the factors [`LabParams::service_spread`] draws.
+/// The random stream of the factors a service's spread draws ([`LabParams::service_spread`]).
 const SPREAD_STREAM: u64 = 4;
 /// How often the probe reads load1, as Sentinel's `SystemStatusListener` does.
 const PROBE_PERIOD_NANOS: u64 = 1_000_000_000;

@@ -89,7 +89,12 @@ pub struct LabArgs {
     /// uniformly from `1 - spread` to `1 + spread`, as a real service's does. With `--quick`,
     /// `--long-run` or `--trace` (on loopback, for the simulated twin: the real service has
     /// its own).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
     pub service_spread: f64,
     /// The strategies, comma-separated (default: all; with `--matrix`, `--long-run` or
     /// `--trace`, the adaptive ones).
@@ -397,8 +402,8 @@ impl LabArgs {
         if self.service_spread != 0.0 && (self.matrix || self.mix || (!self.quick && !single)) {
             return Err(LabError::new(
                 "service_spread",
-                "the matrix, the scenarios with claims and the full lab simulate services that \
-                 take the time drawn: give a spread with --quick, --long-run or --trace",
+                "applies only with --quick, --long-run or --trace: the matrix, --mix and the \
+                 full lab keep their services exact",
             ));
         }
         let envoy_start_limit = u32::try_from(self.envoy_start_limit).map_err(|_| {
@@ -647,7 +652,8 @@ mod tests {
             let err = Cli::try_parse_from(args).unwrap().lab.params().unwrap_err();
             assert_eq!(err.field(), "service_spread", "{mode:?}");
             assert!(
-                err.message().contains("--quick, --long-run or --trace"),
+                err.message()
+                    .contains("only with --quick, --long-run or --trace"),
                 "{err}"
             );
         }

@@ -73,17 +73,13 @@ impl OneService {
         let lab_params = LabParams {
             envoy: self.envoy,
             adaptive_queue: self.adaptive_queue,
+            service_spread: self.service_spread,
             ..LabParams::default()
         };
-        let spread = (self.service_spread > 0.0).then(|| {
-            // In tenths of a percent, so that 0.07 reads 7, not 7.000000000000001.
-            let percent = (self.service_spread * 1000.0).round() / 10.0;
-            format!("each simulated call takes its work's time within {percent}% either way")
-        });
         let settings: String = [
             lab_params.envoy_settings(),
             lab_params.queue_settings(),
-            spread,
+            lab_params.spread_settings(),
         ]
         .into_iter()
         .flatten()

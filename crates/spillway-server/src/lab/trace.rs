@@ -1,6 +1,7 @@
 //! `spillway lab --trace LOAD`: one sweep at `LOAD` times capacity (or with `--trace-event`, a
 //! spike or a slowdown from that load) for each strategy on one service, and how it moved: the
-//! limit, the requests in the service, goodput and p99, second by second. Simulated; with `--loopback`, through the real proxy on loopback beside its
+//! limit, the requests in the service, goodput, p99 and the RTTs the limit was computed from,
+//! second by second. Simulated; with `--loopback`, through the real proxy on loopback beside its
 //! simulated twin (the same strategy and arrivals at the capacity measured), to see where the
 //! two labs part.
 
@@ -132,8 +133,8 @@ impl TraceReport {
             "Trace of a {}, {} Each row is the second ending at t: answers within the clients' \
              timeout as a fraction of capacity, the p99 of the admitted attempts that finished \
              in it, and at t the requests in the service, the limit admitted and the RTTs the \
-             limit was computed from (its baseline, and the latest it took: `-` before it has \
-             one).\n",
+             limit was computed from (its baseline, and the latest it took; `-` where it has \
+             none).\n",
             self.scenario,
             self.on.describe(),
         );
@@ -144,7 +145,7 @@ impl TraceReport {
                     traced.run.goodput, traced.run.p99_ms
                 );
                 if let Some(ratio) = median_rtt_ratio(&traced.trace) {
-                    let _ = write!(line, ", latest RTT a median {ratio:.3}x the baseline");
+                    let _ = write!(line, ", median latest / baseline RTT {ratio:.3}x");
                 }
                 line
             };
@@ -332,7 +333,7 @@ mod tests {
         let ratio = median_rtt_ratio(&report.runs[1].simulated.trace).unwrap();
         assert!(ratio >= 1.0, "{ratio}");
         assert!(
-            text.contains(&format!("a median {ratio:.3}x the baseline")),
+            text.contains(&format!("median latest / baseline RTT {ratio:.3}x")),
             "{text}"
         );
     }
