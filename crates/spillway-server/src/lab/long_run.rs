@@ -111,10 +111,7 @@ pub async fn loopback(
         loopback.upstream.capacity(),
         3 * strategies.len()
     );
-    let twin = LabParams {
-        service_spread: params.service_spread,
-        ..loopback.lab_params()
-    };
+    let twin = loopback.twin(params);
     let mut rows = Vec::with_capacity(strategies.len());
     for &strategy in strategies {
         let real = run_point(&loopback, strategy, Scenario::LongRun).await?;

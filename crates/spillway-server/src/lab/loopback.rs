@@ -115,6 +115,16 @@ impl LoopbackParams {
         self.capacity.unwrap_or_else(|| self.upstream.capacity())
     }
 
+    /// The simulated twin of a trace or a long run on this service: [`lab_params`](Self::lab_params)
+    /// with the spread `params` gives the simulated service (`--service-spread`; the real
+    /// service has its own).
+    pub fn twin(&self, params: &LabParams) -> LabParams {
+        LabParams {
+            service_spread: params.service_spread,
+            ..self.lab_params()
+        }
+    }
+
     /// The same setting in the simulated lab's terms (for its tables and plots): the upstream's
     /// service-time distribution with a mean of `workers / capacity`, what each request holds a
     /// worker for as measured.
@@ -754,6 +764,21 @@ mod tests {
         assert_eq!(
             LoopbackParams::default().lab_params().service_time.label(),
             "fixed, 10.00ms"
+        );
+        // The twin of a trace or a long run: exact, unless a spread is given for it.
+        assert_eq!(twin.service_spread, 0.0);
+        let spread = LabParams {
+            service_spread: 0.02,
+            ..LabParams::default()
+        };
+        let varied = params.twin(&spread);
+        assert_eq!(varied.service_spread, 0.02);
+        assert_eq!(
+            LabParams {
+                service_spread: 0.0,
+                ..varied
+            },
+            twin
         );
     }
 

@@ -94,10 +94,7 @@ pub async fn loopback(
         loopback.capacity(),
         loopback.upstream.capacity(),
     );
-    let twin = LabParams {
-        service_spread: params.service_spread,
-        ..loopback.lab_params()
-    };
+    let twin = loopback.twin(params);
     let mut runs = Vec::with_capacity(strategies.len());
     for &strategy in strategies {
         runs.push(TraceRun {
