@@ -36,8 +36,8 @@ pub struct EnvoyGradientConfig {
     pub min_concurrency: u32,
     /// Samples one minRTT measurement takes (Envoy: 50).
     pub min_rtt_request_count: u32,
-    /// The percentile of a window's RTTs taken as its RTT, and as the minRTT, 0 to 1 (Envoy:
-    /// the median, 0.5).
+    /// The percentile of a minRTT measurement's RTTs taken as the minRTT, 0 to 1 (Envoy: the
+    /// median, 0.5). A sample window's RTT is its `window_percentile`.
     pub sample_percentile: f64,
     /// The minRTT is raised by this fraction before the gradient, 0 to 1 (Envoy: 0.25).
     pub buffer: f64,
@@ -57,7 +57,8 @@ pub struct EnvoyGradientConfig {
     /// calls of the window waited, as under an overload. In the simulated shape matrix's long
     /// run, 0.25 refused 1.05 to 10 times fewer calls below capacity; on a service whose
     /// calls all take about as long, it lets a deeper queue stand (p99 2.4 times the unloaded
-    /// p99 against 1.8 to 2.2 with the median, in the loopback lab), so it is not the default.
+    /// p99 against 1.7 to 2.2 with the median, in the loopback lab's runs with Envoy's 100 ms
+    /// windows), so it is not the default.
     pub window_percentile: f64,
     /// The open start: the limit from the start until the first minRTT is measured (default
     /// `0`: Envoy's start). Envoy measures the first minRTT at once, pinned to

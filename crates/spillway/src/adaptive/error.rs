@@ -32,7 +32,8 @@ impl AdaptiveError {
         }
     }
 
-    /// The algorithm: `gradient2`, `vegas`, `aimd` or `envoy_gradient`.
+    /// What the settings are of: `gradient2`, `vegas`, `aimd`, `envoy_gradient`, `bbr`, or
+    /// `queue` (an adaptive limit's queue).
     pub fn algorithm(&self) -> &'static str {
         self.algorithm
     }
