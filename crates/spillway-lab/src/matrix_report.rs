@@ -6,7 +6,7 @@ use crate::matrix::{matrix_markdown, run_matrix, Cell};
 use crate::params::{LabError, LabParams};
 use crate::strategy::Strategy;
 use serde::Serialize;
-use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig};
+use spillway::adaptive::{AdaptiveQueue, BbrConfig, EnvoyGradientConfig};
 
 /// The shape matrix's cells and, on the same shapes, the fixed-limit floor.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -18,6 +18,8 @@ pub struct MatrixReport {
     pub floors: Vec<FixedFloor>,
     /// `envoy_gradient`'s settings in these runs.
     pub envoy: EnvoyGradientConfig,
+    /// `bbr_probe`'s settings in these runs.
+    pub bbr: BbrConfig,
     /// The adaptive strategies' queue in these runs (the floor's fixed limits have none).
     pub adaptive_queue: Option<AdaptiveQueue>,
 }
@@ -33,24 +35,23 @@ impl MatrixReport {
             cells: run_matrix(base, strategies)?,
             floors: run_floors(base)?,
             envoy: base.envoy,
+            bbr: base.bbr,
             adaptive_queue: base.adaptive_queue,
         })
     }
 
     /// The matrix's tables ([`matrix_markdown`]), then a section on the floor: how each
     /// strategy's long run compares with it, and the floor on each shape. Settings that are
-    /// not the defaults (Envoy's, no queue) are named first.
+    /// not the defaults (Envoy's, BBR's, no queue) are named first.
     pub fn markdown(&self) -> String {
         let lab = LabParams {
             envoy: self.envoy,
+            bbr: self.bbr,
             adaptive_queue: self.adaptive_queue,
             ..LabParams::default()
         };
         let mut out = String::new();
-        for text in [lab.envoy_settings(), lab.queue_settings()]
-            .into_iter()
-            .flatten()
-        {
+        for text in lab.settings() {
             out.push_str(&format!("In these runs {text}.\n\n"));
         }
         out.push_str(&matrix_markdown(&self.cells));

@@ -1,6 +1,6 @@
 //! What the lab simulates: the service, its clients and how long each run lasts.
 
-use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig, QueueOrder};
+use spillway::adaptive::{AdaptiveQueue, BbrConfig, EnvoyGradientConfig, QueueOrder};
 use std::fmt;
 use std::time::Duration;
 
@@ -168,6 +168,8 @@ pub struct LabParams {
     /// too (spillway's defaults by default: Envoy's pinned start, its buffer, windows of at
     /// least 12 minRTTs; see [`EnvoyGradientConfig`]).
     pub envoy: EnvoyGradientConfig,
+    /// `bbr_probe`'s settings (its defaults by default; see [`BbrConfig`]).
+    pub bbr: BbrConfig,
     /// `static_concurrency`'s limit (`None` by default: twice the workers, the workers' calls
     /// plus as many queued; see [`LabParams::static_limit`]).
     pub static_concurrency_limit: Option<u32>,
@@ -198,6 +200,7 @@ impl Default for LabParams {
             measure: Duration::from_secs(30),
             adaptive_queue: None,
             envoy: EnvoyGradientConfig::default(),
+            bbr: BbrConfig::default(),
             static_concurrency_limit: None,
             service_spread: 0.0,
         }
@@ -257,19 +260,43 @@ impl LabParams {
     /// );
     /// ```
     pub fn envoy_settings(&self) -> Option<String> {
-        let fields = |config: &EnvoyGradientConfig| match serde_json::to_value(config) {
-            Ok(serde_json::Value::Object(fields)) => fields,
-            _ => serde_json::Map::new(),
-        };
-        let defaults = fields(&EnvoyGradientConfig::default());
-        let mut settings: Vec<String> = fields(&self.envoy)
-            .into_iter()
-            .filter(|(name, value)| defaults.get(name) != Some(value))
-            .map(|(name, value)| format!("{name} = {value}"))
-            .collect();
-        // By name, whatever order the map keeps.
-        settings.sort();
-        (!settings.is_empty()).then(|| format!("`envoy_gradient` has {}", settings.join(" and ")))
+        changed_settings(
+            "envoy_gradient",
+            &self.envoy,
+            &EnvoyGradientConfig::default(),
+        )
+    }
+
+    /// The `bbr_probe` settings that are not its defaults, as [`envoy_settings`](Self::envoy_settings)
+    /// names Envoy's (`None`: the defaults).
+    ///
+    /// ```
+    /// use spillway::adaptive::BbrConfig;
+    /// use spillway_lab::LabParams;
+    ///
+    /// assert_eq!(LabParams::default().bbr_settings(), None);
+    /// let corrected = LabParams {
+    ///     bbr: BbrConfig { rtt_correction: 1.0, ..Default::default() },
+    ///     ..LabParams::default()
+    /// };
+    /// assert_eq!(corrected.bbr_settings().unwrap(), "`bbr` has rtt_correction = 1.0");
+    /// ```
+    pub fn bbr_settings(&self) -> Option<String> {
+        changed_settings("bbr", &self.bbr, &BbrConfig::default())
+    }
+
+    /// Every setting of these runs that is not the lab's default, as its outputs name them:
+    /// Envoy's, BBR's, the queue and the service's spread, each a clause.
+    pub fn settings(&self) -> Vec<String> {
+        [
+            self.envoy_settings(),
+            self.bbr_settings(),
+            self.queue_settings(),
+            self.spread_settings(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// The adaptive limits' queue as the lab's texts name it, when they have one (the tables
@@ -438,8 +465,37 @@ impl LabParams {
                 _ => "envoy",
             };
             LabError::new(field, err.problem().to_string())
+        })?;
+        self.bbr.validate().map_err(|err| {
+            let field = match err.field() {
+                "rtt_correction" => "bbr_rtt_correction",
+                _ => "bbr",
+            };
+            LabError::new(field, err.problem().to_string())
         })
     }
+}
+
+/// The fields of `config` that differ from `defaults`, in the configuration file's terms and
+/// by name, as "`{algorithm}` has a = 1 and b = 2" (`None`: none differ).
+fn changed_settings<T: serde::Serialize>(
+    algorithm: &str,
+    config: &T,
+    defaults: &T,
+) -> Option<String> {
+    let fields = |config: &T| match serde_json::to_value(config) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => serde_json::Map::new(),
+    };
+    let defaults = fields(defaults);
+    let mut settings: Vec<String> = fields(config)
+        .into_iter()
+        .filter(|(name, value)| defaults.get(name) != Some(value))
+        .map(|(name, value)| format!("{name} = {value}"))
+        .collect();
+    // By name, whatever order the map keeps.
+    settings.sort();
+    (!settings.is_empty()).then(|| format!("`{algorithm}` has {}", settings.join(" and ")))
 }
 
 /// A lab parameter that cannot be simulated: which one, and why.

@@ -86,12 +86,14 @@ pub fn to_json(report: &LabReport) -> Result<String, serde_json::Error> {
 pub fn summary_markdown(report: &LabReport) -> String {
     let mut out = String::new();
     let p = &report.params;
-    let spread = p
-        .spread_settings()
-        .map_or_else(String::new, |text| format!(" ({text})"));
+    let settings = p.settings();
+    let named = match settings.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", settings.join("; ")),
+    };
     let _ = writeln!(
         out,
-        "Service: {} workers, {}{spread} (capacity {:.0} requests/s); clients time out after {:?}, {}; seed {}; \
+        "Service: {} workers, {}{named} (capacity {:.0} requests/s); clients time out after {:?}, {}; seed {}; \
          sweeps measured for {:?} after {:?}. Unloaded p99 (no protection, 0.5x): {:.1} ms.\n",
         p.workers,
         p.service_time.label(),

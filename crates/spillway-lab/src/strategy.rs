@@ -2,8 +2,7 @@
 
 use crate::params::{LabError, LabParams};
 use spillway::adaptive::{
-    AdaptiveAlgorithm, AdaptiveRule, AimdConfig, BbrConfig, Gradient2Config, RttEstimates,
-    VegasConfig,
+    AdaptiveAlgorithm, AdaptiveRule, AimdConfig, Gradient2Config, RttEstimates, VegasConfig,
 };
 use spillway::flow::FlowRule;
 use spillway::system::{bbr_limit, ManualProbe, MinRtEstimate, SystemRule};
@@ -157,7 +156,7 @@ impl Strategy {
                 ..AimdConfig::default()
             }),
             Strategy::EnvoyGradient => AdaptiveAlgorithm::EnvoyGradient(params.envoy),
-            Strategy::BbrProbe => AdaptiveAlgorithm::Bbr(BbrConfig::default()),
+            Strategy::BbrProbe => AdaptiveAlgorithm::Bbr(params.bbr),
             Strategy::NoClasses | Strategy::Classes => {
                 let algorithm = recommended(params);
                 let rule = AdaptiveRule::inbound(ADAPTIVE_RULE, algorithm).with_seed(1);

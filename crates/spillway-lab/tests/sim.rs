@@ -48,6 +48,7 @@ fn an_unprotected_mmc_queue_has_erlang_c_mean_time() {
         seed,
         adaptive_queue: None,
         envoy: Default::default(),
+        bbr: Default::default(),
         static_concurrency_limit: None,
         service_spread: 0.0,
     };

@@ -53,6 +53,11 @@ pub struct Admin {
     transitions: Arc<crate::transitions::Transitions>,
     /// The last writes.
     audit: Arc<crate::audit::Audit>,
+    /// Held by a `PUT /api/rules` from its checks to its rules in force: one at a time, so
+    /// that each reads the file and the rules the one before left (two at once would each
+    /// write the file from what it read before the other wrote, and one's rules would be
+    /// lost).
+    writing: Arc<tokio::sync::Mutex<()>>,
     /// When this API was made (for the uptime).
     started: tokio::time::Instant,
     /// Its connections' limits, and who holds their places.
@@ -131,6 +136,7 @@ impl Admin {
             )),
             transitions: crate::transitions::Transitions::watch(proxy.spillway()),
             audit: Arc::default(),
+            writing: Arc::default(),
             started: tokio::time::Instant::now(),
             proxy,
             reloader,

@@ -162,7 +162,7 @@ impl RouteClaims {
         });
         let matching = || {
             self.rules.iter().find(|rule| {
-                (rule.methods.is_empty() || rule.methods.contains(&parts.method))
+                crate::router::method_matches(&rule.methods, &parts.method)
                     && rule.key.as_ref().is_none_or(|(key, values)| {
                         key.value(parts, trusted)
                             .is_some_and(|value| values.contains(&value))

@@ -22,7 +22,9 @@ pub mod one_service;
 pub mod trace;
 
 use clap::ValueEnum;
-use spillway::adaptive::{AdaptiveQueue, BufferScaling, EnvoyGradientConfig, QueueOrder};
+use spillway::adaptive::{
+    AdaptiveQueue, BbrConfig, BufferScaling, EnvoyGradientConfig, QueueOrder,
+};
 use spillway_lab::matrix_report::MatrixReport;
 use spillway_lab::{LabError, LabParams, RetryPolicy, Scenario, ServiceTime, Strategy};
 use std::path::PathBuf;
@@ -198,6 +200,17 @@ pub struct LabArgs {
     /// 100; default 6; 0: Envoy's gradient alone; see docs/config.md).
     #[arg(long, allow_negative_numbers = true)]
     pub envoy_in_flight_floor: Option<f64>,
+    /// `bbr`'s RT correction, for `bbr_probe` in the simulated lab (`--quick`, `--matrix`,
+    /// `--long-run` or `--trace`; the loopback lab runs `bbr`'s defaults): how many standard
+    /// errors each round's mean RT is raised by before the RT filter takes the smallest (0 to
+    /// 3; default 0; see docs/config.md).
+    #[arg(
+        long,
+        value_name = "ERRORS",
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
+    pub bbr_rtt_correction: f64,
 }
 
 /// Refuses `envoy_gradient` settings other than the defaults, naming the first flag that gave
@@ -406,6 +419,15 @@ impl LabArgs {
                  full lab keep their services exact",
             ));
         }
+        if self.bbr_rtt_correction != 0.0
+            && (self.loopback || self.mix || (!self.quick && !self.matrix && !single))
+        {
+            return Err(LabError::new(
+                "bbr_rtt_correction",
+                "applies only to the simulated lab with --quick, --matrix, --long-run or \
+                 --trace: the loopback lab, --mix and the full lab run bbr's defaults",
+            ));
+        }
         let envoy_start_limit = u32::try_from(self.envoy_start_limit).map_err(|_| {
             LabError::new(
                 "envoy_start_limit",
@@ -438,6 +460,10 @@ impl LabArgs {
             retry,
             seed: self.seed,
             service_spread: self.service_spread,
+            bbr: BbrConfig {
+                rtt_correction: self.bbr_rtt_correction,
+                ..BbrConfig::default()
+            },
             ..LabParams::default()
         };
         let params = if self.quick { params.quick() } else { params };
@@ -665,6 +691,47 @@ mod tests {
             let err = cli.lab.params().unwrap_err();
             assert_eq!(err.field(), "service_spread", "{bad}");
             assert!(err.message().contains("between 0 and 0.5"), "{bad}: {err}");
+        }
+    }
+
+    /// `--bbr-rtt-correction` reaches `bbr_probe` in the simulated lab's modes; the loopback
+    /// lab, the scenarios with claims and the full lab refuse it, and a correction outside 0 to
+    /// 3 is refused by name.
+    #[test]
+    fn a_bbr_rtt_correction_goes_to_the_simulated_lab() {
+        for mode in [
+            &["--quick"][..],
+            &["--matrix"],
+            &["--long-run"],
+            &["--trace", "3"],
+        ] {
+            let args = [&["lab", "--bbr-rtt-correction", "1"][..], mode].concat();
+            let cli = Cli::try_parse_from(args).unwrap();
+            assert_eq!(
+                cli.lab.params().unwrap().bbr.rtt_correction,
+                1.0,
+                "{mode:?}"
+            );
+        }
+        for mode in [
+            &[][..],
+            &["--mix"],
+            &["--matrix", "--loopback"],
+            &["--trace", "3", "--loopback"],
+            &["--long-run", "--loopback"],
+        ] {
+            let args = [&["lab", "--bbr-rtt-correction", "1"][..], mode].concat();
+            let err = Cli::try_parse_from(args).unwrap().lab.params().unwrap_err();
+            assert_eq!(err.field(), "bbr_rtt_correction", "{mode:?}");
+            assert!(err.message().contains("run bbr's defaults"), "{err}");
+        }
+        let cli = Cli::try_parse_from(["lab", "--matrix"]).unwrap();
+        assert_eq!(cli.lab.params().unwrap().bbr, BbrConfig::default());
+        for bad in ["-0.5", "3.5", "NaN"] {
+            let cli = Cli::try_parse_from(["lab", "--quick", "--bbr-rtt-correction", bad]).unwrap();
+            let err = cli.lab.params().unwrap_err();
+            assert_eq!(err.field(), "bbr_rtt_correction", "{bad}");
+            assert!(err.message().contains("from 0 to 3"), "{bad}: {err}");
         }
     }
 

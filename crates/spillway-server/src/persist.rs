@@ -88,7 +88,10 @@ fn replace(path: &Path, contents: &[u8]) -> Result<(), String> {
         .file_name()
         .ok_or_else(|| "the path names no file".to_owned())?
         .to_string_lossy();
-    let temporary = directory.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    // A name no other write uses, in this process or another.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = directory.join(format!(".{file_name}.{}.{write}.tmp", std::process::id()));
     let written = (|| -> Result<(), String> {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);

@@ -60,7 +60,9 @@ impl Pattern {
         Ok(Pattern::Template { segments, rest })
     }
 
-    /// Whether `path` (without query) matches.
+    /// Whether `path` (without query) matches. A template matches a path with one trailing
+    /// `/` as it matches the path without it (`/users/7/` as `/users/7`), as most servers
+    /// route them, so that the `/` cannot take a request past the route's limits.
     pub fn matches(&self, path: &str) -> bool {
         match self {
             Pattern::Prefix(prefix) => {
@@ -84,6 +86,8 @@ impl Pattern {
                 }
                 match parts.next() {
                     None => !rest,
+                    // One trailing `/`, and nothing after it.
+                    Some("") if !rest => parts.next().is_none(),
                     Some(part) => *rest && !part.is_empty(),
                 }
             }
@@ -122,16 +126,35 @@ impl Router {
     pub fn find(&self, method: &Method, path: &str) -> Option<usize> {
         self.routes
             .iter()
-            .find(|(pattern, methods, _)| {
-                (methods.is_empty() || methods.contains(method)) && pattern.matches(path)
-            })
+            .find(|(pattern, methods, _)| method_matches(methods, method) && pattern.matches(path))
             .map(|&(_, _, index)| index)
     }
+}
+
+/// Whether a request's `method` is among `methods` (empty: any). A HEAD request matches a list
+/// that names GET: a server answers HEAD as it answers GET, without the body (RFC 9110
+/// section 9.3.2), so a HEAD must not go past what limits the GET.
+pub(crate) fn method_matches(methods: &[Method], method: &Method) -> bool {
+    methods.is_empty()
+        || methods.contains(method)
+        || (method == Method::HEAD && methods.contains(&Method::GET))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_head_request_matches_what_names_get() {
+        let get = [Method::GET];
+        assert!(method_matches(&get, &Method::GET));
+        assert!(method_matches(&get, &Method::HEAD));
+        assert!(!method_matches(&get, &Method::POST));
+        assert!(!method_matches(&[Method::POST], &Method::HEAD));
+        assert!(method_matches(&[Method::HEAD], &Method::HEAD));
+        assert!(!method_matches(&[Method::HEAD], &Method::GET));
+        assert!(method_matches(&[], &Method::DELETE));
+    }
 
     #[test]
     fn prefixes_match_whole_segments() {
@@ -147,6 +170,11 @@ mod tests {
         let user = Pattern::parse("/users/{id}/orders").unwrap();
         assert!(user.matches("/users/7/orders"));
         assert!(!user.matches("/users//orders") && !user.matches("/users/7/orders/1"));
+        // One trailing `/` is the same path; two are not (the normal form merges them).
+        assert!(user.matches("/users/7/orders/"));
+        assert!(!user.matches("/users/7/orders//"));
+        let id = Pattern::parse("/users/{id}").unwrap();
+        assert!(id.matches("/users/7/") && !id.matches("/users/") && !id.matches("/users/7/x"));
         let files = Pattern::parse("/files/{*rest}").unwrap();
         assert!(
             files.matches("/files/a/b.txt")

@@ -534,6 +534,46 @@ async fn persisted_rules_are_written_into_the_file_keeping_the_rest() {
     assert_eq!(std::fs::read_to_string(&h.file).unwrap(), text);
 }
 
+/// Writes at once, on two threads: a flow rule and a breaker, each with `persist=true`, sent
+/// together round after round. Each answers 200, and after each round the file and the rules
+/// in force hold both (before they were applied one at a time, one could write the file from
+/// what it read before the other wrote, and both could fail on one temporary file name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persisted_writes_sent_together_keep_each_other() {
+    let h = start(ORDERS_QPS_1).await;
+    for round in 1..=20 {
+        let flow = format!(
+            r#"{{"flow": [{{"id": "orders-qps-{round}", "resource": "orders", "count": 5}}]}}"#
+        );
+        let breaker = format!(
+            r#"{{"breaker": [{{"id": "orders-errors-{round}", "resource": "orders",
+                "retry_timeout": "60s", "strategy": {{"type": "error_count", "threshold": 3}}}}]}}"#
+        );
+        let send = |body: String| {
+            call(
+                h.admin,
+                Method::PUT,
+                "/api/rules?persist=true",
+                Some(TOKEN),
+                Bytes::from(body),
+            )
+        };
+        let (flowed, broken) = tokio::join!(send(flow), send(breaker));
+        assert_eq!(flowed.0, StatusCode::OK, "round {round}: {}", flowed.1);
+        assert_eq!(broken.0, StatusCode::OK, "round {round}: {}", broken.1);
+        let reread = checked::load(&h.file).unwrap();
+        assert_eq!(reread.flow[0].get_ref().id, format!("orders-qps-{round}"));
+        assert_eq!(
+            reread.breakers[0].get_ref().id,
+            format!("orders-errors-{round}")
+        );
+        let (_, rules) = get(h.admin, "/api/rules").await;
+        let rules = json(&rules);
+        assert_eq!(rules["flow"][0]["id"], format!("orders-qps-{round}"));
+        assert_eq!(rules["breaker"][0]["id"], format!("orders-errors-{round}"));
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_dashboard_is_one_page_over_the_api() {
     let h = start(ORDERS_QPS_1).await;

@@ -508,6 +508,92 @@ async fn a_websocket_is_tunnelled_and_holds_its_place_until_it_closes() {
     assert_ne!(again.status(), StatusCode::TOO_MANY_REQUESTS);
 }
 
+/// An upstream that switches to any protocol a request asks for (as Go's `h2c` handler does
+/// for `h2c`) and otherwise answers with the `Upgrade` and `HTTP2-Settings` it received
+/// (`upgrade=- settings=-` when none).
+async fn switching_upstream() -> SocketAddr {
+    serve_each(|stream| async move {
+        let service = service_fn(|request: Request<Incoming>| async move {
+            let header = |name: &str| {
+                let value = request.headers().get(name);
+                value
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-")
+                    .to_owned()
+            };
+            let (upgrade, settings) = (header("upgrade"), header("http2-settings"));
+            let mut response = Response::new(Full::new(Bytes::from(format!(
+                "upgrade={upgrade} settings={settings}"
+            ))));
+            if upgrade != "-" {
+                *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                let headers = response.headers_mut();
+                headers.insert("connection", "upgrade".parse().unwrap());
+                headers.insert("upgrade", upgrade.parse().unwrap());
+            }
+            Ok::<_, Infallible>(response)
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades()
+            .await;
+    })
+    .await
+}
+
+/// Sends `head` (a whole request without a body) on a new connection to `proxy` and reads the
+/// answer until the connection closes.
+async fn raw_exchange(proxy: SocketAddr, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    step("answer", stream.read_to_end(&mut answer))
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A request asking to switch to HTTP/2 (`Upgrade: h2c`), or naming it beside WebSocket, is
+/// forwarded as a plain request: the upstream never sees the `Upgrade`, no tunnel opens, and
+/// so no request can reach the upstream past the proxy's routes and rules.
+#[tokio::test]
+async fn a_request_to_switch_to_http2_is_forwarded_without_its_upgrade() {
+    let upstream = switching_upstream().await;
+    let p = proxy(&routed("", &format!("url = \"http://{upstream}\""), "")).await;
+    for protocol in ["h2c", "websocket, h2c", "TLS/1.0"] {
+        let head = format!(
+            "GET /public HTTP/1.1\r\nHost: app\r\nConnection: Upgrade, HTTP2-Settings, close\r\n\
+             Upgrade: {protocol}\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+        );
+        let answer = raw_exchange(p.proxy, &head).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200 OK\r\n"),
+            "{protocol}: {answer}"
+        );
+        assert!(
+            answer.ends_with("upgrade=- settings=-"),
+            "{protocol}: {answer}"
+        );
+    }
+    // WebSocket still switches.
+    let head =
+        "GET /chat HTTP/1.1\r\nHost: app\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    let answer = step("websocket", async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(p.proxy).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0; 1024];
+        let read = stream.read(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer[..read]).into_owned()
+    })
+    .await;
+    assert!(
+        answer.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{answer}"
+    );
+}
+
 #[tokio::test]
 async fn an_https_upstream_speaks_the_version_alpn_picks_and_needs_a_trusted_certificate() {
     let dir = tempfile::tempdir().unwrap();

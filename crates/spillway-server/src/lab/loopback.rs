@@ -147,6 +147,8 @@ impl LoopbackParams {
             measure: self.measure,
             adaptive_queue: self.adaptive_queue,
             envoy: self.envoy,
+            // The loopback lab's proxy runs `bbr`'s defaults, and so does its twin.
+            bbr: spillway::adaptive::BbrConfig::default(),
             static_concurrency_limit: None,
             // The real service's own spread is its own: the twin's work takes the time drawn
             // (`--service-spread` sets one for a trace's or a long run's twin).

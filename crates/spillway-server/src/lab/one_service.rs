@@ -2,7 +2,7 @@
 //! strategies on, and how their reports name it.
 
 use serde::Serialize;
-use spillway::adaptive::{AdaptiveQueue, EnvoyGradientConfig};
+use spillway::adaptive::{AdaptiveQueue, BbrConfig, EnvoyGradientConfig};
 use spillway_lab::LabParams;
 
 /// The service of a report on one service, and where it ran.
@@ -20,6 +20,8 @@ pub struct OneService {
     pub seed: u64,
     /// `envoy_gradient`'s settings.
     pub envoy: EnvoyGradientConfig,
+    /// `bbr_probe`'s settings.
+    pub bbr: BbrConfig,
     /// The adaptive limits' queue, if they have one.
     pub adaptive_queue: Option<AdaptiveQueue>,
     /// The simulated service's spread ([`LabParams::service_spread`]; on loopback, the
@@ -38,6 +40,7 @@ impl OneService {
             capacity,
             seed: params.seed,
             envoy: params.envoy,
+            bbr: params.bbr,
             adaptive_queue: params.adaptive_queue,
             service_spread: params.service_spread,
         }
@@ -72,19 +75,16 @@ impl OneService {
         };
         let lab_params = LabParams {
             envoy: self.envoy,
+            bbr: self.bbr,
             adaptive_queue: self.adaptive_queue,
             service_spread: self.service_spread,
             ..LabParams::default()
         };
-        let settings: String = [
-            lab_params.envoy_settings(),
-            lab_params.queue_settings(),
-            lab_params.spread_settings(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|text| format!(" In these runs {text}."))
-        .collect();
+        let settings: String = lab_params
+            .settings()
+            .into_iter()
+            .map(|text| format!(" In these runs {text}."))
+            .collect();
         format!(
             "{lab}: {} workers, {}, capacity {:.0} requests/s ({capacity}); seed {}.{settings}",
             self.workers, self.service, self.capacity, self.seed

@@ -31,8 +31,13 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
 
-/// Removes the hop-by-hop headers: those `Connection` and `Proxy-Connection` name, then the
-/// fixed ones.
+/// Headers that `Connection` cannot make hop-by-hop: the upstream routes by `Host`, and the
+/// forwarding lists carry what the proxies in front of this one added. A client that names
+/// them would otherwise send its request upstream without them.
+const NEVER_HOP_BY_HOP: [HeaderName; 3] = [HOST, X_FORWARDED_FOR, FORWARDED];
+
+/// Removes the hop-by-hop headers: those `Connection` and `Proxy-Connection` name (but
+/// [`NEVER_HOP_BY_HOP`]), then the fixed ones.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // Most messages have none: one look at each name, without hashing, tells.
     if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
@@ -45,6 +50,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| !NEVER_HOP_BY_HOP.contains(name))
         .collect();
     for name in named {
         headers.remove(name);
@@ -165,7 +171,11 @@ pub(crate) fn add_forwarded(headers: &mut HeaderMap, peer: &Peer) {
 }
 
 /// The protocol an HTTP/1.1 request asks to switch to (`Upgrade`, with `upgrade` among its
-/// `Connection` options), if any.
+/// `Connection` options), if it is WebSocket, the one upgrade the proxy tunnels.
+///
+/// Any other (`h2c` above all) is not an upgrade here: the request is forwarded without its
+/// `Upgrade`, as a plain request. A tunnel to an upstream that switched to HTTP/2 would carry
+/// any number of requests, to any path, that no route or rule of the proxy ever sees.
 pub(crate) fn upgrade_of<B>(request: &Request<B>) -> Option<HeaderValue> {
     let headers = request.headers();
     let asked = headers
@@ -174,9 +184,19 @@ pub(crate) fn upgrade_of<B>(request: &Request<B>) -> Option<HeaderValue> {
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .any(|option| option.trim().eq_ignore_ascii_case("upgrade"));
-    (request.version() == Version::HTTP_11 && asked)
-        .then(|| headers.get(UPGRADE).cloned())
-        .flatten()
+    if request.version() != Version::HTTP_11 || !asked {
+        return None;
+    }
+    // One `Upgrade` line naming WebSocket alone (RFC 6455 section 4.1), with no other
+    // protocol the upstream could pick instead.
+    let mut lines = headers.get_all(UPGRADE).iter();
+    let (Some(protocol), None) = (lines.next(), lines.next()) else {
+        return None;
+    };
+    let text = protocol.to_str().ok()?;
+    let mut protocols = text.split(',').map(str::trim).filter(|p| !p.is_empty());
+    let websocket = protocols.next()?.eq_ignore_ascii_case("websocket");
+    (websocket && protocols.next().is_none()).then(|| protocol.clone())
 }
 
 /// Marks a message as switching to `protocol`, after its hop-by-hop headers went.
@@ -384,6 +404,21 @@ mod tests {
     }
 
     #[test]
+    fn connection_cannot_take_the_host_or_the_forwarding_lists() {
+        let mut map = headers(&[
+            ("host", b"app"),
+            ("connection", b"host, x-forwarded-for, Forwarded, x-gone"),
+            ("x-forwarded-for", b"10.0.0.1"),
+            ("forwarded", b"for=10.0.0.1"),
+            ("x-gone", b"1"),
+        ]);
+        strip_hop_by_hop(&mut map);
+        let mut left: Vec<&str> = map.keys().map(HeaderName::as_str).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["forwarded", "host", "x-forwarded-for"]);
+    }
+
+    #[test]
     fn a_message_without_hop_by_hop_headers_keeps_all_it_has() {
         let mut map = headers(&[
             ("host", b"example"),
@@ -415,6 +450,33 @@ mod tests {
         );
         assert!(upgrade_of(&request("keep-alive", Version::HTTP_11)).is_none());
         assert!(upgrade_of(&request("upgrade", Version::HTTP_2)).is_none());
+        // WebSocket alone, in any case; no other protocol, nor a list naming one.
+        let asking = |protocol: &str| {
+            let request = Request::builder()
+                .header(CONNECTION, "Upgrade, HTTP2-Settings")
+                .header(UPGRADE, protocol)
+                .body(())
+                .unwrap();
+            upgrade_of(&request)
+        };
+        assert_eq!(asking("WebSocket").unwrap(), "WebSocket");
+        for refused in [
+            "h2c",
+            "websocket, h2c",
+            "h2c, websocket",
+            "TLS/1.0",
+            "",
+            ",",
+        ] {
+            assert!(asking(refused).is_none(), "{refused:?}");
+        }
+        let twice = Request::builder()
+            .header(CONNECTION, "upgrade")
+            .header(UPGRADE, "websocket")
+            .header(UPGRADE, "h2c")
+            .body(())
+            .unwrap();
+        assert!(upgrade_of(&twice).is_none());
         let no_protocol = Request::builder()
             .header(CONNECTION, "upgrade")
             .body(())

@@ -45,6 +45,21 @@ pub struct BbrConfig {
     pub min_limit: u32,
     /// The ceiling (default 1000).
     pub max_limit: u32,
+    /// How many standard errors each round's mean RT is raised by before the RT filter takes
+    /// the smallest, from 0 to 3 (default 0: the calmest round's mean as measured).
+    ///
+    /// The smallest of several noisy means is below their true mean: by about 1.5 standard
+    /// errors for ten rounds. On a service whose calls vary a lot and whose rounds hold few of
+    /// them (a slow service: 40 calls a round at 400 a second), that puts the RT, and with it
+    /// the limit, well below the service's, and a smaller limit makes rounds with fewer calls
+    /// and a lower RT again: on 32 workers of 80 ms the limit falls to a fifth of what the
+    /// service can take. A correction of 1 raises each round's mean by `sd / sqrt(calls)`, the
+    /// spread of the filter's calls about their rounds' means (pooled over its rounds) over the
+    /// root of the round's calls, which stops the fall; on a service of a few workers, whose
+    /// limit the calmest round's low RT keeps from rounding up a whole call, it lets a longer
+    /// queue stand (docs/config.md gives the lab's numbers). A service whose calls all take the
+    /// same time is not changed.
+    pub rtt_correction: f64,
 }
 
 impl Default for BbrConfig {
@@ -61,6 +76,7 @@ impl Default for BbrConfig {
             initial_limit: 10,
             min_limit: 1,
             max_limit: 1000,
+            rtt_correction: 0.0,
         }
     }
 }
@@ -68,8 +84,8 @@ impl Default for BbrConfig {
 impl BbrConfig {
     /// Checks the settings: a round and an RT measurement interval longer than 0, at least
     /// one sample a round, one round in the filters and a limit of 1 while measuring the RT,
-    /// `1 <= startup_gain <= 4`, `1 <= probe_gain <= 2`, `0.5 <= drain_gain <= 1`, and
-    /// `1 <= min_limit <= initial_limit <= max_limit`.
+    /// `1 <= startup_gain <= 4`, `1 <= probe_gain <= 2`, `0.5 <= drain_gain <= 1`,
+    /// `0 <= rtt_correction <= 3`, and `1 <= min_limit <= initial_limit <= max_limit`.
     ///
     /// # Errors
     ///
@@ -82,6 +98,7 @@ impl BbrConfig {
         check.within("startup_gain", self.startup_gain, 1.0, 4.0)?;
         check.within("probe_gain", self.probe_gain, 1.0, 2.0)?;
         check.within("drain_gain", self.drain_gain, 0.5, 1.0)?;
+        check.within("rtt_correction", self.rtt_correction, 0.0, 3.0)?;
         check.nonzero_duration("probe_rtt_interval", self.probe_rtt_interval)?;
         check.positive("probe_rtt_limit", self.probe_rtt_limit)?;
         check.limits(self.min_limit, self.initial_limit, self.max_limit)
@@ -115,6 +132,8 @@ enum Phase {
         resume: u8,
         count: u32,
         rtt_sum_nanos: u128,
+        /// The sum of the RTs' squares, in seconds squared.
+        rtt_squares: f64,
     },
 }
 
@@ -125,6 +144,30 @@ struct Round {
     rate: f64,
     /// Their mean RT, when any completed.
     rtt: Option<Duration>,
+    /// How many calls the mean is of.
+    calls: u64,
+    /// The sum of their RTs' squared deviations from the mean, in seconds squared.
+    deviations: f64,
+}
+
+impl Round {
+    /// A round of `calls` calls whose RTs sum to `rtt_sum_nanos` and their squares to
+    /// `rtt_squares` (seconds squared), `rate` a second.
+    fn of(rate: f64, calls: u64, rtt_sum_nanos: u128, rtt_squares: f64) -> Self {
+        let rtt = (calls > 0).then(|| {
+            let mean = rtt_sum_nanos / u128::from(calls);
+            Duration::from_nanos(u64::try_from(mean).unwrap_or(u64::MAX))
+        });
+        let deviations = rtt.map_or(0.0, |mean| {
+            (rtt_squares - calls as f64 * mean.as_secs_f64().powi(2)).max(0.0)
+        });
+        Self {
+            rate,
+            rtt,
+            calls,
+            deviations,
+        }
+    }
 }
 
 /// The round being measured.
@@ -134,6 +177,8 @@ struct Open {
     count: u32,
     delivered: u64,
     rtt_sum_nanos: u128,
+    /// The sum of the delivered calls' RTs' squares, in seconds squared.
+    rtt_squares: f64,
     /// Calls that filled the limit when admitted.
     limited: u32,
 }
@@ -148,7 +193,9 @@ struct Open {
 ///
 /// - **A robust RT.** Each round's RT is the mean of its calls, and the estimate is the
 ///   smallest round mean in the filter: the calmest round, which one fast call cannot drag
-///   down (kratos' BBR estimates its minimum RT the same way).
+///   down (kratos' BBR estimates its minimum RT the same way). The smallest of noisy means is
+///   below their mean, so [`BbrConfig::rtt_correction`] can first raise each round's mean by
+///   that many standard errors: off by default, for slow services whose calls vary.
 /// - **Filters of one length.** The rate (largest round rate) and the RT (smallest round mean)
 ///   are remembered for the same `filter_rounds`, so that after the service changes speed both
 ///   describe the new service, and their product stays its concurrency.
@@ -272,6 +319,7 @@ impl Bbr {
             resume,
             count,
             rtt_sum_nanos,
+            rtt_squares,
         } = &mut self.phase
         else {
             return None;
@@ -281,16 +329,13 @@ impl Bbr {
         }
         *count += 1;
         *rtt_sum_nanos += sample.rtt.as_nanos();
+        *rtt_squares += sample.rtt.as_secs_f64().powi(2);
         if *count < self.config.min_samples {
             return None;
         }
-        let mean = *rtt_sum_nanos / u128::from(*count);
-        let rtt = Duration::from_nanos(u64::try_from(mean).unwrap_or(u64::MAX));
+        let round = Round::of(0.0, u64::from(*count), *rtt_sum_nanos, *rtt_squares);
         self.phase = Phase::Cycle(*resume);
-        self.push(Round {
-            rate: 0.0,
-            rtt: Some(rtt),
-        });
+        self.push(round);
         self.open = Open {
             start: Some(now),
             ..Open::default()
@@ -315,9 +360,40 @@ impl Bbr {
             .fold(0.0, f64::max)
     }
 
-    /// The smallest round mean RT in the filter.
+    /// The smallest round mean RT in the filter, each raised by `rtt_correction` standard
+    /// errors.
     fn min_rtt(&self) -> Option<Duration> {
-        self.rounds.iter().filter_map(|round| round.rtt).min()
+        let means = self.rounds.iter().filter_map(|round| round.rtt);
+        let correction = self.config.rtt_correction;
+        if correction == 0.0 {
+            return means.min();
+        }
+        let variance = self.pooled_variance();
+        self.rounds
+            .iter()
+            .filter_map(|round| {
+                // A round with an RT has at least one call.
+                let rtt = round.rtt?;
+                let error = correction * (variance / round.calls as f64).sqrt();
+                let raised = Duration::try_from_secs_f64(error).unwrap_or(Duration::MAX);
+                Some(rtt.saturating_add(raised))
+            })
+            .min()
+    }
+
+    /// The variance of the filter's RTs about their rounds' means, pooled over its rounds, in
+    /// seconds squared (0 with no round of two calls).
+    fn pooled_variance(&self) -> f64 {
+        let (deviations, freedom) = self.rounds.iter().filter(|round| round.calls > 1).fold(
+            (0.0, 0u64),
+            |(deviations, freedom), round| {
+                (deviations + round.deviations, freedom + round.calls - 1)
+            },
+        );
+        match freedom {
+            0 => 0.0,
+            freedom => deviations / freedom as f64,
+        }
     }
 
     /// Ends the open round at `now`, when it is due; returns what it measured and whether the
@@ -330,14 +406,8 @@ impl Bbr {
             return None;
         }
         let open = std::mem::take(&mut self.open);
-        let rtt = (open.delivered > 0).then(|| {
-            let mean = open.rtt_sum_nanos / u128::from(open.delivered);
-            Duration::from_nanos(u64::try_from(mean).unwrap_or(u64::MAX))
-        });
-        let round = Round {
-            rate: open.delivered as f64 * 1e9 / length as f64,
-            rtt,
-        };
+        let rate = open.delivered as f64 * 1e9 / length as f64;
+        let round = Round::of(rate, open.delivered, open.rtt_sum_nanos, open.rtt_squares);
         // The limit bound the round (it measured the limit, not the offered load) when at
         // least one call in 4 filled it: a burst now and then does not.
         Some((
@@ -394,6 +464,7 @@ impl Bbr {
                         resume: at,
                         count: 0,
                         rtt_sum_nanos: 0,
+                        rtt_squares: 0.0,
                     };
                     return (0.0, ChangeReason::MeasuringMinRtt);
                 }
@@ -426,6 +497,7 @@ impl LimitAlgorithm for Bbr {
         if !sample.dropped {
             open.delivered += 1;
             open.rtt_sum_nanos += sample.rtt.as_nanos();
+            open.rtt_squares += sample.rtt.as_secs_f64().powi(2);
         }
         let (round, limited) = self.close_round(now_nanos)?;
         self.open.start = Some(now_nanos);
