@@ -243,12 +243,9 @@ impl RouteSource {
             }
             RouteSource::Query(name) => query_value(parts.uri.query()?, name).map(Cow::into_owned),
             RouteSource::Segment(index) => {
-                let segment = parts
-                    .uri
-                    .path()
-                    .strip_prefix('/')?
-                    .split('/')
-                    .nth((*index)?)?;
+                // Read from the path the request was routed by.
+                let path = crate::proxy::routable_path(parts.uri.path());
+                let segment = path.strip_prefix('/')?.split('/').nth((*index)?)?;
                 (!segment.is_empty()).then(|| segment.to_owned())
             }
         }

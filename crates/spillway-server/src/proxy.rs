@@ -24,6 +24,7 @@ pub use body::ProxyBody;
 use client_body::ClientFault;
 pub use forward::Peer;
 pub(crate) use keyed::StagedKeyed;
+pub(crate) use path::routable_path;
 pub use path::{normalize_path, PathError};
 pub(crate) use replayed::{Held, ReplayStacks, Replayed};
 pub(crate) use table::Table;

@@ -51,6 +51,36 @@ async fn admitted(proxy: SocketAddr, path: &str, headers: &[(&str, &str)], n: us
     admitted
 }
 
+/// The spellings of one call that most servers route to the same handler meet the same
+/// limit: a trailing `/`, segment parameters (`;jsessionid=...`, `..;`), and HEAD for GET.
+#[tokio::test(start_paused = true)]
+async fn other_spellings_of_a_call_meet_its_route_s_limit() {
+    let routes = ROUTES.replace(
+        "path = \"/users/{id}/orders\"",
+        "path = \"/users/{id}/orders\"\nmethods = [\"GET\"]",
+    );
+    let rules = "[[keyed]]\nid = \"per-id\"\nresource = \"users\"\nkey = \"path:id\"\ncount = 1\n";
+    let h = Harness::start(&format!("{routes}\n{rules}")).await;
+    let proxy = h.proxy;
+    assert_eq!(admitted(proxy, "/users/7/orders", &[], 1).await, 1);
+    for spelling in [
+        "/users/7/orders/",
+        "/users/7;jsessionid=1/orders",
+        "/users/7/orders;x=1",
+        "/users/x/..;/7/orders",
+    ] {
+        assert_eq!(admitted(proxy, spelling, &[], 1).await, 0, "{spelling}");
+    }
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let head = Request::head(format!("http://{proxy}/users/7/orders"))
+        .body(Empty::new())
+        .unwrap();
+    let response = client.request(head).await.unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    // Another id has its own place, whatever its spelling.
+    assert_eq!(admitted(proxy, "/users/8;a/orders/", &[], 2).await, 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn each_client_each_user_and_each_id_has_its_own_limit() {
     let rules = "[[keyed]]\nid = \"per-client\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 3\n\n\

@@ -163,16 +163,51 @@ pub fn normalize_path(path: &str) -> Result<Cow<'_, str>, PathError> {
     Ok(Cow::Owned(normal))
 }
 
-/// What is wrong with an HTTP/1.1 request's `Host`: none at all, or more than one.
+/// What is wrong with a request's host: an HTTP/1.1 request with no `Host` or more than one;
+/// an HTTP/2 request with more than one, one that names another host than its `:authority`
+/// (RFC 9113 section 8.3.1: the upstream, which reads `Host`, and the proxy, which routed
+/// by the request, would disagree), or an `:authority` with user information.
 pub(super) fn bad_host<B>(request: &Request<B>) -> Option<&'static str> {
-    if request.version() != http::Version::HTTP_11 {
-        return None;
-    }
     let mut hosts = request.headers().get_all(http::header::HOST).iter();
-    match (hosts.next(), hosts.next()) {
-        (None, _) => Some("an HTTP/1.1 request needs a Host header\n"),
-        (Some(_), Some(_)) => Some("more than one Host header\n"),
-        (Some(_), None) => None,
+    let (first, second) = (hosts.next(), hosts.next());
+    if second.is_some() {
+        return Some("more than one Host header\n");
+    }
+    match request.version() {
+        http::Version::HTTP_11 if first.is_none() => {
+            Some("an HTTP/1.1 request needs a Host header\n")
+        }
+        http::Version::HTTP_2 => {
+            let authority = request.uri().authority()?;
+            if authority.as_str().contains('@') {
+                return Some("the request's authority holds user information\n");
+            }
+            let named = first?.as_bytes();
+            (!named.eq_ignore_ascii_case(authority.as_str().as_bytes()))
+                .then_some("the Host header names another host than the request's authority\n")
+        }
+        _ => None,
+    }
+}
+
+/// The path a request is routed and keyed by: its path (in normal form) without the
+/// parameters of its segments (`/users/7;jsessionid=1` is `/users/7`), in normal form again
+/// (`/api/x/..;/orders` is `/api/orders`). Servers such as Tomcat and Spring drop those
+/// parameters before they route, so a request must not reach its handler past the limits
+/// of the route it reaches there. The request is forwarded with them.
+pub(crate) fn routable_path(path: &str) -> Cow<'_, str> {
+    if !path.contains(';') {
+        return Cow::Borrowed(path);
+    }
+    let stripped: Vec<&str> = path
+        .split('/')
+        .map(|segment| segment.split_once(';').map_or(segment, |(kept, _)| kept))
+        .collect();
+    let stripped = stripped.join("/");
+    match normalize_path(&stripped) {
+        Ok(normal) => Cow::Owned(normal.into_owned()),
+        // Dropping text cannot make a path unroutable; were it so, the path as it came.
+        Err(_) => Cow::Borrowed(path),
     }
 }
 
@@ -195,6 +230,40 @@ pub(super) fn normalize_uri<B>(request: &mut Request<B>) -> Result<(), PathError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segment_parameters_are_not_part_of_the_routed_path() {
+        assert!(matches!(
+            routable_path("/users/7"),
+            Cow::Borrowed("/users/7")
+        ));
+        assert_eq!(routable_path("/users/7;jsessionid=1"), "/users/7");
+        assert_eq!(routable_path("/api;v=1/orders;x=1"), "/api/orders");
+        assert_eq!(routable_path("/api/x/..;/orders"), "/api/orders");
+        assert_eq!(routable_path("/;x/orders"), "/orders");
+        assert_eq!(routable_path("/users/7/;x"), "/users/7/");
+    }
+
+    #[test]
+    fn http2_requests_name_one_host_the_same_as_their_authority() {
+        let request = |authority: &str, hosts: &[&str]| {
+            let mut builder = Request::builder()
+                .version(http::Version::HTTP_2)
+                .uri(format!("http://{authority}/x"));
+            for host in hosts {
+                builder = builder.header(http::header::HOST, *host);
+            }
+            builder.body(()).unwrap()
+        };
+        assert_eq!(bad_host(&request("app", &[])), None);
+        assert_eq!(bad_host(&request("app", &["APP"])), None);
+        assert!(bad_host(&request("app", &["other"])).is_some());
+        assert!(bad_host(&request("app", &["app", "app"])).is_some());
+        assert!(bad_host(&request("user@app", &[])).is_some());
+        let mut http1 = request("app", &["app"]);
+        *http1.version_mut() = http::Version::HTTP_11;
+        assert_eq!(bad_host(&http1), None);
+    }
 
     #[test]
     fn the_one_pass_check_of_normal_form_agrees_with_its_definition() {

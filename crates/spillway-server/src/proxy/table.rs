@@ -278,7 +278,10 @@ impl Table {
     pub(crate) fn route<B>(&self, request: &Request<B>) -> (Option<usize>, &RouteInfo) {
         let index = self
             .router
-            .find(request.method(), request.uri().path())
+            .find(
+                request.method(),
+                &super::path::routable_path(request.uri().path()),
+            )
             .filter(|index| *index < self.routes.len());
         let route = index.map_or(&self.default, |index| &self.routes[index]);
         (index, route)
