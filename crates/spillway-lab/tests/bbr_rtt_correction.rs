@@ -99,9 +99,9 @@ fn a_correction_lets_a_small_service_s_queue_grow() {
     }
 }
 
-/// The same slow service, slowed 5 times for 10 s at 0.9x, seeds 1 to 3: without the
-/// correction goodput never comes back to 90% of capacity; with 1 it does in 1.1 to 1.8 s
-/// (asserted at most 2.5 s).
+/// The same slow service, slowed 5 times for 10 s at 1x (the lab's slowdown), seeds 1 to 3:
+/// without the correction goodput never comes back to 90% of capacity; with 1 it does in 1.1
+/// to 1.8 s (asserted at most 2.5 s).
 #[test]
 fn a_correction_lets_a_slow_varied_service_recover() {
     let load = spillway_lab::EVENT_BASE_LOAD;

@@ -88,21 +88,30 @@ fn replace(path: &Path, contents: &[u8]) -> Result<(), String> {
         .file_name()
         .ok_or_else(|| "the path names no file".to_owned())?
         .to_string_lossy();
-    // A name no other write uses, in this process or another.
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(metadata.permissions().mode() & 0o7777);
+    }
+    // A name no other write uses: this process's and a count of its writes, the next count
+    // while one is taken (left by a process of the same id that stopped mid-write, as in a
+    // restarted container).
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temporary = directory.join(format!(".{file_name}.{}.{write}.tmp", std::process::id()));
-    let written = (|| -> Result<(), String> {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-            options.mode(metadata.permissions().mode() & 0o7777);
+    let mut attempts = 0;
+    let (temporary, mut file) = loop {
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let temporary = directory.join(format!(".{file_name}.{}.{write}.tmp", std::process::id()));
+        match options.open(&temporary) {
+            Ok(file) => break (temporary, file),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && attempts < 64 => {
+                attempts += 1;
+            }
+            Err(err) => return Err(format!("cannot write next to it: {err}")),
         }
-        let mut file = options
-            .open(&temporary)
-            .map_err(|err| format!("cannot write next to it: {err}"))?;
+    };
+    let written = (|| -> Result<(), String> {
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;

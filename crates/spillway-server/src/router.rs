@@ -31,7 +31,8 @@ impl Pattern {
         if !path.contains('{') && !path.contains('}') {
             return Ok(Pattern::Prefix(path.trim_end_matches('/').to_owned()));
         }
-        let parts: Vec<&str> = path[1..].split('/').collect();
+        // A trailing `/` matches as a path without it does, as for a prefix.
+        let parts: Vec<&str> = path[1..].trim_end_matches('/').split('/').collect();
         let mut segments = Vec::with_capacity(parts.len());
         let mut rest = false;
         for (index, part) in parts.iter().enumerate() {
@@ -173,6 +174,8 @@ mod tests {
         // One trailing `/` is the same path; two are not (the normal form merges them).
         assert!(user.matches("/users/7/orders/"));
         assert!(!user.matches("/users/7/orders//"));
+        let written = Pattern::parse("/users/{id}/").unwrap();
+        assert!(written.matches("/users/7") && written.matches("/users/7/"));
         let id = Pattern::parse("/users/{id}").unwrap();
         assert!(id.matches("/users/7/") && !id.matches("/users/") && !id.matches("/users/7/x"));
         let files = Pattern::parse("/files/{*rest}").unwrap();

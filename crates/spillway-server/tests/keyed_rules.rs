@@ -52,7 +52,8 @@ async fn admitted(proxy: SocketAddr, path: &str, headers: &[(&str, &str)], n: us
 }
 
 /// The spellings of one call that most servers route to the same handler meet the same
-/// limit: a trailing `/`, segment parameters (`;jsessionid=...`, `..;`), and HEAD for GET.
+/// limit: a trailing `/`, segment parameters (`;jsessionid=...`), and HEAD for GET; `..;`,
+/// which they resolve differently, is refused.
 #[tokio::test(start_paused = true)]
 async fn other_spellings_of_a_call_meet_its_route_s_limit() {
     let routes = ROUTES.replace(
@@ -67,10 +68,13 @@ async fn other_spellings_of_a_call_meet_its_route_s_limit() {
         "/users/7/orders/",
         "/users/7;jsessionid=1/orders",
         "/users/7/orders;x=1",
-        "/users/x/..;/7/orders",
     ] {
         assert_eq!(admitted(proxy, spelling, &[], 1).await, 0, "{spelling}");
     }
+    // A dotted segment with parameters, which servers resolve differently, is refused.
+    let (status, body) = get(proxy, "/users/x/..;/7/orders", &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("segment with parameters"), "{body}");
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let head = Request::head(format!("http://{proxy}/users/7/orders"))
         .body(Empty::new())
@@ -79,6 +83,31 @@ async fn other_spellings_of_a_call_meet_its_route_s_limit() {
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     // Another id has its own place, whatever its spelling.
     assert_eq!(admitted(proxy, "/users/8;a/orders/", &[], 2).await, 1);
+}
+
+/// An HTTP/2 client names its host in `:authority` only: a rule keyed on `header:host` reads
+/// it there, as for an HTTP/1.1 client's `Host` (before, the key was missing, and the rule
+/// let every such request through).
+#[tokio::test(start_paused = true)]
+async fn an_http2_request_s_authority_is_its_host_key() {
+    // Over an hour: the paused clock jumps to the proxy's HTTP/2 pings while the client waits.
+    let rules = "[[keyed]]\nid = \"per-host\"\nresource = \"search\"\nkey = \"header:host\"\n\
+                 count = 1\nduration = \"1h\"\n";
+    let proxy = start(rules).await.proxy;
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let mut statuses = Vec::new();
+    for _ in 0..2 {
+        let request = Request::get(format!("http://{proxy}/search"))
+            .body(Empty::new())
+            .unwrap();
+        statuses.push(client.request(request).await.unwrap().status());
+    }
+    assert_eq!(
+        statuses,
+        [StatusCode::BAD_GATEWAY, StatusCode::TOO_MANY_REQUESTS]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -32,9 +32,19 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const FORWARDED: HeaderName = HeaderName::from_static("forwarded");
 
 /// Headers that `Connection` cannot make hop-by-hop: the upstream routes by `Host`, and the
-/// forwarding lists carry what the proxies in front of this one added. A client that names
-/// them would otherwise send its request upstream without them.
-const NEVER_HOP_BY_HOP: [HeaderName; 3] = [HOST, X_FORWARDED_FOR, FORWARDED];
+/// forwarding headers carry what the proxies in front of this one wrote about the client (an
+/// upstream that trusts them would otherwise take this proxy for the client). A client that
+/// names them would otherwise send its request upstream without them.
+const NEVER_HOP_BY_HOP: [HeaderName; 8] = [
+    HOST,
+    X_FORWARDED_FOR,
+    FORWARDED,
+    HeaderName::from_static("x-forwarded-proto"),
+    HeaderName::from_static("x-forwarded-host"),
+    HeaderName::from_static("x-forwarded-port"),
+    HeaderName::from_static("x-real-ip"),
+    HeaderName::from_static("true-client-ip"),
+];
 
 /// Removes the hop-by-hop headers: those `Connection` and `Proxy-Connection` name (but
 /// [`NEVER_HOP_BY_HOP`]), then the fixed ones.
@@ -284,13 +294,7 @@ pub(crate) fn prepare(
         && http_body::Body::size_hint(&body).exact().is_none();
     let forwarding = forwarding.filter(|_| !unframed);
     let body = ClientBody::new(body, limits, fault.clone(), forwarding);
-    // An HTTP/2 client names the host in the URI only: keep it for the upstream, as an
-    // HTTP/1.1 client's `Host` is kept.
-    if !parts.headers.contains_key(HOST) {
-        if let Some(host) = parts.uri.authority().and_then(|a| a.as_str().parse().ok()) {
-            parts.headers.insert(HOST, host);
-        }
-    }
+    // An HTTP/2 client's `:authority` is its `Host` already (`front::front`).
     parts.uri = upstream
         .uri_for(parts.uri.path_and_query())
         .ok_or(Failure::BadTarget)?;
@@ -407,15 +411,19 @@ mod tests {
     fn connection_cannot_take_the_host_or_the_forwarding_lists() {
         let mut map = headers(&[
             ("host", b"app"),
-            ("connection", b"host, x-forwarded-for, Forwarded, x-gone"),
+            (
+                "connection",
+                b"host, x-forwarded-for, Forwarded, X-Real-IP, x-gone",
+            ),
             ("x-forwarded-for", b"10.0.0.1"),
             ("forwarded", b"for=10.0.0.1"),
+            ("x-real-ip", b"10.0.0.1"),
             ("x-gone", b"1"),
         ]);
         strip_hop_by_hop(&mut map);
         let mut left: Vec<&str> = map.keys().map(HeaderName::as_str).collect();
         left.sort_unstable();
-        assert_eq!(left, ["forwarded", "host", "x-forwarded-for"]);
+        assert_eq!(left, ["forwarded", "host", "x-forwarded-for", "x-real-ip"]);
     }
 
     #[test]

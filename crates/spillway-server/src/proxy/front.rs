@@ -56,6 +56,18 @@ pub(crate) fn front<'t, B>(
             why.into(),
         ));
     }
+    // An HTTP/2 client names its host in `:authority` only: it is the request's `Host` from
+    // here on, for the keys and claims that read it as for the upstream (`bad_host` checked
+    // that a `Host` it also sent is the same).
+    if !request.headers().contains_key(http::header::HOST) {
+        let host = request
+            .uri()
+            .authority()
+            .and_then(|a| a.as_str().parse().ok());
+        if let Some(host) = host {
+            request.headers_mut().insert(http::header::HOST, host);
+        }
+    }
     // Routed and forwarded in normal form, so that no spelling of a path misses its route.
     if let Err(err) = normalize_uri(&mut request) {
         let resource = table.default.resource.as_str();

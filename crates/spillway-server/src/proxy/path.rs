@@ -20,6 +20,10 @@ pub enum PathError {
     Backslash,
     /// An encoded NUL (`%00`).
     Nul,
+    /// A `.` or `..` segment with parameters (`/x/..;/y`): Tomcat and Spring drop the
+    /// parameters and climb, most other servers take it for a name, so a route cannot be
+    /// matched safely.
+    DotParameters,
 }
 
 impl fmt::Display for PathError {
@@ -30,6 +34,9 @@ impl fmt::Display for PathError {
             PathError::EscapedSlash => "the path holds an encoded / or \\ (%2F, %5C)",
             PathError::Backslash => "the path holds a \\",
             PathError::Nul => "the path holds an encoded NUL (%00)",
+            PathError::DotParameters => {
+                "the path holds a . or .. segment with parameters (such as ..;)"
+            }
         })
     }
 }
@@ -89,6 +96,21 @@ fn is_normal(path: &str) -> bool {
 /// assert!(normalize_path("/api%2Fx").is_err());
 /// ```
 pub fn normalize_path(path: &str) -> Result<Cow<'_, str>, PathError> {
+    let normal = normal_form(path)?;
+    // Checked on the normal form, where `%2e%2e;` is already `..;`.
+    let dotted = |segment: &str| {
+        segment
+            .split_once(';')
+            .is_some_and(|(name, _)| name == "." || name == "..")
+    };
+    if normal.contains(';') && normal.split('/').any(dotted) {
+        return Err(PathError::DotParameters);
+    }
+    Ok(normal)
+}
+
+/// [`normalize_path`] but for its refusal of dotted segments with parameters.
+fn normal_form(path: &str) -> Result<Cow<'_, str>, PathError> {
     if !path.starts_with('/') {
         return Err(PathError::NotAbsolute);
     }
@@ -190,11 +212,12 @@ pub(super) fn bad_host<B>(request: &Request<B>) -> Option<&'static str> {
     }
 }
 
-/// The path a request is routed and keyed by: its path (in normal form) without the
-/// parameters of its segments (`/users/7;jsessionid=1` is `/users/7`), in normal form again
-/// (`/api/x/..;/orders` is `/api/orders`). Servers such as Tomcat and Spring drop those
-/// parameters before they route, so a request must not reach its handler past the limits
-/// of the route it reaches there. The request is forwarded with them.
+/// The path a request is routed and keyed by: its path (in normal form, where no `.` or `..`
+/// segment has parameters) without the parameters of its segments (`/users/7;jsessionid=1`
+/// is `/users/7`), its runs of `/` merged again (`/;x/orders` is `/orders`). Servers such as
+/// Tomcat and Spring drop those parameters before they route, so a request must not reach
+/// its handler past the limits of the route it reaches there. The request is forwarded with
+/// them.
 pub(crate) fn routable_path(path: &str) -> Cow<'_, str> {
     if !path.contains(';') {
         return Cow::Borrowed(path);
@@ -239,8 +262,21 @@ mod tests {
         ));
         assert_eq!(routable_path("/users/7;jsessionid=1"), "/users/7");
         assert_eq!(routable_path("/api;v=1/orders;x=1"), "/api/orders");
-        assert_eq!(routable_path("/api/x/..;/orders"), "/api/orders");
         assert_eq!(routable_path("/;x/orders"), "/orders");
+        // A dotted segment with parameters never gets this far: servers disagree on it.
+        for dotted in [
+            "/api/x/..;/orders",
+            "/api/.;x/orders",
+            "/api/%2e%2e;/x",
+            "/..;",
+        ] {
+            assert_eq!(
+                normalize_path(dotted),
+                Err(PathError::DotParameters),
+                "{dotted}"
+            );
+        }
+        assert!(normalize_path("/api/..x;y/z").is_ok());
         assert_eq!(routable_path("/users/7/;x"), "/users/7/");
     }
 
