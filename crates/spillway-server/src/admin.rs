@@ -53,11 +53,11 @@ pub struct Admin {
     transitions: Arc<crate::transitions::Transitions>,
     /// The last writes.
     audit: Arc<crate::audit::Audit>,
-    /// Held by a `PUT /api/rules` from its checks to its rules in force: one at a time, so
-    /// that each reads the file and the rules the one before left (two at once would each
-    /// write the file from what it read before the other wrote, and one's rules would be
-    /// lost).
-    writing: Arc<tokio::sync::Mutex<()>>,
+    /// Held by a `PUT /api/rules` from its checks to its rules in force, and by a reload of
+    /// the file (the reloader's): one at a time, so that each reads the file and the rules the
+    /// one before left (two at once would each write the file from what it read before the
+    /// other wrote, and one's rules would be lost). Never held across an `.await`.
+    writing: Arc<std::sync::Mutex<()>>,
     /// When this API was made (for the uptime).
     started: tokio::time::Instant,
     /// Its connections' limits, and who holds their places.
@@ -136,7 +136,9 @@ impl Admin {
             )),
             transitions: crate::transitions::Transitions::watch(proxy.spillway()),
             audit: Arc::default(),
-            writing: Arc::default(),
+            writing: reloader
+                .as_ref()
+                .map_or_else(Arc::default, |reloader| Arc::clone(reloader.writing())),
             started: tokio::time::Instant::now(),
             proxy,
             reloader,

@@ -78,6 +78,10 @@ pub struct Reloader {
     modified: Mutex<Option<FileStamp>>,
     /// Woken after every reload attempt (for tests and the status to wait on).
     attempted: tokio::sync::Notify,
+    /// Held while the rules change, by a reload and by the admin API's `PUT /api/rules`: one
+    /// at a time, so that a reload that read the file before a write cannot put back what the
+    /// write replaced after it.
+    writing: Arc<Mutex<()>>,
 }
 
 /// What tells one version of the file from the next: a rename over it (as editors and
@@ -114,7 +118,14 @@ impl Reloader {
             proxy,
             modified: Mutex::new(modified),
             attempted: tokio::sync::Notify::new(),
+            writing: Arc::default(),
         })
+    }
+
+    /// The lock held while the rules change (see [`Admin`](crate::admin::Admin)'s
+    /// `PUT /api/rules`, which takes it too).
+    pub(crate) fn writing(&self) -> &Arc<Mutex<()>> {
+        &self.writing
     }
 
     /// The file.
@@ -137,6 +148,7 @@ impl Reloader {
         let file_error =
             |err: String| config::ConfigError::file(&self.path.display().to_string(), err);
         let name = self.path.display().to_string();
+        let _writing = lock(&self.writing);
         let result = config::read(&self.path).and_then(|text| {
             let config = crate::checked::parse(&text, &name)?;
             let warnings = config::warnings(&config, &text, &name);

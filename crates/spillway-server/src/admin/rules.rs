@@ -66,8 +66,11 @@ impl Admin {
                 return refused("refused", error(StatusCode::PAYLOAD_TOO_LARGE, &why), &why);
             }
         };
-        // From here to the rules in force, one write at a time.
-        let _writing = self.writing.lock().await;
+        // From here to the rules in force, one write at a time (no `.await` below).
+        let _writing = self
+            .writing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut changes = match parse_rules_body(&body) {
             Ok(changes) => changes,
             Err(err) => return refused("invalid", err.response(), &err.message),
