@@ -522,6 +522,11 @@ async fn switching_upstream() -> SocketAddr {
                     .to_owned()
             };
             let (upgrade, settings) = (header("upgrade"), header("http2-settings"));
+            // `/as-h2c`: whatever was asked, switch to HTTP/2.
+            let switched = match request.uri().path() {
+                "/as-h2c" => "h2c".to_owned(),
+                _ => upgrade.clone(),
+            };
             let mut response = Response::new(Full::new(Bytes::from(format!(
                 "upgrade={upgrade} settings={settings}"
             ))));
@@ -529,7 +534,7 @@ async fn switching_upstream() -> SocketAddr {
                 *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
                 let headers = response.headers_mut();
                 headers.insert("connection", "upgrade".parse().unwrap());
-                headers.insert("upgrade", upgrade.parse().unwrap());
+                headers.insert("upgrade", switched.parse().unwrap());
             }
             Ok::<_, Infallible>(response)
         });
@@ -563,7 +568,7 @@ async fn a_request_to_switch_to_http2_is_forwarded_without_its_upgrade() {
     let p = proxy(&routed("", &format!("url = \"http://{upstream}\""), "")).await;
     for protocol in ["h2c", "websocket, h2c", "TLS/1.0"] {
         let head = format!(
-            "GET /public HTTP/1.1\r\nHost: app\r\nConnection: Upgrade, HTTP2-Settings, close\r\n\
+            "GET /public HTTP/1.1\r\nHost: app\r\nConnection: Upgrade, close\r\n\
              Upgrade: {protocol}\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
         );
         let answer = raw_exchange(p.proxy, &head).await;
@@ -590,6 +595,23 @@ async fn a_request_to_switch_to_http2_is_forwarded_without_its_upgrade() {
     .await;
     assert!(
         answer.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{answer}"
+    );
+    // An upstream that answers a WebSocket request by switching to HTTP/2 gets no tunnel:
+    // 502.
+    let head =
+        "GET /as-h2c HTTP/1.1\r\nHost: app\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+    let answer = step("switched to h2c", async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(p.proxy).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0; 1024];
+        let read = stream.read(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer[..read]).into_owned()
+    })
+    .await;
+    assert!(
+        answer.starts_with("HTTP/1.1 502 Bad Gateway\r\n"),
         "{answer}"
     );
 }

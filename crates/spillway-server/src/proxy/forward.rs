@@ -16,7 +16,7 @@ const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection")
 /// Headers that describe one connection, not the message (RFC 9110 section 7.6.1, with the
 /// obsolete `proxy-connection`): never forwarded, nor are the headers `Connection` names.
 /// Names, not strings: a string would be parsed into a name at every removal.
-const HOP_BY_HOP: [HeaderName; 9] = [
+const HOP_BY_HOP: [HeaderName; 10] = [
     CONNECTION,
     KEEP_ALIVE,
     http::header::PROXY_AUTHENTICATE,
@@ -26,6 +26,9 @@ const HOP_BY_HOP: [HeaderName; 9] = [
     http::header::TRANSFER_ENCODING,
     UPGRADE,
     PROXY_CONNECTION,
+    // The settings of HTTP/2's upgrade from HTTP/1.1 (RFC 7540 section 3.2.1; RFC 9113
+    // dropped the upgrade): one connection's, whether or not `Connection` names them.
+    HeaderName::from_static("http2-settings"),
 ];
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -357,6 +360,22 @@ pub(crate) async fn send(
             let switching = (response.status() == StatusCode::SWITCHING_PROTOCOLS)
                 .then(|| response.headers().get(UPGRADE).cloned())
                 .flatten();
+            // A switch is tunnelled only to WebSocket, and only when the request asked for it:
+            // an upstream that switches to anything else (HTTP/2, whose requests no route
+            // would see) or unasked gets no tunnel.
+            let websocket = switching.as_ref().is_some_and(|protocol| {
+                protocol
+                    .to_str()
+                    .is_ok_and(|text| text.trim().eq_ignore_ascii_case("websocket"))
+            });
+            if response.status() == StatusCode::SWITCHING_PROTOCOLS && !(upgrade && websocket) {
+                tracing::warn!(
+                    protocol = ?switching,
+                    asked = upgrade,
+                    "the upstream switched protocols to other than the WebSocket asked for"
+                );
+                return Err(Failure::Upstream(StatusCode::BAD_GATEWAY));
+            }
             strip_hop_by_hop(response.headers_mut());
             if let Some(protocol) = switching {
                 set_upgrade(response.headers_mut(), protocol);

@@ -20,6 +20,9 @@ pub enum PathError {
     Backslash,
     /// An encoded NUL (`%00`).
     Nul,
+    /// An encoded `;` (`%3B`): a server that decodes it before it drops a segment's
+    /// parameters reads parameters (or `..;`) the proxy did not see.
+    EscapedSemicolon,
     /// A `.` or `..` segment with parameters (`/x/..;/y`): Tomcat and Spring drop the
     /// parameters and climb, most other servers take it for a name, so a route cannot be
     /// matched safely.
@@ -34,6 +37,7 @@ impl fmt::Display for PathError {
             PathError::EscapedSlash => "the path holds an encoded / or \\ (%2F, %5C)",
             PathError::Backslash => "the path holds a \\",
             PathError::Nul => "the path holds an encoded NUL (%00)",
+            PathError::EscapedSemicolon => "the path holds an encoded ; (%3B)",
             PathError::DotParameters => {
                 "the path holds a . or .. segment with parameters (such as ..;)"
             }
@@ -134,6 +138,7 @@ fn normal_form(path: &str) -> Result<Cow<'_, str>, PathError> {
                 let value = high << 4 | low;
                 match value {
                     b'/' | b'\\' => return Err(PathError::EscapedSlash),
+                    b';' => return Err(PathError::EscapedSemicolon),
                     0 => return Err(PathError::Nul),
                     value if unreserved(value) => decoded.push(char::from(value)),
                     value => {
@@ -375,6 +380,9 @@ mod tests {
             ("/api%2Fx", PathError::EscapedSlash),
             ("/api%2fx", PathError::EscapedSlash),
             ("/api%5Cx", PathError::EscapedSlash),
+            ("/users/7%3B", PathError::EscapedSemicolon),
+            ("/x/..%3b/api", PathError::EscapedSemicolon),
+            ("/x/%2e%2e%3B/api", PathError::EscapedSemicolon),
             ("/api\\x", PathError::Backslash),
             ("/api%00", PathError::Nul),
             ("/api%", PathError::BadEscape),
