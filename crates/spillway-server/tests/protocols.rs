@@ -559,6 +559,17 @@ async fn raw_exchange(proxy: SocketAddr, head: &str) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
+/// Sends `head` on a new connection to `proxy` and returns what the first read brings (a
+/// response head, on a connection that may stay open as a tunnel).
+async fn first_read(proxy: SocketAddr, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0; 1024];
+    let read = step("first read", stream.read(&mut answer)).await.unwrap();
+    String::from_utf8_lossy(&answer[..read]).into_owned()
+}
+
 /// A request asking to switch to HTTP/2 (`Upgrade: h2c`), or naming it beside WebSocket, is
 /// forwarded as a plain request: the upstream never sees the `Upgrade`, no tunnel opens, and
 /// so no request can reach the upstream past the proxy's routes and rules.
@@ -581,35 +592,19 @@ async fn a_request_to_switch_to_http2_is_forwarded_without_its_upgrade() {
             "{protocol}: {answer}"
         );
     }
-    // WebSocket still switches.
-    let head =
-        "GET /chat HTTP/1.1\r\nHost: app\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
-    let answer = step("websocket", async {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(p.proxy).await.unwrap();
-        stream.write_all(head.as_bytes()).await.unwrap();
-        let mut answer = vec![0; 1024];
-        let read = stream.read(&mut answer).await.unwrap();
-        String::from_utf8_lossy(&answer[..read]).into_owned()
-    })
-    .await;
+    // WebSocket still switches; an upstream that answers it by switching to HTTP/2 gets no
+    // tunnel: 502.
+    let websocket = |path: &str| {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: app\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+        )
+    };
+    let answer = first_read(p.proxy, &websocket("/chat")).await;
     assert!(
         answer.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
         "{answer}"
     );
-    // An upstream that answers a WebSocket request by switching to HTTP/2 gets no tunnel:
-    // 502.
-    let head =
-        "GET /as-h2c HTTP/1.1\r\nHost: app\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
-    let answer = step("switched to h2c", async {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(p.proxy).await.unwrap();
-        stream.write_all(head.as_bytes()).await.unwrap();
-        let mut answer = vec![0; 1024];
-        let read = stream.read(&mut answer).await.unwrap();
-        String::from_utf8_lossy(&answer[..read]).into_owned()
-    })
-    .await;
+    let answer = first_read(p.proxy, &websocket("/as-h2c")).await;
     assert!(
         answer.starts_with("HTTP/1.1 502 Bad Gateway\r\n"),
         "{answer}"
