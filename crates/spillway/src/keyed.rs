@@ -19,6 +19,8 @@ mod validate;
 
 #[cfg(all(test, spillway_loom))]
 mod loom_flight;
+#[cfg(all(test, spillway_loom))]
+mod loom_window;
 #[cfg(all(test, not(spillway_loom)))]
 mod tests;
 
@@ -71,9 +73,13 @@ pub(crate) fn digest(fingerprint: u64) -> u32 {
     (fingerprint ^ (fingerprint >> 32)) as u32
 }
 
-/// A digest spread back over 64 bits, to pick a key's cells (SplitMix64's finaliser).
+/// A digest spread back over 64 bits, to pick a key's cells (SplitMix64's step).
 pub(crate) fn spread(digest: u32) -> u64 {
-    let mut z = u64::from(digest).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    mix(u64::from(digest).wrapping_add(0x9e37_79b9_7f4a_7c15))
+}
+
+/// SplitMix64's finaliser: 64 bits from 64, each depending on all of them.
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

@@ -9,12 +9,15 @@
 //!   it takes the place of the set's least busy key (by the `seen` sketch, over this window and
 //!   the last) if it is busier, unless that key was refused in this window or the last: a key
 //!   being limited keeps its place, whatever floods of other keys arrive.
-//! - **The rest.** A key without a place is limited by the `passed` sketch: it passes while its
-//!   count of passes in the current window (of `duration`, aligned to the clock) plus this call
-//!   is at most its `count`. A sketch never counts a key below its truth, so this only refuses
-//!   early. A key that takes a place starts from the same sketch: a key the sketches never saw
-//!   starts full, as in Sentinel; one they saw starts with `count` less its passes over this
-//!   window and the last, never as fresh.
+//! - **The rest.** A key without a place is limited by the `passed` sketch, which counts passes
+//!   per window of `duration` (aligned to the clock): it passes while its passes over the last
+//!   `duration` plus this call are at most its `count`, its passes over the last `duration`
+//!   being all of this window's and the part of the previous window's still within a duration
+//!   of now (as if spread evenly over it, rounded up). A sketch never counts a key below its
+//!   truth, so this only refuses early. A key that takes a place starts from the same sketch:
+//!   a key the sketches never saw starts full, as in Sentinel; one they saw starts with `count`
+//!   less its passes over the last `duration`, refilled from the window's start, never as
+//!   fresh. A key that loses its place has its passes written back into their windows.
 //! - **Concurrency rules** count calls in flight per key in a sketch (more than the truth only
 //!   when keys share every cell), and need no table.
 //!
@@ -33,8 +36,9 @@ use std::time::Duration;
 pub const WAYS: usize = 4;
 
 /// Columns of each sketch row: 8,192 (4 rows of 8-byte cells, 256 KiB a sketch), whatever the
-/// capacity. Keys without a place share these cells; more columns would only matter for floods
-/// of distinct keys, where they make early refusals of the keys without a place rarer.
+/// capacity. Keys without a place share these cells: a flood of distinct keys raises every
+/// key's count in them, which refuses keys without a place early (see docs/keyed.md for how
+/// many keys a second that takes); a larger capacity gives more keys a place instead.
 pub const SKETCH_WIDTH: usize = 8_192;
 
 /// How a check was decided, for the rule's counters and the tests.
@@ -255,10 +259,13 @@ impl KeyedLimiter {
         }
         drop(ways);
         let window = now_ms / self.duration_ms;
-        let (passed, _) = self
+        let (now, before) = self
             .passed
             .counts(Cells::of(key, self.seen.width()), window);
-        Some((limit, limit.saturating_sub(passed)))
+        Some((
+            limit,
+            limit.saturating_sub(self.recent(now, before, now_ms)),
+        ))
     }
 
     /// The limit of the key `key` (a [`fingerprint`]): its exception's, or the rule's count.
@@ -350,8 +357,9 @@ impl KeyedLimiter {
                 match self.take_place(&mut ways, key, cells, limit, now_ms, window) {
                     Some(place) => place,
                     None => {
-                        drop(ways);
-                        let decision = self.decide_by_sketch(cells, limit, acquire, window);
+                        // Still under the set's lock: the key's count is read and raised by one
+                        // call at a time (see `WindowSketch::add`).
+                        let decision = self.decide_by_sketch(cells, limit, acquire, now_ms, window);
                         return (decision, Path::Sketch);
                     }
                 }
@@ -373,11 +381,29 @@ impl KeyedLimiter {
         (decision, Path::Exact)
     }
 
-    /// A key without a place: at most `limit` passes in this window, by the sketch.
-    fn decide_by_sketch(&self, cells: Cells, limit: u64, acquire: u32, window: u64) -> Decision {
+    /// A key's passes over the last `duration` at `now_ms`, from its passes in the current
+    /// window and the one before: all of this window's, and the previous window's in the part
+    /// of it still within a duration of now (rounded up), as if spread evenly over it.
+    fn recent(&self, passed_now: u64, passed_before: u64, now_ms: u64) -> u64 {
+        let into_window = now_ms % self.duration_ms;
+        let rest = self.duration_ms - into_window;
+        let before =
+            (u128::from(passed_before) * u128::from(rest)).div_ceil(u128::from(self.duration_ms));
+        passed_now.saturating_add(u64::try_from(before).unwrap_or(u64::MAX))
+    }
+
+    /// A key without a place: at most `limit` passes over the last `duration`, by the sketch.
+    fn decide_by_sketch(
+        &self,
+        cells: Cells,
+        limit: u64,
+        acquire: u32,
+        now_ms: u64,
+        window: u64,
+    ) -> Decision {
         self.sketched.fetch_add(1, Ordering::Relaxed);
-        let (passed, _) = self.passed.counts(cells, window);
-        if passed + u64::from(acquire) > limit {
+        let (now, before) = self.passed.counts(cells, window);
+        if self.recent(now, before, now_ms) + u64::from(acquire) > limit {
             return Decision::Block;
         }
         self.passed.add(cells, window, u64::from(acquire));
@@ -423,10 +449,13 @@ impl KeyedLimiter {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
                 // Never as fresh when it comes back: its passes with a place go to the sketch.
                 let evicted = ways[victim];
-                let passes = evicted.recent_passes(short);
-                if passes > 0 {
-                    self.passed
-                        .add(Cells::of(evicted.key, width), window, passes);
+                let evicted_cells = Cells::of(evicted.key, width);
+                let (now, before) = evicted.passes(short);
+                if now > 0 {
+                    self.passed.add(evicted_cells, window, now);
+                }
+                if before > 0 {
+                    self.passed.add_previous(evicted_cells, window, before);
                 }
                 victim
             }
@@ -445,11 +474,20 @@ impl KeyedLimiter {
                 ..Slot::default()
             }
         } else {
-            let left = limit.saturating_sub(passed_now + passed_before);
+            let window_start = window * self.duration_ms;
+            let left = limit.saturating_sub(self.recent(passed_now, passed_before, now_ms));
+            // The bucket refills from the window's start (as one that refilled then, with those
+            // passes taken since, would). Charging both windows' passes in full, refilled from
+            // now, refused a key that came back at half its limit. A schedule starts from now:
+            // the key waits one interval before it passes again.
+            let last_ms = match self.behavior {
+                KeyedBehavior::Reject => window_start,
+                KeyedBehavior::Throttle { .. } => now_ms,
+            };
             Slot {
                 key,
                 tokens: i64::try_from(left).unwrap_or(i64::MAX),
-                last_ms: now_ms,
+                last_ms,
                 window: short,
                 ..Slot::default()
             }

@@ -44,12 +44,12 @@ impl Slot {
         self.limited != 0 && window.wrapping_sub(self.limited.wrapping_sub(1)) <= 1
     }
 
-    /// Its passes in `window` and the one before.
-    pub(super) fn recent_passes(&self, window: u16) -> u64 {
+    /// Its passes as of `window`: (in `window`, in the one before).
+    pub(super) fn passes(&self, window: u16) -> (u64, u64) {
         match window.wrapping_sub(self.window) {
-            0 => u64::from(self.passed) + u64::from(self.passed_before),
-            1 => u64::from(self.passed),
-            _ => 0,
+            0 => (u64::from(self.passed), u64::from(self.passed_before)),
+            1 => (0, u64::from(self.passed)),
+            _ => (0, 0),
         }
     }
 }

@@ -383,3 +383,119 @@ fn a_rule_counts_its_checks_refusals_and_exact_keys() {
     assert_eq!(stats.exact_keys, 2);
     assert!(stats.sketch_bytes > 0 && stats.sketch_bytes < limiter.heap_bytes());
 }
+
+#[test]
+fn a_key_without_a_place_is_limited_over_a_sliding_duration() {
+    // One set of four places, each held by a key refused at 0 ms (so kept through the next
+    // window): `k` is decided by the sketch throughout.
+    let limiter = KeyedLimiter::new(&KeyedRule::qps("r", "api", 4.0).with_capacity(WAYS));
+    for holder in ["h1", "h2", "h3", "h4"] {
+        assert_eq!(
+            trace(&limiter, holder, &[0; 5]),
+            [Pass, Pass, Pass, Pass, Block]
+        );
+    }
+    let k = fingerprint("k");
+    let decide = |ms| {
+        let (decision, path) = limiter.decide(k, 1, at(ms));
+        assert_eq!(path, Path::Sketch, "at {ms} ms");
+        decision
+    };
+    // Four passes at the end of the first window, then refused.
+    for _ in 0..4 {
+        assert_eq!(decide(900), Pass);
+    }
+    assert_eq!(decide(950), Block);
+    // At the next window's start, the four still count in full (a fixed window would pass four
+    // more at once); 300 ms on, 70% of them, rounded up: 3, so one more passes.
+    assert_eq!(decide(1_000), Block);
+    assert_eq!(decide(1_300), Pass);
+    assert_eq!(decide(1_300), Block);
+    // 760 ms on: ceil(4 x 0.24) = 1 of them, and the one this window: two more.
+    assert_eq!(decide(1_760), Pass);
+    assert_eq!(decide(1_760), Pass);
+    assert_eq!(decide(1_760), Block);
+}
+
+#[test]
+fn racing_threads_never_pass_a_key_without_a_place_beyond_its_limit() {
+    // As above: the places are held, so `k` is decided by the sketch; four threads race on it
+    // at one instant, 1,000 calls each, against a limit of 100.
+    let mut rule = KeyedRule::qps("r", "api", 100.0).with_capacity(WAYS);
+    for holder in ["h1", "h2", "h3", "h4"] {
+        rule = rule.with_exception(holder, 1);
+    }
+    let limiter = KeyedLimiter::new(&rule);
+    for holder in ["h1", "h2", "h3", "h4"] {
+        assert_eq!(trace(&limiter, holder, &[0, 0]), [Pass, Block]);
+    }
+    let passed = std::sync::atomic::AtomicU64::new(0);
+    let start = std::sync::Barrier::new(4);
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                start.wait();
+                for _ in 0..1_000 {
+                    let (decision, path) = limiter.decide(fingerprint("k"), 1, at(10));
+                    assert_eq!(path, Path::Sketch);
+                    if decision.admits() {
+                        passed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(passed.into_inner(), 100, "exactly the limit at one instant");
+}
+
+/// Honest users' refusals under a flood of distinct keys: `(refused, asked)`. A hundred users
+/// each ask at half their limit (`count / 2` a second, spread evenly), between calls of
+/// `flood` distinct keys a second, one call each, for 10 s; the users' calls in the first two
+/// seconds (while the table fills) are not counted.
+fn honest_refusals(capacity: usize, count: u64, flood: u64) -> (u64, u64) {
+    const USERS: u64 = 100;
+    const SECONDS: u64 = 10;
+    let limiter =
+        KeyedLimiter::new(&KeyedRule::qps("r", "api", count as f64).with_capacity(capacity));
+    let users: Vec<u64> = (0..USERS)
+        .map(|user| fingerprint(&format!("user{user}")))
+        .collect();
+    let every = flood / (USERS * (count / 2));
+    let (mut refused, mut asked, mut next) = (0, 0, 0);
+    for call in 0..flood * SECONDS {
+        let now = call * 1_000_000_000 / flood;
+        limiter.check(fingerprint(&(u64::MAX - call)), 1, now);
+        if call % every == 0 {
+            let admitted = limiter.check(users[next % users.len()], 1, now).admits();
+            next += 1;
+            if now >= 2_000_000_000 {
+                asked += 1;
+                refused += u64::from(!admitted);
+            }
+        }
+    }
+    (refused, asked)
+}
+
+#[test]
+fn a_flood_of_distinct_keys_leaves_honest_keys_their_limit() {
+    // The numbers docs/keyed.md quotes, each within 1% of the users' calls. At the default
+    // capacity, 20,000 flood keys a second leave users with a count of 5 alone, and 5,000 a
+    // second users with a count of 2.
+    for (capacity, count, flood) in [
+        (DEFAULT_CAPACITY, 5, 20_000),
+        (DEFAULT_CAPACITY, 2, 5_000),
+        (65_536, 2, 20_000),
+        (65_536, 5, 80_000),
+    ] {
+        let (refused, asked) = honest_refusals(capacity, count, flood);
+        assert!(
+            refused * 100 <= asked,
+            "capacity {capacity}, count {count}, {flood} keys/s: {refused} of {asked} refused"
+        );
+    }
+    // Past what the default capacity holds, the sketch refuses users without a place early
+    // (what docs/keyed.md says a larger capacity is for): 40,000 keys a second, count 2.
+    let (refused, asked) = honest_refusals(DEFAULT_CAPACITY, 2, 40_000);
+    assert!(refused * 4 > asked, "{refused} of {asked} refused");
+}
