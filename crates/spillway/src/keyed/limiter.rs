@@ -385,11 +385,16 @@ impl KeyedLimiter {
     /// window and the one before: all of this window's, and the previous window's in the part
     /// of it still within a duration of now (rounded up), as if spread evenly over it.
     fn recent(&self, passed_now: u64, passed_before: u64, now_ms: u64) -> u64 {
-        let into_window = now_ms % self.duration_ms;
-        let rest = self.duration_ms - into_window;
-        let before =
-            (u128::from(passed_before) * u128::from(rest)).div_ceil(u128::from(self.duration_ms));
-        passed_now.saturating_add(u64::try_from(before).unwrap_or(u64::MAX))
+        if passed_before == 0 {
+            return passed_now;
+        }
+        let rest = self.duration_ms - now_ms % self.duration_ms;
+        // Counts are at most 2^24 and a duration at most 86,400,000 ms: no overflow (and a
+        // saturated product would only refuse).
+        let before = passed_before
+            .saturating_mul(rest)
+            .div_ceil(self.duration_ms);
+        passed_now.saturating_add(before)
     }
 
     /// A key without a place: at most `limit` passes over the last `duration`, by the sketch.

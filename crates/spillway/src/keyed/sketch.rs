@@ -125,10 +125,17 @@ impl WindowSketch {
             Window::Current => current,
             Window::Previous => previous,
         };
-        let target = pick(self.counts(cells, window)).saturating_add(n);
-        for &index in &cells.0 {
+        let olds = cells
+            .0
+            .map(|index| self.cells[index].load(Ordering::Relaxed));
+        let least = olds
+            .iter()
+            .map(|&old| pick(counts_at(old, window)))
+            .min()
+            .unwrap_or(0);
+        let target = least.saturating_add(n);
+        for (&index, mut old) in cells.0.iter().zip(olds) {
             let cell = &self.cells[index];
-            let mut old = cell.load(Ordering::Relaxed);
             loop {
                 let (current, previous) = counts_at(old, window);
                 let new = match which {
