@@ -202,8 +202,8 @@ impl KeyedLimiter {
     /// - A concurrency rule: the limit less the key's calls in flight.
     /// - A reject rule: a key with exact state, its bucket's tokens with the refill its next
     ///   check would add (up to `limit + burst`, so more than `limit` with a burst); a key
-    ///   without a place (one the rule has not seen among them), the limit less its passes in
-    ///   the current window by the sketch.
+    ///   without a place (one the rule has not seen among them), the limit less its passes
+    ///   over the last `duration` by the sketch (as a check without a place counts them).
     /// - A pacing rule: `None` (it queues calls rather than refuse them: it has no quota left
     ///   to count).
     ///
