@@ -19,7 +19,7 @@
 //!   less its passes over the last `duration`, refilled from the window's start, never as
 //!   fresh. A key that loses its place has its passes written back into their windows.
 //! - **Concurrency rules** count calls in flight per key in a sketch (more than the truth only
-//!   when keys share every cell), and need no table.
+//!   when each of a key's cells also counts another key in flight), and need no table.
 //!
 //! Memory per rule is fixed by `capacity` (see [`KeyedLimiter::heap_bytes`]).
 
