@@ -6,8 +6,10 @@
 //! key is never stored), so two keys whose fingerprints collide share a limit (about one pair
 //! in 2^64 / n² for n keys: once in 10^7 for a million keys; per-key concurrency tells keys in
 //! flight apart by 32 bits of it, so two keys in flight at once share a count once in about
-//! 4 × 10^9 pairs, which only refuses early). See [`KeyedLimiter`] for how the busiest keys keep
-//! exact state and what the others get.
+//! 4 × 10^9 pairs, which only refuses early). The fingerprint's seed is random per process, so
+//! which keys share a fingerprint, a rule's places or a sketch's cells cannot be computed from
+//! outside (to refuse a chosen key by crowding it). See [`KeyedLimiter`] for how the busiest
+//! keys keep exact state and what the others get.
 
 mod limiter;
 mod rule;
@@ -34,9 +36,25 @@ pub use validate::{
 
 use std::hash::{BuildHasher, Hash};
 
-/// Seed of the key hash: fixed, so that a key's fingerprint is the same in every process (and
-/// an exception named as text matches the `&str` key with the same characters).
-const SEED: u64 = 0x5350_494c_4c57_4159;
+/// Seed of the key hash: drawn at random once per process (from the standard library's
+/// randomly keyed hasher), the same for every rule and call in it, so that an exception named
+/// as text matches the `&str` key with the same characters. Random so that no one outside the
+/// process can compute which keys share a rule's places or sketch cells with a key they want
+/// refused: with a fixed seed, anyone with the source could pick keys that filled a chosen
+/// user's cells and refuse that user alone.
+fn seed() -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(KEY_POSITIONS))
+}
+
+/// A fingerprint with a fixed seed, for tests whose figures depend on which keys share cells:
+/// the same in every run.
+#[cfg(test)]
+pub(crate) fn fixed_fingerprint<K: Hash + ?Sized>(key: &K) -> u64 {
+    foldhash::quality::FixedState::with_seed(0x5350_494c_4c57_4159)
+        .hash_one(key)
+        .max(1)
+}
 
 /// Positions of the keys an entry can carry (Sentinel's argument index, 0 to 3).
 pub const KEY_POSITIONS: usize = 4;
@@ -85,7 +103,9 @@ pub(crate) fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A key's 64-bit fingerprint: what a per-key rule knows of it.
+/// A key's 64-bit fingerprint: what a per-key rule knows of it. The same key has the same
+/// fingerprint throughout a process, and another one in the next process (the hash's seed is
+/// random per process).
 ///
 /// # Examples
 ///
@@ -97,7 +117,7 @@ pub(crate) fn mix(mut z: u64) -> u64 {
 /// ```
 pub fn fingerprint<K: Hash + ?Sized>(key: &K) -> u64 {
     // Never 0, which marks a free place in a rule's table.
-    foldhash::quality::FixedState::with_seed(SEED)
+    foldhash::quality::FixedState::with_seed(seed())
         .hash_one(key)
         .max(1)
 }

@@ -264,10 +264,15 @@ mod tests {
         let sketch = WindowSketch::new(width);
         let truth: Vec<u64> = (0..500).map(|key| key % 7 + 1).collect();
         for (key, &n) in truth.iter().enumerate() {
-            sketch.add(Cells::of(crate::keyed::fingerprint(&key), width), 1, n);
+            sketch.add(
+                Cells::of(crate::keyed::fixed_fingerprint(&key), width),
+                1,
+                n,
+            );
         }
         for (key, &n) in truth.iter().enumerate() {
-            let (current, _) = sketch.counts(Cells::of(crate::keyed::fingerprint(&key), width), 1);
+            let (current, _) =
+                sketch.counts(Cells::of(crate::keyed::fixed_fingerprint(&key), width), 1);
             assert!(current >= n, "key {key}: {current} < {n}");
         }
         let hot = Cells::of(7, width);
@@ -279,7 +284,7 @@ mod tests {
     fn each_row_gives_a_key_a_column_of_its_own() {
         let width = 8_192;
         let columns = |key: u64| {
-            let cells = Cells::of(crate::keyed::fingerprint(&key), width).indices();
+            let cells = Cells::of(crate::keyed::fixed_fingerprint(&key), width).indices();
             let mut columns = cells.map(|index| index % width);
             columns.sort_unstable();
             columns
@@ -296,7 +301,7 @@ mod tests {
         let mut by_first: std::collections::HashMap<usize, Vec<[usize; ROWS]>> =
             std::collections::HashMap::new();
         for key in 0..100_000u64 {
-            let cells = Cells::of(crate::keyed::fingerprint(&key), width).indices();
+            let cells = Cells::of(crate::keyed::fixed_fingerprint(&key), width).indices();
             by_first.entry(cells[0]).or_default().push(cells);
         }
         let (mut first, mut all) = (0, 0);

@@ -208,14 +208,14 @@ fn a_flood_of_a_million_cold_keys_never_evicts_the_hot_key_being_limited() {
     let rule = KeyedRule::qps("per-user", "api", COUNT as f64).with_capacity(1_024);
     let limiter = KeyedLimiter::new(&rule);
     let bytes = limiter.heap_bytes();
-    let hot = fingerprint("hot");
+    let hot = fixed_fingerprint("hot");
     let (mut admitted, mut hot_checks) = (0u64, 0u64);
     // 10 s: a million distinct cold keys, 100,000 a second, one call each (about 12 to a
     // sketch cell each window); between every 4,000 of them the hot key asks once: 25 a
     // second, a little over its limit.
     for i in 0..1_000_000u64 {
         let now_ms = i / 100;
-        limiter.check(fingerprint(&i), 1, at(now_ms));
+        limiter.check(fixed_fingerprint(&i), 1, at(now_ms));
         if i % 4_000 == 0 {
             let (decision, path) = limiter.decide(hot, 1, at(now_ms));
             hot_checks += 1;
@@ -456,24 +456,24 @@ fn thousands_of_keys_in_flight_at_once_each_get_their_own_count() {
     // (When a sketch's rows all placed a key alike, one shared cell was enough: about 60.)
     let limiter = KeyedLimiter::new(&KeyedRule::in_flight("api", 1).with_id("c"));
     let refused = (0..1_000u64)
-        .filter(|key| !limiter.check(fingerprint(key), 1, 0).admits())
+        .filter(|key| !limiter.check(fixed_fingerprint(key), 1, 0).admits())
         .count();
     assert_eq!(refused, 0);
     for key in 0..1_000u64 {
-        limiter.exit(fingerprint(&key));
+        limiter.exit(fixed_fingerprint(&key));
     }
-    assert_eq!(limiter.in_flight(fingerprint(&7u64)), 0);
+    assert_eq!(limiter.in_flight(fixed_fingerprint(&7u64)), 0);
 
     // The rate docs/keyed.md quotes: with 3,000 keys in flight, one call in 110 of a new key
     // is refused early (20,000 tries: 181 expected; 130 to 240 allowed).
     let admitted: Vec<u64> = (0..3_000u64)
-        .map(|key| fingerprint(&key))
+        .map(|key| fixed_fingerprint(&key))
         .filter(|&key| limiter.check(key, 1, 0).admits())
         .collect();
     let others = 3_000 - admitted.len() as u64;
     let refused = (10_000..30_000u64)
         .filter(|key| {
-            let key = fingerprint(key);
+            let key = fixed_fingerprint(key);
             let admits = limiter.check(key, 1, 0).admits();
             if admits {
                 limiter.exit(key);
@@ -498,13 +498,13 @@ fn honest_refusals(capacity: usize, count: u64, flood: u64) -> (u64, u64) {
     let limiter =
         KeyedLimiter::new(&KeyedRule::qps("r", "api", count as f64).with_capacity(capacity));
     let users: Vec<u64> = (0..USERS)
-        .map(|user| fingerprint(&format!("user{user}")))
+        .map(|user| fixed_fingerprint(&format!("user{user}")))
         .collect();
     let every = flood / (USERS * (count / 2));
     let (mut refused, mut asked, mut next) = (0, 0, 0);
     for call in 0..flood * SECONDS {
         let now = call * 1_000_000_000 / flood;
-        limiter.check(fingerprint(&(u64::MAX - call)), 1, now);
+        limiter.check(fixed_fingerprint(&(u64::MAX - call)), 1, now);
         if call % every == 0 {
             let admitted = limiter.check(users[next % users.len()], 1, now).admits();
             next += 1;
