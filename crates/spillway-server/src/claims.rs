@@ -136,6 +136,15 @@ impl RouteClaims {
     }
 
     /// What the request with head `parts`, arrived at `arrived`, claims.
+    /// A key its tenant or its criticality rules read that the request with `headers` and
+    /// `uri` states more than once ([`RouteSource::repeated`]).
+    pub(crate) fn repeated(&self, headers: &http::HeaderMap, uri: &http::Uri) -> Option<String> {
+        let rules = self.rules.iter().filter_map(|rule| rule.key.as_ref());
+        (self.tenant.iter())
+            .chain(rules.map(|(source, _)| source))
+            .find_map(|source| source.repeated(headers, uri))
+    }
+
     pub(crate) fn read(&self, parts: &Parts, trusted: &TrustedProxies, arrived: Instant) -> Claim {
         let left = self.left(parts);
         Claim {

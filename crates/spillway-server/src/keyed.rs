@@ -5,8 +5,10 @@
 use crate::config::{Config, KeyedConfig, OnMissing};
 use http::header::HeaderName;
 use http::request::Parts;
+use spillway_tower::keys::{
+    header_repeated, header_value, query_repeated, query_value, PeerAddr, TrustedProxies,
+};
 pub(crate) use spillway_tower::keys::{path_segment, trusted_proxies};
-use spillway_tower::keys::{query_value, PeerAddr, TrustedProxies};
 use spillway_tower::protect::OnMissingKey;
 use spillway_tower::SpillwayLayer;
 use std::borrow::Cow;
@@ -170,6 +172,11 @@ impl RouteKey {
         &self.described
     }
 
+    /// Where the request states it more than once ([`RouteSource::repeated`]).
+    pub(crate) fn repeated(&self, headers: &http::HeaderMap, uri: &http::Uri) -> Option<String> {
+        self.source.repeated(headers, uri)
+    }
+
     /// Its value in the request with head `parts`, read as the layer reads it.
     pub(crate) fn value(&self, parts: &Parts, trusted: &TrustedProxies) -> Option<String> {
         self.source.value(parts, trusted)
@@ -215,32 +222,32 @@ impl RouteSource {
         matches!(self, RouteSource::PeerIp)
     }
 
+    /// Where the request with `headers` and `uri` states this key more than once (a header on
+    /// two lines, a query parameter twice), the key as the file writes it: no one value is
+    /// the key then, since servers differ in which they read.
+    pub(crate) fn repeated(&self, headers: &http::HeaderMap, uri: &http::Uri) -> Option<String> {
+        match self {
+            RouteSource::Header(name) => {
+                header_repeated(headers, name).then(|| format!("header:{name}"))
+            }
+            RouteSource::Query(name) => (uri.query())
+                .is_some_and(|query| query_repeated(query, name))
+                .then(|| format!("query:{name}")),
+            RouteSource::PeerIp | RouteSource::Segment(_) => None,
+        }
+    }
+
     /// This key of the request with head `parts`, if it has one: as text, so that it matches
-    /// an exception written as text; the raw bytes of a header that is not UTF-8 in a form no
-    /// text takes (a NUL, then the bytes in hex), so that two such keys stay apart.
+    /// an exception written as text (a header as `spillway_tower::keys::header_value` reads
+    /// it: an empty one is missing, the raw bytes of one that is not UTF-8 in a form no text
+    /// takes, `Host` as its host name in lower case without port or trailing dot).
     pub(crate) fn value(&self, parts: &Parts, trusted: &TrustedProxies) -> Option<String> {
         match self {
             RouteSource::PeerIp => {
                 let peer = parts.extensions.get::<PeerAddr>()?.0.ip();
                 Some(ip_text(trusted.client_ip(peer, &parts.headers)))
             }
-            RouteSource::Header(name) => {
-                let value = parts.headers.get(name)?;
-                Some(match value.to_str() {
-                    Ok(text) => text.to_owned(),
-                    Err(_) => {
-                        const HEX: &[u8; 16] = b"0123456789abcdef";
-                        let bytes = value.as_bytes();
-                        let mut text = String::with_capacity(7 + 2 * bytes.len());
-                        text.push_str("\u{0}bytes:");
-                        for byte in bytes {
-                            text.push(char::from(HEX[usize::from(byte >> 4)]));
-                            text.push(char::from(HEX[usize::from(byte & 0xf)]));
-                        }
-                        text
-                    }
-                })
-            }
+            RouteSource::Header(name) => header_value(&parts.headers, name),
             RouteSource::Query(name) => query_value(parts.uri.query()?, name).map(Cow::into_owned),
             RouteSource::Segment(index) => {
                 // Read from the path the request was routed by.

@@ -110,6 +110,105 @@ async fn an_http2_request_s_authority_is_its_host_key() {
     );
 }
 
+/// An HTTP/2 field value that starts or ends with whitespace is malformed (RFC 9113 section
+/// 8.2.1) and refused with 400: an HTTP/1.1 upstream's parser trims it, so that ` v`, `v `
+/// and `\tv` would each be a new key for the same user.
+#[tokio::test(start_paused = true)]
+async fn an_http2_value_padded_with_whitespace_is_refused() {
+    let rules = "[[keyed]]\nid = \"per-user\"\nresource = \"search\"\nkey = \"header:x-user\"\n\
+                 count = 1\nduration = \"1h\"\n";
+    let h = start(rules).await;
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let mut answers = Vec::new();
+    for user in ["v", " v", "v ", "\tv", "v\t"] {
+        let request = Request::get(format!("http://{}/search", h.proxy))
+            .header("x-user", user)
+            .body(Empty::new())
+            .unwrap();
+        let response = client.request(request).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        answers.push((status, String::from_utf8_lossy(&body).into_owned()));
+    }
+    assert_eq!(answers[0].0, StatusCode::BAD_GATEWAY);
+    for (status, body) in &answers[1..] {
+        assert_eq!(*status, StatusCode::BAD_REQUEST);
+        assert_eq!(
+            body,
+            "the value of `x-user` starts or ends with whitespace\n"
+        );
+    }
+    let metrics = h.handle.render_metrics().unwrap();
+    assert!(
+        metrics.contains("outcome=\"bad_header\",reason=\"\"} 4"),
+        "{metrics}"
+    );
+}
+
+/// Spellings of one host are one `header:host` key: case, a trailing dot, a port.
+#[tokio::test(start_paused = true)]
+async fn spellings_of_a_host_are_one_host_key() {
+    let rules = "[[keyed]]\nid = \"per-host\"\nresource = \"search\"\nkey = \"header:host\"\n\
+                 count = 1\n";
+    let proxy = start(rules).await.proxy;
+    assert_eq!(
+        admitted(proxy, "/search", &[("host", "v.example")], 1).await,
+        1
+    );
+    for spelling in [
+        "V.EXAMPLE",
+        "v.example.",
+        "v.example:80",
+        "v.example:080",
+        "v.example:",
+    ] {
+        let refused = admitted(proxy, "/search", &[("host", spelling)], 1).await;
+        assert_eq!(refused, 0, "{spelling}");
+    }
+    assert_eq!(
+        admitted(proxy, "/search", &[("host", "w.example")], 1).await,
+        1
+    );
+}
+
+/// A key stated twice (a header on two lines, a query parameter twice) is refused with 400:
+/// the upstream may read another line than the limits would, so that a forged first line
+/// would give each request a new key.
+#[tokio::test(start_paused = true)]
+async fn a_key_stated_twice_is_refused() {
+    let rules = "[[keyed]]\nid = \"per-user\"\nresource = \"search\"\nkey = \"header:x-user\"\ncount = 1\n\n\
+                 [[keyed]]\nid = \"per-query\"\nresource = \"users\"\nkey = \"query:tenant\"\ncount = 1\n";
+    let h = start(rules).await;
+    let proxy = h.proxy;
+    assert_eq!(
+        admitted(proxy, "/search", &[("x-user", "victim")], 1).await,
+        1
+    );
+    let (status, body) = get(
+        proxy,
+        "/search",
+        &[("x-user", "fresh"), ("x-user", "victim")],
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body, "the key `header:x-user` is given more than once\n");
+    let (status, body) = get(proxy, "/users/1/orders?tenant=fresh&tenant=victim", &[]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body, "the key `query:tenant` is given more than once\n");
+    // Once, it is a key like any other; an empty one names no one: the request has none.
+    assert_eq!(admitted(proxy, "/users/1/orders?tenant=a", &[], 2).await, 1);
+    assert_eq!(admitted(proxy, "/search", &[("x-user", "")], 3).await, 3);
+    let metrics = h.handle.render_metrics().unwrap();
+    assert!(
+        metrics.contains(
+            "spillway_requests_total{resource=\"search\",outcome=\"repeated_key\",reason=\"\"} 1"
+        ),
+        "{metrics}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn each_client_each_user_and_each_id_has_its_own_limit() {
     let rules = "[[keyed]]\nid = \"per-client\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 3\n\n\

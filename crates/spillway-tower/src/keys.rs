@@ -218,12 +218,124 @@ pub fn trusted_proxies(entries: &[String]) -> Result<Vec<IpNet>, String> {
         .collect()
 }
 
-/// The first value of the query parameter `name`, percent-decoded (`+` as a space).
+/// The first value of the query parameter `name`, percent-decoded (`+` as a space); `None` if
+/// it is not there or empty (`?user=` names no one).
+///
+/// # Examples
+///
+/// ```
+/// use spillway_tower::keys::query_value;
+///
+/// assert_eq!(query_value("a=1&user=al%69ce", "user").as_deref(), Some("alice"));
+/// assert_eq!(query_value("user=&a=1", "user"), None);
+/// ```
 pub fn query_value<'q>(query: &'q str, name: &str) -> Option<Cow<'q, str>> {
-    query.split('&').find_map(|pair| {
+    query_values(query, name)
+        .next()
+        .filter(|value| !value.is_empty())
+}
+
+/// Whether the query parameter `name` is given more than once (`?user=a&user=b`): servers
+/// differ in which one they read (the first, the last, all), so no one value is the key.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_tower::keys::query_repeated;
+///
+/// assert!(query_repeated("user=a&u%73er=b", "user"));
+/// assert!(!query_repeated("user=a&other=b", "user"));
+/// ```
+pub fn query_repeated(query: &str, name: &str) -> bool {
+    query_values(query, name).nth(1).is_some()
+}
+
+/// The values of the query parameter `name`, in order, percent-decoded.
+fn query_values<'q, 'n>(query: &'q str, name: &'n str) -> impl Iterator<Item = Cow<'q, str>> + 'n
+where
+    'q: 'n,
+{
+    query.split('&').filter_map(move |pair| {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         (decode(key) == name).then(|| decode(value))
     })
+}
+
+/// The key that header `name` gives a request: its value, `None` if it has none or an empty
+/// one. A value that is not UTF-8 is the key written as a NUL, `bytes:` and the bytes in hex (a
+/// form no text takes, so that two such keys stay apart and none is missed). `Host` is read as
+/// servers match it: the host name in lower case, without a trailing `.` and without the port
+/// (`App.Example.:8080` is `app.example`), so that spellings of one host are one key. When the
+/// header is given more than once, the first line is read: see [`header_repeated`].
+///
+/// # Examples
+///
+/// ```
+/// use http::header::{HeaderMap, HeaderValue, HOST};
+/// use spillway_tower::keys::header_value;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert(HOST, HeaderValue::from_static("API.Example.com.:443"));
+/// headers.insert("x-user-id", HeaderValue::from_static("alice"));
+/// assert_eq!(header_value(&headers, &HOST).as_deref(), Some("api.example.com"));
+/// assert_eq!(header_value(&headers, &"x-user-id".parse().unwrap()).as_deref(), Some("alice"));
+/// ```
+pub fn header_value(headers: &HeaderMap, name: &http::HeaderName) -> Option<String> {
+    let value = headers.get(name)?;
+    if value.is_empty() {
+        return None;
+    }
+    let Ok(text) = value.to_str() else {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let bytes = value.as_bytes();
+        let mut text = String::with_capacity(7 + 2 * bytes.len());
+        text.push_str("\u{0}bytes:");
+        for byte in bytes {
+            text.push(char::from(HEX[usize::from(byte >> 4)]));
+            text.push(char::from(HEX[usize::from(byte & 0xf)]));
+        }
+        return Some(text);
+    };
+    if name == http::header::HOST {
+        return Some(host_name(text)).filter(|host| !host.is_empty());
+    }
+    Some(text.to_owned())
+}
+
+/// The host name of a `Host` value, as servers match it: lower case, without the port and
+/// without a trailing `.` (an IPv6 literal keeps its brackets).
+fn host_name(host: &str) -> String {
+    let name = if host.starts_with('[') {
+        host.split_inclusive(']').next().unwrap_or(host)
+    } else {
+        host.split(':').next().unwrap_or(host)
+    };
+    name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
+}
+
+/// The key that the layer's [`key_header`](crate::SpillwayLayer::key_header) and
+/// [`key_query`](crate::SpillwayLayer::key_query) give every request that states its key more
+/// than once: all such requests share one limit. (A NUL first, as no header value has one.)
+pub const REPEATED: &str = "\u{0}repeated";
+
+/// Whether header `name` is given on more than one line: servers and frameworks differ in
+/// which line they read (the first, the last, all joined), so no one value is the key. The
+/// `spillway` binary refuses such a request with 400 where a route reads a key from the header.
+///
+/// # Examples
+///
+/// ```
+/// use http::header::{HeaderMap, HeaderValue};
+/// use spillway_tower::keys::header_repeated;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.append("x-user-id", HeaderValue::from_static("someone"));
+/// assert!(!header_repeated(&headers, &"x-user-id".parse().unwrap()));
+/// headers.append("x-user-id", HeaderValue::from_static("victim"));
+/// assert!(header_repeated(&headers, &"x-user-id".parse().unwrap()));
+/// ```
+pub fn header_repeated(headers: &HeaderMap, name: &http::HeaderName) -> bool {
+    headers.get_all(name).iter().nth(1).is_some()
 }
 
 /// Percent-decodes `text` (`+` as a space); a malformed escape stays as written, and bytes
@@ -274,6 +386,39 @@ mod tests {
             builder = builder.header(*name, *value);
         }
         builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn a_header_key_is_its_value_host_its_name_and_empty_none() {
+        let headers = |pairs: &[(&str, &str)]| request(pairs).headers().clone();
+        let host = http::header::HOST;
+        for (spelling, name) in [
+            ("V.Example", "v.example"),
+            ("v.example.", "v.example"),
+            ("v.example:80", "v.example"),
+            ("v.example:", "v.example"),
+            ("[2001:DB8::1]:8443", "[2001:db8::1]"),
+        ] {
+            let value = header_value(&headers(&[("host", spelling)]), &host);
+            assert_eq!(value.as_deref(), Some(name), "{spelling}");
+        }
+        let user: http::HeaderName = "x-user".parse().unwrap();
+        assert_eq!(header_value(&headers(&[("x-user", "")]), &user), None);
+        assert_eq!(header_value(&headers(&[]), &user), None);
+        // Other headers keep their case.
+        let value = header_value(&headers(&[("x-user", "Alice")]), &user);
+        assert_eq!(value.as_deref(), Some("Alice"));
+        let mut raw = http::HeaderMap::new();
+        raw.insert(&user, http::HeaderValue::from_bytes(b"caf\xe9").unwrap());
+        assert_eq!(
+            header_value(&raw, &user).as_deref(),
+            Some("\u{0}bytes:636166e9")
+        );
+        assert!(!header_repeated(&headers(&[("x-user", "a")]), &user));
+        assert!(header_repeated(
+            &headers(&[("x-user", "a"), ("x-user", "b")]),
+            &user
+        ));
     }
 
     #[test]
@@ -345,7 +490,8 @@ mod tests {
             query_value("a=1&user=a%20b+c&user=x", "user").as_deref(),
             Some("a b c")
         );
-        assert_eq!(query_value("flag&user=", "user").as_deref(), Some(""));
+        // An empty value names no one.
+        assert_eq!(query_value("flag&user=", "user"), None);
         assert_eq!(query_value("flag", "user"), None);
         assert_eq!(decode("%zz%4"), "%zz%4");
         assert_eq!(decode("%C3%A9"), "é");

@@ -91,6 +91,20 @@ async fn each_key_source_limits_its_own_keys() {
         passed(&app, "/search?tenant=t1", "7.0.0.3", &[], 1).await,
         0
     );
+    // A header or a parameter given twice: every such request shares one key, whichever line
+    // comes first (the upstream may read another one than the limit would).
+    let twice = [("x-user", "fresh-1"), ("x-user", "victim")];
+    assert_eq!(passed(&app, "/search", "7.0.0.4", &twice, 1).await, 1);
+    let twice = [("x-user", "fresh-2"), ("x-user", "victim")];
+    assert_eq!(passed(&app, "/search", "7.0.0.5", &twice, 2).await, 1);
+    assert_eq!(
+        passed(&app, "/search?tenant=a&tenant=t2", "7.0.0.6", &[], 2).await,
+        2
+    );
+    assert_eq!(
+        passed(&app, "/search?tenant=b&tenant=t2", "7.0.0.7", &[], 2).await,
+        1
+    );
     // Per path segment of the matched route.
     assert_eq!(passed(&app, "/users/1", "8.0.0.1", &[], 2).await, 1);
     assert_eq!(passed(&app, "/users/2", "8.0.0.2", &[], 2).await, 1);

@@ -24,7 +24,7 @@ pub(crate) struct Fronted<'t> {
 #[derive(Debug)]
 pub(crate) struct Early<'t> {
     pub(crate) resource: &'t str,
-    /// `bad_host`, `bad_path` or `no_route`.
+    /// `bad_host`, `bad_header`, `bad_path`, `no_route` or `repeated_key`.
     pub(crate) outcome: &'static str,
     pub(crate) status: StatusCode,
     pub(crate) text: String,
@@ -56,6 +56,16 @@ pub(crate) fn front<'t, B>(
             why.into(),
         ));
     }
+    // An HTTP/2 field value may not start or end with whitespace (RFC 9113 section 8.2.1):
+    // HTTP/1.1's parser trims it, so an upstream reads ` alice` as `alice`, where a key read
+    // as sent would be a new one for each spelling.
+    if request.version() == http::Version::HTTP_2 {
+        if let Some(name) = padded_value(request.headers()) {
+            let resource = table.default.resource.as_str();
+            let text = format!("the value of `{name}` starts or ends with whitespace\n");
+            return Err(early(resource, "bad_header", StatusCode::BAD_REQUEST, text));
+        }
+    }
     // An HTTP/2 client names its host in `:authority` only: it is the request's `Host` from
     // here on, for the keys and claims that read it as for the upstream (`bad_host` checked
     // that a `Host` it also sent is the same).
@@ -84,6 +94,17 @@ pub(crate) fn front<'t, B>(
             text,
         ));
     }
+    // A key stated twice has no one value: servers differ in which they read, so that either
+    // could be the key the limits count and the other the one the upstream acts on.
+    if let Some(key) = route.repeated_key(request.headers(), request.uri()) {
+        let text = format!("the key `{key}` is given more than once\n");
+        return Err(early(
+            &route.resource,
+            "repeated_key",
+            StatusCode::BAD_REQUEST,
+            text,
+        ));
+    }
     if route.reads_peer {
         let addr = spillway_tower::keys::PeerAddr(peer);
         request.extensions_mut().insert(addr);
@@ -105,4 +126,13 @@ pub(crate) fn front<'t, B>(
         deadline,
     };
     Ok((fronted, request))
+}
+
+/// The name of a header whose value starts or ends with a space or a tab, if any.
+fn padded_value(headers: &http::HeaderMap) -> Option<&http::HeaderName> {
+    let padded = |byte: Option<&u8>| matches!(byte, Some(b' ' | b'\t'));
+    headers.iter().find_map(|(name, value)| {
+        let bytes = value.as_bytes();
+        (padded(bytes.first()) || padded(bytes.last())).then_some(name)
+    })
 }

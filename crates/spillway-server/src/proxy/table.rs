@@ -34,6 +34,18 @@ pub(crate) struct RouteInfo {
 }
 
 impl RouteInfo {
+    /// A key that the request with `headers` and `uri` states more than once, among those its
+    /// per-key rules and its claims read, as the file writes it.
+    pub(crate) fn repeated_key(
+        &self,
+        headers: &http::HeaderMap,
+        uri: &http::Uri,
+    ) -> Option<String> {
+        (self.keys.iter())
+            .find_map(|key| key.repeated(headers, uri))
+            .or_else(|| self.claims.as_ref()?.repeated(headers, uri))
+    }
+
     pub(super) fn new(resource: String, upstream: Option<Arc<super::client::Upstream>>) -> Self {
         Self {
             resource,

@@ -253,21 +253,34 @@ impl SpillwayLayer {
         })
     }
 
-    /// The key at `position` is the value of header `name` (the first, when valid UTF-8).
+    /// The key at `position` is the value of header `name`, as
+    /// [`keys::header_value`](crate::keys::header_value) reads it (an empty value is missing;
+    /// `Host` is the host name in lower case, without port). A request that gives the header
+    /// on more than one line shares one key, [`keys::REPEATED`](crate::keys::REPEATED), with
+    /// every such request: servers differ in which line they read, so that no line may choose
+    /// the key (the `spillway` binary refuses such requests with 400 instead).
     pub fn key_header(self, position: usize, name: &'static str) -> Self {
+        let header = http::HeaderName::from_bytes(name.as_bytes()).ok();
         self.named_key(position, format!("header:{name}"), move |parts| {
-            parts
-                .headers
-                .get(name)
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned)
+            let header = header.as_ref()?;
+            if crate::keys::header_repeated(&parts.headers, header) {
+                return Some(crate::keys::REPEATED.to_owned());
+            }
+            crate::keys::header_value(&parts.headers, header)
         })
     }
 
-    /// The key at `position` is the query parameter `name` (the first, percent-decoded).
+    /// The key at `position` is the query parameter `name`, percent-decoded (an empty value
+    /// is missing). A request that gives it more than once shares one key,
+    /// [`keys::REPEATED`](crate::keys::REPEATED), with every such request, as
+    /// [`key_header`](Self::key_header) does.
     pub fn key_query(self, position: usize, name: &'static str) -> Self {
         self.named_key(position, format!("query:{name}"), move |parts| {
-            crate::keys::query_value(parts.uri.query()?, name).map(|value| value.into_owned())
+            let query = parts.uri.query()?;
+            if crate::keys::query_repeated(query, name) {
+                return Some(crate::keys::REPEATED.to_owned());
+            }
+            crate::keys::query_value(query, name).map(|value| value.into_owned())
         })
     }
 
