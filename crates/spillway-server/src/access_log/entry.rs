@@ -86,7 +86,7 @@ impl Pending {
 }
 
 /// What the proxy decided for a request: `decision` is the metrics' outcome (`pass`, `block`,
-/// `shadow_block`, `client_error`, `bad_host`, `bad_path`, `no_route`), `reason` its reason
+/// `shadow_block`, `client_error`, `bad_host`, `bad_header`, `bad_path`, `repeated_key`, `no_route`), `reason` its reason
 /// (a refusal's kind, a client's fault, an upstream's failure).
 #[derive(Debug, Default)]
 pub(crate) struct Decision {

@@ -110,7 +110,7 @@ impl<B> Service<Request<B>> for Recorded {
 /// What became of one replayed request.
 #[derive(Debug)]
 pub(crate) enum Replayed {
-    /// Answered before any rule: `bad_host`, `bad_path` or `no_route`, on the resource.
+    /// Answered before any rule: `bad_host`, `bad_header`, `bad_path`, `repeated_key` or `no_route`, on the resource.
     Early {
         resource: Arc<str>,
         outcome: &'static str,

@@ -18,7 +18,7 @@ pub struct RouteReport {
     pub would_refuse: u64,
     /// `would_refuse / requests`.
     pub share: f64,
-    /// Answered before any rule: `no_route`, `bad_path`, `bad_host`.
+    /// Answered before any rule: `no_route`, `bad_path`, `bad_host`, `bad_header`, `repeated_key`.
     pub answered_early: BTreeMap<String, u64>,
 }
 
