@@ -84,6 +84,26 @@ pub struct Reloader {
     writing: Arc<Mutex<()>>,
 }
 
+/// How long the file must be quiet after a notification before it is read, and the longest a
+/// stream of notifications can put that off.
+const SETTLE: Duration = Duration::from_millis(150);
+const SETTLE_MAX: Duration = Duration::from_secs(2);
+
+/// After a notification: waits until none has come for [`SETTLE`] (at most [`SETTLE_MAX`]
+/// after the first), so that a burst of them (a write in several parts, a rename) is one
+/// change, read once the file is whole. A file written in place is empty, then partial, for a
+/// moment, and a partial file can be good TOML.
+async fn settle(changes: &mut tokio::sync::mpsc::UnboundedReceiver<()>) {
+    let until = tokio::time::Instant::now() + SETTLE_MAX;
+    loop {
+        let quiet = until.min(tokio::time::Instant::now() + SETTLE);
+        match tokio::time::timeout_at(quiet, changes.recv()).await {
+            Ok(Some(())) => {}
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
 /// What tells one version of the file from the next: a rename over it (as editors and
 /// orchestrators write) changes the inode even within one modification-time tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +170,13 @@ impl Reloader {
         let name = self.path.display().to_string();
         let _writing = lock(&self.writing);
         let result = config::read(&self.path).and_then(|text| {
+            if text.trim().is_empty() {
+                return Err(file_error(
+                    "the file is empty (as a file being written in place is for a moment): \
+                     an empty configuration is never applied by a reload"
+                        .into(),
+                ));
+            }
             let config = crate::checked::parse(&text, &name)?;
             let warnings = config::warnings(&config, &text, &name);
             // What the file names in other files is read first: a bad one changes nothing.
@@ -299,10 +326,7 @@ impl Reloader {
             let hangup_received = std::future::pending::<Option<()>>();
             tokio::select! {
                 _ = tick.tick() => {}
-                Some(()) = changes.recv() => {
-                    // A burst of events (write, then rename) is one change.
-                    while changes.try_recv().is_ok() {}
-                }
+                Some(()) = changes.recv() => settle(&mut changes).await,
                 _ = hangup_received => {
                     let _ = self.reload_off_runtime().await;
                     continue;
@@ -358,6 +382,38 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_notifications_settles_once_the_file_is_quiet() {
+        let (events, mut changes) = tokio::sync::mpsc::unbounded_channel();
+        // Notifications 100 ms apart for 500 ms: read 150 ms after the last.
+        let start = tokio::time::Instant::now();
+        tokio::spawn(async move {
+            for _ in 0..5 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                events.send(()).unwrap();
+            }
+            // The watcher lives on.
+            std::future::pending::<()>().await;
+            drop(events);
+        });
+        settle(&mut changes).await;
+        assert_eq!(start.elapsed(), Duration::from_millis(650));
+        // A stream that never stops is read after 2 s all the same.
+        let (events, mut changes) = tokio::sync::mpsc::unbounded_channel();
+        let start = tokio::time::Instant::now();
+        let sender = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if events.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        settle(&mut changes).await;
+        assert_eq!(start.elapsed(), SETTLE_MAX);
+        sender.abort();
+    }
     use crate::config::TlsFiles;
 
     #[test]

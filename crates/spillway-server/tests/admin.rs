@@ -874,6 +874,24 @@ async fn metrics_are_openmetrics_when_asked_and_prometheus_text_otherwise() {
     );
 }
 
+/// A file written in place is empty for a moment: a reload never applies an empty file (it
+/// would drop every route and rule), and the running configuration stays.
+#[tokio::test(start_paused = true)]
+async fn a_reload_of_an_empty_file_changes_nothing() {
+    let h = start(ORDERS_QPS_1).await;
+    for empty in ["", "\n  \n"] {
+        std::fs::write(&h.file, empty).unwrap();
+        let err = h.reloader.reload().unwrap_err().to_string();
+        assert!(err.contains("the file is empty"), "{err}");
+    }
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["flow"][0]["id"], "orders-qps");
+    let (status, _) = get(h.proxy, "/orders").await;
+    assert_ne!(status, StatusCode::NOT_FOUND, "the routes stay");
+    assert_eq!(h.reloader.state().reloads, 0);
+    assert_eq!(h.reloader.state().failures, 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_reload_says_truly_what_needs_a_restart_and_a_missing_file_is_reported() {
     let h = start(ORDERS_QPS_1).await;
