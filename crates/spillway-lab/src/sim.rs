@@ -21,6 +21,7 @@ use rand_chacha::ChaCha8Rng;
 use spillway::system::SystemProbe;
 use spillway::{ManualClock, OwnedAdmission, OwnedEntry, OwnedPending, OwnedWaiting};
 use std::collections::VecDeque;
+use std::hash::BuildHasher as _;
 use std::time::Duration;
 
 /// Where the simulated clock starts (any time works; this one reads well in nanoseconds).
@@ -261,7 +262,9 @@ impl<'p> Run<'p> {
         let claim = self.requests[request as usize].claim;
         let mut entry = self.protection.resource.entry().inbound();
         if self.strategy == Strategy::Classes {
-            entry = entry.criticality(claim.class).tenant(&claim.tenant);
+            // A fixed hash, so that the same seed gives the same numbers in every process.
+            let tenant = FIXED_HASH.hash_one(&claim.tenant);
+            entry = entry.criticality(claim.class).tenant_fingerprint(tenant);
             if let Some(deadline) = self.scenario.mix().and_then(Mix::deadline) {
                 entry = entry.deadline(deadline);
             }
@@ -532,3 +535,8 @@ impl<'p> Run<'p> {
             .admitted_limit(self.params, &self.protection.spillway, gate_open)
     }
 }
+
+/// The tenants' hash: fixed (the seed earlier versions gave every key's fingerprint), where a
+/// fingerprint's seed is random per process.
+const FIXED_HASH: foldhash::quality::FixedState =
+    foldhash::quality::FixedState::with_seed(0x5350_494c_4c57_4159);

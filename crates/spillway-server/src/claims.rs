@@ -135,7 +135,6 @@ impl RouteClaims {
             || self.rules.iter().any(rule_reads)
     }
 
-    /// What the request with head `parts`, arrived at `arrived`, claims.
     /// A key its tenant or its criticality rules read that the request with `headers` and
     /// `uri` states more than once ([`RouteSource::repeated`]).
     pub(crate) fn repeated(&self, headers: &http::HeaderMap, uri: &http::Uri) -> Option<String> {
@@ -145,6 +144,7 @@ impl RouteClaims {
             .find_map(|source| source.repeated(headers, uri))
     }
 
+    /// What the request with head `parts`, arrived at `arrived`, claims.
     pub(crate) fn read(&self, parts: &Parts, trusted: &TrustedProxies, arrived: Instant) -> Claim {
         let left = self.left(parts);
         Claim {

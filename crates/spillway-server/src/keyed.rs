@@ -19,9 +19,9 @@ use std::collections::HashMap;
 pub(crate) enum Source {
     /// The client's address: the peer's, or through trusted proxies, the one they name.
     PeerIp,
-    /// A request header (the first, if several).
+    /// A request header (a request giving it twice is refused: see `RouteSource::repeated`).
     Header(HeaderName),
-    /// A query parameter (the first, percent-decoded).
+    /// A query parameter, percent-decoded (likewise).
     Query(String),
     /// A `{name}` segment of the route's path.
     Path(String),

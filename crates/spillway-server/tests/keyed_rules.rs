@@ -151,7 +151,7 @@ async fn an_http2_value_padded_with_whitespace_is_refused() {
 #[tokio::test(start_paused = true)]
 async fn spellings_of_a_host_are_one_host_key() {
     let rules = "[[keyed]]\nid = \"per-host\"\nresource = \"search\"\nkey = \"header:host\"\n\
-                 count = 1\n";
+                 count = 1\nexceptions = [{ key = \"Big.Example.:8080\", count = 3 }]\n";
     let proxy = start(rules).await.proxy;
     assert_eq!(
         admitted(proxy, "/search", &[("host", "v.example")], 1).await,
@@ -170,6 +170,11 @@ async fn spellings_of_a_host_are_one_host_key() {
     assert_eq!(
         admitted(proxy, "/search", &[("host", "w.example")], 1).await,
         1
+    );
+    // An exception names its host as requests' hosts are read.
+    assert_eq!(
+        admitted(proxy, "/search", &[("host", "big.example")], 4).await,
+        3
     );
 }
 

@@ -236,7 +236,10 @@ pub fn query_value<'q>(query: &'q str, name: &str) -> Option<Cow<'q, str>> {
 }
 
 /// Whether the query parameter `name` is given more than once (`?user=a&user=b`): servers
-/// differ in which one they read (the first, the last, all), so no one value is the key.
+/// differ in which one they read (the first, the last, all), so no one value is the key. Names
+/// some server takes for the same count as the same (any case; `.`, `_`, `-` and a space
+/// alike), and so do pairs split at `;` (`?a=1;user=b`, or a value holding a `;`), which some
+/// servers split as at `&`.
 ///
 /// # Examples
 ///
@@ -244,10 +247,35 @@ pub fn query_value<'q>(query: &'q str, name: &str) -> Option<Cow<'q, str>> {
 /// use spillway_tower::keys::query_repeated;
 ///
 /// assert!(query_repeated("user=a&u%73er=b", "user"));
+/// assert!(query_repeated("user=a&User=b", "user"));
+/// assert!(query_repeated("a=1;user=b", "user"));
 /// assert!(!query_repeated("user=a&other=b", "user"));
 /// ```
 pub fn query_repeated(query: &str, name: &str) -> bool {
-    query_values(query, name).nth(1).is_some()
+    // Names that some servers take for the same parameter count as the same: in any case
+    // (ASP.NET), with `.`, `_`, `-` and a space alike (PHP makes `.` and a space `_`), and
+    // pairs split at `;` as well as `&` (older Rack and Python).
+    let folded = |text: &str| -> String {
+        text.chars()
+            .map(|c| match c {
+                '.' | '-' | ' ' => '_',
+                c => c.to_ascii_lowercase(),
+            })
+            .collect()
+    };
+    let wanted = folded(name);
+    let alike = query
+        .split(['&', ';'])
+        .filter(|pair| {
+            let key = pair.split_once('=').map_or(*pair, |(key, _)| key);
+            folded(&decode(key)) == wanted
+        })
+        .count();
+    // Read as `query_value` reads it: `&` alone, the name exactly. A server splitting at `;`
+    // finds another parameter, or another value, if the counts differ or the value holds a
+    // `;`.
+    let exact: Vec<Cow<'_, str>> = query_values(query, name).collect();
+    alike > 1 || alike != exact.len() || exact.iter().any(|value| value.contains(';'))
 }
 
 /// The values of the query parameter `name`, in order, percent-decoded.
@@ -262,7 +290,7 @@ where
 }
 
 /// The key that header `name` gives a request: its value, `None` if it has none or an empty
-/// one. A value that is not UTF-8 is the key written as a NUL, `bytes:` and the bytes in hex (a
+/// one. A value that is not visible ASCII is the key written as a NUL, `bytes:` and the bytes in hex (a
 /// form no text takes, so that two such keys stay apart and none is missed). `Host` is read as
 /// servers match it: the host name in lower case, without a trailing `.` and without the port
 /// (`App.Example.:8080` is `app.example`), so that spellings of one host are one key. When the
@@ -282,8 +310,21 @@ where
 /// ```
 pub fn header_value(headers: &HeaderMap, name: &http::HeaderName) -> Option<String> {
     let value = headers.get(name)?;
+    if name == http::header::HOST {
+        // Every `Host` is a key, an empty one too (the empty name): a host a client can leave
+        // out of a limit would let it choose to be unlimited.
+        return Some(host_key(value.to_str().unwrap_or_default()));
+    }
     if value.is_empty() {
         return None;
+    }
+    if name == http::header::COOKIE {
+        // HTTP/2 sends each cookie as a field of its own (RFC 9113 section 8.2.3): the key is
+        // them all, joined as HTTP/1.1 would send them.
+        let lines: Vec<&str> = (headers.get_all(name).iter())
+            .filter_map(|line| line.to_str().ok())
+            .collect();
+        return Some(lines.join("; "));
     }
     let Ok(text) = value.to_str() else {
         const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -296,21 +337,42 @@ pub fn header_value(headers: &HeaderMap, name: &http::HeaderName) -> Option<Stri
         }
         return Some(text);
     };
-    if name == http::header::HOST {
-        return Some(host_name(text)).filter(|host| !host.is_empty());
-    }
     Some(text.to_owned())
 }
 
-/// The host name of a `Host` value, as servers match it: lower case, without the port and
-/// without a trailing `.` (an IPv6 literal keeps its brackets).
-fn host_name(host: &str) -> String {
-    let name = if host.starts_with('[') {
-        host.split_inclusive(']').next().unwrap_or(host)
-    } else {
-        host.split(':').next().unwrap_or(host)
-    };
+/// The host name of a `Host` value, as servers match it and as [`header_value`] keys it:
+/// lower case, without the port and without a trailing `.` (an IPv6 literal in brackets, in
+/// one form).
+///
+/// # Examples
+///
+/// ```
+/// use spillway_tower::keys::host_key;
+///
+/// assert_eq!(host_key("API.Example.com.:8443"), "api.example.com");
+/// assert_eq!(host_key("[0:0::1]:80"), "[::1]");
+/// ```
+pub fn host_key(host: &str) -> String {
+    if let Some(literal) = host.strip_prefix('[') {
+        // An IPv6 literal in one form (`[0:0::1]` is `[::1]`).
+        let address = literal.split(']').next().unwrap_or(literal);
+        return match address.parse::<std::net::Ipv6Addr>() {
+            Ok(address) => format!("[{address}]"),
+            Err(_) => format!("[{}]", address.to_ascii_lowercase()),
+        };
+    }
+    let name = host.split(':').next().unwrap_or(host);
     name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase()
+}
+
+/// The key of a request's host, as [`header_value`] reads `Host`: its `Host`, or where it has
+/// none (an HTTP/2 request, which names its host in `:authority`), its URI's authority.
+pub fn host_value(headers: &HeaderMap, uri: &http::Uri) -> Option<String> {
+    if headers.contains_key(http::header::HOST) {
+        return header_value(headers, &http::header::HOST);
+    }
+    uri.authority()
+        .map(|authority| host_key(authority.as_str().rsplit('@').next().unwrap_or_default()))
 }
 
 /// The key that the layer's [`key_header`](crate::SpillwayLayer::key_header) and
@@ -335,7 +397,25 @@ pub const REPEATED: &str = "\u{0}repeated";
 /// assert!(header_repeated(&headers, &"x-user-id".parse().unwrap()));
 /// ```
 pub fn header_repeated(headers: &HeaderMap, name: &http::HeaderName) -> bool {
-    headers.get_all(name).iter().nth(1).is_some()
+    if name == http::header::COOKIE {
+        // One field per cookie is how HTTP/2 sends them ([`header_value`] joins them).
+        return false;
+    }
+    // Spellings that CGI, WSGI and Rack read as the same header (`X_User` and `X-User` are
+    // both `HTTP_X_USER`) count as the same name.
+    let wanted = name.as_str();
+    let same = |other: &http::HeaderName| {
+        let other = other.as_str();
+        other.len() == wanted.len()
+            && (other.bytes().zip(wanted.bytes()))
+                .all(|(a, b)| a == b || (a, b) == (b'_', b'-') || (a, b) == (b'-', b'_'))
+    };
+    headers
+        .keys()
+        .filter(|other| same(other))
+        .map(|other| headers.get_all(other).iter().count())
+        .sum::<usize>()
+        > 1
 }
 
 /// Percent-decodes `text` (`+` as a space); a malformed escape stays as written, and bytes
@@ -398,6 +478,10 @@ mod tests {
             ("v.example:80", "v.example"),
             ("v.example:", "v.example"),
             ("[2001:DB8::1]:8443", "[2001:db8::1]"),
+            ("[2001:db8:0:0::1]", "[2001:db8::1]"),
+            // An empty host is a key too (one for all such requests), never a missing one.
+            ("", ""),
+            (":80", ""),
         ] {
             let value = header_value(&headers(&[("host", spelling)]), &host);
             assert_eq!(value.as_deref(), Some(name), "{spelling}");
@@ -419,6 +503,45 @@ mod tests {
             &headers(&[("x-user", "a"), ("x-user", "b")]),
             &user
         ));
+        // `X_User` is `X-User` to CGI, WSGI and Rack.
+        assert!(header_repeated(
+            &headers(&[("x_user", "a"), ("x-user", "b")]),
+            &user
+        ));
+        // HTTP/2's cookie fields are one key, never "given twice".
+        let cookie = http::header::COOKIE;
+        let cookies = headers(&[("cookie", "a=1"), ("cookie", "b=2")]);
+        assert!(!header_repeated(&cookies, &cookie));
+        assert_eq!(header_value(&cookies, &cookie).as_deref(), Some("a=1; b=2"));
+        // Over HTTP/2, the host is the URI's authority.
+        let uri: http::Uri = "https://user@API.example.com:443/x".parse().unwrap();
+        assert_eq!(
+            host_value(&http::HeaderMap::new(), &uri).as_deref(),
+            Some("api.example.com")
+        );
+    }
+
+    #[test]
+    fn a_query_key_is_given_twice_in_any_spelling_a_server_merges() {
+        for query in [
+            "user=a&user=b",
+            "user=a&User=b",
+            "user.id=a&user_id=b",
+            "user id=a&user_id=b",
+            "a=1;user=b",
+            "user=a;b",
+            "user=a&u%73er=b",
+        ] {
+            let name = if query.contains("id") {
+                "user_id"
+            } else {
+                "user"
+            };
+            assert!(query_repeated(query, name), "{query}");
+        }
+        for query in ["user=a", "user=a&users=b", "a=1&b=2", "user=a%2Cb"] {
+            assert!(!query_repeated(query, "user"), "{query}");
+        }
     }
 
     #[test]

@@ -61,6 +61,13 @@ impl KeyedConfig {
             .with_capacity(self.capacity);
         rule.grade = self.grade;
         rule.exceptions.clone_from(&self.exceptions);
+        if self.key.eq_ignore_ascii_case("header:host") {
+            // Named as requests' hosts are read, so that `API.Example.com` names the host
+            // `api.example.com` is keyed as.
+            for exception in &mut rule.exceptions {
+                exception.key = spillway_tower::keys::host_key(&exception.key);
+            }
+        }
         rule
     }
 }

@@ -266,6 +266,10 @@ impl SpillwayLayer {
             if crate::keys::header_repeated(&parts.headers, header) {
                 return Some(crate::keys::REPEATED.to_owned());
             }
+            if header == http::header::HOST {
+                // Over HTTP/2, the host is the URI's authority.
+                return crate::keys::host_value(&parts.headers, &parts.uri);
+            }
             crate::keys::header_value(&parts.headers, header)
         })
     }

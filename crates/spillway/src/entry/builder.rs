@@ -190,6 +190,23 @@ impl<'a> EntryBuilder<'a> {
         self
     }
 
+    /// [`tenant`](Self::tenant), by a fingerprint the caller made: for a simulation that must
+    /// give the same numbers in every process ([`fingerprint`](crate::keyed::fingerprint)'s
+    /// seed is random per process). Never from a value a client chooses: a fixed hash lets one
+    /// compute names that share a chosen tenant's turns.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let spillway = spillway::Spillway::new();
+    /// let entry = spillway.entry("orders").tenant_fingerprint(0x9e37_79b9_7f4a_7c15);
+    /// # drop(entry.try_enter());
+    /// ```
+    pub fn tenant_fingerprint(mut self, fingerprint: u64) -> Self {
+        self.claim.tenant = fingerprint.max(1);
+        self
+    }
+
     /// The time the caller has left to be answered, from now (a gRPC `grpc-timeout`, a
     /// client's deadline). An adaptive limit's queue refuses a waiting caller
     /// ([`BlockKind::Deadline`](crate::BlockKind::Deadline)) once its deadline has passed, or

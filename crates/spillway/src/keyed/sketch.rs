@@ -77,6 +77,12 @@ fn pack(window: u64, current: u64, previous: u64) -> u64 {
 }
 
 /// A cell's counts as of `window`: (this window's, the previous window's).
+///
+/// A cell one window ahead of `window` was written by a call that read the clock later than
+/// this one (which was held up on its way to the cell): this window's count is the cell's
+/// previous one, and the window before is no longer kept, so it reads as full (`COUNT_MAX`),
+/// never as less than the truth: such a late call may be refused early, never admitted past
+/// a limit.
 fn counts_at(cell: u64, window: u64) -> (u64, u64) {
     let (stored, current, previous) = unpack(cell);
     let window = window & WINDOW_MASK;
@@ -84,9 +90,16 @@ fn counts_at(cell: u64, window: u64) -> (u64, u64) {
         (current, previous)
     } else if stored.wrapping_add(1) & WINDOW_MASK == window {
         (0, current)
+    } else if window.wrapping_add(1) & WINDOW_MASK == stored {
+        (previous, COUNT_MAX)
     } else {
         (0, 0)
     }
+}
+
+/// Whether `cell` is one window ahead of `window` (see [`counts_at`]).
+fn ahead(cell: u64, window: u64) -> bool {
+    (window.wrapping_add(1) & WINDOW_MASK) == unpack(cell).0
 }
 
 impl WindowSketch {
@@ -137,10 +150,20 @@ impl WindowSketch {
         for (&index, mut old) in cells.0.iter().zip(olds) {
             let cell = &self.cells[index];
             loop {
-                let (current, previous) = counts_at(old, window);
-                let new = match which {
-                    Window::Current => pack(window, current.max(target), previous),
-                    Window::Previous => pack(window, current, previous.max(target)),
+                let new = if ahead(old, window) {
+                    // Written in a later window: never moved back. This window's count is the
+                    // cell's previous; the window before is no longer kept.
+                    let (stored, current, previous) = unpack(old);
+                    match which {
+                        Window::Current => pack(stored, current, previous.max(target)),
+                        Window::Previous => old,
+                    }
+                } else {
+                    let (current, previous) = counts_at(old, window);
+                    match which {
+                        Window::Current => pack(window, current.max(target), previous),
+                        Window::Previous => pack(window, current, previous.max(target)),
+                    }
                 };
                 if new == old {
                     break;
@@ -259,6 +282,22 @@ mod tests {
     }
 
     #[test]
+    fn a_late_call_never_moves_a_cell_back_a_window() {
+        let sketch = WindowSketch::new(1024);
+        let key = Cells::of(0x1234_5678_9abc_def0, 1024);
+        sketch.add(key, 10, 3);
+        // A call in window 11 first, then one that read the clock in window 10.
+        sketch.add(key, 11, 2);
+        sketch.add(key, 10, 1);
+        assert_eq!(sketch.counts(key, 11), (2, 4), "both windows kept");
+        // The late call sees its window's count, and the one before as full (not kept).
+        assert_eq!(sketch.counts(key, 10), (4, COUNT_MAX));
+        // An add to the window before a late call's is dropped, not written back.
+        sketch.add_previous(key, 10, 5);
+        assert_eq!(sketch.counts(key, 11), (2, 4));
+    }
+
+    #[test]
     fn counts_never_fall_below_the_truth_and_saturate() {
         let width = 64;
         let sketch = WindowSketch::new(width);
@@ -297,7 +336,8 @@ mod tests {
         assert!(alike < 30, "{alike} of 10,000 keys repeat a column");
         // ...so keys that share their first row's cell rarely share another: among 100,000
         // keys, about 610,000 pairs share the first row's column (5 x 10^9 pairs / 8,192), and
-        // about 75 of those another row, and none all four (1.1 x 10^-6 pairs expected).
+        // about 75 of those each other row (about 224 in all), and none all four (1.1 x 10^-6
+        // pairs expected).
         let mut by_first: std::collections::HashMap<usize, Vec<[usize; ROWS]>> =
             std::collections::HashMap::new();
         for key in 0..100_000u64 {
