@@ -263,7 +263,7 @@ impl<'p> Run<'p> {
         let mut entry = self.protection.resource.entry().inbound();
         if self.strategy == Strategy::Classes {
             // A fixed hash, so that the same seed gives the same numbers in every process.
-            let tenant = FIXED_HASH.hash_one(&claim.tenant);
+            let tenant = FIXED_HASH.hash_one(claim.tenant);
             entry = entry.criticality(claim.class).tenant_fingerprint(tenant);
             if let Some(deadline) = self.scenario.mix().and_then(Mix::deadline) {
                 entry = entry.deadline(deadline);

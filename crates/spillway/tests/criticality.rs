@@ -119,7 +119,7 @@ fn a_full_queue_sheds_its_least_critical_waiter_for_a_more_critical_newcomer() {
 
 /// A tenant's fingerprint by a fixed hash: which of the queue's lanes two tenants share must
 /// not change from run to run (a fingerprint's seed is random per process).
-fn fixed(tenant: &str) -> u64 {
+fn tenant_hash(tenant: &str) -> u64 {
     use std::hash::BuildHasher as _;
     foldhash::quality::FixedState::with_seed(0x5350_494c_4c57_4159).hash_one(tenant)
 }
@@ -132,13 +132,17 @@ fn tenants_of_one_criticality_take_turns() {
     for _ in 0..6 {
         waiting.push((
             "noisy",
-            Some(wait(spillway.entry("r").tenant_fingerprint(fixed("noisy")))),
+            Some(wait(
+                spillway.entry("r").tenant_fingerprint(tenant_hash("noisy")),
+            )),
         ));
     }
     for _ in 0..2 {
         waiting.push((
             "quiet",
-            Some(wait(spillway.entry("r").tenant_fingerprint(fixed("quiet")))),
+            Some(wait(
+                spillway.entry("r").tenant_fingerprint(tenant_hash("quiet")),
+            )),
         ));
     }
     drop(running);
