@@ -78,11 +78,13 @@ fn pack(window: u64, current: u64, previous: u64) -> u64 {
 
 /// A cell's counts as of `window`: (this window's, the previous window's).
 ///
-/// A cell one window ahead of `window` was written by a call that read the clock later than
-/// this one (which was held up on its way to the cell): this window's count is the cell's
-/// previous one, and the window before is no longer kept, so it reads as full (`COUNT_MAX`),
-/// never as less than the truth: such a late call may be refused early, never admitted past
-/// a limit.
+/// A cell one window ahead of `window`, with a count, was written by a call that read the
+/// clock later than this one (which was held up on its way to the cell): this window's count
+/// is the cell's previous one, and the window before is no longer kept, so it reads as full
+/// (`COUNT_MAX`), never as less than the truth: such a late call may be refused early, never
+/// admitted past a limit. (A cell never written, or written 65,535 windows before, also looks
+/// one window ahead in 16 bits: an empty one is read as empty; a stale one as full for that
+/// one window, which refuses early, as the wrap at 65,536 windows counts more, never less.)
 fn counts_at(cell: u64, window: u64) -> (u64, u64) {
     let (stored, current, previous) = unpack(cell);
     let window = window & WINDOW_MASK;
@@ -90,16 +92,17 @@ fn counts_at(cell: u64, window: u64) -> (u64, u64) {
         (current, previous)
     } else if stored.wrapping_add(1) & WINDOW_MASK == window {
         (0, current)
-    } else if window.wrapping_add(1) & WINDOW_MASK == stored {
+    } else if ahead(cell, window) {
         (previous, COUNT_MAX)
     } else {
         (0, 0)
     }
 }
 
-/// Whether `cell` is one window ahead of `window` (see [`counts_at`]).
+/// Whether `cell` is one window ahead of `window`, with a count (see [`counts_at`]).
 fn ahead(cell: u64, window: u64) -> bool {
-    (window.wrapping_add(1) & WINDOW_MASK) == unpack(cell).0
+    let (stored, current, previous) = unpack(cell);
+    (window.wrapping_add(1) & WINDOW_MASK) == stored && current + previous > 0
 }
 
 impl WindowSketch {
@@ -295,6 +298,11 @@ mod tests {
         // An add to the window before a late call's is dropped, not written back.
         sketch.add_previous(key, 10, 5);
         assert_eq!(sketch.counts(key, 11), (2, 4));
+        // A cell never written reads as empty in every window, the last of the 16 bits too.
+        let other = Cells::of(0x0fed_cba9_8765_4321, 1024);
+        assert_eq!(sketch.counts(other, 65_535), (0, 0));
+        sketch.add(other, 65_535, 1);
+        assert_eq!(sketch.counts(other, 65_535), (1, 0));
     }
 
     #[test]
