@@ -245,7 +245,7 @@ impl RouteSource {
         match self {
             RouteSource::PeerIp => {
                 let peer = parts.extensions.get::<PeerAddr>()?.0.ip();
-                Some(ip_text(trusted.client_ip(peer, &parts.headers)))
+                Some(trusted.client_key(peer, &parts.headers))
             }
             RouteSource::Header(name) => header_value(&parts.headers, name),
             RouteSource::Query(name) => query_value(parts.uri.query()?, name).map(Cow::into_owned),
@@ -259,27 +259,48 @@ impl RouteSource {
     }
 }
 
-/// `ip` as text, as its `Display` writes it: an IPv4 address's four numbers written directly
-/// (it is read on every request a per-IP rule limits, and the formatting machinery costs more
-/// than the rest of the key).
-pub(crate) fn ip_text(ip: std::net::IpAddr) -> String {
-    let std::net::IpAddr::V4(v4) = ip else {
-        return ip.to_string();
-    };
-    let mut text = String::with_capacity(15);
-    for (index, octet) in v4.octets().into_iter().enumerate() {
-        if index > 0 {
-            text.push('.');
-        }
-        if octet >= 100 {
-            text.push(char::from(b'0' + octet / 100));
-        }
-        if octet >= 10 {
-            text.push(char::from(b'0' + octet / 10 % 10));
-        }
-        text.push(char::from(b'0' + octet % 10));
+/// Why a value of `values`, keys of `source` written by hand (a per-key rule's exceptions, a
+/// criticality rule's values), can never be a key the source reads: a `peer_ip` key that is
+/// not an address or network as `prefixes` write keys (`2001:db8::1` where IPv6 clients are
+/// keyed by /64). `None` when each can be, or the source reads other keys.
+pub(crate) fn key_problem<'a>(
+    source: &Source,
+    values: impl IntoIterator<Item = &'a str>,
+    prefixes: spillway_tower::keys::PeerIpPrefixes,
+) -> Option<(usize, String)> {
+    if *source != Source::PeerIp {
+        return None;
     }
-    text
+    values
+        .into_iter()
+        .enumerate()
+        .find_map(|(index, value)| prefixes.check_key(value).err().map(|why| (index, why)))
+}
+
+/// [`key_problem`] for a criticality rule's `values` read from `source` under `config`'s
+/// listener (nothing when the source or the listener's prefixes are themselves at fault).
+pub(crate) fn values_problem(
+    source: &Result<Source, String>,
+    values: &[String],
+    config: &Config,
+) -> Option<String> {
+    let prefixes = config.listener.peer_ip_prefixes().ok()?;
+    let source = source.as_ref().ok()?;
+    key_problem(source, values.iter().map(String::as_str), prefixes)
+        .map(|(index, why)| format!("value {index}: {why}"))
+}
+
+/// [`key_problem`] for a per-key rule's exceptions: the exception at fault and why.
+pub(crate) fn exception_problem(
+    rule: &KeyedConfig,
+    prefixes: spillway_tower::keys::PeerIpPrefixes,
+) -> Option<(usize, String)> {
+    let source = Source::parse(&rule.key).ok()?;
+    let keys = rule
+        .exceptions
+        .iter()
+        .map(|exception| exception.key.as_str());
+    key_problem(&source, keys, prefixes)
 }
 
 /// Why `rule` cannot read its key on every route that produces its resource: a `path:NAME`
@@ -318,28 +339,6 @@ pub(crate) fn path_problem<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_address_is_written_as_its_display_writes_it() {
-        let mut state = 1u64;
-        for _ in 0..10_000 {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            let v4 = std::net::Ipv4Addr::from((state >> 32) as u32);
-            assert_eq!(ip_text(v4.into()), v4.to_string());
-        }
-        for text in [
-            "0.0.0.0",
-            "255.255.255.255",
-            "10.0.100.9",
-            "::1",
-            "2001:db8::7",
-        ] {
-            let ip: std::net::IpAddr = text.parse().unwrap();
-            assert_eq!(ip_text(ip), text);
-        }
-    }
 
     fn request(uri: &str, headers: &[(&str, &str)]) -> Parts {
         let mut builder = http::Request::get(uri);

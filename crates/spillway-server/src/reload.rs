@@ -15,7 +15,7 @@ pub use crate::config_state::ConfigState;
 /// reports it as needing a restart. Everything else (rules, routes, upstreams, `blocked`,
 /// `listener.shadow`, `listener.upstream_timeout`, `listener.body_timeout`,
 /// `listener.max_body_size`, `listener.finish_when_client_leaves`, `listener.trusted_proxies`,
-/// `listener.forwarded_header`, and a new
+/// `listener.forwarded_header`, `listener.peer_ip_prefix_v4` and `_v6`, and a new
 /// certificate and key for a listener that has TLS) applies at once.
 pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
     let (a, b) = (&running.listener, &new.listener);

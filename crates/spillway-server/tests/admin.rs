@@ -1131,6 +1131,18 @@ async fn per_key_rules_are_read_replaced_and_persisted_through_the_api() {
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{response}");
     assert!(response.contains("not a key source"), "{response}");
+    // So is an exception no client's key can be: IPv6 clients are keyed by their /64.
+    let (status, response) = put_rules(
+        &h,
+        Some(TOKEN),
+        r#"{"keyed": [{"id": "x", "resource": "orders", "key": "peer_ip", "count": 5,
+            "exceptions": [{"key": "2001:db8::1", "count": 9}]}]}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{response}");
+    let fault = &json(&response)["rule"];
+    assert_eq!(fault["field"], "exceptions", "{response}");
+    assert!(response.contains("write `2001:db8::/64`"), "{response}");
     let (_, rules) = get(h.admin, "/api/rules").await;
     assert_eq!(json(&rules)["keyed"][0]["id"], "per-user");
     assert_eq!(admitted_as(&h, "carol", 2).await, 1);

@@ -374,6 +374,109 @@ async fn a_forged_forwarded_header_does_not_beat_a_per_ip_limit() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_ipv6_client_is_one_key_whatever_address_of_its_64_it_uses() {
+    // A client given a /64 sends each request from a new address of it.
+    let rules = "[[keyed]]\nid = \"per-ip\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 3\n\
+                 exceptions = [{ key = \"2001:db8:0:9::/64\", count = 6 }]\n";
+    let h = start(rules).await;
+    let proxy = h.proxy;
+    let mut passed = 0;
+    for n in 1..=20 {
+        let hop = format!("2001:db8:0:1:{n:x}::{n:x}");
+        let headers = [("x-forwarded-for", hop.as_str())];
+        if get(proxy, "/search", &headers).await.0 == StatusCode::BAD_GATEWAY {
+            passed += 1;
+        }
+    }
+    assert_eq!(passed, 3, "twenty addresses of one /64 share its limit");
+    // The next /64 is another client; an IPv4 client is keyed by its address.
+    let next = [("x-forwarded-for", "2001:db8:0:2::1")];
+    assert_eq!(admitted(proxy, "/search", &next, 4).await, 3);
+    let v4 = [("x-forwarded-for", "192.0.2.1")];
+    assert_eq!(admitted(proxy, "/search", &v4, 4).await, 3);
+    // An exception names a /64 as keys are written.
+    let excepted = [("x-forwarded-for", "2001:db8:0:9:1:2:3:4")];
+    assert_eq!(admitted(proxy, "/search", &excepted, 8).await, 6);
+    // A reload to keys per address applies at once.
+    let text = std::fs::read_to_string(&h.file).unwrap().replace(
+        "trusted_proxies = [\"127.0.0.0/8\"]",
+        "trusted_proxies = [\"127.0.0.0/8\"]\npeer_ip_prefix_v6 = 128",
+    );
+    let text = text.replace("2001:db8:0:9::/64", "2001:db8:0:9::1");
+    std::fs::write(&h.file, text).unwrap();
+    h.reloader.reload().unwrap();
+    for hop in ["2001:db8:0:3::1", "2001:db8:0:3::2"] {
+        assert_eq!(
+            admitted(proxy, "/search", &[("x-forwarded-for", hop)], 4).await,
+            3
+        );
+    }
+
+    // With `peer_ip_prefix_v6 = 128` each address is a key; with a v4 prefix of 24, each /24.
+    let text = ROUTES.replace(
+        "trusted_proxies = [\"127.0.0.0/8\"]",
+        "trusted_proxies = [\"127.0.0.0/8\"]\npeer_ip_prefix_v4 = 24\npeer_ip_prefix_v6 = 128",
+    );
+    let rule = "[[keyed]]\nid = \"per-ip\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 1\n";
+    let proxy = Harness::start(&format!("{text}\n{rule}")).await.proxy;
+    for n in 1..=3 {
+        let hop = format!("2001:db8:0:1::{n}");
+        assert_eq!(
+            admitted(proxy, "/search", &[("x-forwarded-for", &hop)], 2).await,
+            1
+        );
+    }
+    let mut passed = 0;
+    for n in 1..=3 {
+        let hop = format!("198.51.100.{n}");
+        passed += admitted(proxy, "/search", &[("x-forwarded-for", &hop)], 1).await;
+    }
+    assert_eq!(passed, 1, "three addresses of one /24 share its limit");
+}
+
+#[test]
+fn keys_written_by_hand_for_peer_ip_are_checked_against_the_prefixes() {
+    let rules = "[[keyed]]\nid = \"a\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 1\n\
+                 exceptions = [{ key = \"192.0.2.7\", count = 2 }, { key = \"2001:db8::1\", count = 2 }]\n\n\
+                 [[keyed]]\nid = \"b\"\nresource = \"search\"\nkey = \"header:x-user\"\ncount = 1\n\
+                 exceptions = [{ key = \"2001:db8::1\", count = 2 }]\n\n\
+                 [criticality]\n[[criticality.rule]]\nclass = \"sheddable\"\nkey = \"peer_ip\"\n\
+                 values = [\"2001:db8::/64\", \"vip\"]\n";
+    let err = checked::parse(&format!("{ROUTES}\n{rules}"), "test.toml")
+        .unwrap_err()
+        .to_string();
+    for expected in [
+        "`keyed[0].exceptions[1].key`: `2001:db8::1` is never a client's key: clients are keyed by network (IPv6 clients by their /64); write `2001:db8::/64`",
+        "`criticality.rule[0].values`: value 1: `vip` is not an address or a network",
+    ] {
+        assert!(err.contains(expected), "no `{expected}` in:\n{err}");
+    }
+    assert!(
+        !err.contains("keyed[1]"),
+        "a header's keys are any text:\n{err}"
+    );
+    for (setting, expected) in [
+        (
+            "peer_ip_prefix_v4 = 0",
+            "`listener.peer_ip_prefix_v4`: an IPv4 prefix is from 1 to 32 bits long, not 0",
+        ),
+        (
+            "peer_ip_prefix_v6 = 129",
+            "`listener.peer_ip_prefix_v6`: an IPv6 prefix is from 1 to 128 bits long, not 129",
+        ),
+    ] {
+        let text = ROUTES.replace("listen = ", &format!("{setting}\nlisten = "));
+        let err = checked::parse(&text, "test.toml").unwrap_err().to_string();
+        assert!(err.contains(expected), "no `{expected}` in:\n{err}");
+    }
+    // At /128, an address is a key.
+    let exact = ROUTES.replace("listen = ", "peer_ip_prefix_v6 = 128\nlisten = ");
+    let rule = "[[keyed]]\nid = \"a\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 1\n\
+                exceptions = [{ key = \"2001:db8::1\", count = 2 }]\n";
+    checked::parse(&format!("{exact}\n{rule}"), "test.toml").unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn each_keyed_rule_shows_in_the_metrics_and_the_status() {
     let rules =
         "[[keyed]]\nid = \"per-client\"\nresource = \"search\"\nkey = \"peer_ip\"\ncount = 3\n";

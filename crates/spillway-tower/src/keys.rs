@@ -7,6 +7,9 @@ pub use ipnet::IpNet;
 use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
+mod peer_prefixes;
+pub use peer_prefixes::PeerIpPrefixes;
+
 /// The peer's address, for keys by client address: put it in each request's extensions
 /// (axum's `ConnectInfo<SocketAddr>` is read too, with the `axum` feature).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +63,9 @@ impl ForwardedHeader {
     }
 }
 
-/// The proxies in front of a service whose forwarding header names the client, and that header.
+/// The proxies in front of a service whose forwarding header names the client, that header,
+/// and the prefix lengths that make the client's address its key ([`PeerIpPrefixes`]: by
+/// default an IPv4 client's address, an IPv6 client's /64).
 ///
 /// # Examples
 ///
@@ -76,12 +81,16 @@ impl ForwardedHeader {
 /// assert_eq!(client.to_string(), "198.51.100.7");
 /// let rfc = proxies.reading(ForwardedHeader::Forwarded);
 /// assert_eq!(rfc.client_ip("10.0.0.2".parse().unwrap(), &headers).to_string(), "192.0.2.99");
+/// // The client's key: an IPv6 client is keyed by its /64.
+/// headers.insert("forwarded", "for=\"[2001:db8:1:2::77]\"".parse().unwrap());
+/// assert_eq!(rfc.client_key("10.0.0.2".parse().unwrap(), &headers), "2001:db8:1:2::/64");
 /// # Ok::<(), String>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies {
     nets: Vec<IpNet>,
     header: ForwardedHeader,
+    prefixes: PeerIpPrefixes,
 }
 
 impl TrustedProxies {
@@ -90,6 +99,7 @@ impl TrustedProxies {
         Self {
             nets,
             header: ForwardedHeader::default(),
+            prefixes: PeerIpPrefixes::default(),
         }
     }
 
@@ -112,6 +122,24 @@ impl TrustedProxies {
     /// The header read.
     pub fn header(&self) -> ForwardedHeader {
         self.header
+    }
+
+    /// Keys clients by the networks of `prefixes`' lengths.
+    #[must_use]
+    pub fn keying(mut self, prefixes: PeerIpPrefixes) -> Self {
+        self.prefixes = prefixes;
+        self
+    }
+
+    /// The prefix lengths clients are keyed by.
+    pub fn prefixes(&self) -> PeerIpPrefixes {
+        self.prefixes
+    }
+
+    /// The client's key: its address ([`client_ip`](Self::client_ip)) as
+    /// [`PeerIpPrefixes::key`] writes it.
+    pub fn client_key(&self, peer: IpAddr, headers: &HeaderMap) -> String {
+        self.prefixes.key(self.client_ip(peer, headers))
     }
 
     /// Whether none is trusted (the peer is always the client).

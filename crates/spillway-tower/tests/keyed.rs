@@ -158,3 +158,48 @@ async fn a_per_ip_key_with_no_peer_address_warns_once() {
     assert!(log.contains("no peer address"), "{log}");
     assert!(log.contains("into_make_service_with_connect_info"), "{log}");
 }
+
+/// Of `n` requests from the IPv6 peer `peer` to `app`, how many passed.
+async fn passed_v6(app: &Router, peer: &str, n: usize) -> usize {
+    let peer = SocketAddr::new(peer.parse().unwrap(), 4000);
+    let mut passed = 0;
+    for _ in 0..n {
+        let mut request = Request::get("/search").body(Body::empty()).unwrap();
+        request.extensions_mut().insert(PeerAddr(peer));
+        if app.clone().oneshot(request).await.unwrap().status() == StatusCode::OK {
+            passed += 1;
+        }
+    }
+    passed
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_ipv6_client_is_keyed_by_its_64_unless_told_otherwise() {
+    let spillway = spillway::Spillway::new_with_clock(TokioClock::new());
+    spillway
+        .load_keyed_rules(vec![KeyedRule::qps("per-client", "GET /search", 2.0)])
+        .unwrap();
+    let router = |trusted: spillway_tower::keys::TrustedProxies| {
+        Router::new()
+            .route("/search", get(|| async { "results" }))
+            .layer(
+                SpillwayLayer::new(spillway.clone())
+                    .by_route()
+                    .key_peer_ip(0, trusted),
+            )
+    };
+    // By default: every address of a /64 is one client.
+    let app = router(Default::default());
+    let mut total = 0;
+    for n in 1..=10 {
+        total += passed_v6(&app, &format!("2001:db8:0:1::{n:x}"), 1).await;
+    }
+    assert_eq!(total, 2);
+    assert_eq!(passed_v6(&app, "2001:db8:0:2::1", 3).await, 2);
+    // Keyed by address: each its own two.
+    let exact = spillway_tower::keys::TrustedProxies::default()
+        .keying(spillway_tower::keys::PeerIpPrefixes::EXACT);
+    let app = router(exact);
+    assert_eq!(passed_v6(&app, "2001:db8:0:3::1", 3).await, 2);
+    assert_eq!(passed_v6(&app, "2001:db8:0:3::2", 3).await, 2);
+}

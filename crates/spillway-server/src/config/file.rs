@@ -208,6 +208,35 @@ pub struct ListenerConfig {
     /// it.
     #[serde(default, with = "forwarded_header")]
     pub forwarded_header: spillway_tower::keys::ForwardedHeader,
+    /// The prefix length that makes an IPv4 client's address its `peer_ip` key: 32 (the
+    /// default) keys each address; 24, each /24 network.
+    #[serde(default = "default_peer_ip_prefix_v4")]
+    pub peer_ip_prefix_v4: u8,
+    /// The prefix length that makes an IPv6 client's address its `peer_ip` key: 64 (the
+    /// default) keys each /64, the block one subscriber, host or device is given, so that a
+    /// client picking a new address of its /64 for each request is one key; 128 keys each
+    /// address.
+    #[serde(default = "default_peer_ip_prefix_v6")]
+    pub peer_ip_prefix_v6: u8,
+}
+
+impl ListenerConfig {
+    /// The prefix lengths `peer_ip` keys clients by.
+    ///
+    /// # Errors
+    ///
+    /// A length out of range, named.
+    pub fn peer_ip_prefixes(&self) -> Result<spillway_tower::keys::PeerIpPrefixes, String> {
+        spillway_tower::keys::PeerIpPrefixes::new(self.peer_ip_prefix_v4, self.peer_ip_prefix_v6)
+    }
+}
+
+fn default_peer_ip_prefix_v4() -> u8 {
+    spillway_tower::keys::PeerIpPrefixes::default().v4()
+}
+
+fn default_peer_ip_prefix_v6() -> u8 {
+    spillway_tower::keys::PeerIpPrefixes::default().v6()
 }
 
 /// A certificate chain and its private key, PEM files (paths relative to the working
@@ -241,6 +270,8 @@ impl Default for ListenerConfig {
             tls: None,
             trusted_proxies: Vec::new(),
             forwarded_header: spillway_tower::keys::ForwardedHeader::default(),
+            peer_ip_prefix_v4: default_peer_ip_prefix_v4(),
+            peer_ip_prefix_v6: default_peer_ip_prefix_v6(),
         }
     }
 }

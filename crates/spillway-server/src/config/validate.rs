@@ -216,7 +216,8 @@ impl<'a> Check<'a> {
                 }
                 match (&rule.key, rule.values.is_empty()) {
                     (Some(key), empty) => {
-                        if let Err(why) = crate::keyed::Source::parse(key) {
+                        let source = crate::keyed::Source::parse(key);
+                        if let Err(why) = source {
                             problem(path.clone(), "key", why);
                         } else if empty {
                             problem(
@@ -224,6 +225,10 @@ impl<'a> Check<'a> {
                                 "values",
                                 "must name the values of `key` that match".into(),
                             );
+                        } else if let Some(why) =
+                            crate::keyed::values_problem(&source, &rule.values, config)
+                        {
+                            problem(path.clone(), "values", why);
                         }
                     }
                     (None, false) => {
@@ -327,6 +332,17 @@ impl<'a> Check<'a> {
         }
         if let Err(why) = crate::keyed::trusted_proxies(&listener.trusted_proxies) {
             self.section_problem("listener", "trusted_proxies", why);
+        }
+        let default = spillway_tower::keys::PeerIpPrefixes::default();
+        let v4 =
+            spillway_tower::keys::PeerIpPrefixes::new(listener.peer_ip_prefix_v4, default.v6());
+        if let Err(why) = v4 {
+            self.section_problem("listener", "peer_ip_prefix_v4", why);
+        }
+        let v6 =
+            spillway_tower::keys::PeerIpPrefixes::new(default.v4(), listener.peer_ip_prefix_v6);
+        if let Err(why) = v6 {
+            self.section_problem("listener", "peer_ip_prefix_v6", why);
         }
         let (min, max) = (super::MIN_MAX_HEADER_SIZE, super::MAX_MAX_HEADER_SIZE);
         if !(min..=max).contains(&listener.max_header_size) {

@@ -66,6 +66,14 @@ impl RuleKind for Keyed {
             if let Some(problem) = crate::keyed::path_problem(rule.get_ref(), routes) {
                 check.problem(rule.span(), format!("keyed[{index}]"), "key", problem);
             }
+            let prefixes = config.listener.peer_ip_prefixes();
+            let exception = prefixes
+                .ok()
+                .and_then(|prefixes| crate::keyed::exception_problem(rule.get_ref(), prefixes));
+            if let Some((at, problem)) = exception {
+                let path = format!("keyed[{index}].exceptions[{at}]");
+                check.problem(rule.span(), path, "key", problem);
+            }
         }
     }
 

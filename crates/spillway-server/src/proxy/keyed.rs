@@ -31,6 +31,10 @@ impl Table {
             if let Some(problem) = crate::keyed::path_problem(rule, routes()) {
                 return Err((index, "key", problem));
             }
+            let prefixes = self.trusted_proxies.prefixes();
+            if let Some((at, problem)) = crate::keyed::exception_problem(rule, prefixes) {
+                return Err((index, "exceptions", format!("exception {at}: {problem}")));
+            }
         }
         let mut table = self.clone();
         for route in table

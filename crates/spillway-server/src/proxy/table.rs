@@ -196,7 +196,8 @@ impl Table {
         let trusted_proxies =
             spillway_tower::keys::TrustedProxies::parse(&config.listener.trusted_proxies)
                 .map_err(|why| format!("listener.trusted_proxies: {why}"))?
-                .reading(config.listener.forwarded_header);
+                .reading(config.listener.forwarded_header)
+                .keying(config.listener.peer_ip_prefixes()?);
         let routes = config
             .routes
             .iter()

@@ -292,7 +292,11 @@ impl SpillwayLayer {
     /// [`PeerAddr`](crate::keys::PeerAddr) in the request's extensions, or axum's
     /// `ConnectInfo<SocketAddr>`), or, when the peer is one of `trusted` (proxies), the nearest
     /// address their forwarding header names that is not (`X-Forwarded-For` for a list of
-    /// addresses; see [`TrustedProxies`](crate::keys::TrustedProxies) for `Forwarded`).
+    /// addresses; see [`TrustedProxies`](crate::keys::TrustedProxies) for `Forwarded`). The key
+    /// is the network holding that address ([`PeerIpPrefixes`](crate::keys::PeerIpPrefixes)):
+    /// by default an IPv4 client's address and an IPv6 client's /64, so that a client picking
+    /// a new address of its /64 for each request is one key; say other lengths with
+    /// [`TrustedProxies::keying`](crate::keys::TrustedProxies::keying).
     ///
     /// A request with no peer address has no key: the first such request logs a warning (a
     /// `tracing` event at `WARN`), since a server that never hands the layer the address (a
@@ -330,7 +334,7 @@ impl SpillwayLayer {
                 }
                 return None;
             };
-            Some(trusted.client_ip(peer.ip(), &parts.headers).to_string())
+            Some(trusted.client_key(peer.ip(), &parts.headers))
         })
     }
 

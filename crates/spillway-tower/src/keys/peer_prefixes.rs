@@ -1,0 +1,236 @@
+//! How a client's address becomes its key: the network of a given prefix length that holds it,
+//! so that one client holding many addresses (an IPv6 host is given a /64) is one key.
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use std::net::{IpAddr, Ipv4Addr};
+
+/// The prefix lengths that make a client's address a key: the key of an IPv4 client is its
+/// /`v4` network, of an IPv6 client its /`v6` network. The default, /32 and /64, keys an IPv4
+/// client by its address and an IPv6 one by the /64 that an ISP, a cloud or a mobile network
+/// gives one subscriber, host or device (RFC 6177): a client that picks a new address from its
+/// /64 for each request is still one key.
+///
+/// A key is written as the network's first address, with `/` and the length when the length
+/// is shorter than the address: `192.0.2.7`, `198.51.100.0/24`, `2001:db8:1:2::/64`,
+/// `2001:db8::1` (at /128). An IPv4 address written as IPv6 (`::ffff:192.0.2.7`) is the IPv4
+/// address.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_tower::keys::PeerIpPrefixes;
+///
+/// let prefixes = PeerIpPrefixes::default();
+/// assert_eq!(prefixes.key("192.0.2.7".parse().unwrap()), "192.0.2.7");
+/// assert_eq!(prefixes.key("2001:db8:1:2:a:b:c:d".parse().unwrap()), "2001:db8:1:2::/64");
+/// let wide = PeerIpPrefixes::new(24, 48)?;
+/// assert_eq!(wide.key("192.0.2.7".parse().unwrap()), "192.0.2.0/24");
+/// assert_eq!(PeerIpPrefixes::EXACT.key("2001:db8::1".parse().unwrap()), "2001:db8::1");
+/// # Ok::<(), String>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerIpPrefixes {
+    v4: u8,
+    v6: u8,
+}
+
+impl Default for PeerIpPrefixes {
+    /// An IPv4 client's address, an IPv6 client's /64.
+    fn default() -> Self {
+        Self { v4: 32, v6: 64 }
+    }
+}
+
+impl PeerIpPrefixes {
+    /// Every address a key of its own (/32 and /128).
+    pub const EXACT: Self = Self { v4: 32, v6: 128 };
+
+    /// Keys by /`v4` and /`v6` networks.
+    ///
+    /// # Errors
+    ///
+    /// A length out of range (1 to 32 for IPv4, 1 to 128 for IPv6), named. A length of 0
+    /// would make every client one key: a rule without a key does that.
+    pub fn new(v4: u8, v6: u8) -> Result<Self, String> {
+        if !(1..=32).contains(&v4) {
+            return Err(format!(
+                "an IPv4 prefix is from 1 to 32 bits long, not {v4}"
+            ));
+        }
+        if !(1..=128).contains(&v6) {
+            return Err(format!(
+                "an IPv6 prefix is from 1 to 128 bits long, not {v6}"
+            ));
+        }
+        Ok(Self { v4, v6 })
+    }
+
+    /// The IPv4 prefix length.
+    pub fn v4(self) -> u8 {
+        self.v4
+    }
+
+    /// The IPv6 prefix length.
+    pub fn v6(self) -> u8 {
+        self.v6
+    }
+
+    /// The key of a client at `ip`.
+    pub fn key(self, ip: IpAddr) -> String {
+        match ip.to_canonical() {
+            IpAddr::V4(v4) if self.v4 == 32 => v4_text(v4),
+            IpAddr::V4(v4) => {
+                let net = Ipv4Net::new(v4, self.v4).map_or(v4, |net| net.network());
+                let mut text = v4_text(net);
+                text.push('/');
+                text.push_str(&self.v4.to_string());
+                text
+            }
+            IpAddr::V6(v6) if self.v6 == 128 => v6.to_string(),
+            IpAddr::V6(v6) => Ipv6Net::new(v6, self.v6)
+                .map_or_else(|_| v6.to_string(), |net| net.trunc().to_string()),
+        }
+    }
+
+    /// Whether `text`, as a per-key rule's exception or a value to match, names a key these
+    /// prefixes make; if not, why, with the key it should be written as when it names an
+    /// address or a network.
+    ///
+    /// # Errors
+    ///
+    /// `2001:db8::1` under a /64: "is not a key: ... write `2001:db8::/64`"; `vip`: not an
+    /// address.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway_tower::keys::PeerIpPrefixes;
+    ///
+    /// let prefixes = PeerIpPrefixes::default();
+    /// assert!(prefixes.check_key("192.0.2.7").is_ok());
+    /// assert!(prefixes.check_key("2001:db8::/64").is_ok());
+    /// assert!(prefixes.check_key("2001:db8::1").unwrap_err().contains("`2001:db8::/64`"));
+    /// assert!(prefixes.check_key("vip").is_err());
+    /// ```
+    pub fn check_key(self, text: &str) -> Result<(), String> {
+        let address = text.parse::<IpAddr>().ok().or_else(|| {
+            let net = text.parse::<ipnet::IpNet>().ok()?;
+            Some(net.addr())
+        });
+        let Some(address) = address else {
+            return Err(format!(
+                "`{text}` is not an address or a network, so it is never a client's key"
+            ));
+        };
+        let key = self.key(address);
+        if key == text {
+            return Ok(());
+        }
+        let length = match address.to_canonical() {
+            IpAddr::V4(_) => format!("IPv4 clients by their /{}", self.v4),
+            IpAddr::V6(_) => format!("IPv6 clients by their /{}", self.v6),
+        };
+        Err(format!(
+            "`{text}` is never a client's key: clients are keyed by network ({length}); write `{key}`"
+        ))
+    }
+}
+
+/// `ip` as its `Display` writes it, its four numbers written directly (this runs on every
+/// request a per-IP rule limits, and the formatting machinery costs more than the rest of the
+/// key).
+fn v4_text(ip: Ipv4Addr) -> String {
+    let mut text = String::with_capacity(18);
+    for (index, octet) in ip.octets().into_iter().enumerate() {
+        if index > 0 {
+            text.push('.');
+        }
+        if octet >= 100 {
+            text.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            text.push(char::from(b'0' + octet / 10 % 10));
+        }
+        text.push(char::from(b'0' + octet % 10));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_is_written_as_its_display_writes_it() {
+        let mut state = 1u64;
+        for _ in 0..10_000 {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let v4 = Ipv4Addr::from((state >> 32) as u32);
+            assert_eq!(v4_text(v4), v4.to_string());
+        }
+        for ip in ["0.0.0.0", "255.255.255.255", "10.0.100.9", "1.20.255.0"] {
+            let v4: Ipv4Addr = ip.parse().unwrap();
+            assert_eq!(v4_text(v4), ip);
+        }
+    }
+
+    #[test]
+    fn a_client_is_keyed_by_its_network() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let default = PeerIpPrefixes::default();
+        // Every address of one /64 is one key; the next /64 is another.
+        let one = default.key(ip("2001:db8:1:2::1"));
+        assert_eq!(one, "2001:db8:1:2::/64");
+        assert_eq!(default.key(ip("2001:db8:1:2:ffff:ffff:ffff:ffff")), one);
+        assert_eq!(default.key(ip("2001:db8:1:3::1")), "2001:db8:1:3::/64");
+        // IPv4 at /32, written as IPv6 or not.
+        assert_eq!(default.key(ip("192.0.2.7")), "192.0.2.7");
+        assert_eq!(default.key(ip("::ffff:192.0.2.7")), "192.0.2.7");
+        let wide = PeerIpPrefixes::new(24, 48).unwrap();
+        assert_eq!(wide.key(ip("192.0.2.7")), "192.0.2.0/24");
+        assert_eq!(wide.key(ip("::ffff:192.0.2.200")), "192.0.2.0/24");
+        assert_eq!(wide.key(ip("2001:db8:1:2::1")), "2001:db8:1::/48");
+        assert_eq!(PeerIpPrefixes::EXACT.key(ip("2001:db8::1")), "2001:db8::1");
+        let narrow = PeerIpPrefixes::new(1, 1).unwrap();
+        assert_eq!(narrow.key(ip("200.1.1.1")), "128.0.0.0/1");
+        assert_eq!(narrow.key(ip("::1")), "::/1");
+    }
+
+    #[test]
+    fn lengths_out_of_range_are_refused() {
+        assert!(PeerIpPrefixes::new(0, 64).unwrap_err().contains("IPv4"));
+        assert!(PeerIpPrefixes::new(33, 64).is_err());
+        assert!(PeerIpPrefixes::new(32, 0).unwrap_err().contains("IPv6"));
+        assert!(PeerIpPrefixes::new(32, 129).is_err());
+        assert_eq!(PeerIpPrefixes::new(32, 128).unwrap(), PeerIpPrefixes::EXACT);
+    }
+
+    #[test]
+    fn a_key_written_by_hand_is_checked_against_the_prefixes() {
+        let default = PeerIpPrefixes::default();
+        for good in ["192.0.2.7", "2001:db8:1:2::/64", "::/64"] {
+            assert_eq!(default.check_key(good), Ok(()), "{good}");
+        }
+        let cases = [
+            ("2001:db8:1:2::9", "`2001:db8:1:2::/64`"),
+            ("2001:db8:1:2::9/64", "`2001:db8:1:2::/64`"),
+            ("2001:db8::/48", "`2001:db8::/64`"),
+            ("2001:DB8:1:2::/64", "`2001:db8:1:2::/64`"),
+            ("192.0.2.7/32", "`192.0.2.7`"),
+            ("::ffff:192.0.2.7", "`192.0.2.7`"),
+        ];
+        for (text, write) in cases {
+            let why = default.check_key(text).unwrap_err();
+            assert!(why.contains(write), "{text}: {why}");
+        }
+        assert!(default
+            .check_key("vip")
+            .unwrap_err()
+            .contains("not an address"));
+        let exact = PeerIpPrefixes::EXACT;
+        assert_eq!(exact.check_key("2001:db8::9"), Ok(()));
+        assert!(exact.check_key("2001:db8::/64").is_err());
+    }
+}
