@@ -389,8 +389,8 @@ impl KeyedLimiter {
             return passed_now;
         }
         let rest = self.duration_ms - now_ms % self.duration_ms;
-        // Counts are at most 2^24 and a duration at most 86,400,000 ms: no overflow (and a
-        // saturated product would only refuse).
+        // Counts are at most `FULL` (2^56) and a duration at most 86,400,000 ms: a saturated
+        // product only refuses.
         let before = passed_before
             .saturating_mul(rest)
             .div_ceil(self.duration_ms);
@@ -408,6 +408,7 @@ impl KeyedLimiter {
     ) -> Decision {
         self.sketched.fetch_add(1, Ordering::Relaxed);
         let (now, before) = self.passed.counts(cells, window);
+        // Counts may read as `FULL` (2^56): no overflow.
         if self.recent(now, before, now_ms) + u64::from(acquire) > limit {
             return Decision::Block;
         }

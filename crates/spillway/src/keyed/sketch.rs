@@ -14,6 +14,12 @@ pub(crate) const ROWS: usize = 4;
 const WINDOW_BITS: u32 = 16;
 const COUNT_BITS: u32 = 24;
 const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
+
+/// How a count the cell could not hold reads (a saturated one, `COUNT_MAX`, or one no longer
+/// kept): more than any limit (a key's count is at most 2^32 − 1), with room to add to without
+/// overflow. So a key whose cells saturate is refused, never let through unlimited: under a rule
+/// of 20,000,000 calls a day, a key without a place passes at most 16,777,215 in a day.
+pub(crate) const FULL: u64 = 1 << 56;
 const WINDOW_MASK: u64 = (1 << WINDOW_BITS) - 1;
 
 /// A key's cells: one column per row, from its 64-bit hash (double hashing).
@@ -80,20 +86,22 @@ fn pack(window: u64, current: u64, previous: u64) -> u64 {
 ///
 /// A cell one window ahead of `window`, with a count, was written by a call that read the
 /// clock later than this one (which was held up on its way to the cell): this window's count
-/// is the cell's previous one, and the window before is no longer kept, so it reads as full
-/// (`COUNT_MAX`), never as less than the truth: such a late call may be refused early, never
+/// is the cell's previous one, and the window before is no longer kept, so it reads as
+/// [`FULL`], never as less than the truth: such a late call may be refused early, never
 /// admitted past a limit. (A cell never written, or written 65,535 windows before, also looks
 /// one window ahead in 16 bits: an empty one is read as empty; a stale one as full for that
 /// one window, which refuses early, as the wrap at 65,536 windows counts more, never less.)
+/// A saturated count reads as [`FULL`].
 fn counts_at(cell: u64, window: u64) -> (u64, u64) {
     let (stored, current, previous) = unpack(cell);
     let window = window & WINDOW_MASK;
+    let read = |count: u64| if count == COUNT_MAX { FULL } else { count };
     if stored == window {
-        (current, previous)
+        (read(current), read(previous))
     } else if stored.wrapping_add(1) & WINDOW_MASK == window {
-        (0, current)
+        (0, read(current))
     } else if ahead(cell, window) {
-        (previous, COUNT_MAX)
+        (read(previous), FULL)
     } else {
         (0, 0)
     }
@@ -294,7 +302,7 @@ mod tests {
         sketch.add(key, 10, 1);
         assert_eq!(sketch.counts(key, 11), (2, 4), "both windows kept");
         // The late call sees its window's count, and the one before as full (not kept).
-        assert_eq!(sketch.counts(key, 10), (4, COUNT_MAX));
+        assert_eq!(sketch.counts(key, 10), (4, FULL));
         // An add to the window before a late call's is dropped, not written back.
         sketch.add_previous(key, 10, 5);
         assert_eq!(sketch.counts(key, 11), (2, 4));
@@ -322,9 +330,15 @@ mod tests {
                 sketch.counts(Cells::of(crate::keyed::fixed_fingerprint(&key), width), 1);
             assert!(current >= n, "key {key}: {current} < {n}");
         }
+        // A count past what a cell holds reads as full, this window and the next.
         let hot = Cells::of(7, width);
+        sketch.add(hot, 2, COUNT_MAX - 1);
+        assert_eq!(sketch.counts(hot, 2).0, COUNT_MAX - 1);
+        sketch.add(hot, 2, 1);
+        assert_eq!(sketch.counts(hot, 2).0, FULL);
         sketch.add(hot, 2, u64::MAX);
-        assert_eq!(sketch.counts(hot, 2).0, COUNT_MAX);
+        assert_eq!(sketch.counts(hot, 2).0, FULL);
+        assert_eq!(sketch.counts(hot, 3), (0, FULL));
     }
 
     #[test]

@@ -418,6 +418,34 @@ fn a_key_without_a_place_is_limited_over_a_sliding_duration() {
 }
 
 #[test]
+fn a_key_without_a_place_past_what_a_sketch_cell_holds_is_refused() {
+    // 20,000,000 a day: more than a sketch's cell counts (2^24 - 1). Each place is held by a
+    // key refused at 0 ms, so `k` is decided by the sketch. Before 0.2 its count stopped at
+    // 16,777,215 and every later call passed.
+    let rule = KeyedRule::qps("r", "api", 20_000_000.0)
+        .with_duration(std::time::Duration::from_secs(86_400))
+        .with_capacity(WAYS);
+    let limiter = KeyedLimiter::new(&rule);
+    for holder in ["h1", "h2", "h3", "h4"] {
+        assert_eq!(
+            limiter.decide(fingerprint(holder), u32::MAX, at(0)).0,
+            Block
+        );
+    }
+    let k = fingerprint("k");
+    let mut passed = 0;
+    for call in 0..100 {
+        let (decision, path) = limiter.decide(k, 1_000_000, at(1_000 + call));
+        assert_eq!(path, Path::Sketch);
+        if decision == Pass {
+            passed += 1;
+        }
+    }
+    // 17 x 1,000,000 pass; the 17th saturates its cells, which then read as full.
+    assert_eq!(passed, 17);
+}
+
+#[test]
 fn racing_threads_never_pass_a_key_without_a_place_beyond_its_limit() {
     // As above: the places are held, so `k` is decided by the sketch; four threads race on it
     // at one instant, 1,000 calls each, against a limit of 100.
