@@ -147,6 +147,46 @@ async fn an_http2_value_padded_with_whitespace_is_refused() {
     );
 }
 
+/// An HTTP/2 request may have as many header fields as an HTTP/1.1 one (100 with `Host`,
+/// hyper's cap there): past it, 431. Cookies sent one a field count as one `Cookie` line.
+#[tokio::test(start_paused = true)]
+async fn an_http2_request_has_the_header_fields_an_http1_request_may_have() {
+    let h = start("").await;
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let send = |fields: usize, cookies: usize| {
+        let mut request = Request::get(format!("http://{}/search", h.proxy));
+        for n in 0..fields {
+            request = request.header(format!("x-field-{n}"), "v");
+        }
+        for n in 0..cookies {
+            request = request.header("cookie", format!("c{n}=v"));
+        }
+        let request = request.body(Empty::new()).unwrap();
+        let client = client.clone();
+        async move {
+            let response = client.request(request).await.unwrap();
+            let status = response.status();
+            let body = response.into_body().collect().await.unwrap().to_bytes();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    // `:authority` becomes `Host`, one of the 100, as an HTTP/1.1 request's `Host` is.
+    assert_eq!(send(99, 0).await.0, StatusCode::BAD_GATEWAY);
+    assert_eq!(send(98, 50).await.0, StatusCode::BAD_GATEWAY);
+    let (status, body) = send(100, 0).await;
+    assert_eq!(status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    assert_eq!(body, "more than 100 header fields\n");
+    let (status, _) = send(99, 1).await;
+    assert_eq!(status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    let metrics = h.handle.render_metrics().unwrap();
+    assert!(
+        metrics.contains("outcome=\"bad_header\",reason=\"\"} 2"),
+        "{metrics}"
+    );
+}
+
 /// Spellings of one host are one `header:host` key: case, a trailing dot, a port.
 #[tokio::test(start_paused = true)]
 async fn spellings_of_a_host_are_one_host_key() {

@@ -78,6 +78,15 @@ pub(crate) fn front<'t, B>(
             request.headers_mut().insert(http::header::HOST, host);
         }
     }
+    // As many header fields as an HTTP/1.1 request may have (hyper's cap there, `Host`
+    // included), so that an upstream is never sent more over one protocol than the other
+    // allows.
+    if request.version() == http::Version::HTTP_2 && fields(request.headers()) > MAX_HEADERS {
+        let resource = table.default.resource.as_str();
+        let text = format!("more than {MAX_HEADERS} header fields\n");
+        let status = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+        return Err(early(resource, "bad_header", status, text));
+    }
     // Routed and forwarded in normal form, so that no spelling of a path misses its route.
     if let Err(err) = normalize_uri(&mut request) {
         let resource = table.default.resource.as_str();
@@ -129,6 +138,17 @@ pub(crate) fn front<'t, B>(
 }
 
 /// The name of a header whose value starts or ends with a space or a tab, if any.
+/// The most header fields a request may have: hyper's cap on an HTTP/1.1 head (past it, 431),
+/// held to on HTTP/2 too.
+pub(crate) const MAX_HEADERS: usize = 100;
+
+/// A request's header fields as HTTP/1.1 would carry them: HTTP/2's cookie fields (one a
+/// cookie, as browsers send them, RFC 9113 section 8.2.3) are one `Cookie` line.
+fn fields(headers: &http::HeaderMap) -> usize {
+    let cookies = headers.get_all(http::header::COOKIE).iter().count();
+    headers.len() - cookies.saturating_sub(1)
+}
+
 fn padded_value(headers: &http::HeaderMap) -> Option<&http::HeaderName> {
     let padded = |byte: Option<&u8>| matches!(byte, Some(b' ' | b'\t'));
     headers.iter().find_map(|(name, value)| {
