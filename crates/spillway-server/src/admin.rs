@@ -56,7 +56,8 @@ pub struct Admin {
     /// Held by a `PUT /api/rules` from its checks to its rules in force, and by a reload of
     /// the file (the reloader's): one at a time, so that each reads the file and the rules the
     /// one before left (two at once would each write the file from what it read before the
-    /// other wrote, and one's rules would be lost). Never held across an `.await`.
+    /// other wrote, and one's rules would be lost). Taken on a blocking thread (the file's I/O runs
+    /// under it), never across an `.await`.
     writing: Arc<std::sync::Mutex<()>>,
     /// When this API was made (for the uptime).
     started: tokio::time::Instant,

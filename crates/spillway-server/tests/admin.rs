@@ -1152,3 +1152,63 @@ async fn per_key_rules_are_read_replaced_and_persisted_through_the_api() {
     let (_, rules) = get(h.admin, "/api/rules").await;
     assert_eq!(json(&rules)["keyed"][0]["count"], 1.0);
 }
+
+/// A `PUT /api/rules?persist=true` whose file hangs (here a FIFO no one writes to yet, as a
+/// hung disk would) holds only itself: the status is answered meanwhile, and the write ends
+/// once the file answers. On real time: it waits on events, each with a timeout.
+#[tokio::test]
+async fn a_hung_file_holds_only_the_write_that_waits_on_it() {
+    use std::io::Write;
+    let h = start("").await;
+    let original = std::fs::read_to_string(&h.file).unwrap();
+    std::fs::remove_file(&h.file).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&h.file)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (blocked_tx, blocked) = tokio::sync::oneshot::channel();
+    let (answered, answered_rx) = std::sync::mpsc::channel::<()>();
+    let fifo = h.file.clone();
+    let writer = std::thread::spawn(move || {
+        // Opening a FIFO to write waits for its reader: the PUT, holding the write lock.
+        let mut file = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        let _ = blocked_tx.send(());
+        // The file answers once the status was answered, or after 30 s (the test then fails).
+        let waited = answered_rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .is_ok();
+        file.write_all(original.as_bytes()).unwrap();
+        waited
+    });
+    let admin = h.admin;
+    let body = Bytes::from_static(br#"{"flow": [{"id": "a", "resource": "orders", "count": 7}]}"#);
+    let put = tokio::spawn(async move {
+        call(
+            admin,
+            Method::PUT,
+            "/api/rules?persist=true",
+            Some(TOKEN),
+            body,
+        )
+        .await
+    });
+    let timeout = std::time::Duration::from_secs(30);
+    tokio::time::timeout(timeout, blocked)
+        .await
+        .expect("the PUT opened the file")
+        .unwrap();
+    let (status, _) = tokio::time::timeout(timeout, get(h.admin, "/api/status"))
+        .await
+        .expect("the status is answered while the write waits");
+    assert_eq!(status, StatusCode::OK);
+    let _ = answered.send(());
+    assert!(
+        writer.join().unwrap(),
+        "the status was answered before the file was"
+    );
+    let (status, response) = tokio::time::timeout(timeout, put).await.unwrap().unwrap();
+    assert_eq!(status, StatusCode::OK, "{response}");
+    let text = std::fs::read_to_string(&h.file).unwrap();
+    assert!(text.contains("count = 7"), "{text}");
+}

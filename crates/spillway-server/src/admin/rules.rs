@@ -66,12 +66,38 @@ impl Admin {
                 return refused("refused", error(StatusCode::PAYLOAD_TOO_LARGE, &why), &why);
             }
         };
-        // From here to the rules in force, one write at a time (no `.await` below).
+        // The file is written and fsynced off the runtime, as a reload reads it: a slow or
+        // hung disk holds this request and the writes after it, never the threads that serve
+        // the status, the metrics and the dashboard.
+        let this = self.clone();
+        let wrote = tokio::task::spawn_blocking(move || this.write_rules(&who, file, &body));
+        match wrote.await {
+            Ok(response) => response,
+            Err(err) => {
+                let why = format!("the write failed: {err}");
+                error(StatusCode::INTERNAL_SERVER_ERROR, &why)
+            }
+        }
+    }
+
+    /// [`put_rules`](Self::put_rules)'s checks and writes, one at a time (on a blocking
+    /// thread): `body` checked whole, written to `file` if given, applied, audited as `who`'s.
+    fn write_rules(
+        &self,
+        who: &crate::audit::Who,
+        file: Option<std::path::PathBuf>,
+        body: &[u8],
+    ) -> Response<Full<Bytes>> {
+        const ACTION: &str = "PUT /api/rules";
+        let refused = |outcome: &str, response: Response<Full<Bytes>>, why: &str| {
+            self.audit.record(who, ACTION, outcome, why);
+            response
+        };
         let _writing = self
             .writing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut changes = match parse_rules_body(&body) {
+        let mut changes = match parse_rules_body(body) {
             Ok(changes) => changes,
             Err(err) => return refused("invalid", err.response(), &err.message),
         };
@@ -114,7 +140,7 @@ impl Admin {
             detail.push("persisted to the file".to_owned());
         }
         self.audit
-            .record(&who, ACTION, "applied", &detail.join("; "));
+            .record(who, ACTION, "applied", &detail.join("; "));
         json_response(StatusCode::OK, &after)
     }
 }
