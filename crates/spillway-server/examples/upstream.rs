@@ -21,6 +21,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!(
+            "usage: upstream [ADDRESS] [--split]\n\n\
+             Answers every request at once with `ok` (default address 127.0.0.1:18081).\n\
+             --split  write each response's head and body in two writes"
+        );
+        return Ok(());
+    }
+    if let Some(unknown) = args.iter().find(|a| a.starts_with('-') && *a != "--split") {
+        return Err(format!("unknown option `{unknown}` (see --help)").into());
+    }
     let split = args.iter().any(|a| a == "--split");
     let addr = args
         .iter()
