@@ -65,13 +65,13 @@ struct ClassRule {
 }
 
 impl RouteClaims {
-    /// How the route to `resource` with path `template` (`None`: the default route), with its
+    /// How the route to `resource` with path `path` (`None`: the default route), with its
     /// own `criticality` and `deadline`, classifies its requests; `None` when `config` and the
     /// route set nothing to classify by (its requests carry no claim).
     pub(crate) fn new(
         config: &Config,
         resource: &str,
-        template: Option<&str>,
+        path: Option<crate::keyed::RoutePath<'_>>,
         criticality: Option<Criticality>,
         deadline: Option<Duration>,
     ) -> Option<Arc<Self>> {
@@ -90,11 +90,7 @@ impl RouteClaims {
             name.as_deref()
                 .and_then(|name| HeaderName::from_bytes(name.as_bytes()).ok())
         };
-        let source = |text: &str| {
-            Source::parse(text)
-                .ok()
-                .map(|s| RouteSource::of(&s, template))
-        };
+        let source = |text: &str| Source::parse(text).ok().map(|s| RouteSource::of(&s, path));
         let rules = classes
             .map(|classes| classes.rules.as_slice())
             .unwrap_or_default()

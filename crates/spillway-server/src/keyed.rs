@@ -145,12 +145,39 @@ pub(crate) enum RouteSource {
     Header(HeaderName),
     Query(String),
     /// The path's segment at this index (after the leading `/`); `None`: the route's path has
-    /// no such segment, so every request lacks the key.
-    Segment(Option<usize>),
+    /// no such segment, so every request lacks the key. Read in lower case when `any_case`.
+    Segment {
+        index: Option<usize>,
+        any_case: bool,
+    },
 }
 
-/// The keys the route with path `template` (`None`: the default route) reads for `resource`.
-pub(crate) fn route_keys(plan: &Plan, resource: &str, template: Option<&str>) -> Vec<RouteKey> {
+/// A route's path, as its keys read segments of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RoutePath<'a> {
+    /// Its template (`/users/{id}`).
+    pub(crate) template: &'a str,
+    /// Whether it matches a path in any case (`case_sensitive = false`): the segments its keys
+    /// read are then read in lower case, so that `/users/ALICE` is `alice`'s call.
+    pub(crate) any_case: bool,
+}
+
+impl<'a> From<&'a str> for RoutePath<'a> {
+    /// A template matched case by case.
+    fn from(template: &'a str) -> Self {
+        Self {
+            template,
+            any_case: false,
+        }
+    }
+}
+
+/// The keys the route with path `path` (`None`: the default route) reads for `resource`.
+pub(crate) fn route_keys(
+    plan: &Plan,
+    resource: &str,
+    path: Option<RoutePath<'_>>,
+) -> Vec<RouteKey> {
     let Some(sources) = plan.get(resource) else {
         return Vec::new();
     };
@@ -161,7 +188,7 @@ pub(crate) fn route_keys(plan: &Plan, resource: &str, template: Option<&str>) ->
             position,
             missing: *missing,
             described: source.describe(),
-            source: RouteSource::of(source, template),
+            source: RouteSource::of(source, path),
         })
         .collect()
 }
@@ -205,15 +232,16 @@ impl RouteKey {
 }
 
 impl RouteSource {
-    /// Where the route with path `template` (`None`: the default route) reads `source`.
-    pub(crate) fn of(source: &Source, template: Option<&str>) -> Self {
+    /// Where the route with path `path` (`None`: the default route) reads `source`.
+    pub(crate) fn of(source: &Source, path: Option<RoutePath<'_>>) -> Self {
         match source {
             Source::PeerIp => RouteSource::PeerIp,
             Source::Header(name) => RouteSource::Header(name.clone()),
             Source::Query(name) => RouteSource::Query(name.clone()),
-            Source::Path(name) => {
-                RouteSource::Segment(template.and_then(|t| path_segment(t, name)))
-            }
+            Source::Path(name) => RouteSource::Segment {
+                index: path.and_then(|path| path_segment(path.template, name)),
+                any_case: path.is_some_and(|path| path.any_case),
+            },
         }
     }
 
@@ -233,7 +261,7 @@ impl RouteSource {
             RouteSource::Query(name) => (uri.query())
                 .is_some_and(|query| query_repeated(query, name))
                 .then(|| format!("query:{name}")),
-            RouteSource::PeerIp | RouteSource::Segment(_) => None,
+            RouteSource::PeerIp | RouteSource::Segment { .. } => None,
         }
     }
 
@@ -249,11 +277,19 @@ impl RouteSource {
             }
             RouteSource::Header(name) => header_value(&parts.headers, name),
             RouteSource::Query(name) => query_value(parts.uri.query()?, name).map(Cow::into_owned),
-            RouteSource::Segment(index) => {
+            RouteSource::Segment { index, any_case } => {
                 // Read from the path the request was routed by.
                 let path = crate::proxy::routable_path(parts.uri.path());
                 let segment = path.strip_prefix('/')?.split('/').nth((*index)?)?;
-                (!segment.is_empty()).then(|| segment.to_owned())
+                if segment.is_empty() {
+                    return None;
+                }
+                // A route matched in any case: so are its keys (ASCII, as routes match).
+                Some(if *any_case {
+                    segment.to_ascii_lowercase()
+                } else {
+                    segment.to_owned()
+                })
             }
         }
     }
@@ -401,7 +437,7 @@ mod tests {
                 ("path:id", OnMissing::Pass),
                 ("peer_ip", OnMissing::Pass),
             ],
-            Some("/users/{id}/orders"),
+            Some("/users/{id}/orders".into()),
         );
         let request = request(
             "/users/42/orders?x=1&user=a%20b+c&user=second",

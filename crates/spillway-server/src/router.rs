@@ -65,13 +65,23 @@ impl Pattern {
     /// `/` as it matches the path without it (`/users/7/` as `/users/7`), as most servers
     /// route them, so that the `/` cannot take a request past the route's limits.
     pub fn matches(&self, path: &str) -> bool {
+        self.matches_in(path, Case::Sensitive)
+    }
+
+    /// Whether `path` matches, its letters compared as `case` says (ASCII letters: a path in
+    /// normal form writes every other byte percent-encoded).
+    pub fn matches_in(&self, path: &str, case: Case) -> bool {
+        let same = |a: &str, b: &str| match case {
+            Case::Sensitive => a == b,
+            Case::Insensitive => a.eq_ignore_ascii_case(b),
+        };
         match self {
             Pattern::Prefix(prefix) => {
                 prefix.is_empty()
-                    || path == prefix
-                    || path
-                        .strip_prefix(prefix.as_str())
-                        .is_some_and(|rest| rest.starts_with('/'))
+                    || same(path, prefix)
+                    || (path.get(..prefix.len())).is_some_and(|head| {
+                        same(head, prefix) && path[prefix.len()..].starts_with('/')
+                    })
             }
             Pattern::Template { segments, rest } => {
                 let Some(path) = path.strip_prefix('/') else {
@@ -80,7 +90,7 @@ impl Pattern {
                 let mut parts = path.split('/');
                 for segment in segments {
                     match (parts.next(), segment) {
-                        (Some(part), Some(literal)) if part == literal => {}
+                        (Some(part), Some(literal)) if same(part, literal) => {}
                         (Some(part), None) if !part.is_empty() => {}
                         _ => return false,
                     }
@@ -96,10 +106,30 @@ impl Pattern {
     }
 }
 
+/// How a route's path compares letters (`case_sensitive`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// Letter by letter (the default).
+    Sensitive,
+    /// ASCII letters in any case.
+    Insensitive,
+}
+
+impl Case {
+    /// A route's `case_sensitive`.
+    pub fn of(case_sensitive: bool) -> Self {
+        if case_sensitive {
+            Case::Sensitive
+        } else {
+            Case::Insensitive
+        }
+    }
+}
+
 /// The routes, compiled.
 #[derive(Debug, Clone)]
 pub struct Router {
-    routes: Vec<(Pattern, Vec<Method>, usize)>,
+    routes: Vec<(Pattern, Case, Vec<Method>, usize)>,
 }
 
 impl Router {
@@ -117,7 +147,7 @@ impl Router {
                     .iter()
                     .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
                     .collect();
-                Some((pattern, methods, index))
+                Some((pattern, Case::of(route.case_sensitive), methods, index))
             })
             .collect();
         Self { routes }
@@ -127,8 +157,10 @@ impl Router {
     pub fn find(&self, method: &Method, path: &str) -> Option<usize> {
         self.routes
             .iter()
-            .find(|(pattern, methods, _)| method_matches(methods, method) && pattern.matches(path))
-            .map(|&(_, _, index)| index)
+            .find(|(pattern, case, methods, _)| {
+                method_matches(methods, method) && pattern.matches_in(path, *case)
+            })
+            .map(|&(_, _, _, index)| index)
     }
 }
 
@@ -184,6 +216,21 @@ mod tests {
                 && !files.matches("/files")
                 && !files.matches("/files/")
         );
+    }
+
+    #[test]
+    fn a_route_in_any_case_matches_every_spelling_of_its_letters() {
+        let any = Case::Insensitive;
+        let api = Pattern::parse("/api/Orders").unwrap();
+        assert!(api.matches_in("/API/orders", any) && api.matches_in("/api/ORDERS/7", any));
+        assert!(!api.matches("/API/orders") && api.matches("/api/Orders/7"));
+        assert!(!api.matches_in("/api/ordersx", any) && !api.matches_in("/apí/orders", any));
+        let user = Pattern::parse("/users/{id}/orders").unwrap();
+        assert!(user.matches_in("/USERS/Alice/Orders/", any));
+        assert!(!user.matches("/USERS/alice/orders"));
+        // A prefix shorter than a multi-byte path, cut inside a character, is no match.
+        let short = Pattern::parse("/ab").unwrap();
+        assert!(!short.matches_in("/aé", any));
     }
 
     #[test]

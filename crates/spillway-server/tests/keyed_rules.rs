@@ -147,6 +147,38 @@ async fn an_http2_value_padded_with_whitespace_is_refused() {
     );
 }
 
+/// A route for an upstream that routes paths in any case (`case_sensitive = false`): every
+/// spelling of its letters takes the route and meets its limits, and a key read from its path
+/// is read in lower case. A route matched case by case leaves other spellings to the default
+/// route, as its upstream would not serve them.
+#[tokio::test(start_paused = true)]
+async fn a_route_in_any_case_limits_every_spelling_of_its_path() {
+    let routes = ROUTES.replace(
+        "path = \"/users/{id}/orders\"",
+        "path = \"/users/{id}/orders\"\ncase_sensitive = false",
+    );
+    let rules =
+        "[[keyed]]\nid = \"per-id\"\nresource = \"users\"\nkey = \"path:id\"\ncount = 2\n\n\
+                 [[flow]]\nid = \"search\"\nresource = \"search\"\ncount = 1\n";
+    let h = Harness::start(&format!("{routes}\n{rules}")).await;
+    let proxy = h.proxy;
+    let mut admitted_total = 0;
+    for spelling in [
+        "/users/Alice/orders",
+        "/USERS/alice/ORDERS",
+        "/Users/ALICE/Orders/",
+        "/users/aLiCe/orders",
+    ] {
+        admitted_total += admitted(proxy, spelling, &[], 1).await;
+    }
+    assert_eq!(admitted_total, 2, "one key, `alice`, whatever the spelling");
+    assert_eq!(admitted(proxy, "/users/bob/orders", &[], 3).await, 2);
+    // `/search` is matched case by case: `/SEARCH` is not its route (the default route,
+    // which has no upstream here, answers 404).
+    assert_eq!(admitted(proxy, "/search", &[], 2).await, 1);
+    assert_eq!(get(proxy, "/SEARCH", &[]).await.0, StatusCode::NOT_FOUND);
+}
+
 /// An HTTP/2 request may have as many header fields as an HTTP/1.1 one (100 with `Host`,
 /// hyper's cap there): past it, 431. Cookies sent one a field count as one `Cookie` line.
 #[tokio::test(start_paused = true)]

@@ -480,6 +480,12 @@ pub struct Route {
     /// A path prefix (`/api`: `/api` and `/api/...`) or a template with `{name}` segments and
     /// an optional final `{*rest}` (`/users/{id}`).
     pub path: String,
+    /// Whether `path` matches only in its own case (the default, as most servers route); `false`
+    /// for an upstream that routes paths in any case (IIS, ASP.NET, a case-insensitive file
+    /// system): `/API/Orders` then takes this route, and its limits, as `/api/orders` does,
+    /// and keys read from its path segments are read in lower case.
+    #[serde(default = "default_case_sensitive")]
+    pub case_sensitive: bool,
     /// The upstream it goes to.
     pub upstream: String,
     /// Dubbo's TPS limit for the route.
@@ -497,6 +503,10 @@ pub struct Route {
     /// The deadline of its requests that give none (`grpc-timeout`, `[deadline] header`).
     #[serde(default, with = "humantime_serde")]
     pub deadline: Option<Duration>,
+}
+
+fn default_case_sensitive() -> bool {
+    true
 }
 
 /// Where requests no route matches go.

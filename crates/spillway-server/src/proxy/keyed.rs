@@ -42,7 +42,7 @@ impl Table {
             .iter_mut()
             .chain(std::iter::once(&mut table.default))
         {
-            let keys = crate::keyed::route_keys(&plan, &route.resource, route.template.as_deref());
+            let keys = crate::keyed::route_keys(&plan, &route.resource, route.path());
             *route = route.clone().with_keys(keys);
         }
         table.keyed_sources = super::table::keyed_sources(&rules);

@@ -15,6 +15,8 @@ pub(crate) struct RouteInfo {
     pub(crate) resource: String,
     /// Its path template (`None`: the default route's), which `path:NAME` keys read.
     pub(crate) template: Option<String>,
+    /// Whether its path matches in any case (`case_sensitive = false`).
+    pub(crate) any_case: bool,
     pub(crate) upstream: Option<Arc<super::client::Upstream>>,
     pub(crate) tps: Option<TpsConfig>,
     pub(crate) executes: Option<u32>,
@@ -50,6 +52,7 @@ impl RouteInfo {
         Self {
             resource,
             template: None,
+            any_case: false,
             upstream,
             tps: None,
             executes: None,
@@ -60,6 +63,17 @@ impl RouteInfo {
             reads_peer: false,
             claims: None,
         }
+    }
+
+    /// Its path, as its keys read segments of it (`None`: the default route's, which has
+    /// none).
+    pub(crate) fn path(&self) -> Option<crate::keyed::RoutePath<'_>> {
+        self.template
+            .as_deref()
+            .map(|template| crate::keyed::RoutePath {
+                template,
+                any_case: self.any_case,
+            })
     }
 
     /// With its requests' claims read by `claims`.
@@ -203,25 +217,24 @@ impl Table {
             .iter()
             .map(|route| {
                 let route = route.get_ref();
-                RouteInfo {
+                let info = RouteInfo {
                     tps: route.tps.map(|tps| TpsConfig::new(tps.rate, tps.interval)),
                     executes: route.executes,
                     actives: route.actives.map(|a| (a.max, a.timeout)),
                     template: Some(route.path.clone()),
+                    any_case: !route.case_sensitive,
                     ..RouteInfo::new(route.resource.clone(), upstream(&route.upstream))
-                }
-                .with_keys(crate::keyed::route_keys(
-                    &plan,
-                    &route.resource,
-                    Some(&route.path),
-                ))
-                .with_claims(crate::claims::RouteClaims::new(
+                };
+                let path = info.path();
+                let keys = crate::keyed::route_keys(&plan, &route.resource, path);
+                let claims = crate::claims::RouteClaims::new(
                     config,
                     &route.resource,
-                    Some(&route.path),
+                    path,
                     route.criticality,
                     route.deadline,
-                ))
+                );
+                info.with_keys(keys).with_claims(claims)
             })
             .collect();
         let mut default = match &config.default {
