@@ -49,6 +49,7 @@ mod body;
 mod claims;
 mod config;
 mod decide;
+mod dropped;
 mod fields;
 mod future;
 mod layer;
@@ -64,6 +65,7 @@ pub use blocked::{
 };
 pub use body::ResponseBody;
 pub use claims::parse_millis;
+pub use dropped::OnDropped;
 pub use fields::{admitted_fields, RateLimitFields};
 pub use future::ResponseFuture;
 pub use layer::SpillwayLayer;

@@ -115,6 +115,8 @@ pub(super) struct Config {
     pub(super) route_check: Option<Arc<super::route_check::RouteCheck>>,
     /// How a request's criticality, tenant and deadline are read.
     pub(super) claims: super::claims::Claims,
+    /// What a call whose future is dropped before its response head counts.
+    pub(super) on_dropped: super::OnDropped,
 }
 
 impl fmt::Debug for Config {

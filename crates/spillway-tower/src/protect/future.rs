@@ -23,10 +23,22 @@ pin_project! {
     /// request.
     ///
     /// Dropped while it waits, it gives the queue slot back and leaves the adaptive queue;
-    /// dropped while the service runs, the entry completes.
+    /// dropped while the service runs, the entry ends as
+    /// [`on_dropped`](super::SpillwayLayer::on_dropped) says (by default it completes).
     pub struct ResponseFuture<F, S, R> {
         #[pin]
         state: State<F, S, R>,
+    }
+
+    impl<F, S, R> PinnedDrop for ResponseFuture<F, S, R> {
+        fn drop(this: Pin<&mut Self>) {
+            // An entry still held: the service had not answered.
+            if let StateProj::Calling { entry: Some(entry), on_dropped, .. } =
+                this.project().state.project()
+            {
+                on_dropped.mark(entry);
+            }
+        }
     }
 }
 
@@ -51,6 +63,7 @@ pin_project! {
             shadowed: Option<Box<BlockError>>,
             // The rate-limit fields of an admitted response, when the layer sends them.
             fields: Option<Box<http::HeaderMap>>,
+            on_dropped: super::OnDropped,
         },
         Answered {
             // Boxed, likewise: a response head is larger than the calling state.
@@ -96,7 +109,18 @@ where
         service: &mut S,
         config: &Arc<Config>,
     ) -> Self {
-        let state = match next {
+        Self {
+            state: Self::state_of(next, service, config),
+        }
+    }
+
+    /// The state that carries out `next` with `service`.
+    fn state_of(
+        next: Next<http::Request<ReqB>>,
+        service: &mut S,
+        config: &Arc<Config>,
+    ) -> State<F, S, http::Request<ReqB>> {
+        match next {
             Next::Call {
                 request,
                 entry,
@@ -108,6 +132,7 @@ where
                 classify: config.classify.clone(),
                 shadowed,
                 fields,
+                on_dropped: config.on_dropped,
             },
             Next::Wait(admission, request) => State::Waiting {
                 waiting: Box::new(Waiting {
@@ -122,8 +147,7 @@ where
             Next::Answer(response) => State::Answered {
                 response: Some(Box::new(response)),
             },
-        };
-        Self { state }
+        }
     }
 
     /// Waits for `resource`'s cluster rules to be ready, then enters and calls.
@@ -181,8 +205,8 @@ where
                     let admission = admit(&config, head);
                     let request = http::Request::from_parts(parts, body);
                     let next = decide(&config, admission, request, readying.may_wait);
-                    let next = ResponseFuture::start(next, &mut service, &config);
-                    this.state.set(next.state);
+                    let next = ResponseFuture::state_of(next, &mut service, &config);
+                    this.state.set(next);
                 }
                 StateProj::Waiting { waiting } => {
                     let admitted = ready!(waiting.admitting.as_mut().poll(cx));
@@ -194,8 +218,8 @@ where
                         .map_err(super::admit::Refused::Blocked);
                     let config = Arc::clone(&waiting.config);
                     let next = decide(&config, admission, request, false);
-                    let next = ResponseFuture::start(next, &mut service, &config);
-                    this.state.set(next.state);
+                    let next = ResponseFuture::state_of(next, &mut service, &config);
+                    this.state.set(next);
                 }
                 StateProj::Calling {
                     future,
@@ -203,6 +227,7 @@ where
                     classify,
                     shadowed,
                     fields,
+                    ..
                 } => {
                     let result = ready!(future.poll(cx));
                     let mut entry = entry.take();

@@ -64,6 +64,7 @@ impl SpillwayLayer {
                 admitted: RateLimitFields::None,
                 route_check: None,
                 claims: Default::default(),
+                on_dropped: Default::default(),
             }),
         }
     }
@@ -411,6 +412,29 @@ impl SpillwayLayer {
         is_error: impl Fn(StatusCode, &HeaderMap) -> bool + Send + Sync + 'static,
     ) -> Self {
         self.with(|config| config.classify = Some(Arc::new(is_error)))
+    }
+
+    /// What a call counts when its response future is dropped before the service answers (its
+    /// caller gave up): by default it completes as a success timed to the drop. Under an outer
+    /// timeout, [`OnDropped::Fail`](super::OnDropped::Fail) counts it as a failure and an
+    /// adaptive limit's drop; where the server drops requests whose clients left,
+    /// [`OnDropped::Abandon`](super::OnDropped::Abandon) counts nothing but its pass.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway_tower::protect::OnDropped;
+    /// use spillway_tower::SpillwayLayer;
+    /// use std::time::Duration;
+    ///
+    /// // A call the timeout cuts short is a failure, and shrinks an adaptive limit.
+    /// let layer = tower::ServiceBuilder::new()
+    ///     .layer(tower::timeout::TimeoutLayer::new(Duration::from_secs(2)))
+    ///     .layer(SpillwayLayer::new(spillway::Spillway::new()).on_dropped(OnDropped::Fail));
+    /// # let _ = layer;
+    /// ```
+    pub fn on_dropped(self, on_dropped: super::OnDropped) -> Self {
+        self.with(|config| config.on_dropped = on_dropped)
     }
 
     /// The response of a blocked request, instead of the default.
