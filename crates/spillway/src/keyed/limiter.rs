@@ -259,9 +259,7 @@ impl KeyedLimiter {
         }
         drop(ways);
         let window = now_ms / self.duration_ms;
-        let (now, before) = self
-            .passed
-            .counts(Cells::of(key, self.seen.width()), window);
+        let (now, before) = self.passes(Cells::of(key, self.seen.width()), window, limit);
         Some((
             limit,
             limit.saturating_sub(self.recent(now, before, now_ms)),
@@ -389,12 +387,30 @@ impl KeyedLimiter {
             return passed_now;
         }
         let rest = self.duration_ms - now_ms % self.duration_ms;
-        // Counts are at most `FULL` (2^56) and a duration at most 86,400,000 ms: a saturated
-        // product only refuses.
+        // Saturating throughout: a count bounded by `passes` may be as large as a burst; a
+        // saturated sum only refuses.
         let before = passed_before
             .saturating_mul(rest)
             .div_ceil(self.duration_ms);
         passed_now.saturating_add(before)
+    }
+
+    /// The passes of the key in `cells` in `window` and the one before, by the sketch. A count
+    /// past what a cell holds (read as [`FULL`](super::sketch::FULL)) is taken as the most a
+    /// key of `limit` can pass in a window, `2 × (limit + burst)` (a full bucket and one
+    /// refill; a pacing rule passes fewer): never less than the truth, and a key whose count
+    /// passed a cell's then waits as one that passed that much would, not a whole window more.
+    fn passes(&self, cells: Cells, window: u64, limit: u64) -> (u64, u64) {
+        let most = limit.saturating_add(self.burst).saturating_mul(2);
+        let bound = |count: u64| {
+            if count >= super::sketch::FULL {
+                most
+            } else {
+                count
+            }
+        };
+        let (now, before) = self.passed.counts(cells, window);
+        (bound(now), bound(before))
     }
 
     /// A key without a place: at most `limit` passes over the last `duration`, by the sketch.
@@ -407,9 +423,8 @@ impl KeyedLimiter {
         window: u64,
     ) -> Decision {
         self.sketched.fetch_add(1, Ordering::Relaxed);
-        let (now, before) = self.passed.counts(cells, window);
-        // Counts may read as `FULL` (2^56): no overflow.
-        if self.recent(now, before, now_ms) + u64::from(acquire) > limit {
+        let (now, before) = self.passes(cells, window, limit);
+        if (self.recent(now, before, now_ms)).saturating_add(u64::from(acquire)) > limit {
             return Decision::Block;
         }
         self.passed.add(cells, window, u64::from(acquire));
@@ -467,7 +482,7 @@ impl KeyedLimiter {
             }
         };
         let (seen_now, seen_before) = self.seen.counts(cells, window);
-        let (passed_now, passed_before) = self.passed.counts(cells, window);
+        let (passed_now, passed_before) = self.passes(cells, window, limit);
         // This call is the only one the sketches saw: a new key, which starts as Sentinel's
         // do (set by the check). Otherwise, never as fresh: `limit` less what it passed.
         let fresh = seen_now + seen_before <= 1 && passed_now + passed_before == 0;

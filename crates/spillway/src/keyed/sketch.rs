@@ -17,8 +17,8 @@ const COUNT_MAX: u64 = (1 << COUNT_BITS) - 1;
 
 /// How a count the cell could not hold reads (a saturated one, `COUNT_MAX`, or one no longer
 /// kept): more than any limit (a key's count is at most 2^32 − 1), with room to add to without
-/// overflow. So a key whose cells saturate is refused, never let through unlimited: under a rule
-/// of 20,000,000 calls a day, a key without a place passes at most 16,777,215 in a day.
+/// overflow. So a key whose cells saturate is refused, never let through unlimited (the
+/// limiter takes it as the most the key can pass in a window: see `KeyedLimiter::passes`).
 pub(crate) const FULL: u64 = 1 << 56;
 const WINDOW_MASK: u64 = (1 << WINDOW_BITS) - 1;
 

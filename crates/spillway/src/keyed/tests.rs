@@ -441,8 +441,22 @@ fn a_key_without_a_place_past_what_a_sketch_cell_holds_is_refused() {
             passed += 1;
         }
     }
-    // 17 x 1,000,000 pass; the 17th saturates its cells, which then read as full.
+    // 17 x 1,000,000 pass; the 17th saturates its cells, which then read as the most a key
+    // can pass in a window, twice the count: refused for the rest of the day.
     assert_eq!(passed, 17);
+    // The next day, the previous day's count weighs as 40,000,000 spread over it: refused
+    // while more than 19,000,000 of it lies within a day of now, passing again after that,
+    // not a whole day later.
+    let day = 86_400_000;
+    assert_eq!(limiter.decide(k, 1_000_000, at(day + 1_000)).0, Block);
+    assert_eq!(
+        limiter.decide(k, 1_000_000, at(day + day * 52 / 100)).0,
+        Block
+    );
+    assert_eq!(
+        limiter.decide(k, 1_000_000, at(day + day * 53 / 100)).0,
+        Pass
+    );
 }
 
 #[test]
