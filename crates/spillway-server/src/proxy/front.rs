@@ -78,10 +78,16 @@ pub(crate) fn front<'t, B>(
             request.headers_mut().insert(http::header::HOST, host);
         }
     }
+    if request.version() == http::Version::HTTP_2 {
+        // HTTP/2 sends each cookie as a field of its own; they are one `Cookie` line, joined
+        // with `; `, as HTTP/1.1 sends them (RFC 9113 section 8.2.3): an HTTP/1.1 upstream
+        // may read only the first of several.
+        join_cookies(request.headers_mut());
+    }
     // As many header fields as an HTTP/1.1 request may have (hyper's cap there, `Host`
     // included), so that an upstream is never sent more over one protocol than the other
     // allows.
-    if request.version() == http::Version::HTTP_2 && fields(request.headers()) > MAX_HEADERS {
+    if request.version() == http::Version::HTTP_2 && request.headers().len() > MAX_HEADERS {
         let resource = table.default.resource.as_str();
         let text = format!("more than {MAX_HEADERS} header fields\n");
         let status = StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
@@ -137,18 +143,28 @@ pub(crate) fn front<'t, B>(
     Ok((fronted, request))
 }
 
-/// The name of a header whose value starts or ends with a space or a tab, if any.
 /// The most header fields a request may have: hyper's cap on an HTTP/1.1 head (past it, 431),
 /// held to on HTTP/2 too.
 pub(crate) const MAX_HEADERS: usize = 100;
 
-/// A request's header fields as HTTP/1.1 would carry them: HTTP/2's cookie fields (one a
-/// cookie, as browsers send them, RFC 9113 section 8.2.3) are one `Cookie` line.
-fn fields(headers: &http::HeaderMap) -> usize {
-    let cookies = headers.get_all(http::header::COOKIE).iter().count();
-    headers.len() - cookies.saturating_sub(1)
+/// Joins the `Cookie` fields of `headers` into one, with `; ` between them.
+fn join_cookies(headers: &mut http::HeaderMap) {
+    let cookies = headers.get_all(http::header::COOKIE);
+    if cookies.iter().nth(1).is_none() {
+        return;
+    }
+    let joined = cookies
+        .iter()
+        .map(http::HeaderValue::as_bytes)
+        .collect::<Vec<_>>()
+        .join(&b"; "[..]);
+    // Joined from valid values with `; `: valid.
+    if let Ok(joined) = http::HeaderValue::from_bytes(&joined) {
+        headers.insert(http::header::COOKIE, joined);
+    }
 }
 
+/// The name of a header whose value starts or ends with a space or a tab, if any.
 fn padded_value(headers: &http::HeaderMap) -> Option<&http::HeaderName> {
     let padded = |byte: Option<&u8>| matches!(byte, Some(b' ' | b'\t'));
     headers.iter().find_map(|(name, value)| {
