@@ -34,19 +34,30 @@ struct Places {
     open: usize,
     next: u64,
     /// The connections that have not shown the token, oldest first: their number, their
-    /// peer's address, and what closes each.
+    /// peer's network ([`network`]), and what closes each.
     pending: VecDeque<(u64, IpAddr, Arc<Eviction>)>,
 }
 
 impl Places {
-    /// Which pending connection makes room: the oldest of the peer address that holds the
-    /// most pending places, so that a flood from one address (or a few) evicts only its own,
-    /// never the operator's connection from another, however long its head takes to come.
+    /// Which pending connection makes room: the oldest of the peer network that holds the
+    /// most pending places, so that a flood from one address (or a few, or every address of
+    /// one IPv6 /64) evicts only its own, never the operator's connection from another,
+    /// however long its head takes to come.
     fn to_evict(&self) -> Option<usize> {
         let held = |ip: &IpAddr| self.pending.iter().filter(|(_, at, _)| at == ip).count();
         let most = self.pending.iter().map(|(_, ip, _)| held(ip)).max()?;
         // Oldest first: the first of an address holding the most.
         self.pending.iter().position(|(_, ip, _)| held(ip) == most)
+    }
+}
+
+/// The network a peer's pending places are counted by: an IPv4 address itself, an IPv6
+/// address's /64 (one host may use any address of its /64), as `peer_ip` keys clients by
+/// default.
+fn network(peer: IpAddr) -> IpAddr {
+    match peer.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 => v4,
     }
 }
 
@@ -128,7 +139,9 @@ impl Gate {
         let id = places.next;
         places.next += 1;
         let eviction = Arc::new(Eviction::default());
-        places.pending.push_back((id, peer, Arc::clone(&eviction)));
+        places
+            .pending
+            .push_back((id, network(peer), Arc::clone(&eviction)));
         Admitted::Seat(Seat {
             gate: Arc::clone(self),
             id,
@@ -315,6 +328,28 @@ mod tests {
         drop(flood);
         operator.trust();
         assert_eq!(pending(&gate), 0);
+    }
+
+    #[test]
+    fn a_flood_from_every_address_of_one_64_evicts_only_its_own() {
+        let gate = gate(64, 16);
+        let operator = seat(gate.admit("2001:db8:0:1::1".parse().unwrap()));
+        let flood: Vec<Seat> = (1..=1_000u16)
+            .map(|n| {
+                let peer = std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 2, n, 0, 0, n);
+                seat(gate.admit(IpAddr::V6(peer)))
+            })
+            .collect();
+        assert_eq!(evicted(&gate), 1_000 - 15);
+        assert!(
+            !operator.eviction.done.load(Ordering::Acquire),
+            "the operator's connection, from another /64, kept its place"
+        );
+        drop(flood);
+        assert_eq!(
+            network("::ffff:10.0.0.1".parse().unwrap()),
+            IpAddr::from([10, 0, 0, 1])
+        );
     }
 
     #[test]
