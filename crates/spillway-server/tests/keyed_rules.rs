@@ -554,7 +554,7 @@ fn keys_written_by_hand_for_peer_ip_are_checked_against_the_prefixes() {
         .unwrap_err()
         .to_string();
     for expected in [
-        "`keyed[0].exceptions[1].key`: `2001:db8::1` is never a client's key: clients are keyed by network (IPv6 clients by their /64); write `2001:db8::/64`",
+        "`keyed[0].exceptions[1].key`: `2001:db8::1` is never a client's key (IPv6 clients are keyed by their /64 network); write `2001:db8::/64`",
         "`criticality.rule[0].values`: value 1: `vip` is not an address or a network",
     ] {
         assert!(err.contains(expected), "no `{expected}` in:\n{err}");

@@ -94,12 +94,13 @@ impl PeerIpPrefixes {
 
     /// Whether `text`, as a per-key rule's exception or a value to match, names a key these
     /// prefixes make; if not, why, with the key it should be written as when it names an
-    /// address or a network.
+    /// address or a network within one key.
     ///
     /// # Errors
     ///
-    /// `2001:db8::1` under a /64: "is not a key: ... write `2001:db8::/64`"; `vip`: not an
-    /// address.
+    /// `2001:db8::1` under a /64: "is never a client's key: ... write `2001:db8::/64`"; a
+    /// network wider than a key (`2001:db8::/48` under a /64), which no one key covers; `vip`:
+    /// not an address.
     ///
     /// # Examples
     ///
@@ -113,26 +114,46 @@ impl PeerIpPrefixes {
     /// assert!(prefixes.check_key("vip").is_err());
     /// ```
     pub fn check_key(self, text: &str) -> Result<(), String> {
-        let address = text.parse::<IpAddr>().ok().or_else(|| {
-            let net = text.parse::<ipnet::IpNet>().ok()?;
-            Some(net.addr())
-        });
-        let Some(address) = address else {
-            return Err(format!(
-                "`{text}` is not an address or a network, so it is never a client's key"
-            ));
+        let (address, length) = match text.parse::<IpAddr>() {
+            Ok(address) => (address, None),
+            Err(_) => match text.parse::<ipnet::IpNet>() {
+                Ok(net) => (net.addr(), Some(net.prefix_len())),
+                Err(_) => {
+                    return Err(format!(
+                        "`{text}` is not an address or a network, so it is never a client's key"
+                    ))
+                }
+            },
         };
         let key = self.key(address);
         if key == text {
             return Ok(());
         }
-        let length = match address.to_canonical() {
-            IpAddr::V4(_) => format!("IPv4 clients by their /{}", self.v4),
-            IpAddr::V6(_) => format!("IPv6 clients by their /{}", self.v6),
+        // The key's length in the bits `text` is written in (an IPv4 address written as IPv6
+        // has 96 more), and how clients of its family are keyed.
+        let mapped = matches!(address, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some());
+        let (keyed, keyed_as) = match address {
+            IpAddr::V4(_) => (self.v4, keyed_as("IPv4", self.v4, 32)),
+            IpAddr::V6(_) if mapped => (self.v4 + 96, keyed_as("IPv4", self.v4, 32)),
+            IpAddr::V6(_) => (self.v6, keyed_as("IPv6", self.v6, 128)),
         };
+        if length.is_some_and(|length| length < keyed) {
+            return Err(format!(
+                "`{text}` is a wider network than one client's key ({keyed_as}), and no one key covers it: name each key, or key clients by wider networks"
+            ));
+        }
         Err(format!(
-            "`{text}` is never a client's key: clients are keyed by network ({length}); write `{key}`"
+            "`{text}` is never a client's key ({keyed_as}); write `{key}`"
         ))
+    }
+}
+
+/// How clients of `family` are keyed at `length` of `full` bits.
+fn keyed_as(family: &str, length: u8, full: u8) -> String {
+    if length == full {
+        format!("{family} clients are keyed by their address")
+    } else {
+        format!("{family} clients are keyed by their /{length} network")
     }
 }
 
@@ -214,16 +235,33 @@ mod tests {
             assert_eq!(default.check_key(good), Ok(()), "{good}");
         }
         let cases = [
-            ("2001:db8:1:2::9", "`2001:db8:1:2::/64`"),
-            ("2001:db8:1:2::9/64", "`2001:db8:1:2::/64`"),
-            ("2001:db8::/48", "`2001:db8::/64`"),
-            ("2001:DB8:1:2::/64", "`2001:db8:1:2::/64`"),
-            ("192.0.2.7/32", "`192.0.2.7`"),
-            ("::ffff:192.0.2.7", "`192.0.2.7`"),
+            (
+                "2001:db8:1:2::9",
+                "(IPv6 clients are keyed by their /64 network); write `2001:db8:1:2::/64`",
+            ),
+            ("2001:db8:1:2::9/64", "write `2001:db8:1:2::/64`"),
+            ("2001:db8:1:2::/80", "write `2001:db8:1:2::/64`"),
+            ("2001:DB8:1:2::/64", "write `2001:db8:1:2::/64`"),
+            (
+                "192.0.2.7/32",
+                "(IPv4 clients are keyed by their address); write `192.0.2.7`",
+            ),
+            (
+                "::ffff:192.0.2.7",
+                "(IPv4 clients are keyed by their address); write `192.0.2.7`",
+            ),
         ];
         for (text, write) in cases {
             let why = default.check_key(text).unwrap_err();
             assert!(why.contains(write), "{text}: {why}");
+        }
+        // A network wider than a key is not one key: no spelling is offered.
+        for wide in ["2001:db8::/48", "10.0.0.0/8", "::ffff:10.0.0.0/104"] {
+            let why = default.check_key(wide).unwrap_err();
+            assert!(
+                why.contains("wider network") && !why.contains("write"),
+                "{wide}: {why}"
+            );
         }
         assert!(default
             .check_key("vip")
