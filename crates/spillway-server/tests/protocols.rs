@@ -349,12 +349,16 @@ async fn a_grpc_call_passes_through_and_a_limit_answers_resource_exhausted() {
     let resource = p.spillway.resource("app").unwrap();
     assert_eq!(resource.stats().total_error, 0);
 
-    // A gRPC error status (NOT_FOUND, trailers-only under HTTP 200) is an error.
-    let status = step("unknown", client.check(check("no.Such")))
-        .await
-        .unwrap_err();
-    assert_eq!(status.code(), tonic::Code::NotFound);
-    assert_eq!(resource.stats().total_error, 1);
+    // A status of the caller's fault (NOT_FOUND, trailers-only under HTTP 200) is no error,
+    // as a 4xx is none: a client earning many opens no breaker for the others.
+    for _ in 0..12 {
+        let status = step("unknown", client.check(check("no.Such")))
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::NotFound);
+    }
+    assert_eq!(resource.stats().total_error, 0);
+    assert_eq!(resource.stats().total_success, 13);
 
     // A limit: the gRPC client gets RESOURCE_EXHAUSTED with the rule's words.
     p.spillway
@@ -429,20 +433,25 @@ async fn a_grpc_status_in_the_trailers_decides_the_calls_outcome_in_the_metrics_
     assert_eq!(answer.into_inner().status, 0);
     assert_eq!(outcomes(&p), (1, 0));
 
+    // The caller's fault (INVALID_ARGUMENT) in the trailers: no error, as a 4xx.
+    let status = step("invalid", client.check(call("3"))).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+    assert_eq!(outcomes(&p), (2, 0));
+
     let status = step("internal", client.check(call("13")))
         .await
         .unwrap_err();
     assert_eq!(status.code(), tonic::Code::Internal, "{status:?}");
     assert_eq!(
         outcomes(&p),
-        (1, 1),
+        (2, 1),
         "a trailers error is an error, not a success"
     );
 
     // No status at all: gRPC clients see a failed call, and so do the metrics and the entry.
     let status = step("none", client.check(call("none"))).await.unwrap_err();
     assert_ne!(status.code(), tonic::Code::Ok);
-    assert_eq!(outcomes(&p), (1, 2));
+    assert_eq!(outcomes(&p), (2, 2));
     let resource = p.spillway.resource("app").unwrap();
     assert_eq!(resource.stats().total_error, 2);
 }

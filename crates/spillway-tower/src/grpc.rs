@@ -8,9 +8,12 @@
 //! let mut headers = HeaderMap::new();
 //! headers.insert("content-type", HeaderValue::from_static("application/grpc+proto"));
 //! assert!(grpc::is_grpc(&headers));
-//! // A trailers-only response with a status other than OK is an error, under HTTP 200.
+//! // A trailers-only response with a status of the server's fault is an error, under HTTP 200.
 //! headers.insert("grpc-status", HeaderValue::from_static("14"));
 //! assert!(grpc::is_error(StatusCode::OK, &headers, true));
+//! // One of the caller's (INVALID_ARGUMENT) is not, as a 4xx is not.
+//! headers.insert("grpc-status", HeaderValue::from_static("3"));
+//! assert!(!grpc::is_error(StatusCode::OK, &headers, true));
 //! ```
 
 use http::{HeaderMap, HeaderName, StatusCode};
@@ -59,17 +62,45 @@ pub fn status_to_come(headers: &HeaderMap) -> bool {
     over_http2 && !headers.contains_key(GRPC_STATUS)
 }
 
-/// Whether `headers` (or trailers) carry a gRPC status other than 0 (OK).
+/// The gRPC statuses that are the server's fault, as an HTTP 5xx is: UNKNOWN (2),
+/// DEADLINE_EXCEEDED (4), UNIMPLEMENTED (12), INTERNAL (13), UNAVAILABLE (14) and DATA_LOSS
+/// (15), those that gRPC's HTTP mapping (grpc-gateway, Envoy's gRPC-JSON transcoder) answers
+/// with a 5xx. The others (CANCELLED, INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+/// PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE,
+/// UNAUTHENTICATED) say that the server rightly refused what its caller asked, as a 4xx does:
+/// a client can earn as many as it likes, and counted as errors they would let any client
+/// open a breaker for everyone.
+pub const SERVER_FAULTS: [u32; 6] = [2, 4, 12, 13, 14, 15];
+
+/// Whether `headers` (or trailers) carry a gRPC status that is the server's fault
+/// ([`SERVER_FAULTS`]), or one that is no status at all (not a number).
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue};
+/// use spillway_tower::grpc;
+///
+/// let status = |code| {
+///     let mut headers = HeaderMap::new();
+///     headers.insert("grpc-status", HeaderValue::from_static(code));
+///     grpc::has_error_status(&headers)
+/// };
+/// assert!(status("13") && status("14") && status("garbage"));
+/// assert!(!status("0") && !status("3") && !status("16"));
+/// assert!(!grpc::has_error_status(&HeaderMap::new()));
+/// ```
 pub fn has_error_status(headers: &HeaderMap) -> bool {
-    headers
-        .get(GRPC_STATUS)
-        .is_some_and(|status| status.as_bytes() != b"0")
+    headers.get(GRPC_STATUS).is_some_and(|status| {
+        let code = std::str::from_utf8(status.as_bytes())
+            .ok()
+            .and_then(|text| text.parse::<u32>().ok());
+        code.is_none_or(|code| SERVER_FAULTS.contains(&code))
+    })
 }
 
 /// The default classification of a response head: a 5xx status, or (for a gRPC response,
-/// `grpc` being [`is_grpc`] of its headers) a gRPC status other than OK in the headers (a
-/// trailers-only response). A gRPC status in the trailers is checked with
-/// [`has_error_status`] as the body ends.
+/// `grpc` being [`is_grpc`] of its headers) a gRPC status of the server's fault in the
+/// headers (a trailers-only response; see [`SERVER_FAULTS`]). A gRPC status in the trailers
+/// is checked with [`has_error_status`] as the body ends.
 pub fn is_error(status: StatusCode, headers: &HeaderMap, grpc: bool) -> bool {
     status.is_server_error() || (grpc && has_error_status(headers))
 }

@@ -394,8 +394,9 @@ impl SpillwayLayer {
     }
 
     /// Whether a response, by its status and headers, counts as an error for statistics and
-    /// breakers (default: 5xx, or a gRPC status other than OK). An `Err` from the service is
-    /// always an error, and so is a gRPC status other than OK in the trailers.
+    /// breakers (default: 5xx, or a gRPC status of the server's fault,
+    /// [`grpc::SERVER_FAULTS`](crate::grpc::SERVER_FAULTS)). An `Err` from the service is
+    /// always an error, and so is such a gRPC status in the trailers, or none at all.
     ///
     /// # Examples
     ///
