@@ -173,10 +173,12 @@ impl TrustedProxies {
         let lines: Vec<&http::HeaderValue> = headers.get_all(&name).iter().collect();
         let mut nearest = peer;
         for line in lines.into_iter().rev() {
-            let Ok(line) = line.to_str() else {
-                return nearest;
-            };
-            for element in line.rsplit(',') {
+            // Split before decoding: a byte that is not text in an element the client wrote
+            // (`\x80, 203.0.113.9`, as nginx appends to it) must not hide the hop after it.
+            for element in line.as_bytes().rsplit(|byte| *byte == b',') {
+                let Ok(element) = std::str::from_utf8(element) else {
+                    return nearest;
+                };
                 let node = match self.header {
                     ForwardedHeader::XForwardedFor => Some(element.trim()),
                     ForwardedHeader::Forwarded => forwarded_for(element),
@@ -610,6 +612,14 @@ mod tests {
         assert_eq!(trusted.client_ip(ip("10.0.0.1"), &prefixed), ip("1.2.3.4"));
         let garbage = headers(&[("x-forwarded-for", "1.2.3.4, nonsense, 10.0.0.3")]);
         assert_eq!(trusted.client_ip(ip("10.0.0.1"), &garbage), ip("10.0.0.3"));
+        // Bytes that are not text in what the client wrote, on the line the proxy appended to.
+        let mut bytes = request(&[]).headers().clone();
+        let line = http::HeaderValue::from_bytes(b"\x80\xff, 1.2.3.4").unwrap();
+        bytes.insert("x-forwarded-for", line);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &bytes), ip("1.2.3.4"));
+        let line = http::HeaderValue::from_bytes(b"1.2.3.4, \xc3\xa9, 10.0.0.3").unwrap();
+        bytes.insert("x-forwarded-for", line);
+        assert_eq!(trusted.client_ip(ip("10.0.0.1"), &bytes), ip("10.0.0.3"));
         let unknown = headers(&[("forwarded", "for=unknown")]);
         assert_eq!(rfc.client_ip(ip("10.0.0.1"), &unknown), ip("10.0.0.1"));
         // IPv4 written as IPv6 is the same client.
