@@ -59,6 +59,9 @@ pub struct Admin {
     /// other wrote, and one's rules would be lost). Taken on a blocking thread (the file's I/O runs
     /// under it), never across an `.await`.
     writing: Arc<std::sync::Mutex<()>>,
+    /// One `PUT /api/rules` at a time goes to a blocking thread; the others wait here, where a
+    /// client that leaves takes its request with it (no thread waits on the lock for it).
+    put_turn: Arc<tokio::sync::Semaphore>,
     /// When this API was made (for the uptime).
     started: tokio::time::Instant,
     /// Its connections' limits, and who holds their places.
@@ -140,6 +143,7 @@ impl Admin {
             writing: reloader
                 .as_ref()
                 .map_or_else(Arc::default, |reloader| Arc::clone(reloader.writing())),
+            put_turn: Arc::new(tokio::sync::Semaphore::new(1)),
             started: tokio::time::Instant::now(),
             proxy,
             reloader,

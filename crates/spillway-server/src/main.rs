@@ -459,7 +459,11 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            runtime.block_on(serve(path, config))
+            let code = runtime.block_on(serve(path, config));
+            // A blocking task stuck on a hung file (a rules write waiting on its disk) must not
+            // keep the process past its drain: the runtime waits for such tasks 1 s at most.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+            code
         }
         Command::Lab(args) => match runtime.block_on(spillway_server::lab::run(args)) {
             Ok(()) => ExitCode::SUCCESS,

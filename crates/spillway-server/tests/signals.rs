@@ -199,3 +199,62 @@ fn a_reload_warns_of_rules_no_route_produces_as_the_start_does() {
     send("TERM", &child);
     let _ = child.wait();
 }
+
+#[test]
+fn a_write_stuck_on_a_hung_file_does_not_keep_the_process_past_its_drain() {
+    let (port, admin_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, lines) = serve(
+        dir.path(),
+        &format!(
+            "[listener]\nlisten = \"127.0.0.1:{port}\"\ndrain_timeout = \"1s\"\n\
+             [admin]\nlisten = \"127.0.0.1:{admin_port}\"\n"
+        ),
+        None,
+    );
+    wait_for_line(&lines, "spillway listening");
+    // The file becomes a FIFO no one writes to, as a hung disk would hang its reads.
+    let file = dir.path().join("spillway.toml");
+    std::fs::remove_file(&file).unwrap();
+    let made = Command::new("mkfifo").arg(&file).status().unwrap();
+    assert!(made.success());
+    // A persisting write of the rules reads the file first (and the watcher may reload it).
+    std::thread::spawn(move || {
+        let body = r#"{"flow": [{"id": "a", "resource": "r", "count": 1}]}"#;
+        let mut stream = TcpStream::connect(("127.0.0.1", admin_port)).unwrap();
+        let _ = write!(
+            stream,
+            "PUT /api/rules?persist=true HTTP/1.1\r\nHost: 127.0.0.1:{admin_port}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+    });
+    // Opening the FIFO to write waits for a reader: then a read is stuck on it, and stays
+    // stuck while this end is held open and nothing is written.
+    let (opened_tx, opened) = mpsc::channel();
+    let fifo = file.clone();
+    std::thread::spawn(move || {
+        let held = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        let _ = opened_tx.send(held);
+    });
+    let held = opened
+        .recv_timeout(DEADLINE)
+        .expect("a read of the file began");
+    send("TERM", &child);
+    let clock = SystemClock::new();
+    let start = clock.now_nanos();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            !past_deadline(&clock, start),
+            "still running with a read stuck on its file"
+        );
+        std::thread::yield_now();
+    };
+    assert!(status.success(), "{status}");
+    drop(held);
+}

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 /// A `PUT /api/rules` body, read and checked: each kind it holds (in [`KINDS`]' order), with
 /// its rules as given. A kind left out stays as it is.
@@ -69,13 +70,30 @@ impl Admin {
         // The file is written and fsynced off the runtime, as a reload reads it: a slow or
         // hung disk holds this request and the writes after it, never the threads that serve
         // the status, the metrics and the dashboard.
+        // One at a time on a blocking thread: the others wait for their turn here, so that a
+        // hung disk holds one thread, and a request whose client leaves while it waits goes
+        // with it. (One that has begun runs to its end: the file it wrote and the rules in
+        // force must agree.)
+        let Ok(turn) = Arc::clone(&self.put_turn).acquire_owned().await else {
+            let why = "the admin API is closing";
+            return refused("refused", error(StatusCode::SERVICE_UNAVAILABLE, why), why);
+        };
         let this = self.clone();
-        let wrote = tokio::task::spawn_blocking(move || this.write_rules(&who, file, &body));
+        let audited = who.clone();
+        let wrote = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            this.write_rules(&audited, file, &body)
+        });
         match wrote.await {
             Ok(response) => response,
             Err(err) => {
-                let why = format!("the write failed: {err}");
-                error(StatusCode::INTERNAL_SERVER_ERROR, &why)
+                // Some kinds may be in force already: said so in the audit.
+                let why = format!("the write failed part way: {err}");
+                refused(
+                    "failed",
+                    error(StatusCode::INTERNAL_SERVER_ERROR, &why),
+                    &why,
+                )
             }
         }
     }
