@@ -6,14 +6,14 @@ use std::net::{IpAddr, Ipv4Addr};
 
 /// The prefix lengths that make a client's address a key: the key of an IPv4 client is its
 /// /`v4` network, of an IPv6 client its /`v6` network. The default, /32 and /64, keys an IPv4
-/// client by its address and an IPv6 one by the /64 that an ISP, a cloud or a mobile network
-/// gives one subscriber, host or device (RFC 6177): a client that picks a new address from its
-/// /64 for each request is still one key.
+/// client by its address and an IPv6 one by its /64, the smallest block a network gives one
+/// LAN, host or phone (a subscriber may get a /56 or a /48, RFC 6177, and so 256 or 65,536
+/// keys): a client that picks a new address from its /64 for each request is still one key.
 ///
 /// A key is written as the network's first address, with `/` and the length when the length
 /// is shorter than the address: `192.0.2.7`, `198.51.100.0/24`, `2001:db8:1:2::/64`,
-/// `2001:db8::1` (at /128). An IPv4 address written as IPv6 (`::ffff:192.0.2.7`) is the IPv4
-/// address.
+/// `2001:db8::1` (at /128). An IPv6 address that carries an IPv4 client's (`::ffff:192.0.2.7`,
+/// NAT64's `64:ff9b::192.0.2.7`, 6to4, Teredo) is keyed as the IPv4 address.
 ///
 /// # Examples
 ///
@@ -75,9 +75,13 @@ impl PeerIpPrefixes {
         self.v6
     }
 
-    /// The key of a client at `ip`.
+    /// The key of a client at `ip`. An IPv6 address that carries an IPv4 client's (written
+    /// as IPv6, `::ffff:192.0.2.7`; translated by NAT64, `64:ff9b::192.0.2.7`; a 6to4 site's
+    /// `2002:c000:207::/48`; a Teredo client's; the old IPv4-compatible `::192.0.2.7`) is
+    /// keyed as that IPv4 address: one IPv4 client, however it reaches the service, is one
+    /// key, and two are never one.
     pub fn key(self, ip: IpAddr) -> String {
-        match ip.to_canonical() {
+        match client_of(ip) {
             IpAddr::V4(v4) if self.v4 == 32 => v4_text(v4),
             IpAddr::V4(v4) => {
                 let net = Ipv4Net::new(v4, self.v4).map_or(v4, |net| net.network());
@@ -146,6 +150,29 @@ impl PeerIpPrefixes {
             "`{text}` is never a client's key ({keyed_as}); write `{key}`"
         ))
     }
+}
+
+/// The address that names the client at `ip`: the IPv4 address an IPv6 one carries (see
+/// [`PeerIpPrefixes::key`]), or `ip`.
+fn client_of(ip: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = ip.to_canonical() else {
+        return ip.to_canonical();
+    };
+    let bits = u128::from(v6);
+    let low = |shift: u32| Ipv4Addr::from((bits >> shift) as u32);
+    let embedded = match v6.segments() {
+        // NAT64's well-known prefix, 64:ff9b::/96 (RFC 6052).
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(low(0)),
+        // 6to4, 2002:AABB:CCDD::/48 (RFC 3056).
+        [0x2002, ..] => Some(low(80)),
+        // Teredo, 2001::/32: the client's public address, inverted, in the last 32 bits
+        // (RFC 4380).
+        [0x2001, 0, ..] => Some(Ipv4Addr::from(!(bits as u32))),
+        // IPv4-compatible, ::a.b.c.d (RFC 4291, deprecated), but `::` and `::1`.
+        [0, 0, 0, 0, 0, 0, high, _] if high != 0 => Some(low(0)),
+        _ => None,
+    };
+    embedded.map_or(IpAddr::V6(v6), IpAddr::V4)
 }
 
 /// How clients of `family` are keyed at `length` of `full` bits.
@@ -217,6 +244,32 @@ mod tests {
         let narrow = PeerIpPrefixes::new(1, 1).unwrap();
         assert_eq!(narrow.key(ip("200.1.1.1")), "128.0.0.0/1");
         assert_eq!(narrow.key(ip("::1")), "::/1");
+    }
+
+    #[test]
+    fn an_ipv6_address_that_carries_an_ipv4_client_s_is_keyed_as_it() {
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        let default = PeerIpPrefixes::default();
+        for (v6, v4) in [
+            ("64:ff9b::7.7.7.1", "7.7.7.1"),
+            ("64:ff9b::7.7.7.2", "7.7.7.2"),
+            ("2002:606:601::1", "6.6.6.1"),
+            ("2002:606:601:9::7", "6.6.6.1"),
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "192.0.2.45"),
+            ("::8.8.8.1", "8.8.8.1"),
+            ("::ffff:8.8.8.1", "8.8.8.1"),
+        ] {
+            assert_eq!(default.key(ip(v6)), v4, "{v6}");
+            assert_eq!(PeerIpPrefixes::EXACT.key(ip(v6)), v4, "{v6}");
+        }
+        // Not IPv4-compatible: the unspecified and the loopback address; a NAT64 address
+        // under another prefix.
+        assert_eq!(PeerIpPrefixes::EXACT.key(ip("::1")), "::1");
+        assert_eq!(PeerIpPrefixes::EXACT.key(ip("::")), "::");
+        assert_eq!(default.key(ip("64:ff9b:1::7.7.7.1")), "64:ff9b:1::/64");
+        // An exception is written as the key.
+        let why = default.check_key("64:ff9b::7.7.7.1").unwrap_err();
+        assert!(why.contains("write `7.7.7.1`"), "{why}");
     }
 
     #[test]
