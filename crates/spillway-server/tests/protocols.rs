@@ -369,6 +369,48 @@ async fn a_grpc_call_passes_through_and_a_limit_answers_resource_exhausted() {
     assert!(status.message().contains("none"), "{status:?}");
 }
 
+/// An HTTP/2 upstream is sent the client's host as `:authority`, and no `Host` beside it
+/// (RFC 9113 section 8.3.1), as an HTTP/1.1 upstream is sent it as `Host`.
+#[tokio::test]
+async fn an_http2_upstream_is_sent_the_client_s_host_as_its_authority() {
+    let upstream = serve_each(|stream| async move {
+        let service = service_fn(|request: Request<Incoming>| async move {
+            let authority = request.uri().authority().map(|a| a.to_string());
+            let hosts = request.headers().get_all("host").iter().count();
+            let text = format!("{} {hosts}", authority.unwrap_or_default());
+            Ok::<_, Infallible>(Response::new(Full::new(Bytes::from(text))))
+        });
+        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    })
+    .await;
+    let p = proxy(&routed(
+        "",
+        &format!("url = \"http://{upstream}\"\nprotocol = \"http2\""),
+        "",
+    ))
+    .await;
+    // From an HTTP/1.1 client and an HTTP/2 one.
+    let http1: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let request = Request::get(format!("http://{}/x", p.proxy))
+        .header("host", "api.example:8080")
+        .body(Empty::new())
+        .unwrap();
+    let response = step("http1", http1.request(request)).await.unwrap();
+    assert_eq!(body_text(response).await, "api.example:8080 0");
+    let http2: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    // An HTTP/2 client's `:authority` (the proxy's address here) is the upstream's too.
+    let request = Request::get(format!("http://{}/x", p.proxy))
+        .body(Empty::new())
+        .unwrap();
+    let response = step("http2", http2.request(request)).await.unwrap();
+    let text = body_text(response).await;
+    assert_eq!(text, format!("{} 0", p.proxy));
+}
+
 /// A gRPC upstream whose every call answers one empty message and then the status its
 /// request's `x-status` header names (13, INTERNAL, without one) in the trailers, or no status
 /// at all for `x-status: none`: what a unary call that fails after its head looks like.

@@ -127,10 +127,13 @@ impl Pool {
         loop {
             let (sender, reused) = self.checkout().await?;
             let unsent = match sender {
-                Sender::Http2(mut sender) => match sender.try_send_request(request).await {
-                    Ok(response) => return Ok(response),
-                    Err(mut err) => err.take_message().ok_or_else(|| err.into_error())?,
-                },
+                Sender::Http2(mut sender) => {
+                    authority_form(&mut request);
+                    match sender.try_send_request(request).await {
+                        Ok(response) => return Ok(response),
+                        Err(mut err) => err.take_message().ok_or_else(|| err.into_error())?,
+                    }
+                }
                 Sender::Http1(mut sender) => {
                     request_line_form(&mut request);
                     match sender.try_send_request(request).await {
@@ -322,6 +325,24 @@ impl Shared {
                 }
             }
         });
+    }
+}
+
+/// An HTTP/2 request names its host in `:authority` alone (RFC 9113 section 8.3.1: a `Host`
+/// that differs from it is malformed): the client's `Host`, which an HTTP/1.1 upstream is
+/// sent as it is, becomes the authority, and no `Host` is sent. (The connection is the
+/// pool's, to the upstream's own address, whatever the authority says.)
+fn authority_form<B>(request: &mut Request<B>) {
+    let Some(host) = request.headers_mut().remove(http::header::HOST) else {
+        return;
+    };
+    let Ok(authority) = uri::Authority::try_from(host.as_bytes()) else {
+        return;
+    };
+    let mut parts = request.uri().clone().into_parts();
+    parts.authority = Some(authority);
+    if let Ok(uri) = Uri::from_parts(parts) {
+        *request.uri_mut() = uri;
     }
 }
 
