@@ -24,6 +24,7 @@ mod conn;
 pub mod demo;
 pub mod descriptors;
 pub mod feed;
+mod file_stamp;
 mod freed_memory;
 pub mod health;
 pub mod history;

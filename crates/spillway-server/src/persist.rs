@@ -1,6 +1,7 @@
 //! Writing rules changed through the admin API back into the configuration file, keeping the
 //! rest of the file (other sections, comments, layout) as it was.
 
+use crate::file_stamp::FileStamp;
 use std::path::Path;
 use toml_edit::DocumentMut;
 
@@ -30,6 +31,24 @@ fn inline_nested(table: &mut toml_edit::Table) {
 /// in TOML (a kind not given is left as the file has it), then checks the result; the file is
 /// replaced in one rename, and only if the new text is a valid configuration.
 pub(crate) fn write_rules(path: &Path, kinds: &[(&str, String)]) -> Result<(), String> {
+    // Read, edited and replaced; if the file changed meanwhile (an editor, a script), the edit
+    // starts again from what it holds now, so that no one's change is lost.
+    const TRIES: usize = 3;
+    for _ in 0..TRIES {
+        let stamp = |err| format!("cannot read: {err}");
+        let read = FileStamp::read(path).map_err(stamp)?;
+        let new_text = edited(path, kinds)?;
+        if replace(path, new_text.as_bytes(), read)? {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "the file changed while the rules were written into it, {TRIES} times: nothing was written; try again"
+    ))
+}
+
+/// The text of the file at `path` with `kinds` replaced, checked.
+fn edited(path: &Path, kinds: &[(&str, String)]) -> Result<String, String> {
     let text = std::fs::read_to_string(path).map_err(|err| format!("cannot read: {err}"))?;
     let mut document: DocumentMut = text
         .parse()
@@ -68,14 +87,16 @@ pub(crate) fn write_rules(path: &Path, kinds: &[(&str, String)]) -> Result<(), S
     let name = path.display().to_string();
     crate::checked::parse(&new_text, &name)
         .map_err(|err| format!("the result would not load: {err}"))?;
-    replace(path, new_text.as_bytes())
+    Ok(new_text)
 }
 
 /// Replaces the file at `path` with `contents` in one rename, as it was in all but its text: a
 /// symbolic link is followed (the file it points to is replaced, the link stays), and the new
 /// file keeps the old one's permissions, owner and group. The new text and the directory entry
 /// are synced to disk before this returns.
-fn replace(path: &Path, contents: &[u8]) -> Result<(), String> {
+/// Replaces the file at `path` with `contents` in one rename, keeping its mode and owner,
+/// unless it changed since it was `read`: `Ok(false)` then, and nothing is replaced.
+fn replace(path: &Path, contents: &[u8], read: FileStamp) -> Result<bool, String> {
     use std::io::Write;
     let target =
         std::fs::canonicalize(path).map_err(|err| format!("cannot find the file: {err}"))?;
@@ -141,6 +162,13 @@ fn replace(path: &Path, contents: &[u8]) -> Result<(), String> {
         let _ = std::fs::remove_file(&temporary);
         return Err(err);
     }
+    // Changed since it was read (by someone else than spillway's writes, which take turns):
+    // not replaced. (A change between this look and the rename is still lost: the window is
+    // the rename's.)
+    if FileStamp::read(&target).ok() != Some(read) {
+        let _ = std::fs::remove_file(&temporary);
+        return Ok(false);
+    }
     if let Err(err) = std::fs::rename(&temporary, &target) {
         let _ = std::fs::remove_file(&temporary);
         return Err(format!("cannot replace the file: {err}"));
@@ -148,5 +176,46 @@ fn replace(path: &Path, contents: &[u8]) -> Result<(), String> {
     // The rename itself reaches the disk with its directory.
     std::fs::File::open(directory)
         .and_then(|directory| directory.sync_all())
-        .map_err(|err| format!("replaced, but cannot sync its directory: {err}"))
+        .map_err(|err| format!("replaced, but cannot sync its directory: {err}"))?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_changed_since_it_was_read_is_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spillway.toml");
+        std::fs::write(&path, "# first\n").unwrap();
+        let read = FileStamp::read(&path).unwrap();
+        // Someone appends after the read: the write made from the read is not applied.
+        let mut changed = std::fs::read_to_string(&path).unwrap();
+        changed.push_str("# someone's line\n");
+        std::fs::write(&path, &changed).unwrap();
+        assert_eq!(replace(&path, b"# rules\n", read), Ok(false));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), changed);
+        let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(leftovers, 1, "no temporary file left behind");
+        // Unchanged since its read: replaced.
+        let read = FileStamp::read(&path).unwrap();
+        assert_eq!(replace(&path, b"# rules\n", read), Ok(true));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "# rules\n");
+    }
+
+    #[test]
+    fn rules_are_written_into_the_file_as_it_is_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spillway.toml");
+        let text = "# kept\n[listener]\nlisten = \"127.0.0.1:0\"\n";
+        std::fs::write(&path, text).unwrap();
+        let flow = "[[flow]]\nid = \"a\"\nresource = \"r\"\ncount = 5\n".to_owned();
+        write_rules(&path, &[("flow", flow)]).unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            written.starts_with("# kept\n") && written.contains("count = 5"),
+            "{written}"
+        );
+    }
 }

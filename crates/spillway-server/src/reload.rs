@@ -7,7 +7,7 @@ use crate::proxy::Proxy;
 use crate::server::apply_rules;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 pub use crate::config_state::ConfigState;
 
@@ -104,28 +104,7 @@ async fn settle(changes: &mut tokio::sync::mpsc::UnboundedReceiver<()>) {
     }
 }
 
-/// What tells one version of the file from the next: a rename over it (as editors and
-/// orchestrators write) changes the inode even within one modification-time tick.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    modified: Option<SystemTime>,
-    len: u64,
-    inode: u64,
-}
-
-impl FileStamp {
-    fn of(metadata: &std::fs::Metadata) -> Self {
-        #[cfg(unix)]
-        let inode = std::os::unix::fs::MetadataExt::ino(metadata);
-        #[cfg(not(unix))]
-        let inode = 0;
-        Self {
-            modified: metadata.modified().ok(),
-            len: metadata.len(),
-            inode,
-        }
-    }
-}
+use crate::file_stamp::FileStamp;
 
 impl Reloader {
     /// A reloader of `path` for `proxy`, which runs `config` (read from `path`).
