@@ -33,11 +33,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("unknown option `{unknown}` (see --help)").into());
     }
     let split = args.iter().any(|a| a == "--split");
-    let addr = args
-        .iter()
-        .find(|a| !a.starts_with("--"))
-        .cloned()
-        .unwrap_or_else(|| "127.0.0.1:18081".to_owned());
+    let addresses: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    if addresses.len() > 1 {
+        return Err("one address at most (see --help)".into());
+    }
+    let addr = addresses
+        .first()
+        .map_or_else(|| "127.0.0.1:18081".to_owned(), |a| (*a).clone());
     let listener = tokio::net::TcpListener::bind(&addr).await?;
     println!(
         "upstream on http://{}{}",
