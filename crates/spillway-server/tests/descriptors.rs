@@ -8,8 +8,7 @@
 mod support;
 use support::child;
 
-use child::{free_port, serve, wait_for_line, DEADLINE};
-use spillway::{Clock, SystemClock};
+use child::{free_port, serve, wait_for_exit, wait_for_line, DEADLINE};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -260,18 +259,7 @@ fn a_limit_that_leaves_no_room_is_refused_at_start_saying_what_to_do() {
         "{line}"
     );
     assert!(line.contains("ulimit -n"), "{line}");
-    let clock = SystemClock::new();
-    let start = clock.now_nanos();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            clock.now_nanos() - start < DEADLINE.as_nanos() as u64,
-            "still running"
-        );
-        std::thread::yield_now();
-    };
+    let status = wait_for_exit(&mut child, "still running");
     assert_eq!(status.code(), Some(1));
 }
 

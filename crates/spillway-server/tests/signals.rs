@@ -7,7 +7,7 @@
 mod support;
 use support::child;
 
-use child::{free_port, serve, wait_for_line, DEADLINE};
+use child::{free_port, serve, wait_for_exit, wait_for_line, DEADLINE};
 use spillway::{Clock, SystemClock};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -152,14 +152,7 @@ fn sigterm_closes_the_listener_and_drains_the_request_in_flight() {
     release.send(()).unwrap();
     let response = answer.recv_timeout(DEADLINE).unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
-    let start = clock.now_nanos();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(!past_deadline(&clock, start), "did not exit after draining");
-        std::thread::yield_now();
-    };
+    let status = wait_for_exit(&mut child, "did not exit after draining");
     assert!(status.success(), "{status}");
 }
 
@@ -243,18 +236,7 @@ fn a_write_stuck_on_a_hung_file_does_not_keep_the_process_past_its_drain() {
         .recv_timeout(DEADLINE)
         .expect("a read of the file began");
     send("TERM", &child);
-    let clock = SystemClock::new();
-    let start = clock.now_nanos();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            !past_deadline(&clock, start),
-            "still running with a read stuck on its file"
-        );
-        std::thread::yield_now();
-    };
+    let status = wait_for_exit(&mut child, "still running with a read stuck on its file");
     assert!(status.success(), "{status}");
     drop(held);
 }

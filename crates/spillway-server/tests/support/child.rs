@@ -129,3 +129,20 @@ pub(crate) fn wait_for_line(lines: &mpsc::Receiver<String>, needle: &str) -> Str
         seen.push(line);
     }
 }
+
+/// Waits for `child` to exit (within the deadline; past it, fails saying `what`), and returns
+/// how it exited.
+#[allow(dead_code)] // Not every test file that uses the child waits for its exit.
+pub(crate) fn wait_for_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    use spillway::Clock;
+    let clock = spillway::SystemClock::new();
+    let start = clock.now_nanos();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        let waited = clock.now_nanos().saturating_sub(start);
+        assert!(waited < DEADLINE.as_nanos() as u64, "{what}");
+        std::thread::yield_now();
+    }
+}
