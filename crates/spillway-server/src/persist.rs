@@ -35,8 +35,9 @@ pub(crate) fn write_rules(path: &Path, kinds: &[(&str, String)]) -> Result<(), S
     // starts again from what it holds now, so that no one's change is lost.
     const TRIES: usize = 3;
     for _ in 0..TRIES {
-        let stamp = |err| format!("cannot read: {err}");
-        let read = FileStamp::read(path).map_err(stamp)?;
+        let metadata = std::fs::metadata(path).map_err(|err| format!("cannot read: {err}"))?;
+        // Only a regular file says whether it changed (a pipe's time moves with every read).
+        let read = metadata.is_file().then(|| FileStamp::of(&metadata));
         let new_text = edited(path, kinds)?;
         if replace(path, new_text.as_bytes(), read)? {
             return Ok(());
@@ -95,8 +96,9 @@ fn edited(path: &Path, kinds: &[(&str, String)]) -> Result<String, String> {
 /// file keeps the old one's permissions, owner and group. The new text and the directory entry
 /// are synced to disk before this returns.
 /// Replaces the file at `path` with `contents` in one rename, keeping its mode and owner,
-/// unless it changed since it was `read`: `Ok(false)` then, and nothing is replaced.
-fn replace(path: &Path, contents: &[u8], read: FileStamp) -> Result<bool, String> {
+/// unless it changed since it was `read` (if given): `Ok(false)` then, and nothing is
+/// replaced.
+fn replace(path: &Path, contents: &[u8], read: Option<FileStamp>) -> Result<bool, String> {
     use std::io::Write;
     let target =
         std::fs::canonicalize(path).map_err(|err| format!("cannot find the file: {err}"))?;
@@ -165,7 +167,7 @@ fn replace(path: &Path, contents: &[u8], read: FileStamp) -> Result<bool, String
     // Changed since it was read (by someone else than spillway's writes, which take turns):
     // not replaced. (A change between this look and the rename is still lost: the window is
     // the rename's.)
-    if FileStamp::read(&target).ok() != Some(read) {
+    if read.is_some_and(|read| FileStamp::read(&target).ok() != Some(read)) {
         let _ = std::fs::remove_file(&temporary);
         return Ok(false);
     }
@@ -194,13 +196,13 @@ mod tests {
         let mut changed = std::fs::read_to_string(&path).unwrap();
         changed.push_str("# someone's line\n");
         std::fs::write(&path, &changed).unwrap();
-        assert_eq!(replace(&path, b"# rules\n", read), Ok(false));
+        assert_eq!(replace(&path, b"# rules\n", Some(read)), Ok(false));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), changed);
         let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(leftovers, 1, "no temporary file left behind");
         // Unchanged since its read: replaced.
         let read = FileStamp::read(&path).unwrap();
-        assert_eq!(replace(&path, b"# rules\n", read), Ok(true));
+        assert_eq!(replace(&path, b"# rules\n", Some(read)), Ok(true));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "# rules\n");
     }
 
