@@ -62,18 +62,20 @@ pub fn status_to_come(headers: &HeaderMap) -> bool {
     over_http2 && !headers.contains_key(GRPC_STATUS)
 }
 
-/// The gRPC statuses that are the server's fault, as an HTTP 5xx is: UNKNOWN (2),
-/// DEADLINE_EXCEEDED (4), UNIMPLEMENTED (12), INTERNAL (13), UNAVAILABLE (14) and DATA_LOSS
-/// (15), those that gRPC's HTTP mapping (grpc-gateway, Envoy's gRPC-JSON transcoder) answers
-/// with a 5xx. The others (CANCELLED, INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
-/// PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED, OUT_OF_RANGE,
-/// UNAUTHENTICATED) say that the server rightly refused what its caller asked, as a 4xx does:
-/// a client can earn as many as it likes, and counted as errors they would let any client
-/// open a breaker for everyone.
-pub const SERVER_FAULTS: [u32; 6] = [2, 4, 12, 13, 14, 15];
+/// The gRPC statuses that are the server's fault, as an HTTP 5xx is: UNKNOWN (2), INTERNAL
+/// (13), UNAVAILABLE (14) and DATA_LOSS (15). The others say that the server rightly refused
+/// what its caller asked, as a 4xx does (CANCELLED, INVALID_ARGUMENT, NOT_FOUND,
+/// ALREADY_EXISTS, PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION, ABORTED,
+/// OUT_OF_RANGE, UNAUTHENTICATED), or answer what the caller chose: UNIMPLEMENTED (12), which
+/// servers answer a call to a method they lack, and DEADLINE_EXCEEDED (4), the deadline the
+/// caller gave running out (how long the call took reaches slow-call breakers and adaptive
+/// limits as its response time). A client can earn as many of those as it likes, and counted
+/// as errors they would let any client open a breaker for everyone.
+pub const SERVER_FAULTS: [u32; 4] = [2, 13, 14, 15];
 
 /// Whether `headers` (or trailers) carry a gRPC status that is the server's fault
-/// ([`SERVER_FAULTS`]), or one that is no status at all (not a number).
+/// ([`SERVER_FAULTS`]), one past the known codes (gRPC takes it for UNKNOWN), or one that is
+/// no status at all (not a number).
 ///
 /// ```
 /// use http::{HeaderMap, HeaderValue};
@@ -84,8 +86,10 @@ pub const SERVER_FAULTS: [u32; 6] = [2, 4, 12, 13, 14, 15];
 ///     headers.insert("grpc-status", HeaderValue::from_static(code));
 ///     grpc::has_error_status(&headers)
 /// };
-/// assert!(status("13") && status("14") && status("garbage"));
+/// assert!(status("13") && status("14") && status("garbage") && status("17"));
 /// assert!(!status("0") && !status("3") && !status("16"));
+/// // What the caller chose: a method the server lacks, its own deadline.
+/// assert!(!status("12") && !status("4"));
 /// assert!(!grpc::has_error_status(&HeaderMap::new()));
 /// ```
 pub fn has_error_status(headers: &HeaderMap) -> bool {
@@ -93,7 +97,7 @@ pub fn has_error_status(headers: &HeaderMap) -> bool {
         let code = std::str::from_utf8(status.as_bytes())
             .ok()
             .and_then(|text| text.parse::<u32>().ok());
-        code.is_none_or(|code| SERVER_FAULTS.contains(&code))
+        code.is_none_or(|code| SERVER_FAULTS.contains(&code) || code > 16)
     })
 }
 

@@ -350,24 +350,34 @@ pub fn header_value(headers: &HeaderMap, name: &http::HeaderName) -> Option<Stri
     }
     if name == http::header::COOKIE {
         // HTTP/2 sends each cookie as a field of its own (RFC 9113 section 8.2.3): the key is
-        // them all, joined as HTTP/1.1 would send them.
-        let lines: Vec<&str> = (headers.get_all(name).iter())
-            .filter_map(|line| line.to_str().ok())
+        // them all, joined as HTTP/1.1 would send them, every byte of them (a line that is not
+        // text is not dropped: the key would be the other lines', or empty).
+        let lines: Vec<&[u8]> = (headers.get_all(name).iter())
+            .map(http::HeaderValue::as_bytes)
             .collect();
-        return Some(lines.join("; "));
+        return Some(key_of_bytes(&lines.join(&b"; "[..])));
     }
-    let Ok(text) = value.to_str() else {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let bytes = value.as_bytes();
-        let mut text = String::with_capacity(7 + 2 * bytes.len());
-        text.push_str("\u{0}bytes:");
-        for byte in bytes {
-            text.push(char::from(HEX[usize::from(byte >> 4)]));
-            text.push(char::from(HEX[usize::from(byte & 0xf)]));
+    Some(key_of_bytes(value.as_bytes()))
+}
+
+/// A header value's bytes as a key: the text, or for bytes that are not visible ASCII, a NUL,
+/// `bytes:` and the bytes in hex (a form no text takes, so that two such keys stay apart).
+fn key_of_bytes(bytes: &[u8]) -> String {
+    // Visible ASCII, as `HeaderValue::to_str` reads it (a tab and spaces too).
+    let visible = |byte: &u8| *byte == b'\t' || (0x20..0x7f).contains(byte);
+    if bytes.iter().all(visible) {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            return text.to_owned();
         }
-        return Some(text);
-    };
-    Some(text.to_owned())
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(7 + 2 * bytes.len());
+    text.push_str("\u{0}bytes:");
+    for byte in bytes {
+        text.push(char::from(HEX[usize::from(byte >> 4)]));
+        text.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    text
 }
 
 /// The host name of a `Host` value, as servers match it and as [`header_value`] keys it:
@@ -543,6 +553,18 @@ mod tests {
         let cookies = headers(&[("cookie", "a=1"), ("cookie", "b=2")]);
         assert!(!header_repeated(&cookies, &cookie));
         assert_eq!(header_value(&cookies, &cookie).as_deref(), Some("a=1; b=2"));
+        // A cookie that is not text is a key of its own, with every other cookie beside it: not
+        // the empty key every such client would share, nor the others' key.
+        let mut odd = http::HeaderMap::new();
+        odd.insert(&cookie, http::HeaderValue::from_bytes(b"s=mallory\x80").unwrap());
+        let mallory = header_value(&odd, &cookie).unwrap();
+        assert!(mallory.starts_with("\u{0}bytes:"), "{mallory:?}");
+        odd.insert(&cookie, http::HeaderValue::from_bytes(b"s=alice\xe9").unwrap());
+        assert_ne!(header_value(&odd, &cookie).unwrap(), mallory);
+        odd.insert(&cookie, http::HeaderValue::from_static("s=carol"));
+        odd.append(&cookie, http::HeaderValue::from_bytes(b"x=\x80").unwrap());
+        let carol = header_value(&odd, &cookie).unwrap();
+        assert_eq!(carol, "\u{0}bytes:733d6361726f6c3b20783d80");
         // Over HTTP/2, the host is the URI's authority.
         let uri: http::Uri = "https://user@API.example.com:443/x".parse().unwrap();
         assert_eq!(

@@ -272,8 +272,9 @@ impl Body for ProxyBody {
                     None => Pin::new(body).poll_frame(cx),
                 };
                 // Trailers are a body's last frame: a deferred outcome is counted from them, as
-                // a success only if they say OK; anything else that ends the body (no status,
-                // a failed stream, a client gone) counts it as an error.
+                // a success unless their status is the server's fault (see
+                // `grpc::has_error_status`); anything else that ends the body (no status, a
+                // failed stream, a client gone) counts it as an error.
                 if let (Poll::Ready(Some(Ok(frame))), Some(outcome)) = (&polled, outcome.as_mut()) {
                     if let Some(trailers) = frame.trailers_ref() {
                         outcome.ok = trailers.contains_key(spillway_tower::grpc::GRPC_STATUS)

@@ -191,6 +191,8 @@ fn normal_form(path: &str) -> Result<Cow<'_, str>, PathError> {
 }
 
 /// What is wrong with a request's host: an HTTP/1.1 request with no `Host` or more than one;
+/// a `Host` that is no host (RFC 9110 section 7.2: a host and an optional port, without
+/// user information; an HTTP/2 upstream is sent it as its `:authority`, and a key reads it);
 /// an HTTP/2 request with more than one, one that names another host than its `:authority`
 /// (RFC 9113 section 8.3.1: the upstream, which reads `Host`, and the proxy, which routed
 /// by the request, would disagree), or an `:authority` with user information.
@@ -199,6 +201,12 @@ pub(super) fn bad_host<B>(request: &Request<B>) -> Option<&'static str> {
     let (first, second) = (hosts.next(), hosts.next());
     if second.is_some() {
         return Some("more than one Host header\n");
+    }
+    if let Some(host) = first.filter(|host| !host.is_empty()) {
+        let bytes = host.as_bytes();
+        if bytes.contains(&b'@') || http::uri::Authority::try_from(bytes).is_err() {
+            return Some("the Host header is not a host and an optional port\n");
+        }
     }
     match request.version() {
         http::Version::HTTP_11 if first.is_none() => {
@@ -304,6 +312,18 @@ mod tests {
         let mut http1 = request("app", &["app"]);
         *http1.version_mut() = http::Version::HTTP_11;
         assert_eq!(bad_host(&http1), None);
+        // A `Host` that is no host and optional port, on either version.
+        for host in ["u1@app", "x1/evil", "x2?q", "x4#f", "[::1", "x7:80:80", "x8\\y"] {
+            let mut http1 = request("app", &[host]);
+            *http1.version_mut() = http::Version::HTTP_11;
+            let why = bad_host(&http1).unwrap_or_else(|| panic!("{host}"));
+            assert!(why.contains("not a host"), "{host}: {why}");
+        }
+        for host in ["app:8080", "[::1]:80", "192.0.2.1", "xn--bcher-kva.example", ""] {
+            let mut http1 = request("app", &[host]);
+            *http1.version_mut() = http::Version::HTTP_11;
+            assert_eq!(bad_host(&http1), None, "{host}");
+        }
     }
 
     #[test]

@@ -124,6 +124,8 @@ impl Pool {
         mut request: Request<ClientBody>,
     ) -> Result<Response<Incoming>, Error> {
         let uri = request.uri().clone();
+        // An HTTP/2 send moves `Host` into the authority: a request sent again gets it back.
+        let host = request.headers().get(http::header::HOST).cloned();
         loop {
             let (sender, reused) = self.checkout().await?;
             let unsent = match sender {
@@ -154,6 +156,11 @@ impl Pool {
             }
             request = unsent;
             *request.uri_mut() = uri.clone();
+            if let Some(host) = &host {
+                request
+                    .headers_mut()
+                    .insert(http::header::HOST, host.clone());
+            }
         }
     }
 
