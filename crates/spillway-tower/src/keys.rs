@@ -175,7 +175,10 @@ impl TrustedProxies {
         for line in lines.into_iter().rev() {
             // Split before decoding: a byte that is not text in an element the client wrote
             // (`\x80, 203.0.113.9`, as nginx appends to it) must not hide the hop after it.
-            for element in line.as_bytes().rsplit(|byte| *byte == b',') {
+            // `Forwarded` is split outside its quoted strings (RFC 7239: a `host="a,for=x"`
+            // a proxy copied from the client is one value, not a hop).
+            let quoted = self.header == ForwardedHeader::Forwarded;
+            for element in split_unquoted(line.as_bytes(), b',', quoted).into_iter().rev() {
                 let Ok(element) = std::str::from_utf8(element) else {
                     return nearest;
                 };
@@ -210,12 +213,36 @@ impl From<Vec<IpNet>> for TrustedProxies {
 
 /// The `for=` value of one `Forwarded` element (RFC 7239), if it has one.
 fn forwarded_for(element: &str) -> Option<&str> {
-    element.split(';').find_map(|pair| {
+    let pairs = split_unquoted(element.as_bytes(), b';', true);
+    pairs.into_iter().find_map(|pair| {
+        // Split at ASCII bytes: each part is text.
+        let pair = std::str::from_utf8(pair).ok()?;
         let (name, value) = pair.trim().split_once('=')?;
         name.trim()
             .eq_ignore_ascii_case("for")
             .then_some(value.trim())
     })
+}
+
+/// `bytes` split at each `separator`, outside quoted strings when `quoted` (a `"` opens and
+/// closes one, a `\` in one escapes the next byte).
+fn split_unquoted(bytes: &[u8], separator: u8, quoted: bool) -> Vec<&[u8]> {
+    let mut parts = Vec::new();
+    let (mut start, mut inside, mut escaped) = (0, false, false);
+    for (at, &byte) in bytes.iter().enumerate() {
+        if escaped {
+            escaped = false;
+        } else if inside && byte == b'\\' {
+            escaped = true;
+        } else if quoted && byte == b'"' {
+            inside = !inside;
+        } else if byte == separator && !inside {
+            parts.push(&bytes[start..at]);
+            start = at + 1;
+        }
+    }
+    parts.push(&bytes[start..]);
+    parts
 }
 
 /// An address with or without a port: `1.2.3.4`, `1.2.3.4:80`, `[::1]`, `[::1]:80`, `::1`.
@@ -626,6 +653,12 @@ mod tests {
         ]);
         assert_eq!(rfc.client_ip(ip("10.0.0.1"), &both), ip("2001:db8::1"));
         assert_eq!(trusted.client_ip(ip("10.0.0.1"), &both), ip("6.6.6.6"));
+        // A quoted value the proxy copied from the client (`host="..."`) holds no hop.
+        for host in [r#""app;for=6.6.6.1""#, r#""app,for=6.6.6.2""#, r#""a\"b,for=6.6.6.3""#] {
+            let line = format!("proto=http;host={host};for=203.0.113.9");
+            let copied = headers(&[("forwarded", line.as_str())]);
+            assert_eq!(rfc.client_ip(ip("10.0.0.1"), &copied), ip("203.0.113.9"), "{line}");
+        }
         let forged = headers(&[("forwarded", "for=10.9.9.9")]);
         assert_eq!(trusted.client_ip(ip("10.0.0.1"), &forged), ip("10.0.0.1"));
         // Junk the client wrote before its address is never read; junk in the hops the
