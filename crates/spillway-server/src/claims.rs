@@ -102,9 +102,10 @@ impl RouteClaims {
                 methods: (rule.methods.iter())
                     .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
                     .collect(),
-                key: (rule.key.as_deref())
-                    .and_then(source)
-                    .map(|key| (key, rule.values.clone())),
+                key: (rule.key.as_deref()).and_then(source).map(|key| {
+                    let values = rule.values.iter().map(|v| key.as_read(v)).collect();
+                    (key, values)
+                }),
             })
             .collect();
         Some(Arc::new(Self {

@@ -250,6 +250,15 @@ impl RouteSource {
         matches!(self, RouteSource::PeerIp)
     }
 
+    /// A value written by hand (a criticality rule's), as this source reads values: folded
+    /// ([`crate::router::fold`]) for a segment of a path matched in any case.
+    pub(crate) fn as_read(&self, value: &str) -> String {
+        match self {
+            RouteSource::Segment { any_case: true, .. } => crate::router::fold(value).into_owned(),
+            _ => value.to_owned(),
+        }
+    }
+
     /// Where the request with `headers` and `uri` states this key more than once (a header on
     /// two lines, a query parameter twice), the key as the file writes it: no one value is
     /// the key then, since servers differ in which they read.
@@ -284,9 +293,9 @@ impl RouteSource {
                 if segment.is_empty() {
                     return None;
                 }
-                // A route matched in any case: so are its keys (ASCII, as routes match).
+                // A route matched in any case: so are its keys, folded as routes match.
                 Some(if *any_case {
-                    segment.to_ascii_lowercase()
+                    crate::router::fold(segment).into_owned()
                 } else {
                     segment.to_owned()
                 })

@@ -68,20 +68,27 @@ impl Pattern {
         self.matches_in(path, Case::Sensitive)
     }
 
-    /// Whether `path` matches, its letters compared as `case` says (ASCII letters: a path in
-    /// normal form writes every other byte percent-encoded).
+    /// Whether `path` matches, its letters compared as `case` says (in any case: segment by
+    /// segment, each [`fold`]ed).
     pub fn matches_in(&self, path: &str, case: Case) -> bool {
         let same = |a: &str, b: &str| match case {
             Case::Sensitive => a == b,
-            Case::Insensitive => a.eq_ignore_ascii_case(b),
+            Case::Insensitive => a.eq_ignore_ascii_case(b) || fold(a) == fold(b),
         };
         match self {
+            Pattern::Prefix(prefix) if case == Case::Insensitive => {
+                let mut parts = path.split('/');
+                prefix.is_empty()
+                    || prefix
+                        .split('/')
+                        .all(|segment| parts.next().is_some_and(|part| same(part, segment)))
+            }
             Pattern::Prefix(prefix) => {
                 prefix.is_empty()
-                    || same(path, prefix)
-                    || (path.get(..prefix.len())).is_some_and(|head| {
-                        same(head, prefix) && path[prefix.len()..].starts_with('/')
-                    })
+                    || path == prefix
+                    || path
+                        .strip_prefix(prefix.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
             }
             Pattern::Template { segments, rest } => {
                 let Some(path) = path.strip_prefix('/') else {
@@ -104,6 +111,59 @@ impl Pattern {
             }
         }
     }
+}
+
+/// `text`, a path segment in normal form (every byte but an unreserved one percent-encoded),
+/// as servers that match paths in any case compare it: percent-decoded, each character the
+/// lower case of its upper case, as Java's `equalsIgnoreCase` (Spring's case-insensitive
+/// matching) folds them, so that `ſ` is `s`, the Kelvin sign `k` and `ı` `i`, as such
+/// servers take them. (A character whose case is more than one character, `ß`, stays
+/// itself, as there.)
+pub fn fold(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('%') && text.is_ascii() {
+        if !text.bytes().any(|byte| byte.is_ascii_uppercase()) {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        return std::borrow::Cow::Owned(text.to_ascii_lowercase());
+    }
+    // The one character a case mapping gives, or `otherwise` if it gives several.
+    fn single(mut mapped: impl Iterator<Item = char>, otherwise: char) -> char {
+        match (mapped.next(), mapped.next()) {
+            (Some(c), None) => c,
+            _ => otherwise,
+        }
+    }
+    let decoded = percent_decoded(text);
+    std::borrow::Cow::Owned(
+        String::from_utf8_lossy(&decoded)
+            .chars()
+            .map(|c| {
+                let upper = single(c.to_uppercase(), c);
+                single(upper.to_lowercase(), upper)
+            })
+            .collect(),
+    )
+}
+
+/// `text` with its `%XX` escapes decoded (a `%` not followed by two hex digits is kept).
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let hex = |at: usize| bytes.get(at).and_then(|b| (*b as char).to_digit(16));
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'%' {
+            if let (Some(high), Some(low)) = (hex(at + 1), hex(at + 2)) {
+                // Two hex digits: at most 255.
+                out.push((high * 16 + low) as u8);
+                at += 3;
+                continue;
+            }
+        }
+        out.push(bytes[at]);
+        at += 1;
+    }
+    out
 }
 
 /// How a route's path compares letters (`case_sensitive`).
@@ -231,6 +291,25 @@ mod tests {
         // A prefix shorter than a multi-byte path, cut inside a character, is no match.
         let short = Pattern::parse("/ab").unwrap();
         assert!(!short.matches_in("/aé", any));
+        // Letters Java's and .NET's case folding take for ASCII ones (`ſ`, the Kelvin sign,
+        // `ı`), percent-encoded as a path in normal form has them.
+        let tokens = Pattern::parse("/api/tokens").unwrap();
+        for spelling in [
+            "/api/TO%E2%84%AAENS",
+            "/api/to%E2%84%AAens/1",
+            "/ap%C4%B1/tokens",
+        ] {
+            assert!(tokens.matches_in(spelling, any), "{spelling}");
+            assert!(!tokens.matches(spelling), "{spelling}");
+        }
+        assert!(user.matches_in("/u%C5%BFers/x/orders", any));
+        assert!(!tokens.matches_in("/api/tokensx", any) && !tokens.matches_in("/api", any));
+        assert_eq!(fold("%zz%C3"), "%zz\u{fffd}");
+        assert_eq!(fold("Users"), "users");
+        assert_eq!(fold("u%C5%BFers"), "users"); // `ſ`
+        assert_eq!(fold("%E2%84%AAate"), "kate"); // the Kelvin sign
+        assert_eq!(fold("caf%C3%A9"), "café");
+        assert_eq!(fold("stra%C3%9Fe"), "straße");
     }
 
     #[test]

@@ -172,6 +172,14 @@ async fn a_route_in_any_case_limits_every_spelling_of_its_path() {
         admitted_total += admitted(proxy, spelling, &[], 1).await;
     }
     assert_eq!(admitted_total, 2, "one key, `alice`, whatever the spelling");
+    // Letters that Java's case folding takes for ASCII ones: `ſ` for `s`, the Kelvin sign
+    // for `k`.
+    assert_eq!(admitted(proxy, "/users/kate/orders", &[], 1).await, 1);
+    assert_eq!(
+        admitted(proxy, "/u%C5%BFers/%E2%84%AAate/orders", &[], 1).await,
+        1
+    );
+    assert_eq!(admitted(proxy, "/USERS/KATE/orders", &[], 1).await, 0);
     assert_eq!(admitted(proxy, "/users/bob/orders", &[], 3).await, 2);
     // `/search` is matched case by case: `/SEARCH` is not its route (the default route,
     // which has no upstream here, answers 404).

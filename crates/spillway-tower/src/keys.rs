@@ -178,7 +178,10 @@ impl TrustedProxies {
             // `Forwarded` is split outside its quoted strings (RFC 7239: a `host="a,for=x"`
             // a proxy copied from the client is one value, not a hop).
             let quoted = self.header == ForwardedHeader::Forwarded;
-            for element in split_unquoted(line.as_bytes(), b',', quoted).into_iter().rev() {
+            for element in split_unquoted(line.as_bytes(), b',', quoted)
+                .into_iter()
+                .rev()
+            {
                 let Ok(element) = std::str::from_utf8(element) else {
                     return nearest;
                 };
@@ -583,10 +586,16 @@ mod tests {
         // A cookie that is not text is a key of its own, with every other cookie beside it: not
         // the empty key every such client would share, nor the others' key.
         let mut odd = http::HeaderMap::new();
-        odd.insert(&cookie, http::HeaderValue::from_bytes(b"s=mallory\x80").unwrap());
+        odd.insert(
+            &cookie,
+            http::HeaderValue::from_bytes(b"s=mallory\x80").unwrap(),
+        );
         let mallory = header_value(&odd, &cookie).unwrap();
         assert!(mallory.starts_with("\u{0}bytes:"), "{mallory:?}");
-        odd.insert(&cookie, http::HeaderValue::from_bytes(b"s=alice\xe9").unwrap());
+        odd.insert(
+            &cookie,
+            http::HeaderValue::from_bytes(b"s=alice\xe9").unwrap(),
+        );
         assert_ne!(header_value(&odd, &cookie).unwrap(), mallory);
         odd.insert(&cookie, http::HeaderValue::from_static("s=carol"));
         odd.append(&cookie, http::HeaderValue::from_bytes(b"x=\x80").unwrap());
@@ -654,10 +663,18 @@ mod tests {
         assert_eq!(rfc.client_ip(ip("10.0.0.1"), &both), ip("2001:db8::1"));
         assert_eq!(trusted.client_ip(ip("10.0.0.1"), &both), ip("6.6.6.6"));
         // A quoted value the proxy copied from the client (`host="..."`) holds no hop.
-        for host in [r#""app;for=6.6.6.1""#, r#""app,for=6.6.6.2""#, r#""a\"b,for=6.6.6.3""#] {
+        for host in [
+            r#""app;for=6.6.6.1""#,
+            r#""app,for=6.6.6.2""#,
+            r#""a\"b,for=6.6.6.3""#,
+        ] {
             let line = format!("proto=http;host={host};for=203.0.113.9");
             let copied = headers(&[("forwarded", line.as_str())]);
-            assert_eq!(rfc.client_ip(ip("10.0.0.1"), &copied), ip("203.0.113.9"), "{line}");
+            assert_eq!(
+                rfc.client_ip(ip("10.0.0.1"), &copied),
+                ip("203.0.113.9"),
+                "{line}"
+            );
         }
         let forged = headers(&[("forwarded", "for=10.9.9.9")]);
         assert_eq!(trusted.client_ip(ip("10.0.0.1"), &forged), ip("10.0.0.1"));

@@ -313,13 +313,21 @@ mod tests {
         *http1.version_mut() = http::Version::HTTP_11;
         assert_eq!(bad_host(&http1), None);
         // A `Host` that is no host and optional port, on either version.
-        for host in ["u1@app", "x1/evil", "x2?q", "x4#f", "[::1", "x7:80:80", "x8\\y"] {
+        for host in [
+            "u1@app", "x1/evil", "x2?q", "x4#f", "[::1", "x7:80:80", "x8\\y",
+        ] {
             let mut http1 = request("app", &[host]);
             *http1.version_mut() = http::Version::HTTP_11;
             let why = bad_host(&http1).unwrap_or_else(|| panic!("{host}"));
             assert!(why.contains("not a host"), "{host}: {why}");
         }
-        for host in ["app:8080", "[::1]:80", "192.0.2.1", "xn--bcher-kva.example", ""] {
+        for host in [
+            "app:8080",
+            "[::1]:80",
+            "192.0.2.1",
+            "xn--bcher-kva.example",
+            "",
+        ] {
             let mut http1 = request("app", &[host]);
             *http1.version_mut() = http::Version::HTTP_11;
             assert_eq!(bad_host(&http1), None, "{host}");
