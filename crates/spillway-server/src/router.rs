@@ -119,7 +119,7 @@ impl Pattern {
 /// matching) folds them, so that `ſ` is `s`, the Kelvin sign `k` and `ı` `i`, as such
 /// servers take them. (A character whose case is more than one character, `ß`, stays
 /// itself, as there.)
-pub fn fold(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn fold(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains('%') && text.is_ascii() {
         if !text.bytes().any(|byte| byte.is_ascii_uppercase()) {
             return std::borrow::Cow::Borrowed(text);
