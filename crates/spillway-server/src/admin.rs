@@ -59,9 +59,10 @@ pub struct Admin {
     /// other wrote, and one's rules would be lost). Taken on a blocking thread (the file's I/O runs
     /// under it), never across an `.await`.
     writing: Arc<std::sync::Mutex<()>>,
-    /// One `PUT /api/rules` at a time goes to a blocking thread; the others wait here, where a
-    /// client that leaves takes its request with it (no thread waits on the lock for it).
-    put_turn: Arc<tokio::sync::Semaphore>,
+    /// One `PUT /api/rules` or `POST /api/reload` at a time goes to a blocking thread; the
+    /// others wait here, where a client that leaves takes its request with it (no thread
+    /// waits on the lock for it).
+    write_turn: Arc<tokio::sync::Semaphore>,
     /// When this API was made (for the uptime).
     started: tokio::time::Instant,
     /// Its connections' limits, and who holds their places.
@@ -143,7 +144,7 @@ impl Admin {
             writing: reloader
                 .as_ref()
                 .map_or_else(Arc::default, |reloader| Arc::clone(reloader.writing())),
-            put_turn: Arc::new(tokio::sync::Semaphore::new(1)),
+            write_turn: Arc::new(tokio::sync::Semaphore::new(1)),
             started: tokio::time::Instant::now(),
             proxy,
             reloader,
@@ -379,8 +380,10 @@ impl Admin {
 
     async fn reload(&self, who: &crate::audit::Who) -> Response<Full<Bytes>> {
         const ACTION: &str = "POST /api/reload";
+        // Its turn first, as a write's (see `write_turn`), held until the reload ends.
+        let turn = Arc::clone(&self.write_turn).acquire_owned().await.ok();
         match &self.reloader {
-            Some(reloader) => match reloader.reload_off_runtime().await {
+            Some(reloader) => match reloader.reload_holding(turn).await {
                 Ok(()) => {
                     self.audit
                         .record(who, ACTION, "applied", "the file was read again");

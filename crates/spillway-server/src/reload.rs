@@ -215,8 +215,21 @@ impl Reloader {
     /// [`reload`](Self::reload) on a blocking thread: reading and parsing a large file must
     /// not stall the runtime's workers, which serve the requests.
     pub async fn reload_off_runtime(self: &Arc<Self>) -> Result<(), config::ConfigError> {
+        self.reload_holding(()).await
+    }
+
+    /// [`reload_off_runtime`](Self::reload_off_runtime), holding `held` (the admin API's turn
+    /// to write) until the reload ends, even if the caller stops waiting for it.
+    pub(crate) async fn reload_holding<T: Send + 'static>(
+        self: &Arc<Self>,
+        held: T,
+    ) -> Result<(), config::ConfigError> {
         let this = Arc::clone(self);
-        let result = match tokio::task::spawn_blocking(move || this.reload()).await {
+        let reloading = tokio::task::spawn_blocking(move || {
+            let _held = held;
+            this.reload()
+        });
+        let result = match reloading.await {
             Ok(result) => result,
             Err(err) => Err(config::ConfigError::file(
                 &self.path.display().to_string(),

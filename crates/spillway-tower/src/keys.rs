@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
 mod peer_prefixes;
-pub use peer_prefixes::PeerIpPrefixes;
+pub use peer_prefixes::{client_address, PeerIpPrefixes};
 
 /// The peer's address, for keys by client address: put it in each request's extensions
 /// (axum's `ConnectInfo<SocketAddr>` is read too, with the `axum` feature).

@@ -51,11 +51,11 @@ impl Places {
     }
 }
 
-/// The network a peer's pending places are counted by: an IPv4 address itself, an IPv6
-/// address's /64 (one host may use any address of its /64), as `peer_ip` keys clients by
-/// default.
+/// The network a peer's pending places are counted by: an IPv4 address itself (that an IPv6
+/// one carries too: see `keys::client_address`), an IPv6 address's /64 (one host may use any
+/// address of its /64), as `peer_ip` keys clients by default.
 fn network(peer: IpAddr) -> IpAddr {
-    match peer.to_canonical() {
+    match spillway_tower::keys::client_address(peer) {
         IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
         v4 => v4,
     }

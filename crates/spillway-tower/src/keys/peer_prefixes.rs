@@ -81,7 +81,7 @@ impl PeerIpPrefixes {
     /// keyed as that IPv4 address: one IPv4 client, however it reaches the service, is one
     /// key, and two are never one.
     pub fn key(self, ip: IpAddr) -> String {
-        match client_of(ip) {
+        match client_address(ip) {
             IpAddr::V4(v4) if self.v4 == 32 => v4_text(v4),
             IpAddr::V4(v4) => {
                 let net = Ipv4Net::new(v4, self.v4).map_or(v4, |net| net.network());
@@ -136,6 +136,12 @@ impl PeerIpPrefixes {
         // The key's length in the bits `text` is written in (an IPv4 address written as IPv6
         // has 96 more), and how clients of its family are keyed.
         let mapped = matches!(address, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some());
+        let carried = address.is_ipv6() && client_address(address).is_ipv4();
+        if carried && !mapped && length.is_some() {
+            return Err(format!(
+                "`{text}` is a network of addresses that carry IPv4 clients' addresses, which are keyed as those: name each IPv4 key"
+            ));
+        }
         let (keyed, keyed_as) = match address {
             IpAddr::V4(_) => (self.v4, keyed_as("IPv4", self.v4, 32)),
             IpAddr::V6(_) if mapped => (self.v4 + 96, keyed_as("IPv4", self.v4, 32)),
@@ -152,9 +158,23 @@ impl PeerIpPrefixes {
     }
 }
 
-/// The address that names the client at `ip`: the IPv4 address an IPv6 one carries (see
-/// [`PeerIpPrefixes::key`]), or `ip`.
-fn client_of(ip: IpAddr) -> IpAddr {
+/// The address that names the client at `ip`: the IPv4 address an IPv6 one carries
+/// (`::ffff:192.0.2.7`; NAT64's `64:ff9b::192.0.2.7`, 6to4's `2002:c000:207::/48`, a Teredo
+/// client's, the old IPv4-compatible `::192.0.2.7`, when the IPv4 address they carry is a
+/// global one: one that is private, loopback, link-local or shared could only stand for a
+/// host inside), or `ip`.
+///
+/// # Examples
+///
+/// ```
+/// use spillway_tower::keys::client_address;
+///
+/// let ip = |text: &str| text.parse::<std::net::IpAddr>().unwrap();
+/// assert_eq!(client_address(ip("64:ff9b::7.7.7.1")), ip("7.7.7.1"));
+/// assert_eq!(client_address(ip("64:ff9b::10.0.0.5")), ip("64:ff9b::10.0.0.5"));
+/// assert_eq!(client_address(ip("2001:db8::1")), ip("2001:db8::1"));
+/// ```
+pub fn client_address(ip: IpAddr) -> IpAddr {
     let IpAddr::V6(v6) = ip.to_canonical() else {
         return ip.to_canonical();
     };
@@ -172,7 +192,22 @@ fn client_of(ip: IpAddr) -> IpAddr {
         [0, 0, 0, 0, 0, 0, high, _] if high != 0 => Some(low(0)),
         _ => None,
     };
-    embedded.map_or(IpAddr::V6(v6), IpAddr::V4)
+    embedded
+        .filter(|v4| global(*v4))
+        .map_or(IpAddr::V6(v6), IpAddr::V4)
+}
+
+/// Whether `v4` may be a host on the internet: not private, loopback, link-local, shared
+/// (100.64.0.0/10), "this network" (0.0.0.0/8), broadcast or multicast.
+fn global(v4: Ipv4Addr) -> bool {
+    let [first, second, ..] = v4.octets();
+    !(v4.is_private()
+        || v4.is_loopback()
+        || v4.is_link_local()
+        || v4.is_broadcast()
+        || v4.is_multicast()
+        || first == 0
+        || (first == 100 && (64..128).contains(&second)))
 }
 
 /// How clients of `family` are keyed at `length` of `full` bits.
@@ -270,6 +305,17 @@ mod tests {
         // An exception is written as the key.
         let why = default.check_key("64:ff9b::7.7.7.1").unwrap_err();
         assert!(why.contains("write `7.7.7.1`"), "{why}");
+        for network in ["64:ff9b::707:700/120", "2002:606:601::/48"] {
+            let why = default.check_key(network).unwrap_err();
+            assert!(why.contains("name each IPv4 key"), "{network}: {why}");
+        }
+        // A carried address that is not a global one stands for a host inside: not mapped.
+        assert_eq!(default.key(ip("64:ff9b::10.0.0.5")), "64:ff9b::/64");
+        assert_eq!(PeerIpPrefixes::EXACT.key(ip("::127.0.0.1")), "::7f00:1");
+        assert_eq!(
+            PeerIpPrefixes::EXACT.key(ip("2002:a00:1::1")),
+            "2002:a00:1::1"
+        );
     }
 
     #[test]
