@@ -69,7 +69,7 @@ impl Pattern {
     }
 
     /// Whether `path` matches, its letters compared as `case` says (in any case: segment by
-    /// segment, each [`fold`]ed).
+    /// segment, folded as Java's `equalsIgnoreCase` folds letters, percent-decoded).
     pub fn matches_in(&self, path: &str, case: Case) -> bool {
         let same = |a: &str, b: &str| match case {
             Case::Sensitive => a == b,
