@@ -93,7 +93,7 @@ const SETTLE_MAX: Duration = Duration::from_secs(2);
 /// after the first), so that a burst of them (a write in several parts, a rename) is one
 /// change, read once the file is whole. A file written in place is empty, then partial, for a
 /// moment, and a partial file can be good TOML.
-async fn settle(changes: &mut tokio::sync::mpsc::UnboundedReceiver<()>) {
+async fn settle(changes: &mut tokio::sync::mpsc::Receiver<()>) {
     let until = tokio::time::Instant::now() + SETTLE_MAX;
     loop {
         let quiet = until.min(tokio::time::Instant::now() + SETTLE);
@@ -297,7 +297,8 @@ impl Reloader {
         let mut hangup = hangup;
         #[cfg(not(unix))]
         let () = hangup;
-        let (events, mut changes) = tokio::sync::mpsc::unbounded_channel::<()>();
+        // One pending notification is enough: a burst is one change.
+        let (events, mut changes) = tokio::sync::mpsc::channel::<()>(1);
         let watcher = self.watcher(events);
         // Without notifications, a look once a second; with them, only as a backstop.
         let every = if watcher.is_some() {
@@ -330,27 +331,20 @@ impl Reloader {
         }
     }
 
-    /// A watcher of the file's directory that sends on `events` for any event about the file;
-    /// `None` (logged) if the OS refuses.
-    fn watcher(
-        &self,
-        events: tokio::sync::mpsc::UnboundedSender<()>,
-    ) -> Option<notify::RecommendedWatcher> {
+    /// A watcher of the file's directory that sends on `events` for any event in it; `None`
+    /// (logged) if the OS refuses. Any, not only those naming the file: a file reached through
+    /// a link in its directory changes when that link is swapped (a Kubernetes volume swaps
+    /// `..data` and nothing named as the file), and each event costs one look at the file's
+    /// stamp once they settle.
+    fn watcher(&self, events: tokio::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
         use notify::Watcher as _;
         let directory = match self.path.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let name = self.path.file_name().map(ToOwned::to_owned);
         let handler = move |event: notify::Result<notify::Event>| {
-            let about_the_file = event.is_ok_and(|event| {
-                event
-                    .paths
-                    .iter()
-                    .any(|path| path.file_name() == name.as_deref())
-            });
-            if about_the_file {
-                let _ = events.send(());
+            if event.is_ok() {
+                let _ = events.try_send(());
             }
         };
         let watched = notify::recommended_watcher(handler).and_then(|mut watcher| {
@@ -377,13 +371,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_burst_of_notifications_settles_once_the_file_is_quiet() {
-        let (events, mut changes) = tokio::sync::mpsc::unbounded_channel();
+        let (events, mut changes) = tokio::sync::mpsc::channel(1);
         // Notifications 100 ms apart for 500 ms: read 150 ms after the last.
         let start = tokio::time::Instant::now();
         tokio::spawn(async move {
             for _ in 0..5 {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                events.send(()).unwrap();
+                events.try_send(()).unwrap();
             }
             // The watcher lives on.
             std::future::pending::<()>().await;
@@ -392,14 +386,15 @@ mod tests {
         settle(&mut changes).await;
         assert_eq!(start.elapsed(), Duration::from_millis(650));
         // A stream that never stops is read after 2 s all the same.
-        let (events, mut changes) = tokio::sync::mpsc::unbounded_channel();
+        let (events, mut changes) = tokio::sync::mpsc::channel(1);
         let start = tokio::time::Instant::now();
         let sender = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                if events.send(()).is_err() {
+                if events.is_closed() {
                     break;
                 }
+                let _ = events.try_send(());
             }
         });
         settle(&mut changes).await;

@@ -949,27 +949,9 @@ async fn the_watcher_reloads_a_file_written_in_place_or_renamed_over() {
     tokio::spawn(h.reloader.clone().watch());
     // Written in place (the watcher may also see the first write as it starts: wait for the
     // count, not for one attempt).
-    let wait_for_reloads = |count: u64| {
-        let reloader = h.reloader.clone();
-        async move {
-            tokio::time::timeout(std::time::Duration::from_secs(20), async {
-                while reloader.state().reloads < count {
-                    let attempted = reloader.attempted();
-                    tokio::pin!(attempted);
-                    attempted.as_mut().enable();
-                    if reloader.state().reloads >= count {
-                        break;
-                    }
-                    attempted.await;
-                }
-            })
-            .await
-            .expect("reloaded within 20 s");
-        }
-    };
     let in_place = file_text("[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = 2\n");
     std::fs::write(&h.file, in_place).unwrap();
-    wait_for_reloads(1).await;
+    wait_for_reloads(&h.reloader, 1).await;
     let (_, rules) = get(h.admin, "/api/rules").await;
     assert_eq!(json(&rules)["flow"][0]["count"], 2.0);
     // Renamed over, as editors and deploy tools replace a file.
@@ -980,9 +962,57 @@ async fn the_watcher_reloads_a_file_written_in_place_or_renamed_over() {
     )
     .unwrap();
     std::fs::rename(&next, &h.file).unwrap();
-    wait_for_reloads(2).await;
+    wait_for_reloads(&h.reloader, 2).await;
     let (_, rules) = get(h.admin, "/api/rules").await;
     assert_eq!(json(&rules)["flow"][0]["count"], 3.0);
+}
+
+/// Waits until `reloader` has reloaded `count` times, 20 s at most.
+async fn wait_for_reloads(reloader: &spillway_server::reload::Reloader, count: u64) {
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while reloader.state().reloads < count {
+            let attempted = reloader.attempted();
+            tokio::pin!(attempted);
+            attempted.as_mut().enable();
+            if reloader.state().reloads >= count {
+                break;
+            }
+            attempted.await;
+        }
+    })
+    .await
+    .expect("reloaded within 20 s");
+}
+
+// Real time, as above. Without the fix, the swap was seen by the minute's backstop look only.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_watcher_reloads_a_file_whose_link_is_swapped_as_kubernetes_swaps_it() {
+    use std::os::unix::fs::symlink;
+    let h = start(ORDERS_QPS_1).await;
+    // A ConfigMap's volume: `spillway.toml` -> `..data/spillway.toml`, `..data` -> the
+    // current version's directory; an update writes a new directory and renames a new
+    // `..data` link over the old one, so no event names `spillway.toml`.
+    let dir = h.file.parent().unwrap().to_path_buf();
+    let version = |name: &str, count: u32| {
+        std::fs::create_dir(dir.join(name)).unwrap();
+        let rule =
+            format!("[[flow]]\nid = \"orders-qps\"\nresource = \"orders\"\ncount = {count}\n");
+        std::fs::write(dir.join(name).join("spillway.toml"), file_text(&rule)).unwrap();
+    };
+    version("..v1", 1);
+    symlink("..v1", dir.join("..data")).unwrap();
+    std::fs::remove_file(&h.file).unwrap();
+    symlink("..data/spillway.toml", &h.file).unwrap();
+    tokio::spawn(h.reloader.clone().watch());
+    // The watcher's first look sees a new file (the link): read once.
+    wait_for_reloads(&h.reloader, 1).await;
+    version("..v2", 4);
+    symlink("..v2", dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    wait_for_reloads(&h.reloader, 2).await;
+    let (_, rules) = get(h.admin, "/api/rules").await;
+    assert_eq!(json(&rules)["flow"][0]["count"], 4.0);
 }
 
 #[tokio::test(start_paused = true)]
