@@ -5,6 +5,7 @@
 use crate::config::{self, Config};
 use crate::proxy::Proxy;
 use crate::server::apply_rules;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -74,8 +75,8 @@ pub struct Reloader {
     proxy: Proxy,
     /// Shared with the proxy's metrics.
     state: Arc<Mutex<ConfigState>>,
-    /// What the file was at the last look: its modification time, size and inode.
-    modified: Mutex<Option<FileStamp>>,
+    /// What the file, and the files it names, were at the last look.
+    looked: Mutex<Looked>,
     /// Woken after every reload attempt (for tests and the status to wait on).
     attempted: tokio::sync::Notify,
     /// Held while the rules change, by a reload and by the admin API's `PUT /api/rules`: one
@@ -109,13 +110,22 @@ use crate::file_stamp::FileStamp;
 impl Reloader {
     /// A reloader of `path` for `proxy`, which runs `config` (read from `path`).
     pub fn new(path: PathBuf, config: Config, proxy: Proxy) -> Arc<Self> {
-        let modified = std::fs::metadata(&path).ok().map(|m| FileStamp::of(&m));
+        let looked = Looked {
+            file: FileStamp::read(&path).ok(),
+            named: named_files(&config)
+                .into_iter()
+                .map(|named| {
+                    let stamp = FileStamp::read(&named).ok();
+                    (named, stamp)
+                })
+                .collect(),
+        };
         Arc::new(Self {
             path,
             running: Mutex::new(config),
             state: Arc::clone(proxy.config_state()),
             proxy,
-            modified: Mutex::new(modified),
+            looked: Mutex::new(looked),
             attempted: tokio::sync::Notify::new(),
             writing: Arc::default(),
         })
@@ -246,22 +256,21 @@ impl Reloader {
         self.attempted.notified()
     }
 
-    /// Whether the file changed since the last look (its modification time, size or inode). A
-    /// file that is
-    /// gone, or cannot be read, is reported once (logged, and shown as the status's
-    /// `last_error`) until it is back; the running configuration stays.
+    /// Whether the file, or a file it names (the listener's certificate and key, an
+    /// upstream's authorities), changed since the last look: its modification time, size or
+    /// inode. A configuration file that is gone, or cannot be read, is reported once (logged,
+    /// and shown as the status's `last_error`) until it is back; the running configuration
+    /// stays. A named file that is gone is a change: the reload it starts reports it.
     pub fn file_changed(&self) -> bool {
-        match std::fs::metadata(&self.path) {
+        let named = named_files(&lock(&self.running));
+        let mut looked = lock(&self.looked);
+        let file_changed = match std::fs::metadata(&self.path) {
             Ok(metadata) => {
                 let stamp = FileStamp::of(&metadata);
-                let mut last = lock(&self.modified);
-                let changed = *last != Some(stamp);
-                *last = Some(stamp);
-                changed
+                looked.file.replace(stamp) != Some(stamp)
             }
             Err(err) => {
-                let mut last = lock(&self.modified);
-                if last.take().is_some() {
+                if looked.file.take().is_some() {
                     let message = format!("{}: cannot read: {err}", self.path.display());
                     tracing::warn!(error = %message, "the configuration file is gone; the running configuration stays");
                     let mut state = lock(&self.state);
@@ -270,7 +279,32 @@ impl Reloader {
                 }
                 false
             }
+        };
+        let mut named_changed = false;
+        let mut now = HashMap::with_capacity(named.len());
+        for file in named {
+            let stamp = FileStamp::read(&file).ok();
+            // One not looked at before was read by the reload that named it.
+            named_changed |= looked
+                .named
+                .get(&file)
+                .is_some_and(|before| *before != stamp);
+            now.insert(file, stamp);
         }
+        looked.named = now;
+        file_changed || named_changed
+    }
+
+    /// The directories to watch: the file's and those of the files it names.
+    fn directories(&self) -> BTreeSet<PathBuf> {
+        let named = named_files(&lock(&self.running));
+        std::iter::once(self.path.clone())
+            .chain(named)
+            .map(|file| match file.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+                _ => PathBuf::from("."),
+            })
+            .collect()
     }
 
     /// Reloads when the file changes and on SIGHUP, until the task is dropped. The file's
@@ -299,7 +333,11 @@ impl Reloader {
         let () = hangup;
         // One pending notification is enough: a burst is one change.
         let (events, mut changes) = tokio::sync::mpsc::channel::<()>(1);
-        let watcher = self.watcher(events);
+        let mut watcher = Self::watcher(events);
+        let mut watched = BTreeSet::new();
+        if let Some(watcher) = watcher.as_mut() {
+            self.watch_directories(watcher, &mut watched);
+        }
         // Without notifications, a look once a second; with them, only as a backstop.
         let every = if watcher.is_some() {
             Duration::from_secs(60)
@@ -317,41 +355,67 @@ impl Reloader {
             };
             #[cfg(not(unix))]
             let hangup_received = std::future::pending::<Option<()>>();
-            tokio::select! {
-                _ = tick.tick() => {}
-                Some(()) = changes.recv() => settle(&mut changes).await,
-                _ = hangup_received => {
-                    let _ = self.reload_off_runtime().await;
-                    continue;
+            let reload = tokio::select! {
+                _ = tick.tick() => self.file_changed(),
+                Some(()) = changes.recv() => {
+                    settle(&mut changes).await;
+                    self.file_changed()
                 }
-            }
-            if self.file_changed() {
+                _ = hangup_received => true,
+            };
+            if reload {
                 let _ = self.reload_off_runtime().await;
+                // The new configuration may name files elsewhere.
+                if let Some(watcher) = watcher.as_mut() {
+                    self.watch_directories(watcher, &mut watched);
+                }
             }
         }
     }
 
-    /// A watcher of the file's directory that sends on `events` for any event in it; `None`
-    /// (logged) if the OS refuses. Any, not only those naming the file: a file reached through
-    /// a link in its directory changes when that link is swapped (a Kubernetes volume swaps
-    /// `..data` and nothing named as the file), and each event costs one look at the file's
-    /// stamp once they settle.
-    fn watcher(&self, events: tokio::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+    /// Has `watcher` watch [`directories`](Self::directories), and only them; `watched` is
+    /// what it watches. A directory it cannot watch is logged (its files are still looked at
+    /// once a minute).
+    fn watch_directories(
+        &self,
+        watcher: &mut notify::RecommendedWatcher,
+        watched: &mut BTreeSet<PathBuf>,
+    ) {
         use notify::Watcher as _;
-        let directory = match self.path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let wanted = self.directories();
+        for gone in watched.difference(&wanted) {
+            let _ = watcher.unwatch(gone);
+        }
+        watched.retain(|directory| wanted.contains(directory));
+        for directory in wanted {
+            if watched.contains(&directory) {
+                continue;
+            }
+            match watcher.watch(&directory, notify::RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    watched.insert(directory);
+                }
+                Err(err) => tracing::warn!(
+                    directory = %directory.display(),
+                    error = %err,
+                    "cannot watch a directory of the configuration's files; looking at them once a minute"
+                ),
+            }
+        }
+    }
+
+    /// A watcher that sends on `events` for any event in the directories it watches; `None`
+    /// (logged) if the OS refuses. Any event, not only those naming a file: a file reached
+    /// through a link in its directory changes when that link is swapped (a Kubernetes volume
+    /// swaps `..data` and nothing named as the file), and each event costs one look at the
+    /// files' stamps once they settle.
+    fn watcher(events: tokio::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
         let handler = move |event: notify::Result<notify::Event>| {
             if event.is_ok() {
                 let _ = events.try_send(());
             }
         };
-        let watched = notify::recommended_watcher(handler).and_then(|mut watcher| {
-            watcher.watch(&directory, notify::RecursiveMode::NonRecursive)?;
-            Ok(watcher)
-        });
-        match watched {
+        match notify::recommended_watcher(handler) {
             Ok(watcher) => Some(watcher),
             Err(err) => {
                 tracing::warn!(error = %err, "cannot watch the configuration file; polling it once a second");
@@ -359,6 +423,28 @@ impl Reloader {
             }
         }
     }
+}
+
+/// The files a configuration names, which a reload reads again: the listener's certificate and
+/// key, and the upstreams' certificate authorities.
+fn named_files(config: &Config) -> Vec<PathBuf> {
+    let tls = config
+        .listener
+        .tls
+        .iter()
+        .flat_map(|tls| [tls.cert.clone(), tls.key.clone()]);
+    let authorities = config
+        .upstreams
+        .iter()
+        .filter_map(|upstream| upstream.get_ref().ca.clone());
+    tls.chain(authorities).collect()
+}
+
+/// What the file, and the files it names, were at the last look.
+#[derive(Debug)]
+struct Looked {
+    file: Option<FileStamp>,
+    named: HashMap<PathBuf, Option<FileStamp>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

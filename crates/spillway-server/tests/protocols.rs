@@ -1,5 +1,5 @@
 //! The protocols a gateway must speak, end to end on loopback through the proxy: HTTP/2 with
-//! prior knowledge, TLS with ALPN (and a certificate swapped by a reload), a real gRPC client
+//! prior knowledge, TLS with ALPN (and a certificate swapped by a reload, or renewed on disk), a real gRPC client
 //! and server (tonic), a WebSocket echo, and HTTPS upstreams. Every wait is on an event with
 //! a timeout; no test depends on the machine's speed.
 
@@ -227,6 +227,109 @@ async fn tls_offers_http2_and_http1_by_alpn_and_a_reload_swaps_the_certificate()
     assert_eq!(response.status(), StatusCode::OK);
     let refused = step("old authority", https_client(&ca, true).get(uri)).await;
     assert!(refused.is_err(), "the old certificate is still served");
+}
+
+// Real time: the file notifications come from another thread. Without the watch on the
+// certificate's directory, a renewed certificate waited for the configuration to change.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_certificate_renewed_in_a_kubernetes_secret_is_served_without_a_reload_asked_for() {
+    use spillway_server::reload::Reloader;
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    // A Secret's volume, as cert-manager renews it: `tls.crt` -> `..data/tls.crt`, `..data`
+    // -> the current version's directory, swapped in one rename.
+    let secret = dir.path().join("secret");
+    let version = |name: &str| {
+        let files = secret.join(name);
+        std::fs::create_dir_all(&files).unwrap();
+        let (ca, cert, key) = certificates(&files, "");
+        std::fs::rename(cert, files.join("tls.crt")).unwrap();
+        std::fs::rename(key, files.join("tls.key")).unwrap();
+        ca
+    };
+    let ca = version("..v1");
+    symlink("..v1", secret.join("..data")).unwrap();
+    for file in ["tls.crt", "tls.key"] {
+        symlink(format!("..data/{file}"), secret.join(file)).unwrap();
+    }
+    let upstream = version_upstream(None).await;
+    let text = routed(
+        &format!(
+            "tls = {{ cert = \"{}\", key = \"{}\" }}",
+            secret.join("tls.crt").display(),
+            secret.join("tls.key").display()
+        ),
+        &format!("url = \"http://{upstream}\""),
+        "",
+    );
+    let file = dir.path().join("spillway.toml");
+    std::fs::write(&file, &text).unwrap();
+    let p = proxy(&text).await;
+    let reloader = Reloader::new(file, parse(&text, "test.toml").unwrap(), p.handle.clone());
+    tokio::spawn(reloader.clone().watch());
+    let uri: http::Uri = format!("https://localhost:{}/x", p.proxy.port())
+        .parse()
+        .unwrap();
+    let response = step(
+        "first certificate",
+        https_client(&ca, true).get(uri.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+
+    // Renewed: a new version from another authority, swapped in.
+    let new_ca = version("..v2");
+    symlink("..v2", secret.join("..data_tmp")).unwrap();
+    std::fs::rename(secret.join("..data_tmp"), secret.join("..data")).unwrap();
+    // Waits until the reloader has made `count` attempts, good or bad.
+    let attempts = |count: u64| {
+        let reloader = reloader.clone();
+        step("the reload", async move {
+            let made = |r: &Reloader| r.state().reloads + r.state().failures;
+            while made(&reloader) < count {
+                let attempted = reloader.attempted();
+                tokio::pin!(attempted);
+                attempted.as_mut().enable();
+                if made(&reloader) >= count {
+                    break;
+                }
+                attempted.await;
+            }
+        })
+    };
+    attempts(1).await;
+    assert_eq!(reloader.state().reloads, 1);
+    let response = step(
+        "new certificate",
+        https_client(&new_ca, true).get(uri.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let refused = step("old authority", https_client(&ca, true).get(uri.clone())).await;
+    assert!(refused.is_err(), "the old certificate is still served");
+
+    // The key gone: the reload it starts fails, naming it, and the certificate in use stays.
+    std::fs::rename(secret.join("tls.key"), secret.join("tls.key.away")).unwrap();
+    attempts(2).await;
+    let state = reloader.state();
+    assert_eq!((state.reloads, state.failures), (1, 1));
+    let error = state.last_error.unwrap();
+    assert!(error.contains("tls.key: cannot read"), "{error}");
+    let response = step(
+        "while the key is gone",
+        https_client(&new_ca, true).get(uri.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    // Back: reloaded.
+    std::fs::rename(secret.join("tls.key.away"), secret.join("tls.key")).unwrap();
+    attempts(3).await;
+    let state = reloader.state();
+    assert_eq!((state.reloads, state.last_error), (2, None));
 }
 
 #[tokio::test]
