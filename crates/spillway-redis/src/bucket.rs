@@ -187,7 +187,7 @@ impl sealed::Sealed for SharedBucket {
         &self,
         mode: Mode,
         count: u64,
-        _tag: u64,
+        tag: u64,
         beat: Option<&Beat<'_>>,
     ) -> ScriptInvocation<'static> {
         let mut invocation = script().key(&self.key);
@@ -199,7 +199,8 @@ impl sealed::Sealed for SharedBucket {
             .arg(self.rate)
             .arg(self.max_burst_seconds)
             .arg(count)
-            .arg(mode.as_str());
+            .arg(mode.as_str())
+            .arg(tag);
         if let Some(beat) = beat {
             invocation.arg(beat.member).arg(beat.ttl_ms);
         }

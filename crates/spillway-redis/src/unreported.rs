@@ -38,22 +38,30 @@ impl Unreported {
 
     /// Takes what is still within `keep_ms` of `now_ms`, summed by groups of `group_ms` (a
     /// window's bucket width: one report per bucket it can land in), each at the age of the
-    /// newest time in its group, so that it stays counted at least as long as it should.
+    /// newest time any of its passes may have been admitted at (the end of its last slot), so
+    /// that it stays counted at least as long as it should, and is known to be older than a
+    /// bucket made after it.
     pub(crate) fn take(&mut self, now_ms: u64, keep_ms: u64, group_ms: u64) -> Vec<Report> {
         self.forget_before(now_ms, keep_ms);
         let group_ms = group_ms.max(1);
-        let mut reports: Vec<(u64, u64)> = Vec::new();
+        // (group, passes, the start of its last slot)
+        let mut reports: Vec<(u64, u64, u64)> = Vec::new();
         for (start, passes) in self.slots.drain(..) {
             let group = start / group_ms;
             match reports.last_mut() {
-                Some((last, sum)) if *last == group => *sum += passes,
-                _ => reports.push((group, passes)),
+                Some((last, sum, last_slot)) if *last == group => {
+                    *sum += passes;
+                    *last_slot = start;
+                }
+                _ => reports.push((group, passes, start)),
             }
         }
         reports
             .into_iter()
-            .map(|(group, count)| {
-                let newest = ((group + 1) * group_ms - 1).min(now_ms);
+            .map(|(group, count, last_slot)| {
+                let newest = ((group + 1) * group_ms - 1)
+                    .min(last_slot + SLOT_MS - 1)
+                    .min(now_ms);
                 Report {
                     age_ms: now_ms.saturating_sub(newest),
                     count,
@@ -135,6 +143,21 @@ mod tests {
         assert_eq!(
             total, 12,
             "only the 500-999 ms passes are still in a window"
+        );
+    }
+
+    #[test]
+    fn a_report_is_as_old_as_the_end_of_its_last_slot() {
+        let mut ledger = Unreported::default();
+        // Passes at 620 ms only: in the 500-999 group, admitted by 699 ms at the latest.
+        ledger.add(620, 5, 1000);
+        let reports = ledger.take(1000, 1000, 500);
+        assert_eq!(
+            reports,
+            [Report {
+                age_ms: 301,
+                count: 5
+            }]
         );
     }
 }

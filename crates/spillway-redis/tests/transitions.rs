@@ -250,3 +250,81 @@ async fn a_bucket_that_outlived_a_failure_is_charged_what_the_fallback_admitted(
     let check = bucket().try_acquire(&mut conn, 1).await.unwrap();
     assert!(!check.admitted, "the bucket was charged the fallback's 100");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_redis_lost_is_not_charged_what_the_fallback_admitted_before_it_was_made() {
+    use spillway_redis::{LeasedBucket, SharedBucket};
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let time = Time::Clock(Arc::new(clock.clone()));
+    let bucket = || SharedBucket::new("lost", 100.0, 1.0, time.clone()).unwrap();
+    let lease = LeasedBucket::with_settings(bucket(), Arc::new(clock.clone()), settings());
+    let lease = lease.unwrap();
+    let mut conn = redis.connect().await;
+    lease.refill(&mut conn).await.unwrap();
+    clock.advance_millis(1000);
+    // Redis dies: the fallback admits 40, then 40 more 600 ms later (two reports, one per
+    // half second it groups them by).
+    redis.kill().await;
+    assert!(lease.refill(&mut conn).await.is_err());
+    assert_eq!(lease.mode(), LeaseMode::Fallback);
+    assert_eq!((0..40).filter(|_| lease.try_acquire(1)).count(), 40);
+    clock.advance_millis(600);
+    assert_eq!((0..40).filter(|_| lease.try_acquire(1)).count(), 40);
+    clock.advance_millis(100);
+    // Back, empty; another process's check makes the bucket again before this one's reports
+    // reach it.
+    redis.restart().await;
+    let mut conn = redis.connect().await;
+    clock.advance_millis(10);
+    let first = bucket().try_acquire(&mut conn, 1).await.unwrap();
+    assert!(first.admitted, "a new bucket is free from its making");
+    // Both reports are of passes admitted before the bucket was made: neither is charged.
+    // (Before, the first report made the bucket and the second spent 40 permits of it, and
+    // the fleet was refused for 400 ms.)
+    clock.advance_millis(10);
+    lease.refill(&mut conn).await.unwrap();
+    assert_eq!(lease.mode(), LeaseMode::Global);
+    // The lease took its batch (100 ms of the rate at most): 150 ms on, the bucket is free
+    // unless it was charged the 40 (400 ms) or the 80.
+    clock.advance_millis(150);
+    let check = bucket().try_acquire(&mut conn, 1).await.unwrap();
+    assert!(
+        check.admitted,
+        "the lost bucket was charged the fallback's passes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_s_reports_do_not_make_a_bucket_redis_lost() {
+    use spillway_redis::{LeasedBucket, SharedBucket};
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let time = Time::Clock(Arc::new(clock.clone()));
+    let bucket = || SharedBucket::new("remade", 100.0, 1.0, time.clone()).unwrap();
+    let lease = LeasedBucket::with_settings(bucket(), Arc::new(clock.clone()), settings());
+    let lease = lease.unwrap();
+    let mut conn = redis.connect().await;
+    lease.refill(&mut conn).await.unwrap();
+    clock.advance_millis(1000);
+    redis.kill().await;
+    assert!(lease.refill(&mut conn).await.is_err());
+    // Two groups of passes, the second in the last half second.
+    assert_eq!((0..40).filter(|_| lease.try_acquire(1)).count(), 40);
+    clock.advance_millis(600);
+    assert_eq!((0..40).filter(|_| lease.try_acquire(1)).count(), 40);
+    redis.restart().await;
+    let mut conn = redis.connect().await;
+    clock.advance_millis(10);
+    // This process is the first back: its first report finds no bucket, and makes none, so
+    // its second finds none either.
+    lease.refill(&mut conn).await.unwrap();
+    assert_eq!(lease.mode(), LeaseMode::Global);
+    // 150 ms on, past the lease's batch: free unless the second report was charged (400 ms).
+    clock.advance_millis(150);
+    let check = bucket().try_acquire(&mut conn, 1).await.unwrap();
+    assert!(
+        check.admitted,
+        "a report made the bucket, and the next was charged to it"
+    );
+}
