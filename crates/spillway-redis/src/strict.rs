@@ -217,7 +217,9 @@ impl<S: Shared> Strict<S> {
 
     /// Keeps a connection to `target` for [`Strict::check`], for good (run it in a task of its
     /// own): connects and asks Redis for the fleet's state at once (each within the call
-    /// timeout; the connection within four), and again every `probe_every` while Redis fails.
+    /// timeout; the connection within four), again every third of `heartbeat_ttl` while Redis
+    /// answers (this process's heartbeat, requests or not), and every `probe_every` while it
+    /// fails.
     /// The first answer after a failure is preceded by the report of what the fallback
     /// admitted.
     pub async fn connect(&self, target: impl Into<Target>) {
@@ -232,8 +234,14 @@ impl<S: Shared> Strict<S> {
                 tokio::time::sleep(self.settings.probe_every).await;
                 self.probe(&target).await;
             } else if connected {
-                // Redis answers: nothing to do until a request's call fails.
-                self.lost.notified().await;
+                // Redis answers: a beat every third of the heartbeat's TTL besides the
+                // requests' own, so that a quiet process stays counted among the live ones,
+                // knows how many they are, and finds a failing Redis without a request.
+                let beat_every = self.settings.heartbeat_ttl / 3;
+                tokio::select! {
+                    () = self.lost.notified() => {}
+                    () = tokio::time::sleep(beat_every) => self.probe(&target).await,
+                }
             } else {
                 // Before the first answer.
                 self.probe(&target).await;

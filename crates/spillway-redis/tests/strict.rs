@@ -125,3 +125,50 @@ async fn redis_killed_means_the_share_without_a_call_a_request_then_back_at_a_pr
     back.await.expect("back on the shared limit at a probe");
     assert!(strict.check(1).await.is_ok());
 }
+
+// Real time for the beats (a third of a 300 ms TTL), the manual clock for the scripts: the
+// test waits on what it observes, with a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_process_stays_counted_and_finds_a_failing_redis_without_a_request() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let time = Time::Clock(Arc::new(clock.clone()));
+    let settings = LeaseSettings {
+        heartbeat_ttl: Duration::from_millis(300),
+        ..LeaseSettings::default()
+    };
+    let window = || SharedWindow::new("quiet", 100.0, Duration::from_secs(1), 2, time.clone());
+    let busy = connected(
+        &redis,
+        window().unwrap(),
+        Arc::new(clock.clone()),
+        settings.clone(),
+    );
+    let quiet = connected(&redis, window().unwrap(), Arc::new(clock.clone()), settings);
+    let busy = busy.await;
+    let quiet = quiet.await;
+    // Both heartbeats expire on the limit's clock; only a beat sent since counts the quiet
+    // one. (Before, a quiet strict process beat only with its requests: the busy one counted
+    // itself alone, and in a fallback both took a larger share than the fleet's.)
+    clock.advance_millis(1000);
+    let counted = tokio::time::timeout(STEP, async {
+        loop {
+            let _ = busy.check(1).await;
+            if busy.live_processes() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    counted.await.expect("the quiet process counted again");
+    // Redis dies: the quiet process, with no request, is in the fallback at its next beat
+    // (which the status and the metrics show).
+    redis.kill().await;
+    let found = tokio::time::timeout(STEP, async {
+        while quiet.mode() != LeaseMode::Fallback {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    found.await.expect("the quiet process finds Redis failing");
+    assert_eq!(quiet.live_processes(), 2, "its share: half");
+}
