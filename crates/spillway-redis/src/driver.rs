@@ -140,7 +140,9 @@ impl ConnectionLike for Connection {
 }
 
 /// A connection to `target`, each call within `call_timeout` (one Redis: the connection
-/// manager's own attempts too), made within four of them.
+/// manager's own attempts too), made within four of them. One attempt: the caller tries again
+/// at its next probe, and a refused connection or a refused password is its own error, not
+/// the timeout of a retry's back-off (redis-rs waits a second or more before its first).
 pub(crate) async fn connect(target: &Target, call_timeout: Duration) -> Result<Connection, Error> {
     let timeout = call_timeout * 4;
     let connected = match target {
@@ -148,7 +150,7 @@ pub(crate) async fn connect(target: &Target, call_timeout: Duration) -> Result<C
             let config = redis::aio::ConnectionManagerConfig::new()
                 .set_connection_timeout(call_timeout)
                 .set_response_timeout(call_timeout)
-                .set_number_of_retries(1);
+                .set_number_of_retries(0);
             let connecting = client.get_connection_manager_with_config(config);
             tokio::time::timeout(timeout, connecting)
                 .await

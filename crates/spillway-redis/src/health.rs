@@ -13,13 +13,17 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// A limit's link to Redis: starting (no answer yet), healthy, or failing with the time of the
-/// next probe.
-#[derive(Debug, Clone, Copy, Default)]
+/// next probe and why.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Health {
     /// Whether Redis has answered once.
     reached: bool,
     /// While Redis fails: when to try it again (ms, the limit's process clock).
     pub(crate) probe_at_ms: Option<u64>,
+    /// While Redis fails: the last failure's error.
+    error: Option<String>,
+    /// The calls and connections that failed, in all.
+    failures: u64,
 }
 
 impl Health {
@@ -41,6 +45,8 @@ impl Health {
             }
         }
         self.probe_at_ms = Some(now + probe_every.as_millis() as u64);
+        self.error = Some(err.to_string());
+        self.failures += 1;
     }
 
     /// Redis answered, counting `live` processes: on the shared limit (logged when it was not).
@@ -52,18 +58,29 @@ impl Health {
             tracing::info!(limit = %key, processes = live, "shared limit: Redis answers again, back to the global limit");
         }
         self.reached = true;
+        self.error = None;
     }
 
     /// Whether the fallback decides: Redis fails. (Before its first answer, nothing is
     /// admitted locally: requests wait for it, and those it does not reach in time are
     /// refused.)
-    pub(crate) fn in_fallback(self) -> bool {
+    pub(crate) fn in_fallback(&self) -> bool {
         self.probe_at_ms.is_some()
+    }
+
+    /// While Redis fails: the last failure's error.
+    pub(crate) fn error(&self) -> Option<String> {
+        self.error.clone()
+    }
+
+    /// The calls and connections that failed since the limit was made.
+    pub(crate) fn failures(&self) -> u64 {
+        self.failures
     }
 
     /// Whether the limit decides against the shared state, by its fallback, or has not heard
     /// from Redis yet.
-    pub(crate) fn mode(self) -> LeaseMode {
+    pub(crate) fn mode(&self) -> LeaseMode {
         match (self.probe_at_ms, self.reached) {
             (Some(_), _) => LeaseMode::Fallback,
             (None, true) => LeaseMode::Global,

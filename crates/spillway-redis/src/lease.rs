@@ -379,6 +379,17 @@ impl<S: Shared> Leased<S> {
         lock(&self.lease).health.mode()
     }
 
+    /// While it is in its fallback: why, Redis's last error (a refused connection, a timeout,
+    /// an error Redis answered with). `None` while Redis answers.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.lease).health.error()
+    }
+
+    /// The calls to Redis (and connections) that failed since it was made.
+    pub fn failures(&self) -> u64 {
+        lock(&self.lease).health.failures()
+    }
+
     /// The processes sharing the limit, as the last heartbeat's answer counted them (before
     /// any: `assumed_processes`).
     pub fn live_processes(&self) -> u64 {
@@ -461,6 +472,14 @@ impl<S: Shared> SharedLimit for Leased<S> {
 
     fn processes(&self) -> Option<u64> {
         Some(self.live_processes())
+    }
+
+    fn last_error(&self) -> Option<String> {
+        Leased::last_error(self)
+    }
+
+    fn failures(&self) -> u64 {
+        Leased::failures(self)
     }
 
     fn is_ready(&self, count: u32) -> bool {

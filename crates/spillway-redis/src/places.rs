@@ -306,6 +306,17 @@ impl LeasedConcurrency {
         lock(&self.state).health.mode()
     }
 
+    /// While it is in its fallback: why, Redis's last error (a refused connection, a timeout,
+    /// an error Redis answered with). `None` while Redis answers.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.state).health.error()
+    }
+
+    /// The calls to Redis (and connections) that failed since it was made.
+    pub fn failures(&self) -> u64 {
+        lock(&self.state).health.failures()
+    }
+
     /// The processes sharing the limit, as the last answer counted them.
     pub fn live_processes(&self) -> u64 {
         lock(&self.state).live
@@ -404,6 +415,14 @@ impl SharedLimit for LeasedConcurrency {
 
     fn processes(&self) -> Option<u64> {
         Some(self.live_processes())
+    }
+
+    fn last_error(&self) -> Option<String> {
+        LeasedConcurrency::last_error(self)
+    }
+
+    fn failures(&self) -> u64 {
+        LeasedConcurrency::failures(self)
     }
 
     fn is_ready(&self, count: u32) -> bool {

@@ -238,9 +238,9 @@ impl<S: Shared> Strict<S> {
                 // requests' own, so that a quiet process stays counted among the live ones,
                 // knows how many they are, and finds a failing Redis without a request.
                 let beat_every = self.settings.heartbeat_ttl / 3;
-                tokio::select! {
-                    () = self.lost.notified() => {}
-                    () = tokio::time::sleep(beat_every) => self.probe(&target).await,
+                let lost = tokio::time::timeout(beat_every, self.lost.notified()).await;
+                if lost.is_err() {
+                    self.probe(&target).await;
                 }
             } else {
                 // Before the first answer.
@@ -292,6 +292,17 @@ impl<S: Shared> Strict<S> {
     /// Redis yet.
     pub fn mode(&self) -> LeaseMode {
         lock(&self.state).health.mode()
+    }
+
+    /// While it is in its fallback: why, Redis's last error (a refused connection, a timeout,
+    /// an error Redis answered with). `None` while Redis answers.
+    pub fn last_error(&self) -> Option<String> {
+        lock(&self.state).health.error()
+    }
+
+    /// The calls to Redis (and connections) that failed since it was made.
+    pub fn failures(&self) -> u64 {
+        lock(&self.state).health.failures()
     }
 
     /// The processes sharing the limit, as the last answer counted them.

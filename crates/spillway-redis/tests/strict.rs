@@ -114,6 +114,23 @@ async fn redis_killed_means_the_share_without_a_call_a_request_then_back_at_a_pr
         .await
         .expect("fallback decisions never wait on Redis");
     assert_eq!(strict.mode(), LeaseMode::Fallback);
+    // Why, as the probes find it: the connection refused (before, a retry's back-off made it
+    // a timeout, the real error never shown).
+    let why = tokio::time::timeout(STEP, async {
+        loop {
+            if let Some(error) = strict.last_error() {
+                if error.to_lowercase().contains("refused") {
+                    break error;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    let error = why
+        .await
+        .expect("the refused connection is the error shown");
+    assert!(error.starts_with("redis: "), "{error}");
+    assert!(strict.failures() >= 2, "the call and a probe failed");
 
     redis.restart().await;
     let back = tokio::time::timeout(STEP, async {
@@ -124,6 +141,7 @@ async fn redis_killed_means_the_share_without_a_call_a_request_then_back_at_a_pr
     });
     back.await.expect("back on the shared limit at a probe");
     assert!(strict.check(1).await.is_ok());
+    assert_eq!(strict.last_error(), None);
 }
 
 // Real time for the beats (a third of a 300 ms TTL), the manual clock for the scripts: the

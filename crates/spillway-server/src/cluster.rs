@@ -93,6 +93,10 @@ pub(crate) struct RuleState {
     pub(crate) starting: bool,
     pub(crate) fallback: bool,
     pub(crate) instances: Option<u64>,
+    /// In the fallback: Redis's last error.
+    pub(crate) error: Option<String>,
+    /// The calls to Redis that failed since the rule's limit was made.
+    pub(crate) failures: u64,
 }
 
 impl ClusterLimits {
@@ -241,13 +245,16 @@ impl ClusterLimits {
             .iter()
             .map(|entry| {
                 let rule = &entry.built_from.0;
-                let (starting, fallback, instances) = match &entry.check {
-                    Check::Leased(lease) => {
-                        (lease.is_starting(), lease.in_fallback(), lease.processes())
-                    }
+                let (starting, fallback, instances, (error, failures)) = match &entry.check {
+                    Check::Leased(lease) => (
+                        lease.is_starting(),
+                        lease.in_fallback(),
+                        lease.processes(),
+                        (lease.last_error(), lease.failures()),
+                    ),
                     Check::Strict(check) => {
                         let (starting, fallback) = check.state();
-                        (starting, fallback, Some(check.instances()))
+                        (starting, fallback, Some(check.instances()), check.failure())
                     }
                 };
                 RuleState {
@@ -259,6 +266,8 @@ impl ClusterLimits {
                     fallback,
                     // Unknown before the first answer.
                     instances: instances.filter(|_| !starting),
+                    error,
+                    failures,
                 }
             })
             .collect()

@@ -176,7 +176,9 @@ async fn two_proxies_share_a_cluster_rule_on_redis() {
             "kind": "qps",
             "check": "leased",
             "state": "global",
-            "instances": 2
+            "instances": 2,
+            "error": null,
+            "failures": 0
         }])
     );
 }
@@ -197,8 +199,19 @@ async fn a_redis_out_of_reach_at_startup_means_the_fallback() {
         metrics.contains("spillway_cluster_fallback{rule=\"api-fleet\",resource=\"api\"} 1"),
         "{metrics}"
     );
+    assert!(
+        metrics.contains("spillway_cluster_failures_total{rule=\"api-fleet\",resource=\"api\"} "),
+        "{metrics}"
+    );
     let status = proxy.admin_status().await;
     assert_eq!(status["cluster"][0]["state"], "fallback");
+    // Why, for the operator: the connection refused, not a timeout.
+    let error = status["cluster"][0]["error"]
+        .as_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(error.contains("refused"), "{error}");
+    assert!(status["cluster"][0]["failures"].as_u64().unwrap() >= 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -94,6 +94,18 @@ pub trait SharedLimit: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// While it is [in its fallback](Self::in_fallback): why, the shared state's last error
+    /// (for status pages; by default none).
+    fn last_error(&self) -> Option<String> {
+        None
+    }
+
+    /// The calls to its shared state that failed since it was made (for metrics; by default
+    /// none).
+    fn failures(&self) -> u64 {
+        0
+    }
+
     /// Whether `count` passes can be decided now without waiting on the shared state (by
     /// default always). A leased limit says no when it holds fewer and the shared limit is not
     /// known to be full: [`until_ready`](Self::until_ready) then waits for its next refill.

@@ -85,6 +85,14 @@ impl StrictRule {
         (mode == LeaseMode::Starting, mode == LeaseMode::Fallback)
     }
 
+    /// While it decides by its fallback: Redis's last error; and the calls that failed in all.
+    pub(crate) fn failure(&self) -> (Option<String>, u64) {
+        match &self.check {
+            StrictCheck::Window(strict) => (strict.last_error(), strict.failures()),
+            StrictCheck::Bucket(strict) => (strict.last_error(), strict.failures()),
+        }
+    }
+
     /// The instances sharing it, as its last answer counted them.
     pub(crate) fn instances(&self) -> u64 {
         match &self.check {

@@ -2,7 +2,7 @@
 
 use super::{given, rules_of, toml_tables, Change, Fault, Problem, RuleKind};
 use crate::config::{Check, ClusterConfig, ClusterRuleConfig, Config};
-use crate::metrics::{gauges, rule_labels};
+use crate::metrics::{counters, gauges, rule_labels};
 use crate::metrics::{KindMetrics, Sources};
 use crate::proxy::Proxy;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -79,8 +79,9 @@ impl RuleKind for Cluster {
 
     /// Each cluster rule, in file order: its kind, how it is checked (`leased` or `strict`),
     /// its state (`starting` before Redis first answers, `global` while it admits against the
-    /// shared limit, `fallback` while Redis is out of reach) and the instances its last answer
-    /// counted.
+    /// shared limit, `fallback` while Redis is out of reach), the instances its last answer
+    /// counted, why it is in its fallback (`error`: Redis's last error, else null) and the
+    /// calls to Redis that failed since its limit was made (`failures`).
     fn states(&self, proxy: &Proxy) -> Option<Value> {
         let states: Vec<Value> = proxy
             .cluster_limits()
@@ -99,6 +100,8 @@ impl RuleKind for Cluster {
                     "check": rule.mode,
                     "state": state,
                     "instances": rule.instances,
+                    "error": rule.error,
+                    "failures": rule.failures,
                 })
             })
             .collect();
@@ -207,6 +210,14 @@ pub(super) fn metrics(
             let starting = if rule.starting { 1.0 } else { 0.0 };
             (rule_labels(&rule.id, &rule.resource), starting)
         }),
+    )?;
+    counters(
+        encoder,
+        "spillway_cluster_failures",
+        "Calls to Redis (and connections) that failed, by cluster rule, since its limit was made (a reload that keeps the rule keeps the count)",
+        cluster
+            .iter()
+            .map(|rule| (rule_labels(&rule.id, &rule.resource), rule.failures)),
     )?;
     gauges(
         encoder,
