@@ -251,20 +251,28 @@ async fn a_bucket_that_outlived_a_failure_is_charged_what_the_fallback_admitted(
     assert!(!check.admitted, "the bucket was charged the fallback's 100");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bucket_redis_lost_is_not_charged_what_the_fallback_admitted_before_it_was_made() {
+/// A leased bucket `name` (100 a second) whose Redis died after a second unused and came back
+/// empty, and whose fallback admitted 40, then 40 more 600 ms later (two reports, one per half
+/// second it groups them by), 100 ms before the restart; with the bucket's maker and a
+/// connection to the restarted Redis.
+async fn lost_bucket(
+    redis: &mut RedisServer,
+    clock: &ManualClock,
+    name: &str,
+) -> (
+    spillway_redis::LeasedBucket,
+    impl Fn() -> spillway_redis::SharedBucket,
+    redis::aio::ConnectionManager,
+) {
     use spillway_redis::{LeasedBucket, SharedBucket};
-    let mut redis = RedisServer::start().await;
-    let clock = ManualClock::starting_at_millis(START_MS);
     let time = Time::Clock(Arc::new(clock.clone()));
-    let bucket = || SharedBucket::new("lost", 100.0, 1.0, time.clone()).unwrap();
+    let name = name.to_owned();
+    let bucket = move || SharedBucket::new(&name, 100.0, 1.0, time.clone()).unwrap();
     let lease = LeasedBucket::with_settings(bucket(), Arc::new(clock.clone()), settings());
     let lease = lease.unwrap();
     let mut conn = redis.connect().await;
     lease.refill(&mut conn).await.unwrap();
     clock.advance_millis(1000);
-    // Redis dies: the fallback admits 40, then 40 more 600 ms later (two reports, one per
-    // half second it groups them by).
     redis.kill().await;
     assert!(lease.refill(&mut conn).await.is_err());
     assert_eq!(lease.mode(), LeaseMode::Fallback);
@@ -272,10 +280,17 @@ async fn a_bucket_redis_lost_is_not_charged_what_the_fallback_admitted_before_it
     clock.advance_millis(600);
     assert_eq!((0..40).filter(|_| lease.try_acquire(1)).count(), 40);
     clock.advance_millis(100);
-    // Back, empty; another process's check makes the bucket again before this one's reports
-    // reach it.
     redis.restart().await;
-    let mut conn = redis.connect().await;
+    let conn = redis.connect().await;
+    (lease, bucket, conn)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_redis_lost_is_not_charged_what_the_fallback_admitted_before_it_was_made() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let (lease, bucket, mut conn) = lost_bucket(&mut redis, &clock, "lost").await;
+    // Another process's check makes the bucket again before this one's reports reach it.
     clock.advance_millis(10);
     let first = bucket().try_acquire(&mut conn, 1).await.unwrap();
     assert!(first.admitted, "a new bucket is free from its making");
@@ -297,27 +312,12 @@ async fn a_bucket_redis_lost_is_not_charged_what_the_fallback_admitted_before_it
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_s_reports_do_not_make_a_bucket_redis_lost() {
-    use spillway_redis::{LeasedBucket, SharedBucket};
     let mut redis = RedisServer::start().await;
     let clock = ManualClock::starting_at_millis(START_MS);
-    let time = Time::Clock(Arc::new(clock.clone()));
-    let bucket = || SharedBucket::new("remade", 100.0, 1.0, time.clone()).unwrap();
-    let lease = LeasedBucket::with_settings(bucket(), Arc::new(clock.clone()), settings());
-    let lease = lease.unwrap();
-    let mut conn = redis.connect().await;
-    lease.refill(&mut conn).await.unwrap();
-    clock.advance_millis(1000);
-    redis.kill().await;
-    assert!(lease.refill(&mut conn).await.is_err());
-    // Two groups of passes, the second in the last half second.
-    assert_eq!((0..40).filter(|_| lease.try_acquire(1)).count(), 40);
-    clock.advance_millis(600);
-    assert_eq!((0..40).filter(|_| lease.try_acquire(1)).count(), 40);
-    redis.restart().await;
-    let mut conn = redis.connect().await;
-    clock.advance_millis(10);
+    let (lease, bucket, mut conn) = lost_bucket(&mut redis, &clock, "remade").await;
     // This process is the first back: its first report finds no bucket, and makes none, so
     // its second finds none either.
+    clock.advance_millis(10);
     lease.refill(&mut conn).await.unwrap();
     assert_eq!(lease.mode(), LeaseMode::Global);
     // 150 ms on, past the lease's batch: free unless the second report was charged (400 ms).
