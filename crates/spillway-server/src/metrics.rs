@@ -14,16 +14,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod classes;
+mod label_value;
 mod live;
 
 pub(crate) use classes::ClassMetrics;
+pub(crate) use label_value::LabelValue;
 
 use live::Live;
 
 /// What happened to a request, for `spillway_requests_total`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct RequestLabels {
-    pub(crate) resource: String,
+    pub(crate) resource: LabelValue,
     /// `pass` then `success` or `error`; or `block`; or, for a request admitted only because a
     /// rule (or the listener) is in shadow mode, `shadow_block` then `success` or `error`.
     pub(crate) outcome: &'static str,
@@ -35,12 +37,12 @@ pub(crate) struct RequestLabels {
 /// A kind of rule, as a label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct KindLabel {
-    pub(crate) kind: String,
+    pub(crate) kind: LabelValue,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct ResourceLabel {
-    pub(crate) resource: String,
+    pub(crate) resource: LabelValue,
 }
 
 /// What a kind's metrics are read from at each scrape.
@@ -156,9 +158,7 @@ impl Metrics {
     /// Sets the count of unused rules of each kind in `counts` (a kind with none at 0).
     pub(crate) fn set_unused_rules<'a>(&self, counts: impl IntoIterator<Item = (&'a str, usize)>) {
         for (kind, count) in counts {
-            let label = KindLabel {
-                kind: kind.to_owned(),
-            };
+            let label = KindLabel { kind: kind.into() };
             self.unused_rules
                 .get_or_create(&label)
                 .set(i64::try_from(count).unwrap_or(i64::MAX));
@@ -177,7 +177,7 @@ impl Metrics {
         let counter = |outcome| {
             self.requests
                 .get_or_create(&RequestLabels {
-                    resource: resource.to_owned(),
+                    resource: resource.into(),
                     outcome,
                     reason: "",
                 })
@@ -201,7 +201,7 @@ impl Metrics {
             latency: self
                 .latency
                 .get_or_create(&ResourceLabel {
-                    resource: resource.to_owned(),
+                    resource: resource.into(),
                 })
                 .clone(),
             second,
@@ -220,7 +220,7 @@ impl Metrics {
     pub(crate) fn count(&self, resource: &str, outcome: &'static str, reason: &'static str) {
         self.requests
             .get_or_create(&RequestLabels {
-                resource: resource.to_owned(),
+                resource: resource.into(),
                 outcome,
                 reason,
             })
@@ -276,11 +276,11 @@ impl ResourceMetrics {
 }
 
 /// Labels of one series: `(name, value)` pairs.
-pub(crate) type Labels<'a> = Vec<(&'a str, String)>;
+pub(crate) type Labels<'a> = Vec<(&'a str, LabelValue)>;
 
 /// A rule's series labels: its id and its resource.
 pub(crate) fn rule_labels(id: &str, resource: &str) -> Labels<'static> {
-    vec![("rule", id.to_owned()), ("resource", resource.to_owned())]
+    vec![("rule", id.into()), ("resource", resource.into())]
 }
 
 /// Writes one counter family: a series per row.
@@ -383,7 +383,7 @@ impl Collector for Listeners {
             ),
         ] {
             let rows = listeners
-                .map(|(listener, counts)| (vec![("listener", listener.to_owned())], read(counts)));
+                .map(|(listener, counts)| (vec![("listener", (*listener).into())], read(counts)));
             counters(&mut encoder, name, help, rows)?;
         }
         for (name, help, read) in [
@@ -400,16 +400,13 @@ impl Collector for Listeners {
         ] {
             let rows = listeners.iter().filter_map(|(listener, counts)| {
                 let state = counts.accepts()?;
-                Some((
-                    vec![("listener", (*listener).to_owned())],
-                    read(&state) as f64,
-                ))
+                Some((vec![("listener", (*listener).into())], read(&state) as f64))
             });
             gauges(&mut encoder, name, help, rows)?;
         }
         let running_on = listeners.map(|(listener, counts)| {
             (
-                vec![("listener", listener.to_owned())],
+                vec![("listener", (*listener).into())],
                 counts.running_on() as f64,
             )
         });
@@ -490,7 +487,7 @@ impl Collector for Listeners {
             let rows = loads
                 .into_iter()
                 .enumerate()
-                .map(|(worker, open)| (vec![("worker", worker.to_string())], open as f64));
+                .map(|(worker, open)| (vec![("worker", worker.to_string().into())], open as f64));
             gauges(
                 &mut encoder,
                 "spillway_worker_connections",
@@ -511,7 +508,7 @@ struct AccessLogLines {
 impl Collector for AccessLogLines {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
         let rows = (self.counts.read().into_iter())
-            .map(|(result, count)| (vec![("result", result.to_owned())], count));
+            .map(|(result, count)| (vec![("result", (*result).into())], count));
         counters(
             &mut encoder,
             "spillway_access_log_lines",

@@ -1242,3 +1242,32 @@ async fn a_hung_file_holds_only_the_write_that_waits_on_it() {
     let text = std::fs::read_to_string(&h.file).unwrap();
     assert!(text.contains("count = 7"), "{text}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_rule_id_cannot_write_series_of_its_own_into_the_metrics() {
+    let h = start(ORDERS_QPS_1).await;
+    // An id that, written as given, ends its series and starts others (found by an attack).
+    let body = serde_json::json!({"breaker": [{
+        "id": "b\"} 9\n# EOF\ninjected_total 1\n#\\",
+        "resource": "orders",
+        "retry_timeout": "60s",
+        "strategy": {"type": "error_count", "threshold": 1}
+    }]});
+    let (status, response) = call(
+        h.admin,
+        Method::PUT,
+        "/api/rules",
+        Some(TOKEN),
+        Bytes::from(body.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    let (_, text) = get(h.admin, "/metrics").await;
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(!lines.contains(&"# EOF"), "{text}");
+    assert!(!lines.iter().any(|l| l.starts_with("injected")), "{text}");
+    assert!(
+        text.contains(r#"spillway_breaker_state{rule="b\"} 9\n# EOF\ninjected_total 1\n#\\",resource="orders"}"#),
+        "{text}"
+    );
+}

@@ -153,7 +153,7 @@ pub(super) fn metrics(
         adaptive.iter().flat_map(move |(id, resource, state)| {
             spillway::Criticality::ALL.iter().map(move |class| {
                 let mut labels = rule_labels(id, resource);
-                labels.push(("criticality", class.as_str().to_owned()));
+                labels.push(("criticality", class.as_str().into()));
                 (labels, read(state)[class.rank()])
             })
         })

@@ -25,7 +25,7 @@ impl Collector for Live {
             "Requests in flight, by resource",
             snapshot.resources.iter().map(|r| {
                 (
-                    vec![("resource", r.name.to_string())],
+                    vec![("resource", r.name.to_string().into())],
                     r.stats.concurrency as f64,
                 )
             }),
@@ -34,19 +34,23 @@ impl Collector for Live {
             &mut encoder,
             "spillway_pass_qps",
             "Admitted per second over the sliding second window, by resource",
-            snapshot
-                .resources
-                .iter()
-                .map(|r| (vec![("resource", r.name.to_string())], r.stats.pass_qps)),
+            snapshot.resources.iter().map(|r| {
+                (
+                    vec![("resource", r.name.to_string().into())],
+                    r.stats.pass_qps,
+                )
+            }),
         )?;
         gauges(
             &mut encoder,
             "spillway_block_qps",
             "Refused per second over the sliding second window, by resource",
-            snapshot
-                .resources
-                .iter()
-                .map(|r| (vec![("resource", r.name.to_string())], r.stats.block_qps)),
+            snapshot.resources.iter().map(|r| {
+                (
+                    vec![("resource", r.name.to_string().into())],
+                    r.stats.block_qps,
+                )
+            }),
         )?;
         let from = Sources {
             spillway: &self.spillway,
@@ -62,7 +66,7 @@ impl Collector for Live {
             "Rules loaded, by kind",
             kinds.iter().map(|kind| {
                 let loaded = kind.loaded(from) as f64;
-                (vec![("kind", kind.label().to_owned())], loaded)
+                (vec![("kind", kind.label().into())], loaded)
             }),
         )?;
         Ok(())
