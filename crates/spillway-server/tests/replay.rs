@@ -443,7 +443,7 @@ fn the_docs_show_what_the_commands_print() {
 
 #[test]
 fn a_line_too_long_is_malformed_and_a_host_header_stands_for_the_host() {
-    let long = format!("{{\"time\":1,\"path\":\"/{}\"}}\n", "a".repeat(70_000));
+    let long = format!("{{\"time\":1,\"path\":\"/{}\"}}\n", "a".repeat(9 << 20));
     let host = format!(
         "{{\"time\":{AT},\"path\":\"/api/orders\",\"status\":200,\"duration_ms\":1,\"headers\":{{\"host\":\"shop.example\"}}}}\n"
     );
@@ -453,13 +453,29 @@ fn a_line_too_long_is_malformed_and_a_host_header_stands_for_the_host() {
     assert_eq!(report.read.malformed_shown[0].line, 2);
     assert_eq!(
         report.read.malformed_shown[0].why,
-        "longer than 65536 bytes"
+        "longer than 8388608 bytes"
     );
     // The `Host` among its headers is its host: not refused as naming two.
     assert!(report
         .routes
         .iter()
         .all(|route| route.answered_early.is_empty()));
+}
+
+#[test]
+fn the_longest_line_spillway_s_access_log_writes_is_replayed() {
+    // A head at the largest `max_header_size` (1 MiB) whose bytes are not text: each is
+    // logged as U+FFFD (three bytes), in the header and again as the refusal's key. (Such
+    // lines were skipped as longer than 64 KiB, found by an attack: a client could drop its
+    // requests out of a replay of the shadow mode's log.)
+    let value = "\u{fffd}".repeat(1 << 20);
+    let line = format!(
+        "{{\"time\":{AT},\"path\":\"/api/orders\",\"status\":429,\"duration_ms\":1,\
+         \"headers\":{{\"x-user\":\"{value}\"}},\"key\":\"{value}\"}}\n"
+    );
+    assert!(line.len() > 6 << 20);
+    let report = run_with("", &[("a.log", line.into())], ReplayOptions::default());
+    assert_eq!((report.requests, report.read.malformed), (1, 0));
 }
 
 #[test]
@@ -634,7 +650,8 @@ fn the_json_output_follows_its_schema() {
     // Every part filled: refusals with top keys, a request no route takes, malformed and late
     // lines, a note.
     let rules = "[[keyed]]\nid = \"per-key\"\nresource = \"orders\"\nkey = \"header:x-api-key\"\n\
-        count = 1\n\n[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n\n\
+        count = 1\n\n[[keyed]]\nid = \"per-q\"\nresource = \"orders\"\nkey = \"query:u\"\n\
+        count = 100\n\n[[flow]]\nid = \"two\"\nresource = \"orders\"\ncount = 2\n\n\
         [[system]]\nid = \"guard\"\nhighest_cpu_usage = 0.9\n";
     let keyed = |ms: u64, path: &str, key: &str| {
         format!(
@@ -643,6 +660,8 @@ fn the_json_output_follows_its_schema() {
     };
     let mut log: String = (0..6).map(|i| keyed(i * 10, "/api/orders", "a")).collect();
     log.push_str(&keyed(100, "/nowhere", "b"));
+    // A key given twice is answered before any rule (found by an attack: the schema lacked it).
+    log.push_str(&keyed(110, "/api/orders?u=x&u=y", "d"));
     log.push_str("not a request\n");
     log.push_str(&format!(
         "{{\"time\":{},\"path\":\"/api/orders\",\"status\":200,\"duration_ms\":1}}\n",
@@ -656,10 +675,13 @@ fn the_json_output_follows_its_schema() {
     let report = run_with(rules, &[("access.log", log.into())], options);
     assert!(report.read.malformed > 0 && report.read.late > 0 && !report.notes.is_empty());
     assert!(report.rules.iter().any(|rule| !rule.top_keys.is_empty()));
-    assert!(report
-        .routes
-        .iter()
-        .any(|route| !route.answered_early.is_empty()));
+    let early: Vec<&str> = (report.routes.iter())
+        .flat_map(|route| route.answered_early.keys().map(String::as_str))
+        .collect();
+    assert!(
+        early.contains(&"no_route") && early.contains(&"repeated_key"),
+        "{early:?}"
+    );
     assert_valid(&validator, &serde_json::to_value(&report).unwrap());
     // No request at all.
     let empty = run("", "");

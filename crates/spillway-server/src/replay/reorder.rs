@@ -1,6 +1,6 @@
 //! Records waiting to be replayed, taken in order of arrival (then of reading): a calendar
-//! queue, one bucket a millisecond of arrival over the next minute or so, each sorted only
-//! when it is the first. A log's lines come nearly in order, so a record goes into a bucket
+//! queue, one bucket a millisecond of arrival over the next minute or so, each made a heap
+//! only when it is the first. A log's lines come nearly in order, so a record goes into a bucket
 //! near the end and leaves from the front: no heap's random walk over the whole window (the
 //! replay's costliest step when it was one).
 
@@ -46,11 +46,13 @@ impl<T> Ord for Entry<T> {
 
 /// Items in order of arrival, then of reading.
 pub(crate) struct Reorder<T> {
-    /// A bucket a millisecond from `base`'s; the first is sorted latest first (taken from its
-    /// end) when `sorted`.
+    /// The earliest bucket's entries (the millisecond of `base`, and any earlier), in a heap:
+    /// a record pushed into it while others leave costs a logarithm, however many share its
+    /// millisecond (a sort of the bucket at each look cost the whole bucket).
+    first: BinaryHeap<Reverse<Entry<T>>>,
+    /// A bucket a millisecond from `base`'s; the first stays empty, its entries in `first`.
     buckets: VecDeque<Vec<Entry<T>>>,
     base: u64,
-    sorted: bool,
     /// Entries at or past `base + SPAN` buckets.
     far: BinaryHeap<Reverse<Entry<T>>>,
     /// Emptied buckets, kept for their room.
@@ -61,9 +63,9 @@ pub(crate) struct Reorder<T> {
 impl<T> Default for Reorder<T> {
     fn default() -> Self {
         Self {
+            first: BinaryHeap::new(),
             buckets: VecDeque::new(),
             base: 0,
-            sorted: false,
             far: BinaryHeap::new(),
             spare: Vec::new(),
             len: 0,
@@ -77,18 +79,21 @@ impl<T> Reorder<T> {
         if self.len == 0 {
             // Empty (its buckets too): it starts again at this item.
             self.base = at / BUCKET_NS;
-            self.sorted = false;
         }
         self.len += 1;
         self.place(Entry(at, order, item));
     }
 
-    /// Puts `entry` in its bucket: one before the first goes in the first (where its time
-    /// puts it first), one past the span in the far heap.
+    /// Puts `entry` in its bucket: one in or before the first bucket's millisecond in the
+    /// first's heap, one past the span in the far heap.
     fn place(&mut self, entry: Entry<T>) {
         let index = (entry.0 / BUCKET_NS).saturating_sub(self.base);
         if index >= SPAN {
             self.far.push(Reverse(entry));
+            return;
+        }
+        if index == 0 {
+            self.first.push(Reverse(entry));
             return;
         }
         let index = index as usize;
@@ -96,45 +101,33 @@ impl<T> Reorder<T> {
             let bucket = self.spare.pop().unwrap_or_default();
             self.buckets.push_back(bucket);
         }
-        if index == 0 {
-            self.sorted = false;
-        }
         self.buckets[index].push(entry);
     }
 
-    /// Makes the first bucket the earliest non-empty one, sorted.
+    /// Makes the first bucket the earliest non-empty one.
     fn settle(&mut self) {
         if self.len == 0 {
             return;
         }
-        loop {
-            match self.buckets.front() {
-                Some(first) if first.is_empty() => {
-                    if let Some(empty) = self.buckets.pop_front() {
-                        if empty.capacity() <= SPARE_ROOM && self.spare.len() < SPARE_BUCKETS {
-                            self.spare.push(empty);
-                        }
-                    }
-                    self.base += 1;
-                    self.sorted = false;
-                    self.pull_far();
-                }
-                Some(_) => break,
-                None => {
-                    // Only far entries are left: the buckets start at the earliest.
-                    let Some(Reverse(earliest)) = self.far.peek() else {
-                        return;
-                    };
-                    self.base = earliest.0 / BUCKET_NS;
-                    self.pull_far();
+        while self.first.is_empty() {
+            if let Some(empty) = self.buckets.pop_front() {
+                if empty.capacity() <= SPARE_ROOM && self.spare.len() < SPARE_BUCKETS {
+                    self.spare.push(empty);
                 }
             }
-        }
-        if !self.sorted {
-            if let Some(first) = self.buckets.front_mut() {
-                first.sort_unstable_by(|a, b| b.cmp(a));
+            if self.buckets.is_empty() {
+                // Only far entries are left: the buckets start at the earliest.
+                let Some(Reverse(earliest)) = self.far.peek() else {
+                    return;
+                };
+                self.base = earliest.0 / BUCKET_NS;
+            } else {
+                self.base += 1;
             }
-            self.sorted = true;
+            self.pull_far();
+            if let Some(next) = self.buckets.front_mut() {
+                self.first.extend(next.drain(..).map(Reverse));
+            }
         }
     }
 
@@ -155,14 +148,13 @@ impl<T> Reorder<T> {
     /// The earliest arrival waiting.
     pub(crate) fn peek(&mut self) -> Option<u64> {
         self.settle();
-        let first = self.buckets.front()?;
-        first.last().map(|entry| entry.0)
+        self.first.peek().map(|Reverse(entry)| entry.0)
     }
 
     /// The earliest item, with its arrival.
     pub(crate) fn pop(&mut self) -> Option<(u64, T)> {
         self.settle();
-        let Entry(at, _, item) = self.buckets.front_mut()?.pop()?;
+        let Reverse(Entry(at, _, item)) = self.first.pop()?;
         self.len -= 1;
         Some((at, item))
     }
@@ -255,5 +247,30 @@ mod tests {
             assert_eq!(queue.pop(), Some((at, order)));
         }
         assert_eq!(queue.pop(), None);
+    }
+
+    #[test]
+    fn many_records_of_one_millisecond_pushed_between_looks_come_out_in_reading_order() {
+        // As a log whose lines all carry one time is read: a look after each line, and a line
+        // taken now and then (each look used to sort the whole millisecond again).
+        let mut queue = Reorder::default();
+        let at = 1_700_000_000 * 1_000_000_000u64;
+        let mut taken = Vec::new();
+        for order in 0..100_000u64 {
+            queue.push(at + order % 3, order, order);
+            assert!(queue.peek().is_some());
+            if order % 5 == 0 {
+                taken.push(queue.pop().unwrap());
+            }
+        }
+        while let Some(item) = queue.pop() {
+            taken.push(item);
+        }
+        assert_eq!(taken.len(), 100_000);
+        // Each pop takes the earliest then; the rest come in (arrival, reading) order.
+        let tail = &taken[20_000..];
+        assert!(tail
+            .windows(2)
+            .all(|w| (w[0].0, w[0].1) <= (w[1].0, w[1].1)));
     }
 }

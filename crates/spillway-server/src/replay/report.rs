@@ -336,6 +336,25 @@ impl Tallies {
     }
 }
 
+/// `text` as a terminal may be shown it: control characters (an escape sequence, a carriage
+/// return or a line break, a NUL) written as Rust escapes (`\u{1b}`, `\r`, `\n`, `\0`), so
+/// that a key or a line from a log cannot clear the screen, set the terminal's title or start
+/// a report line of its own.
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn percent(share: f64) -> String {
     format!("{:.2}%", share * 100.0)
 }
@@ -366,9 +385,9 @@ impl ReplayReport {
             for rule in &self.rules {
                 out.push_str(&format!(
                     "{} | {} | {} | {} | {} | {} | {} | {} | {}\n",
-                    rule.rule,
+                    shown(&rule.rule),
                     rule.kind,
-                    rule.resource,
+                    shown(&rule.resource),
                     rule.would_refuse,
                     percent(rule.share),
                     rule.shadow_refusals,
@@ -391,12 +410,12 @@ impl ReplayReport {
                     } else {
                         format!(" at most, {} at least", key.refused - key.error)
                     };
-                    format!("{} ({}{bound})", key.key, key.refused)
+                    format!("{} ({}{bound})", shown(&key.key), key.refused)
                 })
                 .collect();
             out.push_str(&format!(
                 "\n{} refused most: {}\n",
-                rule.rule,
+                shown(&rule.rule),
                 keys.join(", ")
             ));
         }
@@ -407,7 +426,7 @@ impl ReplayReport {
                 .collect();
             out.push_str(&format!(
                 "{} | {} | {} | {} | {}\n",
-                route.resource,
+                shown(&route.resource),
                 route.requests,
                 route.would_refuse,
                 percent(route.share),
@@ -425,7 +444,7 @@ impl ReplayReport {
                 read.malformed
             ));
             for problem in &read.malformed_shown {
-                out.push_str(&format!("  {problem}\n"));
+                out.push_str(&format!("  {}\n", shown(&problem.to_string())));
             }
         }
         if read.late > 0 {
@@ -434,7 +453,7 @@ impl ReplayReport {
                 read.late
             ));
             for problem in &read.late_shown {
-                out.push_str(&format!("  {problem}\n"));
+                out.push_str(&format!("  {}\n", shown(&problem.to_string())));
             }
         }
         for note in &self.notes {
@@ -483,6 +502,7 @@ pub fn compare_text(a: &ReplayReport, b: &ReplayReport) -> String {
         rules.entry(key).or_default().1 = rule.would_refuse;
     }
     for ((rule, kind, resource), (in_a, in_b)) in &rules {
+        let (rule, resource) = (shown(rule), shown(resource));
         out.push_str(&format!("{rule} | {kind} | {resource} | {in_a} | {in_b}\n"));
     }
     out.push_str(&format!(
@@ -499,6 +519,7 @@ pub fn compare_text(a: &ReplayReport, b: &ReplayReport) -> String {
         (entry.0, entry.2) = (route.requests, route.would_refuse);
     }
     for (resource, (requests, in_a, in_b)) in &routes {
+        let resource = shown(resource);
         out.push_str(&format!(
             "{resource} | {requests} | {in_a} ({}) | {in_b} ({})\n",
             percent(share_of(*in_a, *requests)),
@@ -519,6 +540,19 @@ fn share_of(part: u64, whole: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_from_a_log_are_shown_escaped() {
+        let key = "\u{1b}[2J\u{1b}[31mPWNED\u{1b}]0,title\u{7}\r\nFAKE LINE\0";
+        assert_eq!(
+            shown(key),
+            "\\u{1b}[2J\\u{1b}[31mPWNED\\u{1b}]0,title\\u{7}\\r\\nFAKE LINE\\0"
+        );
+        assert!(matches!(
+            shown("/users/7 é"),
+            std::borrow::Cow::Borrowed("/users/7 é")
+        ));
+    }
 
     const SECOND: u64 = 1_000_000_000;
 

@@ -21,8 +21,11 @@ const DAY: u64 = 86_400 * SECOND;
 /// Most lines of one second spread together (more are spread in groups of this many).
 const MAX_GROUP: usize = 100_000;
 
-/// The longest line read whole: a longer one is malformed, and skipped to its end.
-pub(crate) const MAX_LINE: usize = 64 * 1024;
+/// The longest line read whole: a longer one is malformed, and skipped to its end. Above the
+/// longest spillway's own access log writes: a head of at most the largest
+/// `max_header_size` (1 MiB), each byte at most three in the log (U+FFFD for one that is not
+/// text), written as a header and again as a refusal's key: 6 MiB and the line's other fields.
+pub(crate) const MAX_LINE: usize = 8 << 20;
 
 /// A record, the file it was read from, and its line there.
 type Located = (Record, Arc<str>, u64);
