@@ -675,6 +675,45 @@ async fn the_page_loads_with_no_console_errors() {
         unused,
         json!("1 rule never applies, no route produces its resource: flow typo on ordres")
     );
+    // Rule ids are any text (found by an attack): one with a `|` is told whole when it stops
+    // refusing, and one named `__proto__` is a rule like any other in the charts (samples
+    // come from JSON.parse, which makes it an own key).
+    let story = client
+        .execute(
+            r#"eventsFromSecond({ second: 1000, resources: { R: { blocks: { "a|b": 2 } } } });
+               eventsFromSecond({ second: 1004, resources: {} });
+               return [...document.querySelectorAll('#events li.limit')].map((li) => li.textContent);"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let told: Vec<&str> = story
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        told.iter()
+            .any(|line| line.ends_with("a|b stopped refusing R")),
+        "{told:?}"
+    );
+    let drawn = client
+        .execute(
+            r#"series.set("P", [JSON.parse('{"second": 1, "pass": 1, "block": 2, "blocks": {"__proto__": 2}}'),
+                                JSON.parse('{"second": 2, "pass": 1, "block": 0}')]);
+               selected = "P";
+               renderDetail();
+               return document.getElementById("detail-charts").textContent;"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let drawn = drawn.as_str().unwrap();
+    assert!(
+        drawn.contains("__proto__") && !drawn.contains("NaN"),
+        "{drawn}"
+    );
     assert!(console_errors(client).await.is_empty(), "console errors");
     browser.client.close().await.unwrap();
     server.kill().await.unwrap();
