@@ -295,6 +295,14 @@ impl Reloader {
         file_changed || named_changed
     }
 
+    /// [`file_changed`](Self::file_changed) on a blocking thread.
+    async fn file_changed_off_runtime(self: &Arc<Self>) -> bool {
+        let this = Arc::clone(self);
+        tokio::task::spawn_blocking(move || this.file_changed())
+            .await
+            .unwrap_or(false)
+    }
+
     /// The directories to watch: the file's and those of the files it names.
     fn directories(&self) -> BTreeSet<PathBuf> {
         let named = named_files(&lock(&self.running));
@@ -355,14 +363,17 @@ impl Reloader {
             };
             #[cfg(not(unix))]
             let hangup_received = std::future::pending::<Option<()>>();
-            let reload = tokio::select! {
-                _ = tick.tick() => self.file_changed(),
+            let look = tokio::select! {
+                _ = tick.tick() => true,
                 Some(()) = changes.recv() => {
                     settle(&mut changes).await;
-                    self.file_changed()
+                    true
                 }
-                _ = hangup_received => true,
+                _ = hangup_received => false,
             };
+            // The look at the files' stamps off the runtime too: a hung filesystem holds it,
+            // not a thread that serves requests.
+            let reload = !look || self.file_changed_off_runtime().await;
             if reload {
                 let _ = self.reload_off_runtime().await;
                 // The new configuration may name files elsewhere.
