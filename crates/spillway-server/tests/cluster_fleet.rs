@@ -193,9 +193,14 @@ fn fleet(upstream: SocketAddr, rules: &str) -> [Process; 3] {
     })
 }
 
-/// A client for the proxies and their admin APIs.
+/// A client for the proxies and their admin APIs. It drops a connection idle for 2 s: the
+/// admin API closes one idle for its `header_timeout` (5 s), and a request sent on a
+/// connection as the server closes it fails (seen on a loaded machine).
 fn client() -> HttpClient {
-    Client::builder(TokioExecutor::new()).build_http()
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(2))
+        .pool_timer(hyper_util::rt::TokioTimer::new())
+        .build_http()
 }
 
 /// The cluster rules of a status, in file order.
