@@ -305,8 +305,11 @@ impl<S: Shared> Leased<S> {
         let group = self.limit.report_group_ms();
         let reports = self.fallback.take_unreported(now, group);
         let timeout = self.settings.call_timeout;
-        if let Err(err) = shared::report(&self.limit, redis, &reports, timeout).await {
-            self.fallback.restore(now, &reports);
+        let taken = (self.clock.as_ref(), now);
+        if let Err((sent, err)) = shared::report(&self.limit, redis, &reports, timeout, taken).await
+        {
+            // What Redis did not count is reported at the next refill.
+            self.fallback.restore(now, &reports[sent..]);
             return Err(err);
         }
         let (unused, counted_in, batch) = {

@@ -111,16 +111,22 @@ pub(crate) async fn call<C: ConnectionLike>(
 }
 
 /// Tells Redis of the passes a fallback admitted (one call per report, each within
-/// `timeout`), so that its window counts them whether it kept its state or lost it.
+/// `timeout`), so that its window counts them whether it kept its state or lost it. The
+/// reports' ages were taken at `taken_nanos` of `clock`: each is sent as old as it is when its
+/// call is made. A failure says how many were sent before it (those Redis counted).
 pub(crate) async fn report<S: Shared, C: ConnectionLike>(
     limit: &S,
     redis: &mut C,
     reports: &[crate::unreported::Report],
     timeout: std::time::Duration,
-) -> Result<(), Error> {
-    for report in reports {
-        let invocation = limit.invocation(Mode::Report, report.count, report.age_ms, None);
-        crate::timed::timed(timeout, call(redis, invocation)).await?;
+    (clock, taken_nanos): (&dyn spillway::Clock, u64),
+) -> Result<(), (usize, Error)> {
+    for (sent, report) in reports.iter().enumerate() {
+        let since_ms = clock.now_nanos().saturating_sub(taken_nanos) / 1_000_000;
+        let age_ms = report.age_ms.saturating_add(since_ms);
+        let invocation = limit.invocation(Mode::Report, report.count, age_ms, None);
+        let answered = crate::timed::timed(timeout, call(redis, invocation)).await;
+        answered.map_err(|err| (sent, err))?;
     }
     Ok(())
 }

@@ -254,15 +254,23 @@ impl<S: Shared> Strict<S> {
     async fn probe(&self, target: &Target) {
         let timeout = self.settings.call_timeout;
         let existing = lock(&self.state).connection.clone();
-        let now = self.clock.now_nanos();
         let group = self.limit.report_group_ms();
-        let reports = self.fallback.take_unreported(now, group);
         let probed = async {
             let mut connection = match existing {
                 Some(connection) => connection,
                 None => connect(target, timeout).await?,
             };
-            shared::report(&self.limit, &mut connection, &reports, timeout).await?;
+            // Taken once connected, so that their ages are as of the calls (a report's age
+            // tells a bucket made meanwhile whether its passes came before it).
+            let now = self.clock.now_nanos();
+            let reports = self.fallback.take_unreported(now, group);
+            let taken = (self.clock.as_ref(), now);
+            let reported = shared::report(&self.limit, &mut connection, &reports, timeout, taken);
+            if let Err((sent, err)) = reported.await {
+                // What Redis did not count is reported at the next probe.
+                self.fallback.restore(now, &reports[sent..]);
+                return Err(err);
+            }
             let beat = self.beat();
             let invocation = self.limit.invocation(Mode::UpTo, 0, 0, Some(&beat));
             let answer =
@@ -275,10 +283,7 @@ impl<S: Shared> Strict<S> {
                 self.answered(&answer);
                 self.answered.done();
             }
-            Err(err) => {
-                self.fallback.restore(now, &reports);
-                self.fall_back(&err);
-            }
+            Err(err) => self.fall_back(&err),
         }
     }
 

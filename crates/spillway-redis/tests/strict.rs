@@ -169,10 +169,11 @@ async fn a_quiet_process_stays_counted_and_finds_a_failing_redis_without_a_reque
     // one. (Before, a quiet strict process beat only with its requests: the busy one counted
     // itself alone, and in a fallback both took a larger share than the fleet's.)
     clock.advance_millis(1000);
+    // Until each counts both (the quiet one learns it at a beat after the busy one's call).
     let counted = tokio::time::timeout(STEP, async {
         loop {
             let _ = busy.check(1).await;
-            if busy.live_processes() == 2 {
+            if busy.live_processes() == 2 && quiet.live_processes() == 2 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
