@@ -2,13 +2,16 @@
 //! file notifications, `notify`) or on SIGHUP; a good file is applied, a bad one changes nothing
 //! and is reported.
 
+mod watched;
+
 use crate::config::{self, Config};
 use crate::proxy::Proxy;
 use crate::server::apply_rules;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use watched::Watched;
 
 pub use crate::config_state::ConfigState;
 
@@ -303,18 +306,6 @@ impl Reloader {
             .unwrap_or(false)
     }
 
-    /// The directories to watch: the file's and those of the files it names.
-    fn directories(&self) -> BTreeSet<PathBuf> {
-        let named = named_files(&lock(&self.running));
-        std::iter::once(self.path.clone())
-            .chain(named)
-            .map(|file| match file.parent() {
-                Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-                _ => PathBuf::from("."),
-            })
-            .collect()
-    }
-
     /// Reloads when the file changes and on SIGHUP, until the task is dropped. The file's
     /// directory is watched (so that a file replaced by a rename, as editors, `kubectl` and
     /// deploy tools write it, is seen); if the OS cannot watch it, the file is polled once a
@@ -341,17 +332,15 @@ impl Reloader {
         let () = hangup;
         // One pending notification is enough: a burst is one change.
         let (events, mut changes) = tokio::sync::mpsc::channel::<()>(1);
-        let mut watcher = Self::watcher(events);
-        let mut watched = BTreeSet::new();
-        if let Some(watcher) = watcher.as_mut() {
-            self.watch_directories(watcher, &mut watched);
-        }
-        // Without notifications, a look once a second; with them, only as a backstop.
-        let every = if watcher.is_some() {
-            Duration::from_secs(60)
-        } else {
-            Duration::from_secs(1)
+        let mut watched = Watched::new(events);
+        self.watch_off_runtime(&mut watched).await;
+        // Without notifications (or where a directory cannot be watched), a look once a
+        // second; with them, once a minute as a backstop.
+        let period = |watched: &Option<Watched>| match watched {
+            Some(watched) if watched.is_complete() => Duration::from_secs(60),
+            _ => Duration::from_secs(1),
         };
+        let mut every = period(&watched);
         let mut tick = tokio::time::interval(every);
         loop {
             #[cfg(unix)]
@@ -363,76 +352,48 @@ impl Reloader {
             };
             #[cfg(not(unix))]
             let hangup_received = std::future::pending::<Option<()>>();
-            let look = tokio::select! {
-                _ = tick.tick() => true,
+            let (look, ticked) = tokio::select! {
+                _ = tick.tick() => (true, true),
                 Some(()) = changes.recv() => {
                     settle(&mut changes).await;
-                    true
+                    (true, false)
                 }
-                _ = hangup_received => false,
+                _ = hangup_received => (false, false),
             };
             // The look at the files' stamps off the runtime too: a hung filesystem holds it,
             // not a thread that serves requests.
             let reload = !look || self.file_changed_off_runtime().await;
             if reload {
                 let _ = self.reload_off_runtime().await;
-                // The new configuration may name files elsewhere.
-                if let Some(watcher) = watcher.as_mut() {
-                    self.watch_directories(watcher, &mut watched);
-                }
+            }
+            // The new configuration may name files elsewhere; a directory that could not be
+            // watched is tried again at each look.
+            let incomplete = watched.as_ref().is_some_and(|w| !w.is_complete());
+            if reload || (ticked && incomplete) {
+                self.watch_off_runtime(&mut watched).await;
+            }
+            if period(&watched) != every {
+                every = period(&watched);
+                tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
             }
         }
     }
 
-    /// Has `watcher` watch [`directories`](Self::directories), and only them; `watched` is
-    /// what it watches. A directory it cannot watch is logged (its files are still looked at
-    /// once a minute).
-    fn watch_directories(
-        &self,
-        watcher: &mut notify::RecommendedWatcher,
-        watched: &mut BTreeSet<PathBuf>,
-    ) {
-        use notify::Watcher as _;
-        let wanted = self.directories();
-        for gone in watched.difference(&wanted) {
-            let _ = watcher.unwatch(gone);
-        }
-        watched.retain(|directory| wanted.contains(directory));
-        for directory in wanted {
-            if watched.contains(&directory) {
-                continue;
-            }
-            match watcher.watch(&directory, notify::RecursiveMode::NonRecursive) {
-                Ok(()) => {
-                    watched.insert(directory);
-                }
-                Err(err) => tracing::warn!(
-                    directory = %directory.display(),
-                    error = %err,
-                    "cannot watch a directory of the configuration's files; looking at them once a minute"
-                ),
-            }
-        }
-    }
-
-    /// A watcher that sends on `events` for any event in the directories it watches; `None`
-    /// (logged) if the OS refuses. Any event, not only those naming a file: a file reached
-    /// through a link in its directory changes when that link is swapped (a Kubernetes volume
-    /// swaps `..data` and nothing named as the file), and each event costs one look at the
-    /// files' stamps once they settle.
-    fn watcher(events: tokio::sync::mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
-        let handler = move |event: notify::Result<notify::Event>| {
-            if event.is_ok() {
-                let _ = events.try_send(());
-            }
+    /// Has `watched` watch the directories of the file and of the files it names, on a
+    /// blocking thread (the OS is asked about each path).
+    async fn watch_off_runtime(self: &Arc<Self>, watched: &mut Option<Watched>) {
+        let Some(mut watching) = watched.take() else {
+            return;
         };
-        match notify::recommended_watcher(handler) {
-            Ok(watcher) => Some(watcher),
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot watch the configuration file; polling it once a second");
-                None
-            }
-        }
+        let files: Vec<PathBuf> = std::iter::once(self.path.clone())
+            .chain(named_files(&lock(&self.running)))
+            .collect();
+        let updated = tokio::task::spawn_blocking(move || {
+            watching.update(&files);
+            watching
+        });
+        // A panic there (none is known) leaves the file looked at once a second.
+        *watched = updated.await.ok();
     }
 }
 

@@ -263,7 +263,9 @@ async fn a_certificate_renewed_in_a_kubernetes_secret_is_served_without_a_reload
         &format!("url = \"http://{upstream}\""),
         "",
     );
-    let file = dir.path().join("spillway.toml");
+    // The file in a directory of its own: only the Secret's is watched for the certificate.
+    std::fs::create_dir(dir.path().join("config")).unwrap();
+    let file = dir.path().join("config").join("spillway.toml");
     std::fs::write(&file, &text).unwrap();
     let p = proxy(&text).await;
     let reloader = Reloader::new(file, parse(&text, "test.toml").unwrap(), p.handle.clone());
@@ -330,6 +332,27 @@ async fn a_certificate_renewed_in_a_kubernetes_secret_is_served_without_a_reload
     attempts(3).await;
     let state = reloader.state();
     assert_eq!((state.reloads, state.last_error), (2, None));
+
+    // The whole volume gone (unmounted), then back with a new version: a new directory, watched
+    // again (before, its old watch was dead, and the next look was the minute's).
+    std::fs::rename(&secret, dir.path().join("secret.gone")).unwrap();
+    attempts(4).await;
+    assert_eq!(reloader.state().failures, 2);
+    let newest_ca = version("..v3");
+    symlink("..v3", secret.join("..data")).unwrap();
+    for file in ["tls.crt", "tls.key"] {
+        symlink(format!("..data/{file}"), secret.join(file)).unwrap();
+    }
+    attempts(5).await;
+    let state = reloader.state();
+    assert_eq!((state.reloads, state.last_error), (3, None));
+    let response = step(
+        "newest certificate",
+        https_client(&newest_ca, true).get(uri),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
 }
 
 #[tokio::test]
