@@ -27,10 +27,11 @@ pub(crate) struct Claim {
     pub(crate) deadline_header: Option<HeaderName>,
     /// Whether the proxy reads, and so rewrites, a gRPC call's `grpc-timeout`.
     pub(crate) grpc: bool,
-    /// Whether the deadline is the configuration's (the route's, or `[deadline] default`),
-    /// not one the client gave: only then is a deadline that runs out at the upstream the
-    /// upstream's failure (a client could otherwise make a healthy upstream fail with tiny
-    /// deadlines).
+    /// Whether the deadline is the configuration's (the route's, `[deadline] default`, or
+    /// `max` where it cut the client's), not one the client gave: only then does the proxy wait
+    /// for the upstream no longer than it, and a deadline that runs out there is the
+    /// upstream's failure (a client could otherwise make a healthy upstream fail, or free its
+    /// places while the upstream works, with tiny deadlines).
     pub(crate) configured: bool,
 }
 
@@ -161,10 +162,7 @@ impl RouteClaims {
 
     fn criticality(&self, parts: &Parts, trusted: &TrustedProxies) -> Criticality {
         let named = self.header.as_ref().and_then(|name| {
-            let values = parts.headers.get_all(name).iter();
-            values
-                .filter_map(|value| value.to_str().ok()?.parse::<Criticality>().ok())
-                .min()
+            spillway_tower::protect::lowest_criticality(parts.headers.get_all(name))
         });
         let matching = || {
             self.rules.iter().find(|rule| {
@@ -200,10 +198,11 @@ impl RouteClaims {
             Some(given) => (given, false),
             None => (self.default_deadline?, true),
         };
-        Some((
-            self.max_deadline.map_or(left, |max| left.min(max)),
-            configured,
-        ))
+        // A client's deadline cut by `max` is the configuration's.
+        match self.max_deadline {
+            Some(max) if max < left => Some((max, true)),
+            _ => Some((left, configured)),
+        }
     }
 }
 
@@ -292,6 +291,19 @@ resource = \"checkout\"
             ("x-criticality", "sheddable"),
         ];
         assert_eq!(class(&search, "GET", &two), Criticality::Sheddable);
+        // Folded into one line by a proxy (found by an attack: the line was read as no value).
+        for folded in [
+            "critical_plus, sheddable",
+            "sheddable,critical_plus",
+            "sheddable;q=1",
+        ] {
+            let headers = [("x-criticality", folded)];
+            assert_eq!(
+                class(&search, "GET", &headers),
+                Criticality::Sheddable,
+                "{folded}"
+            );
+        }
         let checkout = RouteClaims::new(&config, "checkout", None, None, None).unwrap();
         assert_eq!(class(&checkout, "POST", &[]), Criticality::CriticalPlus);
         let own = RouteClaims::new(&config, "feed", None, Some(Criticality::Critical), None);
@@ -348,6 +360,13 @@ max = \"5s\"
         assert_eq!(left(&bad_grpc), Some(ms(2000)));
         let given = route.read(&parts("POST", "/x", &grpc), &trusted, now);
         assert!(!given.configured && given.grpc);
+        // A client's deadline that `max` cut is the configuration's.
+        let capped = route.read(
+            &parts("POST", "/x", &[("x-deadline-ms", "99999")]),
+            &trusted,
+            now,
+        );
+        assert!(capped.configured);
         let routed = RouteClaims::new(&config, "r", None, None, Some(ms(700))).unwrap();
         let claim = routed.read(&parts("GET", "/", &[]), &trusted, now);
         assert_eq!(claim.left(now), Some(ms(700)));

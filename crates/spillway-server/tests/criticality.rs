@@ -292,27 +292,42 @@ async fn the_upstream_is_told_the_time_left_and_waited_for_no_longer() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_deadline_the_client_gave_running_out_is_not_the_upstream_s_failure() {
+async fn a_deadline_the_client_gave_is_told_to_the_upstream_and_its_call_keeps_its_place() {
     let h = start(&format!(
         "{DEADLINES}\n[[adaptive]]\nid = \"slow-limit\"\nresource = \"slow\"\n\
          algorithm = {{ type = \"aimd\", initial_limit = 10, min_limit = 1 }}\n"
     ))
     .await;
-    let (status, body) = h.send("/hold", &[("x-deadline-ms", "300")]).await.unwrap();
-    assert_eq!(status, StatusCode::GATEWAY_TIMEOUT, "{body}");
-    assert_eq!(
-        body,
-        "slow blocked by deadline (critical request): observed 300 against threshold 300\n"
-    );
-    let metrics = h.metrics();
-    let line =
-        "spillway_requests_total{resource=\"slow\",outcome=\"client_error\",reason=\"deadline\"} 1";
-    assert!(metrics.contains(line), "{metrics}");
-    let line = "spillway_requests_total{resource=\"slow\",outcome=\"error\",reason=\"\"} 0";
-    assert!(metrics.contains(line), "{metrics}");
-    // No sample, no drop: the adaptive limit learned nothing from it.
+    // A client that gives 300 ms (shorter than the route's 2 s) and leaves when they run out.
+    let call = h.send("/hold", &[("x-deadline-ms", "300")]);
+    h.until_seen(1).await;
+    assert_eq!(h.seen()[0], "/hold grpc-timeout=- x-deadline-ms=300 tag=-");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    call.abort();
+    // Its call runs on while the upstream works: its place stays taken (before, the proxy
+    // stopped waiting at the deadline and freed it, and a client with tiny deadlines sent the
+    // upstream past the limit; found by an attack).
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let state = h.served.spillway.adaptive_state("slow-limit").unwrap();
-    assert_eq!((state.samples, state.limit, state.in_flight), (0, 10, 0));
+    assert_eq!(state.in_flight, 1);
+    // A client that stays past its deadline gets the upstream's answer when it comes.
+    let stays = h.send("/hold", &[("x-deadline-ms", "300")]);
+    h.until_seen(2).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    h.release.notify_one();
+    h.release.notify_one();
+    let (status, body) = stays.await.unwrap();
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "ok"));
+    // Neither is the upstream's failure, nor a client's: the upstream answered both.
+    let metrics = h.metrics();
+    for line in [
+        "spillway_requests_total{resource=\"slow\",outcome=\"error\",reason=\"\"} 0",
+        "spillway_requests_total{resource=\"slow\",outcome=\"success\",reason=\"\"} 2",
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+    let state = h.served.spillway.adaptive_state("slow-limit").unwrap();
+    assert_eq!((state.in_flight, state.limit), (0, 10));
 }
 
 #[tokio::test(start_paused = true)]

@@ -874,6 +874,54 @@ async fn a_request_body_that_stalls_gets_408_and_frees_its_place() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_body_sent_byte_by_byte_past_the_upstream_s_time_is_the_client_s_fault() {
+    // A breaker that opens at the first error, and a route with a deadline of its own.
+    let h = start_with(
+        "upstream_timeout = \"5s\"\nbody_timeout = \"2s\"",
+        "[[route]]\nresource = \"upload\"\npath = \"/upload\"\nupstream = \"app\"\ndeadline = \"1s\"\n\n\
+         [[breaker]]\nid = \"upload-errors\"\nresource = \"upload\"\nretry_timeout = \"60s\"\n\
+         min_request_amount = 1\nstrategy = { type = \"error_count\", threshold = 1 }\n",
+    )
+    .await;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let drip = |path: &'static str| async move {
+        let mut stream = tokio::net::TcpStream::connect(h.proxy).await.unwrap();
+        let head = format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        // One byte every 100 ms: never a stall, but 1.2 s in all, past the deadline.
+        for _ in 0..12 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            if stream.write_all(b"x").await.is_err() {
+                break;
+            }
+        }
+        let mut read = Vec::new();
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            stream.read_to_end(&mut read),
+        )
+        .await;
+        String::from_utf8_lossy(&read).into_owned()
+    };
+    for _ in 0..2 {
+        let read = drip("/upload").await;
+        assert!(read.starts_with("HTTP/1.1 408"), "{read}");
+        assert!(read.contains("request body too slow"), "{read}");
+    }
+    // The client's fault, twice: no error, the breaker still closed (before, each was the
+    // upstream's 504, and the first opened the breaker for everyone; found by an attack).
+    let metrics = h.metrics();
+    for line in [
+        r#"spillway_requests_total{resource="upload",outcome="client_error",reason="body_too_slow"} 2"#,
+        r#"spillway_requests_total{resource="upload",outcome="error",reason=""} 0"#,
+        r#"spillway_breaker_state{rule="upload-errors",resource="upload"} 0"#,
+    ] {
+        assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn hop_by_hop_headers_stop_here_and_the_peer_is_appended_to_the_forwarding_lists() {
     let h = start(&format!(
         "{ROUTES}\n[[route]]\nresource = \"misc\"\npath = \"/headers\"\nupstream = \"app\"\n\

@@ -64,7 +64,7 @@ pub use blocked::{
     deadline_exceeded, grpc_resource_exhausted, too_many_requests, too_many_requests_with, Blocked,
 };
 pub use body::ResponseBody;
-pub use claims::parse_millis;
+pub use claims::{lowest_criticality, parse_millis};
 pub use dropped::OnDropped;
 pub use fields::{admitted_fields, RateLimitFields};
 pub use future::ResponseFuture;

@@ -9,7 +9,7 @@ use hyper::body::Incoming;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -28,13 +28,16 @@ pub(crate) enum ClientFault {
     Malformed = 3,
     /// The client closed or reset before its end: nobody is left to answer (400 if it is).
     Aborted = 4,
+    /// Still coming when the upstream's time (its timeout, or the request's deadline) ran
+    /// out: a client that sends its body slowly, byte by byte, makes the wait its own: 408.
+    TooSlow = 5,
 }
 
 impl ClientFault {
     /// The status the client gets.
     pub(crate) fn status(self) -> http::StatusCode {
         match self {
-            Self::Stalled => http::StatusCode::REQUEST_TIMEOUT,
+            Self::Stalled | Self::TooSlow => http::StatusCode::REQUEST_TIMEOUT,
             Self::TooLarge => http::StatusCode::PAYLOAD_TOO_LARGE,
             Self::Malformed | Self::Aborted => http::StatusCode::BAD_REQUEST,
         }
@@ -47,6 +50,7 @@ impl ClientFault {
             Self::TooLarge => "body_too_large",
             Self::Malformed => "bad_body",
             Self::Aborted => "client_gone",
+            Self::TooSlow => "body_too_slow",
         }
     }
 
@@ -57,6 +61,7 @@ impl ClientFault {
             Self::TooLarge => "request body too large\n",
             Self::Malformed => "malformed request body\n",
             Self::Aborted => "request body cut short\n",
+            Self::TooSlow => "request body too slow: it had not ended when the time ran out\n",
         }
     }
 
@@ -86,16 +91,24 @@ impl ClientFault {
 /// Where a [`ClientBody`] notes its fault, read by the request's handler once the upstream
 /// request failed. Cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct FaultCell(Arc<AtomicU8>);
+pub(crate) struct FaultCell(Arc<Cell>);
+
+#[derive(Debug, Default)]
+struct Cell {
+    fault: AtomicU8,
+    /// Whether the body has ended, whole.
+    ended: AtomicBool,
+}
 
 impl FaultCell {
     /// The first fault noted, if any.
     pub(crate) fn get(&self) -> Option<ClientFault> {
-        match self.0.load(Ordering::Acquire) {
+        match self.0.fault.load(Ordering::Acquire) {
             1 => Some(ClientFault::Stalled),
             2 => Some(ClientFault::TooLarge),
             3 => Some(ClientFault::Malformed),
             4 => Some(ClientFault::Aborted),
+            5 => Some(ClientFault::TooSlow),
             _ => None,
         }
     }
@@ -104,7 +117,17 @@ impl FaultCell {
         // The first fault stays.
         let _ = self
             .0
+            .fault
             .compare_exchange(0, fault as u8, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Whether the body had ended, whole, when asked.
+    pub(crate) fn body_ended(&self) -> bool {
+        self.0.ended.load(Ordering::Acquire)
+    }
+
+    fn end(&self) {
+        self.0.ended.store(true, Ordering::Release);
     }
 }
 
@@ -157,6 +180,7 @@ impl ClientBody {
         forwarding: Option<Forwarding>,
     ) -> Self {
         if body.is_end_stream() {
+            fault.end();
             if let Some(forwarding) = &forwarding {
                 forwarding.body_ended();
             }
@@ -174,6 +198,7 @@ impl ClientBody {
 
     /// The body has ended, whole: its call may run on if its client leaves.
     fn ended(&self) {
+        self.fault.end();
         if let Some(forwarding) = &self.forwarding {
             forwarding.body_ended();
         }

@@ -389,6 +389,9 @@ pub(crate) async fn send(
             None if err.is::<crate::descriptors::NoUpstreamSeat>() => Failure::NoUpstreamSeat,
             None => Failure::Upstream(StatusCode::BAD_GATEWAY),
         }),
+        // The time ran out while the client's body was still coming: the wait was the
+        // client's (a body sent byte by byte), not the upstream's.
+        Err(_elapsed) if !fault.body_ended() => Err(Failure::Client(ClientFault::TooSlow)),
         Err(_elapsed) => Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)),
     }
 }

@@ -193,7 +193,12 @@ pub(super) fn apply<B>(
         return Deadline::Passed(refusal(millis(now - claim.arrived)));
     }
     crate::claims::tell_upstream(request.headers_mut(), claim, left);
-    if left >= *upstream {
+    // A deadline the client gave is told to the upstream, not enforced at it: the client
+    // leaves at its deadline (and its call runs on, holding its places, while the upstream
+    // works), and an upstream that honours the deadline stops. Cut short here, the wait would
+    // free the call's places while the upstream still worked: a client could send the
+    // upstream past every limit with tiny deadlines (found by an attack).
+    if !claim.configured || left >= *upstream {
         return Deadline::None;
     }
     *upstream = left;

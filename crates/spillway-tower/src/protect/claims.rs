@@ -74,6 +74,34 @@ pub(super) fn header<'a>(parts: &'a request::Parts, name: &str) -> Option<&'a st
     value.to_str().ok()
 }
 
+/// The lowest criticality the header lines `values` name, or `None` if none names one: how
+/// [`SpillwayLayer::criticality_header`](crate::SpillwayLayer::criticality_header) reads its
+/// header. A line may hold several values separated by commas (a proxy may fold repeated
+/// lines into one, RFC 9110), each with parameters after a `;` that are not read; a value
+/// that is no criticality is passed over. The lowest counts, so that a client cannot raise a
+/// value a gateway appended, however the gateway joined it.
+///
+/// ```
+/// use http::HeaderValue;
+/// use spillway::Criticality;
+/// use spillway_tower::protect::lowest_criticality;
+///
+/// let folded = [HeaderValue::from_static("critical_plus, sheddable")];
+/// assert_eq!(lowest_criticality(&folded), Some(Criticality::Sheddable));
+/// let lines = [HeaderValue::from_static("critical"), HeaderValue::from_static("urgent")];
+/// assert_eq!(lowest_criticality(&lines), Some(Criticality::Critical));
+/// ```
+pub fn lowest_criticality<'a>(
+    values: impl IntoIterator<Item = &'a http::HeaderValue>,
+) -> Option<Criticality> {
+    values
+        .into_iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|line| line.split(','))
+        .filter_map(|item| item.split(';').next()?.trim().parse::<Criticality>().ok())
+        .min()
+}
+
 /// Milliseconds as 1 to 12 ASCII digits (up to about 31 years), surrounding spaces allowed:
 /// how [`SpillwayLayer::deadline_header`](crate::SpillwayLayer::deadline_header) reads a
 /// deadline header. Anything else is `None`.

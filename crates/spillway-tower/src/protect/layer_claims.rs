@@ -35,16 +35,12 @@ impl SpillwayLayer {
     /// Each request's criticality is the value of header `name` (`sheddable`,
     /// `sheddable_plus`, `critical` or `critical_plus`, in any case, with `-` or `_`): a
     /// request without it, or whose value is no criticality, is `Critical`, the default; of
-    /// several values, the lowest counts (a client cannot raise a value a gateway appended). A
+    /// several values, on lines of their own or joined by commas, the lowest counts (a client
+    /// cannot raise a value a gateway appended: [`lowest_criticality`](super::lowest_criticality)). A
     /// client can raise its own requests this way: read it only from callers you trust (a
     /// header your gateway sets), or map it with [`criticality`](Self::criticality).
     pub fn criticality_header(self, name: &'static str) -> Self {
-        self.criticality(move |parts| {
-            let values = parts.headers.get_all(name).iter();
-            values
-                .filter_map(|value| value.to_str().ok()?.parse::<Criticality>().ok())
-                .min()
-        })
+        self.criticality(move |parts| super::lowest_criticality(parts.headers.get_all(name)))
     }
 
     /// Each request's tenant (an API key, an account), read from its head: within a
