@@ -218,14 +218,16 @@ async fn tls_offers_http2_and_http1_by_alpn_and_a_reload_swaps_the_certificate()
     std::fs::rename(new_key, &key).unwrap();
     let config = parse(&text, "test.toml").unwrap();
     p.handle.install(Prepared::new(&config).unwrap());
-    let response = step(
-        "new certificate",
-        https_client(&new_ca, true).get(uri.clone()),
-    )
-    .await
-    .unwrap();
+    serves_only(&uri, &new_ca, &ca).await;
+}
+
+/// Asserts that `uri` is served with a certificate `ca` signed, and not `old`'s any more.
+async fn serves_only(uri: &http::Uri, ca: &Path, old: &Path) {
+    let response = step("new certificate", https_client(ca, true).get(uri.clone()))
+        .await
+        .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let refused = step("old authority", https_client(&ca, true).get(uri)).await;
+    let refused = step("old authority", https_client(old, true).get(uri.clone())).await;
     assert!(refused.is_err(), "the old certificate is still served");
 }
 
@@ -303,15 +305,7 @@ async fn a_certificate_renewed_in_a_kubernetes_secret_is_served_without_a_reload
     };
     attempts(1).await;
     assert_eq!(reloader.state().reloads, 1);
-    let response = step(
-        "new certificate",
-        https_client(&new_ca, true).get(uri.clone()),
-    )
-    .await
-    .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let refused = step("old authority", https_client(&ca, true).get(uri.clone())).await;
-    assert!(refused.is_err(), "the old certificate is still served");
+    serves_only(&uri, &new_ca, &ca).await;
 
     // The key gone: the reload it starts fails, naming it, and the certificate in use stays.
     std::fs::rename(secret.join("tls.key"), secret.join("tls.key.away")).unwrap();
