@@ -371,6 +371,15 @@ impl Reloader {
             let incomplete = watched.as_ref().is_some_and(|w| !w.is_complete());
             if reload || (ticked && incomplete) {
                 self.watch_off_runtime(&mut watched).await;
+                // What changed before a directory was watched again (one made again, its
+                // files in it already) sent no event: one more look, and a reload if so.
+                for _ in 0..3 {
+                    if !self.file_changed_off_runtime().await {
+                        break;
+                    }
+                    let _ = self.reload_off_runtime().await;
+                    self.watch_off_runtime(&mut watched).await;
+                }
             }
             if period(&watched) != every {
                 every = period(&watched);

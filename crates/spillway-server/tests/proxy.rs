@@ -875,22 +875,24 @@ async fn a_request_body_that_stalls_gets_408_and_frees_its_place() {
 
 #[tokio::test(start_paused = true)]
 async fn a_body_sent_byte_by_byte_past_the_upstream_s_time_is_the_client_s_fault() {
-    // A breaker that opens at the first error, and a route with a deadline of its own.
+    // A breaker that opens at the first error, and routes with a deadline of their own (one
+    // whose upstream reads the body, then holds the call).
     let h = start_with(
         "upstream_timeout = \"5s\"\nbody_timeout = \"2s\"",
         "[[route]]\nresource = \"upload\"\npath = \"/upload\"\nupstream = \"app\"\ndeadline = \"1s\"\n\n\
+         [[route]]\nresource = \"upload\"\npath = \"/hold-body\"\nupstream = \"app\"\ndeadline = \"1s\"\n\n\
          [[breaker]]\nid = \"upload-errors\"\nresource = \"upload\"\nretry_timeout = \"60s\"\n\
          min_request_amount = 1\nstrategy = { type = \"error_count\", threshold = 1 }\n",
     )
     .await;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let drip = |path: &'static str| async move {
+    // 12 bytes, one every `gap` ms; what the client reads back.
+    let drip = |path: &'static str, gap: u64| async move {
         let mut stream = tokio::net::TcpStream::connect(h.proxy).await.unwrap();
         let head = format!("POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n");
         stream.write_all(head.as_bytes()).await.unwrap();
-        // One byte every 100 ms: never a stall, but 1.2 s in all, past the deadline.
         for _ in 0..12 {
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(gap)).await;
             if stream.write_all(b"x").await.is_err() {
                 break;
             }
@@ -903,21 +905,31 @@ async fn a_body_sent_byte_by_byte_past_the_upstream_s_time_is_the_client_s_fault
         .await;
         String::from_utf8_lossy(&read).into_owned()
     };
-    for _ in 0..2 {
-        let read = drip("/upload").await;
-        assert!(read.starts_with("HTTP/1.1 408"), "{read}");
+    // Never a stall, but 1.2 s in all, past the deadline; then a body that ends at 960 ms,
+    // leaving the upstream 40 ms of the second.
+    for (path, gap) in [("/upload", 100), ("/upload", 100), ("/hold-body", 80)] {
+        let read = drip(path, gap).await;
+        assert!(read.starts_with("HTTP/1.1 408"), "{path}: {read}");
         assert!(read.contains("request body too slow"), "{read}");
     }
-    // The client's fault, twice: no error, the breaker still closed (before, each was the
-    // upstream's 504, and the first opened the breaker for everyone; found by an attack).
+    // The client's fault, each time: no error, the breaker still closed (before, each was the
+    // upstream's 504, and the first opened the breaker for everyone; found by an attack, the
+    // last by a second one).
     let metrics = h.metrics();
     for line in [
-        r#"spillway_requests_total{resource="upload",outcome="client_error",reason="body_too_slow"} 2"#,
+        r#"spillway_requests_total{resource="upload",outcome="client_error",reason="body_too_slow"} 3"#,
         r#"spillway_requests_total{resource="upload",outcome="error",reason=""} 0"#,
         r#"spillway_breaker_state{rule="upload-errors",resource="upload"} 0"#,
     ] {
         assert!(metrics.contains(line), "{line} not in\n{metrics}");
     }
+    // A body sent at once, and an upstream that holds the call past the deadline: the
+    // upstream's failure, as before.
+    let read = drip("/hold-body", 0).await;
+    assert!(read.starts_with("HTTP/1.1 504"), "{read}");
+    let metrics = h.metrics();
+    let line = r#"spillway_requests_total{resource="upload",outcome="error",reason=""} 1"#;
+    assert!(metrics.contains(line), "{line} not in\n{metrics}");
     h.shutdown().await;
 }
 

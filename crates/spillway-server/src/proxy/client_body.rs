@@ -9,7 +9,7 @@ use hyper::body::Incoming;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -29,7 +29,8 @@ pub(crate) enum ClientFault {
     /// The client closed or reset before its end: nobody is left to answer (400 if it is).
     Aborted = 4,
     /// Still coming when the upstream's time (its timeout, or the request's deadline) ran
-    /// out: a client that sends its body slowly, byte by byte, makes the wait its own: 408.
+    /// out, or ended so late that the upstream had less than half that time with it: a client
+    /// that sends its body slowly, byte by byte, makes the wait its own: 408.
     TooSlow = 5,
 }
 
@@ -93,11 +94,22 @@ impl ClientFault {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FaultCell(Arc<Cell>);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Cell {
     fault: AtomicU8,
-    /// Whether the body has ended, whole.
-    ended: AtomicBool,
+    /// When the body ended, whole: nanoseconds from `made`, plus one (0: not yet).
+    ended: AtomicU64,
+    made: tokio::time::Instant,
+}
+
+impl Default for Cell {
+    fn default() -> Self {
+        Self {
+            fault: AtomicU8::new(0),
+            ended: AtomicU64::new(0),
+            made: tokio::time::Instant::now(),
+        }
+    }
 }
 
 impl FaultCell {
@@ -121,13 +133,26 @@ impl FaultCell {
             .compare_exchange(0, fault as u8, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    /// Whether the body had ended, whole, when asked.
-    pub(crate) fn body_ended(&self) -> bool {
-        self.0.ended.load(Ordering::Acquire)
+    /// When the body ended, whole, if it has.
+    pub(crate) fn body_ended_at(&self) -> Option<tokio::time::Instant> {
+        match self.0.ended.load(Ordering::Acquire) {
+            0 => None,
+            nanos => Some(self.0.made + Duration::from_nanos(nanos - 1)),
+        }
     }
 
     fn end(&self) {
-        self.0.ended.store(true, Ordering::Release);
+        let nanos = self
+            .0
+            .made
+            .elapsed()
+            .as_nanos()
+            .min(u128::from(u64::MAX - 1)) as u64;
+        // The first end stays.
+        let _ = self
+            .0
+            .ended
+            .compare_exchange(0, nanos + 1, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 

@@ -355,7 +355,8 @@ pub(crate) async fn send(
             .ok_or(Failure::Upstream(StatusCode::BAD_GATEWAY))?,
         false => &upstream.client,
     };
-    match tokio::time::timeout(timeout, client.send(request)).await {
+    let sent = tokio::time::timeout(timeout, client.send(request)).await;
+    match sent {
         Ok(Ok(mut response)) => {
             let switching = (response.status() == StatusCode::SWITCHING_PROTOCOLS)
                 .then(|| response.headers().get(UPGRADE).cloned())
@@ -389,10 +390,19 @@ pub(crate) async fn send(
             None if err.is::<crate::descriptors::NoUpstreamSeat>() => Failure::NoUpstreamSeat,
             None => Failure::Upstream(StatusCode::BAD_GATEWAY),
         }),
-        // The time ran out while the client's body was still coming: the wait was the
-        // client's (a body sent byte by byte), not the upstream's.
-        Err(_elapsed) if !fault.body_ended() => Err(Failure::Client(ClientFault::TooSlow)),
-        Err(_elapsed) => Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT)),
+        // The time ran out while the client's body was still coming, or so soon after its end
+        // that the upstream had less than half the time with it: the wait was the client's (a
+        // body sent byte by byte), not the upstream's.
+        Err(_elapsed) => {
+            let upstream_had = fault
+                .body_ended_at()
+                .map(|end| tokio::time::Instant::now().saturating_duration_since(end));
+            if upstream_had.is_none_or(|had| had < timeout / 2) {
+                Err(Failure::Client(ClientFault::TooSlow))
+            } else {
+                Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT))
+            }
+        }
     }
 }
 
