@@ -216,8 +216,26 @@ pub(crate) fn tell_upstream(headers: &mut http::HeaderMap, claim: &Claim, left: 
         headers.insert(spillway_tower::grpc::GRPC_TIMEOUT, value);
     }
     if let Some(name) = &claim.deadline_header {
-        let millis = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        // At most the 12 digits a deadline header may hold (31 years), so that a proxy behind
+        // reads what this one writes.
+        let millis = u64::try_from(left.as_millis())
+            .map_or(MAX_HEADER_MILLIS, |millis| millis.min(MAX_HEADER_MILLIS));
         headers.insert(name.clone(), HeaderValue::from(millis));
+    }
+}
+
+/// The most milliseconds a deadline header holds: 12 digits.
+const MAX_HEADER_MILLIS: u64 = 999_999_999_999;
+
+/// Removes from the head of a request being forwarded with no deadline the deadline fields the
+/// proxy reads and found none in (malformed: a sign, too many digits, a bad unit), so that the
+/// upstream does not act on a deadline the proxy ignored.
+pub(crate) fn forget_unread(headers: &mut http::HeaderMap, claim: &Claim) {
+    if claim.grpc && spillway_tower::grpc::is_grpc(headers) {
+        headers.remove(spillway_tower::grpc::GRPC_TIMEOUT);
+    }
+    if let Some(name) = &claim.deadline_header {
+        headers.remove(name);
     }
 }
 
@@ -390,6 +408,10 @@ max = \"5s\"
         tell_upstream(&mut head.headers, &claim, Duration::from_micros(2_999_999));
         assert_eq!(head.headers["grpc-timeout"], "2999999u");
         assert_eq!(head.headers["x-deadline-ms"], "2999");
+        // Years (no `max`): the header holds the 12 digits a reader takes.
+        let years = Duration::from_secs(99_999_999 * 3600);
+        tell_upstream(&mut head.headers, &claim, years);
+        assert_eq!(head.headers["x-deadline-ms"], "999999999999");
     }
 
     #[test]

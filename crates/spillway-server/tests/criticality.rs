@@ -331,6 +331,36 @@ async fn a_deadline_the_client_gave_is_told_to_the_upstream_and_its_call_keeps_i
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_deadline_the_proxy_cannot_read_is_not_passed_on() {
+    let h = start(DEADLINES).await;
+    // Read as no deadline (a sign, more than 12 digits; a bad unit): before, passed on as
+    // given, for an upstream to act on a deadline the proxy ignored (found by an attack).
+    let grpc = [("content-type", "application/grpc"), ("grpc-timeout", "1x")];
+    for headers in [
+        &[("x-deadline-ms", "-5")][..],
+        &[("x-deadline-ms", "18446744073709551615")][..],
+        &grpc[..],
+    ] {
+        assert_eq!(h.send("/x", headers).await.unwrap().0, StatusCode::OK);
+    }
+    // Years, capped by `max` (30 s here) and written in the 12 digits a reader takes.
+    let years = [
+        ("content-type", "application/grpc"),
+        ("grpc-timeout", "99999999H"),
+    ];
+    assert_eq!(h.send("/x", &years).await.unwrap().0, StatusCode::OK);
+    assert_eq!(
+        h.seen(),
+        [
+            "/x grpc-timeout=- x-deadline-ms=- tag=-",
+            "/x grpc-timeout=- x-deadline-ms=- tag=-",
+            "/x grpc-timeout=- x-deadline-ms=- tag=-",
+            "/x grpc-timeout=30000000u x-deadline-ms=30000 tag=-",
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn in_shadow_mode_a_request_with_no_time_left_is_forwarded_and_counted() {
     let h = start_with("shadow = true\n", DEADLINES).await;
     let (status, body) = h.send("/x", &[("x-deadline-ms", "0")]).await.unwrap();

@@ -182,6 +182,7 @@ pub(super) fn apply<B>(
 ) -> Deadline {
     let now = tokio::time::Instant::now();
     let (Some(left), Some(given)) = (claim.left(now), claim.left(claim.arrived)) else {
+        crate::claims::forget_unread(request.headers_mut(), claim);
         return Deadline::None;
     };
     let millis = |time: Duration| time.as_secs_f64() * 1e3;
