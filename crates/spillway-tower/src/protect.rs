@@ -5,7 +5,9 @@
 //! on a tokio timer if a pacing rule queues it (in the [`ResponseFuture`], never in
 //! `poll_ready`), and is refused with a ready response if a check blocks it. The entry is held
 //! by the response body ([`ResponseBody`]) until the body ends or is dropped, so a streaming
-//! response counts as in flight while it streams, and an idle connection holds nothing.
+//! response counts as in flight while it streams, and an idle connection holds nothing. The
+//! call's response time is the service's: the time a reader takes between frames is left out
+//! of it, and so is the time the inner service says it waited on its caller ([`CallerWait`]).
 //!
 //! Unlike tower's `RateLimit`, the layer and the services it makes are `Clone` and share one
 //! [`spillway::Spillway`]: a limit holds across every connection. Unlike `ConcurrencyLimit`, a
@@ -46,6 +48,7 @@
 mod admit;
 mod blocked;
 mod body;
+mod caller_wait;
 mod claims;
 mod config;
 mod decide;
@@ -64,6 +67,7 @@ pub use blocked::{
     deadline_exceeded, grpc_resource_exhausted, too_many_requests, too_many_requests_with, Blocked,
 };
 pub use body::ResponseBody;
+pub use caller_wait::CallerWait;
 pub use claims::{lowest_criticality, parse_millis};
 pub use dropped::OnDropped;
 pub use fields::{admitted_fields, RateLimitFields};

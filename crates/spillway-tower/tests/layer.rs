@@ -298,8 +298,38 @@ async fn a_streaming_response_holds_its_place_until_its_body_ends() {
     let frame = body.frame().await.unwrap().unwrap();
     assert_eq!(frame.into_data().unwrap(), "part");
     assert_eq!(resource.stats().concurrency, 1);
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    drop(sender); // the stream ends
+    // The reader asks for more at once; the stream ends 30 ms later.
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        drop(sender);
+    });
+    assert!(body.frame().await.is_none());
+    let stats = resource.stats();
+    assert_eq!((stats.concurrency, stats.avg_rt_micros), (0, 30_000.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_reader_s_time_is_left_out_of_the_response_time() {
+    let spillway = spillway();
+    let (app, mut senders) = streaming_app(&spillway);
+    let resource = spillway.resource("GET /stream").unwrap();
+    let response = app.clone().oneshot(get_request("/stream")).await.unwrap();
+    let sender = senders.recv().await.unwrap();
+    let mut body = response.into_body();
+    // The reader takes 2 s before it asks for the first frame, which the service sends 10 ms
+    // after it is asked; then 3 s before it asks for the end, which comes 20 ms later.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let first = sender.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        first.send(Frame::data(Bytes::from("part"))).unwrap();
+    });
+    assert!(body.frame().await.unwrap().unwrap().is_data());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(sender);
+    });
     assert!(body.frame().await.is_none());
     let stats = resource.stats();
     assert_eq!((stats.concurrency, stats.avg_rt_micros), (0, 30_000.0));

@@ -99,6 +99,8 @@ struct Cell {
     fault: AtomicU8,
     /// When the body ended, whole: nanoseconds from `made`, plus one (0: not yet).
     ended: AtomicU64,
+    /// Nanoseconds the upstream request waited for the client's next bytes, summed.
+    waited: AtomicU64,
     made: tokio::time::Instant,
 }
 
@@ -107,6 +109,7 @@ impl Default for Cell {
         Self {
             fault: AtomicU8::new(0),
             ended: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
             made: tokio::time::Instant::now(),
         }
     }
@@ -139,6 +142,20 @@ impl FaultCell {
             0 => None,
             nanos => Some(self.0.made + Duration::from_nanos(nanos - 1)),
         }
+    }
+
+    /// The time the upstream request waited for the client's bytes, once the body has ended
+    /// whole: the client's time, not the upstream's, when the upstream answers after the
+    /// body's end (it waited for the body too). `None` while the body is still coming.
+    pub(crate) fn caller_wait(&self) -> Option<Duration> {
+        self.body_ended_at()?;
+        Some(Duration::from_nanos(self.0.waited.load(Ordering::Acquire)))
+    }
+
+    /// A wait for the client's next bytes that began at `since` ended now.
+    fn waited_since(&self, since: tokio::time::Instant) {
+        let nanos = since.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.0.waited.fetch_add(nanos, Ordering::AcqRel);
     }
 
     fn end(&self) {
@@ -247,7 +264,12 @@ impl Body for ClientBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
-            this.waiting = None;
+            // The wait for these bytes, if there was one, was the client's.
+            if let Some(waiting) = this.waiting.take() {
+                if let Some(since) = waiting.deadline().checked_sub(this.limits.timeout) {
+                    this.fault.waited_since(since);
+                }
+            }
             return match frame {
                 Some(Ok(frame)) => {
                     if let Some(data) = frame.data_ref() {

@@ -6,6 +6,7 @@ use super::forwarding::Forwarding;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
+use spillway_tower::protect::CallerWait;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -380,6 +381,12 @@ pub(crate) async fn send(
             strip_hop_by_hop(response.headers_mut());
             if let Some(protocol) = switching {
                 set_upgrade(response.headers_mut(), protocol);
+            }
+            // The body ended before the head: the time the upstream waited for its bytes was
+            // the client's, left out of the call's response time. (An upstream that answered
+            // before the body's end did not wait for it: nothing is left out.)
+            if let Some(waited) = fault.caller_wait().filter(|waited| !waited.is_zero()) {
+                response.extensions_mut().insert(CallerWait(waited));
             }
             Ok(response)
         }

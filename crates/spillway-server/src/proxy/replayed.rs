@@ -134,10 +134,11 @@ pub(crate) enum Replayed {
     },
 }
 
-/// An admitted request's response, holding its entry and places.
+/// An admitted request's response, holding its entry and places (boxed: a replay holds
+/// thousands, and most of what it keeps of each is this).
 #[derive(Debug)]
 pub(crate) struct Held(
-    Response<super::limits::LimitsBody<spillway_tower::protect::ResponseBody<Full<Bytes>>>>,
+    Box<Response<super::limits::LimitsBody<spillway_tower::protect::ResponseBody<Full<Bytes>>>>>,
 );
 
 impl Held {
@@ -270,7 +271,7 @@ impl ReplayStacks {
         Replayed::Admitted {
             resource,
             shadowed,
-            held: Held(response),
+            held: Held(Box::new(response)),
         }
     }
 }

@@ -11,6 +11,12 @@ pin_project! {
     /// The body of a response through [`SpillwayService`](super::SpillwayService): the service's body, which
     /// holds the request's spillway entry until it ends (or is dropped), or the body of a
     /// blocked request's response.
+    ///
+    /// The call's response time counts the time the body was waited for, and not the
+    /// reader's: from the head (or a frame) handed out to the next read, the time is left out
+    /// (see [`OwnedEntry::set_waiting_on_caller`]), so that a client that reads slowly does not
+    /// make the service look slow to the statistics, the breakers or an adaptive limit. The
+    /// call holds its places until the body ends either way.
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
@@ -56,7 +62,12 @@ impl Grpc {
 }
 
 impl<B> ResponseBody<B> {
-    pub(super) fn inner(body: B, entry: Option<OwnedEntry>, grpc: Grpc) -> Self {
+    /// `body`, holding `entry`: the time between the head (or a frame) handed out and the next
+    /// read is the reader's, left out of the call's response time.
+    pub(super) fn inner(body: B, mut entry: Option<OwnedEntry>, grpc: Grpc) -> Self {
+        if let Some(entry) = entry.as_mut() {
+            entry.set_waiting_on_caller(true);
+        }
         Self {
             kind: Kind::Inner { body, entry, grpc },
         }
@@ -96,9 +107,17 @@ where
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         match self.project().kind.project() {
             KindProj::Inner { body, entry, grpc } => {
+                // Asked for more: from now the wait is the service's, until a frame is handed
+                // out.
+                if let Some(entry) = entry.as_mut() {
+                    entry.set_waiting_on_caller(false);
+                }
                 let polled = body.poll_frame(cx);
                 match &polled {
                     Poll::Ready(Some(Ok(frame))) => {
+                        if let Some(entry) = entry.as_mut() {
+                            entry.set_waiting_on_caller(true);
+                        }
                         if let (Some(trailers), true) = (frame.trailers_ref(), *grpc != Grpc::No) {
                             let failed = has_error_status(trailers)
                                 || (*grpc == Grpc::Awaiting && !trailers.contains_key(GRPC_STATUS));

@@ -1,5 +1,6 @@
 use super::admit::admit;
 use super::body::{Grpc, ResponseBody};
+use super::caller_wait::CallerWait;
 use super::config::{ClassifyFn, Config};
 use super::decide::{decide, Next};
 use super::shadow::{ShadowBlock, ShadowRefusal};
@@ -248,6 +249,9 @@ where
                                     }
                                 }
                                 ShadowRefusal::mark(entry, response.extensions_mut());
+                                if let Some(CallerWait(time)) = response.extensions().get() {
+                                    entry.leave_out(*time);
+                                }
                             }
                             if let Some(err) = shadowed.take() {
                                 response.extensions_mut().insert(ShadowBlock(*err));

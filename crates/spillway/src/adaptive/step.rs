@@ -55,9 +55,11 @@ impl Step for InstalledAdaptive {
         taken.then_some(())
     }
 
-    /// The call ran: its RT is a sample for the limit, or a drop (nothing if abandoned).
+    /// The call ran: its RT is a sample for the limit, or a drop (nothing if abandoned). Time
+    /// it waited on its caller is left out, as if the call had started that much later.
     fn exit(&self, _kept: (), end: &End) {
-        self.limiter.end_place(end.started, end.outcome);
+        let started = end.started.saturating_add(end.left_out).min(end.now);
+        self.limiter.end_place(started, end.outcome);
     }
 }
 

@@ -392,7 +392,7 @@ impl<'a> EntryBuilder<'a> {
         let state = entry.state.clone();
         // The owned entry completes the admission: this guard must not.
         std::mem::forget(entry);
-        Ok(OwnedEntry { resource, state })
+        Ok(OwnedEntry::new(resource, state))
     }
 }
 
@@ -432,10 +432,10 @@ impl<'a> EntryBuilder<'a> {
             resource,
             true,
             |state| {
-                Ok(OwnedAdmission::Ready(OwnedEntry {
-                    resource: resource.clone(),
+                Ok(OwnedAdmission::Ready(OwnedEntry::new(
+                    resource.clone(),
                     state,
-                }))
+                )))
             },
             |mut queued| {
                 if let Some(place) = queued.place.take() {

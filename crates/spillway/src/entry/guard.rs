@@ -1,4 +1,5 @@
 use super::held::Held;
+use super::left_out::LeftOut;
 use super::places::release_limited;
 use crate::adaptive::Outcome;
 use crate::clock::Clock;
@@ -203,8 +204,17 @@ impl EntryState {
         if self.inbound() {
             self.complete_inbound(resource);
         } else if !self.complete_short(resource) {
-            self.complete_long(resource);
+            self.complete_long(resource, LeftOut::NONE);
         }
+    }
+
+    /// [`complete`](Self::complete) of an owned entry whose call waited on its caller for
+    /// `left_out` (see [`OwnedEntry::leave_out`](crate::OwnedEntry::leave_out)): through the
+    /// long path, which leaves that time out of its response time and of its adaptive sample.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn complete_leaving_out(&self, resource: &ResourceInner, left_out: LeftOut) {
+        self.complete_long(resource, left_out);
     }
 
     /// The exit of an outbound entry that counts on the resource's node alone and holds no
@@ -237,7 +247,7 @@ impl EntryState {
                 return;
             }
         }
-        self.complete_long(resource);
+        self.complete_long(resource, LeftOut::NONE);
     }
 
     /// The time and the thread's slot for a short exit: an entry with neither an origin nor an
@@ -271,10 +281,14 @@ impl EntryState {
     /// back, so that another call probes instead.
     #[cold]
     #[inline(never)]
-    fn complete_long(&self, resource: &ResourceInner) {
+    fn complete_long(&self, resource: &ResourceInner, left_out: LeftOut) {
         let now = resource.clock.now_nanos();
         let slot = thread_slot();
-        let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
+        let left_out = left_out.at(now);
+        let rt_micros = now
+            .saturating_sub(self.started_nanos)
+            .saturating_sub(left_out)
+            / 1_000;
         let count = u64::from(self.count);
         let (error, abandoned) = (self.error(), self.abandoned());
         for_each_node!(
@@ -297,6 +311,7 @@ impl EntryState {
             let end = End {
                 started: self.started_nanos,
                 now,
+                left_out,
                 rt_micros,
                 count: self.count,
                 error,

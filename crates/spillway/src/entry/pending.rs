@@ -170,10 +170,7 @@ impl OwnedPending {
     /// Enters after the wait: counts the pass at the clock's current time.
     pub fn enter(mut self) -> OwnedEntry {
         let state = self.state.enter(&self.resource.inner);
-        OwnedEntry {
-            resource: self.resource.clone(),
-            state,
-        }
+        OwnedEntry::new(self.resource.clone(), state)
     }
 }
 

@@ -393,7 +393,7 @@ impl OwnedWaiting {
     pub fn resume(mut self) -> Result<OwnedAdmission, BlockError> {
         let resource = self.resource.clone();
         Ok(match self.state.resume(&resource.inner)? {
-            Resumed::Ready(state) => OwnedAdmission::Ready(OwnedEntry { resource, state }),
+            Resumed::Ready(state) => OwnedAdmission::Ready(OwnedEntry::new(resource, state)),
             Resumed::Paced(state) => OwnedAdmission::Queued(OwnedPending::new(resource, state)),
             Resumed::Waiting(state) => OwnedAdmission::Waiting(OwnedWaiting::new(resource, state)),
         })
