@@ -413,7 +413,8 @@ impl Proxy {
         let mut response = response;
         if let (StatusCode::SWITCHING_PROTOCOLS, Some(client)) = (response.status(), upgrading) {
             // The tunnel holds the body, with the entry and the places, until it closes: one
-            // long request against the route's limits.
+            // long request against the route's limits (paced by its client: no latency
+            // sample).
             let upstream_side = hyper::upgrade::on(&mut response);
             let (parts, held) = response.into_parts();
             let resource = route.resource.clone();
@@ -589,6 +590,11 @@ async fn tunnel(
     resource: String,
 ) {
     let (client, upstream) = tokio::join!(client, upstream);
+    // The session's length is its client's (and its upstream's), no latency of the
+    // upstream's: its end is no sample for an adaptive limit, nor slow to a breaker.
+    if let Some(body) = held.inner_mut() {
+        body.set_waiting_on_caller(true);
+    }
     let result = match (client, upstream) {
         (Ok(client), Ok(upstream)) => {
             let mut client = hyper_util::rt::TokioIo::new(client);

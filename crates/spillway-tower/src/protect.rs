@@ -5,9 +5,10 @@
 //! on a tokio timer if a pacing rule queues it (in the [`ResponseFuture`], never in
 //! `poll_ready`), and is refused with a ready response if a check blocks it. The entry is held
 //! by the response body ([`ResponseBody`]) until the body ends or is dropped, so a streaming
-//! response counts as in flight while it streams, and an idle connection holds nothing. The
-//! call's response time is the service's: the time a reader takes between frames is left out
-//! of it, and so is the time the inner service says it waited on its caller ([`CallerWait`]).
+//! response counts as in flight while it streams, and an idle connection holds nothing. A call
+//! whose reader took more than a quarter of its time between frames (with the time the inner
+//! service says it waited on its caller, [`CallerWait`]) was paced by its caller: it gives an
+//! adaptive limit no latency sample and a slow-call breaker no verdict.
 //!
 //! Unlike tower's `RateLimit`, the layer and the services it makes are `Clone` and share one
 //! [`spillway::Spillway`]: a limit holds across every connection. Unlike `ConcurrencyLimit`, a

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, StatusCode};
 use http_body::Frame;
 use http_body_util::BodyExt;
+use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveRule, AimdConfig};
 use spillway::breaker::{BreakerRule, BreakerStrategy};
 use spillway::flow::{Behavior, FlowRule, LimitApp};
 use spillway_tower::{SpillwayLayer, TokioClock};
@@ -309,20 +310,31 @@ async fn a_streaming_response_holds_its_place_until_its_body_ends() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_slow_reader_s_time_is_left_out_of_the_response_time() {
+async fn a_slow_reader_s_call_is_no_adaptive_sample_and_a_prompt_one_s_is() {
     let spillway = spillway();
+    let aimd = AdaptiveAlgorithm::Aimd(AimdConfig {
+        initial_limit: 10,
+        min_limit: 2,
+        timeout: Duration::from_secs(1),
+        ..AimdConfig::default()
+    });
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource("a", "GET /stream", aimd)])
+        .unwrap();
     let (app, mut senders) = streaming_app(&spillway);
-    let resource = spillway.resource("GET /stream").unwrap();
+    let state = || spillway.adaptive_state("a").unwrap();
+    // The reader takes 2 s before it asks for the second frame, which the service sends
+    // 10 ms after it is asked; then 3 s before it asks for the end, which comes 20 ms later.
     let response = app.clone().oneshot(get_request("/stream")).await.unwrap();
     let sender = senders.recv().await.unwrap();
     let mut body = response.into_body();
-    // The reader takes 2 s before it asks for the first frame, which the service sends 10 ms
-    // after it is asked; then 3 s before it asks for the end, which comes 20 ms later.
+    sender.send(Frame::data(Bytes::from("first"))).unwrap();
+    assert!(body.frame().await.unwrap().unwrap().is_data());
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let first = sender.clone();
+    let second = sender.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(10)).await;
-        first.send(Frame::data(Bytes::from("part"))).unwrap();
+        second.send(Frame::data(Bytes::from("part"))).unwrap();
     });
     assert!(body.frame().await.unwrap().unwrap().is_data());
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -331,8 +343,21 @@ async fn a_slow_reader_s_time_is_left_out_of_the_response_time() {
         drop(sender);
     });
     assert!(body.frame().await.is_none());
-    let stats = resource.stats();
-    assert_eq!((stats.concurrency, stats.avg_rt_micros), (0, 30_000.0));
+    // 5 s in all, past AIMD's timeout: paced by its reader, no sample and no backoff.
+    assert_eq!(
+        (state().samples, state().limit, state().in_flight),
+        (0, 10, 0)
+    );
+
+    // A reader that asks at once: its 1.5 s is the service's, a sample, and a backoff.
+    let response = app.clone().oneshot(get_request("/stream")).await.unwrap();
+    let sender = senders.recv().await.unwrap();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        drop(sender);
+    });
+    assert!(response.into_body().frame().await.is_none());
+    assert_eq!((state().samples, state().limit), (1, 9));
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,11 +2,11 @@
 //! the entry records the outcome when it ends.
 
 mod builder;
+mod caller_wait;
 mod flow_check;
 mod gate_check;
 mod guard;
 mod held;
-mod left_out;
 mod owned;
 mod pending;
 mod pipeline;
@@ -23,8 +23,8 @@ pub use pending::{OwnedPending, Pending};
 pub use traffic::TrafficType;
 pub use waiting::{Admission, OwnedAdmission, OwnedWaiting, Waiting};
 
+pub(crate) use caller_wait::CallerTime;
 pub(crate) use guard::EntryState;
-pub(crate) use left_out::LeftOut;
 
 /// The entry's layout, which the comments on its fields keep: an entry is returned and held by
 /// value on every call, so a word more is a copy more on every entry.

@@ -65,10 +65,9 @@ pub(crate) struct End {
     /// When the entry was admitted (nanoseconds on the instance's clock).
     pub(crate) started: u64,
     pub(crate) now: u64,
-    /// Nanoseconds of the call that waited on its caller, left out of `rt_micros` (see
-    /// [`OwnedEntry::leave_out`](crate::OwnedEntry::leave_out)).
-    pub(crate) left_out: u64,
-    /// Its response time: from `started` to `now`, less `left_out`.
+    /// Whether the call was paced by its caller: its RT is no evidence of the service's
+    /// latency, for the adaptive limits and the slow-call breakers.
+    pub(crate) paced: bool,
     pub(crate) rt_micros: u64,
     pub(crate) count: u32,
     /// Whether the call was marked as failed.

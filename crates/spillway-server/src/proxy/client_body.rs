@@ -144,18 +144,18 @@ impl FaultCell {
         }
     }
 
-    /// The time the upstream request waited for the client's bytes, once the body has ended
-    /// whole: the client's time, not the upstream's, when the upstream answers after the
-    /// body's end (it waited for the body too). `None` while the body is still coming.
-    pub(crate) fn caller_wait(&self) -> Option<Duration> {
-        self.body_ended_at()?;
-        Some(Duration::from_nanos(self.0.waited.load(Ordering::Acquire)))
+    /// The time the upstream request has waited for the client's body bytes so far: the
+    /// client's time, which counts towards whether the client paced the call.
+    pub(crate) fn caller_wait(&self) -> Duration {
+        Duration::from_nanos(self.0.waited.load(Ordering::Acquire))
     }
 
     /// A wait for the client's next bytes that began at `since` ended now.
     fn waited_since(&self, since: tokio::time::Instant) {
         let nanos = since.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64;
-        self.0.waited.fetch_add(nanos, Ordering::AcqRel);
+        let _ = (self.0.waited).fetch_update(Ordering::AcqRel, Ordering::Acquire, |waited| {
+            Some(waited.saturating_add(nanos))
+        });
     }
 
     fn end(&self) {

@@ -382,10 +382,11 @@ pub(crate) async fn send(
             if let Some(protocol) = switching {
                 set_upgrade(response.headers_mut(), protocol);
             }
-            // The body ended before the head: the time the upstream waited for its bytes was
-            // the client's, left out of the call's response time. (An upstream that answered
-            // before the body's end did not wait for it: nothing is left out.)
-            if let Some(waited) = fault.caller_wait().filter(|waited| !waited.is_zero()) {
+            // The time the proxy waited for the client's body bytes was the client's: with
+            // more than a quarter of the call's, the client paced the call, and its time says
+            // nothing of the upstream's latency.
+            let waited = fault.caller_wait();
+            if !waited.is_zero() {
                 response.extensions_mut().insert(CallerWait(waited));
             }
             Ok(response)

@@ -12,11 +12,11 @@ pin_project! {
     /// holds the request's spillway entry until it ends (or is dropped), or the body of a
     /// blocked request's response.
     ///
-    /// The call's response time counts the time the body was waited for, and not the
-    /// reader's: from the head (or a frame) handed out to the next read, the time is left out
-    /// (see [`OwnedEntry::set_waiting_on_caller`]), so that a client that reads slowly does not
-    /// make the service look slow to the statistics, the breakers or an adaptive limit. The
-    /// call holds its places until the body ends either way.
+    /// The time from a frame handed out to the reader's asking for the next is the reader's
+    /// (see [`OwnedEntry::set_waiting_on_caller`]): a call whose reader took more than a
+    /// quarter of its time was paced by its reader, and gives an adaptive limit no sample and
+    /// a slow-call breaker no verdict, so that a client that reads slowly cannot make the
+    /// service look slow. The call holds its places until the body ends either way.
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
@@ -62,12 +62,7 @@ impl Grpc {
 }
 
 impl<B> ResponseBody<B> {
-    /// `body`, holding `entry`: the time between the head (or a frame) handed out and the next
-    /// read is the reader's, left out of the call's response time.
-    pub(super) fn inner(body: B, mut entry: Option<OwnedEntry>, grpc: Grpc) -> Self {
-        if let Some(entry) = entry.as_mut() {
-            entry.set_waiting_on_caller(true);
-        }
+    pub(super) fn inner(body: B, entry: Option<OwnedEntry>, grpc: Grpc) -> Self {
         Self {
             kind: Kind::Inner { body, entry, grpc },
         }
@@ -81,6 +76,19 @@ impl<B> ResponseBody<B> {
         } = &mut self.kind
         {
             entry.mark_error();
+        }
+    }
+
+    /// Says whether the body's reader holds the call from now on (see
+    /// [`OwnedEntry::set_waiting_on_caller`]): for a body that is never read, held while the
+    /// connection is a tunnel (a WebSocket session, whose length is its client's, and no
+    /// latency of the service's).
+    pub fn set_waiting_on_caller(&mut self, waiting: bool) {
+        if let Kind::Inner {
+            entry: Some(entry), ..
+        } = &mut self.kind
+        {
+            entry.set_waiting_on_caller(waiting);
         }
     }
 
@@ -106,16 +114,20 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         match self.project().kind.project() {
-            KindProj::Inner { body, entry, grpc } => {
+            KindProj::Inner {
+                mut body,
+                entry,
+                grpc,
+            } => {
                 // Asked for more: from now the wait is the service's, until a frame is handed
-                // out.
+                // out (then the reader's, unless that frame ends the body).
                 if let Some(entry) = entry.as_mut() {
                     entry.set_waiting_on_caller(false);
                 }
-                let polled = body.poll_frame(cx);
+                let polled = body.as_mut().poll_frame(cx);
                 match &polled {
                     Poll::Ready(Some(Ok(frame))) => {
-                        if let Some(entry) = entry.as_mut() {
+                        if let (Some(entry), false) = (entry.as_mut(), body.is_end_stream()) {
                             entry.set_waiting_on_caller(true);
                         }
                         if let (Some(trailers), true) = (frame.trailers_ref(), *grpc != Grpc::No) {

@@ -250,7 +250,7 @@ where
                                 }
                                 ShadowRefusal::mark(entry, response.extensions_mut());
                                 if let Some(CallerWait(time)) = response.extensions().get() {
-                                    entry.leave_out(*time);
+                                    entry.add_caller_wait(*time);
                                 }
                             }
                             if let Some(err) = shadowed.take() {

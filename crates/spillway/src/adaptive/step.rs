@@ -55,11 +55,14 @@ impl Step for InstalledAdaptive {
         taken.then_some(())
     }
 
-    /// The call ran: its RT is a sample for the limit, or a drop (nothing if abandoned). Time
-    /// it waited on its caller is left out, as if the call had started that much later.
+    /// The call ran: its RT is a sample for the limit, or a drop (nothing if abandoned, or if
+    /// its caller paced it: its RT is the caller's as much as the service's).
     fn exit(&self, _kept: (), end: &End) {
-        let started = end.started.saturating_add(end.left_out).min(end.now);
-        self.limiter.end_place(started, end.outcome);
+        let outcome = match end.outcome {
+            Outcome::Success if end.paced => Outcome::Ignore,
+            outcome => outcome,
+        };
+        self.limiter.end_place(end.started, outcome);
     }
 }
 

@@ -358,6 +358,12 @@ impl CircuitBreaker {
         self.listeners.notify(&events);
     }
 
+    /// Whether the strategy counts calls by their response time (the slow-call ratio), rather
+    /// than by their errors.
+    pub(crate) fn counts_time(&self) -> bool {
+        matches!(self.rule.strategy, BreakerStrategy::SlowCallRatio { .. })
+    }
+
     /// Gives back the probe place of a call admitted at `admitted_at` that never ran (refused
     /// by a later rule, or abandoned while queued). A no-op for calls that were no probe.
     pub fn release(&self, admitted_at: u64) {

@@ -33,10 +33,22 @@ impl ResourceBreakers {
         Ok(probe)
     }
 
-    /// Every breaker counts the completion of a call admitted at `admitted_at`.
-    pub(crate) fn on_complete(&self, admitted_at: u64, now: u64, rt_micros: u64, error: bool) {
+    /// Every breaker counts the completion of a call admitted at `admitted_at`, ended at
+    /// `now`, with its RT (`None`: its caller paced it, and a slow-call breaker takes it as no
+    /// verdict, giving back its probe place).
+    pub(crate) fn on_complete(
+        &self,
+        admitted_at: u64,
+        now: u64,
+        rt_micros: Option<u64>,
+        error: bool,
+    ) {
         for breaker in &self.breakers {
-            breaker.on_complete(admitted_at, now, rt_micros, error);
+            match rt_micros {
+                Some(rt_micros) => breaker.on_complete(admitted_at, now, rt_micros, error),
+                None if breaker.counts_time() => breaker.release(admitted_at),
+                None => breaker.on_complete(admitted_at, now, 0, error),
+            }
         }
     }
 

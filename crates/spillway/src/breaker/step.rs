@@ -56,12 +56,15 @@ impl Step for ResourceBreakers {
     }
 
     /// Every breaker counts the completion; an abandoned call gives its probe place back, so
-    /// that another call probes instead.
+    /// that another call probes instead. A call its caller paced is no verdict to a slow-call
+    /// breaker (its time is the caller's as much as the service's): to that one it is as if
+    /// abandoned.
     fn exit(&self, _kept: (), end: &End) {
         if end.outcome == Outcome::Ignore {
             self.release(end.started);
         } else {
-            self.on_complete(end.started, end.now, end.rt_micros, end.error);
+            let rt_micros = (!end.paced).then_some(end.rt_micros);
+            self.on_complete(end.started, end.now, rt_micros, end.error);
         }
     }
 }

@@ -1,5 +1,4 @@
 use super::held::Held;
-use super::left_out::LeftOut;
 use super::places::release_limited;
 use crate::adaptive::Outcome;
 use crate::clock::Clock;
@@ -40,8 +39,10 @@ const INBOUND: u8 = 1;
 const ERROR: u8 = 2;
 /// ... its call was dropped ...
 const DROPPED: u8 = 4;
-/// ... its call reached no verdict (its caller gave up, or was at fault).
+/// ... its call reached no verdict (its caller gave up, or was at fault) ...
 const ABANDONED: u8 = 8;
+/// ... its call was paced by its caller (see [`EntryState::set_paced`]).
+const PACED: u8 = 16;
 
 /// [`EntryState::shadow`] when no shadow rule would have refused the entry.
 const NO_SHADOW: u32 = u32::MAX;
@@ -165,6 +166,21 @@ impl EntryState {
         self.flags |= ABANDONED;
     }
 
+    /// Marks the call as paced by its caller (it waited on its caller for much of its time,
+    /// see [`OwnedEntry::set_waiting_on_caller`](crate::OwnedEntry::set_waiting_on_caller)):
+    /// its end counts as any other's in the statistics, and gives no latency evidence: no
+    /// sample to the adaptive limits, no verdict to the slow-call breakers.
+    #[inline(always)]
+    pub(crate) fn set_paced(&mut self) {
+        self.flags |= PACED;
+    }
+
+    /// Whether the call was paced by its caller.
+    #[inline(always)]
+    pub(crate) fn paced(&self) -> bool {
+        self.flags & PACED != 0
+    }
+
     /// The id of the first rule in shadow mode that would have refused the entry.
     pub(crate) fn shadow_rule(&self) -> Option<&'static str> {
         if self.shadow == NO_SHADOW {
@@ -204,17 +220,8 @@ impl EntryState {
         if self.inbound() {
             self.complete_inbound(resource);
         } else if !self.complete_short(resource) {
-            self.complete_long(resource, LeftOut::NONE);
+            self.complete_long(resource);
         }
-    }
-
-    /// [`complete`](Self::complete) of an owned entry whose call waited on its caller for
-    /// `left_out` (see [`OwnedEntry::leave_out`](crate::OwnedEntry::leave_out)): through the
-    /// long path, which leaves that time out of its response time and of its adaptive sample.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn complete_leaving_out(&self, resource: &ResourceInner, left_out: LeftOut) {
-        self.complete_long(resource, left_out);
     }
 
     /// The exit of an outbound entry that counts on the resource's node alone and holds no
@@ -247,7 +254,7 @@ impl EntryState {
                 return;
             }
         }
-        self.complete_long(resource, LeftOut::NONE);
+        self.complete_long(resource);
     }
 
     /// The time and the thread's slot for a short exit: an entry with neither an origin nor an
@@ -281,14 +288,10 @@ impl EntryState {
     /// back, so that another call probes instead.
     #[cold]
     #[inline(never)]
-    fn complete_long(&self, resource: &ResourceInner, left_out: LeftOut) {
+    fn complete_long(&self, resource: &ResourceInner) {
         let now = resource.clock.now_nanos();
         let slot = thread_slot();
-        let left_out = left_out.at(now);
-        let rt_micros = now
-            .saturating_sub(self.started_nanos)
-            .saturating_sub(left_out)
-            / 1_000;
+        let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
         let count = u64::from(self.count);
         let (error, abandoned) = (self.error(), self.abandoned());
         for_each_node!(
@@ -311,7 +314,7 @@ impl EntryState {
             let end = End {
                 started: self.started_nanos,
                 now,
-                left_out,
+                paced: self.paced(),
                 rt_micros,
                 count: self.count,
                 error,

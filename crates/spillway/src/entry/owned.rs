@@ -1,4 +1,4 @@
-use super::{EntryState, LeftOut};
+use super::{CallerTime, EntryState};
 use crate::clock::Clock;
 use crate::resource::Resource;
 use std::fmt;
@@ -28,8 +28,8 @@ use std::time::Duration;
 pub struct OwnedEntry {
     pub(crate) resource: Resource,
     pub(crate) state: EntryState,
-    /// The time its call waited on its caller, left out of its response time.
-    pub(crate) left_out: LeftOut,
+    /// The time its call waited on its caller, which tells whether its caller paced it.
+    pub(crate) caller: CallerTime,
 }
 
 impl OwnedEntry {
@@ -37,7 +37,7 @@ impl OwnedEntry {
         Self {
             resource,
             state,
-            left_out: LeftOut::NONE,
+            caller: CallerTime::NONE,
         }
     }
 
@@ -78,80 +78,96 @@ impl OwnedEntry {
         self.state.started_nanos
     }
 
-    /// Leaves `time` out of the call's response time: time the call waited on its caller
-    /// rather than on what the entry protects (a client that sent its request body slowly,
-    /// say). The response time the entry records at its end, which the statistics, the
-    /// breakers' slow-call test and the system rules read, is the rest, never below zero; an
-    /// adaptive limit's latency sample is the rest too, as if the call had started that much
-    /// later. The call holds its place, and counts in flight, for the whole time.
+    /// Counts `time` as time the call waited on its caller rather than on what the entry
+    /// protects (a client that sent its request body slowly, say), as
+    /// [`set_waiting_on_caller`](Self::set_waiting_on_caller) counts it.
     ///
     /// # Examples
     ///
     /// ```
+    /// use spillway::adaptive::{AdaptiveAlgorithm, AdaptiveRule, AimdConfig};
     /// use spillway::{ManualClock, Spillway};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
     /// let spillway = Spillway::new_with_clock(clock.clone());
+    /// let aimd = AdaptiveAlgorithm::Aimd(AimdConfig::default());
+    /// spillway.load_adaptive_rules(vec![AdaptiveRule::resource("a", "uploads", aimd)])?;
     /// let mut entry = spillway.entry("uploads").enter_owned()?;
-    /// clock.advance_millis(900); // the client sent its body slowly
-    /// entry.leave_out(Duration::from_millis(880));
-    /// clock.advance_millis(20); // the service's work
+    /// clock.advance_millis(6_000); // the client sent its body slowly, past AIMD's 5 s
+    /// entry.add_caller_wait(Duration::from_millis(5_990));
     /// entry.exit();
-    /// assert_eq!(spillway.resource("uploads")?.stats().avg_rt_micros, 40_000.0);
-    /// # Ok::<(), spillway::BlockError>(())
+    /// // Paced by its client: no sample, no backoff; its whole time in the statistics (at
+    /// // most 5 s, as any RT).
+    /// let state = spillway.adaptive_state("a").unwrap();
+    /// assert_eq!((state.samples, state.limit), (0, 20));
+    /// assert_eq!(spillway.resource("uploads")?.stats().avg_rt_micros, 5_000_000.0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn leave_out(&mut self, time: Duration) {
+    pub fn add_caller_wait(&mut self, time: Duration) {
         let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
-        self.left_out.add(nanos);
+        self.caller.add(nanos);
     }
 
     /// Says whether the call is waiting on its caller from now on: from `true` until `false`
-    /// (or the entry's end), the time is left out of its response time as
-    /// [`leave_out`](Self::leave_out) leaves it out. For a response body handed out frame by
-    /// frame: the time between handing one frame out and being asked for the next is the
-    /// reader's, not the service's. Saying what is already so changes nothing.
+    /// (or the entry's end). For a response body handed out frame by frame: the time between
+    /// handing one frame out and being asked for the next is the reader's, not the service's.
+    /// Saying what is already so changes nothing.
+    ///
+    /// A call that waited on its caller for more than a quarter of its time (and more than
+    /// 250 µs) was paced by its caller, and its response time says as much about its caller
+    /// as about the service: its end counts in the statistics as any other's (its whole
+    /// response time), but it is no latency sample for an adaptive limit and no verdict for a
+    /// slow-call breaker (to a half-open one it gives its probe place back). Neither a slow
+    /// client nor one that times its bytes against the service's work can then move a limit
+    /// with it. Errors still count for error breakers, and a drop as a drop.
     ///
     /// # Examples
     ///
     /// ```
+    /// use spillway::breaker::{BreakerRule, BreakerState, BreakerStrategy};
     /// use spillway::{ManualClock, Spillway};
+    /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
     /// let spillway = Spillway::new_with_clock(clock.clone());
+    /// let slow = BreakerStrategy::SlowCallRatio {
+    ///     max_rt: Duration::from_millis(100),
+    ///     slow_ratio_threshold: 0.5,
+    /// };
+    /// spillway.load_breaker_rules(vec![BreakerRule::new("b", "downloads", slow,
+    ///     Duration::from_secs(10)).with_min_request_amount(1)])?;
     /// let mut entry = spillway.entry("downloads").enter_owned()?;
     /// clock.advance_millis(10); // the service's time to its first bytes
     /// entry.set_waiting_on_caller(true);
     /// clock.advance_millis(5_000); // a slow reader
     /// entry.set_waiting_on_caller(false);
-    /// clock.advance_millis(10); // the service's time to its last bytes
-    /// entry.set_waiting_on_caller(true);
-    /// clock.advance_millis(1_000); // the reader takes them
+    /// assert_eq!(entry.caller_wait(), Duration::from_millis(5_000));
     /// entry.exit();
-    /// assert_eq!(spillway.resource("downloads")?.stats().avg_rt_micros, 20_000.0);
-    /// # Ok::<(), spillway::BlockError>(())
+    /// assert_eq!(spillway.breaker_state("b"), Some(BreakerState::Closed));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_waiting_on_caller(&mut self, waiting: bool) {
-        if waiting == self.left_out.waiting() {
+        if waiting == self.caller.waiting() {
             return;
         }
         let now = self.resource.inner.clock.now_nanos();
         if waiting {
-            self.left_out.begin(now);
+            self.caller.begin(now);
         } else {
-            self.left_out.end(now);
+            self.caller.end(now);
         }
     }
 
-    /// The time left out of the call's response time so far (see
-    /// [`leave_out`](Self::leave_out) and
+    /// The time the call has waited on its caller so far (see
+    /// [`add_caller_wait`](Self::add_caller_wait) and
     /// [`set_waiting_on_caller`](Self::set_waiting_on_caller)), an open wait up to now
     /// included.
-    pub fn left_out(&self) -> Duration {
-        if self.left_out.is_none() {
+    pub fn caller_wait(&self) -> Duration {
+        if self.caller.is_none() {
             return Duration::ZERO;
         }
-        Duration::from_nanos(self.left_out.at(self.resource.inner.clock.now_nanos()))
+        Duration::from_nanos(self.caller.at(self.resource.inner.clock.now_nanos()))
     }
 
     /// Ends the entry now (the same as dropping it).
@@ -166,11 +182,15 @@ impl OwnedEntry {
 
 impl Drop for OwnedEntry {
     fn drop(&mut self) {
-        if self.left_out.is_none() {
-            self.state.complete(&self.resource.inner);
-        } else {
-            (self.state).complete_leaving_out(&self.resource.inner, self.left_out);
+        let inner = &self.resource.inner;
+        if !self.caller.is_none()
+            && self
+                .caller
+                .paced(self.state.started_nanos, inner.clock.now_nanos())
+        {
+            self.state.set_paced();
         }
+        self.state.complete(inner);
     }
 }
 
