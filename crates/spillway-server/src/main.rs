@@ -364,12 +364,18 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     }
 }
 
+/// The logs' filter when `SPILLWAY_LOG` sets none: spillway's at `info`, and the HTTP
+/// libraries' errors only, since their warnings are about what clients send (h2 warns once a
+/// connection for each client resetting streams too fast: a line an attacker could write a
+/// hundred times a second), which spillway counts and logs sampled itself.
+const DEFAULT_LOGS: &str = "info,h2=error,hyper=error,hyper_util=error";
+
 /// Structured logs on stderr, as text or one JSON object a line; the level comes from
-/// `SPILLWAY_LOG` (default `info`), in `tracing_subscriber`'s filter syntax
+/// `SPILLWAY_LOG` (default [`DEFAULT_LOGS`]), in `tracing_subscriber`'s filter syntax
 /// (`spillway_server=debug`, ...).
 fn init_logs(format: config::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPILLWAY_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOGS));
     use std::io::IsTerminal as _;
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -504,5 +510,45 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// Keeps the target of every event it is given.
+    struct Targets(Arc<Mutex<Vec<String>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Targets {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let target = event.metadata().target().to_owned();
+            self.0.lock().unwrap().push(target);
+        }
+    }
+
+    #[test]
+    fn the_default_logs_keep_spillway_s_and_the_http_libraries_errors_alone() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let filter = tracing_subscriber::EnvFilter::new(super::DEFAULT_LOGS);
+        let subscriber = tracing_subscriber::registry()
+            .with(filter)
+            .with(Targets(Arc::clone(&seen)));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(target: "h2::proto::streams", "reset too fast");
+            tracing::warn!(target: "hyper::proto", "a client's mistake");
+            tracing::error!(target: "h2::proto", "broken");
+            tracing::info!(target: "spillway_server::reload", "reloaded");
+            tracing::debug!(target: "spillway_server::conn", "closed");
+        });
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["h2::proto", "spillway_server::reload"]
+        );
     }
 }

@@ -7,7 +7,6 @@ use crate::send_timed::SendTimed;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::Watcher;
 use spillway_tower::{LimitedListener, LimitedStream};
 use std::convert::Infallible;
 use std::future::Future;
@@ -60,9 +59,8 @@ pub(crate) async fn serve(
     limits: conn::Limits,
     shutdown: impl Future<Output = ()>,
 ) {
-    // hyper-util's: each connection is watched; at shutdown, each finishes the request in
-    // flight and closes, and `shutdown` completes once all have.
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Set at shutdown: each connection then finishes the requests in flight and closes.
+    let (stopping, stop) = tokio::sync::watch::channel(false);
     // Each connection's peer holds a receiver of it, as long as the connection, its requests
     // or those that run on after it left live: closed once none does. (hyper runs an HTTP/2
     // stream in a task of its own, which may outlive its connection's.)
@@ -79,7 +77,7 @@ pub(crate) async fn serve(
         let connection = Connection {
             proxy: proxy.clone(),
             builder: builder.clone(),
-            watcher: graceful.watcher(),
+            stop: stop.clone(),
             draining: draining.subscribe(),
             peer,
             limits,
@@ -90,7 +88,7 @@ pub(crate) async fn serve(
     // New connections are refused at once (once every worker has closed its clone of the
     // socket) while the ones open drain.
     drop(arrivals);
-    graceful.shutdown().await;
+    stopping.send_replace(true);
     draining.closed().await;
 }
 
@@ -98,7 +96,8 @@ pub(crate) async fn serve(
 struct Connection {
     proxy: Proxy,
     builder: auto::Builder<hyper_util::rt::TokioExecutor>,
-    watcher: Watcher,
+    /// Set at shutdown.
+    stop: tokio::sync::watch::Receiver<bool>,
     /// What the drain waits on for its peer (see `serve`).
     draining: tokio::sync::watch::Receiver<()>,
     peer: SocketAddr,
@@ -153,7 +152,10 @@ impl Connection {
 
     /// Serves requests until the connection closes, or until no request has been in flight
     /// for the header timeout (HTTP/1.1 closes itself then, with its head deadline; HTTP/2
-    /// has none, and a client that answers pings would hold its connection for ever).
+    /// has none, and a client that answers pings would hold its connection for ever). At
+    /// shutdown, or when too many of its requests run on after their client left (an HTTP/2
+    /// client resetting stream after stream), it takes no new request (HTTP/2's GOAWAY) and
+    /// closes once those in flight have ended.
     async fn http<I>(self, io: TokioIo<I>)
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -164,8 +166,9 @@ impl Connection {
         let requests = activity.clone();
         let client = Arc::new(crate::proxy::Peer::new(peer).drained_by(self.draining));
         let send_timeout = self.limits.send_timeout;
+        let served = Arc::clone(&client);
         let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
-            let (proxy, busy, client) = (proxy.clone(), requests.busy(), Arc::clone(&client));
+            let (proxy, busy, client) = (proxy.clone(), requests.busy(), Arc::clone(&served));
             // An HTTP/2 stream the client grants no window never fills the socket: its
             // response is sent within the send timeout by a task of its own.
             let h2 = request.version() == http::Version::HTTP_2;
@@ -186,12 +189,32 @@ impl Connection {
             .builder
             .serve_connection_with_upgrades(io, service)
             .into_owned();
-        tokio::select! {
-            ended = self.watcher.watch(connection) => conn::ended(&counts, peer, ended),
-            () = activity.idle_for(self.limits.header_timeout) => {
-                // Dropping the connection closes it; no request is in flight on it.
-                conn::count_header_timeout(&counts);
-                tracing::debug!(%peer, "closed: idle");
+        let mut connection = std::pin::pin!(connection);
+        let idle = activity.idle_for(self.limits.header_timeout);
+        let mut idle = std::pin::pin!(idle);
+        let mut stop = self.stop;
+        let mut going_away = false;
+        loop {
+            tokio::select! {
+                ended = connection.as_mut() => {
+                    conn::ended(&counts, peer, ended);
+                    return;
+                }
+                () = &mut idle => {
+                    // Dropping the connection closes it; no request is in flight on it.
+                    conn::count_header_timeout(&counts);
+                    tracing::debug!(%peer, "closed: idle");
+                    return;
+                }
+                _ = stop.wait_for(|stopping| *stopping), if !going_away => {
+                    connection.as_mut().graceful_shutdown();
+                    going_away = true;
+                }
+                () = client.gone_away(), if !going_away => {
+                    tracing::debug!(%peer, "asked to go away: too many requests left running on");
+                    connection.as_mut().graceful_shutdown();
+                    going_away = true;
+                }
             }
         }
     }

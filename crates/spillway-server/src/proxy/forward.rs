@@ -104,6 +104,8 @@ pub struct Peer {
     addr: SocketAddr,
     /// Its requests that run on after it left (see `finishing`).
     run_ons: std::sync::atomic::AtomicUsize,
+    /// Told when [`MAX_RUN_ONS`] of its requests run on: its connection is to take no more.
+    go_away: tokio::sync::Notify,
     /// Held open while the peer lives, by its connection, its requests and those that run on
     /// after it left: the drain at shutdown waits for every receiver to close (`None`: nothing
     /// waits, as outside a server).
@@ -128,6 +130,7 @@ impl Peer {
         Self {
             addr,
             run_ons: std::sync::atomic::AtomicUsize::new(0),
+            go_away: tokio::sync::Notify::new(),
             _draining: None,
             forwarded_for: value(ip.to_string()),
             forwarded: value(forwarded),
@@ -142,16 +145,30 @@ impl Peer {
         self
     }
 
-    /// A place for one more of its requests to run on after it left, if it has fewer than
-    /// [`MAX_RUN_ONS`]; given back when dropped.
-    pub(crate) fn run_on(self: &Arc<Self>) -> Option<RunOn> {
+    /// One more of its requests runs on after it left; given back when dropped. The
+    /// [`MAX_RUN_ONS`]th asks its connection to go away (see [`gone_away`](Self::gone_away)).
+    pub(crate) fn run_on(self: &Arc<Self>) -> RunOn {
         use std::sync::atomic::Ordering;
-        self.run_ons
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_RUN_ONS).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| RunOn(Arc::clone(self)))
+        let before = self.run_ons.fetch_add(1, Ordering::AcqRel);
+        if before + 1 == MAX_RUN_ONS {
+            // Kept until the connection waits for it, if it does not yet.
+            self.go_away.notify_one();
+        }
+        RunOn(Arc::clone(self))
+    }
+
+    /// How many of its requests run on now.
+    #[cfg(test)]
+    pub(crate) fn running_on(&self) -> usize {
+        self.run_ons.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Completes once [`MAX_RUN_ONS`] of its requests have run on at once: an HTTP/2 client
+    /// resetting stream after stream, or leaving with many in flight. Its connection then
+    /// takes no new request (HTTP/2's GOAWAY) and closes once those in flight end, so that
+    /// one connection cannot keep sending requests it leaves at once.
+    pub(crate) async fn gone_away(&self) {
+        self.go_away.notified().await;
     }
 
     /// Its address.
@@ -160,9 +177,11 @@ impl Peer {
     }
 }
 
-/// The most requests of one client connection that run on at once after it left: an HTTP/1.1
-/// connection has one request at a time, and an HTTP/2 one that resets stream after stream
-/// holds no more than this many places of the connection cap.
+/// How many requests of one client connection may run on at once after it left before the
+/// connection is asked to go away (it takes no new request): an HTTP/1.1 connection has one
+/// request at a time, and an HTTP/2 one that resets stream after stream can then leave no more
+/// than it had in flight when it was asked (at most its 256 streams, each admitted by the
+/// limits as any request, and each holding a place under the connection cap).
 pub(crate) const MAX_RUN_ONS: usize = 8;
 
 /// One of a connection's requests running on after it left (holding its peer, and with it the
