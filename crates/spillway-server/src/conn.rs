@@ -28,6 +28,7 @@ struct Counts {
     header_timeouts: AtomicU64,
     body_timeouts: AtomicU64,
     send_timeouts: AtomicU64,
+    tunnel_idle_closes: AtomicU64,
     clients_left: AtomicU64,
     /// Requests running on after their client left, each holding a [`RunningOn`].
     running_on: AtomicU64,
@@ -165,6 +166,18 @@ impl ListenerCounts {
 
     pub(crate) fn count_send_timeout(&self) {
         self.inner.send_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Upgraded connections (WebSocket tunnels) closed because no byte went either way for
+    /// the tunnel idle timeout.
+    pub(crate) fn tunnel_idle_closes(&self) -> u64 {
+        self.inner.tunnel_idle_closes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_tunnel_idle_close(&self) {
+        self.inner
+            .tunnel_idle_closes
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// One more place under the listener's cap, for a request that runs on after its client

@@ -375,6 +375,12 @@ impl Collector for Listeners {
                 ListenerCounts::send_timeouts,
             ),
             (
+                "spillway_tunnel_idle_closes",
+                "Upgraded connections (WebSocket tunnels) closed because no byte went either \
+                 way for the tunnel idle timeout, by listener",
+                ListenerCounts::tunnel_idle_closes,
+            ),
+            (
                 "spillway_clients_left",
                 "Requests whose client left (or whose connection closed) before their \
                  response head, waiting for a place or forwarded; a forwarded one runs on to \

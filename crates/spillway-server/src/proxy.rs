@@ -19,6 +19,7 @@ mod shadowed;
 mod stack;
 mod table;
 mod tally;
+mod tunnel;
 
 pub use body::ProxyBody;
 use client_body::ClientFault;
@@ -420,7 +421,14 @@ impl Proxy {
             let resource = route.resource.clone();
             // Its line is written when the tunnel closes, as its places are given back.
             let entry = pending.map(|pending| pending.answered(parts.status, passed()));
-            tokio::spawn(tunnel(client, upstream_side, (held, entry), resource));
+            let tunnel = tunnel::Tunnel {
+                held,
+                logged: entry,
+                resource,
+                idle: table.tunnel_idle,
+                counts: self.listener_counts().clone(),
+            };
+            tokio::spawn(tunnel.run(client, upstream_side));
             return Response::from_parts(parts, ProxyBody::full(Bytes::new()));
         }
         let (parts, body) = response.into_parts();
@@ -579,40 +587,6 @@ fn start_access_log(
             None
         }
     }
-}
-
-/// Copies bytes both ways between the client and the upstream of an upgraded connection until
-/// either side closes, holding the response's body (the request's entry and places) until then.
-async fn tunnel(
-    client: hyper::upgrade::OnUpgrade,
-    upstream: hyper::upgrade::OnUpgrade,
-    (mut held, logged): (stack::StackBody, Option<crate::access_log::Entry>),
-    resource: String,
-) {
-    let (client, upstream) = tokio::join!(client, upstream);
-    // The session's length is its client's (and its upstream's), no latency of the
-    // upstream's: its end is no sample for an adaptive limit, nor slow to a breaker.
-    if let Some(body) = held.inner_mut() {
-        body.set_waiting_on_caller(true);
-    }
-    let result = match (client, upstream) {
-        (Ok(client), Ok(upstream)) => {
-            let mut client = hyper_util::rt::TokioIo::new(client);
-            let mut upstream = hyper_util::rt::TokioIo::new(upstream);
-            tokio::io::copy_bidirectional(&mut client, &mut upstream)
-                .await
-                .map(|_| ())
-        }
-        (Err(err), _) | (_, Err(err)) => Err(std::io::Error::other(err)),
-    };
-    if let Err(err) = result {
-        tracing::debug!(%resource, error = %err, "upgraded connection failed");
-        if let Some(body) = held.inner_mut() {
-            body.mark_error();
-        }
-    }
-    drop(held);
-    drop(logged);
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@ pub use crate::config_state::ConfigState;
 /// The settings read once, at start: a reload that changes one of them applies the rest and
 /// reports it as needing a restart. Everything else (rules, routes, upstreams, `blocked`,
 /// `listener.shadow`, `listener.upstream_timeout`, `listener.body_timeout`,
-/// `listener.max_body_size`, `listener.finish_when_client_leaves`, `listener.trusted_proxies`,
+/// `listener.max_body_size`, `listener.tunnel_idle_timeout` (for tunnels opened from then on),
+/// `listener.finish_when_client_leaves`, `listener.trusted_proxies`,
 /// `listener.forwarded_header`, `listener.peer_ip_prefix_v4` and `_v6`, and a new
 /// certificate and key for a listener that has TLS) applies at once.
 pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {

@@ -43,6 +43,10 @@ fn default_send_timeout() -> Duration {
     Duration::from_secs(60)
 }
 
+fn default_tunnel_idle_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+
 fn default_max_header_size() -> usize {
     DEFAULT_MAX_HEADER_SIZE
 }
@@ -161,6 +165,11 @@ pub struct ListenerConfig {
     /// past it the connection is closed, and the upstream response it was reading with it.
     #[serde(default = "default_send_timeout", with = "humantime_serde")]
     pub send_timeout: Duration,
+    /// Longest an upgraded connection (a WebSocket tunnel) may carry no byte either way: past
+    /// it the tunnel is closed, and its places given back (nginx's `proxy_read_timeout` does
+    /// as much), so that idle tunnels cannot hold the connection cap for ever.
+    #[serde(default = "default_tunnel_idle_timeout", with = "humantime_serde")]
+    pub tunnel_idle_timeout: Duration,
     /// The most bytes of a request head (request line and headers, HTTP/1.1; the decoded
     /// header list, HTTP/2): past it, 431. Default 64 KiB; 8 KiB to 1 MiB.
     #[serde(default = "default_max_header_size")]
@@ -260,6 +269,7 @@ impl Default for ListenerConfig {
             header_timeout: default_header_timeout(),
             body_timeout: default_body_timeout(),
             send_timeout: default_send_timeout(),
+            tunnel_idle_timeout: default_tunnel_idle_timeout(),
             max_header_size: default_max_header_size(),
             max_body_size: 0,
             finish_when_client_leaves: default_finish_when_client_leaves(),

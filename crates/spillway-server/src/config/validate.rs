@@ -316,6 +316,7 @@ impl<'a> Check<'a> {
             ("header_timeout", listener.header_timeout),
             ("body_timeout", listener.body_timeout),
             ("send_timeout", listener.send_timeout),
+            ("tunnel_idle_timeout", listener.tunnel_idle_timeout),
         ] {
             if value.is_zero() {
                 self.section_problem("listener", key, "must be longer than 0");

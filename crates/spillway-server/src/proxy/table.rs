@@ -163,6 +163,8 @@ pub(crate) struct Table {
     pub(super) default: RouteInfo,
     pub(super) timeout: Duration,
     pub(super) body_timeout: Duration,
+    /// Longest an upgraded connection may carry no byte.
+    pub(super) tunnel_idle: Duration,
     /// The most bytes a request body may have (0: no cap).
     pub(super) max_body_size: u64,
     pub(super) blocked: Option<crate::config::BlockedResponse>,
@@ -256,6 +258,7 @@ impl Table {
             default,
             timeout: config.listener.upstream_timeout,
             body_timeout: config.listener.body_timeout,
+            tunnel_idle: config.listener.tunnel_idle_timeout,
             max_body_size: config.listener.max_body_size,
             blocked: config.blocked.as_ref().map(|b| b.get_ref().clone()),
             shadow: config.listener.shadow,
