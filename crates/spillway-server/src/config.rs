@@ -13,6 +13,7 @@ mod file;
 mod keyed;
 mod log;
 mod max_connections;
+mod per_client;
 mod read;
 mod typed;
 mod validate;
@@ -30,6 +31,7 @@ pub use file::{
 pub use keyed::{KeyedConfig, OnMissing};
 pub use log::{LogConfig, LogFormat};
 pub use max_connections::MaxConnections;
+pub use per_client::MaxPerClient;
 pub use read::{read, MAX_FILE_BYTES};
 pub use validate::{admin_token, MAX_PROBLEMS};
 pub(crate) use validate::{parse_with, Check};

@@ -37,6 +37,8 @@ struct Counts {
     worker_loads: std::sync::OnceLock<Arc<crate::workers::Loads>>,
     /// The listener's open connections and cap, once it is bound.
     accepts: std::sync::OnceLock<Arc<dyn Occupied>>,
+    /// Its connections by client, under their cap, once it is bound (the proxy's).
+    clients: std::sync::OnceLock<Arc<crate::per_client::ClientConnections>>,
     /// The admin API's: connections closed to make room before they showed the token,
     /// newcomers answered 503 because every place held the token, streams refused at their cap.
     evictions: AtomicU64,
@@ -118,6 +120,36 @@ impl ListenerCounts {
     /// bound with these counts).
     pub(crate) fn set_accepts(&self, counter: Arc<dyn Occupied>) {
         let _ = self.inner.accepts.set(counter);
+    }
+
+    /// Counts the listener's connections by client, under their cap, from now on.
+    pub(crate) fn set_clients(&self, clients: Arc<crate::per_client::ClientConnections>) {
+        let _ = self.inner.clients.set(clients);
+    }
+
+    /// The listener's connections by client, once it is bound (the proxy's).
+    pub(crate) fn clients(&self) -> Option<&Arc<crate::per_client::ClientConnections>> {
+        self.inner.clients.get()
+    }
+
+    /// A place for a new connection from `ip` under its client's cap (always, with no cap or
+    /// before the listener is bound); `None` if its client holds its cap.
+    pub(crate) fn admit_client(
+        &self,
+        ip: std::net::IpAddr,
+    ) -> Option<crate::per_client::ClientSeat> {
+        match self.inner.clients.get() {
+            Some(clients) => clients.admit(ip),
+            None => Some(crate::per_client::ClientSeat::none()),
+        }
+    }
+
+    /// Connections closed at once because their client held its cap.
+    pub(crate) fn client_refusals(&self) -> u64 {
+        self.inner
+            .clients
+            .get()
+            .map_or(0, |clients| clients.refused())
     }
 
     /// The listener's open connections and cap (0: none), once it is bound.

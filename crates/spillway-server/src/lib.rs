@@ -34,6 +34,7 @@ mod kinds;
 pub mod lab;
 mod log_sampled;
 mod metrics;
+mod per_client;
 mod persist;
 mod proxy;
 mod read_headers;

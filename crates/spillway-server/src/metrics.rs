@@ -381,6 +381,12 @@ impl Collector for Listeners {
                 ListenerCounts::tunnel_idle_closes,
             ),
             (
+                "spillway_client_cap_refusals",
+                "Connections closed at once because their client (an address, or a network of \
+                 the peer_ip prefixes) held listener.max_connections_per_client, by listener",
+                ListenerCounts::client_refusals,
+            ),
+            (
                 "spillway_clients_left",
                 "Requests whose client left (or whose connection closed) before their \
                  response head, waiting for a place or forwarded; a forwarded one runs on to \

@@ -33,6 +33,10 @@ pub fn restart_fields(running: &Config, new: &Config) -> Vec<&'static str> {
         ),
         ("listener.at_capacity", a.at_capacity != b.at_capacity),
         (
+            "listener.max_connections_per_client",
+            a.max_connections_per_client != b.max_connections_per_client,
+        ),
+        (
             "listener.header_timeout",
             a.header_timeout != b.header_timeout,
         ),
@@ -185,6 +189,7 @@ impl Reloader {
                 running.listener.listen = listener.listen;
                 running.listener.max_connections = listener.max_connections;
                 running.listener.at_capacity = listener.at_capacity;
+                running.listener.max_connections_per_client = listener.max_connections_per_client;
                 running.listener.header_timeout = listener.header_timeout;
                 running.listener.send_timeout = listener.send_timeout;
                 running.listener.max_header_size = listener.max_header_size;
@@ -470,6 +475,17 @@ mod tests {
         sender.abort();
     }
     use crate::config::TlsFiles;
+
+    #[test]
+    fn a_new_cap_per_client_takes_a_restart() {
+        let auto = crate::checked::parse("", "t.toml").unwrap();
+        let eight = crate::checked::parse("[listener]\nmax_connections_per_client = 8\n", "t.toml")
+            .unwrap();
+        assert_eq!(
+            restart_fields(&auto, &eight),
+            ["listener.max_connections_per_client"]
+        );
+    }
 
     #[test]
     fn a_new_worker_count_takes_a_restart() {

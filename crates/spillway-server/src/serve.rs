@@ -73,6 +73,11 @@ pub(crate) async fn serve(
             arrived = arrivals.next(&counts) => arrived,
             () = &mut shutdown => break,
         };
+        // A client at its cap: closed at once (counted).
+        let Some(client) = counts.admit_client(peer.ip()) else {
+            tracing::debug!(%peer, "closed: the client holds its cap of connections");
+            continue;
+        };
         conn::prepare(stream.get_ref(), peer);
         let connection = Connection {
             proxy: proxy.clone(),
@@ -82,6 +87,7 @@ pub(crate) async fn serve(
             peer,
             limits,
             _seat: seat,
+            _client: client,
         };
         tokio::spawn(connection.serve(stream));
     }
@@ -104,6 +110,8 @@ struct Connection {
     limits: conn::Limits,
     /// Its place in its worker's load, until it closes.
     _seat: Option<crate::workers::Seat>,
+    /// Its place under its client's cap, until it closes.
+    _client: crate::per_client::ClientSeat,
 }
 
 impl Connection {

@@ -77,6 +77,14 @@ impl Server {
         proxy
             .listener_counts()
             .set_accepts(Arc::new(listener.limit()));
+        let per_client = config.listener.max_connections_per_client.resolve(cap);
+        let prefixes = (config.listener.peer_ip_prefixes())
+            .map_err(|err| io::Error::new(io::ErrorKind::InvalidInput, err))?;
+        proxy
+            .listener_counts()
+            .set_clients(crate::per_client::ClientConnections::new(
+                per_client, prefixes,
+            ));
         Ok(Self {
             listener,
             proxy,

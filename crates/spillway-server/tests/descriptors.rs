@@ -98,7 +98,9 @@ fn admin_get(admin: SocketAddr, path: &str) -> (String, String) {
 
 fn config(port: u16, admin_port: u16, upstream: SocketAddr) -> String {
     format!(
+        // One address floods: no cap per client, so that it can take every place.
         "[listener]\nlisten = \"127.0.0.1:{port}\"\nat_capacity = \"close\"\n\
+         max_connections_per_client = 0\n\
          [admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\
          [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\
          [default]\nupstream = \"app\"\n"

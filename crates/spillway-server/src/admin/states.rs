@@ -29,9 +29,16 @@ impl Admin {
         };
         let breaker_rules = spillway.breaker_rules();
         let connections = |counts: &crate::conn::ListenerCounts| {
-            counts.accepts().map(
-                |state| json!({ "open": state.open, "max": state.max, "paused": state.paused }),
-            )
+            counts.accepts().map(|state| {
+                let mut listener =
+                    json!({ "open": state.open, "max": state.max, "paused": state.paused });
+                // The proxy's: the cap on one client's, and the clients with one open.
+                if let Some(clients) = counts.clients() {
+                    listener["max_per_client"] = clients.max().into();
+                    listener["clients"] = clients.clients().into();
+                }
+                listener
+            })
         };
         let mut status = json!({
             "version": env!("CARGO_PKG_VERSION"),

@@ -146,6 +146,11 @@ pub struct ListenerConfig {
     /// (the default), what the open-file limit leaves room for.
     #[serde(default)]
     pub max_connections: super::MaxConnections,
+    /// Most connections one client (an address, or a network of the `peer_ip` prefixes)
+    /// holds open at once: a number, 0 for no cap, or `auto` (the default), half of
+    /// `max_connections` and at least 16.
+    #[serde(default)]
+    pub max_connections_per_client: super::MaxPerClient,
     /// At the cap: `pause` accepting (default) or `close` new connections.
     #[serde(default, with = "at_capacity")]
     pub at_capacity: AtCapacity,
@@ -264,6 +269,7 @@ impl Default for ListenerConfig {
         Self {
             listen: default_listen(),
             max_connections: super::MaxConnections::Auto,
+            max_connections_per_client: super::MaxPerClient::Auto,
             at_capacity: AtCapacity::Pause,
             upstream_timeout: default_upstream_timeout(),
             header_timeout: default_header_timeout(),

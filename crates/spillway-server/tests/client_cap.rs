@@ -1,0 +1,85 @@
+//! One client holds at most `listener.max_connections_per_client` connections: found by an
+//! attack, one address held every place under `max_connections` (300 silent WebSockets, or
+//! 300 TLS handshakes sent a byte every half second), and every other client out. Events are
+//! waited for with a timeout; nothing sleeps.
+
+mod support;
+
+use bytes::Bytes;
+use http::Request;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use std::net::SocketAddr;
+use std::time::Duration;
+use support::server::Served;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A connection to `proxy` from the loopback address `from` (any of 127.0.0.0/8).
+async fn connect_from(from: &str, proxy: SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    socket.connect(proxy).await.unwrap()
+}
+
+/// What `stream` reads until it closes (within 10 s).
+async fn read_all(mut stream: TcpStream) -> String {
+    let mut read = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut read))
+        .await
+        .expect("closed in time")
+        .unwrap_or_default();
+    String::from_utf8_lossy(&read).into_owned()
+}
+
+async fn get(stream: TcpStream) -> String {
+    let mut stream = stream;
+    let head = "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    // Refused, the connection may be closed before the head is written.
+    let _ = stream.write_all(head.as_bytes()).await;
+    read_all(stream).await
+}
+
+#[tokio::test]
+async fn a_client_at_its_cap_is_closed_and_another_client_is_served() {
+    let upstream = support::upstream(|_request: Request<Incoming>| async {
+        http::Response::new(Full::new(Bytes::from("ok")))
+    })
+    .await;
+    let text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\nmax_connections = 8\nmax_connections_per_client = 2\n\n\
+         [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
+         [[route]]\nresource = \"r\"\npath = \"/\"\nupstream = \"app\"\n"
+    );
+    let served = Served::start(&text).await;
+    // Two silent connections from 127.0.0.7: its cap.
+    let held = [
+        connect_from("127.0.0.7", served.proxy).await,
+        connect_from("127.0.0.7", served.proxy).await,
+    ];
+    // A third from it is closed at once, unanswered.
+    let third = get(connect_from("127.0.0.7", served.proxy).await).await;
+    assert_eq!(third, "", "closed unanswered");
+    // Another client is served.
+    let other = get(connect_from("127.0.0.8", served.proxy).await).await;
+    assert!(other.starts_with("HTTP/1.1 200"), "{other}");
+    let metrics = served.handle.render_metrics().unwrap();
+    let line = r#"spillway_client_cap_refusals_total{listener="proxy"} 1"#;
+    assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    // One of its connections closes: it may open another.
+    drop(held);
+    let again = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let read = get(connect_from("127.0.0.7", served.proxy).await).await;
+            if read.starts_with("HTTP/1.1 200") {
+                return read;
+            }
+            // The proxy has not seen the close yet.
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("served once its connections closed");
+    assert!(again.contains("ok"), "{again}");
+    served.shutdown().await;
+}
