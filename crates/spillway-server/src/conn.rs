@@ -29,6 +29,7 @@ struct Counts {
     body_timeouts: AtomicU64,
     send_timeouts: AtomicU64,
     tunnel_idle_closes: AtomicU64,
+    go_aways: AtomicU64,
     clients_left: AtomicU64,
     /// Requests running on after their client left, each holding a [`RunningOn`].
     running_on: AtomicU64,
@@ -212,16 +213,32 @@ impl ListenerCounts {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// One more place under the listener's cap, for a request that runs on after its client
-    /// left, counted as running on until dropped; `None` if the cap allows none, or the
-    /// listener is not bound yet.
-    pub(crate) fn hold_over(&self) -> Option<RunningOn> {
-        let place = self.inner.accepts.get()?.hold_over()?;
+    /// A request that runs on after its client left, counted as running on until dropped,
+    /// with one more place under the listener's cap if the cap leaves one. At the cap it runs
+    /// on all the same, over it: cancelled, it would give back its limits' places while the
+    /// upstream still worked (its upstream connection, under the process's cap on those, and
+    /// its client's place bound it).
+    pub(crate) fn run_on(&self) -> RunningOn {
+        let place = self
+            .inner
+            .accepts
+            .get()
+            .and_then(|accepts| accepts.hold_over());
         self.inner.running_on.fetch_add(1, Ordering::Relaxed);
-        Some(RunningOn {
+        RunningOn {
             _place: place,
             counts: Arc::clone(&self.inner),
-        })
+        }
+    }
+
+    /// Connections asked to go away because too many of their requests ran on after their
+    /// client left.
+    pub(crate) fn go_aways(&self) -> u64 {
+        self.inner.go_aways.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_go_away(&self) {
+        self.inner.go_aways.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Requests running on after their client left, now.
@@ -247,7 +264,8 @@ impl ListenerCounts {
 /// its count in [`ListenerCounts::running_on`]: both given back when dropped.
 #[derive(Debug)]
 pub(crate) struct RunningOn {
-    _place: spillway_tower::HeldPlace,
+    /// Its place under the listener's cap, if the cap left one.
+    _place: Option<spillway_tower::HeldPlace>,
     counts: Arc<Counts>,
 }
 

@@ -366,8 +366,8 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
 
 /// The logs' filter when `SPILLWAY_LOG` sets none: spillway's at `info`, and the HTTP
 /// libraries' errors only, since their warnings are about what clients send (h2 warns once a
-/// connection for each client resetting streams too fast: a line an attacker could write a
-/// hundred times a second), which spillway counts and logs sampled itself.
+/// connection for each client resetting streams too fast, which it answers with a GOAWAY
+/// itself: a line an attacker could write a hundred times a second).
 const DEFAULT_LOGS: &str = "info,h2=error,hyper=error,hyper_util=error";
 
 /// Structured logs on stderr, as text or one JSON object a line; the level comes from

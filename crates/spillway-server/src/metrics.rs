@@ -381,6 +381,13 @@ impl Collector for Listeners {
                 ListenerCounts::tunnel_idle_closes,
             ),
             (
+                "spillway_go_aways",
+                "Connections asked to go away (HTTP/2's GOAWAY; their new requests answered 503) \
+                 because 8 of their requests ran on after their client left: a client resetting \
+                 stream after stream, by listener",
+                ListenerCounts::go_aways,
+            ),
+            (
                 "spillway_client_cap_refusals",
                 "Connections closed at once because their client (an address, or a network of \
                  the peer_ip prefixes) held listener.max_connections_per_client, by listener",

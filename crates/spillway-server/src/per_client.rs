@@ -1,28 +1,30 @@
 //! The proxy's connections by client: one client (an address, or a network of the listener's
-//! `peer_ip` prefixes) holds at most `listener.max_connections_per_client` open at once, so
+//! `peer_ip` prefixes) holds at most `listener.max_connections_per_client` places at once, so
 //! that one cannot take every place under `max_connections` (an attack held 300 of 300 with
-//! silent WebSockets, and 300 with TLS handshakes sent a byte every half second).
+//! silent WebSockets, and 300 with TLS handshakes sent a byte every half second). A place is
+//! held by each open connection (a WebSocket's until its tunnel closes) and by each request
+//! that runs on after its client left.
 
-use spillway_tower::keys::PeerIpPrefixes;
+use spillway_tower::keys::{client_address, PeerIpPrefixes};
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The open connections of each client, under a cap.
+/// The places each client holds, under a cap.
 #[derive(Debug)]
 pub(crate) struct ClientConnections {
     /// The most one client holds (0: no cap).
     max: usize,
     prefixes: PeerIpPrefixes,
-    /// Open connections by client key (clients with none are not kept).
-    open: Mutex<HashMap<String, usize>>,
+    /// Places held by client network (clients with none are not kept).
+    open: Mutex<HashMap<IpAddr, usize>>,
     /// Connections closed at once because their client held its cap.
     refused: AtomicU64,
 }
 
 impl ClientConnections {
-    /// At most `max` connections a client (0: no cap), clients keyed by `prefixes`.
+    /// At most `max` places a client (0: no cap), clients told apart by `prefixes`.
     pub(crate) fn new(max: usize, prefixes: PeerIpPrefixes) -> Arc<Self> {
         Arc::new(Self {
             max,
@@ -32,22 +34,33 @@ impl ClientConnections {
         })
     }
 
+    fn open(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// A place for a new connection from `ip`, held until dropped; `None` (counted) if its
     /// client holds its cap.
     pub(crate) fn admit(self: &Arc<Self>, ip: IpAddr) -> Option<ClientSeat> {
         if self.max == 0 {
             return Some(ClientSeat::none());
         }
-        let key = self.prefixes.key(ip);
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let held = open.entry(key.clone()).or_insert(0);
+        let network = network(self.prefixes, ip);
+        let mut open = self.open();
+        let held = open.entry(network).or_insert(0);
         if *held >= self.max {
             drop(open);
             self.refused.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         *held += 1;
-        Some(ClientSeat(Some((Arc::clone(self), key))))
+        Some(ClientSeat(Some((Arc::clone(self), network))))
+    }
+
+    /// One more place for the client `seat` is of, whatever its cap (a request of its that runs
+    /// on after it left): its new connections find it held.
+    fn add(self: &Arc<Self>, network: IpAddr) -> ClientSeat {
+        *self.open().entry(network).or_insert(0) += 1;
+        ClientSeat(Some((Arc::clone(self), network)))
     }
 
     /// The cap (0: none).
@@ -60,33 +73,60 @@ impl ClientConnections {
         self.refused.load(Ordering::Relaxed)
     }
 
-    /// Clients with a connection open now.
+    /// Clients holding a place now (none are kept with no cap).
     pub(crate) fn clients(&self) -> usize {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.open().len()
     }
 }
 
-/// One connection's place under its client's cap, given back when dropped.
+/// The network a client at `ip` is: its address (an IPv4 client's, however written) cut to
+/// the prefix length of its family.
+fn network(prefixes: PeerIpPrefixes, ip: IpAddr) -> IpAddr {
+    match client_address(ip) {
+        IpAddr::V4(v4) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(prefixes.v4()))
+                .unwrap_or(0);
+            IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask))
+        }
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(prefixes.v6()))
+                .unwrap_or(0);
+            IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
+        }
+    }
+}
+
+/// One place of a client's, given back when dropped.
 #[derive(Debug)]
-pub(crate) struct ClientSeat(Option<(Arc<ClientConnections>, String)>);
+pub(crate) struct ClientSeat(Option<(Arc<ClientConnections>, IpAddr)>);
 
 impl ClientSeat {
     /// A place under no cap.
     pub(crate) fn none() -> Self {
         Self(None)
     }
+
+    /// One more place of the same client's, whatever its cap (see [`ClientConnections::add`]).
+    pub(crate) fn another(&self) -> Self {
+        match &self.0 {
+            Some((clients, network)) => clients.add(*network),
+            None => Self::none(),
+        }
+    }
 }
 
 impl Drop for ClientSeat {
     fn drop(&mut self) {
-        let Some((clients, key)) = self.0.take() else {
+        let Some((clients, network)) = self.0.take() else {
             return;
         };
-        let mut open = clients.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(held) = open.get_mut(&key) {
+        let mut open = clients.open();
+        if let Some(held) = open.get_mut(&network) {
             *held -= 1;
             if *held == 0 {
-                open.remove(&key);
+                open.remove(&network);
             }
         }
     }
@@ -96,10 +136,13 @@ impl Drop for ClientSeat {
 mod tests {
     use super::*;
 
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
     #[test]
     fn a_client_holds_at_most_its_cap_and_gets_its_places_back() {
         let clients = ClientConnections::new(2, PeerIpPrefixes::new(32, 64).unwrap());
-        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
         let first = clients.admit(ip("192.0.2.1")).unwrap();
         let _second = clients.admit(ip("::ffff:192.0.2.1")).unwrap();
         assert!(clients.admit(ip("192.0.2.1")).is_none(), "the same client");
@@ -114,11 +157,35 @@ mod tests {
     }
 
     #[test]
+    fn another_place_is_taken_past_the_cap_and_holds_the_client_s_connections_out() {
+        let clients = ClientConnections::new(1, PeerIpPrefixes::new(24, 64).unwrap());
+        let connection = clients.admit(ip("192.0.2.1")).unwrap();
+        // Its requests run on after it closed: each holds a place.
+        let running: Vec<_> = (0..3).map(|_| connection.another()).collect();
+        drop(connection);
+        assert!(clients.admit(ip("192.0.2.200")).is_none(), "one /24");
+        drop(running);
+        assert!(clients.admit(ip("192.0.2.200")).is_some());
+    }
+
+    #[test]
+    fn networks_are_cut_to_their_prefix() {
+        let prefixes = PeerIpPrefixes::new(24, 48).unwrap();
+        assert_eq!(network(prefixes, ip("192.0.2.77")), ip("192.0.2.0"));
+        assert_eq!(network(prefixes, ip("::ffff:192.0.2.77")), ip("192.0.2.0"));
+        assert_eq!(network(prefixes, ip("2001:db8:1:2::9")), ip("2001:db8:1::"));
+        let whole = PeerIpPrefixes::new(32, 128).unwrap();
+        assert_eq!(network(whole, ip("192.0.2.77")), ip("192.0.2.77"));
+        assert_eq!(network(whole, ip("2001:db8::9")), ip("2001:db8::9"));
+    }
+
+    #[test]
     fn no_cap_keeps_nothing() {
         let clients = ClientConnections::new(0, PeerIpPrefixes::default());
         let seats: Vec<_> = (0..100)
-            .map(|_| clients.admit("192.0.2.1".parse().unwrap()).unwrap())
+            .map(|_| clients.admit(ip("192.0.2.1")).unwrap())
             .collect();
-        assert_eq!((clients.clients(), seats.len()), (0, 100));
+        let more: Vec<_> = seats.iter().map(ClientSeat::another).collect();
+        assert_eq!((clients.clients(), more.len()), (0, 100));
     }
 }

@@ -211,6 +211,11 @@ impl Proxy {
         &self.inner.counts
     }
 
+    /// Whether `ip` is one of the listener's trusted proxies, as the routes in force say.
+    pub(crate) fn trusts_peer(&self, ip: std::net::IpAddr) -> bool {
+        self.inner.table.load().trusted_proxies.trusts(&ip)
+    }
+
     /// The configuration file's reload state (the reloader keeps it; the metrics read it).
     pub(crate) fn config_state(&self) -> &Arc<std::sync::Mutex<crate::config_state::ConfigState>> {
         &self.inner.config_state
@@ -277,6 +282,14 @@ impl Proxy {
         peer: &Arc<Peer>,
     ) -> Response<ProxyBody> {
         let arrived = tokio::time::Instant::now();
+        if peer.is_going_away() {
+            // Asked to go away (too many of its requests ran on after it left them): a client
+            // that does not heed the GOAWAY gets nothing more forwarded on this connection.
+            return ProxyBody::text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this connection is going away: send the request on a new one\n",
+            );
+        }
         let table = self.inner.table.load_full();
         let metrics = &self.inner.shared.metrics;
         let log = self.inner.access_log.load();
@@ -427,6 +440,7 @@ impl Proxy {
                 resource,
                 idle: table.tunnel_idle,
                 counts: self.listener_counts().clone(),
+                _client: peer.client_place(),
             };
             tokio::spawn(tunnel.run(client, upstream_side));
             return Response::from_parts(parts, ProxyBody::full(Bytes::new()));

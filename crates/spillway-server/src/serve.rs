@@ -73,10 +73,18 @@ pub(crate) async fn serve(
             arrived = arrivals.next(&counts) => arrived,
             () = &mut shutdown => break,
         };
-        // A client at its cap: closed at once (counted).
-        let Some(client) = counts.admit_client(peer.ip()) else {
-            tracing::debug!(%peer, "closed: the client holds its cap of connections");
-            continue;
+        // A client at its cap: closed at once (counted). A trusted proxy (a load balancer in
+        // front) speaks for many clients, and has no cap.
+        let client = if proxy.trusts_peer(peer.ip()) {
+            crate::per_client::ClientSeat::none()
+        } else {
+            match counts.admit_client(peer.ip()) {
+                Some(client) => client,
+                None => {
+                    tracing::debug!(%peer, "closed: the client holds its cap of connections");
+                    continue;
+                }
+            }
         };
         conn::prepare(stream.get_ref(), peer);
         let connection = Connection {
@@ -87,7 +95,7 @@ pub(crate) async fn serve(
             peer,
             limits,
             _seat: seat,
-            _client: client,
+            client,
         };
         tokio::spawn(connection.serve(stream));
     }
@@ -110,8 +118,9 @@ struct Connection {
     limits: conn::Limits,
     /// Its place in its worker's load, until it closes.
     _seat: Option<crate::workers::Seat>,
-    /// Its place under its client's cap, until it closes.
-    _client: crate::per_client::ClientSeat,
+    /// Its place under its client's cap, held by its peer from its first byte until the
+    /// last of the connection and its requests ends.
+    client: crate::per_client::ClientSeat,
 }
 
 impl Connection {
@@ -172,7 +181,8 @@ impl Connection {
         let counts = proxy.listener_counts().clone();
         let activity = crate::idle::Activity::default();
         let requests = activity.clone();
-        let client = Arc::new(crate::proxy::Peer::new(peer).drained_by(self.draining));
+        let client = crate::proxy::Peer::new(peer).drained_by(self.draining);
+        let client = Arc::new(client.seated(self.client));
         let send_timeout = self.limits.send_timeout;
         let served = Arc::clone(&client);
         let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
@@ -202,6 +212,9 @@ impl Connection {
         let mut idle = std::pin::pin!(idle);
         let mut stop = self.stop;
         let mut going_away = false;
+        // Asked to go away by its peer's run-ons: closed after the header timeout, whether or
+        // not its client heeds the GOAWAY (one that never answers its PING would keep it).
+        let mut cut_at: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
         loop {
             tokio::select! {
                 ended = connection.as_mut() => {
@@ -220,8 +233,15 @@ impl Connection {
                 }
                 () = client.gone_away(), if !going_away => {
                     tracing::debug!(%peer, "asked to go away: too many requests left running on");
+                    counts.count_go_away();
                     connection.as_mut().graceful_shutdown();
                     going_away = true;
+                    cut_at = Some(Box::pin(tokio::time::sleep(self.limits.header_timeout)));
+                }
+                () = async { cut_at.as_mut().expect("armed").await }, if cut_at.is_some() => {
+                    // Dropping the connection closes it; its requests in flight run on.
+                    tracing::debug!(%peer, "closed: still open after it was asked to go away");
+                    return;
                 }
             }
         }

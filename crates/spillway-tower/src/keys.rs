@@ -147,7 +147,16 @@ impl TrustedProxies {
         self.nets.is_empty()
     }
 
-    fn trusts(&self, ip: &IpAddr) -> bool {
+    /// Whether `ip` is one of the trusted proxies.
+    ///
+    /// ```
+    /// use spillway_tower::keys::TrustedProxies;
+    ///
+    /// let trusted = TrustedProxies::parse(&["10.0.0.0/8".to_owned()]).unwrap();
+    /// assert!(trusted.trusts(&"10.1.2.3".parse().unwrap()));
+    /// assert!(!trusted.trusts(&"192.0.2.1".parse().unwrap()));
+    /// ```
+    pub fn trusts(&self, ip: &IpAddr) -> bool {
         self.nets.iter().any(|net| net.contains(ip))
     }
 

@@ -13,12 +13,12 @@
 //! and leaves its queue, as before, and so is one whose body was still coming (its upstream
 //! must not take what came as the whole body). A call that runs on holds a place under the
 //! listener's connection cap until it ends, as nginx counts such a request against its
-//! `worker_connections`: the cap bounds connections and run-on calls together, and when it
-//! allows no more, the call is cancelled. A connection with many calls running on (an HTTP/2
-//! client resetting stream after stream) is asked to go away: it takes no new request. Its
-//! calls were cancelled at that point before, which freed their places while the upstream
-//! still worked, so that one connection sent the upstream 20 to 50 times a concurrency limit
-//! (found by an attack).
+//! `worker_connections`, and a place of its client's under `max_connections_per_client`; at
+//! the cap, it runs on over it. A connection with many calls running on (an HTTP/2 client
+//! resetting stream after stream) is asked to go away: its new requests are refused. Such
+//! calls were cancelled before, which freed their places while the upstream still worked, so
+//! that one connection sent the upstream 20 to 50 times a concurrency limit (found by an
+//! attack).
 
 use super::forward::Peer;
 use super::forwarding::Forwarding;
@@ -29,12 +29,13 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 /// `call`, which, dropped before it completes (its client left), is counted in `counts` and,
-/// if it may run on (`forwarding`: forwarded, with the client's whole body) and the listener's
-/// cap leaves a place, runs on to its end in a task of its own on the current runtime, holding
-/// that place, a run-on of its connection (`peer`, which is asked to go away at
-/// [`MAX_RUN_ONS`](super::forward::MAX_RUN_ONS)) and `kept` (the request's access log line,
-/// which is written when it is dropped), its output then given to what `at_end` makes (the
-/// route's counts); else it is cancelled there. Completed, it gives its output and `kept` back, and `at_end` is not
+/// if it may run on (`forwarding`: forwarded, with the client's whole body), runs on to its
+/// end in a task of its own on the current runtime, holding a place under the listener's cap
+/// (if one is left), a run-on of its connection (`peer`, which is asked to go away at
+/// [`MAX_RUN_ONS`](super::forward::MAX_RUN_ONS), and whose client holds one more place under
+/// its cap) and `kept` (the request's access log line, which is written when it is dropped),
+/// its output then given to what `at_end` makes (the route's counts); else it is cancelled
+/// there. Completed, it gives its output and `kept` back, and `at_end` is not
 /// called.
 pub(super) struct Finishing<'a, F: Future + Send + 'static, K: Send + 'static>
 where
@@ -117,9 +118,7 @@ where
         if !self.forwarding.as_ref().is_some_and(Forwarding::may_run_on) {
             return;
         }
-        let Some(place) = self.counts.hold_over() else {
-            return;
-        };
+        let place = self.counts.run_on();
         let run_on = self.peer.run_on();
         // Outside a runtime the call ends here, cancelled; a runtime that shuts down cancels
         // the task.
@@ -240,20 +239,16 @@ mod tests {
     }
 
     /// A dropped call is counted and cancelled when it may not run on (the listener says so),
-    /// when its request was not forwarded yet (it waits for a place), when the client's body
-    /// had not ended, and when the listener's cap leaves no place.
+    /// when its request was not forwarded yet (it waits for a place), and when the client's
+    /// body had not ended.
     #[tokio::test]
     async fn a_call_that_may_not_run_on_is_cancelled() {
-        let (counts, limit) = capped(1).await;
-        // The one place taken.
-        let taken = limit.hold_over().unwrap();
-        let (free, _) = capped(1).await;
+        let (free, limit) = capped(1).await;
         let one = peer();
         let cases = [
             (None, &free, &one, "may not run on"),
             (marked(false, true), &free, &one, "not forwarded"),
             (marked(true, false), &free, &one, "body still coming"),
-            (marked(true, true), &counts, &one, "no place under the cap"),
         ];
         for (forwarding, counts, peer, case) in cases {
             let (answer, answered) = oneshot::channel();
@@ -275,9 +270,36 @@ mod tests {
             assert!(!ended.load(Ordering::SeqCst), "{case}");
         }
         assert_eq!(free.clients_left(), 3);
-        assert_eq!(counts.clients_left(), 1);
-        assert_eq!(limit.state().open, 1, "no place taken");
+        assert_eq!(limit.state().open, 0, "no place taken");
         assert_eq!(one.running_on(), 0);
+    }
+
+    /// At the listener's cap a forwarded call runs on all the same, over the cap: cancelled,
+    /// it would give back its limits' places while the upstream still works.
+    #[tokio::test]
+    async fn at_the_cap_a_forwarded_call_runs_on_over_it() {
+        let (counts, limit) = capped(1).await;
+        let taken = limit.hold_over().unwrap();
+        let (answer, answered) = oneshot::channel();
+        let (done, finished) = oneshot::channel();
+        let ended = Arc::new(AtomicBool::new(false));
+        let peer = peer();
+        let running = Box::pin(Finishing::new(
+            call(answered, &ended, done),
+            marked(true, true),
+            &counts,
+            &peer,
+            (),
+            &ignored,
+        ));
+        drop(running);
+        assert_eq!((counts.running_on(), peer.running_on()), (1, 1));
+        assert_eq!(limit.state().open, 1, "no place over the cap");
+        answer.send(7).unwrap();
+        assert_eq!(finished.await.unwrap(), 7);
+        while counts.running_on() != 0 {
+            tokio::task::yield_now().await;
+        }
         drop(taken);
     }
 

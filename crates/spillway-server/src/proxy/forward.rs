@@ -106,6 +106,10 @@ pub struct Peer {
     run_ons: std::sync::atomic::AtomicUsize,
     /// Told when [`MAX_RUN_ONS`] of its requests run on: its connection is to take no more.
     go_away: tokio::sync::Notify,
+    /// Set then: its new requests are refused.
+    going_away: std::sync::atomic::AtomicBool,
+    /// Its place under its client's cap on connections (`listener.max_connections_per_client`).
+    seat: crate::per_client::ClientSeat,
     /// Held open while the peer lives, by its connection, its requests and those that run on
     /// after it left: the drain at shutdown waits for every receiver to close (`None`: nothing
     /// waits, as outside a server).
@@ -131,6 +135,8 @@ impl Peer {
             addr,
             run_ons: std::sync::atomic::AtomicUsize::new(0),
             go_away: tokio::sync::Notify::new(),
+            going_away: std::sync::atomic::AtomicBool::new(false),
+            seat: crate::per_client::ClientSeat::none(),
             _draining: None,
             forwarded_for: value(ip.to_string()),
             forwarded: value(forwarded),
@@ -145,16 +151,40 @@ impl Peer {
         self
     }
 
-    /// One more of its requests runs on after it left; given back when dropped. The
-    /// [`MAX_RUN_ONS`]th asks its connection to go away (see [`gone_away`](Self::gone_away)).
+    /// The peer holding `seat`, its place under its client's cap, until the last of its
+    /// connection and its requests ends.
+    pub(crate) fn seated(mut self, seat: crate::per_client::ClientSeat) -> Self {
+        self.seat = seat;
+        self
+    }
+
+    /// One more place of its client's (for a tunnel, or a request that runs on after its
+    /// connection closed), whatever the client's cap.
+    pub(crate) fn client_place(&self) -> crate::per_client::ClientSeat {
+        self.seat.another()
+    }
+
+    /// One more of its requests runs on after it left, holding one more place of its
+    /// client's; given back when dropped. The [`MAX_RUN_ONS`]th asks its connection to go away
+    /// (see [`gone_away`](Self::gone_away)).
     pub(crate) fn run_on(self: &Arc<Self>) -> RunOn {
         use std::sync::atomic::Ordering;
         let before = self.run_ons.fetch_add(1, Ordering::AcqRel);
         if before + 1 == MAX_RUN_ONS {
+            self.going_away.store(true, Ordering::Release);
             // Kept until the connection waits for it, if it does not yet.
             self.go_away.notify_one();
         }
-        RunOn(Arc::clone(self))
+        RunOn {
+            peer: Arc::clone(self),
+            _client: self.client_place(),
+        }
+    }
+
+    /// Whether its connection was asked to go away: its new requests are refused (a client
+    /// that does not heed HTTP/2's GOAWAY could otherwise go on sending them).
+    pub(crate) fn is_going_away(&self) -> bool {
+        self.going_away.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// How many of its requests run on now.
@@ -178,20 +208,24 @@ impl Peer {
 }
 
 /// How many requests of one client connection may run on at once after it left before the
-/// connection is asked to go away (it takes no new request): an HTTP/1.1 connection has one
-/// request at a time, and an HTTP/2 one that resets stream after stream can then leave no more
-/// than it had in flight when it was asked (at most its 256 streams, each admitted by the
-/// limits as any request, and each holding a place under the connection cap).
+/// connection is asked to go away (its new requests are refused): an HTTP/1.1 connection has
+/// one request at a time, and an HTTP/2 one that resets stream after stream can then leave no
+/// more than it had in flight when it was asked (at most its 256 streams, each admitted by
+/// the limits as any request, and each holding a place of its client's).
 pub(crate) const MAX_RUN_ONS: usize = 8;
 
 /// One of a connection's requests running on after it left (holding its peer, and with it the
 /// drain, open).
 #[derive(Debug)]
-pub(crate) struct RunOn(Arc<Peer>);
+pub(crate) struct RunOn {
+    peer: Arc<Peer>,
+    /// A place of its client's, held while it runs on.
+    _client: crate::per_client::ClientSeat,
+}
 
 impl Drop for RunOn {
     fn drop(&mut self) {
-        self.0
+        self.peer
             .run_ons
             .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }

@@ -23,6 +23,9 @@ pub(super) struct Tunnel {
     pub(super) idle: Duration,
     /// Where an idle close is counted.
     pub(super) counts: ListenerCounts,
+    /// A place of its client's under `max_connections_per_client` (its connection's is given
+    /// back when hyper hands the connection over), until it closes.
+    pub(super) _client: crate::per_client::ClientSeat,
 }
 
 impl Tunnel {
@@ -109,7 +112,8 @@ impl Activity {
     }
 }
 
-/// One side of a tunnel, noting in its [`Activity`] each read that brings bytes.
+/// One side of a tunnel, noting in its [`Activity`] each read that brings bytes and each write
+/// that takes some.
 struct Touched<T> {
     io: T,
     activity: Arc<Activity>,
@@ -140,12 +144,18 @@ impl<T: AsyncRead + Unpin> AsyncRead for Touched<T> {
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for Touched<T> {
+    /// A write that takes bytes is activity too: a slow but steady reader keeps the copy's
+    /// buffer full, so that nothing new is read while it takes what was.
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(written)) if written > 0) {
+            self.activity.touch();
+        }
+        polled
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
