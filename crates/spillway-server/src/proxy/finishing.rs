@@ -8,10 +8,11 @@
 //! admit more just as clients give up, which they do under overload. Run on, the call keeps its
 //! places until the upstream has answered, and its latency sample is the upstream's own.
 //!
-//! Only a call already forwarded, whose client had sent its whole body, runs on: one still
-//! waiting for a place (an adaptive limit's queue, a pacing rule, a cluster lease) is cancelled
-//! and leaves its queue, as before, and so is one whose body was still coming (its upstream
-//! must not take what came as the whole body). A call that runs on holds a place under the
+//! Only a call already forwarded runs on: one still waiting for a place (an adaptive limit's
+//! queue, a pacing rule, a cluster lease) is cancelled and leaves its queue, as before. One
+//! whose body was still coming runs on with its body waiting out the body timeout (its
+//! upstream must not take what came as the whole body), so that an upstream that works before
+//! it reads its whole body is never sent more than the limits allow. A call that runs on holds a place under the
 //! listener's connection cap until it ends, as nginx counts such a request against its
 //! `worker_connections`, and a place of its client's under `max_connections_per_client`; at
 //! the cap, it runs on over it. A connection with many calls running on (an HTTP/2 client
@@ -117,6 +118,10 @@ where
         self.counts.count_client_left();
         if !self.forwarding.as_ref().is_some_and(Forwarding::may_run_on) {
             return;
+        }
+        if let Some(forwarding) = &self.forwarding {
+            // A body still coming waits out the body timeout from now.
+            forwarding.client_left();
         }
         let place = self.counts.run_on();
         let run_on = self.peer.run_on();
@@ -239,8 +244,7 @@ mod tests {
     }
 
     /// A dropped call is counted and cancelled when it may not run on (the listener says so),
-    /// when its request was not forwarded yet (it waits for a place), and when the client's
-    /// body had not ended.
+    /// and when its request was not forwarded yet (it waits for a place).
     #[tokio::test]
     async fn a_call_that_may_not_run_on_is_cancelled() {
         let (free, limit) = capped(1).await;
@@ -248,7 +252,6 @@ mod tests {
         let cases = [
             (None, &free, &one, "may not run on"),
             (marked(false, true), &free, &one, "not forwarded"),
-            (marked(true, false), &free, &one, "body still coming"),
         ];
         for (forwarding, counts, peer, case) in cases {
             let (answer, answered) = oneshot::channel();
@@ -269,7 +272,7 @@ mod tests {
             assert!(finished.await.is_err(), "{case}");
             assert!(!ended.load(Ordering::SeqCst), "{case}");
         }
-        assert_eq!(free.clients_left(), 3);
+        assert_eq!(free.clients_left(), 2);
         assert_eq!(limit.state().open, 0, "no place taken");
         assert_eq!(one.running_on(), 0);
     }

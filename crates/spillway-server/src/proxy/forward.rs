@@ -344,12 +344,6 @@ pub(crate) fn prepare(
     let upgrade = upgrade_of(&request);
     let (mut parts, body) = request.into_parts();
     let fault = FaultCell::default();
-    // An HTTP/2 client that resets its stream with NO_ERROR ends its body as if whole: with no
-    // announced length to tell, its call never runs on after it leaves.
-    let unframed = parts.version == Version::HTTP_2
-        && !http_body::Body::is_end_stream(&body)
-        && http_body::Body::size_hint(&body).exact().is_none();
-    let forwarding = forwarding.filter(|_| !unframed);
     let body = ClientBody::new(body, limits, fault.clone(), forwarding);
     // An HTTP/2 client's `:authority` is its `Host` already (`front::front`).
     parts.uri = upstream
@@ -455,6 +449,11 @@ pub(crate) async fn send(
         // that the upstream had less than half the time with it: the wait was the client's (a
         // body sent byte by byte), not the upstream's.
         Err(_elapsed) => {
+            // A fault the body noted first (a client gone mid-body, whose body waited out its
+            // timeout) is what ended it.
+            if let Some(fault) = fault.get() {
+                return Err(Failure::Client(fault));
+            }
             let upstream_had = fault
                 .body_ended_at()
                 .map(|end| tokio::time::Instant::now().saturating_duration_since(end));

@@ -1,5 +1,5 @@
-//! The mark of a call that may run on after its client leaves: sent on to its upstream, with
-//! the client's whole body (see `finishing`).
+//! The mark of a call that may run on after its client leaves: sent on to its upstream (see
+//! `finishing`), and whether its client has left.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -8,6 +8,8 @@ use std::sync::Arc;
 const FORWARDED: u8 = 1;
 /// The client's body has ended (or it had none).
 const BODY_ENDED: u8 = 2;
+/// The client left (its call runs on).
+const CLIENT_GONE: u8 = 4;
 
 /// What the forwarder marks when it sends its request on, and the request's body when it
 /// ends: from then on the call runs on if its client leaves.
@@ -34,8 +36,24 @@ impl Forwarding {
         self.0.fetch_or(BODY_ENDED, Ordering::Relaxed);
     }
 
-    /// Whether the call may run on: forwarded, with the client's whole body.
+    /// Whether the call may run on: forwarded (a body still coming then waits out the body
+    /// timeout, see [`ClientBody`](super::client_body::ClientBody)).
     pub(super) fn may_run_on(&self) -> bool {
-        self.0.load(Ordering::Relaxed) == FORWARDED | BODY_ENDED
+        self.0.load(Ordering::Relaxed) & FORWARDED != 0
+    }
+
+    /// Whether the client's body has ended.
+    pub(super) fn body_has_ended(&self) -> bool {
+        self.0.load(Ordering::Relaxed) & BODY_ENDED != 0
+    }
+
+    /// The client left: its call runs on.
+    pub(super) fn client_left(&self) {
+        self.0.fetch_or(CLIENT_GONE, Ordering::Release);
+    }
+
+    /// Whether the client left.
+    pub(super) fn client_gone(&self) -> bool {
+        self.0.load(Ordering::Acquire) & CLIENT_GONE != 0
     }
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses what it needs
 
 pub(crate) mod child;
+pub(crate) mod h2_frames;
 pub(crate) mod server;
 
 use bytes::Bytes;
