@@ -583,6 +583,18 @@ fn the_hostile_client_limits_are_checked() {
             "`listener.send_timeout`: must be longer than 0",
         ),
         (
+            "[listener]\ntunnel_idle_timeout = \"0s\"\n",
+            "`listener.tunnel_idle_timeout`: must be longer than 0",
+        ),
+        (
+            "[listener]\ntunnel_idle_timeout = \"10ms\"\n",
+            "`listener.tunnel_idle_timeout`: 10ms would close tunnels between two messages",
+        ),
+        (
+            "[listener]\nmax_connections_per_client = -1\n",
+            "a number of connections (0: no cap), or \"auto\"",
+        ),
+        (
             "[listener]\nforwarded_header = \"x-real-ip\"\n",
             "expected `x-forwarded-for` or `forwarded`",
         ),

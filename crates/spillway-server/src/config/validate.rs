@@ -322,6 +322,17 @@ impl<'a> Check<'a> {
                 self.section_problem("listener", key, "must be longer than 0");
             }
         }
+        let idle = listener.tunnel_idle_timeout;
+        if !idle.is_zero() && idle < std::time::Duration::from_secs(1) {
+            self.section_problem(
+                "listener",
+                "tunnel_idle_timeout",
+                format!(
+                    "{idle:?} would close tunnels between two messages: at least 1s (most \
+                     WebSocket servers ping every 30s)"
+                ),
+            );
+        }
         if let Some(name) = &listener.origin_header {
             if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 self.section_problem(
