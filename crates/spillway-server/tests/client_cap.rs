@@ -84,35 +84,12 @@ async fn a_client_at_its_cap_is_closed_and_another_client_is_served() {
     served.shutdown().await;
 }
 
-/// A WebSocket upstream that echoes every message, on every connection.
-async fn websocket_echo() -> SocketAddr {
-    use futures_util::{SinkExt, StreamExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            tokio::spawn(async move {
-                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
-                    return;
-                };
-                while let Some(Ok(message)) = socket.next().await {
-                    if message.is_close() || socket.send(message).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 /// A WebSocket's tunnel holds its client's place until it closes (hyper hands its connection
 /// over at the switch, and the connection's place went back then: found by a review), and a
 /// trusted proxy has no cap.
 #[tokio::test]
 async fn a_tunnel_holds_its_client_s_place_and_a_trusted_proxy_has_no_cap() {
-    let upstream = websocket_echo().await;
+    let upstream = support::websocket_echo().await;
     let text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\nmax_connections = 20\nmax_connections_per_client = 2\n\
          trusted_proxies = [\"127.0.0.9/32\"]\n\n\

@@ -294,18 +294,7 @@ async fn a_client_that_times_its_body_against_the_upstream_s_work_makes_it_look_
 async fn a_websocket_session_s_length_is_no_latency() {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
-        stream.set_nodelay(true).unwrap();
-        let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
-        while let Some(Ok(message)) = socket.next().await {
-            if message.is_close() || socket.send(message).await.is_err() {
-                break;
-            }
-        }
-    });
+    let upstream = support::websocket_echo().await;
     let text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\n\n\
          [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\

@@ -5,37 +5,13 @@
 mod support;
 
 use futures_util::{SinkExt, StreamExt};
-use std::net::SocketAddr;
 use std::time::Duration;
 use support::server::Served;
 use tokio_tungstenite::tungstenite::Message;
 
-/// A WebSocket upstream that echoes every message, on every connection.
-async fn echo() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            stream.set_nodelay(true).unwrap();
-            tokio::spawn(async move {
-                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
-                    return;
-                };
-                while let Some(Ok(message)) = socket.next().await {
-                    if message.is_close() || socket.send(message).await.is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_tunnel_idle_for_its_timeout_is_closed_and_one_in_use_is_not() {
-    let upstream = echo().await;
+    let upstream = support::websocket_echo().await;
     let text = format!(
         "[listener]\nlisten = \"127.0.0.1:0\"\ntunnel_idle_timeout = \"30s\"\n\n\
          [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\

@@ -47,3 +47,29 @@ where
     });
     addr
 }
+
+/// A WebSocket upstream on a loopback port that echoes every message, on every connection,
+/// until the test's runtime ends; each write sent at once (no Nagle's delay, through which a
+/// paused clock would run on).
+pub(crate) async fn websocket_echo() -> SocketAddr {
+    use futures_util::{SinkExt, StreamExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(message)) = socket.next().await {
+                    if message.is_close() || socket.send(message).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
