@@ -56,11 +56,25 @@ impl ClientConnections {
         Some(ClientSeat(Some((Arc::clone(self), network))))
     }
 
-    /// One more place for the client `seat` is of, whatever its cap (a request of its that runs
-    /// on after it left): its new connections find it held.
+    /// One more place for the client at `network` (a tunnel: its connection's place went back
+    /// when hyper handed it over), whatever its cap.
     fn add(self: &Arc<Self>, network: IpAddr) -> ClientSeat {
         *self.open().entry(network).or_insert(0) += 1;
         ClientSeat(Some((Arc::clone(self), network)))
+    }
+
+    /// One more place for the client at `network` if its cap leaves one (a request of its that
+    /// runs on after it left), counting the place of the connection it left on as free: that
+    /// connection is closing (HTTP/1.1), or holds one place however many of its streams run
+    /// on (HTTP/2), so that a client holds at most one more than its cap.
+    fn add_within_cap(self: &Arc<Self>, network: IpAddr) -> Option<ClientSeat> {
+        let mut open = self.open();
+        let held = open.entry(network).or_insert(0);
+        if *held > self.max {
+            return None;
+        }
+        *held += 1;
+        Some(ClientSeat(Some((Arc::clone(self), network))))
     }
 
     /// The cap (0: none).
@@ -115,6 +129,14 @@ impl ClientSeat {
             None => Self::none(),
         }
     }
+
+    /// One more place of the same client's, if its cap leaves one.
+    pub(crate) fn another_within_cap(&self) -> Option<Self> {
+        match &self.0 {
+            Some((clients, network)) => clients.add_within_cap(*network),
+            None => Some(Self::none()),
+        }
+    }
 }
 
 impl Drop for ClientSeat {
@@ -160,12 +182,28 @@ mod tests {
     fn another_place_is_taken_past_the_cap_and_holds_the_client_s_connections_out() {
         let clients = ClientConnections::new(1, PeerIpPrefixes::new(24, 64).unwrap());
         let connection = clients.admit(ip("192.0.2.1")).unwrap();
-        // Its requests run on after it closed: each holds a place.
+        // Its tunnels hold a place each, whatever the cap.
         let running: Vec<_> = (0..3).map(|_| connection.another()).collect();
+        assert!(
+            connection.another_within_cap().is_none(),
+            "a run-on respects the cap"
+        );
         drop(connection);
         assert!(clients.admit(ip("192.0.2.200")).is_none(), "one /24");
         drop(running);
-        assert!(clients.admit(ip("192.0.2.200")).is_some());
+        let again = clients.admit(ip("192.0.2.200")).unwrap();
+        // A run-on may take the place of the connection it left on, and no more.
+        let run_on = again.another_within_cap().expect("the connection's place");
+        assert!(
+            again.another_within_cap().is_none(),
+            "one over its cap at most"
+        );
+        drop(again);
+        assert!(
+            clients.admit(ip("192.0.2.1")).is_none(),
+            "held by the run-on"
+        );
+        drop(run_on);
     }
 
     #[test]

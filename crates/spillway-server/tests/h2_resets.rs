@@ -314,3 +314,66 @@ async fn clients_that_leave_mid_body_never_send_the_upstream_past_the_limit() {
     assert_eq!(call.await.unwrap().unwrap().status(), StatusCode::OK);
     served.shutdown().await;
 }
+
+/// A burst of streams reset at once on a route with no limit runs on no further than its
+/// client's places: found by an attack, 80 connections of 256 such streams each from one
+/// address ran on 19,559 requests past `max_connections`, 800 MB and every upstream
+/// descriptor.
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_resets_runs_on_no_further_than_the_client_s_places() {
+    use tokio::io::AsyncWriteExt;
+    let (seen, release) = (Arc::new(Seen::default()), Arc::new(Notify::new()));
+    let upstream = holding_upstream(Arc::clone(&seen), Arc::clone(&release)).await;
+    let text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\nmax_connections = 64\n\n\
+         [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
+         [[route]]\nresource = \"slow\"\npath = \"/\"\nupstream = \"app\"\n"
+    );
+    let served = Served::start(&text).await;
+    let stream = tokio::net::TcpStream::connect(served.proxy).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (mut read, mut write) = stream.into_split();
+    tokio::spawn(async move {
+        let mut sink = Vec::new();
+        let _ = tokio::io::AsyncReadExt::read_to_end(&mut read, &mut sink).await;
+    });
+    write.write_all(&hello()).await.unwrap();
+    let streams: Vec<u32> = (0..100).map(|n| 1 + 2 * n).collect();
+    let mut burst = Vec::new();
+    for &id in &streams {
+        burst.extend(get_slow(id));
+    }
+    write.write_all(&burst).await.unwrap();
+    until("all forwarded", || seen.all.load(Ordering::SeqCst) == 100).await;
+    let mut resets = Vec::new();
+    for &id in &streams {
+        resets.extend(cancel(id));
+    }
+    write.write_all(&resets).await.unwrap();
+    drop(write);
+    let running_on = || {
+        let metrics = served.handle.render_metrics().unwrap();
+        let line = metrics
+            .lines()
+            .find(|line| line.starts_with(r#"spillway_running_on{listener="proxy"}"#))
+            .unwrap()
+            .to_owned();
+        line.rsplit(' ').next().unwrap().parse::<f64>().unwrap()
+    };
+    until("the client left", || {
+        let metrics = served.handle.render_metrics().unwrap();
+        metrics.contains(r#"spillway_clients_left_total{listener="proxy"} 100"#)
+    })
+    .await;
+    // `max_connections_per_client` is half of 64: 32 places, and a run-on may take the one
+    // its connection held.
+    let now = running_on();
+    assert!((1.0..=33.0).contains(&now), "{now} running on");
+    // Released, those that ran on end (the cancelled ones' upstream requests were dropped).
+    until("none running on", || {
+        release.notify_waiters();
+        running_on() == 0.0
+    })
+    .await;
+    served.shutdown().await;
+}

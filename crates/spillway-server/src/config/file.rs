@@ -148,7 +148,7 @@ pub struct ListenerConfig {
     pub max_connections: super::MaxConnections,
     /// Most connections one client (an address, or a network of the `peer_ip` prefixes)
     /// holds open at once: a number, 0 for no cap, or `auto` (the default), half of
-    /// `max_connections` and at least 16.
+    /// `max_connections`, none below 32.
     #[serde(default)]
     pub max_connections_per_client: super::MaxPerClient,
     /// At the cap: `pause` accepting (default) or `close` new connections.

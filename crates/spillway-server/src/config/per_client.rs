@@ -4,9 +4,9 @@
 /// prefixes) holds open at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MaxPerClient {
-    /// Half of `max_connections` (at least 16), none when it has no cap: one client can hold
+    /// Half of `max_connections`, none when it has no cap or one below 32: one client can hold
     /// no more than half the places, and a network behind one address (a NAT, an office, a
-    /// load generator) still has many.
+    /// load generator) still has many (at least 16).
     #[default]
     Auto,
     /// This many; 0: no cap.
@@ -20,16 +20,16 @@ impl MaxPerClient {
     /// use spillway_server::config::MaxPerClient;
     ///
     /// assert_eq!(MaxPerClient::Auto.resolve(10_000), 5_000);
-    /// assert_eq!(MaxPerClient::Auto.resolve(20), 16);
-    /// assert_eq!(MaxPerClient::Auto.resolve(10), 10);
+    /// assert_eq!(MaxPerClient::Auto.resolve(32), 16);
+    /// assert_eq!(MaxPerClient::Auto.resolve(31), 0);
     /// assert_eq!(MaxPerClient::Auto.resolve(0), 0);
     /// assert_eq!(MaxPerClient::Count(3).resolve(10_000), 3);
     /// ```
     pub fn resolve(self, max_connections: usize) -> usize {
         match self {
             Self::Count(count) => usize::try_from(count).unwrap_or(usize::MAX),
-            Self::Auto if max_connections == 0 => 0,
-            Self::Auto => (max_connections / 2).max(16).min(max_connections),
+            Self::Auto if max_connections < 32 => 0,
+            Self::Auto => max_connections / 2,
         }
     }
 }

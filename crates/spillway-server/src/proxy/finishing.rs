@@ -123,8 +123,17 @@ where
             // A body still coming waits out the body timeout from now.
             forwarding.client_left();
         }
-        let place = self.counts.run_on();
-        let run_on = self.peer.run_on();
+        // A place of its client's, then one under the listener's cap; without either it is
+        // cancelled (its places given back while the upstream may work on), and counts
+        // toward its connection's going away.
+        let Some(run_on) = self.peer.run_on() else {
+            return;
+        };
+        let Some(place) = self.counts.hold_over() else {
+            drop(run_on);
+            self.peer.cancel();
+            return;
+        };
         // Outside a runtime the call ends here, cancelled; a runtime that shuts down cancels
         // the task.
         let kept = self.kept.take();
@@ -277,31 +286,48 @@ mod tests {
         assert_eq!(one.running_on(), 0);
     }
 
-    /// At the listener's cap a forwarded call runs on all the same, over the cap: cancelled,
-    /// it would give back its limits' places while the upstream still works.
+    /// At the listener's cap, or at its client's, a forwarded call is cancelled (run on over
+    /// them, requests reset by the hundred took 800 MB and every upstream descriptor: found by
+    /// an attack), and counts toward its connection's going away.
     #[tokio::test]
-    async fn at_the_cap_a_forwarded_call_runs_on_over_it() {
-        let (counts, limit) = capped(1).await;
+    async fn at_the_listener_s_cap_or_the_client_s_a_call_is_cancelled() {
+        let (full, limit) = capped(1).await;
         let taken = limit.hold_over().unwrap();
-        let (answer, answered) = oneshot::channel();
-        let (done, finished) = oneshot::channel();
-        let ended = Arc::new(AtomicBool::new(false));
-        let peer = peer();
-        let running = Box::pin(Finishing::new(
-            call(answered, &ended, done),
-            marked(true, true),
-            &counts,
-            &peer,
-            (),
-            &ignored,
-        ));
-        drop(running);
-        assert_eq!((counts.running_on(), peer.running_on()), (1, 1));
-        assert_eq!(limit.state().open, 1, "no place over the cap");
-        answer.send(7).unwrap();
-        assert_eq!(finished.await.unwrap(), 7);
-        while counts.running_on() != 0 {
-            tokio::task::yield_now().await;
+        let (free, _) = capped(100).await;
+        let clients = crate::per_client::ClientConnections::new(
+            1,
+            spillway_tower::keys::PeerIpPrefixes::default(),
+        );
+        // A client whose cap of 1 is held by its connection, and one more place (a tunnel's):
+        // a run-on may take its connection's place, and here finds none.
+        let seat = clients.admit("127.0.0.1".parse().unwrap()).unwrap();
+        let _tunnel = seat.another();
+        let at_its_cap = |_: ()| Arc::new(Peer::new("127.0.0.1:1".parse().unwrap()).seated(seat));
+        let cases = [
+            (&full, peer(), "the listener's cap"),
+            (&free, at_its_cap(()), "the client's cap"),
+        ];
+        for (counts, peer, case) in cases {
+            for _ in 0..MAX_RUN_ONS {
+                let (answer, answered) = oneshot::channel();
+                let (done, finished) = oneshot::channel();
+                let ended = Arc::new(AtomicBool::new(false));
+                let running = Box::pin(Finishing::new(
+                    call(answered, &ended, done),
+                    marked(true, true),
+                    counts,
+                    &peer,
+                    (),
+                    &ignored,
+                ));
+                drop(running);
+                assert!(answer.send(7).is_err(), "{case}: cancelled");
+                assert!(finished.await.is_err(), "{case}");
+                assert_eq!((counts.running_on(), peer.running_on()), (0, 0), "{case}");
+            }
+            let asked = tokio::time::timeout(std::time::Duration::ZERO, peer.gone_away()).await;
+            assert!(asked.is_ok(), "{case}: asked to go away");
+            assert!(peer.is_going_away(), "{case}");
         }
         drop(taken);
     }

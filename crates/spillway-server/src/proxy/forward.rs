@@ -104,6 +104,8 @@ pub struct Peer {
     addr: SocketAddr,
     /// Its requests that run on after it left (see `finishing`).
     run_ons: std::sync::atomic::AtomicUsize,
+    /// Its requests cancelled when their client left, for want of a place to run on in.
+    cancelled: std::sync::atomic::AtomicUsize,
     /// Told when [`MAX_RUN_ONS`] of its requests run on: its connection is to take no more.
     go_away: tokio::sync::Notify,
     /// Set then: its new requests are refused.
@@ -134,6 +136,7 @@ impl Peer {
         Self {
             addr,
             run_ons: std::sync::atomic::AtomicUsize::new(0),
+            cancelled: std::sync::atomic::AtomicUsize::new(0),
             go_away: tokio::sync::Notify::new(),
             going_away: std::sync::atomic::AtomicBool::new(false),
             seat: crate::per_client::ClientSeat::none(),
@@ -165,19 +168,40 @@ impl Peer {
     }
 
     /// One more of its requests runs on after it left, holding one more place of its
-    /// client's; given back when dropped. The [`MAX_RUN_ONS`]th asks its connection to go away
-    /// (see [`gone_away`](Self::gone_away)).
-    pub(crate) fn run_on(self: &Arc<Self>) -> RunOn {
+    /// client's, given back when dropped; `None` if its client holds its cap (the request is
+    /// then cancelled, and counted as such). With the ones cancelled, the [`MAX_RUN_ONS`]th
+    /// asks its connection to go away (see [`gone_away`](Self::gone_away)).
+    pub(crate) fn run_on(self: &Arc<Self>) -> Option<RunOn> {
         use std::sync::atomic::Ordering;
-        let before = self.run_ons.fetch_add(1, Ordering::AcqRel);
-        if before + 1 == MAX_RUN_ONS {
-            self.going_away.store(true, Ordering::Release);
+        let Some(client) = self.seat.another_within_cap() else {
+            self.cancel();
+            return None;
+        };
+        let running = self.run_ons.fetch_add(1, Ordering::AcqRel) + 1;
+        self.left(running);
+        Some(RunOn {
+            peer: Arc::clone(self),
+            _client: client,
+        })
+    }
+
+    /// One of its requests whose client left was cancelled, for want of a place to run on in
+    /// (its places are given back while the upstream may still work on it): it counts toward
+    /// the connection's going away as one running on does.
+    pub(crate) fn cancel(&self) {
+        use std::sync::atomic::Ordering;
+        self.cancelled.fetch_add(1, Ordering::AcqRel);
+        self.left(self.run_ons.load(Ordering::Acquire));
+    }
+
+    /// `running` of its requests run on now: with those cancelled, at [`MAX_RUN_ONS`] its
+    /// connection is asked to go away.
+    fn left(&self, running: usize) {
+        use std::sync::atomic::Ordering;
+        let cancelled = self.cancelled.load(Ordering::Acquire);
+        if running + cancelled >= MAX_RUN_ONS && !self.going_away.swap(true, Ordering::AcqRel) {
             // Kept until the connection waits for it, if it does not yet.
             self.go_away.notify_one();
-        }
-        RunOn {
-            peer: Arc::clone(self),
-            _client: self.client_place(),
         }
     }
 
