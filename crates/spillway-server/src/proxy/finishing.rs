@@ -12,14 +12,17 @@
 //! queue, a pacing rule, a cluster lease) is cancelled and leaves its queue, as before. One
 //! whose body was still coming runs on with its body waiting out the body timeout (its
 //! upstream must not take what came as the whole body), so that an upstream that works before
-//! it reads its whole body is never sent more than the limits allow. A call that runs on holds a place under the
-//! listener's connection cap until it ends, as nginx counts such a request against its
-//! `worker_connections`, and a place of its client's under `max_connections_per_client`; at
-//! the cap, it runs on over it. A connection with many calls running on (an HTTP/2 client
+//! it reads its whole body is never sent more than the limits allow.
+//!
+//! A call that runs on holds a place under the listener's connection cap until it ends, as
+//! nginx counts such a request against its `worker_connections`, and a place of its client's
+//! under `max_connections_per_client`; without either it is cancelled (run on past them,
+//! requests reset by the hundred from one address took 800 MB and every upstream descriptor:
+//! found by an attack). A connection with many calls running on or cancelled (an HTTP/2 client
 //! resetting stream after stream) is asked to go away: its new requests are refused. Such
-//! calls were cancelled before, which freed their places while the upstream still worked, so
-//! that one connection sent the upstream 20 to 50 times a concurrency limit (found by an
-//! attack).
+//! calls were all cancelled past 8 before, which freed their places while the upstream still
+//! worked, so that one connection sent the upstream 20 to 50 times a concurrency limit (found
+//! by an attack).
 
 use super::forward::Peer;
 use super::forwarding::Forwarding;

@@ -161,8 +161,8 @@ impl Peer {
         self
     }
 
-    /// One more place of its client's (for a tunnel, or a request that runs on after its
-    /// connection closed), whatever the client's cap.
+    /// One more place of its client's, whatever the client's cap: for a tunnel, whose
+    /// connection's place goes back when hyper hands the connection over.
     pub(crate) fn client_place(&self) -> crate::per_client::ClientSeat {
         self.seat.another()
     }
