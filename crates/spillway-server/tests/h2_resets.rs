@@ -9,7 +9,7 @@
 
 mod support;
 
-use support::h2_frames::{cancel, frame, get_slow, hello, post_slow};
+use support::h2_frames::{cancel, frame, get_slow, hello, post_slow, raw_h2};
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -173,9 +173,7 @@ async fn a_client_that_ignores_the_go_away_gets_nothing_more_forwarded() {
             let _ = frames_tx.send((head[3], stream));
         }
     });
-    let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    hello.extend(frame(0x4, 0, 0, &[]));
-    write.write_all(&hello).await.unwrap();
+    write.write_all(&hello()).await.unwrap();
     // Eight requests forwarded, then reset: each runs on, and the eighth has the connection
     // asked to go away.
     for n in 0..8 {
@@ -266,14 +264,7 @@ async fn clients_that_leave_mid_body_never_send_the_upstream_past_the_limit() {
         drop(stream);
     }
     // HTTP/2: three rounds of ten POSTs with no length, a first DATA frame each, then reset.
-    let stream = tokio::net::TcpStream::connect(served.proxy).await.unwrap();
-    stream.set_nodelay(true).unwrap();
-    let (mut read, mut write) = stream.into_split();
-    tokio::spawn(async move {
-        let mut sink = Vec::new();
-        let _ = tokio::io::AsyncReadExt::read_to_end(&mut read, &mut sink).await;
-    });
-    write.write_all(&hello()).await.unwrap();
+    let mut write = raw_h2(served.proxy).await;
     let mut next = 1;
     for _ in 0..3 {
         let streams: Vec<u32> = (0..10).map(|n| next + 2 * n).collect();
@@ -330,14 +321,7 @@ async fn a_burst_of_resets_runs_on_no_further_than_the_client_s_places() {
          [[route]]\nresource = \"slow\"\npath = \"/\"\nupstream = \"app\"\n"
     );
     let served = Served::start(&text).await;
-    let stream = tokio::net::TcpStream::connect(served.proxy).await.unwrap();
-    stream.set_nodelay(true).unwrap();
-    let (mut read, mut write) = stream.into_split();
-    tokio::spawn(async move {
-        let mut sink = Vec::new();
-        let _ = tokio::io::AsyncReadExt::read_to_end(&mut read, &mut sink).await;
-    });
-    write.write_all(&hello()).await.unwrap();
+    let mut write = raw_h2(served.proxy).await;
     let streams: Vec<u32> = (0..100).map(|n| 1 + 2 * n).collect();
     let mut burst = Vec::new();
     for &id in &streams {

@@ -40,3 +40,18 @@ pub(crate) fn hello() -> Vec<u8> {
     bytes.extend(frame(0x4, 0, 0, &[]));
     bytes
 }
+
+/// An HTTP/2 connection to `proxy`, its preface sent, each write sent at once; what the proxy
+/// sends is read and dropped until it closes. Its write half.
+pub(crate) async fn raw_h2(proxy: std::net::SocketAddr) -> tokio::net::tcp::OwnedWriteHalf {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stream = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (mut read, mut write) = stream.into_split();
+    tokio::spawn(async move {
+        let mut sink = Vec::new();
+        let _ = read.read_to_end(&mut sink).await;
+    });
+    write.write_all(&hello()).await.unwrap();
+    write
+}
