@@ -2,7 +2,7 @@
 //! switches between starting, the shared limit and the fallback (each logged), for the local
 //! share, and for the passes the fallback admitted that Redis must be told of.
 
-use crate::settings::{Fallback, LeaseMode};
+use crate::settings::{Fallback, LeaseMode, LeaseSettings};
 use crate::unreported::{Report, Unreported};
 use crate::Error;
 use spillway::cluster::SharedRefusal;
@@ -24,6 +24,19 @@ pub(crate) struct Health {
     error: Option<String>,
     /// The calls and connections that failed, in all.
     failures: u64,
+    /// Just back on Redis after a failure: the others may not be yet.
+    returning: Option<Returning>,
+}
+
+/// The time after a return to Redis when the other processes may still be in their fallbacks,
+/// admitting passes Redis has not been told of: this process keeps to its share meanwhile.
+#[derive(Debug, Clone, Copy)]
+struct Returning {
+    /// Until when (ms, the limit's process clock).
+    until_ms: u64,
+    /// The processes the share is counted among: as many as the fallback counted (a Redis that
+    /// restarted empty has forgotten the others' heartbeats, and first counts this one alone).
+    live: u64,
 }
 
 impl Health {
@@ -50,7 +63,8 @@ impl Health {
     }
 
     /// Redis answered, counting `live` processes: on the shared limit (logged when it was not).
-    pub(crate) fn answered(&mut self, key: &str, live: u64) {
+    /// Returns whether it was failing.
+    pub(crate) fn answered(&mut self, key: &str, live: u64) -> bool {
         let was_failing = self.probe_at_ms.take().is_some();
         if !self.reached {
             tracing::info!(limit = %key, processes = live, "shared limit: Redis reached, on the global limit");
@@ -59,6 +73,30 @@ impl Health {
         }
         self.reached = true;
         self.error = None;
+        was_failing
+    }
+
+    /// Redis answered at `now_ms` after a failure, while the fallback shared the limit among
+    /// `live` processes: until every other process has had its next probe (`settings`'
+    /// [`return_ms`]), this one admits no more than that share ([`Health::returning`]).
+    pub(crate) fn returned(&mut self, now_ms: u64, live: u64, settings: &LeaseSettings) {
+        self.returning = Some(Returning {
+            until_ms: now_ms.saturating_add(return_ms(settings)),
+            live: live.max(1),
+        });
+    }
+
+    /// While the limit is just back on Redis at `now_ms`: the processes its share is counted
+    /// among (see [`Health::returned`]).
+    pub(crate) fn returning(&mut self, now_ms: u64) -> Option<u64> {
+        match self.returning {
+            Some(back) if now_ms < back.until_ms && self.probe_at_ms.is_none() => Some(back.live),
+            Some(_) => {
+                self.returning = None;
+                None
+            }
+            None => None,
+        }
     }
 
     /// Whether the fallback decides: Redis fails. (Before its first answer, nothing is
@@ -87,6 +125,14 @@ impl Health {
             (None, false) => LeaseMode::Starting,
         }
     }
+}
+
+/// How long a process back on Redis keeps to its share: a probe period, by the end of which
+/// every other process has probed, plus the longest probe (a connection, up to four call
+/// timeouts; the report and the read, one each).
+pub(crate) fn return_ms(settings: &LeaseSettings) -> u64 {
+    let probe = settings.probe_every + settings.call_timeout * 6;
+    u64::try_from(probe.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A rate's fallback: its policy, the local window that counts the fair share, and what it
@@ -166,20 +212,46 @@ impl RateFallback {
         let taken = match self.policy {
             Fallback::Open => Ok(()),
             Fallback::Closed => Err(SharedRefusal::new(0.0, 0.0)),
-            Fallback::LocalShare => {
-                let share = rate / live.max(1) as f64;
-                if QpsReject::new(share).check(&self.local, at, count) == Decision::Pass {
-                    Ok(())
-                } else {
-                    Err(SharedRefusal::new(self.local.pass_qps(at), share))
-                }
-            }
+            Fallback::LocalShare => self.share_admits(rate, live, at, count),
         };
         if taken.is_ok() {
             self.local.add_pass(at, u64::from(count));
             unreported.add(at / 1_000_000, u64::from(count), self.keep_ms);
         }
         taken
+    }
+
+    /// Just back on Redis (see [`Health::returned`]): admits `count` at `now_nanos` only within
+    /// the fair share of `rate` among `live` processes (under [`Fallback::LocalShare`]; the
+    /// other policies leave no share to keep to), and counts it in the local window as
+    /// [`RateFallback::record`] does. Redis decides it too; one it refuses stays counted
+    /// here, which only makes the share stricter for a window.
+    pub(crate) fn within_share(
+        &self,
+        rate: f64,
+        live: u64,
+        now_nanos: u64,
+        count: u32,
+    ) -> Result<(), SharedRefusal> {
+        // One decision at a time, as in `takes`.
+        let _one = crate::lock::lock(&self.unreported);
+        let at = self.on_limit_clock(now_nanos);
+        if self.policy == Fallback::LocalShare {
+            self.share_admits(rate, live, at, count)?;
+        }
+        self.local.add_pass(at, u64::from(count));
+        Ok(())
+    }
+
+    /// Whether the fair share of `rate` among `live` processes has room for `count` at `at`
+    /// (the limit's clock) in the local window.
+    fn share_admits(&self, rate: f64, live: u64, at: u64, count: u32) -> Result<(), SharedRefusal> {
+        let share = rate / live.max(1) as f64;
+        if QpsReject::new(share).check(&self.local, at, count) == Decision::Pass {
+            Ok(())
+        } else {
+            Err(SharedRefusal::new(self.local.pass_qps(at), share))
+        }
     }
 
     /// Takes the passes to report to Redis at `now_nanos` (this process's clock), in groups

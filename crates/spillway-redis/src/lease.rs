@@ -168,9 +168,22 @@ impl<S: Shared> Leased<S> {
             let rate = self.limit.rate();
             self.fallback.takes(rate, lease.live, now_nanos, count)
         } else if now < lease.expires_ms && lease.left >= u64::from(count) {
-            lease.left -= u64::from(count);
-            self.fallback.record(now_nanos, count);
-            Ok(())
+            let kept = match lease.health.returning(now) {
+                // Just back on Redis: within the share too, while the others may still be in
+                // their fallbacks.
+                Some(live) => {
+                    let rate = self.limit.rate();
+                    self.fallback.within_share(rate, live, now_nanos, count)
+                }
+                None => {
+                    self.fallback.record(now_nanos, count);
+                    Ok(())
+                }
+            };
+            if kept.is_ok() {
+                lease.left -= u64::from(count);
+            }
+            kept
         } else {
             let refusal = SharedRefusal::new(lease.reading, self.limit.rate());
             Err(match lease.full_until_ms.checked_sub(now) {
@@ -350,8 +363,10 @@ impl<S: Shared> Leased<S> {
         self.fallback.align(answer.now_ms, now);
         let mut lease = lock(&self.lease);
         let live = answer.live.max(1);
-        lease.live = live;
-        lease.health.answered(self.limit.key(), live);
+        let before = std::mem::replace(&mut lease.live, live);
+        if lease.health.answered(self.limit.key(), live) {
+            lease.health.returned(now, before, &self.settings);
+        }
         lease.answered_ms = Some(now);
         lease.reading = self.limit.reading(&answer);
         if answer.count > 0 {

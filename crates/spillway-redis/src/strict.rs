@@ -132,9 +132,11 @@ impl<S: Shared> Strict<S> {
             let starting = || self.mode() == LeaseMode::Starting;
             self.answered.wait(within, || {}, || !starting()).await;
         }
-        let (mode, connection) = {
-            let state = lock(&self.state);
-            (state.health.mode(), state.connection.clone())
+        let now = self.clock.now_nanos();
+        let (mode, connection, returning) = {
+            let mut state = lock(&self.state);
+            let returning = state.health.returning(now / 1_000_000);
+            (state.health.mode(), state.connection.clone(), returning)
         };
         let mut connection = match (mode, connection) {
             (LeaseMode::Global, Some(connection)) => connection,
@@ -142,6 +144,12 @@ impl<S: Shared> Strict<S> {
             // No answer from Redis within `startup_wait`: not admitted without it.
             _ => return Err(SharedRefusal::new(0.0, self.limit.rate())),
         };
+        if let Some(live) = returning {
+            // Just back on Redis: within the share too, while the others may still be in
+            // their fallbacks (counted here whatever Redis says).
+            let rate = self.limit.rate();
+            self.fallback.within_share(rate, live, now, count)?;
+        }
         let beat = self.beat();
         let invocation = self
             .limit
@@ -151,7 +159,9 @@ impl<S: Shared> Strict<S> {
             Ok(answer) => {
                 self.answered(&answer);
                 if count > 0 && answer.count == u64::from(count) {
-                    self.fallback.record(self.clock.now_nanos(), count);
+                    if returning.is_none() {
+                        self.fallback.record(self.clock.now_nanos(), count);
+                    }
                     Ok(())
                 } else {
                     Err(SharedRefusal::new(
@@ -176,13 +186,18 @@ impl<S: Shared> Strict<S> {
         }
     }
 
-    /// Redis answered: on the shared limit, with the live processes it counted.
+    /// Redis answered: on the shared limit, with the live processes it counted; after a
+    /// failure, keeping to the fallback's share for a while.
     fn answered(&self, answer: &shared::Answer) {
-        self.fallback.align(answer.now_ms, self.clock.now_millis());
+        let now = self.clock.now_millis();
+        self.fallback.align(answer.now_ms, now);
         let mut state = lock(&self.state);
+        let before = state.live;
         state.live = answer.live.max(1);
         let live = state.live;
-        state.health.answered(self.limit.key(), live);
+        if state.health.answered(self.limit.key(), live) {
+            state.health.returned(now, before, &self.settings);
+        }
     }
 
     /// Admits `count` by the fallback.

@@ -131,10 +131,14 @@ async fn a_strict_fallback_starts_from_its_admissions_and_redis_counts_it_on_ret
     until_all(&checks, LeaseMode::Global).await;
     clock.advance_millis(400);
     // The next bucket's window holds the second bucket's 117: 183 more, exactly. Without the
-    // report, 300 more (417 in those two buckets).
+    // report, 300 more (417 in those two buckets). Each process, just back, keeps to its
+    // share less its 39 in the window, 61, even when Redis has room for more: the first one
+    // offered 300 took 61, where before it took all 183.
     let mut after = 0;
-    for check in &checks {
-        after += burst(check, 100).await;
+    for (i, check) in checks.iter().enumerate() {
+        let admitted = burst(check, if i == 0 { 300 } else { 100 }).await;
+        assert_eq!(admitted, 61, "process {i}: the share less its 39");
+        after += admitted;
     }
     println!("fallback admitted {fallback}, then {after} in the window after the restart");
     assert_eq!(after, 300 - 117);
@@ -218,6 +222,103 @@ async fn a_lease_fallback_starts_from_its_admissions_and_redis_counts_it_on_retu
     assert!(
         after >= 120,
         "{after}: the leases still admit what the window has room for"
+    );
+}
+
+/// Admits one at a time from `lease` until it refuses with no refill due, or `most` are in;
+/// refilling on `conn` when it asks.
+async fn admit_all(
+    lease: &LeasedWindow,
+    conn: &mut redis::aio::ConnectionManager,
+    most: usize,
+) -> usize {
+    let mut admitted = 0;
+    while admitted < most {
+        if lease.try_acquire(1) {
+            admitted += 1;
+        } else if lease.wants_refill() {
+            lease.refill(conn).await.unwrap();
+        } else {
+            break;
+        }
+    }
+    admitted
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_back_first_keeps_to_its_share_until_the_others_are_back() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let lease = || {
+        let settings = LeaseSettings {
+            max_batch: 10,
+            ..settings()
+        };
+        LeasedWindow::with_settings(window(&clock, "stagger"), Arc::new(clock.clone()), settings)
+            .unwrap()
+    };
+    let mut processes = Vec::new();
+    for _ in 0..3 {
+        processes.push((lease(), redis.connect().await));
+    }
+    // First bucket: 60 from leases in each process, then a heartbeat each (the fleet is 3).
+    for (lease, conn) in &mut processes {
+        assert_eq!(admit_all(lease, conn, 60).await, 60);
+    }
+    for (lease, conn) in &mut processes {
+        lease.refill(conn).await.unwrap();
+        assert_eq!(lease.live_processes(), 3);
+    }
+    redis.kill().await;
+    for (lease, conn) in &mut processes {
+        assert!(lease.refill(conn).await.is_err());
+    }
+    // The second bucket: 40 each in the fallback (the share, 100, less the 60).
+    clock.advance_millis(600);
+    for (lease, _) in &processes {
+        assert_eq!((0..100).filter(|_| lease.try_acquire(1)).count(), 40);
+    }
+    // Redis comes back empty, and only the first process has probed it yet: Redis counts its
+    // heartbeat alone and knows of its 40, not of the others'.
+    redis.restart().await;
+    for (_, conn) in &mut processes {
+        *conn = redis.connect().await;
+    }
+    let (first, conn) = &mut processes[0];
+    first.refill(conn).await.unwrap();
+    assert_eq!(first.mode(), LeaseMode::Global);
+    // The next bucket: the window [500, 1500) ms holds 40 of each process's. The first one
+    // admits its share less its 40: 60; before, the lease took what Redis had room for, 260,
+    // while the others, still in their fallbacks, admitted their 60 each.
+    clock.advance_millis(400);
+    let (first, conn) = &mut processes[0];
+    let first_back = admit_all(first, conn, 300).await;
+    let mut others = 0;
+    for (lease, _) in &processes[1..] {
+        assert_eq!(lease.mode(), LeaseMode::Fallback);
+        others += (0..100).filter(|_| lease.try_acquire(1)).count();
+    }
+    println!("back first {first_back}, the others in their fallbacks {others}");
+    assert_eq!(first_back, 60, "the share, less the 40 of the fallback");
+    assert_eq!(others, 120);
+    assert_eq!(
+        3 * 40 + first_back + others,
+        LIMIT as usize,
+        "the window holds the limit"
+    );
+    // The others come back and report; once a probe period and the longest probe (620 ms) have
+    // passed since the first one's return, it takes what Redis has room for again.
+    for (lease, conn) in &mut processes[1..] {
+        lease.refill(conn).await.unwrap();
+        assert_eq!(lease.mode(), LeaseMode::Global);
+    }
+    clock.advance_millis(1_000);
+    let (first, conn) = &mut processes[0];
+    let alone = admit_all(first, conn, 300).await;
+    println!("then alone in a new window {alone}");
+    assert!(
+        alone > 100,
+        "{alone}: back to the shared limit, not the share"
     );
 }
 
