@@ -47,6 +47,7 @@ mod serve;
 mod server;
 pub mod tls;
 mod transitions;
+mod troubles;
 mod unix_time;
 pub mod upstream;
 mod workers;

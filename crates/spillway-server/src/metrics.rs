@@ -339,8 +339,10 @@ pub(crate) fn gauges<'a>(
     Ok(())
 }
 
-/// The listeners' counters, read at each scrape: accept errors, connections closed for a slow
-/// request head, request bodies that stalled.
+/// The listeners' counters, read at each scrape: their troubles (accept errors, connections
+/// closed for a slow request head, request bodies that stalled, ..., see
+/// [`crate::troubles::TROUBLES`]), their connections and cap, requests running on, upstream
+/// connections, and the admin API's refusals.
 #[derive(Debug)]
 struct Listeners {
     proxy: ListenerCounts,
@@ -350,60 +352,12 @@ struct Listeners {
 impl Collector for Listeners {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
         let listeners = [("proxy", &self.proxy), ("admin", &self.admin)];
-        for (name, help, read) in [
-            (
-                "spillway_accept_errors",
-                "Errors accepting connections (out of file descriptors, ...), by listener",
-                ListenerCounts::accept_errors as fn(&ListenerCounts) -> u64,
-            ),
-            (
-                "spillway_header_timeouts",
-                "Connections closed because a request head did not arrive within the header \
-                 timeout (slow or idle clients), by listener",
-                ListenerCounts::header_timeouts,
-            ),
-            (
-                "spillway_body_timeouts",
-                "Requests answered 408 because their body stalled past the body timeout, by \
-                 listener",
-                ListenerCounts::body_timeouts,
-            ),
-            (
-                "spillway_send_timeouts",
-                "Connections closed, and HTTP/2 streams failed, because the client took \
-                 nothing for the send timeout, by listener",
-                ListenerCounts::send_timeouts,
-            ),
-            (
-                "spillway_tunnel_idle_closes",
-                "Upgraded connections (WebSocket tunnels) closed because no byte went either \
-                 way for the tunnel idle timeout, by listener",
-                ListenerCounts::tunnel_idle_closes,
-            ),
-            (
-                "spillway_go_aways",
-                "Connections asked to go away (HTTP/2's GOAWAY; their new requests answered 503) \
-                 because 8 of their requests ran on after their client left: a client resetting \
-                 stream after stream, by listener",
-                ListenerCounts::go_aways,
-            ),
-            (
-                "spillway_client_cap_refusals",
-                "Connections closed at once because their client (an address, or a network of \
-                 the peer_ip prefixes) held listener.max_connections_per_client, by listener",
-                ListenerCounts::client_refusals,
-            ),
-            (
-                "spillway_clients_left",
-                "Requests whose client left (or whose connection closed) before their \
-                 response head, waiting for a place or forwarded; a forwarded one runs on to \
-                 the upstream's answer as listener.finish_when_client_leaves says, by listener",
-                ListenerCounts::clients_left,
-            ),
-        ] {
-            let rows = listeners
-                .map(|(listener, counts)| (vec![("listener", (*listener).into())], read(counts)));
-            counters(&mut encoder, name, help, rows)?;
+        for trouble in &crate::troubles::TROUBLES {
+            let rows = listeners.map(|(listener, counts)| {
+                let labels = vec![("listener", (*listener).into())];
+                (labels, (trouble.read)(counts))
+            });
+            counters(&mut encoder, trouble.metric, trouble.help, rows)?;
         }
         for (name, help, read) in [
             (

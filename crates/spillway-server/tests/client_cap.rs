@@ -7,11 +7,12 @@ mod support;
 
 use bytes::Bytes;
 use http::Request;
+use http::{Method, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use std::net::SocketAddr;
 use std::time::Duration;
-use support::server::Served;
+use support::server::{call, Harness, Served, TOKEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -51,7 +52,7 @@ async fn a_client_at_its_cap_is_closed_and_another_client_is_served() {
          [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
          [[route]]\nresource = \"r\"\npath = \"/\"\nupstream = \"app\"\n"
     );
-    let served = Served::start(&text).await;
+    let served = Harness::start(&text).await;
     // Two silent connections from 127.0.0.7: its cap.
     let held = [
         connect_from("127.0.0.7", served.proxy).await,
@@ -66,6 +67,22 @@ async fn a_client_at_its_cap_is_closed_and_another_client_is_served() {
     let metrics = served.handle.render_metrics().unwrap();
     let line = r#"spillway_client_cap_refusals_total{listener="proxy"} 1"#;
     assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    // The status says it too, with the cap and the clients holding connections.
+    let (status, body) = call(
+        served.admin,
+        Method::GET,
+        "/api/status",
+        Some(TOKEN),
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let proxy = &status["connections"]["proxy"];
+    assert_eq!(proxy["troubles"]["client_cap_refusals"], 1, "{proxy}");
+    assert_eq!(proxy["troubles"]["go_aways"], 0, "{proxy}");
+    assert_eq!(proxy["max_per_client"], 2, "{proxy}");
+    assert!(proxy["clients"].as_u64().unwrap() >= 1, "{proxy}");
     // One of its connections closes: it may open another.
     drop(held);
     let again = tokio::time::timeout(Duration::from_secs(10), async {
@@ -81,7 +98,6 @@ async fn a_client_at_its_cap_is_closed_and_another_client_is_served() {
     .await
     .expect("served once its connections closed");
     assert!(again.contains("ok"), "{again}");
-    served.shutdown().await;
 }
 
 /// A WebSocket's tunnel holds its client's place until it closes (hyper hands its connection

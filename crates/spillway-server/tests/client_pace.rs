@@ -192,6 +192,17 @@ fn learned_nothing(served: &Served) {
     assert!(!breaker_open(served));
 }
 
+/// The count of calls the limit took as paced by their clients, from `/metrics`.
+fn paced_in_metrics(served: &Served) -> String {
+    let metrics = served.handle.render_metrics().unwrap();
+    let line = metrics
+        .lines()
+        .find(|line| line.starts_with("spillway_adaptive_paced_total{"));
+    let line = line.unwrap_or_else(|| panic!("no paced count in\n{metrics}"));
+    assert!(line.contains(r#"rule="pace""#), "{line}");
+    line.rsplit(' ').next().unwrap().to_owned()
+}
+
 fn breaker_open(served: &Served) -> bool {
     served.spillway.breaker_state("slow") != Some(spillway::breaker::BreakerState::Closed)
 }
@@ -211,6 +222,7 @@ async fn a_slow_upload_is_not_the_upstream_s_latency() {
     }
     // 1.2 s each, past AIMD's 1 s timeout and the breaker's 500 ms: paced by their clients.
     learned_nothing(&served);
+    assert_eq!(paced_in_metrics(&served), "4");
     served.shutdown().await;
 }
 
@@ -236,6 +248,7 @@ async fn a_slow_reader_is_not_the_upstream_s_latency_on_either_protocol() {
         assert!(download.await.unwrap() > DOWNLOAD);
     }
     learned_nothing(&served);
+    assert_eq!(paced_in_metrics(&served), "4");
     served.shutdown().await;
 }
 

@@ -658,6 +658,40 @@ async fn the_page_loads_with_no_console_errors() {
         meta.contains(&format!("config {}", config.display())),
         "{meta}"
     );
+    // The proxy's listener: its connections, and what it turned away (none here; then as a
+    // status with troubles tells them).
+    let listener = until(
+        client,
+        "the listener line",
+        "const line = document.getElementById('listener').textContent; \
+         return line.startsWith('proxy: ') && line;",
+    )
+    .await;
+    let listener = listener.as_str().unwrap();
+    assert!(listener.contains(" connections"), "{listener}");
+    let told = client
+        .execute(
+            r#"const proxy = status.connections.proxy;
+               proxy.troubles.go_aways = 2;
+               proxy.troubles.client_cap_refusals = 1;
+               renderListener();
+               const line = document.getElementById("listener").textContent;
+               status.adaptive.push({ rule: "a", resource: "R", limit: 9, in_flight: 1,
+                 waiting: 0, newest_first: false, last_change: "sample", paced: 3 });
+               return [line, rulesOf("R").map((row) => row.join(" ")).join(" | ")];"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (line, rows) = (told[0].as_str().unwrap(), told[1].as_str().unwrap());
+    assert!(
+        line.contains("closed at a client's cap 1 · told to go away (resets) 2"),
+        "{line}"
+    );
+    assert!(
+        rows.contains("3 paced by their clients (no sample)"),
+        "{rows}"
+    );
     // A rule no route reaches is named at the top of the page.
     let rules = r#"{"flow": [
         {"id": "orders-qps", "resource": "orders", "count": 1000},

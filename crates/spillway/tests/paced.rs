@@ -50,9 +50,9 @@ fn a_paced_call_is_no_adaptive_sample_and_a_call_that_is_not_is_one_whole() {
     drop(call);
     let state = spillway.adaptive_state("a").unwrap();
     assert_eq!(
-        (state.samples, state.limit),
-        (0, 10),
-        "no sample, no backoff"
+        (state.samples, state.limit, state.paced),
+        (0, 10, 1),
+        "no sample, no backoff; counted as paced"
     );
     assert_eq!(state.in_flight, 0, "its place came back");
     // The statistics have it, whole (at most Sentinel's 5 s, as any RT).
@@ -65,7 +65,8 @@ fn a_paced_call_is_no_adaptive_sample_and_a_call_that_is_not_is_one_whole() {
     clock.advance_millis(100);
     timed.add_caller_wait(Duration::from_millis(99));
     drop(timed);
-    assert_eq!(spillway.adaptive_state("a").unwrap().samples, 0);
+    let state = spillway.adaptive_state("a").unwrap();
+    assert_eq!((state.samples, state.paced), (0, 2));
 
     // A quarter of its time on its client: not paced, a sample of its whole time.
     let mut call = spillway.entry("r").enter_owned().unwrap();
@@ -73,7 +74,7 @@ fn a_paced_call_is_no_adaptive_sample_and_a_call_that_is_not_is_one_whole() {
     call.add_caller_wait(Duration::from_millis(1_750));
     drop(call);
     let state = spillway.adaptive_state("a").unwrap();
-    assert_eq!(state.samples, 1);
+    assert_eq!((state.samples, state.paced), (1, 2));
     assert_eq!(state.estimates.latest, Some(Duration::from_millis(7_000)));
     assert_eq!((state.limit, state.last_change.as_str()), (9, "dropped"));
 }
@@ -91,6 +92,7 @@ fn a_paced_drop_is_still_a_drop() {
     drop(call);
     let state = spillway.adaptive_state("a").unwrap();
     assert_eq!((state.limit, state.last_change.as_str()), (9, "dropped"));
+    assert_eq!(state.paced, 0, "a drop is a sample, not a paced call");
 }
 
 #[test]

@@ -30,8 +30,12 @@ impl Admin {
         let breaker_rules = spillway.breaker_rules();
         let connections = |counts: &crate::conn::ListenerCounts| {
             counts.accepts().map(|state| {
-                let mut listener =
-                    json!({ "open": state.open, "max": state.max, "paused": state.paused });
+                let mut listener = json!({
+                    "open": state.open,
+                    "max": state.max,
+                    "paused": state.paused,
+                    "troubles": crate::troubles::json(counts),
+                });
                 // The proxy's: the cap on one client's, and the clients with one open.
                 if let Some(clients) = counts.clients() {
                     listener["max_per_client"] = clients.max().into();
@@ -52,6 +56,7 @@ impl Admin {
                 "upstream": {
                     "open": crate::descriptors::upstream_open(),
                     "max": crate::descriptors::upstream_cap(),
+                    "refusals": self.proxy.listener_counts().upstream_refusals(),
                 },
                 "open_file_limit": crate::descriptors::Descriptors::now().limit,
             },

@@ -22,7 +22,8 @@ pub(super) const ADAPTIVE: CoreKind<AdaptiveRule> = CoreKind {
 };
 
 /// Each adaptive rule's limiter now: limit, calls in flight, RT estimates (milliseconds), the
-/// reason of the last change, samples, updates, refusals, and its queue (waiting, timeouts,
+/// reason of the last change, samples, calls paced by their clients (no sample), updates,
+/// refusals, and its queue (waiting, timeouts,
 /// whether it serves the newest first now).
 fn states(spillway: &spillway::Spillway) -> Vec<Value> {
     let millis = |rtt: Option<std::time::Duration>| rtt.map(|rtt| rtt.as_secs_f64() * 1e3);
@@ -40,6 +41,7 @@ fn states(spillway: &spillway::Spillway) -> Vec<Value> {
                 "latest_rtt_ms": millis(state.estimates.latest),
                 "last_change": state.last_change.as_str(),
                 "samples": state.samples,
+                "paced": state.paced,
                 "updates": state.updates,
                 "refusals": state.refusals,
                 "waiting": state.waiting,
@@ -73,7 +75,7 @@ fn by_criticality(state: &spillway::adaptive::AdaptiveState) -> Value {
 }
 
 /// The adaptive rules' metrics, by rule: each limiter's limit, calls in flight, baseline RTT,
-/// queue, refusals and queue timeouts (resource `*`: a rule on all inbound traffic).
+/// queue, refusals, queue timeouts and paced calls (resource `*`: a rule on all inbound traffic).
 pub(super) fn metrics(
     encoder: &mut DescriptorEncoder<'_>,
     spillway: &spillway::Spillway,
@@ -142,6 +144,12 @@ pub(super) fn metrics(
             "spillway_adaptive_queue_timeouts",
             "Requests refused after waiting out an adaptive rule's queue timeout, by rule",
             |state| state.queue_timeouts,
+        ),
+        (
+            "spillway_adaptive_paced",
+            "Requests an adaptive rule took no sample of, paced by their clients (a slow \
+             upload or a slow reader for more than a quarter of the call), by rule",
+            |state| state.paced,
         ),
     ] {
         let rows = adaptive

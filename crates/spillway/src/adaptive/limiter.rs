@@ -67,6 +67,8 @@ pub struct AdaptiveLimiter {
     /// each sample's latency at once).
     inbox: Option<Inbox>,
     refusals: AtomicU64,
+    /// Calls that ended paced by their callers, with no sample (see [`AdaptiveState::paced`]).
+    paced: AtomicU64,
     /// What a call is expected to take now, in nanoseconds: an exponential average of the RTTs
     /// of the calls that succeeded (each new one weighs an eighth; 0 before any), set with each
     /// sample, so that the queue can tell a waiter that cannot be done by its deadline without
@@ -137,6 +139,11 @@ pub struct AdaptiveState {
     pub samples: u64,
     /// Times the algorithm changed the limit.
     pub updates: u64,
+    /// Calls of a rule's entries that completed paced by their callers (a client that sent
+    /// its body or read the answer slowly, see [`OwnedEntry::set_waiting_on_caller`](crate::OwnedEntry::set_waiting_on_caller)), since the
+    /// limiter was made: their RTTs were the caller's as much as the service's, so they gave
+    /// the algorithm no sample.
+    pub paced: u64,
     /// Calls refused at the limit (with a queue: refused because it was full, after waiting
     /// out its timeout, for their deadline, or to make room for a more critical caller).
     pub refusals: u64,
@@ -190,6 +197,7 @@ impl AdaptiveLimiter {
             }),
             inbox: Some(Inbox::new()),
             refusals: AtomicU64::new(0),
+            paced: AtomicU64::new(0),
             expected_rtt: AtomicU64::new(0),
             clock,
             waiters: None,
@@ -407,6 +415,13 @@ impl AdaptiveLimiter {
         waiters.changed(queue);
     }
 
+    /// Ends a place whose call completed paced by its caller: no sample, counted in
+    /// [`AdaptiveState::paced`].
+    pub(crate) fn end_paced_place(&self) {
+        self.paced.fetch_add(1, Ordering::Relaxed);
+        self.end_place(0, Outcome::Ignore);
+    }
+
     /// Gives back a place taken with [`take_place`](Self::take_place): a sample of a call that
     /// started at `started_nanos` (its in-flight count the calls in flight as it ends, itself
     /// included), or none for [`Outcome::Ignore`]. A place given back to a limiter that holds
@@ -570,6 +585,7 @@ impl AdaptiveLimiter {
             in_flight,
             samples: control.samples,
             updates: control.updates,
+            paced: self.paced.load(Ordering::Relaxed),
             refusals: self.refusals.load(Ordering::Relaxed),
             waiting: self.waiters.as_ref().map_or(0, Waiters::len),
             queue_timeouts: self.waiters.as_ref().map_or(0, Waiters::timeouts),

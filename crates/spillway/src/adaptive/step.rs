@@ -58,11 +58,10 @@ impl Step for InstalledAdaptive {
     /// The call ran: its RT is a sample for the limit, or a drop (nothing if abandoned, or if
     /// its caller paced it: its RT is the caller's as much as the service's).
     fn exit(&self, _kept: (), end: &End) {
-        let outcome = match end.outcome {
-            Outcome::Success if end.paced => Outcome::Ignore,
-            outcome => outcome,
-        };
-        self.limiter.end_place(end.started, outcome);
+        match end.outcome {
+            Outcome::Success if end.paced => self.limiter.end_paced_place(),
+            outcome => self.limiter.end_place(end.started, outcome),
+        }
     }
 }
 
