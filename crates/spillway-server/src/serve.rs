@@ -2,6 +2,7 @@
 //! each one's TLS handshake and HTTP, and the drain at shutdown.
 
 use crate::conn;
+use crate::per_client::ClientSeat;
 use crate::proxy::Proxy;
 use crate::send_timed::SendTimed;
 use hyper::service::service_fn;
@@ -28,25 +29,53 @@ impl From<crate::workers::Arrivals> for Arrivals {
     }
 }
 
+/// A connection to serve: its stream, its peer, its seat among the workers' loads if it is a
+/// worker's, and its place under its client's cap.
+type Arrived = (
+    LimitedStream,
+    SocketAddr,
+    Option<crate::workers::Seat>,
+    ClientSeat,
+);
+
 impl Arrivals {
-    /// The next connection to serve here, and its seat among the workers' loads if it is a
-    /// worker's. Cancel-safe.
-    async fn next(
-        &mut self,
-        counts: &conn::ListenerCounts,
-    ) -> (LimitedStream, SocketAddr, Option<crate::workers::Seat>) {
+    /// The next connection to serve here, each accepted one first given a place under its
+    /// client's cap (see [`client_place`]): one whose client holds its cap is closed where it
+    /// was accepted, never handed to another worker. Cancel-safe.
+    async fn next(&mut self, proxy: &Proxy, counts: &conn::ListenerCounts) -> Arrived {
+        let place = |peer: SocketAddr| client_place(proxy, counts, peer);
         match self {
-            Self::Alone(listener) => {
+            Self::Alone(listener) => loop {
                 let (stream, peer) =
                     conn::accept_with_backoff("proxy", counts, || listener.accept()).await;
-                (stream, peer, None)
-            }
+                if let Some(client) = place(peer) {
+                    return (stream, peer, None, client);
+                }
+            },
             Self::Worker(arrivals) => {
-                let (stream, peer, seat) = arrivals.next(counts).await;
-                (stream, peer, Some(seat))
+                let (stream, peer, seat, client) = arrivals.next(counts, &place).await;
+                (stream, peer, Some(seat), client)
             }
         }
     }
+}
+
+/// A place for a connection from `peer` under its client's cap; `None` if its client holds
+/// its cap, and the connection is to be closed at once (counted). A trusted proxy (a load
+/// balancer in front) speaks for many clients, and has no cap.
+fn client_place(
+    proxy: &Proxy,
+    counts: &conn::ListenerCounts,
+    peer: SocketAddr,
+) -> Option<ClientSeat> {
+    if proxy.trusts_peer(peer.ip()) {
+        return Some(ClientSeat::none());
+    }
+    let place = counts.admit_client(peer.ip());
+    if place.is_none() {
+        tracing::debug!(%peer, "closed: the client holds its cap of connections");
+    }
+    place
 }
 
 /// Serves the connections of `arrivals` on the calling runtime until `shutdown` completes;
@@ -69,22 +98,9 @@ pub(crate) async fn serve(
     let counts = proxy.listener_counts().clone();
     let builder = conn::proxy_builder(limits);
     loop {
-        let (stream, peer, seat) = tokio::select! {
-            arrived = arrivals.next(&counts) => arrived,
+        let (stream, peer, seat, client) = tokio::select! {
+            arrived = arrivals.next(&proxy, &counts) => arrived,
             () = &mut shutdown => break,
-        };
-        // A client at its cap: closed at once (counted). A trusted proxy (a load balancer in
-        // front) speaks for many clients, and has no cap.
-        let client = if proxy.trusts_peer(peer.ip()) {
-            crate::per_client::ClientSeat::none()
-        } else {
-            match counts.admit_client(peer.ip()) {
-                Some(client) => client,
-                None => {
-                    tracing::debug!(%peer, "closed: the client holds its cap of connections");
-                    continue;
-                }
-            }
         };
         conn::prepare(stream.get_ref(), peer);
         let connection = Connection {
@@ -120,7 +136,7 @@ struct Connection {
     _seat: Option<crate::workers::Seat>,
     /// Its place under its client's cap, held by its peer from its first byte until the
     /// last of the connection and its requests ends.
-    client: crate::per_client::ClientSeat,
+    client: ClientSeat,
 }
 
 impl Connection {

@@ -100,6 +100,44 @@ async fn a_client_at_its_cap_is_closed_and_another_client_is_served() {
     assert!(again.contains("ok"), "{again}");
 }
 
+/// On worker threads, a connection past its client's cap is closed where it was accepted,
+/// before it is placed on a worker, and the cap holds across the workers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_workers_a_client_at_its_cap_is_closed_and_another_client_is_served() {
+    let upstream = support::upstream(|_request: Request<Incoming>| async {
+        http::Response::new(Full::new(Bytes::from("ok")))
+    })
+    .await;
+    let text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\nmax_connections = 8\nmax_connections_per_client = 2\n\n\
+         [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
+         [[route]]\nresource = \"r\"\npath = \"/\"\nupstream = \"app\"\n"
+    );
+    let config = spillway_server::checked::parse(&text, "test.toml").unwrap();
+    let workers = std::num::NonZeroUsize::new(2);
+    let served = Served::with(&config, support::server::tokio_clocked(), workers).await;
+    // Its two connections, which the workers share out (one each, when both are idle).
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut stream = connect_from("127.0.0.7", served.proxy).await;
+        let head = "GET /x HTTP/1.1\r\nHost: x\r\n\r\n";
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = [0u8; 12];
+        stream.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"HTTP/1.1 200");
+        held.push(stream);
+    }
+    let third = get(connect_from("127.0.0.7", served.proxy).await).await;
+    assert_eq!(third, "", "closed unanswered");
+    let other = get(connect_from("127.0.0.8", served.proxy).await).await;
+    assert!(other.starts_with("HTTP/1.1 200"), "{other}");
+    let metrics = served.handle.render_metrics().unwrap();
+    let line = r#"spillway_client_cap_refusals_total{listener="proxy"} 1"#;
+    assert!(metrics.contains(line), "{line} not in\n{metrics}");
+    drop(held);
+    served.shutdown().await;
+}
+
 /// A WebSocket's tunnel holds its client's place until it closes (hyper hands its connection
 /// over at the switch, and the connection's place went back then: found by a review), and a
 /// trusted proxy has no cap.

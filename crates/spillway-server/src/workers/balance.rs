@@ -10,6 +10,7 @@
 
 use super::loads::Loads;
 use crate::conn::{self, ListenerCounts};
+use crate::per_client::ClientSeat;
 use spillway_tower::{DetachedStream, LimitedListener, LimitedStream};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,6 +36,31 @@ struct Handed {
     stream: DetachedStream,
     peer: SocketAddr,
     seat: Seat,
+    client: ClientSeat,
+}
+
+impl Handed {
+    /// `stream` taken off this worker's runtime to be handed over; `None` (the connection
+    /// closed) if it cannot be.
+    fn new(
+        stream: LimitedStream,
+        peer: SocketAddr,
+        seat: Seat,
+        client: ClientSeat,
+    ) -> Option<Self> {
+        match stream.detach() {
+            Ok(stream) => Some(Self {
+                stream,
+                peer,
+                seat,
+                client,
+            }),
+            Err(err) => {
+                tracing::debug!(%peer, error = %err, "a connection could not be handed over");
+                None
+            }
+        }
+    }
 }
 
 /// Where connections go: the workers' loads, and a channel to each.
@@ -116,31 +142,37 @@ impl Arrivals {
         }
     }
 
-    /// The next connection to serve here, with its seat. Accepting pauses on errors as
-    /// [`conn::accept_with_backoff`] does. Cancel-safe: dropped while waiting, it loses no
-    /// connection.
+    /// The next connection to serve here, with its seat and its client's place. Each one
+    /// accepted here is given its client's place by `place` before it is placed on a worker:
+    /// one that gets none (its client holds its cap) is closed here. Accepting pauses on
+    /// errors as [`conn::accept_with_backoff`] does. Cancel-safe: dropped while waiting, it
+    /// loses no connection.
     pub(crate) async fn next(
         &mut self,
         counts: &ListenerCounts,
-    ) -> (LimitedStream, SocketAddr, Seat) {
+        place: &(dyn Fn(SocketAddr) -> Option<ClientSeat> + Sync),
+    ) -> (LimitedStream, SocketAddr, Seat, ClientSeat) {
         loop {
             let listener = &self.listener;
             tokio::select! {
                 // Those handed over first: they have waited already.
                 biased;
                 Some(handed) = self.inbox.0.recv() => {
-                    let Handed { stream, peer, seat } = handed;
+                    let Handed { stream, peer, seat, client } = handed;
                     match stream.attach() {
-                        Ok(stream) => return (stream, peer, seat),
+                        Ok(stream) => return (stream, peer, seat, client),
                         Err(err) => tracing::debug!(%peer, error = %err, "a handed connection could not be registered"),
                     }
                 }
                 (stream, peer) = conn::accept_with_backoff("proxy", counts, || listener.accept()) => {
+                    let Some(client) = place(peer) else {
+                        continue;
+                    };
                     let seat = self.balancer.place(self.me);
                     if seat.worker == self.me {
-                        return (stream, peer, seat);
+                        return (stream, peer, seat, client);
                     }
-                    self.hand(stream, peer, seat);
+                    self.hand(Handed::new(stream, peer, seat, client));
                 }
             }
         }
@@ -148,16 +180,13 @@ impl Arrivals {
 
     /// Hands a connection to the worker its seat is on; if that worker has stopped (it is
     /// draining), the connection is closed, as one it would not have accepted.
-    fn hand(&self, stream: LimitedStream, peer: SocketAddr, seat: Seat) {
-        let stream = match stream.detach() {
-            Ok(stream) => stream,
-            Err(err) => {
-                tracing::debug!(%peer, error = %err, "a connection could not be handed over");
-                return;
-            }
+    fn hand(&self, handed: Option<Handed>) {
+        let Some(handed) = handed else {
+            return;
         };
-        let inbox = &self.balancer.inboxes[seat.worker];
-        if inbox.send(Handed { stream, peer, seat }).is_err() {
+        let peer = handed.peer;
+        let inbox = &self.balancer.inboxes[handed.seat.worker];
+        if inbox.send(handed).is_err() {
             tracing::debug!(%peer, "closed: its worker is draining");
         }
     }
