@@ -80,16 +80,30 @@ pub struct AdminLimits {
     pub max_pending: usize,
     /// Live streams (`/api/stream`) at once.
     pub max_streams: usize,
+    /// The networks a client's connections are counted by when a flood of connections that
+    /// have not shown the token is cut back (its own are closed first): the listener's
+    /// `peer_ip` prefixes.
+    pub client_networks: spillway_tower::keys::PeerIpPrefixes,
 }
 
 impl AdminLimits {
-    /// The limits `admin` sets.
+    /// The limits `admin` sets (a client's connections counted by the default networks: see
+    /// [`AdminLimits::with_client_networks`]).
     pub fn of(admin: &crate::config::AdminConfig) -> Self {
         Self {
             header_timeout: admin.header_timeout,
             max_pending: admin.max_pending,
             max_streams: admin.max_streams,
+            client_networks: spillway_tower::keys::PeerIpPrefixes::default(),
         }
+    }
+
+    /// These limits, a client's connections counted by the networks of `prefixes` (the
+    /// listener's `peer_ip` prefixes: by default an IPv4 address, an IPv6 /64).
+    #[must_use]
+    pub fn with_client_networks(mut self, prefixes: spillway_tower::keys::PeerIpPrefixes) -> Self {
+        self.client_networks = prefixes;
+        self
     }
 
     fn gate(self) -> Arc<gate::Gate> {
@@ -97,6 +111,7 @@ impl AdminLimits {
             connections: MAX_CONNECTIONS,
             pending: self.max_pending.clamp(1, MAX_CONNECTIONS - 1),
             streams: self.max_streams.max(1),
+            networks: self.client_networks,
         })
     }
 }

@@ -299,7 +299,10 @@ async fn serve(path: PathBuf, config: config::Config) -> ExitCode {
     .with_public_metrics(config.admin.metrics_public)
     .with_allowed_hosts(config.admin.allowed_hosts.clone())
     .with_history(config.admin.history, config.admin.history_resources)
-    .with_limits(admin::AdminLimits::of(&config.admin));
+    .with_limits(
+        admin::AdminLimits::of(&config.admin)
+            .with_client_networks(config.listener.peer_ip_prefixes().unwrap_or_default()),
+    );
     let mut signals = Signals::register();
     // SIGHUP reloads from here on, before the line that says the process is ready.
     let watch = reloader.clone().start_watching();

@@ -95,7 +95,7 @@ impl ClientConnections {
 
 /// The network a client at `ip` is: its address (an IPv4 client's, however written) cut to
 /// the prefix length of its family.
-fn network(prefixes: PeerIpPrefixes, ip: IpAddr) -> IpAddr {
+pub(crate) fn network(prefixes: PeerIpPrefixes, ip: IpAddr) -> IpAddr {
     match client_address(ip) {
         IpAddr::V4(v4) => {
             let mask = u32::MAX

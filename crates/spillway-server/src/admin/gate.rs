@@ -4,6 +4,8 @@
 //! is closed to make room, and only when every place is held by one that showed the token is a
 //! newcomer refused (503, at once).
 
+use crate::per_client::network;
+use spillway_tower::keys::PeerIpPrefixes;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +19,9 @@ pub(crate) struct Caps {
     pub(crate) connections: usize,
     pub(crate) pending: usize,
     pub(crate) streams: usize,
+    /// The networks a client's connections are counted by (the listener's `peer_ip`
+    /// prefixes, as the proxy's per-client cap counts them).
+    pub(crate) networks: PeerIpPrefixes,
 }
 
 /// The admin listener's places.
@@ -41,23 +46,13 @@ struct Places {
 impl Places {
     /// Which pending connection makes room: the oldest of the peer network that holds the
     /// most pending places, so that a flood from one address (or a few, or every address of
-    /// one IPv6 /64) evicts only its own, never the operator's connection from another,
+    /// one network of the `peer_ip` prefixes, an IPv6 /64 by default) evicts only its own, never the operator's connection from another,
     /// however long its head takes to come.
     fn to_evict(&self) -> Option<usize> {
         let held = |ip: &IpAddr| self.pending.iter().filter(|(_, at, _)| at == ip).count();
         let most = self.pending.iter().map(|(_, ip, _)| held(ip)).max()?;
         // Oldest first: the first of an address holding the most.
         self.pending.iter().position(|(_, ip, _)| held(ip) == most)
-    }
-}
-
-/// The network a peer's pending places are counted by: an IPv4 address itself (that an IPv6
-/// one carries too: see `keys::client_address`), an IPv6 address's /64 (one host may use any
-/// address of its /64), as `peer_ip` keys clients by default.
-fn network(peer: IpAddr) -> IpAddr {
-    match spillway_tower::keys::client_address(peer) {
-        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
-        v4 => v4,
     }
 }
 
@@ -141,7 +136,7 @@ impl Gate {
         let eviction = Arc::new(Eviction::default());
         places
             .pending
-            .push_back((id, network(peer), Arc::clone(&eviction)));
+            .push_back((id, network(self.caps.networks, peer), Arc::clone(&eviction)));
         Admitted::Seat(Seat {
             gate: Arc::clone(self),
             id,
@@ -229,10 +224,15 @@ mod tests {
     use super::*;
 
     fn gate(connections: usize, pending: usize) -> Arc<Gate> {
+        gate_by(connections, pending, PeerIpPrefixes::default())
+    }
+
+    fn gate_by(connections: usize, pending: usize, networks: PeerIpPrefixes) -> Arc<Gate> {
         let gate = Gate::new(Caps {
             connections,
             pending,
             streams: 2,
+            networks,
         });
         gate.count_in(crate::conn::ListenerCounts::default());
         gate
@@ -330,6 +330,29 @@ mod tests {
         assert_eq!(pending(&gate), 0);
     }
 
+    /// The networks are the listener's `peer_ip` prefixes, as for the proxy's per-client cap:
+    /// with IPv4 clients keyed by /24, a flood from every address of one /24 is one client.
+    #[test]
+    fn a_flood_from_every_address_of_a_peer_ip_network_evicts_only_its_own() {
+        let by_24 = PeerIpPrefixes::new(24, 64).unwrap();
+        for (networks, operator_kept) in [(by_24, true), (PeerIpPrefixes::default(), false)] {
+            let gate = gate_by(64, 16, networks);
+            let operator = seat(gate.admit(IpAddr::from([192, 0, 2, 1])));
+            let flood: Vec<Seat> = (1..=250u8)
+                .map(|n| seat(gate.admit(IpAddr::from([198, 51, 100, n]))))
+                .collect();
+            assert_eq!(evicted(&gate), 250 - 15);
+            // Each address of the flood a client of its own holds one place, as many as the
+            // operator: the oldest, the operator's, goes first.
+            assert_eq!(
+                !operator.eviction.done.load(Ordering::Acquire),
+                operator_kept,
+                "{networks:?}"
+            );
+            drop(flood);
+        }
+    }
+
     #[test]
     fn a_flood_from_every_address_of_one_64_evicts_only_its_own() {
         let gate = gate(64, 16);
@@ -347,7 +370,10 @@ mod tests {
         );
         drop(flood);
         assert_eq!(
-            network("::ffff:10.0.0.1".parse().unwrap()),
+            network(
+                PeerIpPrefixes::default(),
+                "::ffff:10.0.0.1".parse().unwrap()
+            ),
             IpAddr::from([10, 0, 0, 1])
         );
     }
