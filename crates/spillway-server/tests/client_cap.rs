@@ -100,6 +100,95 @@ async fn a_client_at_its_cap_is_closed_and_another_client_is_served() {
     assert!(again.contains("ok"), "{again}");
 }
 
+/// A request from `from` whose body stalls after its first byte: it holds its places from
+/// its admission on. Returns the connection, to hold.
+async fn stalled_upload(from: &str, proxy: SocketAddr) -> TcpStream {
+    let mut stream = connect_from(from, proxy).await;
+    let head = "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nx";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream
+}
+
+/// What a stalled request was answered at once, if anything within a moment: a refusal is
+/// answered at once, an admitted one not until its body ends.
+async fn refused_at_once(stream: &mut TcpStream) -> String {
+    let mut read = vec![0u8; 12];
+    match tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut read)).await {
+        Ok(Ok(_)) => String::from_utf8_lossy(&read).into_owned(),
+        other => format!("no answer: {other:?}"),
+    }
+}
+
+/// One client holds a route's concurrency limit with requests whose bodies stall (or that it
+/// leaves part-way, which hold their places as well): a per-key concurrency rule on `peer_ip`
+/// keeps it to its share, and the others keep the rest. Without it, one client takes every
+/// place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_ip_concurrency_rule_keeps_one_client_from_holding_a_route_s_places() {
+    let (arrived, mut arrivals) = tokio::sync::mpsc::unbounded_channel();
+    let upstream = support::upstream(move |request: Request<Incoming>| {
+        let arrived = arrived.clone();
+        async move {
+            let _ = arrived.send(());
+            let _ = http_body_util::BodyExt::collect(request.into_body()).await;
+            http::Response::new(Full::new(Bytes::from("ok")))
+        }
+    })
+    .await;
+    for per_ip in [false, true] {
+        let keyed = if per_ip {
+            "[[keyed]]\nid = \"per-ip\"\nresource = \"r\"\nkey = \"peer_ip\"\n\
+             grade = \"concurrency\"\ncount = 2\n"
+        } else {
+            ""
+        };
+        let text = format!(
+            "[listener]\nlisten = \"127.0.0.1:0\"\n\n\
+             [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
+             [[route]]\nresource = \"r\"\npath = \"/\"\nupstream = \"app\"\n\n\
+             [[flow]]\nid = \"places\"\nresource = \"r\"\ngrade = \"concurrency\"\ncount = 4\n\n\
+             {keyed}"
+        );
+        let served = Served::start(&text).await;
+        // One client sends four requests whose bodies stall, one at a time.
+        let mut held = Vec::new();
+        let mut first_client = 0;
+        for _ in 0..4 {
+            let mut stream = stalled_upload("127.0.0.7", served.proxy).await;
+            tokio::select! {
+                _ = arrivals.recv() => {
+                    first_client += 1;
+                    held.push(stream);
+                }
+                answer = refused_at_once(&mut stream) => {
+                    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+                }
+            }
+        }
+        // Another client asks for two places.
+        let mut other_client = 0;
+        for _ in 0..2 {
+            let mut stream = stalled_upload("127.0.0.8", served.proxy).await;
+            tokio::select! {
+                _ = arrivals.recv() => {
+                    other_client += 1;
+                    held.push(stream);
+                }
+                answer = refused_at_once(&mut stream) => {
+                    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+                }
+            }
+        }
+        let places = (first_client, other_client);
+        if per_ip {
+            assert_eq!(places, (2, 2), "each client its share");
+        } else {
+            assert_eq!(places, (4, 0), "one client holds every place");
+        }
+        drop(held);
+    }
+}
+
 /// On worker threads, a connection past its client's cap is closed where it was accepted,
 /// before it is placed on a worker, and the cap holds across the workers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
