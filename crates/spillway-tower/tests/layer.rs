@@ -282,6 +282,44 @@ fn streaming_app(
     (app, senders_rx)
 }
 
+/// A half-open breaker's probe is decided by its response head: a stream that lasts past the
+/// probe timeout neither holds the breaker half-open nor counts as a lost probe.
+#[tokio::test(start_paused = true)]
+async fn a_streaming_probe_closes_its_breaker_when_its_head_comes() {
+    let spillway = spillway();
+    spillway
+        .load_breaker_rules(vec![BreakerRule::new(
+            "stream-errors",
+            "GET /stream",
+            BreakerStrategy::ErrorCount { threshold: 0 },
+            Duration::from_secs(10),
+        )
+        .with_min_request_amount(1)])
+        .unwrap();
+    let (app, mut senders) = streaming_app(&spillway);
+    let mut failed = spillway.entry("GET /stream").enter_owned().unwrap();
+    failed.mark_error();
+    drop(failed);
+    let state = || spillway.breaker_state("stream-errors").unwrap();
+    assert_eq!(state(), spillway::breaker::BreakerState::Open);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let probe = app.clone().oneshot(get_request("/stream")).await.unwrap();
+    let sender = senders.recv().await.unwrap();
+    assert_eq!(probe.status(), StatusCode::OK);
+    assert_eq!(state(), spillway::breaker::BreakerState::Closed);
+    // A minute of stream, past the probe timeout (10 s): the others pass all along.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let other = app.clone().oneshot(get_request("/stream")).await.unwrap();
+        assert_eq!(other.status(), StatusCode::OK);
+        drop(senders.recv().await.unwrap());
+        assert!(other.into_body().collect().await.is_ok());
+    }
+    drop(sender);
+    assert!(probe.into_body().collect().await.is_ok());
+    assert_eq!(state(), spillway::breaker::BreakerState::Closed);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_streaming_response_holds_its_place_until_its_body_ends() {
     let spillway = spillway();

@@ -435,6 +435,18 @@ impl Taken {
 }
 
 impl Kept {
+    /// An entry admitted at `started` answered at `now`, after `rt_micros`, a failure or not
+    /// (see [`OwnedEntry::answered`](crate::OwnedEntry::answered)): the breakers, which every
+    /// exit reaches, decide the probes they can decide now.
+    pub(crate) fn answered(reach: Reach<'_>, started: u64, now: u64, rt_micros: u64, error: bool) {
+        let own = reach.resource;
+        if own.has::<ResourceBreakers>() {
+            if let Some(breakers) = own.load::<ResourceBreakers>().as_ref() {
+                breakers.on_answer(started, now, rt_micros, error);
+            }
+        }
+    }
+
     /// The entry that kept this, with these `marks`, ended: each kind marked, and each every
     /// exit reaches, is told, in the steps' order.
     pub(crate) fn exit(&self, reach: Reach<'_>, marks: u8, end: &End) {

@@ -236,6 +236,7 @@ where
                         Ok(mut response) => {
                             // Read once: the default classification needs it too.
                             let grpc = is_grpc(response.headers());
+                            let grpc_state = Grpc::of(grpc, response.headers());
                             if let Some(entry) = entry.as_mut() {
                                 match response.extensions().get::<Verdict>() {
                                     Some(verdict) => verdict.apply(entry),
@@ -252,6 +253,12 @@ where
                                 if let Some(CallerWait(time)) = response.extensions().get() {
                                     entry.add_caller_wait(*time);
                                 }
+                                // The head tells whether the call failed, unless a gRPC
+                                // status is still to come: a half-open breaker's probe is
+                                // decided now, however long the body takes.
+                                if grpc_state != Grpc::Awaiting {
+                                    entry.answered();
+                                }
                             }
                             if let Some(err) = shadowed.take() {
                                 response.extensions_mut().insert(ShadowBlock(*err));
@@ -259,8 +266,7 @@ where
                             if let Some(fields) = fields.take() {
                                 super::fields::add_admitted(response.headers_mut(), &fields);
                             }
-                            let grpc = Grpc::of(grpc, response.headers());
-                            Ok(response.map(|body| ResponseBody::inner(body, entry, grpc)))
+                            Ok(response.map(|body| ResponseBody::inner(body, entry, grpc_state)))
                         }
                         Err(err) => {
                             if let Some(entry) = entry.as_mut() {

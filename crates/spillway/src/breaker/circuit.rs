@@ -318,12 +318,7 @@ impl CircuitBreaker {
     /// strategy counts) reopens the breaker, and the last of `half_open_probes` successes
     /// closes it.
     pub fn on_complete(&self, admitted_at: u64, now: u64, rt_micros: u64, error: bool) {
-        let bad = match self.rule.strategy {
-            BreakerStrategy::SlowCallRatio { max_rt, .. } => {
-                rt_micros > u64::try_from(max_rt.as_micros()).unwrap_or(u64::MAX)
-            }
-            BreakerStrategy::ErrorRatio { .. } | BreakerStrategy::ErrorCount { .. } => error,
-        };
+        let bad = self.is_bad(rt_micros, error);
         // Completions are filed as successes, the bad ones also as errors.
         self.window.load().add_completion(now, 0, 1, u64::from(bad));
         let mut events = Vec::new();
@@ -342,20 +337,73 @@ impl CircuitBreaker {
                 .iter()
                 .position(|lease| lease.admitted == admitted_at);
             if let Some(at) = probe.filter(|_| self.state() == BreakerState::HalfOpen) {
-                inner.leases.swap_remove(at);
-                if bad {
-                    self.open(&mut inner, now, 1.0, &mut events);
-                } else {
-                    inner.succeeded += 1;
-                    if inner.succeeded >= self.rule.half_open_probes {
-                        self.window
-                            .store(Arc::new(SlidingWindow::new(self.window_config)));
-                        self.set_state(BreakerState::Closed, now, None, &mut events);
-                    }
-                }
+                self.probe_verdict(&mut inner, at, now, bad, &mut events);
             }
         }
         self.listeners.notify(&events);
+    }
+
+    /// A call admitted at `admitted_at` answered at `now`, after `rt_micros`, a failure or
+    /// not (its response head, say, while its body may take long yet): if it is a half-open
+    /// probe and the strategy can tell its verdict now, the probe is decided now rather than
+    /// at its end. An error strategy always can; a slow-call one only if the call is slow
+    /// already (its whole time decides otherwise). So a probe whose answer is long (a
+    /// download, a stream) neither holds the breaker half-open for its length nor outlasts
+    /// `probe_timeout`. Its completion still counts in the window when it ends.
+    pub fn on_answer(&self, admitted_at: u64, now: u64, rt_micros: u64, error: bool) {
+        if self.state.load(Ordering::Acquire) != HALF_OPEN {
+            return;
+        }
+        let bad = self.is_bad(rt_micros, error);
+        if !bad && self.counts_time() {
+            return;
+        }
+        let mut events = Vec::new();
+        let mut inner = self.lock();
+        self.expire_probes(&mut inner, now, &mut events);
+        let probe = inner
+            .leases
+            .iter()
+            .position(|lease| lease.admitted == admitted_at);
+        if let Some(at) = probe.filter(|_| self.state() == BreakerState::HalfOpen) {
+            self.probe_verdict(&mut inner, at, now, bad, &mut events);
+        }
+        drop(inner);
+        self.listeners.notify(&events);
+    }
+
+    /// Whether a call of `rt_micros` that did or did not fail is a bad one, as the strategy
+    /// counts.
+    fn is_bad(&self, rt_micros: u64, error: bool) -> bool {
+        match self.rule.strategy {
+            BreakerStrategy::SlowCallRatio { max_rt, .. } => {
+                rt_micros > u64::try_from(max_rt.as_micros()).unwrap_or(u64::MAX)
+            }
+            BreakerStrategy::ErrorRatio { .. } | BreakerStrategy::ErrorCount { .. } => error,
+        }
+    }
+
+    /// The half-open probe of lease `at` was `bad` or not, at `now`: a bad one reopens the
+    /// breaker, and the last of `half_open_probes` good ones closes it.
+    fn probe_verdict(
+        &self,
+        inner: &mut Inner,
+        at: usize,
+        now: u64,
+        bad: bool,
+        events: &mut Vec<BreakerEvent>,
+    ) {
+        inner.leases.swap_remove(at);
+        if bad {
+            self.open(inner, now, 1.0, events);
+        } else {
+            inner.succeeded += 1;
+            if inner.succeeded >= self.rule.half_open_probes {
+                self.window
+                    .store(Arc::new(SlidingWindow::new(self.window_config)));
+                self.set_state(BreakerState::Closed, now, None, events);
+            }
+        }
     }
 
     /// Whether the strategy counts calls by their response time (the slow-call ratio), rather

@@ -74,7 +74,11 @@ pub enum BreakerStrategy {
 ///   when it is slow or an error, as the strategy counts), and reopens as soon as one fails.
 ///   A probe that is refused by a later rule, or abandoned while queued, gives its place back;
 ///   a probe that does not complete within `probe_timeout` (default: `retry_timeout`) counts
-///   as failed, so a lost call cannot hold the breaker half-open forever (Sentinel's can).
+///   as failed, so a lost call cannot hold the breaker half-open forever (Sentinel's can). A
+///   probe whose call has answered ([`OwnedEntry::answered`](crate::OwnedEntry::answered): a
+///   response head, say) is decided then, if the strategy can tell (an error strategy always,
+///   a slow-call one if it is slow already), so that a long answer neither holds the breaker
+///   half-open nor counts as lost.
 ///
 /// # Examples
 ///

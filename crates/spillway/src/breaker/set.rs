@@ -52,6 +52,15 @@ impl ResourceBreakers {
         }
     }
 
+    /// A call admitted at `admitted_at` answered at `now` (see
+    /// [`CircuitBreaker::on_answer`](super::CircuitBreaker::on_answer)): each half-open breaker
+    /// that can tell its probe's verdict now decides it.
+    pub(crate) fn on_answer(&self, admitted_at: u64, now: u64, rt_micros: u64, error: bool) {
+        for breaker in &self.breakers {
+            breaker.on_answer(admitted_at, now, rt_micros, error);
+        }
+    }
+
     /// A queued call admitted at `from` starts at `to`: its probe places follow it.
     pub(crate) fn rebase(&self, from: u64, to: u64) {
         for breaker in &self.breakers {

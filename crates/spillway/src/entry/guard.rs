@@ -257,6 +257,21 @@ impl EntryState {
         self.complete_long(resource);
     }
 
+    /// The call answered now (see [`OwnedEntry::answered`](crate::OwnedEntry::answered)): the
+    /// half-open breakers of its resource that can tell its probe's verdict now decide it. An
+    /// abandoned call decides nothing.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn answered(&self, resource: &ResourceInner) {
+        if self.abandoned() || !resource.slots.sees_every_exit() {
+            return;
+        }
+        let now = resource.clock.now_nanos();
+        let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
+        let reach = resource.reach(self.inbound());
+        Kept::answered(reach, self.started_nanos, now, rt_micros, self.error());
+    }
+
     /// The time and the thread's slot for a short exit: an entry with neither an origin nor an
     /// entrance, that holds nothing, on a resource with no rules every exit reaches (breakers),
     /// whose clock reads inline.
@@ -429,6 +444,12 @@ impl Entry<'_> {
     /// Whether the call is marked as failed.
     pub fn is_error(&self) -> bool {
         self.state.error()
+    }
+
+    /// Says the call has answered, a failure or not as marked now: see
+    /// [`OwnedEntry::answered`](crate::OwnedEntry::answered).
+    pub fn answered(&self) {
+        self.state.answered(self.resource);
     }
 
     /// The resource's name.

@@ -170,6 +170,48 @@ impl OwnedEntry {
         Duration::from_nanos(self.caller.at(self.resource.inner.clock.now_nanos()))
     }
 
+    /// Says the call has answered (its response head came, say, while its body may take long
+    /// yet), a failure or not as it is marked now ([`set_error`](Self::set_error) first). A
+    /// half-open breaker whose probe this call is decides the probe now, when its strategy can
+    /// tell: an error breaker always (the probe fails if the call is marked an error), a
+    /// slow-call breaker only if the call is slow already (else its whole time decides, at its
+    /// end). So a probe whose answer is long, a download or a stream, neither holds the
+    /// breaker half-open for its length nor outlasts `probe_timeout` (which would count it as
+    /// failed). Its end still counts as any other's: its completion, its error (marked later
+    /// too, if its body fails) and its time, in the statistics and the breakers' windows.
+    /// Saying it again decides nothing more; an abandoned call decides nothing.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use spillway::breaker::{BreakerRule, BreakerState, BreakerStrategy};
+    /// use spillway::{ManualClock, Spillway};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let spillway = Spillway::new_with_clock(clock.clone());
+    /// let errors = BreakerStrategy::ErrorCount { threshold: 0 };
+    /// spillway.load_breaker_rules(vec![BreakerRule::new("b", "events", errors,
+    ///     Duration::from_secs(10)).with_min_request_amount(1)])?;
+    /// let mut failed = spillway.entry("events").enter_owned()?;
+    /// failed.mark_error();
+    /// failed.exit();
+    /// assert_eq!(spillway.breaker_state("b"), Some(BreakerState::Open));
+    /// clock.advance_millis(10_000);
+    /// // The probe: a stream of events for a minute, whose head says it is well.
+    /// let probe = spillway.entry("events").enter_owned()?;
+    /// clock.advance_millis(20);
+    /// probe.answered();
+    /// assert_eq!(spillway.breaker_state("b"), Some(BreakerState::Closed));
+    /// clock.advance_millis(60_000);
+    /// probe.exit();
+    /// assert_eq!(spillway.breaker_state("b"), Some(BreakerState::Closed));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn answered(&self) {
+        self.state.answered(&self.resource.inner);
+    }
+
     /// Ends the entry now (the same as dropping it).
     pub fn exit(self) {}
 

@@ -156,3 +156,114 @@ fn a_lost_probe_counts_as_failed_when_its_lease_ends() {
     assert!(s.call(Duration::ZERO, false), "a new probe, not wedged");
     assert_eq!(s.state("b"), Closed);
 }
+
+/// A slow-call breaker on `resource`: calls over 100 ms are slow, one call enough.
+fn slow_calls(id: &str, resource: &str) -> BreakerRule {
+    BreakerRule::new(
+        id,
+        resource,
+        BreakerStrategy::SlowCallRatio {
+            max_rt: Duration::from_millis(100),
+            slow_ratio_threshold: 0.5,
+        },
+        RETRY,
+    )
+    .with_min_request_amount(1)
+}
+
+#[test]
+fn a_long_probe_that_answered_well_closes_the_breaker_when_it_answers() {
+    let s = setup(vec![
+        errors("b", "api").with_probe_timeout(Duration::from_secs(2))
+    ]);
+    open_then_wait(&s);
+    // A stream whose head came at once, then lasted a minute: decided by its head.
+    let stream = s.spillway.entry("api").enter_owned().unwrap();
+    s.clock.advance(Duration::from_millis(10));
+    stream.answered();
+    assert_eq!(s.state("b"), Closed);
+    assert!(s.call(Duration::ZERO, false), "the others pass at once");
+    s.clock.advance(Duration::from_secs(60));
+    drop(stream);
+    assert_eq!(
+        s.state("b"),
+        Closed,
+        "its end, past the lease, decides nothing"
+    );
+    // Without the answer, the same stream outlasts its lease and counts as failed.
+    assert!(s.call(Duration::ZERO, true));
+    s.clock.advance(RETRY);
+    let unanswered = s.spillway.entry("api").enter_owned().unwrap();
+    s.clock.advance(Duration::from_secs(2));
+    assert!(!s.call(Duration::ZERO, false));
+    assert_eq!(s.state("b"), Open);
+    drop(unanswered);
+}
+
+#[test]
+fn a_probe_that_answered_with_an_error_reopens_the_breaker_when_it_answers() {
+    let s = setup(vec![errors("b", "api")]);
+    open_then_wait(&s);
+    let mut probe = s.spillway.entry("api").enter_owned().unwrap();
+    probe.mark_error();
+    probe.answered();
+    assert_eq!(s.state("b"), Open);
+    // Saying it again, or its end, decides nothing more.
+    probe.answered();
+    s.clock.advance(RETRY);
+    drop(probe);
+    assert_eq!(s.state("b"), Open);
+    assert!(s.call(Duration::ZERO, false), "the next probe");
+    assert_eq!(s.state("b"), Closed);
+}
+
+#[test]
+fn a_slow_call_probe_is_decided_by_its_answer_only_if_it_is_slow_already() {
+    let s = setup(vec![slow_calls("b", "api")]);
+    assert!(s.call(Duration::from_millis(200), false));
+    assert_eq!(s.state("b"), Open);
+    s.clock.advance(RETRY);
+    // Answered in 50 ms: no verdict yet; its whole time (250 ms) decides at its end.
+    let probe = s.spillway.entry("api").enter_owned().unwrap();
+    s.clock.advance(Duration::from_millis(50));
+    probe.answered();
+    assert_eq!(s.state("b"), HalfOpen);
+    s.clock.advance(Duration::from_millis(200));
+    drop(probe);
+    assert_eq!(s.state("b"), Open);
+    // Answered after 150 ms: slow already, reopened at once.
+    s.clock.advance(RETRY);
+    let probe = s.spillway.entry("api").enter_owned().unwrap();
+    s.clock.advance(Duration::from_millis(150));
+    probe.answered();
+    assert_eq!(s.state("b"), Open);
+    drop(probe);
+}
+
+#[test]
+fn an_abandoned_probe_decides_nothing_when_it_answers() {
+    let s = setup(vec![errors("b", "api")]);
+    open_then_wait(&s);
+    let mut probe = s.spillway.entry("api").enter_owned().unwrap();
+    probe.mark_abandoned();
+    probe.answered();
+    assert_eq!(s.state("b"), HalfOpen);
+    drop(probe);
+    assert!(s.call(Duration::ZERO, false), "its place went to the next");
+    assert_eq!(s.state("b"), Closed);
+}
+
+#[test]
+fn a_call_admitted_before_half_open_decides_nothing_when_it_answers() {
+    let s = setup(vec![errors("b", "api")]);
+    let old = s.spillway.entry("api").enter_owned().unwrap(); // admitted while closed
+    assert!(s.call(Duration::ZERO, true));
+    s.clock.advance(RETRY);
+    let probe = s.spillway.entry("api").enter_owned().unwrap();
+    assert_eq!(s.state("b"), HalfOpen);
+    old.answered();
+    assert_eq!(s.state("b"), HalfOpen);
+    probe.answered();
+    assert_eq!(s.state("b"), Closed);
+    drop((old, probe));
+}
