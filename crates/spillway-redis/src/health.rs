@@ -77,25 +77,33 @@ impl Health {
     }
 
     /// Redis answered at `now_ms` after a failure, while the fallback shared the limit among
-    /// `live` processes: until every other process has had its next probe (`settings`'
-    /// [`return_ms`]), this one admits no more than that share ([`Health::returning`]).
-    pub(crate) fn returned(&mut self, now_ms: u64, live: u64, settings: &LeaseSettings) {
+    /// `live` processes: until every other process has had the chance to probe it
+    /// (`return_ms`, see [`return_ms`]), this one admits no more than that share
+    /// ([`Health::returning`]). Back again within a return, the share stays counted among the
+    /// larger number (a Redis that restarted empty first counts this process alone).
+    pub(crate) fn returned(&mut self, now_ms: u64, live: u64, return_ms: u64) {
+        let live = self.share_live(live, now_ms);
         self.returning = Some(Returning {
-            until_ms: now_ms.saturating_add(return_ms(settings)),
+            until_ms: now_ms.saturating_add(return_ms),
             live: live.max(1),
         });
     }
 
-    /// While the limit is just back on Redis at `now_ms`: the processes its share is counted
-    /// among (see [`Health::returned`]).
-    pub(crate) fn returning(&mut self, now_ms: u64) -> Option<u64> {
+    /// While the limit is just back on Redis at `now_ms` (and not failing again): the
+    /// processes its share is counted among (see [`Health::returned`]).
+    pub(crate) fn returning(&self, now_ms: u64) -> Option<u64> {
+        self.returning
+            .filter(|back| now_ms < back.until_ms && self.probe_at_ms.is_none())
+            .map(|back| back.live)
+    }
+
+    /// The processes a fallback at `now_ms` shares the limit among: `live`, as Redis last
+    /// counted them, or more within a return (see [`Health::returned`]), so that a failure
+    /// soon after a Redis that restarted empty does not take the whole limit for one process.
+    pub(crate) fn share_live(&self, live: u64, now_ms: u64) -> u64 {
         match self.returning {
-            Some(back) if now_ms < back.until_ms && self.probe_at_ms.is_none() => Some(back.live),
-            Some(_) => {
-                self.returning = None;
-                None
-            }
-            None => None,
+            Some(back) if now_ms < back.until_ms => live.max(back.live),
+            _ => live,
         }
     }
 
@@ -127,11 +135,17 @@ impl Health {
     }
 }
 
-/// How long a process back on Redis keeps to its share: a probe period, by the end of which
-/// every other process has probed, plus the longest probe (a connection, up to four call
-/// timeouts; the report and the read, one each).
-pub(crate) fn return_ms(settings: &LeaseSettings) -> u64 {
-    let probe = settings.probe_every + settings.call_timeout * 6;
+/// How long a process back on Redis keeps to its share, by `settings`, for a limit whose
+/// passes matter for `span_ms` and are reported in groups of `group_ms`: until every other
+/// process that reaches Redis has had its next probe. Another process's failed probe may be
+/// under way as Redis returns (a connection, up to four call timeouts); its next comes a probe
+/// period later and takes the longest a probe takes (a connection, four call timeouts; a
+/// report a group of the span, the groups one more than the span holds, one each; a lease's
+/// unused passes given back, one; the read, one).
+pub(crate) fn return_ms(settings: &LeaseSettings, span_ms: u64, group_ms: u64) -> u64 {
+    let groups = span_ms.div_ceil(group_ms.max(1)).saturating_add(1);
+    let calls = 4 + 4 + u32::try_from(groups).unwrap_or(u32::MAX).min(1_000) + 1 + 1;
+    let probe = settings.probe_every + settings.call_timeout.saturating_mul(calls);
     u64::try_from(probe.as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -166,7 +166,8 @@ impl<S: Shared> Leased<S> {
         lease.asked = lease.asked.saturating_add(u64::from(count));
         let taken = if lease.health.in_fallback() {
             let rate = self.limit.rate();
-            self.fallback.takes(rate, lease.live, now_nanos, count)
+            let live = lease.health.share_live(lease.live, now);
+            self.fallback.takes(rate, live, now_nanos, count)
         } else if now < lease.expires_ms && lease.left >= u64::from(count) {
             let kept = match lease.health.returning(now) {
                 // Just back on Redis: within the share too, while the others may still be in
@@ -180,8 +181,10 @@ impl<S: Shared> Leased<S> {
                     Ok(())
                 }
             };
-            if kept.is_ok() {
-                lease.left -= u64::from(count);
+            match kept {
+                Ok(()) => lease.left -= u64::from(count),
+                // Refused by the share, not for want of a lease: no demand for a refill.
+                Err(_) => lease.asked = lease.asked.saturating_sub(u64::from(count)),
             }
             kept
         } else {
@@ -365,7 +368,9 @@ impl<S: Shared> Leased<S> {
         let live = answer.live.max(1);
         let before = std::mem::replace(&mut lease.live, live);
         if lease.health.answered(self.limit.key(), live) {
-            lease.health.returned(now, before, &self.settings);
+            let (span, group) = (self.limit.span_ms(), self.limit.report_group_ms());
+            let within = crate::health::return_ms(&self.settings, span, group);
+            lease.health.returned(now, before, within);
         }
         lease.answered_ms = Some(now);
         lease.reading = self.limit.reading(&answer);

@@ -134,7 +134,7 @@ impl<S: Shared> Strict<S> {
         }
         let now = self.clock.now_nanos();
         let (mode, connection, returning) = {
-            let mut state = lock(&self.state);
+            let state = lock(&self.state);
             let returning = state.health.returning(now / 1_000_000);
             (state.health.mode(), state.connection.clone(), returning)
         };
@@ -196,14 +196,19 @@ impl<S: Shared> Strict<S> {
         state.live = answer.live.max(1);
         let live = state.live;
         if state.health.answered(self.limit.key(), live) {
-            state.health.returned(now, before, &self.settings);
+            let (span, group) = (self.limit.span_ms(), self.limit.report_group_ms());
+            let within = crate::health::return_ms(&self.settings, span, group);
+            state.health.returned(now, before, within);
         }
     }
 
     /// Admits `count` by the fallback.
     fn fallback_takes(&self, count: u32) -> Result<(), SharedRefusal> {
-        let live = lock(&self.state).live;
         let now = self.clock.now_nanos();
+        let live = {
+            let state = lock(&self.state);
+            state.health.share_live(state.live, now / 1_000_000)
+        };
         self.fallback.takes(self.limit.rate(), live, now, count)
     }
 

@@ -306,13 +306,20 @@ async fn a_process_back_first_keeps_to_its_share_until_the_others_are_back() {
         LIMIT as usize,
         "the window holds the limit"
     );
-    // The others come back and report; once a probe period and the longest probe (620 ms) have
-    // passed since the first one's return, it takes what Redis has room for again.
+    // The others come back and report; once every other process has had the chance to probe
+    // since the first one's return (a probe period, 20 ms here, and the longest probe, 13 call
+    // timeouts of 100 ms for a window of two buckets: 1,320 ms), it takes what Redis has room
+    // for again.
     for (lease, conn) in &mut processes[1..] {
         lease.refill(conn).await.unwrap();
         assert_eq!(lease.mode(), LeaseMode::Global);
     }
-    clock.advance_millis(1_000);
+    // 1 ms before the end (its return was at 600 ms; now 1,919 ms): still its share, 100 less
+    // the 60 it admitted at 1,000 ms in the window's first bucket.
+    clock.advance_millis(919);
+    let (first, conn) = &mut processes[0];
+    assert_eq!(admit_all(first, conn, 300).await, 40);
+    clock.advance_millis(401);
     let (first, conn) = &mut processes[0];
     let alone = admit_all(first, conn, 300).await;
     println!("then alone in a new window {alone}");
@@ -320,6 +327,57 @@ async fn a_process_back_first_keeps_to_its_share_until_the_others_are_back() {
         alone > 100,
         "{alone}: back to the shared limit, not the share"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_soon_after_an_empty_restart_keeps_the_fallback_s_share() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let lease = || {
+        let settings = LeaseSettings {
+            max_batch: 10,
+            ..settings()
+        };
+        LeasedWindow::with_settings(window(&clock, "flap"), Arc::new(clock.clone()), settings)
+            .unwrap()
+    };
+    let mut processes = Vec::new();
+    for _ in 0..3 {
+        processes.push((lease(), redis.connect().await));
+    }
+    for (lease, conn) in &mut processes {
+        assert_eq!(admit_all(lease, conn, 60).await, 60);
+    }
+    for (lease, conn) in &mut processes {
+        lease.refill(conn).await.unwrap();
+    }
+    redis.kill().await;
+    for (lease, conn) in &mut processes {
+        assert!(lease.refill(conn).await.is_err());
+    }
+    clock.advance_millis(600);
+    for (lease, _) in &processes {
+        assert_eq!((0..100).filter(|_| lease.try_acquire(1)).count(), 40);
+    }
+    // Redis comes back empty: the first process back is the only one it counts. Then it fails
+    // again at once.
+    redis.restart().await;
+    let (first, conn) = &mut processes[0];
+    *conn = redis.connect().await;
+    first.refill(conn).await.unwrap();
+    assert_eq!(
+        first.live_processes(),
+        1,
+        "Redis lost the others' heartbeats"
+    );
+    redis.kill().await;
+    assert!(first.refill(conn).await.is_err());
+    assert_eq!(first.mode(), LeaseMode::Fallback);
+    // Its fallback still shares the limit among three: 100 less its 40 in the window. Before,
+    // among the one Redis counted last: 300 less its 40.
+    clock.advance_millis(400);
+    let admitted = (0..300).filter(|_| first.try_acquire(1)).count();
+    assert_eq!(admitted, 60);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

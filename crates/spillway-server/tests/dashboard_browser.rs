@@ -674,6 +674,7 @@ async fn the_page_loads_with_no_console_errors() {
             r#"const proxy = status.connections.proxy;
                proxy.troubles.go_aways = 2;
                proxy.troubles.client_cap_refusals = 1;
+               proxy.troubles.a_new_one = 5;
                renderListener();
                const line = document.getElementById("listener").textContent;
                status.adaptive.push({ rule: "a", resource: "R", limit: 9, in_flight: 1,
@@ -685,7 +686,8 @@ async fn the_page_loads_with_no_console_errors() {
         .unwrap();
     let (line, rows) = (told[0].as_str().unwrap(), told[1].as_str().unwrap());
     assert!(
-        line.contains("closed at a client's cap 1 · told to go away (resets) 2"),
+        line.contains("closed at a client's cap 1 · told to go away (resets) 2")
+            && line.contains("a_new_one 5"),
         "{line}"
     );
     assert!(

@@ -179,3 +179,25 @@ fn an_inbound_paced_call_counts_whole_on_the_inbound_node() {
         (1_000_000.0, 0)
     );
 }
+
+#[test]
+fn a_paced_call_of_a_rule_replaced_while_it_ran_is_not_counted_by_the_new_one() {
+    let (spillway, clock) = manual();
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource("a", "r", aimd())])
+        .unwrap();
+    let mut call = spillway.entry("r").enter_owned().unwrap();
+    clock.advance_millis(1_000);
+    call.add_caller_wait(Duration::from_millis(900));
+    // The rule changes while the call runs: the new limiter holds no place of its.
+    let wider = AdaptiveAlgorithm::Aimd(AimdConfig {
+        max_limit: 30,
+        ..AimdConfig::default()
+    });
+    spillway
+        .load_adaptive_rules(vec![AdaptiveRule::resource("a", "r", wider)])
+        .unwrap();
+    drop(call);
+    let state = spillway.adaptive_state("a").unwrap();
+    assert_eq!((state.paced, state.in_flight), (0, 0));
+}

@@ -196,6 +196,45 @@ impl Arrivals {
 mod tests {
     use super::*;
 
+    /// A connection its client's cap refuses is closed where it was accepted: it takes no
+    /// worker's seat and reaches no inbox; the next one is served.
+    #[tokio::test]
+    async fn a_connection_refused_its_client_s_place_is_closed_before_it_is_placed() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (balancer, mut inboxes) = Balancer::new(2);
+        let inbox = inboxes.remove(0);
+        let listener = LimitedListener::new(listener, 0);
+        let mut arrivals = Arrivals::new(listener, 0, Arc::clone(&balancer), inbox);
+        let mut refused = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let refused_port = refused.local_addr().unwrap().port();
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let place = move |peer: SocketAddr| {
+            // The first client's connection is refused; every other gets a place.
+            let first = asked.fetch_add(1, Ordering::Relaxed) == 0;
+            assert_eq!(first, peer.port() == refused_port, "accepted in order");
+            (!first).then(ClientSeat::none)
+        };
+        let counts = ListenerCounts::default();
+        let served = tokio::spawn(async move {
+            let next = arrivals.next(&counts, &place).await;
+            (next.1, next.2.worker, balancer.loads().get())
+        });
+        let mut read = Vec::new();
+        refused.read_to_end(&mut read).await.unwrap();
+        assert!(read.is_empty(), "closed unanswered");
+        let kept = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (peer, worker, loads) = served.await.unwrap();
+        assert_eq!(peer, kept.local_addr().unwrap());
+        assert_eq!(
+            (worker, loads),
+            (0, vec![1, 0]),
+            "one seat, the served one's"
+        );
+        assert!(inboxes[0].0.try_recv().is_err(), "nothing handed over");
+    }
+
     #[test]
     fn a_connection_goes_to_the_least_loaded_worker_and_stays_when_tied() {
         let (balancer, _inboxes) = Balancer::new(3);

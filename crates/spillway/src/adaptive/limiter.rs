@@ -418,15 +418,17 @@ impl AdaptiveLimiter {
     /// Ends a place whose call completed paced by its caller: no sample, counted in
     /// [`AdaptiveState::paced`].
     pub(crate) fn end_paced_place(&self) {
-        self.paced.fetch_add(1, Ordering::Relaxed);
-        self.end_place(0, Outcome::Ignore);
+        if self.end_place(0, Outcome::Ignore) {
+            self.paced.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Gives back a place taken with [`take_place`](Self::take_place): a sample of a call that
     /// started at `started_nanos` (its in-flight count the calls in flight as it ends, itself
     /// included), or none for [`Outcome::Ignore`]. A place given back to a limiter that holds
-    /// none (a rule replaced while the entry ran) is not counted.
-    pub(crate) fn end_place(&self, started_nanos: u64, outcome: Outcome) {
+    /// none (a rule replaced while the entry ran) is not counted: returns whether a place was
+    /// given back.
+    pub(crate) fn end_place(&self, started_nanos: u64, outcome: Outcome) -> bool {
         let now = self.end_time(outcome);
         let released = self
             .state
@@ -434,12 +436,13 @@ impl AdaptiveLimiter {
                 (state & IN_FLIGHT > 0).then(|| state - 1)
             });
         let Ok(previous) = released else {
-            return;
+            return false;
         };
         if let Some(now) = now {
             self.sample(started_nanos, now, split(previous).1, outcome);
         }
         self.hand_over();
+        true
     }
 
     /// Ends the call of `ticket` now with `outcome`: one fewer in flight, and (unless ignored)

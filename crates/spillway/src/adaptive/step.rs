@@ -60,7 +60,9 @@ impl Step for InstalledAdaptive {
     fn exit(&self, _kept: (), end: &End) {
         match end.outcome {
             Outcome::Success if end.paced => self.limiter.end_paced_place(),
-            outcome => self.limiter.end_place(end.started, outcome),
+            outcome => {
+                self.limiter.end_place(end.started, outcome);
+            }
         }
     }
 }
