@@ -28,14 +28,20 @@ pub(crate) struct Health {
     returning: Option<Returning>,
 }
 
-/// The time after a return to Redis when the other processes may still be in their fallbacks,
-/// admitting passes Redis has not been told of: this process keeps to its share meanwhile.
+/// A return to Redis after a failure. Until `until_ms` the other processes may still be in
+/// their fallbacks, admitting passes Redis has not been told of: this process keeps to its
+/// share meanwhile. And until Redis has answered at `trust_at_ms` or later with no failure
+/// between (a heartbeat TTL after the return, when every live process has beaten again),
+/// Redis's count of the live processes may be short (a Redis that restarted empty, or was
+/// flushed, first counts this process alone): the fleet is taken to be at least as large as
+/// the fallback counted it.
 #[derive(Debug, Clone, Copy)]
 struct Returning {
-    /// Until when (ms, the limit's process clock).
+    /// The end of the time it keeps to its share (ms, the limit's process clock).
     until_ms: u64,
-    /// The processes the share is counted among: as many as the fallback counted (a Redis that
-    /// restarted empty has forgotten the others' heartbeats, and first counts this one alone).
+    /// From when an answer's count of the live processes is believed again.
+    trust_at_ms: u64,
+    /// The processes the share is counted among: as many as the fallback counted.
     live: u64,
 }
 
@@ -62,10 +68,18 @@ impl Health {
         self.failures += 1;
     }
 
-    /// Redis answered, counting `live` processes: on the shared limit (logged when it was not).
-    /// Returns whether it was failing.
-    pub(crate) fn answered(&mut self, key: &str, live: u64) -> bool {
+    /// Redis answered at `now_ms`, counting `live` processes: on the shared limit (logged when
+    /// it was not). Returns whether it was failing.
+    pub(crate) fn answered(&mut self, key: &str, live: u64, now_ms: u64) -> bool {
         let was_failing = self.probe_at_ms.take().is_some();
+        if !was_failing
+            && self
+                .returning
+                .is_some_and(|back| now_ms >= back.trust_at_ms)
+        {
+            // A heartbeat TTL on Redis since the return: its count is every live process.
+            self.returning = None;
+        }
         if !self.reached {
             tracing::info!(limit = %key, processes = live, "shared limit: Redis reached, on the global limit");
         } else if was_failing {
@@ -79,12 +93,13 @@ impl Health {
     /// Redis answered at `now_ms` after a failure, while the fallback shared the limit among
     /// `live` processes: until every other process has had the chance to probe it
     /// (`return_ms`, see [`return_ms`]), this one admits no more than that share
-    /// ([`Health::returning`]). Back again within a return, the share stays counted among the
-    /// larger number (a Redis that restarted empty first counts this process alone).
-    pub(crate) fn returned(&mut self, now_ms: u64, live: u64, return_ms: u64) {
-        let live = self.share_live(live, now_ms);
+    /// ([`Health::returning`]); and until Redis has answered for a heartbeat TTL (`ttl_ms`)
+    /// with no failure, its fleet is at least as large ([`Health::share_live`]).
+    pub(crate) fn returned(&mut self, now_ms: u64, live: u64, return_ms: u64, ttl_ms: u64) {
+        let live = self.share_live(live);
         self.returning = Some(Returning {
             until_ms: now_ms.saturating_add(return_ms),
+            trust_at_ms: now_ms.saturating_add(return_ms.max(ttl_ms)),
             live: live.max(1),
         });
     }
@@ -97,13 +112,15 @@ impl Health {
             .map(|back| back.live)
     }
 
-    /// The processes a fallback at `now_ms` shares the limit among: `live`, as Redis last
-    /// counted them, or more within a return (see [`Health::returned`]), so that a failure
-    /// soon after a Redis that restarted empty does not take the whole limit for one process.
-    pub(crate) fn share_live(&self, live: u64, now_ms: u64) -> u64 {
+    /// The processes a fallback shares the limit among: `live`, as Redis last counted them, or
+    /// more since a return that Redis has not answered a heartbeat TTL after (see
+    /// [`Health::returned`]), so that a failure after a Redis that restarted empty does not
+    /// give one process the whole limit (found by an attack: a strict limit of 100 admitted
+    /// 183 a second, 100 + 50 + 33, through a second outage).
+    pub(crate) fn share_live(&self, live: u64) -> u64 {
         match self.returning {
-            Some(back) if now_ms < back.until_ms => live.max(back.live),
-            _ => live,
+            Some(back) => live.max(back.live),
+            None => live,
         }
     }
 
@@ -135,18 +152,27 @@ impl Health {
     }
 }
 
-/// How long a process back on Redis keeps to its share, by `settings`, for a limit whose
-/// passes matter for `span_ms` and are reported in groups of `group_ms`: until every other
-/// process that reaches Redis has had its next probe. Another process's failed probe may be
-/// under way as Redis returns (a connection, up to four call timeouts); its next comes a probe
-/// period later and takes the longest a probe takes (a connection, four call timeouts; a
-/// report a group of the span, the groups one more than the span holds, one each; a lease's
-/// unused passes given back, one; the read, one).
-pub(crate) fn return_ms(settings: &LeaseSettings, span_ms: u64, group_ms: u64) -> u64 {
-    let groups = span_ms.div_ceil(group_ms.max(1)).saturating_add(1);
-    let calls = 4 + 4 + u32::try_from(groups).unwrap_or(u32::MAX).min(1_000) + 1 + 1;
+/// How long a process back on Redis keeps to its share, by `settings`, when a probe makes
+/// `calls` calls once connected: until every other process that reaches Redis has had its
+/// next probe. Another process's failed probe may be under way as Redis returns (a
+/// connection, up to four call timeouts); its next comes a probe period later and takes the
+/// longest a probe takes (a connection, four call timeouts, then its calls, one each).
+pub(crate) fn return_ms(settings: &LeaseSettings, calls: u64) -> u64 {
+    let calls = 4 + 4 + u32::try_from(calls).unwrap_or(u32::MAX).min(1_000);
     let probe = settings.probe_every + settings.call_timeout.saturating_mul(calls);
     u64::try_from(probe.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The calls a rate limit's probe makes once connected, for a limit whose passes matter for
+/// `span_ms` and are reported in groups of `group_ms`: a report call per group (the groups one
+/// more than the span holds), a lease's unused passes given back, and the read.
+pub(crate) fn rate_probe_calls(span_ms: u64, group_ms: u64) -> u64 {
+    span_ms.div_ceil(group_ms.max(1)).saturating_add(1) + 1 + 1
+}
+
+/// A heartbeat's TTL by `settings`, in ms.
+pub(crate) fn ttl_ms(settings: &LeaseSettings) -> u64 {
+    u64::try_from(settings.heartbeat_ttl.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A rate's fallback: its policy, the local window that counts the fair share, and what it

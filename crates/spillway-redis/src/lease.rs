@@ -166,7 +166,7 @@ impl<S: Shared> Leased<S> {
         lease.asked = lease.asked.saturating_add(u64::from(count));
         let taken = if lease.health.in_fallback() {
             let rate = self.limit.rate();
-            let live = lease.health.share_live(lease.live, now);
+            let live = lease.health.share_live(lease.live);
             self.fallback.takes(rate, live, now_nanos, count)
         } else if now < lease.expires_ms && lease.left >= u64::from(count) {
             let kept = match lease.health.returning(now) {
@@ -367,10 +367,12 @@ impl<S: Shared> Leased<S> {
         let mut lease = lock(&self.lease);
         let live = answer.live.max(1);
         let before = std::mem::replace(&mut lease.live, live);
-        if lease.health.answered(self.limit.key(), live) {
+        if lease.health.answered(self.limit.key(), live, now) {
             let (span, group) = (self.limit.span_ms(), self.limit.report_group_ms());
-            let within = crate::health::return_ms(&self.settings, span, group);
-            lease.health.returned(now, before, within);
+            let calls = crate::health::rate_probe_calls(span, group);
+            let within = crate::health::return_ms(&self.settings, calls);
+            let ttl = crate::health::ttl_ms(&self.settings);
+            lease.health.returned(now, before, within, ttl);
         }
         lease.answered_ms = Some(now);
         lease.reading = self.limit.reading(&answer);

@@ -122,14 +122,21 @@ impl LeasedConcurrency {
         let mut state = lock(&self.state);
         roll(&mut state, now);
         let limit = self.shared.limit();
+        let share = |live: u64| limit / live.max(1);
         let room = if state.health.in_fallback() {
             match self.settings.fallback {
                 Fallback::Open => u64::MAX,
                 Fallback::Closed => 0,
-                Fallback::LocalShare => limit / state.live.max(1),
+                Fallback::LocalShare => share(state.health.share_live(state.live)),
             }
         } else {
-            state.held
+            match (state.health.returning(now), self.settings.fallback) {
+                // Just back on Redis, which may grant places the others' fallbacks still hold
+                // (one that restarted empty lost every hold): the share too, until they are
+                // back. (Found by an attack: 9 in flight under a limit of 6 for 520 ms.)
+                (Some(live), Fallback::LocalShare) => state.held.min(share(live)),
+                _ => state.held,
+            }
         };
         let taken = if state.in_use.saturating_add(count) <= room {
             state.in_use += count;
@@ -262,8 +269,13 @@ impl LeasedConcurrency {
         let now = self.clock.now_millis();
         let mut state = lock(&self.state);
         let live = answer.live.max(1);
-        state.live = live;
-        state.health.answered(self.shared.key(), live);
+        let before = std::mem::replace(&mut state.live, live);
+        if state.health.answered(self.shared.key(), live, now) {
+            // A probe: the connection, then its one call.
+            let within = crate::health::return_ms(&self.settings, 1);
+            let ttl = crate::health::ttl_ms(&self.settings);
+            state.health.returned(now, before, within, ttl);
+        }
         state.answered_ms = Some(now);
         state.fleet_in_use = answer.level;
         // Redis's word on what this process holds (a hold that ran out is 0).

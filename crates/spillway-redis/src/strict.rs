@@ -195,10 +195,12 @@ impl<S: Shared> Strict<S> {
         let before = state.live;
         state.live = answer.live.max(1);
         let live = state.live;
-        if state.health.answered(self.limit.key(), live) {
+        if state.health.answered(self.limit.key(), live, now) {
             let (span, group) = (self.limit.span_ms(), self.limit.report_group_ms());
-            let within = crate::health::return_ms(&self.settings, span, group);
-            state.health.returned(now, before, within);
+            let calls = crate::health::rate_probe_calls(span, group);
+            let within = crate::health::return_ms(&self.settings, calls);
+            let ttl = crate::health::ttl_ms(&self.settings);
+            state.health.returned(now, before, within, ttl);
         }
     }
 
@@ -207,7 +209,7 @@ impl<S: Shared> Strict<S> {
         let now = self.clock.now_nanos();
         let live = {
             let state = lock(&self.state);
-            state.health.share_live(state.live, now / 1_000_000)
+            state.health.share_live(state.live)
         };
         self.fallback.takes(self.limit.rate(), live, now, count)
     }

@@ -17,10 +17,21 @@ const START_MS: u64 = 1_700_000_000_000;
 const TTL: Duration = Duration::from_secs(3);
 
 fn leased(clock: &ManualClock, name: &str, limit: u64, who: &str) -> LeasedConcurrency {
+    leased_by(clock, name, limit, who, 4)
+}
+
+/// [`leased`], taking at most `max_batch` permits a call.
+fn leased_by(
+    clock: &ManualClock,
+    name: &str,
+    limit: u64,
+    who: &str,
+    max_batch: u64,
+) -> LeasedConcurrency {
     let time = Time::Clock(Arc::new(clock.clone()));
     let shared = SharedConcurrency::new(name, limit, who, TTL, time).unwrap();
     let settings = LeaseSettings {
-        max_batch: 4,
+        max_batch,
         ..LeaseSettings::default()
     };
     LeasedConcurrency::new(shared, Arc::new(clock.clone()), settings).unwrap()
@@ -155,4 +166,60 @@ async fn in_front_of_a_resource_an_entry_holds_its_place_until_it_ends() {
     let third = spillway.entry("db").enter().unwrap();
     drop((second, third));
     assert_eq!(places.in_use(), 0);
+}
+
+/// Admits one request at a time on `lease`, refilling after each refusal, until `most` are in
+/// or it has refused four times; returns how many it admitted.
+async fn admit_up_to(
+    lease: &LeasedConcurrency,
+    conn: &mut redis::aio::ConnectionManager,
+    most: u64,
+) -> u64 {
+    let (mut admitted, mut refused) = (0, 0);
+    while admitted < most && refused < 4 {
+        if lease.try_acquire(1) {
+            admitted += 1;
+        } else {
+            refused += 1;
+            let _ = lease.refill(conn).await;
+        }
+    }
+    admitted
+}
+
+#[tokio::test]
+async fn a_process_back_first_on_an_empty_redis_keeps_to_its_share_of_places() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let mut processes = Vec::new();
+    for who in ["a", "b", "c"] {
+        processes.push((
+            leased_by(&clock, "return", 6, who, 1),
+            redis.connect().await,
+        ));
+    }
+    // Two requests in flight in each process, its share of 6 among 3 (a permit a call).
+    for (lease, conn) in &mut processes {
+        assert_eq!(admit_up_to(lease, conn, 2).await, 2);
+        clock.advance_millis(1);
+    }
+    for (lease, conn) in &mut processes {
+        lease.refill(conn).await.unwrap();
+        assert_eq!(lease.live_processes(), 3);
+    }
+    redis.kill().await;
+    for (lease, conn) in &mut processes {
+        assert!(lease.refill(conn).await.is_err());
+        assert!(!lease.try_acquire(1), "the share, 2, is in flight");
+    }
+    // Redis comes back empty (every hold lost), and only the first process has probed it.
+    redis.restart().await;
+    let (first, conn) = &mut processes[0];
+    *conn = redis.connect().await;
+    first.refill(conn).await.unwrap();
+    // Redis would grant it 6 more; it keeps to its share while the others still hold theirs.
+    // Before, it took 3 more in four tries: 9 in flight against 6.
+    let more = admit_up_to(first, conn, 6).await;
+    let in_flight: u64 = processes.iter().map(|(lease, _)| lease.in_use()).sum();
+    assert_eq!((more, in_flight), (0, 6));
 }

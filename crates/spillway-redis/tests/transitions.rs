@@ -378,6 +378,46 @@ async fn a_failure_soon_after_an_empty_restart_keeps_the_fallback_s_share() {
     clock.advance_millis(400);
     let admitted = (0..300).filter(|_| first.try_acquire(1)).count();
     assert_eq!(admitted, 60);
+    // And for as long as the outage lasts: 5 s on, in a window of its own, the share of three.
+    // (Found by an attack: a strict limit of 100 admitted 100 + 50 + 33 a second through a
+    // second outage, each process's share counted among those Redis had counted when it came
+    // back.)
+    clock.advance_millis(5_000);
+    let admitted = (0..300).filter(|_| first.try_acquire(1)).count();
+    assert_eq!(admitted, 100);
+    // Redis back; the second process is back too, the third never comes. A heartbeat TTL (3 s)
+    // on Redis after its return, the first believes Redis's count again: two, whose fallback
+    // shares are 150 each.
+    redis.restart().await;
+    for (lease, conn) in &mut processes[..2] {
+        *conn = redis.connect().await;
+        lease.refill(conn).await.unwrap();
+    }
+    let (first, conn) = &mut processes[0];
+    clock.advance_millis(2_999);
+    first.refill(conn).await.unwrap();
+    redis.kill().await;
+    assert!(first.refill(conn).await.is_err());
+    clock.advance_millis(1_001);
+    let admitted = (0..300).filter(|_| first.try_acquire(1)).count();
+    assert_eq!(admitted, 100, "3 s on Redis less 1 ms: still among three");
+    redis.restart().await;
+    *conn = redis.connect().await;
+    first.refill(conn).await.unwrap();
+    let (second, conn) = &mut processes[1];
+    *conn = redis.connect().await;
+    second.refill(conn).await.unwrap();
+    clock.advance_millis(1_500);
+    second.refill(conn).await.unwrap();
+    let (first, conn) = &mut processes[0];
+    clock.advance_millis(1_500);
+    first.refill(conn).await.unwrap();
+    assert_eq!(first.live_processes(), 2);
+    redis.kill().await;
+    assert!(first.refill(conn).await.is_err());
+    clock.advance_millis(1_000);
+    let admitted = (0..300).filter(|_| first.try_acquire(1)).count();
+    assert_eq!(admitted, 150, "a TTL on Redis: two, as Redis counts them");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
