@@ -415,6 +415,14 @@ impl<S: Shared> Leased<S> {
         lock(&self.lease).health.failures()
     }
 
+    /// Whether it is just back on Redis after a failure and keeps to its fallback's share
+    /// besides Redis's answer, until the other processes have had the chance to be back too
+    /// (see docs/cluster.md, "The bound across a failure").
+    pub fn keeps_to_share(&self) -> bool {
+        let now = self.clock.now_millis();
+        lock(&self.lease).health.returning(now).is_some()
+    }
+
     /// The processes sharing the limit, as the last heartbeat's answer counted them (before
     /// any: `assumed_processes`).
     pub fn live_processes(&self) -> u64 {
@@ -497,6 +505,10 @@ impl<S: Shared> SharedLimit for Leased<S> {
 
     fn processes(&self) -> Option<u64> {
         Some(self.live_processes())
+    }
+
+    fn keeps_to_share(&self) -> bool {
+        Leased::keeps_to_share(self)
     }
 
     fn last_error(&self) -> Option<String> {

@@ -329,6 +329,14 @@ impl LeasedConcurrency {
         lock(&self.state).health.failures()
     }
 
+    /// Whether it is just back on Redis after a failure and keeps to its fallback's share
+    /// besides Redis's answer, until the other processes have had the chance to be back too
+    /// (see docs/cluster.md, "The bound across a failure").
+    pub fn keeps_to_share(&self) -> bool {
+        let now = self.clock.now_millis();
+        lock(&self.state).health.returning(now).is_some()
+    }
+
     /// The processes sharing the limit, as the last answer counted them.
     pub fn live_processes(&self) -> u64 {
         lock(&self.state).live
@@ -427,6 +435,10 @@ impl SharedLimit for LeasedConcurrency {
 
     fn processes(&self) -> Option<u64> {
         Some(self.live_processes())
+    }
+
+    fn keeps_to_share(&self) -> bool {
+        LeasedConcurrency::keeps_to_share(self)
     }
 
     fn last_error(&self) -> Option<String> {

@@ -332,6 +332,14 @@ impl<S: Shared> Strict<S> {
         lock(&self.state).health.failures()
     }
 
+    /// Whether it is just back on Redis after a failure and keeps to its fallback's share
+    /// besides Redis's answer, until the other processes have had the chance to be back too
+    /// (see docs/cluster.md, "The bound across a failure").
+    pub fn keeps_to_share(&self) -> bool {
+        let now = self.clock.now_millis();
+        lock(&self.state).health.returning(now).is_some()
+    }
+
     /// The processes sharing the limit, as the last answer counted them.
     pub fn live_processes(&self) -> u64 {
         lock(&self.state).live

@@ -287,6 +287,7 @@ async fn a_process_back_first_keeps_to_its_share_until_the_others_are_back() {
     let (first, conn) = &mut processes[0];
     first.refill(conn).await.unwrap();
     assert_eq!(first.mode(), LeaseMode::Global);
+    assert!(first.keeps_to_share());
     // The next bucket: the window [500, 1500) ms holds 40 of each process's. The first one
     // admits its share less its 40: 60; before, the lease took what Redis had room for, 260,
     // while the others, still in their fallbacks, admitted their 60 each.
@@ -319,7 +320,9 @@ async fn a_process_back_first_keeps_to_its_share_until_the_others_are_back() {
     clock.advance_millis(919);
     let (first, conn) = &mut processes[0];
     assert_eq!(admit_all(first, conn, 300).await, 40);
+    assert!(first.keeps_to_share());
     clock.advance_millis(401);
+    assert!(!first.keeps_to_share());
     let (first, conn) = &mut processes[0];
     let alone = admit_all(first, conn, 300).await;
     println!("then alone in a new window {alone}");

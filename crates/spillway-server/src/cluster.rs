@@ -92,6 +92,8 @@ pub(crate) struct RuleState {
     /// No answer from Redis yet.
     pub(crate) starting: bool,
     pub(crate) fallback: bool,
+    /// Just back on Redis, keeping to its share until the others are back too.
+    pub(crate) returning: bool,
     pub(crate) instances: Option<u64>,
     /// In the fallback: Redis's last error.
     pub(crate) error: Option<String>,
@@ -245,18 +247,21 @@ impl ClusterLimits {
             .iter()
             .map(|entry| {
                 let rule = &entry.built_from.0;
-                let (starting, fallback, instances, (error, failures)) = match &entry.check {
-                    Check::Leased(lease) => (
-                        lease.is_starting(),
-                        lease.in_fallback(),
-                        lease.processes(),
-                        (lease.last_error(), lease.failures()),
-                    ),
-                    Check::Strict(check) => {
-                        let (starting, fallback) = check.state();
-                        (starting, fallback, Some(check.instances()), check.failure())
-                    }
-                };
+                let (starting, fallback, returning, instances, (error, failures)) =
+                    match &entry.check {
+                        Check::Leased(lease) => (
+                            lease.is_starting(),
+                            lease.in_fallback(),
+                            lease.keeps_to_share(),
+                            lease.processes(),
+                            (lease.last_error(), lease.failures()),
+                        ),
+                        Check::Strict(check) => {
+                            let (starting, fallback, returning) = check.state();
+                            let instances = Some(check.instances());
+                            (starting, fallback, returning, instances, check.failure())
+                        }
+                    };
                 RuleState {
                     id: rule.id.clone(),
                     resource: rule.resource.clone(),
@@ -264,6 +269,7 @@ impl ClusterLimits {
                     mode: rule.mode.as_str(),
                     starting,
                     fallback,
+                    returning,
                     // Unknown before the first answer.
                     instances: instances.filter(|_| !starting),
                     error,

@@ -89,6 +89,13 @@ pub trait SharedLimit: Send + Sync + fmt::Debug + 'static {
         false
     }
 
+    /// Whether it is just back on its shared state after a failure and keeps to its local
+    /// share besides the shared state's answer, until the other processes have had the
+    /// chance to be back too (for metrics and status pages; by default never).
+    fn keeps_to_share(&self) -> bool {
+        false
+    }
+
     /// The processes sharing it, as last known (for metrics; by default unknown).
     fn processes(&self) -> Option<u64> {
         None

@@ -76,13 +76,18 @@ impl StrictRule {
         })
     }
 
-    /// Whether it has no answer from Redis yet, and whether it decides by its fallback now.
-    pub(crate) fn state(&self) -> (bool, bool) {
-        let mode = match &self.check {
-            StrictCheck::Window(strict) => strict.mode(),
-            StrictCheck::Bucket(strict) => strict.mode(),
+    /// Whether it has no answer from Redis yet, whether it decides by its fallback now, and
+    /// whether it keeps to its share just back on Redis.
+    pub(crate) fn state(&self) -> (bool, bool, bool) {
+        let (mode, keeps) = match &self.check {
+            StrictCheck::Window(strict) => (strict.mode(), strict.keeps_to_share()),
+            StrictCheck::Bucket(strict) => (strict.mode(), strict.keeps_to_share()),
         };
-        (mode == LeaseMode::Starting, mode == LeaseMode::Fallback)
+        (
+            mode == LeaseMode::Starting,
+            mode == LeaseMode::Fallback,
+            keeps,
+        )
     }
 
     /// While it decides by its fallback: Redis's last error; and the calls that failed in all.

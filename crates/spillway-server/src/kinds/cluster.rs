@@ -79,7 +79,8 @@ impl RuleKind for Cluster {
 
     /// Each cluster rule, in file order: its kind, how it is checked (`leased` or `strict`),
     /// its state (`starting` before Redis first answers, `global` while it admits against the
-    /// shared limit, `fallback` while Redis is out of reach), the instances its last answer
+    /// shared limit, `fallback` while Redis is out of reach), whether it is just back on Redis
+    /// and keeps to its share until the others are back too (`returning`), the instances its last answer
     /// counted, why it is in its fallback (`error`: Redis's last error, else null) and the
     /// calls to Redis that failed since its limit was made (`failures`).
     fn states(&self, proxy: &Proxy) -> Option<Value> {
@@ -99,6 +100,7 @@ impl RuleKind for Cluster {
                     "kind": rule.kind,
                     "check": rule.mode,
                     "state": state,
+                    "returning": rule.returning,
                     "instances": rule.instances,
                     "error": rule.error,
                     "failures": rule.failures,
@@ -200,6 +202,15 @@ pub(super) fn metrics(
         cluster.iter().map(|rule| {
             let fallback = if rule.fallback { 1.0 } else { 0.0 };
             (rule_labels(&rule.id, &rule.resource), fallback)
+        }),
+    )?;
+    gauges(
+        encoder,
+        "spillway_cluster_returning",
+        "Whether a cluster rule is just back on Redis after a failure and keeps to its fallback's share besides Redis's answer until the other instances are back too (1), or not (0), by rule",
+        cluster.iter().map(|rule| {
+            let returning = if rule.returning { 1.0 } else { 0.0 };
+            (rule_labels(&rule.id, &rule.resource), returning)
         }),
     )?;
     gauges(
