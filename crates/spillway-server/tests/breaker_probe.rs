@@ -7,7 +7,6 @@ mod support;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body::Frame;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -16,28 +15,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use support::server::Served;
+use support::Channel;
 use tokio::sync::{mpsc, watch};
-
-/// A body fed through a channel, ended when its sender is dropped.
-struct Channel(mpsc::Receiver<Bytes>);
-
-impl http_body::Body for Channel {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|bytes| bytes.map(|bytes| Ok(Frame::data(bytes))))
-    }
-}
 
 /// An upstream: `/fail` answers 500; `/events` sends its head and a first event at once, and
 /// ends when `ended` is set; anything else answers `ok`.

@@ -8,7 +8,6 @@ mod support;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body::Frame;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -18,33 +17,15 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use support::server::Served;
+use support::Channel;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 /// Bytes of `/download`'s body: more than loopback's socket buffers hold, so that a slow
 /// reader holds the proxy back.
 const DOWNLOAD: usize = 24 << 20;
-
-/// A body fed through a channel.
-struct Channel(mpsc::Receiver<Bytes>);
-
-impl http_body::Body for Channel {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0
-            .poll_recv(cx)
-            .map(|bytes| bytes.map(|bytes| Ok(Frame::data(bytes))))
-    }
-}
 
 /// An upstream: `/upload` reads the whole body, then works 20 ms; `/ignore-body` works 100 ms
 /// and answers without reading the body; `/download` sends

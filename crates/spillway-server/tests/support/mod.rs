@@ -17,6 +17,24 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 
+/// A response body fed through a channel, a frame of data a message, ended when its sender
+/// is dropped.
+pub(crate) struct Channel(pub(crate) tokio::sync::mpsc::Receiver<Bytes>);
+
+impl http_body::Body for Channel {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|bytes| bytes.map(|bytes| Ok(http_body::Frame::data(bytes))))
+    }
+}
+
 /// An HTTP/1.1 upstream on a loopback port that answers each request with `answer`, on every
 /// connection, until the test's runtime ends.
 pub(crate) async fn upstream<F, A>(answer: F) -> SocketAddr

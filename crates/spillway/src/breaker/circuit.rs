@@ -331,14 +331,7 @@ impl CircuitBreaker {
             }
         } else {
             let mut inner = self.lock();
-            self.expire_probes(&mut inner, now, &mut events);
-            let probe = inner
-                .leases
-                .iter()
-                .position(|lease| lease.admitted == admitted_at);
-            if let Some(at) = probe.filter(|_| self.state() == BreakerState::HalfOpen) {
-                self.probe_verdict(&mut inner, at, now, bad, &mut events);
-            }
+            self.decide_probe(&mut inner, admitted_at, now, bad, &mut events);
         }
         self.listeners.notify(&events);
     }
@@ -360,14 +353,7 @@ impl CircuitBreaker {
         }
         let mut events = Vec::new();
         let mut inner = self.lock();
-        self.expire_probes(&mut inner, now, &mut events);
-        let probe = inner
-            .leases
-            .iter()
-            .position(|lease| lease.admitted == admitted_at);
-        if let Some(at) = probe.filter(|_| self.state() == BreakerState::HalfOpen) {
-            self.probe_verdict(&mut inner, at, now, bad, &mut events);
-        }
+        self.decide_probe(&mut inner, admitted_at, now, bad, &mut events);
         drop(inner);
         self.listeners.notify(&events);
     }
@@ -383,16 +369,25 @@ impl CircuitBreaker {
         }
     }
 
-    /// The half-open probe of lease `at` was `bad` or not, at `now`: a bad one reopens the
-    /// breaker, and the last of `half_open_probes` good ones closes it.
-    fn probe_verdict(
+    /// Not closed: the call admitted at `admitted_at`, if it is a half-open probe whose lease
+    /// has not run out by `now`, was `bad` or not. A bad one reopens the breaker, and the last
+    /// of `half_open_probes` good ones closes it.
+    fn decide_probe(
         &self,
         inner: &mut Inner,
-        at: usize,
+        admitted_at: u64,
         now: u64,
         bad: bool,
         events: &mut Vec<BreakerEvent>,
     ) {
+        self.expire_probes(inner, now, events);
+        let probe = inner
+            .leases
+            .iter()
+            .position(|lease| lease.admitted == admitted_at);
+        let Some(at) = probe.filter(|_| self.state() == BreakerState::HalfOpen) else {
+            return;
+        };
         inner.leases.swap_remove(at);
         if bad {
             self.open(inner, now, 1.0, events);
