@@ -260,7 +260,6 @@ impl EntryState {
     /// The call answered now (see [`OwnedEntry::answered`](crate::OwnedEntry::answered)): the
     /// half-open breakers of its resource that can tell its probe's verdict now decide it. An
     /// abandoned call decides nothing.
-    #[cold]
     #[inline(never)]
     pub(crate) fn answered(&self, resource: &ResourceInner) {
         if self.abandoned() || !resource.slots.sees_every_exit() {
