@@ -423,10 +423,14 @@ impl<S: Shared> Leased<S> {
         lock(&self.lease).health.returning(now).is_some()
     }
 
-    /// The processes sharing the limit, as the last heartbeat's answer counted them (before
-    /// any: `assumed_processes`).
+    /// The processes sharing the limit, which its fallback shares it among: as the last
+    /// heartbeat's answer counted them (before any: `assumed_processes`), or, after a return
+    /// from a failure until Redis has answered for a heartbeat TTL, as many as the fallback
+    /// counted if that is more (a Redis that restarted empty counts the first process back
+    /// alone).
     pub fn live_processes(&self) -> u64 {
-        lock(&self.lease).live
+        let lease = lock(&self.lease);
+        lease.health.share_live(lease.live)
     }
 
     /// This process's name among those sharing the limit.

@@ -337,9 +337,14 @@ impl LeasedConcurrency {
         lock(&self.state).health.returning(now).is_some()
     }
 
-    /// The processes sharing the limit, as the last answer counted them.
+    /// The processes sharing the limit, which its fallback shares it among: as the last
+    /// heartbeat's answer counted them (before any: `assumed_processes`), or, after a return
+    /// from a failure until Redis has answered for a heartbeat TTL, as many as the fallback
+    /// counted if that is more (a Redis that restarted empty counts the first process back
+    /// alone).
     pub fn live_processes(&self) -> u64 {
-        lock(&self.state).live
+        let state = lock(&self.state);
+        state.health.share_live(state.live)
     }
 
     /// Refills whenever one is due, until the future is dropped (run it in a task of its own).

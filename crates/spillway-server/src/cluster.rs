@@ -67,6 +67,16 @@ struct Running {
     task: tokio::task::JoinHandle<()>,
 }
 
+impl Running {
+    /// The instances its limit is shared among, as it knows them now.
+    fn processes(&self) -> u64 {
+        match &self.check {
+            Check::Leased(lease) => lease.processes().unwrap_or(1),
+            Check::Strict(check) => check.instances(),
+        }
+    }
+}
+
 /// How a rule is checked.
 #[derive(Debug, Clone)]
 enum Check {
@@ -173,7 +183,15 @@ impl ClusterLimits {
                 .iter()
                 .position(|old| old.built_from == built_from)
                 .map(|at| running.swap_remove(at));
-            let Some(entry) = kept.or_else(|| start(rule, section)) else {
+            // A changed rule on the same Redis starts from the fleet its predecessor knew: a
+            // new one assumes `assumed_instances` until Redis answers, and during an outage
+            // that gave this instance the whole limit (found by an attack: a limit changed by
+            // a reload during an outage admitted the new limit plus two shares of the old).
+            let known = running
+                .iter()
+                .find(|old| old.built_from.0.id == rule.id && old.built_from.1 == *section)
+                .map(Running::processes);
+            let Some(entry) = kept.or_else(|| start(rule, section, known)) else {
                 continue;
             };
             match &entry.check {
@@ -291,16 +309,18 @@ fn bucket(rule: &ClusterRuleConfig) -> Option<SharedBucket> {
     SharedBucket::new(&rule.id, rule.limit, rule.burst(), Time::Redis).ok()
 }
 
-/// A new lease for `rule` on `section`'s Redis, with the task that connects and refills it.
-/// None if the rule cannot be built (a checked file has no such rule).
-fn start(rule: &ClusterRuleConfig, section: &ClusterConfig) -> Option<Running> {
+/// A new lease for `rule` on `section`'s Redis, with the task that connects and refills it,
+/// assuming the instances `known` (a changed rule's predecessor's) if more than the section's
+/// `assumed_instances` until Redis answers. None if the rule cannot be built (a checked file
+/// has no such rule).
+fn start(rule: &ClusterRuleConfig, section: &ClusterConfig, known: Option<u64>) -> Option<Running> {
     let settings = LeaseSettings {
         max_batch: rule.max_batch,
         call_timeout: section.call_timeout,
         probe_every: section.probe_every,
         heartbeat_ttl: section.heartbeat_ttl,
         fallback: rule.fallback.into(),
-        assumed_processes: section.assumed_instances,
+        assumed_processes: section.assumed_instances.max(known.unwrap_or(0)),
         startup_wait: section.startup_wait,
         member: None,
     };

@@ -16,7 +16,7 @@ use spillway_server::checked::parse;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use support::server::{get, Harness};
+use support::server::{call, get, Harness, TOKEN};
 use tokio::sync::{mpsc, Notify};
 
 /// Longest any one wait may take before the test fails (never reached when it passes).
@@ -176,6 +176,7 @@ async fn two_proxies_share_a_cluster_rule_on_redis() {
             "kind": "qps",
             "check": "leased",
             "state": "global",
+            "returning": false,
             "instances": 2,
             "error": null,
             "failures": 0
@@ -479,6 +480,76 @@ async fn redis_killed_under_load_means_the_share_within_1s_and_back_within_2s() 
     for elapsed in &back {
         assert!(*elapsed <= Duration::from_secs(2), "back after {back:?}");
     }
+}
+
+/// `rule`'s status on `proxy`: its state and the instances it shares the limit among.
+async fn rule_status(proxy: &Proxy) -> (String, Option<u64>) {
+    let status = proxy.admin_status().await;
+    let rule = &status["cluster"][0];
+    let state = rule["state"].as_str().unwrap_or_default().to_owned();
+    (state, rule["instances"].as_u64())
+}
+
+/// A rule changed through the admin API while Redis is down starts from the fleet its
+/// predecessor knew: before, it assumed one instance and took the whole limit as its share
+/// (found by an attack: the new limit plus two shares of the old admitted through an outage).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_changed_during_an_outage_keeps_the_fleet_its_predecessor_knew() {
+    let mut redis = RedisServer::start().await;
+    let upstream = upstream().await;
+    let cluster = format!(
+        "[cluster]\nredis = \"{}\"\n\n[[cluster_rule]]\nid = \"api-fleet\"\nresource = \"api\"\nlimit = 300\n",
+        redis.url()
+    );
+    let proxies = [
+        proxy(upstream, &cluster).await,
+        proxy(upstream, &cluster).await,
+        proxy(upstream, &cluster).await,
+    ];
+    let counted = tokio::time::timeout(STEP, async {
+        loop {
+            for proxy in &proxies {
+                proxy.until_one_passes().await;
+            }
+            if rule_status(&proxies[0]).await == ("global".to_owned(), Some(3)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    counted.await.expect("the first counts three instances");
+    redis.kill().await;
+    let first = &proxies[0];
+    let fallen = tokio::time::timeout(STEP, async {
+        while rule_status(first).await.0 != "fallback" {
+            first.get().await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    fallen.await.expect("in its fallback");
+    let body = r#"{"cluster_rule": [{"id": "api-fleet", "resource": "api", "limit": 240}]}"#;
+    let (status, response) = call(
+        first.server.admin,
+        http::Method::PUT,
+        "/api/rules",
+        Some(TOKEN),
+        Bytes::from(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    // The new rule finds Redis failing and falls back, sharing 240 among the three.
+    let shared = tokio::time::timeout(STEP, async {
+        loop {
+            first.get().await;
+            let now = rule_status(first).await;
+            if now.0 == "fallback" {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let now = shared.await.expect("the new rule in its fallback");
+    assert_eq!(now, ("fallback".to_owned(), Some(3)));
 }
 
 #[test]
