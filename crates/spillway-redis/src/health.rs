@@ -105,11 +105,18 @@ impl Health {
     }
 
     /// While the limit is just back on Redis at `now_ms` (and not failing again): the
-    /// processes its share is counted among (see [`Health::returned`]).
-    pub(crate) fn returning(&self, now_ms: u64) -> Option<u64> {
+    /// processes its share is counted among, the fallback's or `live` (as Redis counts them
+    /// now) if more (see [`Health::returned`]).
+    pub(crate) fn returning(&self, now_ms: u64, live: u64) -> Option<u64> {
         self.returning
             .filter(|back| now_ms < back.until_ms && self.probe_at_ms.is_none())
-            .map(|back| back.live)
+            .map(|back| back.live.max(live))
+    }
+
+    /// Whether the limit, just back on Redis at `now_ms`, keeps to its share under `policy`
+    /// (only [`Fallback::LocalShare`] has a share to keep to).
+    pub(crate) fn keeps_to_share(&self, now_ms: u64, policy: Fallback) -> bool {
+        policy == Fallback::LocalShare && self.returning(now_ms, 0).is_some()
     }
 
     /// The processes a fallback shares the limit among: `live`, as Redis last counted them, or

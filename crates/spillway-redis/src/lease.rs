@@ -169,7 +169,7 @@ impl<S: Shared> Leased<S> {
             let live = lease.health.share_live(lease.live);
             self.fallback.takes(rate, live, now_nanos, count)
         } else if now < lease.expires_ms && lease.left >= u64::from(count) {
-            let kept = match lease.health.returning(now) {
+            let kept = match lease.health.returning(now, lease.live) {
                 // Just back on Redis: within the share too, while the others may still be in
                 // their fallbacks.
                 Some(live) => {
@@ -420,7 +420,8 @@ impl<S: Shared> Leased<S> {
     /// (see docs/cluster.md, "The bound across a failure").
     pub fn keeps_to_share(&self) -> bool {
         let now = self.clock.now_millis();
-        lock(&self.lease).health.returning(now).is_some()
+        let policy = self.settings.fallback;
+        lock(&self.lease).health.keeps_to_share(now, policy)
     }
 
     /// The processes sharing the limit, which its fallback shares it among: as the last

@@ -130,7 +130,10 @@ impl LeasedConcurrency {
                 Fallback::LocalShare => share(state.health.share_live(state.live)),
             }
         } else {
-            match (state.health.returning(now), self.settings.fallback) {
+            match (
+                state.health.returning(now, state.live),
+                self.settings.fallback,
+            ) {
                 // Just back on Redis, which may grant places the others' fallbacks still hold
                 // (one that restarted empty lost every hold): the share too, until they are
                 // back. (Found by an attack: 9 in flight under a limit of 6 for 520 ms.)
@@ -142,7 +145,11 @@ impl LeasedConcurrency {
             state.in_use += count;
             Ok(())
         } else {
-            state.asked = state.asked.saturating_add(count);
+            // Refused by the share while the hold has room (just back on Redis): no demand
+            // for more places, which this process could not use and the others could.
+            if state.in_use.saturating_add(count) > state.held || state.health.in_fallback() {
+                state.asked = state.asked.saturating_add(count);
+            }
             let reading = if state.health.in_fallback() {
                 state.in_use
             } else {
@@ -334,7 +341,8 @@ impl LeasedConcurrency {
     /// (see docs/cluster.md, "The bound across a failure").
     pub fn keeps_to_share(&self) -> bool {
         let now = self.clock.now_millis();
-        lock(&self.state).health.returning(now).is_some()
+        let policy = self.settings.fallback;
+        lock(&self.state).health.keeps_to_share(now, policy)
     }
 
     /// The processes sharing the limit, which its fallback shares it among: as the last

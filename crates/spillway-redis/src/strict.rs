@@ -135,7 +135,7 @@ impl<S: Shared> Strict<S> {
         let now = self.clock.now_nanos();
         let (mode, connection, returning) = {
             let state = lock(&self.state);
-            let returning = state.health.returning(now / 1_000_000);
+            let returning = state.health.returning(now / 1_000_000, state.live);
             (state.health.mode(), state.connection.clone(), returning)
         };
         let mut connection = match (mode, connection) {
@@ -337,7 +337,8 @@ impl<S: Shared> Strict<S> {
     /// (see docs/cluster.md, "The bound across a failure").
     pub fn keeps_to_share(&self) -> bool {
         let now = self.clock.now_millis();
-        lock(&self.state).health.returning(now).is_some()
+        let policy = self.settings.fallback;
+        lock(&self.state).health.keeps_to_share(now, policy)
     }
 
     /// The processes sharing the limit, which its fallback shares it among: as the last

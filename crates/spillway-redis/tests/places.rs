@@ -220,6 +220,16 @@ async fn a_process_back_first_on_an_empty_redis_keeps_to_its_share_of_places() {
     // Redis would grant it 6 more; it keeps to its share while the others still hold theirs.
     // Before, it took 3 more in four tries: 9 in flight against 6.
     let more = admit_up_to(first, conn, 6).await;
+    let first_held = first.held();
     let in_flight: u64 = processes.iter().map(|(lease, _)| lease.in_use()).sum();
     assert_eq!((more, in_flight), (0, 6));
+    // Nor does it hold places it cannot use (at most the one its last refusal asked for past
+    // its two): the others find some when they are back. Before, each refusal asked Redis for
+    // more, and it held all 6, the others none.
+    assert!(first_held <= 3, "{first_held} held");
+    for (lease, conn) in &mut processes[1..] {
+        *conn = redis.connect().await;
+        let _ = lease.refill(conn).await;
+        assert!(lease.held() >= 1, "{} held", lease.held());
+    }
 }

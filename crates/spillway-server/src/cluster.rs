@@ -183,13 +183,16 @@ impl ClusterLimits {
                 .iter()
                 .position(|old| old.built_from == built_from)
                 .map(|at| running.swap_remove(at));
-            // A changed rule on the same Redis starts from the fleet its predecessor knew: a
-            // new one assumes `assumed_instances` until Redis answers, and during an outage
-            // that gave this instance the whole limit (found by an attack: a limit changed by
-            // a reload during an outage admitted the new limit plus two shares of the old).
+            // A changed rule on the same Redis (whatever else of `[cluster]` changed) starts
+            // from the fleet its predecessor knew: a new one assumes `assumed_instances` until
+            // Redis answers, and during an outage that gave this instance the whole limit
+            // (found by an attack: a limit changed by a reload during an outage admitted the
+            // new limit plus two shares of the old).
+            let same_redis =
+                |old: &ClusterConfig| (&old.redis, &old.nodes) == (&section.redis, &section.nodes);
             let known = running
                 .iter()
-                .find(|old| old.built_from.0.id == rule.id && old.built_from.1 == *section)
+                .find(|old| old.built_from.0.id == rule.id && same_redis(&old.built_from.1))
                 .map(Running::processes);
             let Some(entry) = kept.or_else(|| start(rule, section, known)) else {
                 continue;

@@ -435,14 +435,16 @@ impl Taken {
 }
 
 impl Kept {
-    /// An entry admitted at `started` answered at `now`, after `rt_micros`, a failure or not
-    /// (see [`OwnedEntry::answered`](crate::OwnedEntry::answered)): the breakers, which every
-    /// exit reaches, decide the probes they can decide now.
-    pub(crate) fn answered(reach: Reach<'_>, started: u64, now: u64, rt_micros: u64, error: bool) {
+    /// An entry answered (see [`OwnedEntry::answered`](crate::OwnedEntry::answered)): if a
+    /// breaker of its resource is half-open, `decide` gives the breakers, which every exit
+    /// reaches, the answer to decide the probes they can decide now.
+    pub(crate) fn answered(reach: Reach<'_>, decide: impl FnOnce(&ResourceBreakers)) {
         let own = reach.resource;
         if own.has::<ResourceBreakers>() {
             if let Some(breakers) = own.load::<ResourceBreakers>().as_ref() {
-                breakers.on_answer(started, now, rt_micros, error);
+                if breakers.any_half_open() {
+                    decide(breakers);
+                }
             }
         }
     }

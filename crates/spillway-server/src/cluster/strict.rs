@@ -98,7 +98,7 @@ impl StrictRule {
         }
     }
 
-    /// The instances sharing it, as its last answer counted them.
+    /// The instances it is shared among (see `Strict::live_processes`).
     pub(crate) fn instances(&self) -> u64 {
         match &self.check {
             StrictCheck::Window(strict) => strict.live_processes(),

@@ -80,8 +80,8 @@ impl RuleKind for Cluster {
     /// Each cluster rule, in file order: its kind, how it is checked (`leased` or `strict`),
     /// its state (`starting` before Redis first answers, `global` while it admits against the
     /// shared limit, `fallback` while Redis is out of reach), whether it is just back on Redis
-    /// and keeps to its share until the others are back too (`returning`), the instances its last answer
-    /// counted, why it is in its fallback (`error`: Redis's last error, else null) and the
+    /// and keeps to its share until the others are back too (`returning`), the instances it is
+    /// shared among (`Leased::live_processes`), why it is in its fallback (`error`: Redis's last error, else null) and the
     /// calls to Redis that failed since its limit was made (`failures`).
     fn states(&self, proxy: &Proxy) -> Option<Value> {
         let states: Vec<Value> = proxy
@@ -233,7 +233,7 @@ pub(super) fn metrics(
     gauges(
         encoder,
         "spillway_cluster_instances",
-        "The instances sharing a cluster rule, as its last heartbeat's answer counted them, by rule",
+        "The instances a cluster rule is shared among: as its last heartbeat's answer counted them, or, after a return from a failure until Redis has answered for a heartbeat TTL, as many as its fallback counted if more, by rule",
         cluster.iter().filter_map(|rule| {
             let instances = rule.instances?;
             Some((rule_labels(&rule.id, &rule.resource), instances as f64))

@@ -253,10 +253,12 @@ where
                                 if let Some(CallerWait(time)) = response.extensions().get() {
                                     entry.add_caller_wait(*time);
                                 }
-                                // The head tells whether the call failed, unless a gRPC
-                                // status is still to come: a half-open breaker's probe is
-                                // decided now, however long the body takes.
-                                if grpc_state != Grpc::Awaiting {
+                                // The head tells whether the call failed, unless it is a
+                                // gRPC call without its status in the head (over HTTP/2 it
+                                // comes in the trailers; gRPC-Web's, in the body, may come in
+                                // trailers too): a half-open breaker's probe is decided now,
+                                // however long the body takes.
+                                if !grpc || response.headers().contains_key("grpc-status") {
                                     entry.answered();
                                 }
                             }

@@ -52,12 +52,29 @@ impl ResourceBreakers {
         }
     }
 
+    /// Whether any of the breakers is half-open now.
+    pub(crate) fn any_half_open(&self) -> bool {
+        self.breakers
+            .iter()
+            .any(|breaker| breaker.state() == super::BreakerState::HalfOpen)
+    }
+
     /// A call admitted at `admitted_at` answered at `now` (see
     /// [`CircuitBreaker::on_answer`](super::CircuitBreaker::on_answer)): each half-open breaker
-    /// that can tell its probe's verdict now decides it.
-    pub(crate) fn on_answer(&self, admitted_at: u64, now: u64, rt_micros: u64, error: bool) {
+    /// that can tell its probe's verdict now decides it; a call its caller `paced` so far is
+    /// no verdict for a slow-call breaker (as at its end).
+    pub(crate) fn on_answer(
+        &self,
+        admitted_at: u64,
+        now: u64,
+        rt_micros: u64,
+        error: bool,
+        paced: bool,
+    ) {
         for breaker in &self.breakers {
-            breaker.on_answer(admitted_at, now, rt_micros, error);
+            if !(paced && breaker.counts_time()) {
+                breaker.on_answer(admitted_at, now, rt_micros, error);
+            }
         }
     }
 

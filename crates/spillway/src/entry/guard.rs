@@ -257,18 +257,24 @@ impl EntryState {
         self.complete_long(resource);
     }
 
-    /// The call answered now (see [`OwnedEntry::answered`](crate::OwnedEntry::answered)): the
-    /// half-open breakers of its resource that can tell its probe's verdict now decide it. An
-    /// abandoned call decides nothing.
+    /// The call answered now (see [`OwnedEntry::answered`](crate::OwnedEntry::answered)),
+    /// having waited on its caller as `caller` says: the half-open breakers of its resource
+    /// that can tell its probe's verdict now decide it. An abandoned call decides nothing; one
+    /// its caller paced so far, nothing for a slow-call breaker. The clock is read only when a
+    /// breaker of the resource is half-open.
     #[inline(never)]
-    pub(crate) fn answered(&self, resource: &ResourceInner) {
+    pub(crate) fn answered(&self, resource: &ResourceInner, caller: &super::CallerTime) {
         if self.abandoned() || !resource.slots.sees_every_exit() {
             return;
         }
-        let now = resource.clock.now_nanos();
-        let rt_micros = now.saturating_sub(self.started_nanos) / 1_000;
         let reach = resource.reach(self.inbound());
-        Kept::answered(reach, self.started_nanos, now, rt_micros, self.error());
+        let started = self.started_nanos;
+        Kept::answered(reach, |breakers| {
+            let now = resource.clock.now_nanos();
+            let rt_micros = now.saturating_sub(started) / 1_000;
+            let paced = !caller.is_none() && caller.paced(started, now);
+            breakers.on_answer(started, now, rt_micros, self.error(), paced);
+        });
     }
 
     /// The time and the thread's slot for a short exit: an entry with neither an origin nor an
@@ -448,7 +454,7 @@ impl Entry<'_> {
     /// Says the call has answered, a failure or not as marked now: see
     /// [`OwnedEntry::answered`](crate::OwnedEntry::answered).
     pub fn answered(&self) {
-        self.state.answered(self.resource);
+        self.state.answered(self.resource, &super::CallerTime::NONE);
     }
 
     /// The resource's name.

@@ -179,7 +179,10 @@ impl OwnedEntry {
     /// breaker half-open for its length nor outlasts `probe_timeout` (which would count it as
     /// failed). Its end still counts as any other's: its completion, its error (marked later
     /// too, if its body fails) and its time, in the statistics and the breakers' windows.
-    /// Saying it again decides nothing more; an abandoned call decides nothing.
+    /// Saying it again decides nothing more; an abandoned call decides nothing; a call its
+    /// caller paced so far (a slow upload: see
+    /// [`set_waiting_on_caller`](Self::set_waiting_on_caller)) is no verdict for a slow-call
+    /// breaker, as at its end.
     ///
     /// # Examples
     ///
@@ -209,7 +212,7 @@ impl OwnedEntry {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn answered(&self) {
-        self.state.answered(&self.resource.inner);
+        self.state.answered(&self.resource.inner, &self.caller);
     }
 
     /// Ends the entry now (the same as dropping it).

@@ -267,3 +267,23 @@ fn a_call_admitted_before_half_open_decides_nothing_when_it_answers() {
     assert_eq!(s.state("b"), Closed);
     drop((old, probe));
 }
+
+#[test]
+fn a_probe_its_caller_paced_is_no_verdict_for_a_slow_call_breaker_when_it_answers() {
+    let s = setup(vec![slow_calls("b", "api")]);
+    assert!(s.call(Duration::from_millis(200), false));
+    s.clock.advance(RETRY);
+    // A drip upload: its head comes after 2 s, 1.9 s of which it waited on its client.
+    let mut probe = s.spillway.entry("api").enter_owned().unwrap();
+    s.clock.advance(Duration::from_secs(2));
+    probe.add_caller_wait(Duration::from_millis(1_900));
+    probe.answered();
+    assert_eq!(
+        s.state("b"),
+        HalfOpen,
+        "no verdict: its time was its client's"
+    );
+    drop(probe);
+    assert!(s.call(Duration::ZERO, false), "its place went to the next");
+    assert_eq!(s.state("b"), Closed);
+}
