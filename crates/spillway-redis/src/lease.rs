@@ -3,8 +3,9 @@
 //! when Redis fails, a local limit of the process's fair share until it is back.
 
 use crate::driver::{self, Driven, Target};
-use crate::health::{Health, RateFallback};
+use crate::health::Health;
 use crate::lock::lock;
+use crate::rate_fallback::RateFallback;
 use crate::settings::{check_lease_settings, default_member, LeaseMode, LeaseSettings};
 use crate::shared::{self, Beat, Mode, Shared};
 use crate::{Error, SharedBucket, SharedWindow};

@@ -28,6 +28,7 @@ mod health;
 mod lease;
 mod lock;
 mod places;
+mod rate_fallback;
 mod ready;
 mod settings;
 mod shared;

@@ -3,8 +3,9 @@
 //! lease has (a short timeout, no calls until the next probe after a failure, a fallback).
 
 use crate::driver::{connect, Connection, Target};
-use crate::health::{Health, RateFallback};
+use crate::health::Health;
 use crate::lock::lock;
+use crate::rate_fallback::RateFallback;
 use crate::settings::{check_lease_settings, default_member, LeaseMode, LeaseSettings};
 use crate::shared::{self, Beat, Mode, Shared};
 use crate::Error;

@@ -1,0 +1,151 @@
+//! What a rate limit admits while Redis fails, and just back on it: the local share, counted
+//! over a window of the limit's shape, and the passes the fallback admitted that Redis must be
+//! told of.
+
+use crate::settings::Fallback;
+use crate::unreported::{Report, Unreported};
+use spillway::cluster::SharedRefusal;
+use spillway::flow::{Decision, QpsReject};
+use spillway::stats::{NodeConfig, ResourceNode, WindowConfig};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+
+/// A rate's fallback: its policy, the local window that counts the fair share, and what it
+/// admitted that Redis has not counted.
+#[derive(Debug)]
+pub(crate) struct RateFallback {
+    policy: Fallback,
+    /// Every pass this process admitted, through Redis or not, in a window of the limit's
+    /// shape whose buckets are the limit's (on its clock, as last read): the share is counted
+    /// over it, so that a fallback starts from what the process admitted in the limit's
+    /// current window.
+    local: ResourceNode,
+    /// The limit's clock less this process's, in ms, as the last answer showed.
+    offset_ms: AtomicI64,
+    /// Passes the fallback admitted, until Redis is told of them.
+    unreported: Mutex<Unreported>,
+    /// How long a pass can matter to the limit (a window's interval), in milliseconds.
+    keep_ms: u64,
+}
+
+impl RateFallback {
+    /// A fallback by `policy` for a limit whose window is `keep_ms` long in buckets of
+    /// `bucket_ms` (its passes matter that long).
+    pub(crate) fn new(policy: Fallback, keep_ms: u64, bucket_ms: u64) -> Self {
+        let buckets = (keep_ms / bucket_ms.max(1)).max(1) as usize;
+        let shape = WindowConfig::new(buckets, std::time::Duration::from_millis(keep_ms))
+            .unwrap_or_else(|_| WindowConfig::sentinel_second());
+        Self {
+            policy,
+            local: ResourceNode::new(NodeConfig::default().with_second_window(shape)),
+            offset_ms: AtomicI64::new(0),
+            unreported: Mutex::default(),
+            keep_ms,
+        }
+    }
+
+    /// Redis's answer said `limit_ms` on the limit's clock when this process's read `now_ms`:
+    /// the local window's buckets follow the limit's. Moves of 2 ms or less (a call's
+    /// latency) are not followed, so that the local window's times do not jitter.
+    pub(crate) fn align(&self, limit_ms: u64, now_ms: u64) {
+        let offset = limit_ms as i64 - now_ms as i64;
+        let old = self.offset_ms.load(Ordering::Relaxed);
+        if (offset - old).abs() > 2 {
+            self.offset_ms.store(offset, Ordering::Relaxed);
+        }
+    }
+
+    /// `now_nanos` of this process's clock on the limit's.
+    fn on_limit_clock(&self, now_nanos: u64) -> u64 {
+        let offset = self.offset_ms.load(Ordering::Relaxed);
+        let nanos = offset.saturating_mul(1_000_000);
+        now_nanos.saturating_add_signed(nanos)
+    }
+
+    /// `count` passes admitted through Redis at `now_nanos`: counted in the local window, which
+    /// a fallback starts from.
+    pub(crate) fn record(&self, now_nanos: u64, count: u32) {
+        let at = self.on_limit_clock(now_nanos);
+        self.local.add_pass(at, u64::from(count));
+    }
+
+    /// Admits `count` at `now_nanos` by the policy: all, none, or the fair share of `rate`
+    /// among `live` processes over a local sliding window (Sentinel's, two 500 ms buckets)
+    /// that holds this process's admissions, through Redis or not. What it admits is kept to be
+    /// reported to Redis.
+    pub(crate) fn takes(
+        &self,
+        rate: f64,
+        live: u64,
+        now_nanos: u64,
+        count: u32,
+    ) -> Result<(), SharedRefusal> {
+        // One decision at a time: the check and the count together, so that concurrent
+        // requests cannot each pass the last place.
+        let mut unreported = crate::lock::lock(&self.unreported);
+        let at = self.on_limit_clock(now_nanos);
+        let taken = match self.policy {
+            Fallback::Open => Ok(()),
+            Fallback::Closed => Err(SharedRefusal::new(0.0, 0.0)),
+            Fallback::LocalShare => self.share_admits(rate, live, at, count),
+        };
+        if taken.is_ok() {
+            self.local.add_pass(at, u64::from(count));
+            unreported.add(at / 1_000_000, u64::from(count), self.keep_ms);
+        }
+        taken
+    }
+
+    /// Just back on Redis (see `Health::returned`): admits `count` at `now_nanos` only within
+    /// the fair share of `rate` among `live` processes (under [`Fallback::LocalShare`]; the
+    /// other policies leave no share to keep to), and counts it in the local window as
+    /// [`RateFallback::record`] does. Redis decides it too; one it refuses stays counted
+    /// here, which only makes the share stricter for a window.
+    pub(crate) fn within_share(
+        &self,
+        rate: f64,
+        live: u64,
+        now_nanos: u64,
+        count: u32,
+    ) -> Result<(), SharedRefusal> {
+        // One decision at a time, as in `takes`.
+        let _one = crate::lock::lock(&self.unreported);
+        let at = self.on_limit_clock(now_nanos);
+        if self.policy == Fallback::LocalShare {
+            self.share_admits(rate, live, at, count)?;
+        }
+        self.local.add_pass(at, u64::from(count));
+        Ok(())
+    }
+
+    /// Whether the fair share of `rate` among `live` processes has room for `count` at `at`
+    /// (the limit's clock) in the local window.
+    fn share_admits(&self, rate: f64, live: u64, at: u64, count: u32) -> Result<(), SharedRefusal> {
+        let share = rate / live.max(1) as f64;
+        if QpsReject::new(share).check(&self.local, at, count) == Decision::Pass {
+            Ok(())
+        } else {
+            Err(SharedRefusal::new(self.local.pass_qps(at), share))
+        }
+    }
+
+    /// Takes the passes to report to Redis at `now_nanos` (this process's clock), in groups
+    /// of `group_ms` of the limit's clock.
+    pub(crate) fn take_unreported(&self, now_nanos: u64, group_ms: u64) -> Vec<Report> {
+        let mut unreported = crate::lock::lock(&self.unreported);
+        if unreported.is_empty() {
+            return Vec::new();
+        }
+        let now_ms = self.on_limit_clock(now_nanos) / 1_000_000;
+        unreported.take(now_ms, self.keep_ms, group_ms)
+    }
+
+    /// Puts back `reports` taken at `now_nanos` that Redis did not take.
+    pub(crate) fn restore(&self, now_nanos: u64, reports: &[Report]) {
+        if reports.is_empty() {
+            return;
+        }
+        let now_ms = self.on_limit_clock(now_nanos) / 1_000_000;
+        crate::lock::lock(&self.unreported).restore(now_ms, reports, self.keep_ms);
+    }
+}
