@@ -63,6 +63,12 @@ impl Health {
         self.failures += 1;
     }
 
+    /// A call made on a connection dropped since failed: counted among the failures, with no
+    /// switch (the failure that dropped it switched).
+    pub(crate) fn failed_before(&mut self) {
+        self.failures += 1;
+    }
+
     /// Redis answered at `now_ms`, counting `live` processes: on the shared limit (logged when
     /// it was not). Returns whether it was failing.
     pub(crate) fn answered(&mut self, key: &str, live: u64, now_ms: u64) -> bool {

@@ -65,6 +65,9 @@ pub struct Strict<S: Shared> {
 #[derive(Default)]
 struct State {
     connection: Option<Connection>,
+    /// How many times the connection was dropped after a failure: a call made on a connection
+    /// dropped since (another call on it failed first) neither ends nor starts a fallback.
+    dropped: u64,
     /// Whether Redis answers (ms, this process's clock).
     health: Health,
     /// Live processes, from the last answer.
@@ -75,6 +78,7 @@ impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("State")
             .field("connected", &self.connection.is_some())
+            .field("dropped", &self.dropped)
             .field("health", &self.health)
             .field("live", &self.live)
             .finish()
@@ -101,6 +105,7 @@ impl<S: Shared> Strict<S> {
             live: settings.assumed_processes,
             health: Health::default(),
             connection: None,
+            dropped: 0,
         };
         Ok(Self {
             members_key: shared::members_key(limit.key()),
@@ -134,10 +139,11 @@ impl<S: Shared> Strict<S> {
             self.answered.wait(within, || {}, || !starting()).await;
         }
         let now = self.clock.now_nanos();
-        let (mode, connection, returning) = {
+        let (mode, connection, dropped, returning) = {
             let state = lock(&self.state);
             let returning = state.health.returning(now / 1_000_000, state.live);
-            (state.health.mode(), state.connection.clone(), returning)
+            let connection = state.connection.clone();
+            (state.health.mode(), connection, state.dropped, returning)
         };
         let mut connection = match (mode, connection) {
             (LeaseMode::Global, Some(connection)) => connection,
@@ -158,7 +164,13 @@ impl<S: Shared> Strict<S> {
         let call = shared::call(&mut connection, invocation);
         match crate::timed::timed(self.settings.call_timeout, call).await {
             Ok(answer) => {
-                self.answered(&answer);
+                let mut state = lock(&self.state);
+                // Sent before another call on its connection failed: only a probe, which
+                // first tells Redis what the fallback admitted, ends the fallback.
+                if state.dropped == dropped {
+                    self.answered(&mut state, &answer);
+                }
+                drop(state);
                 if count > 0 && answer.count == u64::from(count) {
                     if returning.is_none() {
                         self.fallback.record(self.clock.now_nanos(), count);
@@ -172,7 +184,7 @@ impl<S: Shared> Strict<S> {
                 }
             }
             Err(err) => {
-                self.failed(&err);
+                self.failed(&err, dropped);
                 self.fallback_takes(count)
             }
         }
@@ -187,12 +199,11 @@ impl<S: Shared> Strict<S> {
         }
     }
 
-    /// Redis answered: on the shared limit, with the live processes it counted; after a
-    /// failure, keeping to the fallback's share for a while.
-    fn answered(&self, answer: &shared::Answer) {
+    /// Redis answered on the connection `state` holds: on the shared limit, with the live
+    /// processes it counted; after a failure, keeping to the fallback's share for a while.
+    fn answered(&self, state: &mut State, answer: &shared::Answer) {
         let now = self.clock.now_millis();
         self.fallback.align(answer.now_ms, now);
-        let mut state = lock(&self.state);
         let before = state.live;
         state.live = answer.live.max(1);
         let live = state.live;
@@ -215,27 +226,37 @@ impl<S: Shared> Strict<S> {
         self.fallback.takes(self.limit.rate(), live, now, count)
     }
 
-    /// A request's call failed: the fallback from now on (logged once), the connection
-    /// dropped, and [`Strict::connect`] woken to probe `probe_every` later.
-    fn failed(&self, err: &Error) {
-        self.fall_back(err);
+    /// A request's call, made after `on` drops of the connection, failed: the fallback from
+    /// now on (logged once), the connection dropped, and [`Strict::connect`] woken to probe
+    /// `probe_every` later. A call on a connection dropped since is only counted: the failure
+    /// before it switched already, and a probe may have made a new connection since, which
+    /// this failure says nothing of.
+    fn failed(&self, err: &Error, on: u64) {
+        let mut state = lock(&self.state);
+        if on != state.dropped {
+            state.health.failed_before();
+            return;
+        }
+        self.fall_back(&mut state, err);
+        drop(state);
+        self.answered.done();
         self.lost.notify_one();
     }
 
     /// Redis failed: the fallback (logged when it was not), no connection, a probe after
-    /// `probe_every`; requests waiting for a first answer decide now.
-    fn fall_back(&self, err: &Error) {
+    /// `probe_every`. The caller then wakes the requests waiting for a first answer, which
+    /// decide now.
+    fn fall_back(&self, state: &mut State, err: &Error) {
         let now = self.clock.now_millis();
         let (key, fallback, every) = (
             self.limit.key(),
             self.settings.fallback,
             self.settings.probe_every,
         );
-        let mut state = lock(&self.state);
         state.health.failed(key, err, fallback, now, every);
-        state.connection = None;
-        drop(state);
-        self.answered.done();
+        if state.connection.take().is_some() {
+            state.dropped += 1;
+        }
     }
 
     /// Keeps a connection to `target` for [`Strict::check`], for good (run it in a task of its
@@ -276,7 +297,11 @@ impl<S: Shared> Strict<S> {
     /// reported, and the fleet's state read with this process's heartbeat.
     async fn probe(&self, target: &Target) {
         let timeout = self.settings.call_timeout;
-        let existing = lock(&self.state).connection.clone();
+        let (existing, dropped) = {
+            let state = lock(&self.state);
+            (state.connection.clone(), state.dropped)
+        };
+        let reused = existing.is_some();
         let group = self.limit.report_group_ms();
         let probed = async {
             let mut connection = match existing {
@@ -302,11 +327,20 @@ impl<S: Shared> Strict<S> {
         };
         match probed.await {
             Ok((connection, answer)) => {
-                lock(&self.state).connection = Some(connection);
-                self.answered(&answer);
+                let mut state = lock(&self.state);
+                // A request's call failed meanwhile on the connection it reused: dropped, and
+                // the fallback that failure started is the next probe's to end.
+                if !reused || state.dropped == dropped {
+                    state.connection = Some(connection);
+                    self.answered(&mut state, &answer);
+                }
+                drop(state);
                 self.answered.done();
             }
-            Err(err) => self.fall_back(&err),
+            Err(err) => {
+                self.fall_back(&mut lock(&self.state), &err);
+                self.answered.done();
+            }
         }
     }
 

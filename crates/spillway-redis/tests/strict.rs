@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::relay::Relay;
 use common::RedisServer;
 use spillway::ManualClock;
 use spillway_redis::{LeaseMode, LeaseSettings, SharedBucket, SharedWindow, Strict, Time};
@@ -20,9 +21,19 @@ async fn connected<S: spillway_redis::Shared>(
     clock: Arc<dyn spillway::Clock>,
     settings: LeaseSettings,
 ) -> Arc<Strict<S>> {
+    connected_to(&redis.url(), limit, clock, settings).await
+}
+
+/// A strict check connected to the Redis at `url`, once its connection is made.
+async fn connected_to<S: spillway_redis::Shared>(
+    url: &str,
+    limit: S,
+    clock: Arc<dyn spillway::Clock>,
+    settings: LeaseSettings,
+) -> Arc<Strict<S>> {
     let strict = Arc::new(Strict::new(limit, clock, settings).unwrap());
     let connector = strict.clone();
-    let client = redis::Client::open(redis.url()).unwrap();
+    let client = redis::Client::open(url).unwrap();
     tokio::spawn(async move { connector.connect(client).await });
     let made = tokio::time::timeout(STEP, async {
         while !strict.is_connected() {
@@ -140,6 +151,107 @@ async fn redis_killed_means_the_share_without_a_call_a_request_then_back_at_a_pr
         }
     });
     back.await.expect("back on the shared limit at a probe");
+    assert!(strict.check(1).await.is_ok());
+    assert_eq!(strict.last_error(), None);
+}
+
+// Two calls on one connection, the first failing and the second answered after it, in that
+// order whatever the timing (a relay holds both, fails the first, then sends the second on).
+// The answer came on the connection the failure dropped: it used to end the fallback with no
+// connection, which refused every request until the next probe (500 ms by default). Only a
+// probe ends a fallback.
+#[tokio::test]
+async fn an_answer_on_a_connection_a_failure_dropped_leaves_the_fallback_to_the_probe() {
+    let redis = RedisServer::start().await;
+    let relay = Relay::start(redis.port()).await;
+    let settings = LeaseSettings {
+        // No probe, no beat and no timeout within the test.
+        probe_every: Duration::from_secs(600),
+        heartbeat_ttl: Duration::from_secs(600),
+        call_timeout: Duration::from_secs(60),
+        ..LeaseSettings::default()
+    };
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let window = SharedWindow::per_second("dropped", 1000.0).unwrap();
+    let strict = connected_to(&relay.url(), window, Arc::new(clock.clone()), settings).await;
+    assert!(strict.check(1).await.is_ok());
+    assert_eq!(strict.mode(), LeaseMode::Global);
+
+    relay.hold();
+    let first = tokio::spawn({
+        let strict = strict.clone();
+        async move { strict.check(1).await }
+    });
+    tokio::time::timeout(STEP, relay.held(1)).await.unwrap();
+    let second = tokio::spawn({
+        let strict = strict.clone();
+        async move { strict.check(1).await }
+    });
+    tokio::time::timeout(STEP, relay.held(2)).await.unwrap();
+    relay.fail_first();
+    let first = tokio::time::timeout(STEP, first).await.unwrap().unwrap();
+    assert!(
+        first.is_ok(),
+        "the failed call's request is the fallback's to decide"
+    );
+    assert_eq!(strict.mode(), LeaseMode::Fallback);
+    assert_eq!(strict.failures(), 1);
+    relay.release();
+    let second = tokio::time::timeout(STEP, second).await.unwrap().unwrap();
+    assert!(second.is_ok(), "Redis counted and admitted it");
+    assert_eq!(strict.failures(), 1);
+
+    assert_eq!(strict.mode(), LeaseMode::Fallback, "until the probe");
+    assert!(!strict.is_connected());
+    assert!(
+        strict.check(1).await.is_ok(),
+        "the fallback's share admits it"
+    );
+}
+
+// The same two calls, but the second fails after a probe has made a new connection: that
+// failure was the dropped connection's, and said nothing of the new one. It used to drop the
+// new connection and fall back again.
+#[tokio::test]
+async fn a_failure_on_a_connection_dropped_before_leaves_the_new_one_alone() {
+    let redis = RedisServer::start().await;
+    let relay = Relay::start(redis.port()).await;
+    let settings = LeaseSettings {
+        // A probe as soon as the first call fails; no beat and no timeout within the test.
+        probe_every: Duration::from_millis(1),
+        heartbeat_ttl: Duration::from_secs(600),
+        call_timeout: Duration::from_secs(60),
+        ..LeaseSettings::default()
+    };
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let window = SharedWindow::per_second("stale", 1000.0).unwrap();
+    let strict = connected_to(&relay.url(), window, Arc::new(clock.clone()), settings).await;
+    assert!(strict.check(1).await.is_ok());
+
+    // Held on the first connection; the probe's new one passes.
+    relay.hold();
+    let calls: Vec<_> = (0..2)
+        .map(|_| {
+            let strict = strict.clone();
+            tokio::spawn(async move { strict.check(1).await })
+        })
+        .collect();
+    tokio::time::timeout(STEP, relay.held(2)).await.unwrap();
+    relay.fail_first();
+    let back = tokio::time::timeout(STEP, async {
+        while !(strict.failures() == 1 && strict.mode() == LeaseMode::Global) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    back.await.expect("a probe's new connection, back on Redis");
+    relay.fail_first();
+    for call in calls {
+        let decided = tokio::time::timeout(STEP, call).await.unwrap().unwrap();
+        assert!(decided.is_ok(), "each by the fallback's share");
+    }
+    assert_eq!(strict.failures(), 2, "both failed calls are counted");
+    assert_eq!(strict.mode(), LeaseMode::Global);
+    assert!(strict.is_connected(), "the new connection is kept");
     assert!(strict.check(1).await.is_ok());
     assert_eq!(strict.last_error(), None);
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test file uses what it needs
 
 pub(crate) mod cluster;
+pub(crate) mod relay;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -44,6 +45,10 @@ impl RedisServer {
 
     pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.port
     }
 
     /// A new connection manager: a process of the fleet, as far as Redis can tell.
