@@ -155,6 +155,28 @@ async fn redis_killed_means_the_share_without_a_call_a_request_then_back_at_a_pr
     assert_eq!(strict.last_error(), None);
 }
 
+/// A strict check of 1000 a second on `key`, connected to a real Redis through a [`Relay`],
+/// probing every `probe_every` after a failure, with no beat and no call timeout within a test;
+/// its first request admitted.
+async fn behind_relay(
+    key: &str,
+    probe_every: Duration,
+) -> (RedisServer, Relay, Arc<Strict<SharedWindow>>) {
+    let redis = RedisServer::start().await;
+    let relay = Relay::start(redis.port()).await;
+    let settings = LeaseSettings {
+        probe_every,
+        heartbeat_ttl: Duration::from_secs(600),
+        call_timeout: Duration::from_secs(60),
+        ..LeaseSettings::default()
+    };
+    let clock = Arc::new(ManualClock::starting_at_millis(START_MS));
+    let window = SharedWindow::per_second(key, 1000.0).unwrap();
+    let strict = connected_to(&relay.url(), window, clock, settings).await;
+    assert!(strict.check(1).await.is_ok());
+    (redis, relay, strict)
+}
+
 // Two calls on one connection, the first failing and the second answered after it, in that
 // order whatever the timing (a relay holds both, fails the first, then sends the second on).
 // The answer came on the connection the failure dropped: it used to end the fallback with no
@@ -162,19 +184,8 @@ async fn redis_killed_means_the_share_without_a_call_a_request_then_back_at_a_pr
 // probe ends a fallback.
 #[tokio::test]
 async fn an_answer_on_a_connection_a_failure_dropped_leaves_the_fallback_to_the_probe() {
-    let redis = RedisServer::start().await;
-    let relay = Relay::start(redis.port()).await;
-    let settings = LeaseSettings {
-        // No probe, no beat and no timeout within the test.
-        probe_every: Duration::from_secs(600),
-        heartbeat_ttl: Duration::from_secs(600),
-        call_timeout: Duration::from_secs(60),
-        ..LeaseSettings::default()
-    };
-    let clock = ManualClock::starting_at_millis(START_MS);
-    let window = SharedWindow::per_second("dropped", 1000.0).unwrap();
-    let strict = connected_to(&relay.url(), window, Arc::new(clock.clone()), settings).await;
-    assert!(strict.check(1).await.is_ok());
+    // No probe within the test.
+    let (_redis, relay, strict) = behind_relay("dropped", Duration::from_secs(600)).await;
     assert_eq!(strict.mode(), LeaseMode::Global);
 
     relay.hold();
@@ -214,19 +225,8 @@ async fn an_answer_on_a_connection_a_failure_dropped_leaves_the_fallback_to_the_
 // new connection and fall back again.
 #[tokio::test]
 async fn a_failure_on_a_connection_dropped_before_leaves_the_new_one_alone() {
-    let redis = RedisServer::start().await;
-    let relay = Relay::start(redis.port()).await;
-    let settings = LeaseSettings {
-        // A probe as soon as the first call fails; no beat and no timeout within the test.
-        probe_every: Duration::from_millis(1),
-        heartbeat_ttl: Duration::from_secs(600),
-        call_timeout: Duration::from_secs(60),
-        ..LeaseSettings::default()
-    };
-    let clock = ManualClock::starting_at_millis(START_MS);
-    let window = SharedWindow::per_second("stale", 1000.0).unwrap();
-    let strict = connected_to(&relay.url(), window, Arc::new(clock.clone()), settings).await;
-    assert!(strict.check(1).await.is_ok());
+    // A probe as soon as the first call fails.
+    let (_redis, relay, strict) = behind_relay("stale", Duration::from_millis(1)).await;
 
     // Held on the first connection; the probe's new one passes.
     relay.hold();
