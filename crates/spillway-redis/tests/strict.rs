@@ -240,7 +240,7 @@ async fn a_failure_on_a_connection_dropped_before_leaves_the_new_one_alone() {
     relay.fail_first();
     let back = tokio::time::timeout(STEP, async {
         while !(strict.failures() == 1 && strict.mode() == LeaseMode::Global) {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            tokio::task::yield_now().await;
         }
     });
     back.await.expect("a probe's new connection, back on Redis");
