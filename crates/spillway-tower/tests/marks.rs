@@ -295,6 +295,80 @@ async fn a_grpc_call_is_an_error_unless_a_status_says_ok() {
     }
 }
 
+// A gRPC call whose status is to come in its trailers, whose client leaves after the head
+// (the body dropped unread): no verdict, neither a success nor an error, so that a client
+// cannot make a failing service's calls count as successes (found by an attack: a breaker
+// stayed closed, and closed from half-open, while the service failed every call). A
+// half-open breaker's probe so left gives its place to the next call.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_call_left_before_its_trailers_gets_no_verdict() {
+    use spillway::breaker::{BreakerRule, BreakerState, BreakerStrategy};
+    let spillway = spillway();
+    let strategy = BreakerStrategy::ErrorCount { threshold: 1 };
+    let rule = BreakerRule::new("b", "api", strategy, std::time::Duration::from_secs(1));
+    let rule = rule.with_min_request_amount(2);
+    spillway.load_breaker_rules(vec![rule]).unwrap();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let app = SpillwayLayer::new(spillway.clone())
+        .fixed_resource("api")
+        .layer(service_fn({
+            let failing = failing.clone();
+            move |_request: Request<String>| {
+                let failing = failing.load(std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    let mut trailers = http::HeaderMap::new();
+                    let status = if failing { "14" } else { "0" };
+                    trailers.insert("grpc-status", status.parse().unwrap());
+                    let body = Frames(std::collections::VecDeque::from([
+                        http_body::Frame::data(bytes::Bytes::from_static(b"\0\0\0\0\0")),
+                        http_body::Frame::trailers(trailers),
+                    ]));
+                    let mut response = Response::new(body);
+                    response
+                        .headers_mut()
+                        .insert("content-type", "application/grpc".parse().unwrap());
+                    Ok::<_, Infallible>(response)
+                }
+            }
+        }));
+    let grpc = || get(&[("content-type", "application/grpc")]);
+    // Left after the head, a failing service's calls count neither way.
+    for _ in 0..3 {
+        drop(app.clone().oneshot(grpc()).await.unwrap());
+    }
+    let stats = spillway.resource("api").unwrap().stats();
+    assert_eq!((stats.success_qps, stats.error_qps), (0.0, 0.0));
+    assert_eq!(stats.concurrency, 0, "their places are given back");
+    // Read to their trailers, they are errors: the breaker opens.
+    for _ in 0..2 {
+        let response = app.clone().oneshot(grpc()).await.unwrap();
+        http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .unwrap();
+    }
+    let state = || spillway.breaker_state("b").unwrap();
+    assert_eq!(state(), BreakerState::Open);
+    // Half-open: a probe left after its head decides nothing, and the next call probes.
+    tokio::time::advance(std::time::Duration::from_millis(1_000)).await;
+    let left = app.clone().oneshot(grpc()).await.unwrap();
+    assert_eq!(state(), BreakerState::HalfOpen);
+    drop(left);
+    assert_eq!(state(), BreakerState::HalfOpen);
+    let probe = app.clone().oneshot(grpc()).await.unwrap();
+    assert!(probe
+        .extensions()
+        .get::<spillway_tower::protect::Blocked>()
+        .is_none());
+    http_body_util::BodyExt::collect(probe.into_body())
+        .await
+        .unwrap();
+    assert_eq!(
+        state(),
+        BreakerState::Open,
+        "the read probe's failure decides"
+    );
+}
+
 /// A body of the frames given, each ready at once.
 struct Frames(std::collections::VecDeque<http_body::Frame<bytes::Bytes>>);
 

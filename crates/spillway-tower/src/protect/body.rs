@@ -17,9 +17,24 @@ pin_project! {
     /// quarter of its time was paced by its reader, and gives an adaptive limit no sample and
     /// a slow-call breaker no verdict, so that a client that reads slowly cannot make the
     /// service look slow. The call holds its places until the body ends either way.
+    ///
+    /// A gRPC call whose status was to come in its trailers and whose body is dropped before
+    /// they came (its client left) gets no verdict: the service's status is unknown, and
+    /// counted as a success (or as an error) a client could make the calls of a failing (or a
+    /// healthy) service count as it liked, by leaving after the head.
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
+    }
+
+    impl<B> PinnedDrop for ResponseBody<B> {
+        fn drop(this: Pin<&mut Self>) {
+            if let KindProj::Inner { entry: Some(entry), grpc: Grpc::Awaiting, .. } =
+                this.project().kind.project()
+            {
+                entry.mark_abandoned();
+            }
+        }
     }
 }
 

@@ -396,7 +396,9 @@ impl SpillwayLayer {
     /// Whether a response, by its status and headers, counts as an error for statistics and
     /// breakers (default: 5xx, or a gRPC status of the server's fault,
     /// [`grpc::SERVER_FAULTS`](crate::grpc::SERVER_FAULTS)). An `Err` from the service is
-    /// always an error, and so is such a gRPC status in the trailers, or none at all.
+    /// always an error, and so is such a gRPC status in the trailers, or none at all when the
+    /// body ends. A gRPC call whose body is dropped before its trailers came (its client left)
+    /// gets no verdict at all.
     ///
     /// # Examples
     ///
