@@ -906,18 +906,24 @@ async fn a_body_sent_byte_by_byte_past_the_upstream_s_time_is_the_client_s_fault
         String::from_utf8_lossy(&read).into_owned()
     };
     // Never a stall, but 1.2 s in all, past the deadline; then a body that ends at 960 ms,
-    // leaving the upstream 40 ms of the second.
-    for (path, gap) in [("/upload", 100), ("/upload", 100), ("/hold-body", 80)] {
+    // leaving the upstream 40 ms of the second; then one that ends at 480 ms, leaving it more
+    // than half (a call its client paced: more than a quarter of it waiting on the body).
+    for (path, gap) in [
+        ("/upload", 100),
+        ("/upload", 100),
+        ("/hold-body", 80),
+        ("/hold-body", 40),
+    ] {
         let read = drip(path, gap).await;
         assert!(read.starts_with("HTTP/1.1 408"), "{path}: {read}");
         assert!(read.contains("request body too slow"), "{read}");
     }
     // The client's fault, each time: no error, the breaker still closed (before, each was the
     // upstream's 504, and the first opened the breaker for everyone; found by an attack, the
-    // last by a second one).
+    // third by a second one, the last by a third).
     let metrics = h.metrics();
     for line in [
-        r#"spillway_requests_total{resource="upload",outcome="client_error",reason="body_too_slow"} 3"#,
+        r#"spillway_requests_total{resource="upload",outcome="client_error",reason="body_too_slow"} 4"#,
         r#"spillway_requests_total{resource="upload",outcome="error",reason=""} 0"#,
         r#"spillway_breaker_state{rule="upload-errors",resource="upload"} 0"#,
     ] {

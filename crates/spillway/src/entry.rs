@@ -23,6 +23,7 @@ pub use pending::{OwnedPending, Pending};
 pub use traffic::TrafficType;
 pub use waiting::{Admission, OwnedAdmission, OwnedWaiting, Waiting};
 
+pub use caller_wait::paced_by_caller;
 pub(crate) use caller_wait::CallerTime;
 pub(crate) use guard::EntryState;
 

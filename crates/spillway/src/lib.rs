@@ -195,8 +195,8 @@ pub use clock::{
 };
 pub use criticality::{Criticality, ParseCriticalityError};
 pub use entry::{
-    Admission, Entry, EntryBuilder, OwnedAdmission, OwnedEntry, OwnedPending, OwnedWaiting,
-    Pending, TrafficType, Waiting,
+    paced_by_caller, Admission, Entry, EntryBuilder, OwnedAdmission, OwnedEntry, OwnedPending,
+    OwnedWaiting, Pending, TrafficType, Waiting,
 };
 pub use quota::{Quota, QuotaUnit};
 pub use rate_limiter::{RateLimiter, RateLimiterBuilder, RateLimiterError, Reservation};

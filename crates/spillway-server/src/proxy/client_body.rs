@@ -29,7 +29,8 @@ pub(crate) enum ClientFault {
     /// The client closed or reset before its end: nobody is left to answer (400 if it is).
     Aborted = 4,
     /// Still coming when the upstream's time (its timeout, or the request's deadline) ran
-    /// out, or ended so late that the upstream had less than half that time with it: a client
+    /// out, or ended so late that the upstream had less than half that time with it, or made
+    /// the upstream wait on it for more than a quarter of that time: a client
     /// that sends its body slowly, byte by byte, makes the wait its own: 408.
     TooSlow = 5,
 }

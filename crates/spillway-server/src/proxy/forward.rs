@@ -470,8 +470,11 @@ pub(crate) async fn send(
             None => Failure::Upstream(StatusCode::BAD_GATEWAY),
         }),
         // The time ran out while the client's body was still coming, or so soon after its end
-        // that the upstream had less than half the time with it: the wait was the client's (a
-        // body sent byte by byte), not the upstream's.
+        // that the upstream had less than half the time with it, or on a call its client
+        // paced (it waited on the body for more than a quarter of the time): the wait was the
+        // client's (a body sent byte by byte), not the upstream's. An upstream that needs more
+        // than half its time could otherwise be made to fail by a client that holds its body
+        // back for the rest (found by an attack, which opened an error breaker so).
         Err(_elapsed) => {
             // A fault the body noted first (a client gone mid-body, whose body waited out its
             // timeout) is what ended it.
@@ -481,7 +484,8 @@ pub(crate) async fn send(
             let upstream_had = fault
                 .body_ended_at()
                 .map(|end| tokio::time::Instant::now().saturating_duration_since(end));
-            if upstream_had.is_none_or(|had| had < timeout / 2) {
+            let paced = spillway::paced_by_caller(fault.caller_wait(), timeout);
+            if paced || upstream_had.is_none_or(|had| had < timeout / 2) {
                 Err(Failure::Client(ClientFault::TooSlow))
             } else {
                 Err(Failure::Upstream(StatusCode::GATEWAY_TIMEOUT))

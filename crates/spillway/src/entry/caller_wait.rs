@@ -71,10 +71,36 @@ impl CallerTime {
     /// Whether a call that started at `started` and ends at `now` was paced by its caller: it
     /// waited on it for more than a quarter of its time, and more than 250 µs.
     pub(crate) fn paced(&self, started: u64, now: u64) -> bool {
-        let waited = self.at(now);
-        let took = now.saturating_sub(started);
-        waited > PACED_MIN_NANOS && waited > took / PACED_SHARE
+        paced_nanos(self.at(now), now.saturating_sub(started))
     }
+}
+
+/// Whether a call that took `took` and waited on its caller for `waited` of it was paced by its
+/// caller: it waited for more than a quarter of its time, and more than 250 µs. Such a call's
+/// time says as much about its caller as about the service: it is no latency sample for an
+/// adaptive limit and no verdict for a slow-call breaker (see
+/// [`OwnedEntry::set_waiting_on_caller`](crate::OwnedEntry::set_waiting_on_caller)), and a
+/// caller that runs a call out of its time by pacing it is at fault, not the service (the
+/// `spillway` binary answers such a call 408).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let (ms, us) = (Duration::from_millis, Duration::from_micros);
+/// assert!(spillway::paced_by_caller(ms(300), ms(1_000)));
+/// assert!(!spillway::paced_by_caller(ms(250), ms(1_000)), "a quarter is not more");
+/// assert!(!spillway::paced_by_caller(us(200), us(300)), "nor 250 µs or less");
+/// ```
+pub fn paced_by_caller(waited: std::time::Duration, took: std::time::Duration) -> bool {
+    let nanos = |time: std::time::Duration| u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+    paced_nanos(nanos(waited), nanos(took))
+}
+
+/// [`paced_by_caller`] in nanoseconds.
+fn paced_nanos(waited: u64, took: u64) -> bool {
+    waited > PACED_MIN_NANOS && waited > took / PACED_SHARE
 }
 
 #[cfg(test)]
