@@ -338,19 +338,19 @@ impl CircuitBreaker {
 
     /// A call admitted at `admitted_at` answered at `now`, after `rt_micros`, a failure or
     /// not (its response head, say, while its body may take long yet): if it is a half-open
-    /// probe and the strategy can tell its verdict now, the probe is decided now rather than
-    /// at its end. An error strategy always can; a slow-call one only if the call is slow
-    /// already (its whole time decides otherwise). So a probe whose answer is long (a
-    /// download, a stream) neither holds the breaker half-open for its length nor outlasts
-    /// `probe_timeout`. Its completion still counts in the window when it ends.
+    /// probe, it is decided now rather than at its end: by its error for an error strategy,
+    /// and for a slow-call one by its time to the answer (slow if it is slow already, good
+    /// otherwise; Sentinel's probe is decided by its whole time). So a probe whose answer is
+    /// long (a download, a stream, or a client that reads it slowly) neither holds the breaker
+    /// half-open for its length nor outlasts `probe_timeout`, which would reopen it (a client
+    /// that took the probe and read it a byte a second kept a slow-call breaker open for as
+    /// long as it liked, in an attack). Its completion still counts in the window when it
+    /// ends.
     pub fn on_answer(&self, admitted_at: u64, now: u64, rt_micros: u64, error: bool) {
         if self.state.load(Ordering::Acquire) != HALF_OPEN {
             return;
         }
         let bad = self.is_bad(rt_micros, error);
-        if !bad && self.counts_time() {
-            return;
-        }
         let mut events = Vec::new();
         let mut inner = self.lock();
         self.decide_probe(&mut inner, admitted_at, now, bad, &mut events);

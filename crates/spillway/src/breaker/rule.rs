@@ -76,9 +76,9 @@ pub enum BreakerStrategy {
 ///   a probe that does not complete within `probe_timeout` (default: `retry_timeout`) counts
 ///   as failed, so a lost call cannot hold the breaker half-open forever (Sentinel's can). A
 ///   probe whose call has answered ([`OwnedEntry::answered`](crate::OwnedEntry::answered): a
-///   response head, say) is decided then, if the strategy can tell (an error strategy always,
-///   a slow-call one if it is slow already), so that a long answer neither holds the breaker
-///   half-open nor counts as lost.
+///   response head, say) is decided then (an error strategy by its error, a slow-call one by
+///   its time to the answer), so that a long answer, or a client that reads it slowly, neither
+///   holds the breaker half-open nor counts as lost.
 ///
 /// # Examples
 ///

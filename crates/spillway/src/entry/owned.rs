@@ -172,13 +172,14 @@ impl OwnedEntry {
 
     /// Says the call has answered (its response head came, say, while its body may take long
     /// yet), a failure or not as it is marked now ([`set_error`](Self::set_error) first). A
-    /// half-open breaker whose probe this call is decides the probe now, when its strategy can
-    /// tell: an error breaker always (the probe fails if the call is marked an error), a
-    /// slow-call breaker only if the call is slow already (else its whole time decides, at its
-    /// end). So a probe whose answer is long, a download or a stream, neither holds the
-    /// breaker half-open for its length nor outlasts `probe_timeout` (which would count it as
-    /// failed). Its end still counts as any other's: its completion, its error (marked later
-    /// too, if its body fails) and its time, in the statistics and the breakers' windows.
+    /// half-open breaker whose probe this call is decides the probe now: an error breaker by
+    /// its error (the probe fails if the call is marked an error), a slow-call breaker by its
+    /// time so far (slow if past `max_rt`; Sentinel's probe is decided by its whole time). So
+    /// a probe whose answer is long, a download or a stream or one its client reads slowly,
+    /// neither holds the breaker half-open for its length nor outlasts `probe_timeout` (which
+    /// would count it as failed). Its end still counts as any other's: its completion, its
+    /// error (marked later too, if its body fails) and its time, in the statistics and the
+    /// breakers' windows.
     /// Saying it again decides nothing more; an abandoned call decides nothing; a call its
     /// caller paced so far (a slow upload: see
     /// [`set_waiting_on_caller`](Self::set_waiting_on_caller)) is no verdict for a slow-call
