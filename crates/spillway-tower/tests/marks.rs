@@ -369,7 +369,44 @@ async fn a_grpc_call_left_before_its_trailers_gets_no_verdict() {
     );
 }
 
-/// A body of the frames given, each ready at once.
+// A gRPC body whose last data frame ends it without trailers, read to that frame and dropped
+// (as hyper's server drops a body whose last frame ended it): an error, as a gRPC client sees
+// it (it counted as a success). And a call whose head already failed (a 503, its gRPC status
+// still to come), left after its head: the error its head said.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_call_ended_without_trailers_is_an_error_and_a_failed_head_stays_one() {
+    use http_body_util::BodyExt;
+    for (status, read) in [
+        (StatusCode::OK, true),
+        (StatusCode::SERVICE_UNAVAILABLE, false),
+    ] {
+        let spillway = spillway();
+        let app = SpillwayLayer::new(spillway.clone())
+            .fixed_resource("api")
+            .layer(service_fn(move |_request: Request<String>| async move {
+                let body = Frames(std::collections::VecDeque::from([http_body::Frame::data(
+                    bytes::Bytes::from_static(b"\0\0\0\0\0"),
+                )]));
+                let mut response = Response::new(body);
+                *response.status_mut() = status;
+                response
+                    .headers_mut()
+                    .insert("content-type", "application/grpc".parse().unwrap());
+                Ok::<_, Infallible>(response)
+            }));
+        let grpc = get(&[("content-type", "application/grpc")]);
+        let mut body = app.oneshot(grpc).await.unwrap().into_body();
+        if read {
+            body.frame().await.unwrap().unwrap();
+            assert!(http_body::Body::is_end_stream(&body));
+        }
+        drop(body);
+        let stats = spillway.resource("api").unwrap().stats();
+        assert_eq!((stats.success_qps, stats.error_qps), (1.0, 1.0), "{status}");
+    }
+}
+
+/// A body of the frames given, each ready at once; it has ended once they are all out.
 struct Frames(std::collections::VecDeque<http_body::Frame<bytes::Bytes>>);
 
 impl http_body::Body for Frames {
@@ -381,6 +418,10 @@ impl http_body::Body for Frames {
         _cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
         std::task::Poll::Ready(self.0.pop_front().map(Ok))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
     }
 }
 

@@ -19,9 +19,10 @@ pin_project! {
     /// service look slow. The call holds its places until the body ends either way.
     ///
     /// A gRPC call whose status was to come in its trailers and whose body is dropped before
-    /// they came (its client left) gets no verdict: the service's status is unknown, and
-    /// counted as a success (or as an error) a client could make the calls of a failing (or a
-    /// healthy) service count as it liked, by leaving after the head.
+    /// they came (its client left) gets no verdict, unless its head already said it failed:
+    /// the service's status is unknown, and counted as a success (or as an error) a client
+    /// could make the calls of a failing (or a healthy) service count as it liked, by leaving
+    /// after the head. One whose body ended without them failed, as gRPC clients see it.
     pub struct ResponseBody<B> {
         #[pin]
         kind: Kind<B>,
@@ -32,7 +33,9 @@ pin_project! {
             if let KindProj::Inner { entry: Some(entry), grpc: Grpc::Awaiting, .. } =
                 this.project().kind.project()
             {
-                entry.mark_abandoned();
+                if !entry.is_error() {
+                    entry.mark_abandoned();
+                }
             }
         }
     }
@@ -142,7 +145,8 @@ where
                 let polled = body.as_mut().poll_frame(cx);
                 match &polled {
                     Poll::Ready(Some(Ok(frame))) => {
-                        if let (Some(entry), false) = (entry.as_mut(), body.is_end_stream()) {
+                        let ended = body.is_end_stream();
+                        if let (Some(entry), false) = (entry.as_mut(), ended) {
                             entry.set_waiting_on_caller(true);
                         }
                         if let (Some(trailers), true) = (frame.trailers_ref(), *grpc != Grpc::No) {
@@ -152,6 +156,12 @@ where
                             if let (true, Some(entry)) = (failed, entry.as_mut()) {
                                 entry.mark_error();
                             }
+                        }
+                        // The last frame, and no status came: failed (a reader such as hyper's
+                        // server drops a body whose last frame ended it, unpolled to its end).
+                        if let (true, Grpc::Awaiting, Some(entry)) = (ended, *grpc, entry.as_mut())
+                        {
+                            entry.mark_error();
                         }
                     }
                     Poll::Ready(Some(Err(_))) => {

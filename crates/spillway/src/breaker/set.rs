@@ -62,7 +62,9 @@ impl ResourceBreakers {
     /// A call admitted at `admitted_at` answered at `now` (see
     /// [`CircuitBreaker::on_answer`](super::CircuitBreaker::on_answer)): each half-open breaker
     /// that can tell its probe's verdict now decides it; a call its caller `paced` so far is
-    /// no verdict for a slow-call breaker (as at its end).
+    /// no verdict for a slow-call breaker, and gives its probe place back at once (as at its
+    /// end): held to its end, a client that paced its upload, then read slowly, would keep the
+    /// place until `probe_timeout`, whose running out reopens the breaker.
     pub(crate) fn on_answer(
         &self,
         admitted_at: u64,
@@ -72,7 +74,9 @@ impl ResourceBreakers {
         paced: bool,
     ) {
         for breaker in &self.breakers {
-            if !(paced && breaker.counts_time()) {
+            if paced && breaker.counts_time() {
+                breaker.release(admitted_at);
+            } else {
                 breaker.on_answer(admitted_at, now, rt_micros, error);
             }
         }
