@@ -245,23 +245,24 @@ async fn admit_all(
     admitted
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_process_back_first_keeps_to_its_share_until_the_others_are_back() {
-    let mut redis = RedisServer::start().await;
-    let clock = ManualClock::starting_at_millis(START_MS);
+/// Three processes leasing window `key` of `redis` (batches of 10): in the first bucket 60
+/// admitted from leases in each, then a heartbeat each (the fleet is 3); then Redis killed.
+async fn three_then_killed(
+    redis: &mut RedisServer,
+    clock: &ManualClock,
+    key: &str,
+) -> Vec<(LeasedWindow, redis::aio::ConnectionManager)> {
     let lease = || {
         let settings = LeaseSettings {
             max_batch: 10,
             ..settings()
         };
-        LeasedWindow::with_settings(window(&clock, "stagger"), Arc::new(clock.clone()), settings)
-            .unwrap()
+        LeasedWindow::with_settings(window(clock, key), Arc::new(clock.clone()), settings).unwrap()
     };
     let mut processes = Vec::new();
     for _ in 0..3 {
         processes.push((lease(), redis.connect().await));
     }
-    // First bucket: 60 from leases in each process, then a heartbeat each (the fleet is 3).
     for (lease, conn) in &mut processes {
         assert_eq!(admit_all(lease, conn, 60).await, 60);
     }
@@ -270,6 +271,14 @@ async fn a_process_back_first_keeps_to_its_share_until_the_others_are_back() {
         assert_eq!(lease.live_processes(), 3);
     }
     redis.kill().await;
+    processes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_back_first_keeps_to_its_share_until_the_others_are_back() {
+    let mut redis = RedisServer::start().await;
+    let clock = ManualClock::starting_at_millis(START_MS);
+    let mut processes = three_then_killed(&mut redis, &clock, "stagger").await;
     for (lease, conn) in &mut processes {
         assert!(lease.refill(conn).await.is_err());
     }
@@ -336,25 +345,7 @@ async fn a_process_back_first_keeps_to_its_share_until_the_others_are_back() {
 async fn a_failure_soon_after_an_empty_restart_keeps_the_fallback_s_share() {
     let mut redis = RedisServer::start().await;
     let clock = ManualClock::starting_at_millis(START_MS);
-    let lease = || {
-        let settings = LeaseSettings {
-            max_batch: 10,
-            ..settings()
-        };
-        LeasedWindow::with_settings(window(&clock, "flap"), Arc::new(clock.clone()), settings)
-            .unwrap()
-    };
-    let mut processes = Vec::new();
-    for _ in 0..3 {
-        processes.push((lease(), redis.connect().await));
-    }
-    for (lease, conn) in &mut processes {
-        assert_eq!(admit_all(lease, conn, 60).await, 60);
-    }
-    for (lease, conn) in &mut processes {
-        lease.refill(conn).await.unwrap();
-    }
-    redis.kill().await;
+    let mut processes = three_then_killed(&mut redis, &clock, "flap").await;
     for (lease, conn) in &mut processes {
         assert!(lease.refill(conn).await.is_err());
     }
