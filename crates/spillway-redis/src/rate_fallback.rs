@@ -7,7 +7,7 @@ use crate::unreported::{Report, Unreported};
 use spillway::cluster::SharedRefusal;
 use spillway::flow::{Decision, QpsReject};
 use spillway::stats::{NodeConfig, ResourceNode, WindowConfig};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// A rate's fallback: its policy, the local window that counts the fair share, and what it
@@ -20,6 +20,10 @@ pub(crate) struct RateFallback {
     /// over it, so that a fallback starts from what the process admitted in the limit's
     /// current window.
     local: ResourceNode,
+    /// Passes asked of Redis whose answers have not come yet (a strict check's calls in
+    /// flight): counted against the share, so that a fallback that starts while Redis may
+    /// still be admitting them does not admit their places too.
+    asked: AtomicU64,
     /// The limit's clock less this process's, in ms, as the last answer showed.
     offset_ms: AtomicI64,
     /// Passes the fallback admitted, until Redis is told of them.
@@ -38,6 +42,7 @@ impl RateFallback {
         Self {
             policy,
             local: ResourceNode::new(NodeConfig::default().with_second_window(shape)),
+            asked: AtomicU64::new(0),
             offset_ms: AtomicI64::new(0),
             unreported: Mutex::default(),
             keep_ms,
@@ -67,6 +72,16 @@ impl RateFallback {
     pub(crate) fn record(&self, now_nanos: u64, count: u32) {
         let at = self.on_limit_clock(now_nanos);
         self.local.add_pass(at, u64::from(count));
+    }
+
+    /// `count` passes asked of Redis, until the returned [`Asking`] is dropped or says they
+    /// were admitted: the share counts them meanwhile.
+    pub(crate) fn asking(&self, count: u32) -> Asking<'_> {
+        self.asked.fetch_add(u64::from(count), Ordering::SeqCst);
+        Asking {
+            fallback: self,
+            count,
+        }
     }
 
     /// Admits `count` at `now_nanos` by the policy: all, none, or the fair share of `rate`
@@ -122,7 +137,11 @@ impl RateFallback {
     /// (the limit's clock) in the local window.
     fn share_admits(&self, rate: f64, live: u64, at: u64, count: u32) -> Result<(), SharedRefusal> {
         let share = rate / live.max(1) as f64;
-        if QpsReject::new(share).check(&self.local, at, count) == Decision::Pass {
+        // Read before the window: a pass Redis admitted is in the window before it leaves
+        // `asked`, so that it is counted at least once.
+        let asked = u32::try_from(self.asked.load(Ordering::SeqCst)).unwrap_or(u32::MAX);
+        let counted = count.saturating_add(asked);
+        if QpsReject::new(share).check(&self.local, at, counted) == Decision::Pass {
             Ok(())
         } else {
             Err(SharedRefusal::new(self.local.pass_qps(at), share))
@@ -147,5 +166,28 @@ impl RateFallback {
         }
         let now_ms = self.on_limit_clock(now_nanos) / 1_000_000;
         crate::lock::lock(&self.unreported).restore(now_ms, reports, self.keep_ms);
+    }
+}
+
+/// Passes asked of Redis and not answered yet ([`RateFallback::asking`]): the share counts them
+/// until this is dropped.
+#[derive(Debug)]
+pub(crate) struct Asking<'a> {
+    fallback: &'a RateFallback,
+    count: u32,
+}
+
+impl Asking<'_> {
+    /// Redis admitted them at `now_nanos`: counted in the local window, then no longer asked
+    /// (in that order, so that a concurrent share never misses them).
+    pub(crate) fn admitted(self, now_nanos: u64) {
+        self.fallback.record(now_nanos, self.count);
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        let count = u64::from(self.count);
+        self.fallback.asked.fetch_sub(count, Ordering::SeqCst);
     }
 }

@@ -157,6 +157,9 @@ impl<S: Shared> Strict<S> {
             let rate = self.limit.rate();
             self.fallback.within_share(rate, live, now, count)?;
         }
+        // Counted against the share while in flight (unless the share counted it already):
+        // a fallback that starts before its answer must not admit its place too.
+        let asking = returning.is_none().then(|| self.fallback.asking(count));
         let beat = self.beat();
         let invocation = self
             .limit
@@ -172,8 +175,8 @@ impl<S: Shared> Strict<S> {
                 }
                 drop(state);
                 if count > 0 && answer.count == u64::from(count) {
-                    if returning.is_none() {
-                        self.fallback.record(self.clock.now_nanos(), count);
+                    if let Some(asking) = asking {
+                        asking.admitted(self.clock.now_nanos());
                     }
                     Ok(())
                 } else {
@@ -184,6 +187,8 @@ impl<S: Shared> Strict<S> {
                 }
             }
             Err(err) => {
+                // Decided by the fallback, not asked any more.
+                drop(asking);
                 self.failed(&err, dropped);
                 self.fallback_takes(count)
             }

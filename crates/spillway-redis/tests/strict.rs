@@ -155,11 +155,12 @@ async fn redis_killed_means_the_share_without_a_call_a_request_then_back_at_a_pr
     assert_eq!(strict.last_error(), None);
 }
 
-/// A strict check of 1000 a second on `key`, connected to a real Redis through a [`Relay`],
+/// A strict check of `rate` a second on `key`, connected to a real Redis through a [`Relay`],
 /// probing every `probe_every` after a failure, with no beat and no call timeout within a test;
 /// its first request admitted.
 async fn behind_relay(
     key: &str,
+    rate: f64,
     probe_every: Duration,
 ) -> (RedisServer, Relay, Arc<Strict<SharedWindow>>) {
     let redis = RedisServer::start().await;
@@ -171,7 +172,7 @@ async fn behind_relay(
         ..LeaseSettings::default()
     };
     let clock = Arc::new(ManualClock::starting_at_millis(START_MS));
-    let window = SharedWindow::per_second(key, 1000.0).unwrap();
+    let window = SharedWindow::per_second(key, rate).unwrap();
     let strict = connected_to(&relay.url(), window, clock, settings).await;
     assert!(strict.check(1).await.is_ok());
     (redis, relay, strict)
@@ -185,7 +186,7 @@ async fn behind_relay(
 #[tokio::test]
 async fn an_answer_on_a_connection_a_failure_dropped_leaves_the_fallback_to_the_probe() {
     // No probe within the test.
-    let (_redis, relay, strict) = behind_relay("dropped", Duration::from_secs(600)).await;
+    let (_redis, relay, strict) = behind_relay("dropped", 1000.0, Duration::from_secs(600)).await;
     assert_eq!(strict.mode(), LeaseMode::Global);
 
     relay.hold();
@@ -226,7 +227,7 @@ async fn an_answer_on_a_connection_a_failure_dropped_leaves_the_fallback_to_the_
 #[tokio::test]
 async fn a_failure_on_a_connection_dropped_before_leaves_the_new_one_alone() {
     // A probe as soon as the first call fails.
-    let (_redis, relay, strict) = behind_relay("stale", Duration::from_millis(1)).await;
+    let (_redis, relay, strict) = behind_relay("stale", 1000.0, Duration::from_millis(1)).await;
 
     // Held on the first connection; the probe's new one passes.
     relay.hold();
@@ -254,6 +255,43 @@ async fn a_failure_on_a_connection_dropped_before_leaves_the_new_one_alone() {
     assert!(strict.is_connected(), "the new connection is kept");
     assert!(strict.check(1).await.is_ok());
     assert_eq!(strict.last_error(), None);
+}
+
+// A call in flight when another fails may still be admitted by Redis: the fallback's share
+// counts it. With a share of 2 and one pass in the window, the failed call's request is refused
+// while the other is still asked of Redis, which then admits it: 2 in the window. The fallback
+// used to count only the passes Redis had answered, and admitted both: 3 under a limit of 2
+// (301 under 300 once in the fleet test, around a Redis killed under load).
+#[tokio::test]
+async fn a_fallback_counts_the_passes_still_asked_of_redis() {
+    // No probe within the test.
+    let (_redis, relay, strict) = behind_relay("asked", 2.0, Duration::from_secs(600)).await;
+
+    relay.hold();
+    let first = tokio::spawn({
+        let strict = strict.clone();
+        async move { strict.check(1).await }
+    });
+    tokio::time::timeout(STEP, relay.held(1)).await.unwrap();
+    let second = tokio::spawn({
+        let strict = strict.clone();
+        async move { strict.check(1).await }
+    });
+    tokio::time::timeout(STEP, relay.held(2)).await.unwrap();
+    relay.fail_first();
+    let first = tokio::time::timeout(STEP, first).await.unwrap().unwrap();
+    assert!(
+        first.is_err(),
+        "one pass in the window and one asked of Redis fill the share of 2"
+    );
+    assert_eq!(strict.mode(), LeaseMode::Fallback);
+    relay.release();
+    let second = tokio::time::timeout(STEP, second).await.unwrap().unwrap();
+    assert!(second.is_ok(), "Redis counted and admitted it");
+    assert!(
+        strict.check(1).await.is_err(),
+        "the fallback counts the pass Redis admitted"
+    );
 }
 
 // Real time for the beats (a third of a 300 ms TTL), the manual clock for the scripts: the
