@@ -40,6 +40,17 @@ use tower::ServiceExt;
 /// this much of its response here (with as much again queued to it), until the send timeout.
 const UPSTREAM_BUFFER: usize = 64 * 1024;
 
+/// The flow-control window of each HTTP/2 stream to the upstream, as much as an HTTP/1.1
+/// connection buffers: what the upstream may send of a response that is not read on.
+const STREAM_WINDOW: u32 = UPSTREAM_BUFFER as u32;
+
+/// The flow-control window of an HTTP/2 connection to the upstream: the largest HTTP/2 allows
+/// (RFC 9113 section 6.9.1), so that streams whose clients stop reading hold only their own
+/// windows, never the connection's. With hyper's defaults (2 MiB a stream, 5 MiB the
+/// connection), three unread downloads stopped every other response on the connection until
+/// their clients' send timeouts.
+const CONNECTION_WINDOW: u32 = (1 << 31) - 1;
+
 /// How long an idle HTTP/1.1 connection is kept (hyper-util's client default).
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -207,6 +218,8 @@ impl Pool {
         if self.protocol == UpstreamProtocol::Http2 || negotiated_h2 {
             let (mut sender, connection) = http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
+                .initial_stream_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONNECTION_WINDOW)
                 .handshake(io)
                 .await?;
             tokio::spawn(async move {
