@@ -178,6 +178,29 @@ async fn behind_relay(
     (redis, relay, strict)
 }
 
+/// Two requests whose calls go out on one connection in that order, held by `relay`: the first
+/// failed by it, and its decision; the second still held (until `relay.release()`).
+async fn first_fails_second_held(
+    relay: &Relay,
+    strict: &Arc<Strict<SharedWindow>>,
+) -> (
+    Result<(), spillway::cluster::SharedRefusal>,
+    tokio::task::JoinHandle<Result<(), spillway::cluster::SharedRefusal>>,
+) {
+    relay.hold();
+    let check = || {
+        let strict = strict.clone();
+        tokio::spawn(async move { strict.check(1).await })
+    };
+    let first = check();
+    tokio::time::timeout(STEP, relay.held(1)).await.unwrap();
+    let second = check();
+    tokio::time::timeout(STEP, relay.held(2)).await.unwrap();
+    relay.fail_first();
+    let first = tokio::time::timeout(STEP, first).await.unwrap().unwrap();
+    (first, second)
+}
+
 // Two calls on one connection, the first failing and the second answered after it, in that
 // order whatever the timing (a relay holds both, fails the first, then sends the second on).
 // The answer came on the connection the failure dropped: it used to end the fallback with no
@@ -189,19 +212,7 @@ async fn an_answer_on_a_connection_a_failure_dropped_leaves_the_fallback_to_the_
     let (_redis, relay, strict) = behind_relay("dropped", 1000.0, Duration::from_secs(600)).await;
     assert_eq!(strict.mode(), LeaseMode::Global);
 
-    relay.hold();
-    let first = tokio::spawn({
-        let strict = strict.clone();
-        async move { strict.check(1).await }
-    });
-    tokio::time::timeout(STEP, relay.held(1)).await.unwrap();
-    let second = tokio::spawn({
-        let strict = strict.clone();
-        async move { strict.check(1).await }
-    });
-    tokio::time::timeout(STEP, relay.held(2)).await.unwrap();
-    relay.fail_first();
-    let first = tokio::time::timeout(STEP, first).await.unwrap().unwrap();
+    let (first, second) = first_fails_second_held(&relay, &strict).await;
     assert!(
         first.is_ok(),
         "the failed call's request is the fallback's to decide"
@@ -267,19 +278,7 @@ async fn a_fallback_counts_the_passes_still_asked_of_redis() {
     // No probe within the test.
     let (_redis, relay, strict) = behind_relay("asked", 2.0, Duration::from_secs(600)).await;
 
-    relay.hold();
-    let first = tokio::spawn({
-        let strict = strict.clone();
-        async move { strict.check(1).await }
-    });
-    tokio::time::timeout(STEP, relay.held(1)).await.unwrap();
-    let second = tokio::spawn({
-        let strict = strict.clone();
-        async move { strict.check(1).await }
-    });
-    tokio::time::timeout(STEP, relay.held(2)).await.unwrap();
-    relay.fail_first();
-    let first = tokio::time::timeout(STEP, first).await.unwrap().unwrap();
+    let (first, second) = first_fails_second_held(&relay, &strict).await;
     assert!(
         first.is_err(),
         "one pass in the window and one asked of Redis fill the share of 2"
