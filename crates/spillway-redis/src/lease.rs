@@ -168,14 +168,15 @@ impl<S: Shared> Leased<S> {
         let taken = if lease.health.in_fallback() {
             let rate = self.limit.rate();
             let live = lease.health.share_live(lease.live);
-            self.fallback.takes(rate, live, now_nanos, count)
+            self.fallback.takes(rate, live, self.clock.as_ref(), count)
         } else if now < lease.expires_ms && lease.left >= u64::from(count) {
             let kept = match lease.health.returning(now, lease.live) {
                 // Just back on Redis: within the share too, while the others may still be in
                 // their fallbacks.
                 Some(live) => {
                     let rate = self.limit.rate();
-                    self.fallback.within_share(rate, live, now_nanos, count)
+                    self.fallback
+                        .within_share(rate, live, self.clock.as_ref(), count)
                 }
                 None => {
                     self.fallback.record(now_nanos, count);

@@ -7,6 +7,7 @@ use crate::unreported::{Report, Unreported};
 use spillway::cluster::SharedRefusal;
 use spillway::flow::{Decision, QpsReject};
 use spillway::stats::{NodeConfig, ResourceNode, WindowConfig};
+use spillway::Clock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -84,7 +85,7 @@ impl RateFallback {
         }
     }
 
-    /// Admits `count` at `now_nanos` by the policy: all, none, or the fair share of `rate`
+    /// Admits `count` now (`clock`'s time) by the policy: all, none, or the fair share of `rate`
     /// among `live` processes over a local sliding window (Sentinel's, two 500 ms buckets)
     /// that holds this process's admissions, through Redis or not. What it admits is kept to be
     /// reported to Redis.
@@ -92,17 +93,17 @@ impl RateFallback {
         &self,
         rate: f64,
         live: u64,
-        now_nanos: u64,
+        clock: &dyn Clock,
         count: u32,
     ) -> Result<(), SharedRefusal> {
         // One decision at a time: the check and the count together, so that concurrent
         // requests cannot each pass the last place.
         let mut unreported = crate::lock::lock(&self.unreported);
-        let at = self.on_limit_clock(now_nanos);
+        let (asked, at) = self.asked_then_now(clock);
         let taken = match self.policy {
             Fallback::Open => Ok(()),
             Fallback::Closed => Err(SharedRefusal::new(0.0, 0.0)),
-            Fallback::LocalShare => self.share_admits(rate, live, at, count),
+            Fallback::LocalShare => self.share_admits(rate, live, at, count, asked),
         };
         if taken.is_ok() {
             self.local.add_pass(at, u64::from(count));
@@ -111,7 +112,7 @@ impl RateFallback {
         taken
     }
 
-    /// Just back on Redis (see `Health::returned`): admits `count` at `now_nanos` only within
+    /// Just back on Redis (see `Health::returned`): admits `count` now only within
     /// the fair share of `rate` among `live` processes (under [`Fallback::LocalShare`]; the
     /// other policies leave no share to keep to), and counts it in the local window as
     /// [`RateFallback::record`] does. Redis decides it too; one it refuses stays counted
@@ -120,31 +121,44 @@ impl RateFallback {
         &self,
         rate: f64,
         live: u64,
-        now_nanos: u64,
+        clock: &dyn Clock,
         count: u32,
     ) -> Result<(), SharedRefusal> {
         // One decision at a time, as in `takes`.
         let _one = crate::lock::lock(&self.unreported);
-        let at = self.on_limit_clock(now_nanos);
+        let (asked, at) = self.asked_then_now(clock);
         if self.policy == Fallback::LocalShare {
-            self.share_admits(rate, live, at, count)?;
+            self.share_admits(rate, live, at, count, asked)?;
         }
         self.local.add_pass(at, u64::from(count));
         Ok(())
     }
 
-    /// Whether the fair share of `rate` among `live` processes has room for `count` at `at`
-    /// (the limit's clock) in the local window.
-    fn share_admits(&self, rate: f64, live: u64, at: u64, count: u32) -> Result<(), SharedRefusal> {
-        let share = rate / live.max(1) as f64;
-        // Read before the window: a pass Redis admitted is in the window before it leaves
-        // `asked`, so that it is counted at least once.
+    /// The passes asked of Redis now, then the time on the limit's clock, in that order: a
+    /// pass Redis admitted is in the window, at a time no later than this one, before it
+    /// leaves `asked` ([`Asking::admitted`]), so that a decision counts it at least once.
+    fn asked_then_now(&self, clock: &dyn Clock) -> (u32, u64) {
         let asked = u32::try_from(self.asked.load(Ordering::SeqCst)).unwrap_or(u32::MAX);
+        (asked, self.on_limit_clock(clock.now_nanos()))
+    }
+
+    /// Whether the fair share of `rate` among `live` processes has room for `count` at `at`
+    /// (the limit's clock) in the local window, besides the `asked` passes in flight to Redis.
+    fn share_admits(
+        &self,
+        rate: f64,
+        live: u64,
+        at: u64,
+        count: u32,
+        asked: u32,
+    ) -> Result<(), SharedRefusal> {
+        let share = rate / live.max(1) as f64;
         let counted = count.saturating_add(asked);
         if QpsReject::new(share).check(&self.local, at, counted) == Decision::Pass {
             Ok(())
         } else {
-            Err(SharedRefusal::new(self.local.pass_qps(at), share))
+            let reading = self.local.pass_qps(at) + f64::from(asked);
+            Err(SharedRefusal::new(reading, share))
         }
     }
 

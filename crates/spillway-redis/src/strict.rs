@@ -139,11 +139,17 @@ impl<S: Shared> Strict<S> {
             self.answered.wait(within, || {}, || !starting()).await;
         }
         let now = self.clock.now_nanos();
-        let (mode, connection, dropped, returning) = {
+        let (mode, connection, dropped, returning, asking) = {
             let state = lock(&self.state);
             let returning = state.health.returning(now / 1_000_000, state.live);
             let connection = state.connection.clone();
-            (state.health.mode(), connection, state.dropped, returning)
+            let mode = state.health.mode();
+            // To be asked of Redis: counted against the share from under the lock a failure
+            // takes to start the fallback, so that a fallback that starts before its answer
+            // does not admit its place too (unless the share counts it already).
+            let asks = mode == LeaseMode::Global && connection.is_some() && returning.is_none();
+            let asking = asks.then(|| self.fallback.asking(count));
+            (mode, connection, state.dropped, returning, asking)
         };
         let mut connection = match (mode, connection) {
             (LeaseMode::Global, Some(connection)) => connection,
@@ -155,11 +161,9 @@ impl<S: Shared> Strict<S> {
             // Just back on Redis: within the share too, while the others may still be in
             // their fallbacks (counted here whatever Redis says).
             let rate = self.limit.rate();
-            self.fallback.within_share(rate, live, now, count)?;
+            self.fallback
+                .within_share(rate, live, self.clock.as_ref(), count)?;
         }
-        // Counted against the share while in flight (unless the share counted it already):
-        // a fallback that starts before its answer must not admit its place too.
-        let asking = returning.is_none().then(|| self.fallback.asking(count));
         let beat = self.beat();
         let invocation = self
             .limit
@@ -223,12 +227,12 @@ impl<S: Shared> Strict<S> {
 
     /// Admits `count` by the fallback.
     fn fallback_takes(&self, count: u32) -> Result<(), SharedRefusal> {
-        let now = self.clock.now_nanos();
         let live = {
             let state = lock(&self.state);
             state.health.share_live(state.live)
         };
-        self.fallback.takes(self.limit.rate(), live, now, count)
+        let clock = self.clock.as_ref();
+        self.fallback.takes(self.limit.rate(), live, clock, count)
     }
 
     /// A request's call, made after `on` drops of the connection, failed: the fallback from

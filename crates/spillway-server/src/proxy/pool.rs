@@ -44,12 +44,14 @@ const UPSTREAM_BUFFER: usize = 64 * 1024;
 /// connection buffers: what the upstream may send of a response that is not read on.
 const STREAM_WINDOW: u32 = UPSTREAM_BUFFER as u32;
 
-/// The flow-control window of an HTTP/2 connection to the upstream: the largest HTTP/2 allows
-/// (RFC 9113 section 6.9.1), so that streams whose clients stop reading hold only their own
-/// windows, never the connection's. With hyper's defaults (2 MiB a stream, 5 MiB the
+/// The flow-control window of an HTTP/2 connection to the upstream: 256 streams' windows
+/// (16 MiB), more streams than hyper opens at once before the upstream says how many it takes
+/// (100) or most servers allow (100 to 256), so that streams whose clients stop reading hold
+/// their own windows, not the connection's. With hyper's defaults (2 MiB a stream, 5 MiB the
 /// connection), three unread downloads stopped every other response on the connection until
-/// their clients' send timeouts.
-const CONNECTION_WINDOW: u32 = (1 << 31) - 1;
+/// their clients' send timeouts. Not larger: h2 also bounds the connection's small DATA frames
+/// by half of it.
+const CONNECTION_WINDOW: u32 = 256 * STREAM_WINDOW;
 
 /// How long an idle HTTP/1.1 connection is kept (hyper-util's client default).
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
