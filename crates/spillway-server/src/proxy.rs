@@ -9,6 +9,7 @@ mod forward;
 mod forwarder;
 mod forwarding;
 mod front;
+mod http2_conns;
 mod keyed;
 mod limits;
 mod path;
@@ -20,6 +21,7 @@ mod stack;
 mod table;
 mod tally;
 mod tunnel;
+mod upstream_body;
 
 pub use body::ProxyBody;
 use client_body::ClientFault;

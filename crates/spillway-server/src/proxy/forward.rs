@@ -3,6 +3,7 @@
 use super::client::Upstream;
 use super::client_body::{BodyLimits, ClientBody, ClientFault, FaultCell};
 use super::forwarding::Forwarding;
+use super::upstream_body::UpstreamBody;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, TE, UPGRADE};
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
@@ -414,7 +415,7 @@ pub(crate) async fn send(
     upstream: &Upstream,
     outgoing: Outgoing,
     timeout: Duration,
-) -> Result<Response<Incoming>, Failure> {
+) -> Result<Response<UpstreamBody>, Failure> {
     let Outgoing {
         request,
         fault,

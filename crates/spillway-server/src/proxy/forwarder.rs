@@ -7,6 +7,7 @@ use super::forward::{self, Failure, Peer, Timeouts};
 use super::forwarding::Forwarding;
 use super::shadowed::Shadowed;
 use super::tally::Tally;
+use super::upstream_body::UpstreamBody;
 use crate::claims::Claim;
 use bytes::Bytes;
 use http::{header, HeaderValue, Request, Response, StatusCode};
@@ -22,7 +23,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// A forwarded response's body: the upstream's, or the proxy's text after a failure.
-pub(crate) type ForwardBody = Either<Incoming, Full<Bytes>>;
+pub(crate) type ForwardBody = Either<UpstreamBody, Full<Bytes>>;
 
 /// Forwards a route's requests to its upstream.
 #[derive(Debug, Clone)]
@@ -128,7 +129,7 @@ impl tower::Service<Request<Incoming>> for Forwarder {
         }
         let grpc = spillway_tower::grpc::is_grpc(request.headers());
         // The response to what the upstream did, marked with what shadow mode let through.
-        let answer = move |sent: Result<Response<Incoming>, Failure>| {
+        let answer = move |sent: Result<Response<UpstreamBody>, Failure>| {
             let mut response = match (sent, &missed) {
                 (Ok(response), _) => response.map(Either::Left),
                 // Its deadline, not the listener's timeout, ran out.

@@ -1,29 +1,33 @@
 //! The connections to one upstream, on hyper's connection API: a stack of idle HTTP/1.1
-//! connections, each carrying one request at a time, and at most one HTTP/2 connection, shared
-//! by every request.
+//! connections, each carrying one request at a time, and HTTP/2 connections shared by every
+//! request, as few as carry them ([`super::http2_conns`]).
 //!
 //! It does what hyper-util's general-purpose client did for the proxy, for one upstream only: no
 //! pool key to hash, no checkout racing a connect, no waiter lists.
 //! - Each worker thread ([`crate::workers`]) has a lane of its own: its idle connections and
-//!   its HTTP/2 connection, driven by its runtime. A request takes its worker's, so that its
+//!   its HTTP/2 connections, driven by its runtime. A request takes its worker's, so that its
 //!   exchange never wakes another thread.
-//! - A request takes the most recently idle HTTP/1.1 connection, or the HTTP/2 one, or a new
-//!   connection. What a new connection speaks is the configured protocol; with `auto` over TLS,
-//!   ALPN decides, and a connection that comes up as HTTP/2 is shared from then on.
+//! - A request takes a stream on an HTTP/2 connection with room for one, or the most recently
+//!   idle HTTP/1.1 connection, or a new connection. What a new connection speaks is the
+//!   configured protocol; with `auto` over TLS, ALPN decides, and a connection that comes up
+//!   as HTTP/2 is shared from then on.
 //! - An HTTP/1.1 connection goes back on the stack once its response has been read (at once, for
 //!   the usual small response read with its head; else when its body ends).
 //! - A request that a reused connection closed under before sending it (the upstream's
 //!   keep-alive timeout racing the request) is sent again on another connection, once per
 //!   connection that fails that way; a request on a new connection never is.
-//! - Idle connections are kept for [`IDLE_TIMEOUT`], at most [`MAX_IDLE`] of them per worker.
+//! - Idle connections are kept for [`IDLE_TIMEOUT`], at most [`MAX_IDLE`] of them per worker;
+//!   a worker's first HTTP/2 connection is kept for good, the others while they carry streams
+//!   and for [`IDLE_TIMEOUT`] after.
 //! - Every connection holds a place under the process's cap on upstream connections
 //!   ([`crate::descriptors`]); with none left, a request that needs a new one is refused.
 
 use super::client_body::ClientBody;
+use super::http2_conns::{Http2Conn, Http2Conns, OpenStream};
+use super::upstream_body::UpstreamBody;
 use crate::config::UpstreamProtocol;
 use http::uri::{self, Uri};
 use http::{Method, Request, Response};
-use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_rustls::{HttpsConnector, MaybeHttpsStream};
 use hyper_util::client::legacy::connect::{Connection, HttpConnector};
@@ -45,9 +49,9 @@ const UPSTREAM_BUFFER: usize = 64 * 1024;
 const STREAM_WINDOW: u32 = UPSTREAM_BUFFER as u32;
 
 /// The flow-control window of an HTTP/2 connection to the upstream: 256 streams' windows
-/// (16 MiB), more streams than hyper opens at once before the upstream says how many it takes
-/// (100) or most servers allow (100 to 256), so that streams whose clients stop reading hold
-/// their own windows, not the connection's. With hyper's defaults (2 MiB a stream, 5 MiB the
+/// (16 MiB), more than the streams a connection carries at once
+/// ([`STREAMS_PER_CONNECTION`](super::http2_conns::STREAMS_PER_CONNECTION)), so that streams
+/// whose clients stop reading hold their own windows, not the connection's. With hyper's defaults (2 MiB a stream, 5 MiB the
 /// connection), three unread downloads stopped every other response on the connection until
 /// their clients' send timeouts. Not larger: h2 also bounds the connection's small DATA frames
 /// by half of it.
@@ -87,8 +91,8 @@ struct Shared {
 struct Lane {
     /// Idle HTTP/1.1 connections, the most recently used last.
     idle: Mutex<Vec<Idle>>,
-    /// The HTTP/2 connection, if one is up.
-    http2: Mutex<Option<http2::SendRequest<ClientBody>>>,
+    /// The HTTP/2 connections, if any is up.
+    http2: Http2Conns,
     /// Held while an HTTP/2 connection is made, so that a burst makes one.
     connecting: tokio::sync::Mutex<()>,
 }
@@ -100,7 +104,8 @@ struct Idle {
 
 enum Sender {
     Http1(http1::SendRequest<ClientBody>),
-    Http2(http2::SendRequest<ClientBody>),
+    /// A stream on an HTTP/2 connection.
+    Http2(http2::SendRequest<ClientBody>, OpenStream),
 }
 
 impl Pool {
@@ -135,17 +140,19 @@ impl Pool {
     pub(crate) async fn send(
         &self,
         mut request: Request<ClientBody>,
-    ) -> Result<Response<Incoming>, Error> {
+    ) -> Result<Response<UpstreamBody>, Error> {
         let uri = request.uri().clone();
         // An HTTP/2 send moves `Host` into the authority: a request sent again gets it back.
         let host = request.headers().get(http::header::HOST).cloned();
         loop {
             let (sender, reused) = self.checkout().await?;
             let unsent = match sender {
-                Sender::Http2(mut sender) => {
+                Sender::Http2(mut sender, stream) => {
                     authority_form(&mut request);
                     match sender.try_send_request(request).await {
-                        Ok(response) => return Ok(response),
+                        Ok(response) => {
+                            return Ok(response.map(|body| UpstreamBody::new(body, Some(stream))))
+                        }
                         Err(mut err) => err.take_message().ok_or_else(|| err.into_error())?,
                     }
                 }
@@ -154,7 +161,7 @@ impl Pool {
                     match sender.try_send_request(request).await {
                         Ok(response) => {
                             self.shared.give_back(sender);
-                            return Ok(response);
+                            return Ok(response.map(|body| UpstreamBody::new(body, None)));
                         }
                         Err(mut err) => err.take_message().ok_or_else(|| err.into_error())?,
                     }
@@ -180,8 +187,8 @@ impl Pool {
     /// A connection to send on, and whether it was used before.
     async fn checkout(&self) -> Result<(Sender, bool), Error> {
         let lane = self.shared.lane();
-        if let Some(sender) = lane.live_http2() {
-            return Ok((Sender::Http2(sender), true));
+        if let Some((sender, stream)) = lane.http2.stream() {
+            return Ok((Sender::Http2(sender, stream), true));
         }
         if self.protocol != UpstreamProtocol::Http2 {
             if let Some(sender) = lane.take_idle() {
@@ -191,8 +198,8 @@ impl Pool {
         if self.protocol == UpstreamProtocol::Http2 {
             // One connection for a burst: the first makes it, the others then share it.
             let _connecting = lane.connecting.lock().await;
-            if let Some(sender) = lane.live_http2() {
-                return Ok((Sender::Http2(sender), true));
+            if let Some((sender, stream)) = lane.http2.stream() {
+                return Ok((Sender::Http2(sender, stream), true));
             }
             return Ok((self.connect().await?, false));
         }
@@ -210,7 +217,7 @@ impl Pool {
         Box::pin(self.open())
     }
 
-    /// A new connection, HTTP/2 if configured or negotiated, which then becomes the shared one.
+    /// A new connection, HTTP/2 if configured or negotiated, which is then shared.
     async fn open(&self) -> Result<Sender, Error> {
         // A place under the process's cap on upstream connections, held by the connection's
         // task until it closes.
@@ -231,14 +238,11 @@ impl Pool {
                 }
             });
             sender.ready().await?;
-            // With `auto`, several connections may have come up as HTTP/2 at once: the first
-            // stays, and the others close when their request is done.
-            let mut shared = lock(&self.shared.lane().http2);
-            match shared.as_ref().filter(|kept| !kept.is_closed()) {
-                Some(kept) => return Ok(Sender::Http2(kept.clone())),
-                None => *shared = Some(sender.clone()),
-            }
-            return Ok(Sender::Http2(sender));
+            // With `auto`, several connections may come up as HTTP/2 at once: each is kept,
+            // and those past the first close once idle.
+            let (sender, stream) = self.shared.lane().http2.add(Http2Conn::new(sender));
+            self.shared.start_reaping();
+            return Ok(Sender::Http2(sender, stream));
         }
         let (mut sender, connection) = http1::Builder::new()
             .max_buf_size(UPSTREAM_BUFFER)
@@ -264,15 +268,6 @@ impl Shared {
 }
 
 impl Lane {
-    /// The HTTP/2 connection, unless it is gone.
-    fn live_http2(&self) -> Option<http2::SendRequest<ClientBody>> {
-        let shared = lock(&self.http2);
-        shared
-            .as_ref()
-            .filter(|sender| !sender.is_closed())
-            .cloned()
-    }
-
     /// The most recently idle HTTP/1.1 connection that is still open and ready.
     fn take_idle(&self) -> Option<http1::SendRequest<ClientBody>> {
         let now = Instant::now();
@@ -344,6 +339,7 @@ impl Shared {
                     };
                     // Closed outside the lock.
                     drop(expired);
+                    lane.http2.reap(IDLE_TIMEOUT, now);
                 }
             }
         });
