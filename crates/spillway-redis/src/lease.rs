@@ -361,11 +361,13 @@ impl<S: Shared> Leased<S> {
                 .await?;
         }
         let invocation = self.limit.invocation(Mode::UpTo, batch, 0, Some(&beat));
+        let sent = self.clock.now_nanos();
         let answer =
             crate::timed::timed(self.settings.call_timeout, shared::call(redis, invocation))
                 .await?;
-        let now = self.clock.now_millis();
-        self.fallback.align(answer.now_ms, now);
+        let answered = self.clock.now_nanos();
+        self.fallback.observe(answer.now_ms, sent, answered);
+        let now = answered / 1_000_000;
         let mut lease = lock(&self.lease);
         let live = answer.live.max(1);
         let before = std::mem::replace(&mut lease.live, live);

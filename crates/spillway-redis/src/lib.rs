@@ -26,6 +26,7 @@ mod concurrency;
 mod driver;
 mod health;
 mod lease;
+mod limit_clock;
 mod lock;
 mod places;
 mod rate_fallback;

@@ -2,13 +2,14 @@
 //! over a window of the limit's shape, and the passes the fallback admitted that Redis must be
 //! told of.
 
+use crate::limit_clock::LimitClock;
 use crate::settings::Fallback;
 use crate::unreported::{Report, Unreported};
 use spillway::cluster::SharedRefusal;
 use spillway::flow::{Decision, QpsReject};
 use spillway::stats::{NodeConfig, ResourceNode, WindowConfig};
 use spillway::Clock;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// A rate's fallback: its policy, the local window that counts the fair share, and what it
@@ -17,16 +18,17 @@ use std::sync::Mutex;
 pub(crate) struct RateFallback {
     policy: Fallback,
     /// Every pass this process admitted, through Redis or not, in a window of the limit's
-    /// shape whose buckets are the limit's (on its clock, as last read): the share is counted
-    /// over it, so that a fallback starts from what the process admitted in the limit's
-    /// current window.
+    /// shape whose buckets are the limit's (on its clock: Redis's time for a pass Redis
+    /// admitted, this process's reading of it for the others): the share is counted over it,
+    /// so that a fallback starts from what the process admitted in the limit's current
+    /// window.
     local: ResourceNode,
     /// Passes asked of Redis whose answers have not come yet (a strict check's calls in
     /// flight): counted against the share, so that a fallback that starts while Redis may
     /// still be admitting them does not admit their places too.
     asked: AtomicU64,
-    /// The limit's clock less this process's, in ms, as the last answer showed.
-    offset_ms: AtomicI64,
+    /// The limit's clock, as Redis's answers show it.
+    clock: LimitClock,
     /// Passes the fallback admitted, until Redis is told of them.
     unreported: Mutex<Unreported>,
     /// How long a pass can matter to the limit (a window's interval), in milliseconds.
@@ -44,28 +46,21 @@ impl RateFallback {
             policy,
             local: ResourceNode::new(NodeConfig::default().with_second_window(shape)),
             asked: AtomicU64::new(0),
-            offset_ms: AtomicI64::new(0),
+            clock: LimitClock::default(),
             unreported: Mutex::default(),
             keep_ms,
         }
     }
 
-    /// Redis's answer said `limit_ms` on the limit's clock when this process's read `now_ms`:
-    /// the local window's buckets follow the limit's. Moves of 2 ms or less (a call's
-    /// latency) are not followed, so that the local window's times do not jitter.
-    pub(crate) fn align(&self, limit_ms: u64, now_ms: u64) {
-        let offset = limit_ms as i64 - now_ms as i64;
-        let old = self.offset_ms.load(Ordering::Relaxed);
-        if (offset - old).abs() > 2 {
-            self.offset_ms.store(offset, Ordering::Relaxed);
-        }
+    /// Redis's answer to a call sent at `sent_nanos` and answered at `answered_nanos` (this
+    /// process's clock) said `limit_ms` on the limit's clock (see [`LimitClock::observe`]).
+    pub(crate) fn observe(&self, limit_ms: u64, sent_nanos: u64, answered_nanos: u64) {
+        self.clock.observe(limit_ms, sent_nanos, answered_nanos);
     }
 
     /// `now_nanos` of this process's clock on the limit's.
     fn on_limit_clock(&self, now_nanos: u64) -> u64 {
-        let offset = self.offset_ms.load(Ordering::Relaxed);
-        let nanos = offset.saturating_mul(1_000_000);
-        now_nanos.saturating_add_signed(nanos)
+        self.clock.at(now_nanos)
     }
 
     /// `count` passes admitted through Redis at `now_nanos`: counted in the local window, which
@@ -192,10 +187,12 @@ pub(crate) struct Asking<'a> {
 }
 
 impl Asking<'_> {
-    /// Redis admitted them at `now_nanos`: counted in the local window, then no longer asked
-    /// (in that order, so that a concurrent share never misses them).
-    pub(crate) fn admitted(self, now_nanos: u64) {
-        self.fallback.record(now_nanos, self.count);
+    /// Redis admitted them at `limit_ms`, its time: counted in the local window there, in
+    /// the bucket Redis counts them in, then no longer asked (in that order, so that a
+    /// concurrent share never misses them).
+    pub(crate) fn admitted(self, limit_ms: u64) {
+        let at = limit_ms.saturating_mul(1_000_000);
+        self.fallback.local.add_pass(at, u64::from(self.count));
     }
 }
 

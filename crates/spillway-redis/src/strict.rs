@@ -175,12 +175,12 @@ impl<S: Shared> Strict<S> {
                 // Sent before another call on its connection failed: only a probe, which
                 // first tells Redis what the fallback admitted, ends the fallback.
                 if state.dropped == dropped {
-                    self.answered(&mut state, &answer);
+                    self.answered(&mut state, &answer, now);
                 }
                 drop(state);
                 if count > 0 && answer.count == u64::from(count) {
                     if let Some(asking) = asking {
-                        asking.admitted(self.clock.now_nanos());
+                        asking.admitted(answer.now_ms);
                     }
                     Ok(())
                 } else {
@@ -208,11 +208,14 @@ impl<S: Shared> Strict<S> {
         }
     }
 
-    /// Redis answered on the connection `state` holds: on the shared limit, with the live
-    /// processes it counted; after a failure, keeping to the fallback's share for a while.
-    fn answered(&self, state: &mut State, answer: &shared::Answer) {
-        let now = self.clock.now_millis();
-        self.fallback.align(answer.now_ms, now);
+    /// Redis answered a call sent at `sent_nanos` on the connection `state` holds: on the
+    /// shared limit, with the live processes it counted; after a failure, keeping to the
+    /// fallback's share for a while.
+    fn answered(&self, state: &mut State, answer: &shared::Answer, sent_nanos: u64) {
+        let answered_nanos = self.clock.now_nanos();
+        self.fallback
+            .observe(answer.now_ms, sent_nanos, answered_nanos);
+        let now = answered_nanos / 1_000_000;
         let before = state.live;
         state.live = answer.live.max(1);
         let live = state.live;
@@ -330,18 +333,19 @@ impl<S: Shared> Strict<S> {
             }
             let beat = self.beat();
             let invocation = self.limit.invocation(Mode::UpTo, 0, 0, Some(&beat));
+            let sent = self.clock.now_nanos();
             let answer =
                 crate::timed::timed(timeout, shared::call(&mut connection, invocation)).await?;
-            Ok::<_, Error>((connection, answer))
+            Ok::<_, Error>((connection, answer, sent))
         };
         match probed.await {
-            Ok((connection, answer)) => {
+            Ok((connection, answer, sent)) => {
                 let mut state = lock(&self.state);
                 // A request's call failed meanwhile on the connection it reused: dropped, and
                 // the fallback that failure started is the next probe's to end.
                 if !reused || state.dropped == dropped {
                     state.connection = Some(connection);
-                    self.answered(&mut state, &answer);
+                    self.answered(&mut state, &answer, sent);
                 }
                 drop(state);
                 self.answered.done();
