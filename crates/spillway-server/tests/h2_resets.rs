@@ -361,3 +361,86 @@ async fn a_burst_of_resets_runs_on_no_further_than_the_client_s_places() {
     .await;
     served.shutdown().await;
 }
+
+/// Set when the upstream's response body is dropped: its stream (or connection) was closed by
+/// the proxy.
+struct DroppedFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DroppedFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// An upstream whose every response is a head and a first chunk, then nothing for good (an
+/// event stream with rare events), setting `dropped` when the proxy lets go of it.
+async fn silent_stream_upstream(dropped: Arc<std::sync::atomic::AtomicBool>) -> SocketAddr {
+    use http_body_util::StreamBody;
+    use hyper::body::Frame;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            let dropped = Arc::clone(&dropped);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_: Request<Incoming>| {
+                    let guard = DroppedFlag(Arc::clone(&dropped));
+                    async move {
+                        let first =
+                            futures_util::stream::iter([Ok::<_, std::convert::Infallible>(
+                                Frame::data(Bytes::from("first")),
+                            )]);
+                        let silent = futures_util::StreamExt::map(
+                            futures_util::stream::pending::<
+                                Result<Frame<Bytes>, std::convert::Infallible>,
+                            >(),
+                            move |frame| {
+                                let _held = &guard;
+                                frame
+                            },
+                        );
+                        let frames = futures_util::StreamExt::chain(first, silent);
+                        Ok::<_, std::convert::Infallible>(Response::new(StreamBody::new(frames)))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+// A client that resets a stream whose response the upstream has stopped sending (after its
+// head and first bytes) frees it at once: its places, and the upstream's request. The proxy's
+// task that sent the response on waited for the upstream's next bytes for good, and an attack
+// pinned 1,000 streams (and every place of a route's `executes`) that way with one connection,
+// then, past 100 streams on each, every upstream connection the proxy could open.
+#[tokio::test(start_paused = true)]
+async fn a_stream_reset_while_its_upstream_sends_nothing_is_given_up_at_once() {
+    use tokio::io::AsyncWriteExt;
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let upstream = silent_stream_upstream(Arc::clone(&dropped)).await;
+    let text = format!(
+        "[listener]\nlisten = \"127.0.0.1:0\"\n\n\
+         [[upstream]]\nname = \"app\"\nurl = \"http://{upstream}\"\n\n\
+         [[route]]\nresource = \"events\"\npath = \"/\"\nupstream = \"app\"\n"
+    );
+    let served = Served::start(&text).await;
+    let events = served.spillway.resource("events").unwrap();
+    let mut write = raw_h2(served.proxy).await;
+    write.write_all(&get_slow(1)).await.unwrap();
+    // Forwarded and answered: its entry is held while its response runs.
+    until("the response under way", || events.stats().concurrency == 1).await;
+    // Its first bytes sent on, and the proxy waiting for more.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    write.write_all(&cancel(1)).await.unwrap();
+    until("its places given back", || events.stats().concurrency == 0).await;
+    until("the upstream's request let go", || {
+        dropped.load(Ordering::SeqCst)
+    })
+    .await;
+    served.shutdown().await;
+}

@@ -230,7 +230,9 @@ struct Pumped {
 }
 
 /// Sends `body` on a frame at a time, giving up (dropping `body` and what it holds) when the
-/// receiver takes nothing for `send_timeout`; the receiver then fails the stream.
+/// receiver takes nothing for `send_timeout`, the receiver then failing the stream, or when the
+/// stream is gone, even while the upstream sends nothing (an event stream between events): a
+/// client that reset such streams held their places and upstream requests for good.
 async fn pump(mut body: ProxyBody, to: Pumped, send_timeout: Duration, on_stall: impl FnOnce()) {
     use http_body_util::BodyExt;
     loop {
@@ -246,7 +248,12 @@ async fn pump(mut body: ProxyBody, to: Pumped, send_timeout: Duration, on_stall:
                 return;
             }
         };
-        match body.frame().await {
+        let frame = tokio::select! {
+            biased;
+            frame = body.frame() => frame,
+            () = to.tx.closed() => return,
+        };
+        match frame {
             Some(frame) => permit.send(frame),
             None => return,
         }
