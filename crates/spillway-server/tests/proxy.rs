@@ -386,6 +386,10 @@ async fn a_request_whose_client_leaves_holds_its_place_until_the_upstream_answer
             while resource.stats().concurrency != 0 {
                 tokio::task::yield_now().await;
             }
+            // It reached no verdict on the upstream: no completion, no time, no error (a
+            // success timed to its client's leaving, before).
+            let stats = resource.stats();
+            assert_eq!((stats.total_success, stats.total_error), (0, 0));
             assert_eq!(h.status("/hold").await, StatusCode::GATEWAY_TIMEOUT);
             // Only the second request's end is counted: an error (the 504), after its timeout.
             for (series, value) in [
