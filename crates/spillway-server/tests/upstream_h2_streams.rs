@@ -23,6 +23,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+/// The tests of this file run one at a time: the cap on upstream connections, which one of
+/// them reads, counts the process's.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Longest a wait on an event may take before the test fails (never reached when it passes).
 const STEP: Duration = Duration::from_secs(60);
 
@@ -41,6 +45,14 @@ struct Seen {
 /// An HTTP/2 (prior knowledge) upstream taking 100 streams at once on a connection: `/hang`
 /// answers a head and a first chunk, and never ends; anything else answers `ok`.
 async fn hanging_upstream() -> (SocketAddr, watch::Receiver<Seen>) {
+    draining_upstream(Arc::new(tokio::sync::Notify::new())).await
+}
+
+/// [`hanging_upstream`], whose open connections each send a GOAWAY when `go_away` is told,
+/// and then carry their streams under way to their ends.
+async fn draining_upstream(
+    go_away: Arc<tokio::sync::Notify>,
+) -> (SocketAddr, watch::Receiver<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (seen_tx, seen) = watch::channel(Seen::default());
@@ -49,6 +61,7 @@ async fn hanging_upstream() -> (SocketAddr, watch::Receiver<Seen>) {
         while let Ok((stream, _)) = listener.accept().await {
             seen_tx.send_modify(|seen| seen.opened += 1);
             let seen_tx = seen_tx.clone();
+            let go_away = go_away.clone();
             tokio::spawn(async move {
                 let counting = seen_tx.clone();
                 let service = service_fn(move |request: Request<Incoming>| {
@@ -67,10 +80,18 @@ async fn hanging_upstream() -> (SocketAddr, watch::Receiver<Seen>) {
                         Ok(Response::new(BoxBody::new(StreamBody::new(frames))))
                     }
                 });
-                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                     .max_concurrent_streams(UPSTREAM_STREAMS)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                    .clone();
+                let serving = builder.serve_connection(TokioIo::new(stream), service);
+                tokio::pin!(serving);
+                tokio::select! {
+                    _ = serving.as_mut() => {}
+                    () = go_away.notified() => {
+                        serving.as_mut().graceful_shutdown();
+                        let _ = serving.await;
+                    }
+                }
                 seen_tx.send_modify(|seen| seen.closed += 1);
             });
         }
@@ -117,6 +138,7 @@ async fn small(proxy: SocketAddr) {
 // 60 s, for a download nobody reads).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_that_never_end_leave_the_others_a_connection() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let (upstream, mut seen) = hanging_upstream().await;
     let server = proxy(upstream).await;
     let mut hanging = Vec::new();
@@ -137,6 +159,7 @@ async fn streams_that_never_end_leave_the_others_a_connection() {
 // the first stays. Tokio's clock is paused: it moves on when nothing else can.
 #[tokio::test(start_paused = true)]
 async fn a_connection_past_the_first_closes_once_idle_for_90_seconds() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let (upstream, mut seen) = hanging_upstream().await;
     let server = proxy(upstream).await;
     let mut hanging = Vec::new();
@@ -167,4 +190,59 @@ async fn a_connection_past_the_first_closes_once_idle_for_90_seconds() {
         "{:?}",
         *seen.borrow()
     );
+}
+
+/// The proxy's count of its upstream connections (`spillway_upstream_connections`).
+fn upstream_connections(server: &Harness) -> f64 {
+    let metrics = server.handle.render_metrics().unwrap();
+    let line = metrics
+        .lines()
+        .find(|line| line.starts_with("spillway_upstream_connections "))
+        .unwrap_or_else(|| panic!("no spillway_upstream_connections in\n{metrics}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+// An upstream that sends a GOAWAY while a stream is under way (a rolling restart) keeps that
+// connection open until the stream ends: it holds its place under the cap on upstream
+// connections until then. The place went back with hyper's task for the connection, which ends
+// at the GOAWAY: an attack had the upstream hold 40 connections while the proxy counted 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_the_upstream_drains_holds_its_place_until_its_last_stream_ends() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let go_away = Arc::new(tokio::sync::Notify::new());
+    let (upstream, mut seen) = draining_upstream(go_away.clone()).await;
+    let server = proxy(upstream).await;
+    let hanging = hanging_request(server.proxy).await;
+    let reached = seen.wait_for(|seen| seen.hanging == 1);
+    tokio::time::timeout(STEP, reached).await.unwrap().unwrap();
+    assert_eq!(upstream_connections(&server), 1.0, "{:?}", *seen.borrow());
+    go_away.notify_waiters();
+    // Once the proxy has the GOAWAY, a request finds the connection going away and opens
+    // another.
+    let another = async {
+        while seen.borrow().opened < 2 {
+            small(server.proxy).await;
+        }
+    };
+    tokio::time::timeout(STEP, another)
+        .await
+        .expect("another connection");
+    assert_eq!((seen.borrow().opened, seen.borrow().closed), (2, 0));
+    assert_eq!(
+        upstream_connections(&server),
+        2.0,
+        "the draining one counted"
+    );
+    // The stream ends with its client: the draining connection closes, and its place goes.
+    drop(hanging);
+    let closed = seen.wait_for(|seen| seen.closed == 1);
+    tokio::time::timeout(STEP, closed).await.unwrap().unwrap();
+    let freed = async {
+        while upstream_connections(&server) != 1.0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(STEP, freed)
+        .await
+        .expect("its place given back");
 }

@@ -6,6 +6,7 @@
 //! has carried no stream for [`IDLE_TIMEOUT`](super::pool::IDLE_TIMEOUT).
 
 use super::client_body::ClientBody;
+use crate::descriptors::UpstreamSeat;
 use hyper::client::conn::http2;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,11 +24,20 @@ pub(crate) struct Http2Conn {
     streams: Arc<Streams>,
 }
 
-/// The streams open on a connection, and since when it has had none.
+/// The streams open on a connection, and since when it has had none; with the connection's
+/// place under the cap on upstream connections, given back once neither the connection's task
+/// nor a stream's body holds this (hyper's task for the connection ends at the upstream's
+/// GOAWAY, while the streams under way go on over it).
 struct Streams {
     open: AtomicUsize,
     /// When the last stream closed (or the connection was made).
     idle_since: Mutex<Instant>,
+    _seat: UpstreamSeat,
+}
+
+/// What the connection's task holds for as long as it runs: its place under the cap.
+pub(crate) struct ConnectionHold {
+    _streams: Arc<Streams>,
 }
 
 /// A stream open on a connection, until it is dropped: with the response's body, when it ends
@@ -46,15 +56,28 @@ impl Drop for OpenStream {
 }
 
 impl Http2Conn {
-    /// A connection just made, with no stream yet.
-    pub(crate) fn new(sender: http2::SendRequest<ClientBody>) -> Self {
+    /// A connection just made, with no stream yet, holding `seat`.
+    pub(crate) fn new(sender: http2::SendRequest<ClientBody>, seat: UpstreamSeat) -> Self {
         Self {
             sender,
             streams: Arc::new(Streams {
                 open: AtomicUsize::new(0),
                 idle_since: Mutex::new(Instant::now()),
+                _seat: seat,
             }),
         }
+    }
+
+    /// For the connection's task to hold while it runs.
+    pub(crate) fn hold(&self) -> ConnectionHold {
+        ConnectionHold {
+            _streams: self.streams.clone(),
+        }
+    }
+
+    /// Waits until it can take a request.
+    pub(crate) async fn ready(&mut self) -> Result<(), hyper::Error> {
+        self.sender.ready().await
     }
 
     /// A stream on it, counted until the returned [`OpenStream`] is dropped.

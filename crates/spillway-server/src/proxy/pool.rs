@@ -225,22 +225,24 @@ impl Pool {
         let io: Io = self.connector.clone().oneshot(self.origin.clone()).await?;
         let negotiated_h2 = io.connected().is_negotiated_h2();
         if self.protocol == UpstreamProtocol::Http2 || negotiated_h2 {
-            let (mut sender, connection) = http2::Builder::new(TokioExecutor::new())
+            let (sender, connection) = http2::Builder::new(TokioExecutor::new())
                 .timer(TokioTimer::new())
                 .initial_stream_window_size(STREAM_WINDOW)
                 .initial_connection_window_size(CONNECTION_WINDOW)
                 .handshake(io)
                 .await?;
+            let mut conn = Http2Conn::new(sender, seat);
+            let hold = conn.hold();
             tokio::spawn(async move {
-                let _seat = seat;
+                let _hold = hold;
                 if let Err(err) = connection.await {
                     tracing::debug!(%err, "upstream HTTP/2 connection closed");
                 }
             });
-            sender.ready().await?;
+            conn.ready().await?;
             // With `auto`, several connections may come up as HTTP/2 at once: each is kept,
             // and those past the first close once idle.
-            let (sender, stream) = self.shared.lane().http2.add(Http2Conn::new(sender));
+            let (sender, stream) = self.shared.lane().http2.add(conn);
             self.shared.start_reaping();
             return Ok(Sender::Http2(sender, stream));
         }
