@@ -118,6 +118,24 @@ async fn hanging_request(proxy: SocketAddr) -> TcpStream {
     stream
 }
 
+/// `count` clients that ask for `/hang` through `server`, once the upstream has every one.
+async fn hanging_at_upstream(
+    server: &Harness,
+    seen: &mut watch::Receiver<Seen>,
+    count: usize,
+) -> Vec<TcpStream> {
+    let mut hanging = Vec::new();
+    for _ in 0..count {
+        hanging.push(hanging_request(server.proxy).await);
+    }
+    let reached = seen.wait_for(|seen| seen.hanging == count);
+    tokio::time::timeout(STEP, reached)
+        .await
+        .expect("every stream at the upstream")
+        .unwrap();
+    hanging
+}
+
 /// `/small` through the proxy, answered within [`STEP`].
 async fn small(proxy: SocketAddr) {
     let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
@@ -141,15 +159,7 @@ async fn streams_that_never_end_leave_the_others_a_connection() {
     let _one = ONE_AT_A_TIME.lock().await;
     let (upstream, mut seen) = hanging_upstream().await;
     let server = proxy(upstream).await;
-    let mut hanging = Vec::new();
-    for _ in 0..110 {
-        hanging.push(hanging_request(server.proxy).await);
-    }
-    let reached = seen.wait_for(|seen| seen.hanging == 110);
-    tokio::time::timeout(STEP, reached)
-        .await
-        .expect("every stream at the upstream")
-        .unwrap();
+    let hanging = hanging_at_upstream(&server, &mut seen, 110).await;
     small(server.proxy).await;
     assert_eq!(seen.borrow().opened, 2, "{:?}", *seen.borrow());
     drop(hanging);
@@ -162,12 +172,7 @@ async fn a_connection_past_the_first_closes_once_idle_for_90_seconds() {
     let _one = ONE_AT_A_TIME.lock().await;
     let (upstream, mut seen) = hanging_upstream().await;
     let server = proxy(upstream).await;
-    let mut hanging = Vec::new();
-    for _ in 0..101 {
-        hanging.push(hanging_request(server.proxy).await);
-    }
-    let reached = seen.wait_for(|seen| seen.hanging == 101);
-    tokio::time::timeout(STEP, reached).await.unwrap().unwrap();
+    let hanging = hanging_at_upstream(&server, &mut seen, 101).await;
     assert_eq!(seen.borrow().opened, 2);
     // Every client leaves: their streams end.
     drop(hanging);
