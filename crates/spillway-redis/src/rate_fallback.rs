@@ -29,6 +29,10 @@ pub(crate) struct RateFallback {
     asked: AtomicU64,
     /// The limit's clock, as Redis's answers show it.
     clock: LimitClock,
+    /// The latest time (the limit's clock, nanoseconds) a pass Redis admitted was counted at:
+    /// a decision is read no earlier, so that it sees that pass's bucket (Redis's time for it
+    /// may be up to a millisecond past this process's reading of the limit's clock).
+    latest_admitted: AtomicU64,
     /// Passes the fallback admitted, until Redis is told of them.
     unreported: Mutex<Unreported>,
     /// How long a pass can matter to the limit (a window's interval), in milliseconds.
@@ -47,6 +51,7 @@ impl RateFallback {
             local: ResourceNode::new(NodeConfig::default().with_second_window(shape)),
             asked: AtomicU64::new(0),
             clock: LimitClock::default(),
+            latest_admitted: AtomicU64::new(0),
             unreported: Mutex::default(),
             keep_ms,
         }
@@ -129,12 +134,14 @@ impl RateFallback {
         Ok(())
     }
 
-    /// The passes asked of Redis now, then the time on the limit's clock, in that order: a
-    /// pass Redis admitted is in the window, at a time no later than this one, before it
-    /// leaves `asked` ([`Asking::admitted`]), so that a decision counts it at least once.
+    /// The passes asked of Redis now, then the time on the limit's clock (no earlier than the
+    /// latest pass Redis admitted), in that order: a pass Redis admitted is in the window, at
+    /// a time no later than this one, before it leaves `asked` ([`Asking::admitted`]), so that
+    /// a decision counts it at least once.
     fn asked_then_now(&self, clock: &dyn Clock) -> (u32, u64) {
         let asked = u32::try_from(self.asked.load(Ordering::SeqCst)).unwrap_or(u32::MAX);
-        (asked, self.on_limit_clock(clock.now_nanos()))
+        let latest = self.latest_admitted.load(Ordering::SeqCst);
+        (asked, self.on_limit_clock(clock.now_nanos()).max(latest))
     }
 
     /// Whether the fair share of `rate` among `live` processes has room for `count` at `at`
@@ -193,6 +200,9 @@ impl Asking<'_> {
     pub(crate) fn admitted(self, limit_ms: u64) {
         let at = limit_ms.saturating_mul(1_000_000);
         self.fallback.local.add_pass(at, u64::from(self.count));
+        self.fallback
+            .latest_admitted
+            .fetch_max(at, Ordering::SeqCst);
     }
 }
 
@@ -200,5 +210,46 @@ impl Drop for Asking<'_> {
     fn drop(&mut self) {
         let count = u64::from(self.count);
         self.fallback.asked.fetch_sub(count, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RateFallback;
+    use crate::settings::Fallback;
+    use spillway::ManualClock;
+
+    /// A fallback of a 1 s window in two buckets, whose share is 2 a second (one process).
+    fn share_of_two() -> RateFallback {
+        RateFallback::new(Fallback::LocalShare, 1_000, 500)
+    }
+
+    // Redis gave a pass a time past this process's reading of its clock (its time is rounded
+    // down, the offset's too): a decision reads the window no earlier, so that it counts it.
+    #[test]
+    fn a_decision_counts_a_pass_redis_admitted_in_a_bucket_ahead_of_its_reading() {
+        let fallback = share_of_two();
+        let clock = ManualClock::starting_at_millis(999);
+        fallback.asking(1).admitted(1_000);
+        assert!(fallback.takes(2.0, 1, &clock, 1).is_ok());
+        assert!(
+            fallback.takes(2.0, 1, &clock, 1).is_err(),
+            "the pass at 1,000 ms and one more fill the share of 2"
+        );
+    }
+
+    // A call asked of Redis and not answered counts against the share until it is.
+    #[test]
+    fn a_pass_asked_of_redis_counts_until_answered() {
+        let fallback = share_of_two();
+        let clock = ManualClock::starting_at_millis(10_000);
+        let asking = fallback.asking(1);
+        assert!(fallback.takes(2.0, 1, &clock, 1).is_ok());
+        assert!(fallback.takes(2.0, 1, &clock, 1).is_err());
+        drop(asking);
+        assert!(
+            fallback.takes(2.0, 1, &clock, 1).is_ok(),
+            "refused: its place back"
+        );
     }
 }

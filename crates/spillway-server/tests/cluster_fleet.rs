@@ -467,12 +467,13 @@ fn fullest_span(
 /// Aligned spans whose admissions pass their bound, as `(start from the kill in ms, admitted,
 /// bound)`. The bound is `limit` plus `slack`, except on a span the switch to the fallback
 /// falls in (one that ends after `kill_started`, when the test began to kill Redis, and starts
-/// before `kill` plus a window): there each process admits at most its share less what it
-/// admitted in the span, so the fleet admits at most the sum of each process's larger of its
-/// share and what Redis admitted it in the span (docs/cluster.md, "The bound across a
-/// failure": the limit when the processes took equal parts), plus `slack`. What Redis admitted
-/// a process is counted from its admissions answered before `kill_started`, which Redis
-/// decided; one Redis decided in between counts toward the share only.
+/// before `kill`, when Redis was dead, plus a window): there each process admits at most its
+/// share less what it admitted in the span, so the fleet admits at most the sum of each
+/// process's larger of its share and what Redis admitted it in the span (docs/cluster.md, "The
+/// bound across a failure": the limit when the processes took equal parts), plus `slack`.
+/// What Redis admitted a process is counted from its admissions answered before `kill`: Redis
+/// decided them, but for those its fallback decided in the milliseconds between Redis's death
+/// and `kill`, which loosen the check by as many.
 fn over_bound(
     route: &str,
     admitted: &[Flight],
@@ -492,7 +493,7 @@ fn over_bound(
         let base = if switch {
             let mut by_redis = [0usize; 3];
             for (_, index, flight) in by_process.iter().filter(|(name, ..)| *name == route) {
-                if flight.answered < kill_started {
+                if flight.answered < kill {
                     by_redis[*index] += count(std::slice::from_ref(flight), start, end);
                 }
             }
