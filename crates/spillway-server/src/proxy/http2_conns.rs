@@ -3,7 +3,8 @@
 //! connection is made when none has room, so that streams nobody finishes (downloads their
 //! clients stopped reading) cannot hold every stream the upstream takes on one connection while
 //! the other requests queue behind them. A connection other than the first is closed once it
-//! has carried no stream for [`IDLE_TIMEOUT`](super::pool::IDLE_TIMEOUT).
+//! has carried no stream for [`IDLE_TIMEOUT`](super::pool::IDLE_TIMEOUT) (at the idle reaper's
+//! next round).
 
 use super::client_body::ClientBody;
 use crate::descriptors::UpstreamSeat;

@@ -240,9 +240,14 @@ impl Pool {
                 }
             });
             conn.ready().await?;
-            // With `auto`, several connections may come up as HTTP/2 at once: each is kept,
-            // and those past the first close once idle.
-            let (sender, stream) = self.shared.lane().http2.add(conn);
+            // With `auto`, several connections may come up as HTTP/2 at once (ALPN decides
+            // after the handshake, outside the `connecting` lock): one with room is kept, and
+            // this one closes (with its request on the kept one).
+            let lane = self.shared.lane();
+            if let Some((sender, stream)) = lane.http2.stream() {
+                return Ok(Sender::Http2(sender, stream));
+            }
+            let (sender, stream) = lane.http2.add(conn);
             self.shared.start_reaping();
             return Ok(Sender::Http2(sender, stream));
         }

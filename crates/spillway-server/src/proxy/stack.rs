@@ -120,8 +120,9 @@ pub(crate) fn build<S>(
     );
     let on_blocked = Arc::clone(&refusal);
     // A call's future is dropped only when its client left and the call was cancelled
-    // (`listener.finish_when_client_leaves = false`, or a cap reached as it left): it reached
-    // no verdict on the upstream, and counts nothing but its pass. Timed to the drop, clients
+    // (`listener.finish_when_client_leaves = false`, or a cap reached as it left), or at the
+    // end of a shutdown's drain: it reached no verdict on the upstream, and counts nothing but
+    // its pass. Timed to the drop, clients
     // that give up under an overload would feed the adaptive limits short, good samples.
     let mut layer = SpillwayLayer::new(shared.spillway.clone())
         .on_dropped(spillway_tower::protect::OnDropped::Abandon)

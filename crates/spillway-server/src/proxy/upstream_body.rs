@@ -31,7 +31,13 @@ impl Body for UpstreamBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+        let over = match &polled {
+            Poll::Ready(None | Some(Err(_))) => true,
+            // Its last frame: over, though its reader may take long to be given it.
+            Poll::Ready(Some(Ok(_))) => self.body.is_end_stream(),
+            Poll::Pending => false,
+        };
+        if over {
             // The stream is over: its place is free.
             self.stream = None;
         }
