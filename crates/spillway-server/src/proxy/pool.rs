@@ -51,10 +51,10 @@ const STREAM_WINDOW: u32 = UPSTREAM_BUFFER as u32;
 /// The flow-control window of an HTTP/2 connection to the upstream: 256 streams' windows
 /// (16 MiB), more than the streams a connection carries at once
 /// ([`STREAMS_PER_CONNECTION`](super::http2_conns::STREAMS_PER_CONNECTION)), so that streams
-/// whose clients stop reading hold their own windows, not the connection's. With hyper's defaults (2 MiB a stream, 5 MiB the
-/// connection), three unread downloads stopped every other response on the connection until
-/// their clients' send timeouts. Not larger: h2 also bounds the connection's small DATA frames
-/// by half of it.
+/// whose clients stop reading hold their own windows, not the connection's. With hyper's
+/// defaults (2 MiB a stream, 5 MiB the connection), three unread downloads stopped every other
+/// response on the connection until their clients' send timeouts. Not larger: h2 also bounds
+/// the connection's small DATA frames by half of it.
 const CONNECTION_WINDOW: u32 = 256 * STREAM_WINDOW;
 
 /// How long an idle HTTP/1.1 connection is kept (hyper-util's client default).
